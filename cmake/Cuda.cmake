@@ -1,0 +1,18 @@
+# The optional CUDA backend (gpu/): AUTO builds it when nvcc and cuDNN are
+# found, ON requires them, OFF skips it.  It is a MODULE that cnnsh dlopens.
+set(CNNSH_HAVE_CUDA OFF)
+if(NOT CNNSH_CUDA STREQUAL "OFF")
+  include(CheckLanguage)
+  check_language(CUDA)
+  find_path(CUDNN_INCLUDE_DIR cudnn.h HINTS /usr/local/cuda/include)
+  find_library(CUDNN_LIBRARY cudnn HINTS /usr/local/cuda/lib64)
+  if(CMAKE_CUDA_COMPILER AND CUDNN_INCLUDE_DIR AND CUDNN_LIBRARY AND EXISTS ${PROJECT_SOURCE_DIR}/gpu/CMakeLists.txt)
+    set(CNNSH_HAVE_CUDA ON)
+  elseif(CNNSH_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "CNNSH_CUDA=ON but the CUDA toolkit or cuDNN was not found")
+  endif()
+endif()
+if(CNNSH_HAVE_CUDA)
+  add_subdirectory(gpu)
+endif()
+message(STATUS "cnnsh CUDA backend: ${CNNSH_HAVE_CUDA}")

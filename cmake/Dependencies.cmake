@@ -1,0 +1,18 @@
+# Finds the Debian packages listed in DESIGN.md (scripts/setup installs them).
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(LUA REQUIRED IMPORTED_TARGET lua5.4)
+pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET openblas)
+pkg_check_modules(CJSON REQUIRED IMPORTED_TARGET libcjson)
+pkg_check_modules(PNG REQUIRED IMPORTED_TARGET libpng)
+pkg_check_modules(ZLIB REQUIRED IMPORTED_TARGET zlib)
+find_package(OpenMP REQUIRED COMPONENTS C)
+find_package(Threads REQUIRED)
+
+find_path(DNNL_INCLUDE_DIR dnnl.h REQUIRED)
+find_library(DNNL_LIBRARY dnnl REQUIRED)
+add_library(dnnl::dnnl UNKNOWN IMPORTED)
+set_target_properties(dnnl::dnnl PROPERTIES IMPORTED_LOCATION "${DNNL_LIBRARY}"
+                      INTERFACE_INCLUDE_DIRECTORIES "${DNNL_INCLUDE_DIR}")
+
+find_path(READLINE_INCLUDE_DIR readline/readline.h REQUIRED)
+find_library(READLINE_LIBRARY readline REQUIRED)

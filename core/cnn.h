@@ -1,0 +1,344 @@
+/*
+ * cnn.h -- the one public header of core/: tensors, autograd, ops.
+ *
+ * core/ is plain C11 and knows nothing of Lua.  Every function that can
+ * fail on a user's input validates *before* it allocates, returns NULL (or
+ * a negative status) and leaves a message in a per-thread buffer that
+ * cnn_error() returns; the Lua bindings raise it.  abort()/assert() guard
+ * internal invariants only.
+ *
+ * Ownership: tensors and storages are reference counted.  A function that
+ * returns a cnn_tensor* hands the caller one new reference; the caller
+ * releases it with cnn_tensor_release().  Arguments are borrowed.
+ *
+ * Dimensions are 0-based here; the Lua bindings translate from Lua's
+ * 1-based, negative-from-the-end convention.
+ */
+#ifndef CNN_H
+#define CNN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CNN_MAX_DIMS 8
+
+/* ---- dtypes and devices ------------------------------------------------ */
+
+typedef enum {
+  CNN_FLOAT32 = 0,
+  CNN_FLOAT64,
+  CNN_INT64,
+  CNN_UINT8,
+  CNN_FLOAT16,  /* storage type only (GPU autocast) */
+  CNN_BFLOAT16, /* storage type only (GPU autocast) */
+  CNN_NDTYPES
+} cnn_dtype;
+
+size_t cnn_dtype_size(cnn_dtype dt);
+const char *cnn_dtype_name(cnn_dtype dt); /* "float32", ... */
+int cnn_dtype_from_name(const char *name, cnn_dtype *out); /* 0 ok, -1 unknown */
+bool cnn_dtype_is_float(cnn_dtype dt);
+
+typedef enum { CNN_CPU = 0, CNN_CUDA = 1 } cnn_device_type;
+
+typedef struct {
+  cnn_device_type type;
+  int index; /* GPU ordinal; 0 for the CPU */
+} cnn_device;
+
+#define CNN_DEVICE_CPU ((cnn_device){CNN_CPU, 0})
+bool cnn_device_equal(cnn_device a, cnn_device b);
+const char *cnn_device_str(cnn_device d, char buf[32]); /* "cpu", "cuda:0" */
+
+/* ---- errors ------------------------------------------------------------- */
+
+const char *cnn_error(void);                       /* last message, this thread */
+void cnn_set_error(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
+/* Set a "user interrupted" flag (SIGINT handler); long kernels poll it. */
+void cnn_request_interrupt(void);
+bool cnn_interrupt_pending(void);
+void cnn_clear_interrupt(void);
+
+/* ---- storage and memory accounting -------------------------------------- */
+
+typedef struct cnn_storage {
+  int refcount;      /* atomic; see storage.c */
+  void *data;        /* host or device pointer */
+  size_t nbytes;
+  cnn_device device;
+  bool borrowed;     /* data not owned (never freed by us) */
+} cnn_storage;
+
+cnn_storage *cnn_storage_new(size_t nbytes, cnn_device dev);
+void cnn_storage_retain(cnn_storage *s);
+void cnn_storage_release(cnn_storage *s);
+
+typedef struct {
+  int64_t live;  /* bytes held by live storages, all devices */
+  int64_t peak;  /* highest `live` since start or last reset */
+  int64_t count; /* live storages */
+} cnn_memory_stats;
+
+cnn_memory_stats cnn_memory(cnn_device_type dev);
+void cnn_memory_reset_peak(void);
+
+/* Hooks the embedding (the Lua bindings) installs so the garbage collector
+ * hears about native memory.  `on_alloc` runs after each allocation on the
+ * thread that installed the hooks; `on_oom` runs once when an allocation
+ * fails and returns non-zero if it freed something worth a retry. */
+typedef struct {
+  void (*on_alloc)(size_t nbytes, void *ud);
+  int (*on_oom)(size_t nbytes, void *ud);
+  void *ud;
+} cnn_alloc_hooks;
+void cnn_set_alloc_hooks(const cnn_alloc_hooks *hooks);
+
+/* ---- tensors ------------------------------------------------------------ */
+
+struct cnn_node;
+struct cnn_hook;
+
+typedef struct cnn_tensor {
+  int refcount;           /* atomic */
+  cnn_storage *storage;   /* owned reference */
+  int64_t offset;         /* in elements */
+  int ndim;
+  int64_t shape[CNN_MAX_DIMS];
+  int64_t stride[CNN_MAX_DIMS]; /* in elements */
+  cnn_dtype dtype;
+  /* autograd */
+  bool requires_grad;     /* leaf flag, or "result of a recorded op" */
+  bool retains_grad;      /* non-leaf that keeps .grad */
+  struct cnn_tensor *grad;    /* owned reference or NULL */
+  struct cnn_node *grad_fn;   /* owned reference; NULL for leaves */
+  struct cnn_hook *hooks;     /* gradient hooks, in registration order */
+  int64_t version;        /* bumped by in-place ops (saved-tensor check) */
+} cnn_tensor;
+
+/* lifetime */
+void cnn_tensor_retain(cnn_tensor *t);
+void cnn_tensor_release(cnn_tensor *t);
+
+/* facts */
+int64_t cnn_tensor_numel(const cnn_tensor *t);
+size_t cnn_tensor_nbytes(const cnn_tensor *t);
+bool cnn_tensor_is_contiguous(const cnn_tensor *t);
+cnn_device cnn_tensor_device(const cnn_tensor *t);
+void *cnn_tensor_data(const cnn_tensor *t); /* pointer to element 0 */
+/* "2x3x4" (or "scalar"); buf of CNN_SHAPE_STR bytes */
+#define CNN_SHAPE_STR 128
+const char *cnn_shape_str(int ndim, const int64_t *shape, char *buf);
+const char *cnn_tensor_shape_str(const cnn_tensor *t, char *buf);
+bool cnn_same_shape(const cnn_tensor *a, const cnn_tensor *b);
+
+/* creation (shape arrays are copied) */
+cnn_tensor *cnn_empty(int ndim, const int64_t *shape, cnn_dtype dt, cnn_device dev);
+cnn_tensor *cnn_zeros(int ndim, const int64_t *shape, cnn_dtype dt, cnn_device dev);
+cnn_tensor *cnn_full(int ndim, const int64_t *shape, double value, cnn_dtype dt, cnn_device dev);
+cnn_tensor *cnn_scalar(double value, cnn_dtype dt, cnn_device dev); /* 0-d */
+cnn_tensor *cnn_from_buffer(int ndim, const int64_t *shape, cnn_dtype dt, const void *src); /* CPU copy */
+cnn_tensor *cnn_arange(double start, double end, double step, cnn_dtype dt); /* [start, end) */
+cnn_tensor *cnn_linspace(double start, double end, int64_t steps, cnn_dtype dt);
+cnn_tensor *cnn_eye(int64_t n, int64_t m, cnn_dtype dt);
+cnn_tensor *cnn_rand(int ndim, const int64_t *shape, cnn_dtype dt);  /* U[0,1) */
+cnn_tensor *cnn_randn(int ndim, const int64_t *shape, cnn_dtype dt); /* N(0,1) */
+cnn_tensor *cnn_randint(int64_t low, int64_t high, int ndim, const int64_t *shape, cnn_dtype dt); /* [low, high] inclusive */
+/* element access on any layout/device (slow; for printing and item()) */
+double cnn_tensor_get(const cnn_tensor *t, int64_t linear_index); /* row-major index */
+int cnn_tensor_set(cnn_tensor *t, int64_t linear_index, double v);
+int cnn_tensor_copy_to_host(const cnn_tensor *t, void *dst); /* contiguous dump, t's dtype */
+
+/* ---- random numbers ----------------------------------------------------- */
+
+void cnn_manual_seed(uint64_t seed);
+uint64_t cnn_rng_next(void);          /* 64 random bits, main generator */
+double cnn_rng_uniform(void);         /* [0, 1) */
+double cnn_rng_normal(void);          /* N(0, 1) */
+/* Generator state for checkpoints: 4 words (xoshiro256**) + a cached normal. */
+#define CNN_RNG_STATE_WORDS 6
+void cnn_rng_get_state(uint64_t out[CNN_RNG_STATE_WORDS]);
+void cnn_rng_set_state(const uint64_t in[CNN_RNG_STATE_WORDS]);
+
+/* ---- views (no copies; results share storage) --------------------------- */
+
+cnn_tensor *cnn_view(cnn_tensor *t, int ndim, const int64_t *shape);    /* one -1 allowed */
+cnn_tensor *cnn_reshape(cnn_tensor *t, int ndim, const int64_t *shape); /* view or copy */
+cnn_tensor *cnn_transpose(cnn_tensor *t, int d0, int d1);
+cnn_tensor *cnn_permute(cnn_tensor *t, const int *dims);
+cnn_tensor *cnn_squeeze(cnn_tensor *t, int dim); /* dim < 0: all size-1 dims */
+cnn_tensor *cnn_unsqueeze(cnn_tensor *t, int dim);
+cnn_tensor *cnn_narrow(cnn_tensor *t, int dim, int64_t start, int64_t length);
+cnn_tensor *cnn_select(cnn_tensor *t, int dim, int64_t index);
+cnn_tensor *cnn_expand(cnn_tensor *t, int ndim, const int64_t *shape); /* -1 keeps */
+cnn_tensor *cnn_flatten(cnn_tensor *t, int start_dim, int end_dim);
+cnn_tensor *cnn_contiguous(cnn_tensor *t); /* t itself (retained) if already */
+cnn_tensor *cnn_clone(cnn_tensor *t);
+cnn_tensor *cnn_detach(cnn_tensor *t);     /* shares storage, no graph */
+cnn_tensor *cnn_to_dtype(cnn_tensor *t, cnn_dtype dt); /* t retained if same */
+cnn_tensor *cnn_to_device(cnn_tensor *t, cnn_device dev);
+
+/* ---- elementwise ---------------------------------------------------------- */
+
+typedef enum {
+  CNN_OP_ADD, CNN_OP_SUB, CNN_OP_MUL, CNN_OP_DIV, CNN_OP_POW,
+  CNN_OP_MAXIMUM, CNN_OP_MINIMUM,
+  CNN_OP_EQ, CNN_OP_NE, CNN_OP_LT, CNN_OP_LE, CNN_OP_GT, CNN_OP_GE,
+  CNN_NBINARY
+} cnn_binary_op;
+
+typedef enum {
+  CNN_OP_NEG, CNN_OP_ABS, CNN_OP_EXP, CNN_OP_LOG, CNN_OP_SQRT, CNN_OP_RSQRT,
+  CNN_OP_TANH, CNN_OP_SIGMOID, CNN_OP_RELU, CNN_OP_SIN, CNN_OP_COS,
+  CNN_OP_SIGN, CNN_OP_FLOOR, CNN_OP_CEIL, CNN_OP_ROUND, CNN_OP_RECIPROCAL,
+  CNN_OP_SQUARE, CNN_OP_GELU, CNN_OP_LOG1P, CNN_OP_EXPM1,
+  /* parameterised: p0 (and p1) */
+  CNN_OP_LEAKY_RELU, /* slope p0 */
+  CNN_OP_ELU,        /* alpha p0 */
+  CNN_OP_CLAMP,      /* [p0, p1]; NaN bound = open */
+  CNN_OP_POW_SCALAR, /* x ^ p0 */
+  CNN_OP_ADD_SCALAR, /* x + p0 */
+  CNN_OP_MUL_SCALAR, /* x * p0 */
+  CNN_NUNARY
+} cnn_unary_op;
+
+const char *cnn_binary_name(cnn_binary_op op);
+const char *cnn_unary_name(cnn_unary_op op);
+
+/* Broadcasting binary op; comparisons give uint8 masks. Mixed dtypes promote
+ * (uint8 < int64 < float32 < float64). */
+cnn_tensor *cnn_binary(cnn_binary_op op, cnn_tensor *a, cnn_tensor *b);
+/* a = a op b in place (b broadcast to a's shape; result cast to a's dtype) */
+int cnn_binary_(cnn_binary_op op, cnn_tensor *a, cnn_tensor *b);
+cnn_tensor *cnn_unary(cnn_unary_op op, cnn_tensor *x, double p0, double p1);
+int cnn_unary_(cnn_unary_op op, cnn_tensor *x, double p0, double p1);
+cnn_tensor *cnn_where(cnn_tensor *cond, cnn_tensor *a, cnn_tensor *b);
+int cnn_fill_(cnn_tensor *t, double v);
+int cnn_copy_(cnn_tensor *dst, cnn_tensor *src); /* broadcast + cast */
+/* broadcast shape of a and b; -1 with an error naming `op` if impossible */
+int cnn_broadcast_shape(const char *op, const cnn_tensor *a, const cnn_tensor *b,
+                        int *ndim, int64_t *shape);
+
+/* ---- reductions ----------------------------------------------------------- */
+
+typedef enum {
+  CNN_RED_SUM, CNN_RED_MEAN, CNN_RED_MAX, CNN_RED_MIN, CNN_RED_PROD,
+  CNN_RED_VAR, CNN_RED_STD, CNN_RED_NORM, CNN_RED_ARGMAX, CNN_RED_ARGMIN,
+  CNN_NREDUCE
+} cnn_reduce_op;
+
+/* Reduce over `dims` (a bitmask of dimensions; 0 means all).  For VAR/STD
+ * `p` is the correction (1 = unbiased); for NORM `p` is the order.
+ * ARGMAX/ARGMIN give int64 0-based indices and require exactly one dim or
+ * all (flattened).  MAX/MIN over one dim may also return indices. */
+cnn_tensor *cnn_reduce(cnn_reduce_op op, cnn_tensor *x, uint32_t dims, bool keepdim, double p);
+int cnn_max_dim(cnn_tensor *x, int dim, bool keepdim, bool is_min,
+                cnn_tensor **values, cnn_tensor **indices);
+/* sum `x` down to `shape` (undo a broadcast) */
+cnn_tensor *cnn_sum_to(cnn_tensor *x, int ndim, const int64_t *shape);
+
+/* ---- linear algebra --------------------------------------------------------- */
+
+cnn_tensor *cnn_matmul(cnn_tensor *a, cnn_tensor *b); /* 1-D/2-D/batched, broadcast batch */
+cnn_tensor *cnn_mm(cnn_tensor *a, cnn_tensor *b);     /* strictly 2-D */
+cnn_tensor *cnn_bmm(cnn_tensor *a, cnn_tensor *b);    /* strictly 3-D */
+
+/* ---- indexing and joining ------------------------------------------------- */
+
+cnn_tensor *cnn_cat(int n, cnn_tensor *const *ts, int dim);
+cnn_tensor *cnn_stack(int n, cnn_tensor *const *ts, int dim);
+/* index_select along dim with int64 0-based indices */
+cnn_tensor *cnn_index_select(cnn_tensor *x, int dim, cnn_tensor *index);
+/* gather along dim (int64 0-based index of the same rank) */
+cnn_tensor *cnn_gather(cnn_tensor *x, int dim, cnn_tensor *index);
+/* constant pad of the last dims: pads = {left, right, top, bottom, ...} as in PyTorch */
+cnn_tensor *cnn_pad(cnn_tensor *x, int npads, const int64_t *pads, double value);
+
+/* ---- autograd ---------------------------------------------------------------- */
+
+/* Recording is on by default; cnn_grad_enabled() false inside no_grad. */
+bool cnn_grad_enabled(void);
+bool cnn_set_grad_enabled(bool on); /* returns the previous value */
+
+/* Gradient hook: sees the gradient flowing into `t`; may return a new
+ * tensor (a new reference) to replace it, or NULL to keep it.  Returning
+ * NULL with cnn_error() set... is not possible; hooks that fail set
+ * *failed = 1 and the error, and backward stops. */
+typedef cnn_tensor *(*cnn_grad_hook_fn)(cnn_tensor *grad, void *ud, int *failed);
+typedef struct cnn_hook {
+  cnn_grad_hook_fn fn;
+  void *ud;
+  void (*free_ud)(void *ud);
+  int id;
+  struct cnn_hook *next;
+} cnn_hook;
+int cnn_tensor_add_hook(cnn_tensor *t, cnn_grad_hook_fn fn, void *ud, void (*free_ud)(void *));
+int cnn_tensor_remove_hook(cnn_tensor *t, int id); /* 0 removed, -1 not found */
+
+int cnn_set_requires_grad(cnn_tensor *t, bool on); /* leaves only */
+int cnn_retain_grad(cnn_tensor *t);
+/* Backprop from `root`; `grad` may be NULL for a one-element root.  Frees the
+ * graph unless retain_graph. */
+int cnn_backward(cnn_tensor *root, cnn_tensor *grad, bool retain_graph);
+/* "MulBackward", ... or NULL for leaves */
+const char *cnn_grad_fn_name(const cnn_tensor *t);
+/* Walk the graph: inputs of the node that made t (borrowed; may be NULL
+ * for inputs that need no gradient). Returns count. */
+int cnn_grad_fn_inputs(const cnn_tensor *t, cnn_tensor ***inputs);
+
+/* ---- neural-network ops (ops/nn_*.c) ------------------------------------------- */
+
+typedef struct {
+  int stride[2], pad[4] /* top, bottom, left, right */, dilation[2], groups;
+} cnn_conv_params;
+
+typedef enum { CNN_CONV_AUTO = 0, CNN_CONV_ONEDNN, CNN_CONV_IM2COL, CNN_CONV_NAIVE } cnn_conv_algo;
+void cnn_set_conv_algo(cnn_conv_algo a);
+cnn_conv_algo cnn_get_conv_algo(void);
+
+cnn_tensor *cnn_conv2d(cnn_tensor *x, cnn_tensor *w, cnn_tensor *b, const cnn_conv_params *p);
+cnn_tensor *cnn_linear(cnn_tensor *x, cnn_tensor *w, cnn_tensor *b);
+
+typedef struct {
+  int kernel[2], stride[2], pad[2];
+  bool ceil_mode;
+  bool count_include_pad; /* avg pool */
+} cnn_pool_params;
+/* indices (optional out): int64, flat 0-based position within each H*W plane */
+cnn_tensor *cnn_max_pool2d(cnn_tensor *x, const cnn_pool_params *p, cnn_tensor **indices);
+cnn_tensor *cnn_avg_pool2d(cnn_tensor *x, const cnn_pool_params *p);
+cnn_tensor *cnn_adaptive_avg_pool2d(cnn_tensor *x, int64_t out_h, int64_t out_w);
+
+cnn_tensor *cnn_softmax(cnn_tensor *x, int dim);
+cnn_tensor *cnn_log_softmax(cnn_tensor *x, int dim);
+cnn_tensor *cnn_dropout(cnn_tensor *x, double p, bool training);
+/* running_* may be NULL; updated in place in training */
+cnn_tensor *cnn_batch_norm(cnn_tensor *x, cnn_tensor *running_mean, cnn_tensor *running_var,
+                           cnn_tensor *weight, cnn_tensor *bias, bool training,
+                           double momentum, double eps);
+
+typedef enum { CNN_REDUCTION_NONE, CNN_REDUCTION_MEAN, CNN_REDUCTION_SUM } cnn_reduction;
+/* target: int64 class indices, 0-based; weight (C) optional; ignore_index < 0 none */
+cnn_tensor *cnn_nll_loss(cnn_tensor *logp, cnn_tensor *target, cnn_tensor *weight,
+                         cnn_reduction red, int64_t ignore_index);
+cnn_tensor *cnn_cross_entropy(cnn_tensor *logits, cnn_tensor *target, cnn_tensor *weight,
+                              cnn_reduction red, double label_smoothing, int64_t ignore_index);
+cnn_tensor *cnn_mse_loss(cnn_tensor *x, cnn_tensor *y, cnn_reduction red);
+cnn_tensor *cnn_bce_with_logits(cnn_tensor *x, cnn_tensor *y, cnn_tensor *pos_weight,
+                                cnn_reduction red);
+
+/* ---- threads and timing ---------------------------------------------------- */
+
+void cnn_set_num_threads(int n);
+int cnn_get_num_threads(void);
+double cnn_now_seconds(void); /* monotonic */
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CNN_H */

@@ -83,4 +83,7 @@ void cnn_node_release(cnn_node *n);
  * cast it to input i's dtype; returns a new reference (g retained if equal). */
 cnn_tensor *cnn_grad_to_input(cnn_node *n, int i, cnn_tensor *g);
 
+/* Run a hook list in order on *g (owned); hooks may replace it. */
+int cnn_autograd_run_hooks(cnn_hook *h, cnn_tensor **g);
+
 #endif

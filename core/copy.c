@@ -1,0 +1,330 @@
+/*
+ * copy.c -- moving elements: fill, broadcast+cast copy, contiguous, clone,
+ * dtype and device conversion, and single-element access.
+ *
+ * All loops walk the destination in row-major order with an odometer over
+ * the shape, reading the source through broadcast strides (0 on broadcast
+ * dimensions).  Fast paths: same dtype and both contiguous (memcpy); the
+ * common float32 <-> float64 and uint8 -> float32 contiguous casts.
+ * Autograd: copies made by contiguous/clone/to_dtype record a node whose
+ * backward passes the gradient through (cast back to the input's dtype).
+ */
+#include "autograd.h"
+#include "backend.h"
+#include "cnn.h"
+#include "tensor_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+/* ---- strides and offsets --------------------------------------------------- */
+
+void cnn_broadcast_strides(const cnn_tensor *t, int ndim, const int64_t *shape, int64_t *strides) {
+  int lead = ndim - t->ndim;
+  for (int i = 0; i < ndim; i++) {
+    int j = i - lead;
+    strides[i] = (j < 0 || t->shape[j] == 1) ? 0 : t->stride[j];
+    if (j >= 0 && t->shape[j] == 1 && shape[i] == 1) strides[i] = 0;
+  }
+}
+
+int64_t cnn_offset_of(const cnn_tensor *t, int64_t i) {
+  int64_t off = t->offset;
+  for (int d = t->ndim - 1; d >= 0; d--) {
+    int64_t n = t->shape[d];
+    off += (i % n) * t->stride[d];
+    i /= n;
+  }
+  return off;
+}
+
+int cnn_require_cpu(const char *op, const cnn_tensor *t) {
+  if (t->storage->device.type == CNN_CPU) return 0;
+  char d[32];
+  cnn_set_error("%s: tensor is on %s; this operation runs on the cpu only (use :cpu())", op,
+                cnn_device_str(t->storage->device, d));
+  return -1;
+}
+
+/* ---- half precision conversion (round to nearest even) ---------------------- */
+
+uint16_t cnn_float_to_bf16(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  if ((u & 0x7fffffff) > 0x7f800000) return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
+  u += 0x7fff + ((u >> 16) & 1);
+  return (uint16_t)(u >> 16);
+}
+
+float cnn_bf16_to_float(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+uint16_t cnn_float_to_half(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  uint32_t sign = (u >> 16) & 0x8000, absu = u & 0x7fffffff;
+  if (absu > 0x7f800000) return (uint16_t)(sign | 0x7e00);         /* NaN */
+  if (absu >= 0x477ff000) return (uint16_t)(sign | 0x7c00);        /* overflow: inf */
+  if (absu < 0x38800000) {                                         /* subnormal or 0 */
+    float a;
+    memcpy(&a, &absu, 4);
+    return (uint16_t)(sign | (uint32_t)lrintf(a * 16777216.0f));   /* a / 2^-24 */
+  }
+  uint32_t mant = absu + 0xc8000fff + ((absu >> 13) & 1);          /* rebias, round even */
+  return (uint16_t)(sign | (mant >> 13));
+}
+
+float cnn_half_to_float(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff, u;
+  if (e == 0) {
+    float f = ldexpf((float)m, -24);
+    return sign ? -f : f;
+  }
+  u = e == 31 ? (sign | 0x7f800000 | (m << 13)) : (sign | ((e + 112) << 23) | (m << 13));
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+/* ---- single elements --------------------------------------------------------- */
+
+static int check_index(const char *op, const cnn_tensor *t, int64_t i) {
+  int64_t n = cnn_tensor_numel(t);
+  if (i >= 0 && i < n) return 0;
+  char s[CNN_SHAPE_STR];
+  cnn_set_error("%s: index %lld out of range for a tensor of %lld elements (%s)", op,
+                (long long)i, (long long)n, cnn_tensor_shape_str(t, s));
+  return -1;
+}
+
+double cnn_tensor_get(const cnn_tensor *t, int64_t i) {
+  if (check_index("item", t, i)) return NAN;
+  int64_t off = cnn_offset_of(t, i);
+  if (t->storage->device.type == CNN_CPU) return cnn_load_double(t->dtype, t->storage->data, off);
+  const cnn_backend *be = cnn_backend_get(t->storage->device.type);
+  unsigned char tmp[8];
+  size_t es = cnn_dtype_size(t->dtype);
+  if (!be || be->copy_d2h(tmp, (char *)t->storage->data + off * es, es, t->storage->device.index))
+    return NAN;
+  return cnn_load_double(t->dtype, tmp, 0);
+}
+
+int cnn_tensor_set(cnn_tensor *t, int64_t i, double v) {
+  if (check_index("set", t, i) || cnn_require_cpu("set", t)) return -1;
+  cnn_store_double(t->dtype, t->storage->data, cnn_offset_of(t, i), v);
+  t->version++;
+  return 0;
+}
+
+/* ---- the strided copy kernel (CPU) ----------------------------------------------- */
+
+/* dst[i] = cast(src[bcast(i)]) over dst's shape, odometer style. */
+static void copy_strided(cnn_tensor *dst, const cnn_tensor *src) {
+  int nd = dst->ndim;
+  int64_t sstride[CNN_MAX_DIMS], idx[CNN_MAX_DIMS] = {0};
+  cnn_broadcast_strides(src, nd, dst->shape, sstride);
+  int64_t n = cnn_tensor_numel(dst), doff = dst->offset, soff = src->offset;
+  size_t es = cnn_dtype_size(dst->dtype);
+  bool same = dst->dtype == src->dtype;
+  for (int64_t k = 0; k < n; k++) {
+    if (same) memcpy((char *)dst->storage->data + doff * es, (char *)src->storage->data + soff * es, es);
+    else cnn_store_double(dst->dtype, dst->storage->data, doff,
+                          cnn_load_double(src->dtype, src->storage->data, soff));
+    for (int d = nd - 1; d >= 0; d--) {
+      if (++idx[d] < dst->shape[d]) {
+        doff += dst->stride[d], soff += sstride[d];
+        break;
+      }
+      doff -= dst->stride[d] * (dst->shape[d] - 1);
+      soff -= sstride[d] * (dst->shape[d] - 1);
+      idx[d] = 0;
+    }
+  }
+}
+
+static bool fast_cast(cnn_tensor *dst, const cnn_tensor *src, int64_t n) {
+  void *d = cnn_tensor_data(dst);
+  const void *s = cnn_tensor_data(src);
+  if (dst->dtype == src->dtype) {
+    memcpy(d, s, (size_t)n * cnn_dtype_size(dst->dtype));
+  } else if (dst->dtype == CNN_FLOAT64 && src->dtype == CNN_FLOAT32) {
+    for (int64_t i = 0; i < n; i++) ((double *)d)[i] = ((const float *)s)[i];
+  } else if (dst->dtype == CNN_FLOAT32 && src->dtype == CNN_FLOAT64) {
+    for (int64_t i = 0; i < n; i++) ((float *)d)[i] = (float)((const double *)s)[i];
+  } else if (dst->dtype == CNN_FLOAT32 && src->dtype == CNN_UINT8) {
+    for (int64_t i = 0; i < n; i++) ((float *)d)[i] = ((const uint8_t *)s)[i];
+  } else if (dst->dtype == CNN_FLOAT32 && src->dtype == CNN_INT64) {
+    for (int64_t i = 0; i < n; i++) ((float *)d)[i] = (float)((const int64_t *)s)[i];
+  } else {
+    return false;
+  }
+  return true;
+}
+
+static int copy_across_devices(cnn_tensor *dst, cnn_tensor *src);
+
+static int check_broadcast_to(const char *op, const cnn_tensor *dst, const cnn_tensor *src) {
+  bool ok = src->ndim <= dst->ndim;
+  for (int i = 0; ok && i < src->ndim; i++) {
+    int64_t s = src->shape[src->ndim - 1 - i], d = dst->shape[dst->ndim - 1 - i];
+    ok = s == d || s == 1;
+  }
+  if (ok) return 0;
+  char a[CNN_SHAPE_STR], b[CNN_SHAPE_STR];
+  cnn_set_error("%s: source of shape %s cannot be broadcast to %s", op,
+                cnn_tensor_shape_str(src, a), cnn_tensor_shape_str(dst, b));
+  return -1;
+}
+
+/* Raw copy without autograd (dst must not overlap src in a harmful way). */
+int cnn_copy_raw(cnn_tensor *dst, cnn_tensor *src) {
+  if (check_broadcast_to("copy_", dst, src)) return -1;
+  if (!cnn_device_equal(dst->storage->device, src->storage->device) ||
+      dst->storage->device.type != CNN_CPU)
+    return copy_across_devices(dst, src);
+  int64_t n = cnn_tensor_numel(dst);
+  if (cnn_same_shape(dst, src) && cnn_tensor_is_contiguous(dst) && cnn_tensor_is_contiguous(src) &&
+      fast_cast(dst, src, n))
+    return 0;
+  copy_strided(dst, src);
+  return 0;
+}
+
+/* Host <-> device transfers.  The device side must be contiguous with the
+ * same shape and dtype as the host side; the host side absorbs casts and
+ * broadcasts through a temporary.  Device-to-device strided copies go
+ * through the backend's copy op. */
+typedef int (*device_copy_op)(cnn_tensor *dst, const cnn_tensor *src);
+
+static int copy_across_devices(cnn_tensor *dst, cnn_tensor *src) {
+  cnn_device dd = dst->storage->device, sd = src->storage->device;
+  const cnn_backend *be = cnn_backend_get(dd.type == CNN_CPU ? sd.type : dd.type);
+  if (!be) return -1;
+  if (dd.type != CNN_CPU && sd.type != CNN_CPU) {
+    device_copy_op op = (device_copy_op)be->ops[0];
+    if (!op) return cnn_set_error("copy_: device-to-device copy is not supported"), -1;
+    return op(dst, src);
+  }
+  if (dd.type == CNN_CPU) { /* device -> host */
+    if (!cnn_tensor_is_contiguous(src)) {
+      cnn_set_error("copy_: a non-contiguous %s tensor must be made contiguous on the device first",
+                    be->name);
+      return -1;
+    }
+    cnn_tensor *tmp = cnn_empty(src->ndim, src->shape, src->dtype, CNN_DEVICE_CPU);
+    if (!tmp) return -1;
+    int rc = be->copy_d2h(tmp->storage->data, cnn_tensor_data(src), cnn_tensor_nbytes(src), sd.index);
+    if (rc == 0) rc = cnn_copy_raw(dst, tmp);
+    cnn_tensor_release(tmp);
+    return rc;
+  }
+  /* host -> device */
+  if (!cnn_tensor_is_contiguous(dst)) {
+    cnn_set_error("copy_: cannot copy into a non-contiguous %s tensor from the cpu", be->name);
+    return -1;
+  }
+  cnn_tensor *tmp = cnn_empty(dst->ndim, dst->shape, dst->dtype, CNN_DEVICE_CPU);
+  if (!tmp) return -1;
+  int rc = cnn_copy_raw(tmp, src);
+  if (rc == 0) rc = be->copy_h2d(cnn_tensor_data(dst), tmp->storage->data, cnn_tensor_nbytes(tmp), dd.index);
+  cnn_tensor_release(tmp);
+  return rc;
+}
+
+/* ---- in-place fill and copy ----------------------------------------------------- */
+
+static int check_inplace(const char *op, cnn_tensor *t) {
+  if (t->requires_grad && !t->grad_fn && cnn_grad_enabled()) {
+    cnn_set_error("%s: a leaf tensor that requires grad cannot be modified in place "
+                  "(use cnn.no_grad or detach())", op);
+    return -1;
+  }
+  return 0;
+}
+
+int cnn_fill_(cnn_tensor *t, double v) {
+  if (check_inplace("fill_", t)) return -1;
+  int64_t n = cnn_tensor_numel(t);
+  t->version++;
+  if (t->storage->device.type != CNN_CPU) {
+    cnn_tensor *s = cnn_scalar(v, t->dtype, CNN_DEVICE_CPU);
+    int rc = s ? cnn_copy_raw(t, s) : -1;
+    cnn_tensor_release(s);
+    return rc;
+  }
+  if (cnn_tensor_is_contiguous(t)) {
+    void *d = cnn_tensor_data(t);
+    if (t->dtype == CNN_FLOAT32) {
+      float f = (float)v;
+      for (int64_t i = 0; i < n; i++) ((float *)d)[i] = f;
+    } else if (v == 0) {
+      memset(d, 0, cnn_tensor_nbytes(t));
+    } else {
+      for (int64_t i = 0; i < n; i++) cnn_store_double(t->dtype, d, i, v);
+    }
+    return 0;
+  }
+  for (int64_t i = 0; i < n; i++) cnn_store_double(t->dtype, t->storage->data, cnn_offset_of(t, i), v);
+  return 0;
+}
+
+int cnn_copy_(cnn_tensor *dst, cnn_tensor *src) {
+  if (check_inplace("copy_", dst)) return -1;
+  dst->version++;
+  return cnn_copy_raw(dst, src);
+}
+
+/* ---- copies that keep the graph ----------------------------------------------------- */
+
+static int copy_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
+  gin[0] = cnn_grad_to_input(n, 0, g);
+  return gin[0] ? 0 : -1;
+}
+
+static cnn_tensor *copy_as(const char *op, cnn_tensor *t, cnn_dtype dt, cnn_device dev) {
+  cnn_tensor *out = cnn_empty(t->ndim, t->shape, dt, dev);
+  if (!out) return NULL;
+  if (cnn_copy_raw(out, t)) return cnn_tensor_release(out), NULL;
+  if (cnn_dtype_is_float(dt)) cnn_autograd_record(out, op, copy_backward, 1, &t);
+  return out;
+}
+
+cnn_tensor *cnn_contiguous(cnn_tensor *t) {
+  if (cnn_tensor_is_contiguous(t)) return cnn_tensor_retain(t), t;
+  return copy_as("ContiguousBackward", t, t->dtype, t->storage->device);
+}
+
+cnn_tensor *cnn_clone(cnn_tensor *t) {
+  return copy_as("CloneBackward", t, t->dtype, t->storage->device);
+}
+
+cnn_tensor *cnn_to_dtype(cnn_tensor *t, cnn_dtype dt) {
+  if (dt >= CNN_NDTYPES) return cnn_set_error("to: unknown dtype"), NULL;
+  if (dt == t->dtype) return cnn_tensor_retain(t), t;
+  return copy_as("ToCopyBackward", t, dt, t->storage->device);
+}
+
+cnn_tensor *cnn_to_device(cnn_tensor *t, cnn_device dev) {
+  if (cnn_device_equal(dev, t->storage->device)) return cnn_tensor_retain(t), t;
+  cnn_tensor *c = cnn_contiguous(t);
+  if (!c) return NULL;
+  cnn_tensor *out = copy_as("ToCopyBackward", c, t->dtype, dev);
+  cnn_tensor_release(c);
+  return out;
+}
+
+int cnn_tensor_copy_to_host(const cnn_tensor *t, void *dst) {
+  cnn_tensor *out = cnn_tensor_wrap(NULL, t->ndim, t->shape, t->dtype);
+  if (!out) return -1;
+  cnn_storage fake = {.refcount = 1, .data = dst, .nbytes = cnn_tensor_nbytes(t),
+                      .device = CNN_DEVICE_CPU, .borrowed = true};
+  out->storage = &fake;
+  int rc = cnn_copy_raw(out, (cnn_tensor *)t);
+  out->storage = NULL;
+  cnn_tensor_release(out);
+  return rc;
+}

@@ -1,0 +1,124 @@
+/*
+ * conv.c -- entry points of the CPU convolution: validation and dispatch.
+ *
+ * Three paths compute the same thing (conv_naive.c, conv_im2col.c,
+ * conv_onednn.c).  This file checks the shape once, handles degenerate
+ * (zero-sized) problems with the naive loops, and picks a path:
+ *
+ *   NAIVE  -> the direct loops (the oracle)
+ *   IM2COL -> im2col + OpenBLAS GEMM
+ *   ONEDNN / AUTO -> oneDNN for float32; float64, or a shape for which
+ *            oneDNN creates no primitive, goes to im2col.
+ *
+ * Invariant: every path receives a shape accepted by cnn_cpu_conv2d_check()
+ * with N, C, K, H, W, OH, OW all > 0.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cpu/kernels.h"
+
+int64_t cnn_conv_out_size(int64_t in, int p0, int p1, int k, int s, int d) {
+  int64_t span = in + p0 + p1 - (int64_t)d * (k - 1) - 1;
+  if (s <= 0) return -1;
+  if (span < 0) return 0; /* kernel larger than the padded input */
+  return span / s + 1;
+}
+
+const char *cnn_conv_shape_str(const cnn_conv_shape *s, char buf[256]) {
+  int64_t wshape[4] = {s->K, s->groups > 0 ? s->C / s->groups : s->C, s->R, s->S};
+  int64_t xshape[4] = {s->N, s->C, s->H, s->W}, yshape[4] = {s->N, s->K, s->OH, s->OW};
+  char xs[CNN_SHAPE_STR], ws[CNN_SHAPE_STR], ys[CNN_SHAPE_STR];
+  snprintf(buf, 256, "input %s, weight %s, output %s, stride %dx%d, pad %d,%d,%d,%d, "
+           "dilation %dx%d, groups %d",
+           cnn_shape_str(4, xshape, xs), cnn_shape_str(4, wshape, ws),
+           cnn_shape_str(4, yshape, ys), s->sh, s->sw, s->pt, s->pb, s->pl, s->pr, s->dh,
+           s->dw, s->groups);
+  return buf;
+}
+
+static int check_params(const cnn_conv_shape *s, char *d) {
+  if (s->N < 0 || s->C < 0 || s->H < 0 || s->W < 0 || s->K < 0 || s->R < 1 || s->S < 1 ||
+      s->OH < 0 || s->OW < 0) {
+    cnn_set_error("conv2d: invalid sizes (%s)", cnn_conv_shape_str(s, d));
+    return -1;
+  }
+  if (s->sh < 1 || s->sw < 1 || s->dh < 1 || s->dw < 1 || s->pt < 0 || s->pb < 0 ||
+      s->pl < 0 || s->pr < 0) {
+    cnn_set_error("conv2d: stride and dilation must be >= 1 and padding >= 0 (%s)",
+                  cnn_conv_shape_str(s, d));
+    return -1;
+  }
+  if (s->groups < 1 || s->C % s->groups || s->K % s->groups) {
+    cnn_set_error("conv2d: groups %d must divide input channels %lld and output channels %lld",
+                  s->groups, (long long)s->C, (long long)s->K);
+    return -1;
+  }
+  return 0;
+}
+
+int cnn_cpu_conv2d_check(cnn_dtype dt, const cnn_conv_shape *s) {
+  char d[256];
+  if (dt != CNN_FLOAT32 && dt != CNN_FLOAT64) {
+    cnn_set_error("conv2d: dtype %s not supported (float32 or float64)", cnn_dtype_name(dt));
+    return -1;
+  }
+  if (check_params(s, d)) return -1;
+  int64_t oh = cnn_conv_out_size(s->H, s->pt, s->pb, (int)s->R, s->sh, s->dh);
+  int64_t ow = cnn_conv_out_size(s->W, s->pl, s->pr, (int)s->S, s->sw, s->dw);
+  if (oh != s->OH || ow != s->OW) {
+    cnn_set_error("conv2d: output size %lldx%lld does not match %lldx%lld expected (%s)",
+                  (long long)s->OH, (long long)s->OW, (long long)oh, (long long)ow,
+                  cnn_conv_shape_str(s, d));
+    return -1;
+  }
+  return 0;
+}
+
+/* Zero-sized problems (an empty batch, no output pixels) take the naive
+ * loops, which simply write zeros where there is something to write. */
+static int degenerate(const cnn_conv_shape *s) {
+  return s->N == 0 || s->C == 0 || s->K == 0 || s->H == 0 || s->W == 0 || s->OH == 0 ||
+         s->OW == 0;
+}
+
+/* 1: try oneDNN first (float32, not NAIVE/IM2COL). */
+static int wants_onednn(cnn_conv_algo algo, cnn_dtype dt) {
+  return dt == CNN_FLOAT32 && (algo == CNN_CONV_AUTO || algo == CNN_CONV_ONEDNN);
+}
+
+int cnn_cpu_conv2d_forward(cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_shape *s,
+                           const void *x, const void *w, const void *b, void *y) {
+  if (cnn_cpu_conv2d_check(dt, s)) return -1;
+  if (algo == CNN_CONV_NAIVE || degenerate(s))
+    return cnn_cpu_conv2d_naive_forward(dt, s, x, w, b, y);
+  if (wants_onednn(algo, dt)) {
+    int r = cnn_cpu_conv2d_onednn_forward(s, x, w, b, y);
+    if (r != -2) return r; /* -2: no oneDNN primitive for this shape */
+  }
+  return cnn_cpu_conv2d_im2col_forward(dt, s, x, w, b, y);
+}
+
+int cnn_cpu_conv2d_backward_data(cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_shape *s,
+                                 const void *dy, const void *w, void *dx) {
+  if (cnn_cpu_conv2d_check(dt, s)) return -1;
+  if (algo == CNN_CONV_NAIVE || degenerate(s))
+    return cnn_cpu_conv2d_naive_backward_data(dt, s, dy, w, dx);
+  if (wants_onednn(algo, dt)) {
+    int r = cnn_cpu_conv2d_onednn_backward_data(s, dy, w, dx);
+    if (r != -2) return r; /* -2: no oneDNN primitive for this shape */
+  }
+  return cnn_cpu_conv2d_im2col_backward_data(dt, s, dy, w, dx);
+}
+
+int cnn_cpu_conv2d_backward_weight(cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_shape *s,
+                                   const void *dy, const void *x, void *dw, void *db) {
+  if (cnn_cpu_conv2d_check(dt, s)) return -1;
+  if (algo == CNN_CONV_NAIVE || degenerate(s))
+    return cnn_cpu_conv2d_naive_backward_weight(dt, s, dy, x, dw, db);
+  if (wants_onednn(algo, dt)) {
+    int r = cnn_cpu_conv2d_onednn_backward_weight(s, dy, x, dw, db);
+    if (r != -2) return r; /* -2: no oneDNN primitive for this shape */
+  }
+  return cnn_cpu_conv2d_im2col_backward_weight(dt, s, dy, x, dw, db);
+}

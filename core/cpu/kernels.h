@@ -1,0 +1,182 @@
+/*
+ * kernels.h -- the raw-pointer CPU kernels of the neural-network ops.
+ *
+ * These functions know nothing of tensors, Lua or autograd.  Each layer is a
+ * `_forward` / `_backward` pair over contiguous row-major (NCHW) arrays with
+ * explicit sizes; the shape of every array is in the comment next to it.
+ * The tensor-level wrappers (core/ops/nn_*.c) validate user input, allocate
+ * outputs and call these.
+ *
+ * Conventions:
+ *  - `dt` is CNN_FLOAT32 or CNN_FLOAT64 and every `void *` array (including
+ *    per-channel parameters) has that dtype; int64 index arrays are int64_t.
+ *  - Outputs are OVERWRITTEN, never accumulated, unless a comment says so.
+ *  - All return 0, or -1 with cnn_set_error("<op>: ...") naming the op and
+ *    the shapes.  They poll cnn_interrupt_pending() in long loops and then
+ *    fail with "<op>: interrupted".
+ *  - Parallelism: OpenMP (the one pool shared with OpenBLAS and oneDNN).
+ *
+ * Files: conv.c (dispatch, validation), conv_naive.c (the oracle),
+ * conv_im2col.c (im2col + OpenBLAS GEMM), conv_onednn.c (oneDNN, with a
+ * per-shape primitive cache), pool.c, batch_norm.c, softmax.c.
+ */
+#ifndef CNN_CPU_KERNELS_H
+#define CNN_CPU_KERNELS_H
+
+#include "cnn.h" /* cnn_dtype, cnn_conv_algo, cnn_set_error */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- convolution ---------------------------------------------------------- */
+
+typedef struct {
+  int64_t N, C, H, W;      /* input  N x C x H x W */
+  int64_t K, R, S;         /* weight K x (C/groups) x R x S */
+  int64_t OH, OW;          /* output N x K x OH x OW (caller computes) */
+  int sh, sw;              /* stride */
+  int pt, pb, pl, pr;      /* padding top, bottom, left, right */
+  int dh, dw;              /* dilation */
+  int groups;
+} cnn_conv_shape;
+
+/* Output size helper: floor((in + p0 + p1 - d*(k-1) - 1)/s) + 1; may be <= 0
+ * when the (padded) input is smaller than the dilated kernel. */
+int64_t cnn_conv_out_size(int64_t in, int p0, int p1, int k, int s, int d);
+
+/* dt is CNN_FLOAT32 or CNN_FLOAT64; pointers are to contiguous arrays of dt.
+ * algo: CNN_CONV_AUTO picks oneDNN for float32 when it applies, else im2col;
+ * CNN_CONV_ONEDNN on float64 falls back to im2col (and so does float32 when
+ * oneDNN cannot create a primitive for the shape); NAIVE is the direct loop.
+ * All return 0, or -1 with cnn_set_error("conv2d: ...") (e.g. oneDNN failure,
+ * out of memory for a workspace, or interrupted: "conv2d: interrupted"). */
+/* x: N x C x H x W, w: K x C/g x R x S, b: K or NULL, y: N x K x OH x OW */
+int cnn_cpu_conv2d_forward(cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_shape *s,
+                           const void *x, const void *w, const void *b, void *y);
+/* dx = conv_transpose(dy, w), OVERWRITES dx (N x C x H x W) */
+int cnn_cpu_conv2d_backward_data(cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_shape *s,
+                                 const void *dy, const void *w, void *dx);
+/* dw (K x C/g x R x S) and db (K, may be NULL) OVERWRITTEN (not accumulated) */
+int cnn_cpu_conv2d_backward_weight(cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_shape *s,
+                                   const void *dy, const void *x, void *dw, void *db);
+
+/* The three paths, callable directly (tests, benchmarks).  They assume a
+ * shape that cnn_cpu_conv2d_check() accepted and no zero-sized dimension.
+ * The oneDNN ones are float32 only and never fall back: they return -2
+ * (error set) where oneDNN cannot create a primitive for the shape, -1 on
+ * any other failure. */
+int cnn_cpu_conv2d_check(cnn_dtype dt, const cnn_conv_shape *s); /* 0 ok, -1 + error */
+const char *cnn_conv_shape_str(const cnn_conv_shape *s, char buf[256]); /* for messages */
+
+int cnn_cpu_conv2d_naive_forward(cnn_dtype dt, const cnn_conv_shape *s, const void *x,
+                                 const void *w, const void *b, void *y);
+int cnn_cpu_conv2d_naive_backward_data(cnn_dtype dt, const cnn_conv_shape *s, const void *dy,
+                                       const void *w, void *dx);
+int cnn_cpu_conv2d_naive_backward_weight(cnn_dtype dt, const cnn_conv_shape *s, const void *dy,
+                                         const void *x, void *dw, void *db);
+
+int cnn_cpu_conv2d_im2col_forward(cnn_dtype dt, const cnn_conv_shape *s, const void *x,
+                                  const void *w, const void *b, void *y);
+int cnn_cpu_conv2d_im2col_backward_data(cnn_dtype dt, const cnn_conv_shape *s, const void *dy,
+                                        const void *w, void *dx);
+int cnn_cpu_conv2d_im2col_backward_weight(cnn_dtype dt, const cnn_conv_shape *s, const void *dy,
+                                          const void *x, void *dw, void *db);
+
+int cnn_cpu_conv2d_onednn_forward(const cnn_conv_shape *s, const float *x, const float *w,
+                                  const float *b, float *y);
+int cnn_cpu_conv2d_onednn_backward_data(const cnn_conv_shape *s, const float *dy,
+                                        const float *w, float *dx);
+int cnn_cpu_conv2d_onednn_backward_weight(const cnn_conv_shape *s, const float *dy,
+                                          const float *x, float *dw, float *db);
+/* Frees every cached oneDNN primitive and buffer (tests, leak checks, exit). */
+void cnn_cpu_onednn_cache_clear(void);
+/* Cached primitives now held (tests of the cache). */
+int cnn_cpu_onednn_cache_size(void);
+
+/* ---- pooling ------------------------------------------------------------------ */
+
+typedef struct {
+  int64_t N, C, H, W, OH, OW;   /* caller computes OH/OW (incl. ceil_mode) */
+  int kh, kw, sh, sw, ph, pw;
+  int count_include_pad;        /* avg pool */
+} cnn_pool_shape;
+
+/* x: N x C x H x W, y: N x C x OH x OW.  Padding counts as -inf; NaN
+ * propagates.  indices (may be NULL): int64, the argmax's flat position
+ * h*W+w within its input plane (the first maximum), -1 for a window that
+ * holds no input element (then y is -inf). */
+int cnn_cpu_max_pool2d_forward(cnn_dtype dt, const cnn_pool_shape *s, const void *x, void *y,
+                               int64_t *indices);
+/* dx OVERWRITTEN: zeroed then scattered (summed) from dy via indices */
+int cnn_cpu_max_pool2d_backward(cnn_dtype dt, const cnn_pool_shape *s, const void *dy,
+                                const int64_t *indices, void *dx);
+/* PyTorch's divisor: the window clipped to the padded input when
+ * count_include_pad, else to the input; an empty window gives 0. */
+int cnn_cpu_avg_pool2d_forward(cnn_dtype dt, const cnn_pool_shape *s, const void *x, void *y);
+int cnn_cpu_avg_pool2d_backward(cnn_dtype dt, const cnn_pool_shape *s, const void *dy, void *dx);
+/* adaptive average pooling, PyTorch's bins: start=floor(i*H/OH), end=ceil((i+1)*H/OH)
+ * x: N x C x H x W, y: N x C x OH x OW; backward OVERWRITES dx */
+int cnn_cpu_adaptive_avg_pool2d_forward(cnn_dtype dt, int64_t N, int64_t C, int64_t H, int64_t W,
+                                        int64_t OH, int64_t OW, const void *x, void *y);
+int cnn_cpu_adaptive_avg_pool2d_backward(cnn_dtype dt, int64_t N, int64_t C, int64_t H, int64_t W,
+                                         int64_t OH, int64_t OW, const void *dy, void *dx);
+
+/* ---- batch norm --------------------------------------------------------------- */
+
+/* Batch norm over x viewed as N x C x L (L = H*W, or 1 for 2-D input).
+ * Training: computes per-channel batch mean and biased var, writes
+ * save_mean[C], save_invstd[C] = 1/sqrt(var+eps), y; if running_mean/var are
+ * non-NULL updates them: r = (1-momentum)*r + momentum*stat, with the
+ * UNBIASED variance (var*M/(M-1), M = N*L) for running_var, as PyTorch.
+ * Training needs M > 1 (as PyTorch).
+ * Eval: uses running stats (both required); save_mean/save_invstd, if
+ * non-NULL, receive running_mean and 1/sqrt(running_var+eps).
+ * gamma/beta may be NULL (1 and 0).  All per-channel arrays have dtype dt. */
+int cnn_cpu_batch_norm_forward(cnn_dtype dt, int64_t N, int64_t C, int64_t L, const void *x,
+                               const void *gamma, const void *beta, void *running_mean,
+                               void *running_var, int training, double momentum, double eps,
+                               void *y, void *save_mean, void *save_invstd);
+/* Training-mode backward (batch statistics): writes dx (if non-NULL) and
+ * OVERWRITES dgamma, dbeta (if non-NULL). */
+int cnn_cpu_batch_norm_backward(cnn_dtype dt, int64_t N, int64_t C, int64_t L, const void *dy,
+                                const void *x, const void *gamma, const void *save_mean,
+                                const void *save_invstd, void *dx, void *dgamma, void *dbeta);
+/* Eval-mode backward (fixed statistics, e.g. save_* from an eval forward):
+ * dx = dy*gamma*invstd, dgamma = sum dy*xhat, dbeta = sum dy.  Same
+ * arguments and overwrite rules as the training backward. */
+int cnn_cpu_batch_norm_backward_eval(cnn_dtype dt, int64_t N, int64_t C, int64_t L,
+                                     const void *dy, const void *x, const void *gamma,
+                                     const void *save_mean, const void *save_invstd, void *dx,
+                                     void *dgamma, void *dbeta);
+
+/* ---- softmax ------------------------------------------------------------------ */
+
+/* softmax / log_softmax over the middle dim of x viewed as outer x D x inner
+ * (numerically stable: the max is subtracted first). */
+int cnn_cpu_softmax_forward(cnn_dtype dt, int64_t outer, int64_t D, int64_t inner, int log,
+                            const void *x, void *y);
+/* given y (the forward output) and dy: dx = y*(dy - sum(dy*y)) or for log:
+ * dx = dy - exp(y)*sum(dy).  dx OVERWRITTEN. */
+int cnn_cpu_softmax_backward(cnn_dtype dt, int64_t outer, int64_t D, int64_t inner, int log,
+                             const void *y, const void *dy, void *dx);
+
+/* ---- element access shared by the kernels ------------------------------------- */
+
+/* The kernels are written once over double arithmetic and instantiated for
+ * float32 and float64 by calling an always-inline body with a constant
+ * `f64`; these two accessors then compile to a plain load or store. */
+static inline double cnn_cpu_ld(const void *p, int64_t i, int f64) {
+  return f64 ? ((const double *)p)[i] : (double)((const float *)p)[i];
+}
+static inline void cnn_cpu_st(void *p, int64_t i, double v, int f64) {
+  if (f64)
+    ((double *)p)[i] = v;
+  else
+    ((float *)p)[i] = (float)v;
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CNN_CPU_KERNELS_H */

@@ -1,0 +1,50 @@
+/*
+ * io_internal.h -- helpers shared by the files of core/io (not public).
+ *
+ * Reading: cnn_io_read_file() slurps a whole file into a malloc'd buffer,
+ * through zlib's gzread, which reads gzipped and plain files alike.
+ *
+ * Writing: an atomic writer.  cnn_io_atomic_open() creates
+ * "<path>.tmp.XXXXXX" next to the target (mkstemp, so concurrent writers
+ * never share a temporary); cnn_io_atomic_write() appends; commit flushes,
+ * fsyncs, renames over the target and fsyncs the folder; abort (and any
+ * failed commit) unlinks the temporary.  Invariant: between open and
+ * commit/abort the target is never touched; after either, no temporary
+ * remains (except when the process dies, which is what the rename is for).
+ */
+#ifndef CNN_IO_INTERNAL_H
+#define CNN_IO_INTERNAL_H
+
+#include "io.h"
+
+#include <stdio.h>
+
+/* Largest file the readers accept (uncompressed), a guard against gzip bombs. */
+#define CNN_IO_MAX_FILE ((size_t)8 << 30)
+
+/* op: "idx", ... for messages.  0 with *buf malloc'd (caller frees), -1. */
+int cnn_io_read_file(const char *op, const char *path, uint8_t **buf, size_t *len);
+
+typedef struct {
+  const char *op;   /* "save", "png" (messages) */
+  const char *path; /* the target (borrowed) */
+  char *tmp;        /* the temporary's path (owned) */
+  int fd;           /* open on tmp, or -1 */
+} cnn_io_atomic;
+
+int cnn_io_atomic_open(cnn_io_atomic *a, const char *op, const char *path);
+int cnn_io_atomic_write(cnn_io_atomic *a, const void *data, size_t n);
+int cnn_io_atomic_commit(cnn_io_atomic *a); /* closes; on failure aborts */
+void cnn_io_atomic_abort(cnn_io_atomic *a); /* idempotent */
+
+static inline uint32_t cnn_io_be32(const uint8_t *p) {
+  return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static inline uint64_t cnn_io_le64(const uint8_t *p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
+  return v;
+}
+
+#endif /* CNN_IO_INTERNAL_H */

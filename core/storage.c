@@ -1,0 +1,118 @@
+/*
+ * storage.c -- refcounted buffers and the live/peak memory accounting.
+ *
+ * A storage owns one allocation on one device.  Every allocation and free
+ * goes through here so cnn_memory() knows the live bytes per device, and so
+ * the embedding's hooks (the Lua bindings) can push the garbage collector in
+ * proportion to native memory (DESIGN.md "Memory under a garbage
+ * collector").  On failure the OOM hook runs once (a full collection) and
+ * the allocation is retried before an error naming the size is raised.
+ * Hooks run only on the thread that installed them (the Lua thread); the
+ * data loader's thread allocates without them.  Counters are atomic.
+ */
+#include "backend.h"
+#include "cnn.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CPU_ALIGNMENT 64
+#define MAX_BYTES ((size_t)1 << 46) /* 64 TiB: anything above is absurd */
+
+static atomic_llong live_bytes[2], peak_bytes[2], live_count[2];
+static cnn_alloc_hooks hooks;
+static pthread_t hooks_thread;
+static bool hooks_set;
+
+void cnn_set_alloc_hooks(const cnn_alloc_hooks *h) {
+  if (h) {
+    hooks = *h;
+    hooks_thread = pthread_self();
+    hooks_set = true;
+  } else {
+    hooks_set = false;
+  }
+}
+
+static bool on_hooks_thread(void) { return hooks_set && pthread_equal(pthread_self(), hooks_thread); }
+
+static void account(cnn_device_type d, long long delta) {
+  long long now = atomic_fetch_add(&live_bytes[d], delta) + delta;
+  atomic_fetch_add(&live_count[d], delta > 0 ? 1 : -1);
+  long long peak = atomic_load(&peak_bytes[d]);
+  while (now > peak && !atomic_compare_exchange_weak(&peak_bytes[d], &peak, now)) {
+  }
+}
+
+cnn_memory_stats cnn_memory(cnn_device_type dev) {
+  cnn_memory_stats s = {atomic_load(&live_bytes[dev]), atomic_load(&peak_bytes[dev]),
+                        atomic_load(&live_count[dev])};
+  return s;
+}
+
+void cnn_memory_reset_peak(void) {
+  for (int d = 0; d < 2; d++) atomic_store(&peak_bytes[d], atomic_load(&live_bytes[d]));
+}
+
+static void *raw_alloc(size_t nbytes, cnn_device dev) {
+  if (dev.type == CNN_CPU) {
+    size_t rounded = (nbytes + CPU_ALIGNMENT - 1) / CPU_ALIGNMENT * CPU_ALIGNMENT;
+    return aligned_alloc(CPU_ALIGNMENT, rounded ? rounded : CPU_ALIGNMENT);
+  }
+  const cnn_backend *be = cnn_backend_get(dev.type);
+  return be ? be->alloc(nbytes ? nbytes : 1, dev.index) : NULL;
+}
+
+static void raw_free(void *p, cnn_device dev) {
+  if (dev.type == CNN_CPU) {
+    free(p);
+    return;
+  }
+  const cnn_backend *be = cnn_backend_get(dev.type);
+  if (be) be->free(p, dev.index);
+}
+
+static void *alloc_with_retry(size_t nbytes, cnn_device dev) {
+  if (dev.type == CNN_CUDA && !cnn_backend_get(CNN_CUDA)) return NULL; /* error set */
+  void *p = raw_alloc(nbytes, dev);
+  if (!p && on_hooks_thread() && hooks.on_oom && hooks.on_oom(nbytes, hooks.ud))
+    p = raw_alloc(nbytes, dev);
+  if (!p) {
+    char dbuf[32];
+    cnn_set_error("out of memory: cannot allocate %zu bytes (%.1f MiB) on %s", nbytes,
+                  nbytes / 1048576.0, cnn_device_str(dev, dbuf));
+  }
+  return p;
+}
+
+cnn_storage *cnn_storage_new(size_t nbytes, cnn_device dev) {
+  if (nbytes > MAX_BYTES) {
+    cnn_set_error("out of memory: %zu bytes requested, more than this machine can hold", nbytes);
+    return NULL;
+  }
+  cnn_storage *s = calloc(1, sizeof *s);
+  if (!s) return cnn_set_error("out of memory: storage header"), NULL;
+  s->data = alloc_with_retry(nbytes, dev);
+  if (!s->data) return free(s), NULL;
+  s->refcount = 1;
+  s->nbytes = nbytes;
+  s->device = dev;
+  account(dev.type, (long long)nbytes);
+  if (on_hooks_thread() && hooks.on_alloc) hooks.on_alloc(nbytes, hooks.ud);
+  return s;
+}
+
+void cnn_storage_retain(cnn_storage *s) {
+  __atomic_add_fetch(&s->refcount, 1, __ATOMIC_RELAXED);
+}
+
+void cnn_storage_release(cnn_storage *s) {
+  if (!s || __atomic_sub_fetch(&s->refcount, 1, __ATOMIC_ACQ_REL) != 0) return;
+  if (!s->borrowed) {
+    raw_free(s->data, s->device);
+    account(s->device.type, -(long long)s->nbytes);
+  }
+  free(s);
+}

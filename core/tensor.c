@@ -1,0 +1,206 @@
+/*
+ * tensor.c -- tensor lifetime, facts and creation.
+ *
+ * A tensor is a strided view (shape, strides, offset in elements) over a
+ * refcounted storage.  Invariants: 0 <= ndim <= CNN_MAX_DIMS; every shape
+ * entry >= 0; numel fits in int64; for numel > 0 the largest reachable
+ * element lies inside the storage.  A tensor owns one storage reference,
+ * its .grad and its grad_fn node; hooks are freed with it.
+ */
+#include "autograd.h"
+#include "backend.h"
+#include "cnn.h"
+#include "tensor_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- lifetime ------------------------------------------------------------ */
+
+void cnn_tensor_retain(cnn_tensor *t) { __atomic_add_fetch(&t->refcount, 1, __ATOMIC_RELAXED); }
+
+static void free_hooks(cnn_hook *h) {
+  while (h) {
+    cnn_hook *next = h->next;
+    if (h->free_ud) h->free_ud(h->ud);
+    free(h);
+    h = next;
+  }
+}
+
+void cnn_tensor_release(cnn_tensor *t) {
+  if (!t || __atomic_sub_fetch(&t->refcount, 1, __ATOMIC_ACQ_REL) != 0) return;
+  if (t->grad_fn) {
+    if (t->grad_fn->output == t) t->grad_fn->output = NULL;
+    cnn_node_release(t->grad_fn);
+  }
+  cnn_tensor_release(t->grad);
+  free_hooks(t->hooks);
+  cnn_storage_release(t->storage);
+  free(t);
+}
+
+/* ---- facts ---------------------------------------------------------------- */
+
+int64_t cnn_tensor_numel(const cnn_tensor *t) {
+  int64_t n = 1;
+  for (int i = 0; i < t->ndim; i++) n *= t->shape[i];
+  return n;
+}
+
+size_t cnn_tensor_nbytes(const cnn_tensor *t) {
+  return (size_t)cnn_tensor_numel(t) * cnn_dtype_size(t->dtype);
+}
+
+bool cnn_tensor_is_contiguous(const cnn_tensor *t) {
+  int64_t expected = 1;
+  for (int i = t->ndim - 1; i >= 0; i--) {
+    if (t->shape[i] != 1 && t->stride[i] != expected) return false;
+    expected *= t->shape[i];
+  }
+  return true;
+}
+
+cnn_device cnn_tensor_device(const cnn_tensor *t) { return t->storage->device; }
+
+void *cnn_tensor_data(const cnn_tensor *t) {
+  return (char *)t->storage->data + t->offset * (int64_t)cnn_dtype_size(t->dtype);
+}
+
+const char *cnn_shape_str(int ndim, const int64_t *shape, char *buf) {
+  if (ndim == 0) return strcpy(buf, "scalar");
+  size_t used = 0;
+  buf[0] = 0;
+  for (int i = 0; i < ndim && used < CNN_SHAPE_STR - 24; i++)
+    used += snprintf(buf + used, CNN_SHAPE_STR - used, i ? "x%lld" : "%lld", (long long)shape[i]);
+  return buf;
+}
+
+const char *cnn_tensor_shape_str(const cnn_tensor *t, char *buf) {
+  return cnn_shape_str(t->ndim, t->shape, buf);
+}
+
+bool cnn_same_shape(const cnn_tensor *a, const cnn_tensor *b) {
+  if (a->ndim != b->ndim) return false;
+  for (int i = 0; i < a->ndim; i++)
+    if (a->shape[i] != b->shape[i]) return false;
+  return true;
+}
+
+/* ---- creation ------------------------------------------------------------ */
+
+int64_t cnn_check_shape(const char *op, int ndim, const int64_t *shape) {
+  if (ndim < 0 || ndim > CNN_MAX_DIMS) {
+    cnn_set_error("%s: %d dimensions (at most %d supported)", op, ndim, CNN_MAX_DIMS);
+    return -1;
+  }
+  int64_t n = 1;
+  for (int i = 0; i < ndim; i++) {
+    if (shape[i] < 0) {
+      cnn_set_error("%s: size %lld of dimension %d is negative", op, (long long)shape[i], i + 1);
+      return -1;
+    }
+    if (shape[i] && n > INT64_MAX / 16 / shape[i]) {
+      cnn_set_error("%s: sizes overflow (the product of the sizes is too large)", op);
+      return -1;
+    }
+    n *= shape[i];
+  }
+  return n;
+}
+
+void cnn_set_contiguous_strides(cnn_tensor *t) {
+  int64_t s = 1;
+  for (int i = t->ndim - 1; i >= 0; i--) {
+    t->stride[i] = s;
+    s *= t->shape[i] ? t->shape[i] : 1;
+  }
+}
+
+cnn_tensor *cnn_tensor_wrap(cnn_storage *s, int ndim, const int64_t *shape, cnn_dtype dt) {
+  cnn_tensor *t = calloc(1, sizeof *t);
+  if (!t) return cnn_storage_release(s), cnn_set_error("out of memory: tensor header"), NULL;
+  t->refcount = 1;
+  t->storage = s;
+  t->ndim = ndim;
+  t->dtype = dt;
+  if (ndim) memcpy(t->shape, shape, ndim * sizeof *shape);
+  cnn_set_contiguous_strides(t);
+  return t;
+}
+
+cnn_tensor *cnn_tensor_view_of(cnn_tensor *base) {
+  cnn_tensor *t = calloc(1, sizeof *t);
+  if (!t) return cnn_set_error("out of memory: tensor header"), NULL;
+  *t = (cnn_tensor){.refcount = 1, .storage = base->storage, .offset = base->offset,
+                    .ndim = base->ndim, .dtype = base->dtype};
+  memcpy(t->shape, base->shape, sizeof t->shape);
+  memcpy(t->stride, base->stride, sizeof t->stride);
+  cnn_storage_retain(base->storage);
+  return t;
+}
+
+cnn_tensor *cnn_empty(int ndim, const int64_t *shape, cnn_dtype dt, cnn_device dev) {
+  int64_t n = cnn_check_shape("empty", ndim, shape);
+  if (n < 0) return NULL;
+  if (dt >= CNN_NDTYPES) return cnn_set_error("empty: unknown dtype %d", (int)dt), NULL;
+  cnn_storage *s = cnn_storage_new((size_t)n * cnn_dtype_size(dt), dev);
+  return s ? cnn_tensor_wrap(s, ndim, shape, dt) : NULL;
+}
+
+cnn_tensor *cnn_full(int ndim, const int64_t *shape, double value, cnn_dtype dt, cnn_device dev) {
+  cnn_tensor *t = cnn_empty(ndim, shape, dt, dev);
+  if (t && cnn_fill_(t, value) != 0) cnn_tensor_release(t), t = NULL;
+  return t;
+}
+
+cnn_tensor *cnn_zeros(int ndim, const int64_t *shape, cnn_dtype dt, cnn_device dev) {
+  return cnn_full(ndim, shape, 0.0, dt, dev);
+}
+
+cnn_tensor *cnn_scalar(double value, cnn_dtype dt, cnn_device dev) {
+  return cnn_full(0, NULL, value, dt, dev);
+}
+
+cnn_tensor *cnn_from_buffer(int ndim, const int64_t *shape, cnn_dtype dt, const void *src) {
+  cnn_tensor *t = cnn_empty(ndim, shape, dt, CNN_DEVICE_CPU);
+  if (t) memcpy(t->storage->data, src, cnn_tensor_nbytes(t));
+  return t;
+}
+
+static cnn_tensor *fill_sequence(const char *op, int64_t n, double start, double step, cnn_dtype dt) {
+  if (n < 0 || n > ((int64_t)1 << 40)) {
+    cnn_set_error("%s: %lld elements is not a valid length", op, (long long)n);
+    return NULL;
+  }
+  cnn_tensor *t = cnn_empty(1, &n, dt, CNN_DEVICE_CPU);
+  for (int64_t i = 0; t && i < n; i++) cnn_store_double(t->dtype, t->storage->data, i, start + step * i);
+  return t;
+}
+
+cnn_tensor *cnn_arange(double start, double end, double step, cnn_dtype dt) {
+  if (!(step != 0) || !isfinite(start) || !isfinite(end) || !isfinite(step)) {
+    cnn_set_error("arange: start %g, end %g and step %g must be finite, step non-zero", start, end, step);
+    return NULL;
+  }
+  double count = ceil((end - start) / step);
+  return fill_sequence("arange", count > 0 ? (int64_t)count : 0, start, step, dt);
+}
+
+cnn_tensor *cnn_linspace(double start, double end, int64_t steps, cnn_dtype dt) {
+  if (steps < 0) return cnn_set_error("linspace: steps %lld is negative", (long long)steps), NULL;
+  double step = steps > 1 ? (end - start) / (double)(steps - 1) : 0;
+  cnn_tensor *t = fill_sequence("linspace", steps, start, step, dt);
+  if (t && steps > 1) cnn_store_double(dt, t->storage->data, steps - 1, end);
+  return t;
+}
+
+cnn_tensor *cnn_eye(int64_t n, int64_t m, cnn_dtype dt) {
+  int64_t shape[2] = {n, m < 0 ? n : m};
+  cnn_tensor *t = cnn_zeros(2, shape, dt, CNN_DEVICE_CPU);
+  for (int64_t i = 0; t && i < shape[0] && i < shape[1]; i++)
+    cnn_store_double(dt, t->storage->data, i * shape[1] + i, 1.0);
+  return t;
+}

@@ -17,6 +17,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define CPU_ALIGNMENT 64
 #define MAX_BYTES ((size_t)1 << 46) /* 64 TiB: anything above is absurd */
@@ -87,9 +88,20 @@ static void *alloc_with_retry(size_t nbytes, cnn_device dev) {
   return p;
 }
 
+/* A CPU request above the machine's physical memory fails up front, with
+ * the size in the message, rather than through the allocator (which under
+ * AddressSanitizer would abort). */
+static bool larger_than_machine(size_t nbytes, cnn_device dev) {
+  if (nbytes > MAX_BYTES) return true;
+  if (dev.type != CNN_CPU) return false;
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 && nbytes / (size_t)page > (size_t)pages;
+}
+
 cnn_storage *cnn_storage_new(size_t nbytes, cnn_device dev) {
-  if (nbytes > MAX_BYTES) {
-    cnn_set_error("out of memory: %zu bytes requested, more than this machine can hold", nbytes);
+  if (larger_than_machine(nbytes, dev)) {
+    cnn_set_error("out of memory: cannot allocate %zu bytes (%.1f GiB), more than this machine's memory",
+                  nbytes, nbytes / 1073741824.0);
     return NULL;
   }
   cnn_storage *s = calloc(1, sizeof *s);

@@ -1,0 +1,122 @@
+/*
+ * nn_conv.c -- conv2d on tensors: validation, output allocation, autograd.
+ *
+ * The arithmetic is in core/cpu (naive oracle, im2col + GEMM, oneDNN),
+ * chosen by cnn_get_conv_algo().  Inputs are made contiguous NCHW first.
+ * The node saves x and w (what the two backward passes need) and the
+ * geometry in n->extra.
+ */
+#include "autograd.h"
+#include "cnn.h"
+#include "cpu/kernels.h"
+#include "tensor_internal.h"
+
+#include <stdlib.h>
+
+static int conv_dtype_ok(const cnn_tensor *x, const cnn_tensor *w, const cnn_tensor *b) {
+  char d1[32], d2[32];
+  if (x->dtype != CNN_FLOAT32 && x->dtype != CNN_FLOAT64) {
+    cnn_set_error("conv2d: input dtype %s is not supported (use float32 or float64)", cnn_dtype_name(x->dtype));
+    return -1;
+  }
+  if (w->dtype != x->dtype || (b && b->dtype != x->dtype)) {
+    cnn_set_error("conv2d: input is %s but weight is %s%s%s", cnn_dtype_name(x->dtype),
+                  cnn_dtype_name(w->dtype), b ? " and bias " : "", b ? cnn_dtype_name(b->dtype) : "");
+    return -1;
+  }
+  if (!cnn_device_equal(cnn_tensor_device(x), cnn_tensor_device(w)) ||
+      (b && !cnn_device_equal(cnn_tensor_device(x), cnn_tensor_device(b)))) {
+    cnn_set_error("conv2d: input is on %s but weight is on %s", cnn_device_str(cnn_tensor_device(x), d1),
+                  cnn_device_str(cnn_tensor_device(w), d2));
+    return -1;
+  }
+  return 0;
+}
+
+static int conv_shapes_ok(const cnn_tensor *x, const cnn_tensor *w, const cnn_tensor *b,
+                          const cnn_conv_params *p) {
+  char a[CNN_SHAPE_STR], c[CNN_SHAPE_STR];
+  if (x->ndim != 4 || w->ndim != 4) {
+    cnn_set_error("conv2d: expected a 4-d input (N x C x H x W) and a 4-d weight, got input %s and weight %s",
+                  cnn_tensor_shape_str(x, a), cnn_tensor_shape_str(w, c));
+    return -1;
+  }
+  if (p->groups < 1 || p->stride[0] < 1 || p->stride[1] < 1 || p->dilation[0] < 1 || p->dilation[1] < 1 ||
+      p->pad[0] < 0 || p->pad[1] < 0 || p->pad[2] < 0 || p->pad[3] < 0) {
+    cnn_set_error("conv2d: stride, dilation and groups must be positive and padding non-negative");
+    return -1;
+  }
+  if (x->shape[1] != w->shape[1] * p->groups || w->shape[0] % p->groups) {
+    cnn_set_error("conv2d: input %s has %lld channels, weight %s expects %lld (groups %d)",
+                  cnn_tensor_shape_str(x, a), (long long)x->shape[1], cnn_tensor_shape_str(w, c),
+                  (long long)(w->shape[1] * p->groups), p->groups);
+    return -1;
+  }
+  if (b && (b->ndim != 1 || b->shape[0] != w->shape[0])) {
+    cnn_set_error("conv2d: bias %s does not match weight %s (expected %lld elements)",
+                  cnn_tensor_shape_str(b, a), cnn_tensor_shape_str(w, c), (long long)w->shape[0]);
+    return -1;
+  }
+  return 0;
+}
+
+static int conv_geometry(const cnn_tensor *x, const cnn_tensor *w, const cnn_conv_params *p, cnn_conv_shape *s) {
+  *s = (cnn_conv_shape){x->shape[0], x->shape[1], x->shape[2], x->shape[3], w->shape[0], w->shape[2],
+                        w->shape[3], 0, 0, p->stride[0], p->stride[1], p->pad[0], p->pad[1], p->pad[2],
+                        p->pad[3], p->dilation[0], p->dilation[1], p->groups};
+  s->OH = cnn_conv_out_size(s->H, s->pt, s->pb, (int)s->R, s->sh, s->dh);
+  s->OW = cnn_conv_out_size(s->W, s->pl, s->pr, (int)s->S, s->sw, s->dw);
+  if (s->OH > 0 && s->OW > 0) return 0;
+  char a[CNN_SHAPE_STR], c[CNN_SHAPE_STR];
+  cnn_set_error("conv2d: input %s is too small for kernel %s with this padding/dilation (output would be %lldx%lld)",
+                cnn_tensor_shape_str(x, a), cnn_tensor_shape_str(w, c), (long long)s->OH, (long long)s->OW);
+  return -1;
+}
+
+static int conv_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
+  const cnn_conv_shape *s = n->extra;
+  cnn_tensor *x = cnn_node_saved(n, 0), *w = cnn_node_saved(n, 1);
+  if (!x || !w) return -1;
+  cnn_tensor *dy = cnn_contiguous(g);
+  if (!dy) return -1;
+  cnn_conv_algo algo = cnn_get_conv_algo();
+  int rc = 0;
+  if (n->needs[0]) {
+    gin[0] = cnn_empty(x->ndim, x->shape, x->dtype, cnn_tensor_device(x));
+    rc = gin[0] ? cnn_cpu_conv2d_backward_data(algo, x->dtype, s, cnn_tensor_data(dy), cnn_tensor_data(w),
+                                               cnn_tensor_data(gin[0])) : -1;
+  }
+  if (rc == 0 && (n->needs[1] || (n->ninputs > 2 && n->needs[2]))) {
+    cnn_tensor *dw = cnn_empty(w->ndim, w->shape, w->dtype, cnn_tensor_device(w));
+    cnn_tensor *db = n->needs[2] ? cnn_empty(1, &s->K, w->dtype, cnn_tensor_device(w)) : NULL;
+    rc = dw && (db || !n->needs[2]) ? cnn_cpu_conv2d_backward_weight(algo, x->dtype, s, cnn_tensor_data(dy),
+                                           cnn_tensor_data(x), cnn_tensor_data(dw), db ? cnn_tensor_data(db) : NULL) : -1;
+    if (n->needs[1]) gin[1] = dw; else cnn_tensor_release(dw);
+    gin[2] = db;
+  }
+  cnn_tensor_release(dy);
+  return rc;
+}
+
+cnn_tensor *cnn_conv2d(cnn_tensor *x, cnn_tensor *w, cnn_tensor *b, const cnn_conv_params *p) {
+  cnn_conv_shape s;
+  if (conv_dtype_ok(x, w, b) || conv_shapes_ok(x, w, b, p) || conv_geometry(x, w, p, &s)) return NULL;
+  if (cnn_require_cpu("conv2d", x)) return NULL;
+  cnn_tensor *xc = cnn_contiguous(x), *wc = cnn_contiguous(w), *bc = b ? cnn_contiguous(b) : NULL;
+  int64_t shape[4] = {s.N, s.K, s.OH, s.OW};
+  cnn_tensor *y = xc && wc && (bc || !b) ? cnn_empty(4, shape, x->dtype, cnn_tensor_device(x)) : NULL;
+  if (y && cnn_cpu_conv2d_forward(cnn_get_conv_algo(), x->dtype, &s, cnn_tensor_data(xc), cnn_tensor_data(wc),
+                                  bc ? cnn_tensor_data(bc) : NULL, cnn_tensor_data(y)))
+    cnn_tensor_release(y), y = NULL;
+  cnn_node *n = y ? cnn_autograd_record(y, "Conv2dBackward", conv_backward, b ? 3 : 2, (cnn_tensor *[]){x, w, b}) : NULL;
+  if (n) {
+    cnn_node_save(n, 0, xc);
+    cnn_node_save(n, 1, wc);
+    n->extra = malloc(sizeof s);
+    if (!n->extra) abort();
+    memcpy(n->extra, &s, sizeof s);
+    n->free_extra = free;
+  }
+  cnn_tensor_release(xc), cnn_tensor_release(wc), cnn_tensor_release(bc);
+  return y;
+}

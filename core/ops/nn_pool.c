@@ -1,0 +1,141 @@
+/*
+ * nn_pool.c -- max_pool2d, avg_pool2d and adaptive_avg_pool2d on tensors.
+ *
+ * Validation and output sizes (PyTorch's rules, including ceil_mode's "the
+ * last window must start inside the input or left padding") live here; the
+ * loops are in core/cpu/pool.c.  Max pooling saves the argmax indices for
+ * backward; average pooling saves only the geometry.
+ */
+#include "autograd.h"
+#include "cnn.h"
+#include "cpu/kernels.h"
+#include "tensor_internal.h"
+
+#include <stdlib.h>
+
+static int64_t pool_out_size(int64_t in, int k, int s, int p, bool ceil_mode) {
+  int64_t span = in + 2 * p - k;
+  int64_t out = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
+  if (ceil_mode && (out - 1) * s >= in + p) out--; /* last window must start inside */
+  return out;
+}
+
+static int pool_input_ok(const char *op, const cnn_tensor *x) {
+  char a[CNN_SHAPE_STR];
+  if (x->ndim != 4) {
+    cnn_set_error("%s: expected a 4-d input (N x C x H x W), got %s", op, cnn_tensor_shape_str(x, a));
+    return -1;
+  }
+  if (x->dtype != CNN_FLOAT32 && x->dtype != CNN_FLOAT64) {
+    cnn_set_error("%s: input dtype %s is not supported (use float32 or float64)", op, cnn_dtype_name(x->dtype));
+    return -1;
+  }
+  return cnn_require_cpu(op, x);
+}
+
+static int pool_geometry(const char *op, const cnn_tensor *x, const cnn_pool_params *p, cnn_pool_shape *s) {
+  char a[CNN_SHAPE_STR];
+  if (p->kernel[0] < 1 || p->kernel[1] < 1 || p->stride[0] < 1 || p->stride[1] < 1 || p->pad[0] < 0 ||
+      p->pad[1] < 0) {
+    cnn_set_error("%s: kernel and stride must be positive, padding non-negative", op);
+    return -1;
+  }
+  if (p->pad[0] * 2 > p->kernel[0] || p->pad[1] * 2 > p->kernel[1]) {
+    cnn_set_error("%s: padding %dx%d must be at most half the kernel %dx%d", op, p->pad[0], p->pad[1],
+                  p->kernel[0], p->kernel[1]);
+    return -1;
+  }
+  *s = (cnn_pool_shape){x->shape[0], x->shape[1], x->shape[2], x->shape[3], 0, 0, p->kernel[0], p->kernel[1],
+                        p->stride[0], p->stride[1], p->pad[0], p->pad[1], p->count_include_pad};
+  s->OH = pool_out_size(s->H, s->kh, s->sh, s->ph, p->ceil_mode);
+  s->OW = pool_out_size(s->W, s->kw, s->sw, s->pw, p->ceil_mode);
+  if (s->OH > 0 && s->OW > 0) return 0;
+  cnn_set_error("%s: input %s is smaller than the kernel %dx%d", op, cnn_tensor_shape_str(x, a), s->kh, s->kw);
+  return -1;
+}
+
+static void *copy_geometry(const cnn_pool_shape *s) {
+  void *g = malloc(sizeof *s);
+  if (!g) abort();
+  return memcpy(g, s, sizeof *s);
+}
+
+static int max_pool_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
+  const cnn_pool_shape *s = n->extra;
+  cnn_tensor *idx = cnn_node_saved(n, 0), *dy = cnn_contiguous(g);
+  if (!idx || !dy) return cnn_tensor_release(dy), -1;
+  gin[0] = cnn_empty(n->in_ndim[0], n->in_shape[0], g->dtype, cnn_tensor_device(g));
+  int rc = gin[0] ? cnn_cpu_max_pool2d_backward(g->dtype, s, cnn_tensor_data(dy), cnn_tensor_data(idx),
+                                                cnn_tensor_data(gin[0])) : -1;
+  cnn_tensor_release(dy);
+  return rc;
+}
+
+cnn_tensor *cnn_max_pool2d(cnn_tensor *x, const cnn_pool_params *p, cnn_tensor **indices) {
+  cnn_pool_shape s;
+  if (pool_input_ok("max_pool2d", x) || pool_geometry("max_pool2d", x, p, &s)) return NULL;
+  int64_t shape[4] = {s.N, s.C, s.OH, s.OW};
+  cnn_tensor *xc = cnn_contiguous(x);
+  cnn_tensor *y = xc ? cnn_empty(4, shape, x->dtype, cnn_tensor_device(x)) : NULL;
+  cnn_tensor *idx = y ? cnn_empty(4, shape, CNN_INT64, cnn_tensor_device(x)) : NULL;
+  if (idx && cnn_cpu_max_pool2d_forward(x->dtype, &s, cnn_tensor_data(xc), cnn_tensor_data(y), cnn_tensor_data(idx)))
+    cnn_tensor_release(idx), idx = NULL;
+  if (!idx) cnn_tensor_release(y), y = NULL;
+  cnn_node *n = y ? cnn_autograd_record(y, "MaxPool2dBackward", max_pool_backward, 1, &x) : NULL;
+  if (n) {
+    cnn_node_save(n, 0, idx);
+    n->extra = copy_geometry(&s);
+    n->free_extra = free;
+  }
+  if (indices && y) *indices = idx;
+  else cnn_tensor_release(idx);
+  cnn_tensor_release(xc);
+  return y;
+}
+
+static int avg_pool_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
+  cnn_tensor *dy = cnn_contiguous(g);
+  if (!dy) return -1;
+  gin[0] = cnn_empty(n->in_ndim[0], n->in_shape[0], g->dtype, cnn_tensor_device(g));
+  int rc = -1;
+  if (gin[0] && n->ip[0] == 0)
+    rc = cnn_cpu_avg_pool2d_backward(g->dtype, n->extra, cnn_tensor_data(dy), cnn_tensor_data(gin[0]));
+  else if (gin[0])
+    rc = cnn_cpu_adaptive_avg_pool2d_backward(g->dtype, n->in_shape[0][0], n->in_shape[0][1], n->in_shape[0][2],
+                                              n->in_shape[0][3], g->shape[2], g->shape[3], cnn_tensor_data(dy),
+                                              cnn_tensor_data(gin[0]));
+  cnn_tensor_release(dy);
+  return rc;
+}
+
+cnn_tensor *cnn_avg_pool2d(cnn_tensor *x, const cnn_pool_params *p) {
+  cnn_pool_shape s;
+  if (pool_input_ok("avg_pool2d", x) || pool_geometry("avg_pool2d", x, p, &s)) return NULL;
+  int64_t shape[4] = {s.N, s.C, s.OH, s.OW};
+  cnn_tensor *xc = cnn_contiguous(x);
+  cnn_tensor *y = xc ? cnn_empty(4, shape, x->dtype, cnn_tensor_device(x)) : NULL;
+  if (y && cnn_cpu_avg_pool2d_forward(x->dtype, &s, cnn_tensor_data(xc), cnn_tensor_data(y)))
+    cnn_tensor_release(y), y = NULL;
+  cnn_node *n = y ? cnn_autograd_record(y, "AvgPool2dBackward", avg_pool_backward, 1, &x) : NULL;
+  if (n) n->extra = copy_geometry(&s), n->free_extra = free, n->ip[0] = 0;
+  cnn_tensor_release(xc);
+  return y;
+}
+
+cnn_tensor *cnn_adaptive_avg_pool2d(cnn_tensor *x, int64_t oh, int64_t ow) {
+  if (pool_input_ok("adaptive_avg_pool2d", x)) return NULL;
+  if (oh < 1 || ow < 1 || oh > (int64_t)1 << 20 || ow > (int64_t)1 << 20) {
+    cnn_set_error("adaptive_avg_pool2d: output size %lldx%lld must be positive", (long long)oh, (long long)ow);
+    return NULL;
+  }
+  int64_t shape[4] = {x->shape[0], x->shape[1], oh, ow};
+  cnn_tensor *xc = cnn_contiguous(x);
+  cnn_tensor *y = xc ? cnn_empty(4, shape, x->dtype, cnn_tensor_device(x)) : NULL;
+  if (y && cnn_cpu_adaptive_avg_pool2d_forward(x->dtype, shape[0], shape[1], x->shape[2], x->shape[3], oh, ow,
+                                               cnn_tensor_data(xc), cnn_tensor_data(y)))
+    cnn_tensor_release(y), y = NULL;
+  cnn_node *n = y ? cnn_autograd_record(y, "AdaptiveAvgPool2dBackward", avg_pool_backward, 1, &x) : NULL;
+  if (n) n->ip[0] = 1;
+  cnn_tensor_release(xc);
+  return y;
+}

@@ -101,6 +101,7 @@ static int read_header(const uint8_t *buf, size_t len, const char *what, idx_hea
 
 /* big-endian file elements -> native tensor elements */
 static void convert(const idx_type *t, const uint8_t *src, void *dst, int64_t n) {
+  if (n == 0) return;
   switch (t->code) {
   case 0x08: memcpy(dst, src, (size_t)n); break;
   case 0x09:

@@ -55,6 +55,13 @@ static int read_all(const char *op, const char *path, gzFile gz, uint8_t **out, 
     if (got == 0) break;
     n += (size_t)got;
   }
+  int errnum;
+  const char *msg = gzerror(gz, &errnum);
+  if (errnum != Z_OK) { /* Z_BUF_ERROR: a truncated gzip stream */
+    cnn_set_error("%s: cannot read %s: %s", op, path, msg);
+    free(buf);
+    return -1;
+  }
   *out = buf, *len = n;
   return 0;
 }

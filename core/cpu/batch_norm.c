@@ -1,0 +1,186 @@
+/*
+ * batch_norm.c -- batch normalisation over x viewed as N x C x L.
+ *
+ * Channel c owns the M = N*L values x[n, c, l]; everything is per channel,
+ * so the loops run `#pragma omp parallel for` over C and each thread reads
+ * and writes only its channel's elements and parameters.
+ *
+ *   training:  mean = sum x / M,  var = sum (x - mean)^2 / M   (two passes)
+ *   eval:      mean, var = running_mean, running_var
+ *   xhat = (x - mean) * invstd,  invstd = 1/sqrt(var + eps),  y = gamma*xhat + beta
+ *
+ * Backward (training, batch statistics):
+ *   dbeta = sum dy,  dgamma = sum dy*xhat,
+ *   dx = gamma*invstd * (dy - dbeta/M - xhat*dgamma/M)
+ * Backward (eval, fixed statistics): dx = gamma*invstd*dy, same dgamma/dbeta.
+ *
+ * Sums are in double for both dtypes.  gamma/beta NULL mean 1 and 0.
+ */
+#include <math.h>
+
+#include "cpu/kernels.h"
+
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+
+static int check_bn(const char *op, cnn_dtype dt, int64_t N, int64_t C, int64_t L) {
+  if (dt != CNN_FLOAT32 && dt != CNN_FLOAT64) {
+    cnn_set_error("%s: dtype %s not supported (float32 or float64)", op, cnn_dtype_name(dt));
+    return -1;
+  }
+  if (N < 0 || C < 0 || L < 0) {
+    cnn_set_error("%s: invalid sizes %lldx%lldx%lld", op, (long long)N, (long long)C,
+                  (long long)L);
+    return -1;
+  }
+  return 0;
+}
+
+/* Sum over the channel's M values of x (and of (x - mean)^2 when sq). */
+ALWAYS_INLINE double channel_sum(int f64, int64_t N, int64_t C, int64_t L, const void *x,
+                                 int64_t c, int sq, double mean) {
+  double acc = 0;
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t i = (n * C + c) * L; i < (n * C + c + 1) * L; i++) {
+      double v = cnn_cpu_ld(x, i, f64);
+      acc += sq ? (v - mean) * (v - mean) : v;
+    }
+  return acc;
+}
+
+/* y = (x - mean)*invstd*gamma + beta over one channel. */
+ALWAYS_INLINE void channel_normalize(int f64, int64_t N, int64_t C, int64_t L, const void *x,
+                                     int64_t c, double mean, double invstd, double g, double b,
+                                     void *y) {
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t i = (n * C + c) * L; i < (n * C + c + 1) * L; i++)
+      cnn_cpu_st(y, i, (cnn_cpu_ld(x, i, f64) - mean) * invstd * g + b, f64);
+}
+
+typedef struct {
+  const void *gamma, *beta;
+  void *running_mean, *running_var, *save_mean, *save_invstd;
+  int training;
+  double momentum, eps;
+} bn_args;
+
+ALWAYS_INLINE void bn_forward(int f64, int64_t N, int64_t C, int64_t L, const void *x,
+                              const bn_args *a, void *y) {
+  int64_t M = N * L;
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < C; c++) {
+    double mean, var;
+    if (a->training) {
+      mean = channel_sum(f64, N, C, L, x, c, 0, 0) / M;
+      var = channel_sum(f64, N, C, L, x, c, 1, mean) / M;
+    } else {
+      mean = cnn_cpu_ld(a->running_mean, c, f64), var = cnn_cpu_ld(a->running_var, c, f64);
+    }
+    double invstd = 1.0 / sqrt(var + a->eps);
+    double g = a->gamma ? cnn_cpu_ld(a->gamma, c, f64) : 1;
+    double b = a->beta ? cnn_cpu_ld(a->beta, c, f64) : 0;
+    channel_normalize(f64, N, C, L, x, c, mean, invstd, g, b, y);
+    if (a->save_mean) cnn_cpu_st(a->save_mean, c, mean, f64);
+    if (a->save_invstd) cnn_cpu_st(a->save_invstd, c, invstd, f64);
+    if (!a->training) continue;
+    double m = a->momentum;
+    if (a->running_mean)
+      cnn_cpu_st(a->running_mean, c, (1 - m) * cnn_cpu_ld(a->running_mean, c, f64) + m * mean, f64);
+    if (a->running_var)
+      cnn_cpu_st(a->running_var, c,
+                 (1 - m) * cnn_cpu_ld(a->running_var, c, f64) + m * var * M / (M - 1), f64);
+  }
+}
+
+int cnn_cpu_batch_norm_forward(cnn_dtype dt, int64_t N, int64_t C, int64_t L, const void *x,
+                               const void *gamma, const void *beta, void *running_mean,
+                               void *running_var, int training, double momentum, double eps,
+                               void *y, void *save_mean, void *save_invstd) {
+  if (check_bn("batch_norm", dt, N, C, L)) return -1;
+  if (training && N * L <= 1 && C > 0) {
+    cnn_set_error("batch_norm: expected more than 1 value per channel when training, "
+                  "got input %lldx%lldx%lld", (long long)N, (long long)C, (long long)L);
+    return -1;
+  }
+  if (!training && (!running_mean || !running_var)) {
+    cnn_set_error("batch_norm: running_mean and running_var are required in eval mode");
+    return -1;
+  }
+  bn_args a = {gamma, beta, running_mean, running_var, save_mean, save_invstd,
+               training, momentum, eps};
+  if (dt == CNN_FLOAT64)
+    bn_forward(1, N, C, L, x, &a, y);
+  else
+    bn_forward(0, N, C, L, x, &a, y);
+  return 0;
+}
+
+/* sum dy and sum dy*xhat over one channel. */
+ALWAYS_INLINE void channel_grad_sums(int f64, int64_t N, int64_t C, int64_t L, const void *dy,
+                                     const void *x, int64_t c, double mean, double invstd,
+                                     double *sum_dy, double *sum_dy_xhat) {
+  double s0 = 0, s1 = 0;
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t i = (n * C + c) * L; i < (n * C + c + 1) * L; i++) {
+      double d = cnn_cpu_ld(dy, i, f64);
+      s0 += d;
+      s1 += d * (cnn_cpu_ld(x, i, f64) - mean) * invstd;
+    }
+  *sum_dy = s0, *sum_dy_xhat = s1;
+}
+
+typedef struct {
+  const void *gamma, *save_mean, *save_invstd;
+  void *dx, *dgamma, *dbeta;
+  int eval;
+} bn_grads;
+
+ALWAYS_INLINE void bn_backward(int f64, int64_t N, int64_t C, int64_t L, const void *dy,
+                               const void *x, const bn_grads *a) {
+  double M = (double)(N * L);
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < C; c++) {
+    double mean = cnn_cpu_ld(a->save_mean, c, f64), invstd = cnn_cpu_ld(a->save_invstd, c, f64);
+    double g = a->gamma ? cnn_cpu_ld(a->gamma, c, f64) : 1, sdy, sdyx;
+    channel_grad_sums(f64, N, C, L, dy, x, c, mean, invstd, &sdy, &sdyx);
+    if (a->dgamma) cnn_cpu_st(a->dgamma, c, sdyx, f64);
+    if (a->dbeta) cnn_cpu_st(a->dbeta, c, sdy, f64);
+    if (!a->dx) continue;
+    double k = g * invstd, mdy = a->eval ? 0 : sdy / M, mdyx = a->eval ? 0 : sdyx / M;
+    for (int64_t n = 0; n < N; n++)
+      for (int64_t i = (n * C + c) * L; i < (n * C + c + 1) * L; i++) {
+        double xhat = (cnn_cpu_ld(x, i, f64) - mean) * invstd;
+        cnn_cpu_st(a->dx, i, k * (cnn_cpu_ld(dy, i, f64) - mdy - xhat * mdyx), f64);
+      }
+  }
+}
+
+static int backward(const char *op, int eval, cnn_dtype dt, int64_t N, int64_t C, int64_t L,
+                    const void *dy, const void *x, const void *gamma, const void *save_mean,
+                    const void *save_invstd, void *dx, void *dgamma, void *dbeta) {
+  if (check_bn(op, dt, N, C, L)) return -1;
+  if (!save_mean || !save_invstd) {
+    cnn_set_error("%s: save_mean and save_invstd are required", op);
+    return -1;
+  }
+  bn_grads a = {gamma, save_mean, save_invstd, dx, dgamma, dbeta, eval};
+  if (dt == CNN_FLOAT64)
+    bn_backward(1, N, C, L, dy, x, &a);
+  else
+    bn_backward(0, N, C, L, dy, x, &a);
+  return 0;
+}
+
+int cnn_cpu_batch_norm_backward(cnn_dtype dt, int64_t N, int64_t C, int64_t L, const void *dy,
+                                const void *x, const void *gamma, const void *save_mean,
+                                const void *save_invstd, void *dx, void *dgamma, void *dbeta) {
+  return backward("batch_norm_backward", 0, dt, N, C, L, dy, x, gamma, save_mean, save_invstd,
+                  dx, dgamma, dbeta);
+}
+
+int cnn_cpu_batch_norm_backward_eval(cnn_dtype dt, int64_t N, int64_t C, int64_t L,
+                                     const void *dy, const void *x, const void *gamma,
+                                     const void *save_mean, const void *save_invstd, void *dx,
+                                     void *dgamma, void *dbeta) {
+  return backward("batch_norm_backward", 1, dt, N, C, L, dy, x, gamma, save_mean, save_invstd,
+                  dx, dgamma, dbeta);
+}

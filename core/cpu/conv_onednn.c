@@ -1,0 +1,436 @@
+/*
+ * conv_onednn.c -- float32 convolution through oneDNN 2.6's C API.
+ *
+ * Design.  oneDNN is fastest on its own blocked layouts (nChw16c,
+ * OIhw16i16o, ...), so every primitive is created with dnnl_format_tag_any
+ * for its three tensors, and each call reorders the caller's plain NCHW /
+ * OIHW (GOIHW with groups) arrays into those layouts and the output back:
+ *
+ *   kind         inputs (reordered in)      output (reordered out)   extra
+ *   FWD          SRC x,   WEIGHTS w         DST y                    BIAS b
+ *   BWD_DATA     DIFF_DST dy, WEIGHTS w     DIFF_SRC dx
+ *   BWD_WEIGHT   SRC x,   DIFF_DST dy       DIFF_WEIGHTS dw          DIFF_BIAS db
+ *
+ * A "port" is one of those three tensors: a plain memory object whose
+ * handle is the caller's pointer, the memory object in the primitive's
+ * layout, and the reorder between them (none when the layouts agree).
+ *
+ * Cache.  Creating a primitive costs far more than running a small one, so
+ * every (kind, bias or not, full cnn_conv_shape) gets one cache entry:
+ * the convolution primitive, its ports and reorders, all created once.  A
+ * shape oneDNN rejects is cached too (as unsupported), so AUTO does not
+ * retry it on every call.  At most CACHE_SIZE entries, least recently used
+ * evicted.  The blocked tensors and the scratchpad (user-managed) are not
+ * owned by entries: they live in one arena, grown on demand and reused by
+ * every call, since only one call runs at a time.  Nothing is allocated
+ * per call once the arena is big enough.
+ *
+ * Invariants: one global engine and in-order stream, created on first use;
+ * `lock` serialises every use of the cache, the arena and the stream; an
+ * entry's memory objects have their handles set right before each run.
+ * oneDNN threads with OpenMP, the same pool as OpenBLAS and our loops.
+ * oneDNN's dilation is ours minus one; padding_l = {pt, pl}, padding_r =
+ * {pb, pr} (cnn_cpu_conv2d_check ensures they agree with OH, OW).
+ */
+#include <dnnl.h>
+#include <dnnl_debug.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu/kernels.h"
+
+#define CACHE_SIZE 64
+#define ARENA_ALIGN 4096
+
+typedef enum { FWD = 0, BWD_DATA, BWD_WEIGHT } conv_kind;
+
+typedef struct {
+  int arg;                  /* DNNL_ARG_SRC, ... */
+  int is_output;
+  dnnl_memory_t user;       /* plain layout; handle = the caller's array */
+  dnnl_memory_t inner;      /* the primitive's layout; NULL if == user's */
+  dnnl_primitive_t reorder; /* user -> inner (input) or inner -> user (output) */
+  size_t inner_bytes;       /* arena space for `inner` */
+} port;
+
+typedef struct {
+  int used, unsupported;    /* unsupported: oneDNN rejected this shape */
+  conv_kind kind;
+  int has_bias;
+  cnn_conv_shape shape;
+  uint64_t last_use;        /* LRU clock */
+  dnnl_primitive_t conv;
+  port ports[3];
+  int bias_arg;             /* DNNL_ARG_BIAS / DNNL_ARG_DIFF_BIAS */
+  dnnl_memory_t bias;       /* plain K, or NULL */
+  dnnl_memory_t scratch;    /* or NULL when the primitive needs none */
+  size_t scratch_bytes;
+} entry;
+
+static struct {
+  pthread_mutex_t lock;
+  dnnl_engine_t engine;
+  dnnl_stream_t stream;
+  entry entries[CACHE_SIZE];
+  uint64_t clock;
+  void *arena;
+  size_t arena_bytes;
+} G = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static const char *kind_name[] = {"forward", "backward data", "backward weight"};
+
+static int fail(dnnl_status_t st, const char *what, const cnn_conv_shape *s) {
+  char d[256];
+  cnn_set_error("conv2d: oneDNN %s failed (%s) for %s", what, dnnl_status2str(st),
+                cnn_conv_shape_str(s, d));
+  return -1;
+}
+
+static int ensure_engine(const cnn_conv_shape *s) {
+  dnnl_status_t st;
+  if (G.stream) return 0;
+  if (!G.engine && (st = dnnl_engine_create(&G.engine, dnnl_cpu, 0)) != dnnl_success)
+    return fail(st, "engine creation", s);
+  if ((st = dnnl_stream_create(&G.stream, G.engine, dnnl_stream_default_flags)) != dnnl_success)
+    return fail(st, "stream creation", s);
+  return 0;
+}
+
+/* ---- entries: lifetime ------------------------------------------------------ */
+
+static void port_destroy(port *p) {
+  if (p->reorder) dnnl_primitive_destroy(p->reorder);
+  if (p->inner) dnnl_memory_destroy(p->inner);
+  if (p->user) dnnl_memory_destroy(p->user);
+}
+
+static void entry_destroy(entry *e) {
+  for (int i = 0; i < 3; i++) port_destroy(&e->ports[i]);
+  if (e->conv) dnnl_primitive_destroy(e->conv);
+  if (e->bias) dnnl_memory_destroy(e->bias);
+  if (e->scratch) dnnl_memory_destroy(e->scratch);
+  memset(e, 0, sizeof *e);
+}
+
+static int shape_equal(const cnn_conv_shape *a, const cnn_conv_shape *b) {
+  return a->N == b->N && a->C == b->C && a->H == b->H && a->W == b->W && a->K == b->K &&
+         a->R == b->R && a->S == b->S && a->OH == b->OH && a->OW == b->OW && a->sh == b->sh &&
+         a->sw == b->sw && a->pt == b->pt && a->pb == b->pb && a->pl == b->pl &&
+         a->pr == b->pr && a->dh == b->dh && a->dw == b->dw && a->groups == b->groups;
+}
+
+static entry *cache_find(conv_kind kind, int has_bias, const cnn_conv_shape *s) {
+  for (int i = 0; i < CACHE_SIZE; i++) {
+    entry *e = &G.entries[i];
+    if (e->used && e->kind == kind && e->has_bias == has_bias && shape_equal(&e->shape, s))
+      return e;
+  }
+  return NULL;
+}
+
+/* A free slot, or the least recently used one emptied. */
+static entry *cache_slot(void) {
+  entry *lru = &G.entries[0];
+  for (int i = 0; i < CACHE_SIZE; i++) {
+    if (!G.entries[i].used) return &G.entries[i];
+    if (G.entries[i].last_use < lru->last_use) lru = &G.entries[i];
+  }
+  entry_destroy(lru);
+  return lru;
+}
+
+/* ---- descriptors -------------------------------------------------------------- */
+
+typedef struct {
+  dnnl_memory_desc_t src, wei, dst, bias; /* plain layouts */
+  dnnl_memory_desc_t src_any, wei_any, dst_any;
+  dnnl_dims_t strides, dilates, pad_l, pad_r;
+} conv_mds;
+
+static void init_mds(const cnn_conv_shape *s, conv_mds *m) {
+  dnnl_dims_t x = {s->N, s->C, s->H, s->W}, y = {s->N, s->K, s->OH, s->OW}, b = {s->K};
+  dnnl_dims_t w = {s->K, s->C, s->R, s->S};
+  dnnl_dims_t gw = {s->groups, s->K / s->groups, s->C / s->groups, s->R, s->S};
+  int g = s->groups > 1;
+  dnnl_memory_desc_init_by_tag(&m->src, 4, x, dnnl_f32, dnnl_nchw);
+  dnnl_memory_desc_init_by_tag(&m->dst, 4, y, dnnl_f32, dnnl_nchw);
+  dnnl_memory_desc_init_by_tag(&m->wei, g ? 5 : 4, g ? gw : w, dnnl_f32, g ? dnnl_goihw : dnnl_oihw);
+  dnnl_memory_desc_init_by_tag(&m->bias, 1, b, dnnl_f32, dnnl_x);
+  dnnl_memory_desc_init_by_tag(&m->src_any, 4, x, dnnl_f32, dnnl_format_tag_any);
+  dnnl_memory_desc_init_by_tag(&m->dst_any, 4, y, dnnl_f32, dnnl_format_tag_any);
+  dnnl_memory_desc_init_by_tag(&m->wei_any, g ? 5 : 4, g ? gw : w, dnnl_f32, dnnl_format_tag_any);
+  m->strides[0] = s->sh, m->strides[1] = s->sw;
+  m->dilates[0] = s->dh - 1, m->dilates[1] = s->dw - 1;
+  m->pad_l[0] = s->pt, m->pad_l[1] = s->pl;
+  m->pad_r[0] = s->pb, m->pad_r[1] = s->pr;
+}
+
+static dnnl_status_t forward_desc(conv_mds *m, int has_bias, dnnl_convolution_desc_t *cd) {
+  return dnnl_dilated_convolution_forward_desc_init(
+      cd, dnnl_forward_training, dnnl_convolution_direct, &m->src_any, &m->wei_any,
+      has_bias ? &m->bias : NULL, &m->dst_any, m->strides, m->dilates, m->pad_l, m->pad_r);
+}
+
+static dnnl_status_t kind_desc(conv_kind kind, conv_mds *m, int has_bias,
+                               dnnl_convolution_desc_t *cd) {
+  if (kind == FWD) return forward_desc(m, has_bias, cd);
+  if (kind == BWD_DATA)
+    return dnnl_dilated_convolution_backward_data_desc_init(
+        cd, dnnl_convolution_direct, &m->src_any, &m->wei_any, &m->dst_any, m->strides,
+        m->dilates, m->pad_l, m->pad_r);
+  return dnnl_dilated_convolution_backward_weights_desc_init(
+      cd, dnnl_convolution_direct, &m->src_any, &m->wei_any, has_bias ? &m->bias : NULL,
+      &m->dst_any, m->strides, m->dilates, m->pad_l, m->pad_r);
+}
+
+/* The primitive descriptor of `kind`, with a user-managed scratchpad.
+ * Backward kinds need a forward descriptor as a hint. */
+static dnnl_status_t make_pd(conv_kind kind, conv_mds *m, int has_bias,
+                             dnnl_primitive_desc_t *pd) {
+  dnnl_convolution_desc_t cd, fd;
+  dnnl_primitive_desc_t hint = NULL;
+  dnnl_primitive_attr_t attr = NULL;
+  dnnl_status_t st = kind_desc(kind, m, has_bias, &cd);
+  if (st == dnnl_success && kind != FWD && (st = forward_desc(m, has_bias, &fd)) == dnnl_success)
+    st = dnnl_primitive_desc_create(&hint, &fd, NULL, G.engine, NULL);
+  if (st == dnnl_success) st = dnnl_primitive_attr_create(&attr);
+  if (st == dnnl_success) st = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
+  if (st == dnnl_success) st = dnnl_primitive_desc_create(pd, &cd, attr, G.engine, hint);
+  if (attr) dnnl_primitive_attr_destroy(attr);
+  if (hint) dnnl_primitive_desc_destroy(hint);
+  return st;
+}
+
+/* ---- entries: construction ------------------------------------------------------- */
+
+/* Plain memory for the caller's array; the primitive's layout `want` and a
+ * reorder between them when the two differ. */
+static dnnl_status_t port_build(port *p, int arg, int is_output, const dnnl_memory_desc_t *plain,
+                                const dnnl_memory_desc_t *want) {
+  dnnl_primitive_desc_t rpd;
+  dnnl_status_t st;
+  p->arg = arg, p->is_output = is_output;
+  if ((st = dnnl_memory_create(&p->user, plain, G.engine, DNNL_MEMORY_NONE)) != dnnl_success)
+    return st;
+  if (dnnl_memory_desc_equal(plain, want)) return dnnl_success;
+  if ((st = dnnl_memory_create(&p->inner, want, G.engine, DNNL_MEMORY_NONE)) != dnnl_success)
+    return st;
+  p->inner_bytes = dnnl_memory_desc_get_size(want);
+  st = is_output ? dnnl_reorder_primitive_desc_create(&rpd, want, G.engine, plain, G.engine, NULL)
+                 : dnnl_reorder_primitive_desc_create(&rpd, plain, G.engine, want, G.engine, NULL);
+  if (st != dnnl_success) return st;
+  st = dnnl_primitive_create(&p->reorder, rpd);
+  dnnl_primitive_desc_destroy(rpd);
+  return st;
+}
+
+static const dnnl_memory_desc_t *q(dnnl_primitive_desc_t pd, dnnl_query_t what) {
+  return dnnl_primitive_desc_query_md(pd, what, 0);
+}
+
+/* The three ports of `kind` (see the table at the top). */
+static dnnl_status_t ports_build(entry *e, dnnl_primitive_desc_t pd, conv_mds *m) {
+  dnnl_status_t st;
+  port *p = e->ports;
+  if (e->kind == FWD) {
+    if ((st = port_build(&p[0], DNNL_ARG_SRC, 0, &m->src, q(pd, dnnl_query_src_md)))) return st;
+    if ((st = port_build(&p[1], DNNL_ARG_WEIGHTS, 0, &m->wei, q(pd, dnnl_query_weights_md)))) return st;
+    return port_build(&p[2], DNNL_ARG_DST, 1, &m->dst, q(pd, dnnl_query_dst_md));
+  }
+  if (e->kind == BWD_DATA) {
+    if ((st = port_build(&p[0], DNNL_ARG_DIFF_DST, 0, &m->dst, q(pd, dnnl_query_diff_dst_md)))) return st;
+    if ((st = port_build(&p[1], DNNL_ARG_WEIGHTS, 0, &m->wei, q(pd, dnnl_query_weights_md)))) return st;
+    return port_build(&p[2], DNNL_ARG_DIFF_SRC, 1, &m->src, q(pd, dnnl_query_diff_src_md));
+  }
+  if ((st = port_build(&p[0], DNNL_ARG_SRC, 0, &m->src, q(pd, dnnl_query_src_md)))) return st;
+  if ((st = port_build(&p[1], DNNL_ARG_DIFF_DST, 0, &m->dst, q(pd, dnnl_query_diff_dst_md)))) return st;
+  return port_build(&p[2], DNNL_ARG_DIFF_WEIGHTS, 1, &m->wei, q(pd, dnnl_query_diff_weights_md));
+}
+
+/* Everything but the convolution primitive: ports, bias and scratchpad. */
+static dnnl_status_t entry_memories(entry *e, dnnl_primitive_desc_t pd, conv_mds *m) {
+  dnnl_status_t st = ports_build(e, pd, m);
+  if (st != dnnl_success) return st;
+  if (e->has_bias) {
+    e->bias_arg = e->kind == FWD ? DNNL_ARG_BIAS : DNNL_ARG_DIFF_BIAS;
+    if ((st = dnnl_memory_create(&e->bias, &m->bias, G.engine, DNNL_MEMORY_NONE))) return st;
+  }
+  const dnnl_memory_desc_t *smd = q(pd, dnnl_query_scratchpad_md);
+  e->scratch_bytes = smd ? dnnl_memory_desc_get_size(smd) : 0;
+  if (e->scratch_bytes == 0) return dnnl_success;
+  return dnnl_memory_create(&e->scratch, smd, G.engine, DNNL_MEMORY_NONE);
+}
+
+/* Fills a fresh entry.  Returns 0; -2 (error set) if oneDNN has no
+ * primitive for the shape (the entry is kept, marked unsupported); -1 on
+ * other failures (the entry is emptied). */
+static int entry_build(entry *e, conv_kind kind, int has_bias, const cnn_conv_shape *s) {
+  conv_mds m;
+  dnnl_primitive_desc_t pd;
+  e->used = 1, e->kind = kind, e->has_bias = has_bias, e->shape = *s;
+  init_mds(s, &m);
+  dnnl_status_t st = make_pd(kind, &m, has_bias, &pd);
+  if (st != dnnl_success) {
+    e->unsupported = 1;
+    fail(st, kind_name[kind], s);
+    return -2;
+  }
+  st = entry_memories(e, pd, &m);
+  if (st == dnnl_success) st = dnnl_primitive_create(&e->conv, pd);
+  dnnl_primitive_desc_destroy(pd);
+  if (st == dnnl_success) return 0;
+  fail(st, "primitive setup", s);
+  entry_destroy(e);
+  return -1;
+}
+
+/* The cached entry for (kind, bias, shape), built if new; NULL with the
+ * return code in *rc (-1, or -2 for an unsupported shape). */
+static entry *cache_get(conv_kind kind, int has_bias, const cnn_conv_shape *s, int *rc) {
+  entry *e = cache_find(kind, has_bias, s);
+  *rc = 0;
+  if (!e) {
+    e = cache_slot();
+    *rc = entry_build(e, kind, has_bias, s);
+    if (*rc == -1) return NULL;
+  }
+  e->last_use = ++G.clock;
+  if (e->unsupported) {
+    char d[256];
+    cnn_set_error("conv2d: oneDNN has no %s primitive for %s", kind_name[kind],
+                  cnn_conv_shape_str(s, d));
+    *rc = -2;
+    return NULL;
+  }
+  return e;
+}
+
+/* ---- running ------------------------------------------------------------------------ */
+
+static size_t round_up(size_t n) { return (n + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN; }
+
+static size_t arena_need(const entry *e) {
+  size_t need = round_up(e->scratch_bytes);
+  for (int i = 0; i < 3; i++) need += round_up(e->ports[i].inner_bytes);
+  return need;
+}
+
+static int arena_reserve(size_t need, const cnn_conv_shape *s) {
+  if (need <= G.arena_bytes) return 0;
+  free(G.arena);
+  G.arena = aligned_alloc(ARENA_ALIGN, need);
+  G.arena_bytes = G.arena ? need : 0;
+  if (G.arena) return 0;
+  char d[256];
+  cnn_set_error("conv2d: out of memory for a %zu-byte oneDNN workspace (%s)", need,
+                cnn_conv_shape_str(s, d));
+  return -1;
+}
+
+/* Sets a memory's handle unless it already points there (setting it may
+ * zero the padding of a blocked layout: no need to redo that each call). */
+static dnnl_status_t set_handle(dnnl_memory_t m, const void *p) {
+  void *cur = NULL;
+  dnnl_memory_get_data_handle(m, &cur);
+  return cur == p ? dnnl_success : dnnl_memory_set_data_handle(m, (void *)p);
+}
+
+/* Points every memory of `e` at the caller's arrays and the arena. */
+static dnnl_status_t bind(entry *e, const void *arrays[3], const void *bias) {
+  char *a = G.arena;
+  dnnl_status_t st = dnnl_success;
+  for (int i = 0; i < 3 && st == dnnl_success; i++) {
+    port *p = &e->ports[i];
+    st = set_handle(p->user, arrays[i]);
+    if (st == dnnl_success && p->inner) st = set_handle(p->inner, a), a += round_up(p->inner_bytes);
+  }
+  if (st == dnnl_success && e->bias) st = set_handle(e->bias, bias);
+  if (st == dnnl_success && e->scratch) st = set_handle(e->scratch, a);
+  return st;
+}
+
+static dnnl_status_t run_reorders(entry *e, int outputs) {
+  for (int i = 0; i < 3; i++) {
+    port *p = &e->ports[i];
+    if (!p->reorder || p->is_output != outputs) continue;
+    dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, outputs ? p->inner : p->user},
+                               {DNNL_ARG_TO, outputs ? p->user : p->inner}};
+    dnnl_status_t st = dnnl_primitive_execute(p->reorder, G.stream, 2, args);
+    if (st != dnnl_success) return st;
+  }
+  return dnnl_success;
+}
+
+static dnnl_status_t run_conv(entry *e) {
+  dnnl_exec_arg_t args[5];
+  int n = 0;
+  for (int i = 0; i < 3; i++) {
+    port *p = &e->ports[i];
+    args[n++] = (dnnl_exec_arg_t){p->arg, p->inner ? p->inner : p->user};
+  }
+  if (e->bias) args[n++] = (dnnl_exec_arg_t){e->bias_arg, e->bias};
+  if (e->scratch) args[n++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, e->scratch};
+  return dnnl_primitive_execute(e->conv, G.stream, n, args);
+}
+
+static int entry_run(entry *e, const void *arrays[3], const void *bias) {
+  if (arena_reserve(arena_need(e), &e->shape)) return -1;
+  dnnl_status_t st = bind(e, arrays, bias);
+  if (st == dnnl_success) st = run_reorders(e, 0);
+  if (st == dnnl_success) st = run_conv(e);
+  if (st == dnnl_success) st = run_reorders(e, 1);
+  if (st == dnnl_success) st = dnnl_stream_wait(G.stream);
+  return st == dnnl_success ? 0 : fail(st, kind_name[e->kind], &e->shape);
+}
+
+/* One call: lock, find or build the entry, run it.  arrays[] follow the
+ * port order of the table at the top. */
+static int conv_call(conv_kind kind, const cnn_conv_shape *s, const void *arrays[3],
+                     const void *bias) {
+  if (cnn_interrupt_pending()) {
+    cnn_set_error("conv2d: interrupted");
+    return -1;
+  }
+  pthread_mutex_lock(&G.lock);
+  int rc = ensure_engine(s);
+  entry *e = rc ? NULL : cache_get(kind, bias != NULL, s, &rc);
+  if (e) rc = entry_run(e, arrays, bias);
+  pthread_mutex_unlock(&G.lock);
+  return rc;
+}
+
+int cnn_cpu_conv2d_onednn_forward(const cnn_conv_shape *s, const float *x, const float *w,
+                                  const float *b, float *y) {
+  return conv_call(FWD, s, (const void *[3]){x, w, y}, b);
+}
+
+int cnn_cpu_conv2d_onednn_backward_data(const cnn_conv_shape *s, const float *dy,
+                                        const float *w, float *dx) {
+  return conv_call(BWD_DATA, s, (const void *[3]){dy, w, dx}, NULL);
+}
+
+int cnn_cpu_conv2d_onednn_backward_weight(const cnn_conv_shape *s, const float *dy,
+                                          const float *x, float *dw, float *db) {
+  return conv_call(BWD_WEIGHT, s, (const void *[3]){x, dy, dw}, db);
+}
+
+void cnn_cpu_onednn_cache_clear(void) {
+  pthread_mutex_lock(&G.lock);
+  for (int i = 0; i < CACHE_SIZE; i++)
+    if (G.entries[i].used) entry_destroy(&G.entries[i]);
+  free(G.arena);
+  G.arena = NULL, G.arena_bytes = 0;
+  if (G.stream) dnnl_stream_destroy(G.stream);
+  if (G.engine) dnnl_engine_destroy(G.engine);
+  G.stream = NULL, G.engine = NULL;
+  pthread_mutex_unlock(&G.lock);
+}
+
+int cnn_cpu_onednn_cache_size(void) {
+  int n = 0;
+  pthread_mutex_lock(&G.lock);
+  for (int i = 0; i < CACHE_SIZE; i++) n += G.entries[i].used && !G.entries[i].unsupported;
+  pthread_mutex_unlock(&G.lock);
+  return n;
+}

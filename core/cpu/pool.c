@@ -1,0 +1,270 @@
+/*
+ * pool.c -- max, average and adaptive average 2-D pooling (plain loops).
+ *
+ * Every op works plane by plane: plane p = n*C + c of x (H x W) maps to
+ * plane p of y (OH x OW), so the loops run `#pragma omp parallel for` over
+ * the N*C planes and no two threads touch the same memory.
+ *
+ * Windows (as PyTorch): output row oh covers input rows
+ *   [oh*sh - ph, oh*sh - ph + kh)  clipped to [0, H)
+ * and likewise for columns.  Max pool treats padding as -inf (so it never
+ * wins), keeps the first maximum, and propagates NaN; its index is the
+ * flat position h*W + w within the input plane.  Average pool divides by
+ * the window clipped to the padded input [-ph, H+ph) when
+ * count_include_pad, else by the number of real elements it covers.
+ * Adaptive average pool uses bins [floor(i*H/OH), ceil((i+1)*H/OH)).
+ *
+ * The bodies are written once over double and instantiated for float32 and
+ * float64 through an always-inline function with a constant `f64`.
+ * All backward passes OVERWRITE dx.
+ */
+#include <math.h>
+
+#include "cpu/kernels.h"
+
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+
+static int check_dtype(const char *op, cnn_dtype dt) {
+  if (dt == CNN_FLOAT32 || dt == CNN_FLOAT64) return 0;
+  cnn_set_error("%s: dtype %s not supported (float32 or float64)", op, cnn_dtype_name(dt));
+  return -1;
+}
+
+static int check_pool(const char *op, cnn_dtype dt, const cnn_pool_shape *s) {
+  if (check_dtype(op, dt)) return -1;
+  if (s->N < 0 || s->C < 0 || s->H < 0 || s->W < 0 || s->OH < 0 || s->OW < 0) {
+    int64_t x[4] = {s->N, s->C, s->H, s->W}, y[4] = {s->N, s->C, s->OH, s->OW};
+    char xs[CNN_SHAPE_STR], ys[CNN_SHAPE_STR];
+    cnn_set_error("%s: invalid sizes: input %s, output %s", op, cnn_shape_str(4, x, xs),
+                  cnn_shape_str(4, y, ys));
+    return -1;
+  }
+  if (s->kh < 1 || s->kw < 1 || s->sh < 1 || s->sw < 1 || s->ph < 0 || s->pw < 0) {
+    cnn_set_error("%s: kernel %dx%d and stride %dx%d must be >= 1, padding %dx%d >= 0", op,
+                  s->kh, s->kw, s->sh, s->sw, s->ph, s->pw);
+    return -1;
+  }
+  return 0;
+}
+
+static inline int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* ---- max pool -------------------------------------------------------------------- */
+
+/* One output element: max over the window of plane x (H x W). */
+ALWAYS_INLINE double max_window(int f64, const cnn_pool_shape *s, const void *x, int64_t oh,
+                                int64_t ow, int64_t *argmax) {
+  int64_t h0 = oh * s->sh - s->ph, w0 = ow * s->sw - s->pw;
+  double best = -INFINITY;
+  *argmax = -1;
+  for (int64_t h = max64(h0, 0); h < min64(h0 + s->kh, s->H); h++)
+    for (int64_t w = max64(w0, 0); w < min64(w0 + s->kw, s->W); w++) {
+      double v = cnn_cpu_ld(x, h * s->W + w, f64);
+      if (*argmax < 0 || v > best || isnan(v)) {
+        best = v, *argmax = h * s->W + w;
+        if (isnan(v)) return v;
+      }
+    }
+  return best;
+}
+
+ALWAYS_INLINE void max_forward(int f64, const cnn_pool_shape *s, const void *x, void *y,
+                               int64_t *indices) {
+  int64_t HW = s->H * s->W, OP = s->OH * s->OW, esz = f64 ? 8 : 4;
+#pragma omp parallel for schedule(static)
+  for (int64_t p = 0; p < s->N * s->C; p++) {
+    const void *xp = (const char *)x + p * HW * esz;
+    for (int64_t oh = 0; oh < s->OH; oh++)
+      for (int64_t ow = 0; ow < s->OW; ow++) {
+        int64_t arg, o = p * OP + oh * s->OW + ow;
+        cnn_cpu_st(y, o, max_window(f64, s, xp, oh, ow, &arg), f64);
+        if (indices) indices[o] = arg;
+      }
+  }
+}
+
+int cnn_cpu_max_pool2d_forward(cnn_dtype dt, const cnn_pool_shape *s, const void *x, void *y,
+                               int64_t *indices) {
+  if (check_pool("max_pool2d", dt, s)) return -1;
+  if (dt == CNN_FLOAT64)
+    max_forward(1, s, x, y, indices);
+  else
+    max_forward(0, s, x, y, indices);
+  return 0;
+}
+
+ALWAYS_INLINE void max_backward(int f64, const cnn_pool_shape *s, const void *dy,
+                                const int64_t *indices, void *dx) {
+  int64_t HW = s->H * s->W, OP = s->OH * s->OW;
+#pragma omp parallel for schedule(static)
+  for (int64_t p = 0; p < s->N * s->C; p++) {
+    for (int64_t i = 0; i < HW; i++) cnn_cpu_st(dx, p * HW + i, 0, f64);
+    for (int64_t o = p * OP; o < (p + 1) * OP; o++) {
+      int64_t i = indices[o];
+      if (i < 0 || i >= HW) continue; /* an empty window */
+      cnn_cpu_st(dx, p * HW + i, cnn_cpu_ld(dx, p * HW + i, f64) + cnn_cpu_ld(dy, o, f64), f64);
+    }
+  }
+}
+
+int cnn_cpu_max_pool2d_backward(cnn_dtype dt, const cnn_pool_shape *s, const void *dy,
+                                const int64_t *indices, void *dx) {
+  if (check_pool("max_pool2d_backward", dt, s)) return -1;
+  if (!indices) {
+    cnn_set_error("max_pool2d_backward: indices are required");
+    return -1;
+  }
+  if (dt == CNN_FLOAT64)
+    max_backward(1, s, dy, indices, dx);
+  else
+    max_backward(0, s, dy, indices, dx);
+  return 0;
+}
+
+/* ---- average pool ------------------------------------------------------------------ */
+
+/* The window of (oh, ow) clipped to the input, and its divisor. */
+typedef struct {
+  int64_t h0, h1, w0, w1;
+  double divisor;
+} window;
+
+static window avg_window(const cnn_pool_shape *s, int64_t oh, int64_t ow) {
+  window v;
+  int64_t h0 = oh * s->sh - s->ph, w0 = ow * s->sw - s->pw;
+  int64_t h1 = min64(h0 + s->kh, s->H + s->ph), w1 = min64(w0 + s->kw, s->W + s->pw);
+  int64_t padded = (h1 - h0) * (w1 - w0);
+  v.h0 = max64(h0, 0), v.w0 = max64(w0, 0), v.h1 = min64(h1, s->H), v.w1 = min64(w1, s->W);
+  int64_t real = max64(v.h1 - v.h0, 0) * max64(v.w1 - v.w0, 0);
+  v.divisor = (double)(s->count_include_pad ? padded : real);
+  return v;
+}
+
+ALWAYS_INLINE void avg_forward(int f64, const cnn_pool_shape *s, const void *x, void *y) {
+  int64_t HW = s->H * s->W, OP = s->OH * s->OW;
+#pragma omp parallel for schedule(static)
+  for (int64_t p = 0; p < s->N * s->C; p++)
+    for (int64_t oh = 0; oh < s->OH; oh++)
+      for (int64_t ow = 0; ow < s->OW; ow++) {
+        window v = avg_window(s, oh, ow);
+        double acc = 0;
+        for (int64_t h = v.h0; h < v.h1; h++)
+          for (int64_t w = v.w0; w < v.w1; w++) acc += cnn_cpu_ld(x, p * HW + h * s->W + w, f64);
+        cnn_cpu_st(y, p * OP + oh * s->OW + ow, v.divisor > 0 ? acc / v.divisor : 0, f64);
+      }
+}
+
+int cnn_cpu_avg_pool2d_forward(cnn_dtype dt, const cnn_pool_shape *s, const void *x, void *y) {
+  if (check_pool("avg_pool2d", dt, s)) return -1;
+  if (dt == CNN_FLOAT64)
+    avg_forward(1, s, x, y);
+  else
+    avg_forward(0, s, x, y);
+  return 0;
+}
+
+ALWAYS_INLINE void avg_backward(int f64, const cnn_pool_shape *s, const void *dy, void *dx) {
+  int64_t HW = s->H * s->W, OP = s->OH * s->OW;
+#pragma omp parallel for schedule(static)
+  for (int64_t p = 0; p < s->N * s->C; p++) {
+    for (int64_t i = 0; i < HW; i++) cnn_cpu_st(dx, p * HW + i, 0, f64);
+    for (int64_t oh = 0; oh < s->OH; oh++)
+      for (int64_t ow = 0; ow < s->OW; ow++) {
+        window v = avg_window(s, oh, ow);
+        if (!(v.divisor > 0)) continue;
+        double g = cnn_cpu_ld(dy, p * OP + oh * s->OW + ow, f64) / v.divisor;
+        for (int64_t h = v.h0; h < v.h1; h++)
+          for (int64_t w = v.w0; w < v.w1; w++) {
+            int64_t i = p * HW + h * s->W + w;
+            cnn_cpu_st(dx, i, cnn_cpu_ld(dx, i, f64) + g, f64);
+          }
+      }
+  }
+}
+
+int cnn_cpu_avg_pool2d_backward(cnn_dtype dt, const cnn_pool_shape *s, const void *dy, void *dx) {
+  if (check_pool("avg_pool2d_backward", dt, s)) return -1;
+  if (dt == CNN_FLOAT64)
+    avg_backward(1, s, dy, dx);
+  else
+    avg_backward(0, s, dy, dx);
+  return 0;
+}
+
+/* ---- adaptive average pool ------------------------------------------------------------ */
+
+static inline int64_t bin_start(int64_t i, int64_t in, int64_t out) { return i * in / out; }
+static inline int64_t bin_end(int64_t i, int64_t in, int64_t out) {
+  return ((i + 1) * in + out - 1) / out;
+}
+
+static int check_adaptive(const char *op, cnn_dtype dt, int64_t N, int64_t C, int64_t H,
+                          int64_t W, int64_t OH, int64_t OW) {
+  if (check_dtype(op, dt)) return -1;
+  if (N < 0 || C < 0 || H < 0 || W < 0 || OH < 0 || OW < 0) {
+    int64_t x[4] = {N, C, H, W}, y[4] = {N, C, OH, OW};
+    char xs[CNN_SHAPE_STR], ys[CNN_SHAPE_STR];
+    cnn_set_error("%s: invalid sizes: input %s, output %s", op, cnn_shape_str(4, x, xs),
+                  cnn_shape_str(4, y, ys));
+    return -1;
+  }
+  return 0;
+}
+
+ALWAYS_INLINE void adaptive_forward(int f64, int64_t P, int64_t H, int64_t W, int64_t OH,
+                                    int64_t OW, const void *x, void *y) {
+#pragma omp parallel for schedule(static)
+  for (int64_t p = 0; p < P; p++)
+    for (int64_t oh = 0; oh < OH; oh++)
+      for (int64_t ow = 0; ow < OW; ow++) {
+        int64_t h0 = bin_start(oh, H, OH), h1 = bin_end(oh, H, OH);
+        int64_t w0 = bin_start(ow, W, OW), w1 = bin_end(ow, W, OW);
+        double acc = 0;
+        for (int64_t h = h0; h < h1; h++)
+          for (int64_t w = w0; w < w1; w++) acc += cnn_cpu_ld(x, (p * H + h) * W + w, f64);
+        int64_t count = (h1 - h0) * (w1 - w0);
+        cnn_cpu_st(y, (p * OH + oh) * OW + ow, count > 0 ? acc / count : 0, f64);
+      }
+}
+
+int cnn_cpu_adaptive_avg_pool2d_forward(cnn_dtype dt, int64_t N, int64_t C, int64_t H, int64_t W,
+                                        int64_t OH, int64_t OW, const void *x, void *y) {
+  if (check_adaptive("adaptive_avg_pool2d", dt, N, C, H, W, OH, OW)) return -1;
+  if (dt == CNN_FLOAT64)
+    adaptive_forward(1, N * C, H, W, OH, OW, x, y);
+  else
+    adaptive_forward(0, N * C, H, W, OH, OW, x, y);
+  return 0;
+}
+
+ALWAYS_INLINE void adaptive_backward(int f64, int64_t P, int64_t H, int64_t W, int64_t OH,
+                                     int64_t OW, const void *dy, void *dx) {
+#pragma omp parallel for schedule(static)
+  for (int64_t p = 0; p < P; p++) {
+    for (int64_t i = 0; i < H * W; i++) cnn_cpu_st(dx, p * H * W + i, 0, f64);
+    for (int64_t oh = 0; oh < OH; oh++)
+      for (int64_t ow = 0; ow < OW; ow++) {
+        int64_t h0 = bin_start(oh, H, OH), h1 = bin_end(oh, H, OH);
+        int64_t w0 = bin_start(ow, W, OW), w1 = bin_end(ow, W, OW);
+        if (h1 <= h0 || w1 <= w0) continue;
+        double g = cnn_cpu_ld(dy, (p * OH + oh) * OW + ow, f64) / ((h1 - h0) * (w1 - w0));
+        for (int64_t h = h0; h < h1; h++)
+          for (int64_t w = w0; w < w1; w++) {
+            int64_t i = (p * H + h) * W + w;
+            cnn_cpu_st(dx, i, cnn_cpu_ld(dx, i, f64) + g, f64);
+          }
+      }
+  }
+}
+
+int cnn_cpu_adaptive_avg_pool2d_backward(cnn_dtype dt, int64_t N, int64_t C, int64_t H,
+                                         int64_t W, int64_t OH, int64_t OW, const void *dy,
+                                         void *dx) {
+  if (check_adaptive("adaptive_avg_pool2d_backward", dt, N, C, H, W, OH, OW)) return -1;
+  if (dt == CNN_FLOAT64)
+    adaptive_backward(1, N * C, H, W, OH, OW, dy, dx);
+  else
+    adaptive_backward(0, N * C, H, W, OH, OW, dy, dx);
+  return 0;
+}

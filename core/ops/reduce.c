@@ -1,0 +1,384 @@
+/*
+ * reduce.c -- reductions over a set of dimensions (sum, mean, max, min,
+ * prod, var, std, norm, argmax, argmin), max/min with indices along one
+ * dimension, and sum_to (undo a broadcast).
+ *
+ * Design.  A reduction over the dimension mask `dims` sees the input as an
+ * M x R matrix: M = product of the kept dims (the output's elements), R =
+ * product of the reduced dims.  The input is permuted so the kept dims come
+ * first, in order, then the reduced ones, in order, and made contiguous
+ * (a no-op when they already are, e.g. reducing trailing dims); each output
+ * element then reduces one contiguous row of R elements.  Flat positions
+ * within a row are row-major over the reduced dims, which is what argmax
+ * over all dims returns.  Reducing the leading dims of a contiguous tensor
+ * (a bias gradient, sum_to) takes a column-accumulation path instead, with
+ * no copy.
+ *
+ * Accumulation is in double for floating inputs (float32 sums included)
+ * and in int64 for integer sum/prod.  NaN propagates through max/min (the
+ * first NaN wins, as PyTorch).  Output dtypes: sum/prod of integers give
+ * int64, mean/var/std/norm of integers give float32, argmax/argmin give
+ * int64 (0-based), everything else keeps the input dtype.
+ *
+ * Autograd: nodes are recorded here; the rules are in reduce_grad.c.
+ */
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autograd.h"
+#include "cnn.h"
+#include "tensor_internal.h"
+
+#define CNN_RED_PARALLEL 32768
+
+int cnn_reduce_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin);
+int cnn_max_dim_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin);
+
+static const char *const red_names[CNN_NREDUCE] = {"sum", "mean", "max", "min", "prod",
+                                                   "var", "std", "norm", "argmax", "argmin"};
+static const char *const red_grad_names[CNN_NREDUCE] = {
+    "SumBackward", "MeanBackward", "AmaxBackward", "AminBackward", "ProdBackward",
+    "VarBackward", "StdBackward", "NormBackward", NULL, NULL};
+
+/* ---- shapes ------------------------------------------------------------------ */
+
+typedef struct {
+  uint32_t dims;  /* normalised mask: every reduced dim */
+  int64_t M, R;   /* kept elements, reduced elements */
+  int out_ndim;
+  int64_t out_shape[CNN_MAX_DIMS];
+  int64_t keep_shape[CNN_MAX_DIMS]; /* x's shape with reduced dims = 1 */
+} red_plan;
+
+static int plan_reduce(const char *op, const cnn_tensor *x, uint32_t dims, bool keepdim,
+                       red_plan *pl) {
+  char s[CNN_SHAPE_STR];
+  if (dims >> x->ndim && x->ndim < 32) {
+    int bad = 0;
+    while (!((dims >> bad) & 1) || bad < x->ndim) bad++;
+    cnn_set_error("%s: dimension %d out of range for input %s", op, bad + 1,
+                  cnn_tensor_shape_str(x, s));
+    return -1;
+  }
+  pl->dims = dims ? dims : (x->ndim ? (uint32_t)((1ull << x->ndim) - 1) : 0);
+  pl->M = 1, pl->R = 1, pl->out_ndim = 0;
+  for (int d = 0; d < x->ndim; d++) {
+    bool red = (pl->dims >> d) & 1;
+    pl->keep_shape[d] = red ? 1 : x->shape[d];
+    if (red) pl->R *= x->shape[d];
+    else pl->M *= x->shape[d];
+    if (!red || keepdim) pl->out_shape[pl->out_ndim++] = red ? 1 : x->shape[d];
+  }
+  return 0;
+}
+
+static cnn_dtype reduce_dtype(cnn_reduce_op op, cnn_dtype in) {
+  switch (op) {
+  case CNN_RED_SUM: case CNN_RED_PROD:
+    return cnn_dtype_is_float(in) ? in : CNN_INT64;
+  case CNN_RED_MEAN: case CNN_RED_VAR: case CNN_RED_STD: case CNN_RED_NORM:
+    return cnn_dtype_is_float(in) ? in : CNN_FLOAT32;
+  case CNN_RED_ARGMAX: case CNN_RED_ARGMIN:
+    return CNN_INT64;
+  default:
+    return in;
+  }
+}
+
+/* x permuted (kept dims first) and contiguous: M rows of R elements */
+static cnn_tensor *as_rows(cnn_tensor *x, uint32_t dims) {
+  int perm[CNN_MAX_DIMS], k = 0;
+  for (int d = 0; d < x->ndim; d++)
+    if (!((dims >> d) & 1)) perm[k++] = d;
+  for (int d = 0; d < x->ndim; d++)
+    if ((dims >> d) & 1) perm[k++] = d;
+  bool prev = cnn_set_grad_enabled(false);
+  cnn_tensor *p = cnn_permute(x, perm);
+  cnn_tensor *c = p ? cnn_contiguous(p) : NULL;
+  cnn_set_grad_enabled(prev);
+  cnn_tensor_release(p);
+  return c;
+}
+
+/* ---- row kernels ---------------------------------------------------------------- */
+
+static double row_sum(const void *row, cnn_dtype dt, int64_t R) {
+  double acc = 0;
+  if (dt == CNN_FLOAT32) {
+    const float *f = row;
+    for (int64_t i = 0; i < R; i++) acc += f[i];
+  } else if (dt == CNN_FLOAT64) {
+    const double *f = row;
+    for (int64_t i = 0; i < R; i++) acc += f[i];
+  } else {
+    for (int64_t i = 0; i < R; i++) acc += cnn_load_double(dt, row, i);
+  }
+  return acc;
+}
+
+static int64_t load_i64(const void *row, cnn_dtype dt, int64_t i) {
+  return dt == CNN_UINT8 ? ((const uint8_t *)row)[i] : ((const int64_t *)row)[i];
+}
+
+static int64_t row_int(cnn_reduce_op op, const void *row, cnn_dtype dt, int64_t R) {
+  uint64_t acc = op == CNN_RED_PROD ? 1 : 0; /* wraps like PyTorch's int64 */
+  for (int64_t i = 0; i < R; i++)
+    acc = op == CNN_RED_PROD ? acc * (uint64_t)load_i64(row, dt, i)
+                             : acc + (uint64_t)load_i64(row, dt, i);
+  return (int64_t)acc;
+}
+
+/* index of the max (or min); the first NaN wins */
+static int64_t row_argext(const void *row, cnn_dtype dt, int64_t R, bool is_min) {
+  int64_t best = 0;
+  double bv = cnn_load_double(dt, row, 0);
+  if (bv != bv) return 0;
+  for (int64_t i = 1; i < R; i++) {
+    double v = cnn_load_double(dt, row, i);
+    if (v != v) return i;
+    if (is_min ? v < bv : v > bv) bv = v, best = i;
+  }
+  return best;
+}
+
+static double row_var(const void *row, cnn_dtype dt, int64_t R, double correction) {
+  double mean = row_sum(row, dt, R) / (double)R, ss = 0;
+  for (int64_t i = 0; i < R; i++) {
+    double d = cnn_load_double(dt, row, i) - mean;
+    ss += d * d;
+  }
+  return ss / ((double)R - correction);
+}
+
+static double row_norm(const void *row, cnn_dtype dt, int64_t R, double p) {
+  double acc = p == -INFINITY ? INFINITY : 0;
+  for (int64_t i = 0; i < R; i++) {
+    double a = fabs(cnn_load_double(dt, row, i));
+    if (p == INFINITY) acc = (a > acc || a != a) ? a : acc;
+    else if (p == -INFINITY) acc = (a < acc || a != a) ? a : acc;
+    else if (p == 0) acc += a != 0;
+    else if (p == 1) acc += a;
+    else if (p == 2) acc += a * a;
+    else acc += pow(a, p);
+  }
+  if (p == 2) return sqrt(acc);
+  if (p == 0 || p == 1 || isinf(p)) return acc;
+  return pow(acc, 1.0 / p);
+}
+
+static double row_prod(const void *row, cnn_dtype dt, int64_t R) {
+  double acc = 1;
+  for (int64_t i = 0; i < R; i++) acc *= cnn_load_double(dt, row, i);
+  return acc;
+}
+
+/* out[m] for row m: written as out's dtype */
+static void reduce_row(cnn_reduce_op op, const char *row, cnn_dtype dt, int64_t R, double p,
+                       void *out, cnn_dtype odt, int64_t m) {
+  if (!cnn_dtype_is_float(dt) && (op == CNN_RED_SUM || op == CNN_RED_PROD)) {
+    ((int64_t *)out)[m] = row_int(op, row, dt, R);
+    return;
+  }
+  double v;
+  switch (op) {
+  case CNN_RED_SUM: v = row_sum(row, dt, R); break;
+  case CNN_RED_MEAN: v = row_sum(row, dt, R) / (double)R; break;
+  case CNN_RED_PROD: v = row_prod(row, dt, R); break;
+  case CNN_RED_VAR: v = row_var(row, dt, R, p); break;
+  case CNN_RED_STD: v = sqrt(row_var(row, dt, R, p)); break;
+  case CNN_RED_NORM: v = row_norm(row, dt, R, p); break;
+  case CNN_RED_ARGMAX: case CNN_RED_ARGMIN:
+    ((int64_t *)out)[m] = row_argext(row, dt, R, op == CNN_RED_ARGMIN);
+    return;
+  default: { /* MAX, MIN: copy the winning element exactly */
+    int64_t i = row_argext(row, dt, R, op == CNN_RED_MIN);
+    size_t es = cnn_dtype_size(dt);
+    memcpy((char *)out + m * es, row + i * es, es);
+    return;
+  }
+  }
+  cnn_store_double(odt, out, m, v);
+}
+
+static void reduce_rows(cnn_reduce_op op, const cnn_tensor *rows, int64_t M, int64_t R, double p,
+                        cnn_tensor *out) {
+  const char *base = cnn_tensor_data(rows);
+  size_t rowbytes = (size_t)R * cnn_dtype_size(rows->dtype);
+  void *o = cnn_tensor_data(out);
+  cnn_dtype dt = rows->dtype, odt = out->dtype;
+  if (M * R > CNN_RED_PARALLEL && M > 1) {
+#pragma omp parallel for schedule(static)
+    for (int64_t m = 0; m < M; m++) reduce_row(op, base + m * rowbytes, dt, R, p, o, odt, m);
+  } else {
+    for (int64_t m = 0; m < M; m++) reduce_row(op, base + m * rowbytes, dt, R, p, o, odt, m);
+  }
+}
+
+/* sum/mean over the leading dims of a contiguous float tensor: accumulate
+ * columns (out has M elements, x is R x M). */
+static void reduce_leading(cnn_reduce_op op, const cnn_tensor *x, int64_t M, int64_t R,
+                           cnn_tensor *out) {
+  double *acc = calloc((size_t)M, sizeof(double));
+  if (!acc) abort();
+  const void *d = cnn_tensor_data(x);
+  for (int64_t r = 0; r < R; r++) {
+    if (x->dtype == CNN_FLOAT32) {
+      const float *f = (const float *)d + r * M;
+      for (int64_t m = 0; m < M; m++) acc[m] += f[m];
+    } else {
+      const double *f = (const double *)d + r * M;
+      for (int64_t m = 0; m < M; m++) acc[m] += f[m];
+    }
+  }
+  double scale = op == CNN_RED_MEAN ? 1.0 / (double)R : 1.0;
+  for (int64_t m = 0; m < M; m++) cnn_store_double(out->dtype, cnn_tensor_data(out), m, acc[m] * scale);
+  free(acc);
+}
+
+static bool leading_dims_only(const cnn_tensor *x, uint32_t dims) {
+  int k = 0;
+  while (k < x->ndim && ((dims >> k) & 1)) k++;
+  return k > 0 && k < x->ndim && (dims >> k) == 0;
+}
+
+/* ---- validation ------------------------------------------------------------------------ */
+
+static int check_reduce(cnn_reduce_op op, const cnn_tensor *x, uint32_t dims, double p,
+                        const red_plan *pl) {
+  const char *name = red_names[op];
+  char s[CNN_SHAPE_STR];
+  if (x->dtype != CNN_FLOAT32 && x->dtype != CNN_FLOAT64 && x->dtype != CNN_INT64 &&
+      x->dtype != CNN_UINT8) {
+    cnn_set_error("%s: dtype %s not supported", name, cnn_dtype_name(x->dtype));
+    return -1;
+  }
+  if (cnn_require_cpu(name, x)) return -1;
+  bool one_dim = dims && !(dims & (dims - 1));
+  if ((op == CNN_RED_ARGMAX || op == CNN_RED_ARGMIN) && dims && !one_dim) {
+    cnn_set_error("%s: reduces one dimension or all of them (input %s)", name,
+                  cnn_tensor_shape_str(x, s));
+    return -1;
+  }
+  bool needs_elems = op == CNN_RED_MAX || op == CNN_RED_MIN || op == CNN_RED_ARGMAX ||
+                     op == CNN_RED_ARGMIN;
+  if (needs_elems && pl->R == 0 && pl->M > 0) {
+    cnn_set_error("%s: cannot reduce over an empty dimension (input %s)", name,
+                  cnn_tensor_shape_str(x, s));
+    return -1;
+  }
+  if (p != p && (op == CNN_RED_NORM || op == CNN_RED_VAR || op == CNN_RED_STD)) {
+    cnn_set_error("%s: parameter is NaN", name);
+    return -1;
+  }
+  return 0;
+}
+
+static void record_reduce(cnn_reduce_op op, cnn_tensor *out, cnn_tensor *x, const red_plan *pl,
+                          bool keepdim, double p) {
+  if (!red_grad_names[op] || !cnn_dtype_is_float(out->dtype)) return;
+  cnn_node *n = cnn_autograd_record(out, red_grad_names[op], cnn_reduce_backward, 1, &x);
+  if (!n) return;
+  n->ip[0] = op, n->ip[1] = pl->dims, n->ip[2] = keepdim;
+  n->p[0] = p;
+  if (op != CNN_RED_SUM && op != CNN_RED_MEAN) cnn_node_save(n, 0, x);
+  if (op != CNN_RED_SUM && op != CNN_RED_MEAN && op != CNN_RED_VAR) cnn_node_save(n, 1, out);
+}
+
+/* ---- public ------------------------------------------------------------------------------ */
+
+cnn_tensor *cnn_reduce(cnn_reduce_op op, cnn_tensor *x, uint32_t dims, bool keepdim, double p) {
+  if ((unsigned)op >= CNN_NREDUCE) return cnn_set_error("reduce: unknown op %d", (int)op), NULL;
+  if (!x) return cnn_set_error("%s: missing tensor", red_names[op]), NULL;
+  red_plan pl;
+  if (plan_reduce(red_names[op], x, dims, keepdim, &pl) || check_reduce(op, x, dims, p, &pl))
+    return NULL;
+  cnn_tensor *out = cnn_empty(pl.out_ndim, pl.out_shape, reduce_dtype(op, x->dtype), CNN_DEVICE_CPU);
+  if (!out) return NULL;
+  bool fast = (op == CNN_RED_SUM || op == CNN_RED_MEAN) && cnn_dtype_is_float(x->dtype) &&
+              cnn_tensor_is_contiguous(x) && leading_dims_only(x, pl.dims);
+  if (fast) {
+    reduce_leading(op, x, pl.M, pl.R, out);
+  } else if (pl.M > 0) {
+    cnn_tensor *rows = as_rows(x, pl.dims);
+    if (!rows) return cnn_tensor_release(out), NULL;
+    reduce_rows(op, rows, pl.M, pl.R, p, out);
+    cnn_tensor_release(rows);
+  }
+  record_reduce(op, out, x, &pl, keepdim, p);
+  return out;
+}
+
+static int check_max_dim(const char *op, const cnn_tensor *x, int dim) {
+  char s[CNN_SHAPE_STR];
+  if (x->ndim == 0 && (dim == 0 || dim == -1)) return 0;
+  if (dim < 0 || dim >= x->ndim) {
+    cnn_set_error("%s: dimension %d out of range for input %s", op, dim + 1,
+                  cnn_tensor_shape_str(x, s));
+    return -1;
+  }
+  return 0;
+}
+
+/* values (x's dtype) and int64 0-based indices of the max/min along dim */
+int cnn_max_dim(cnn_tensor *x, int dim, bool keepdim, bool is_min, cnn_tensor **values,
+                cnn_tensor **indices) {
+  const char *op = is_min ? "min" : "max";
+  *values = NULL;
+  if (indices) *indices = NULL;
+  if (!x) return cnn_set_error("%s: missing tensor", op), -1;
+  if (check_max_dim(op, x, dim)) return -1;
+  uint32_t mask = x->ndim ? 1u << dim : 0;
+  cnn_tensor *idx = cnn_reduce(is_min ? CNN_RED_ARGMIN : CNN_RED_ARGMAX, x, mask, keepdim, 0);
+  if (!idx) return -1;
+  red_plan pl;
+  plan_reduce(op, x, mask, keepdim, &pl);
+  cnn_tensor *val = cnn_empty(pl.out_ndim, pl.out_shape, x->dtype, CNN_DEVICE_CPU);
+  if (!val) return cnn_tensor_release(idx), -1;
+  cnn_tensor *rows = pl.M ? as_rows(x, pl.dims) : NULL;
+  if (pl.M && !rows) return cnn_tensor_release(idx), cnn_tensor_release(val), -1;
+  size_t es = cnn_dtype_size(x->dtype);
+  const int64_t *ix = cnn_tensor_data(idx);
+  for (int64_t m = 0; m < pl.M; m++)
+    memcpy((char *)cnn_tensor_data(val) + m * es,
+           (const char *)cnn_tensor_data(rows) + (m * pl.R + ix[m]) * es, es);
+  cnn_tensor_release(rows);
+  cnn_node *n = cnn_dtype_is_float(x->dtype)
+                    ? cnn_autograd_record(val, is_min ? "MinBackward" : "MaxBackward",
+                                          cnn_max_dim_backward, 1, &x)
+                    : NULL;
+  if (n) cnn_node_save(n, 0, idx), n->ip[0] = dim, n->ip[1] = keepdim;
+  *values = val;
+  if (indices) *indices = idx;
+  else cnn_tensor_release(idx);
+  return 0;
+}
+
+cnn_tensor *cnn_sum_to(cnn_tensor *x, int ndim, const int64_t *shape) {
+  char s1[CNN_SHAPE_STR], s2[CNN_SHAPE_STR];
+  int lead = x->ndim - ndim;
+  uint32_t mask = 0;
+  bool ok = lead >= 0;
+  for (int d = 0; ok && d < ndim; d++) {
+    int64_t have = x->shape[lead + d];
+    if (shape[d] == have) continue;
+    if (shape[d] == 1) mask |= 1u << (lead + d);
+    else ok = false;
+  }
+  if (!ok) {
+    cnn_set_error("sum_to: cannot reduce %s to %s", cnn_tensor_shape_str(x, s1),
+                  cnn_shape_str(ndim, shape, s2));
+    return NULL;
+  }
+  for (int d = 0; d < lead; d++) mask |= 1u << d;
+  if (!mask) {
+    cnn_tensor_retain(x);
+    return x;
+  }
+  cnn_tensor *r = cnn_reduce(CNN_RED_SUM, x, mask, true, 0);
+  if (!r) return NULL;
+  cnn_tensor *v = cnn_view(r, ndim, shape);
+  cnn_tensor_release(r);
+  return v;
+}

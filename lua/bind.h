@@ -1,0 +1,97 @@
+/*
+ * bind.h -- private header of lua/: what the binding files share.
+ *
+ * Each binding file exports its functions as luaL_Reg arrays; init.c puts
+ * the tensor methods into one plain method table (also reachable as
+ * cnn.<name>(x, ...)), the module functions into `cnn` and the functional
+ * ops into `F`.  The argument helpers (args.c) translate Lua's conventions
+ * (1-based dims and indices, negatives from the end, sizes as varargs or a
+ * table, dtype names) into core's and raise errors that name the function.
+ *
+ * Not part of the public API (that is cnn_lua.h).
+ */
+#ifndef CNN_LUA_BIND_H
+#define CNN_LUA_BIND_H
+
+#include <lauxlib.h>
+#include <lua.h>
+
+#include "cnn.h"
+#include "cnn_lua.h"
+
+#define CNN_TENSOR_MT "cnn.Tensor"
+#define CNN_HOOK_MT "cnn.HookHandle"
+
+/* ---- registration arrays, one or two per file ---------------------------- */
+extern const luaL_Reg cnn_lua_tensor_methods[];   /* tensor.c */
+extern const luaL_Reg cnn_lua_view_methods[];     /* tensor_view.c */
+extern const luaL_Reg cnn_lua_math_methods[];     /* tensor_math.c */
+extern const luaL_Reg cnn_lua_math_funcs[];       /* tensor_math.c: where */
+extern const luaL_Reg cnn_lua_math_meta[];        /* tensor_math.c: __add ... __unm */
+extern const luaL_Reg cnn_lua_reduce_methods[];   /* tensor_reduce.c */
+extern const luaL_Reg cnn_lua_join_funcs[];       /* tensor_reduce.c: cat, stack */
+extern const luaL_Reg cnn_lua_autograd_methods[]; /* autograd.c */
+extern const luaL_Reg cnn_lua_autograd_funcs[];   /* autograd.c */
+extern const luaL_Reg cnn_lua_creation_funcs[];   /* creation.c */
+extern const luaL_Reg cnn_lua_memory_funcs[];     /* memory.c */
+extern const luaL_Reg cnn_lua_functional_funcs[]; /* functional.c */
+extern const luaL_Reg cnn_lua_misc_funcs[];       /* init.c */
+
+/* tensor.c: create the "cnn.Tensor" metatable; leaves the method table on
+ * the stack (the caller fills it). */
+void cnn_lua_tensor_type(lua_State *L);
+/* tensor_print.c: __tostring */
+int cnn_lua_tensor_tostring(lua_State *L);
+/* tensor_index.c: push t[key] (key at stack index k) / copy value v into it */
+int cnn_lua_index_get(lua_State *L, cnn_tensor *t, int k);
+int cnn_lua_index_set(lua_State *L, cnn_tensor *t, int k, int v);
+/* memory.c: install the allocation hooks; step the collector for the
+ * native bytes allocated since the last call (cheap when there are few). */
+void cnn_lua_memory_install(lua_State *L);
+void cnn_lua_memory_step(lua_State *L);
+/* autograd.c: the hook-handle type */
+void cnn_lua_hook_type(lua_State *L);
+/* docs.c: fill cnn.doc; cnn module table at index m */
+void cnn_lua_docs_register(lua_State *L, int m);
+/* Why CUDA is unavailable, or NULL (core/backend.c; asked to move to cnn.h) */
+const char *cnn_cuda_unavailable_reason(void);
+
+/* ---- helpers (tensor.c, args.c) ----------------------------------------- */
+/* A live tensor at idx, or NULL if the value is not one (no error). */
+cnn_tensor *cnn_lua_to_tensor(lua_State *L, int idx);
+/* nil/none -> NULL, else as cnn_lua_check_tensor */
+cnn_tensor *cnn_lua_opt_tensor(lua_State *L, int idx);
+/* Push the result of a core call (raise cnn_error() if NULL); returns 1. */
+int cnn_lua_push_result(lua_State *L, cnn_tensor *t);
+/* Raise "fn: msg" built like printf (never returns). */
+int cnn_lua_fail(lua_State *L, const char *fmt, ...);
+
+/* Integer-valued number at arg (floats like 2.0 accepted; NaN, 2.5 raise). */
+int64_t cnn_lua_check_int(lua_State *L, int arg);
+int64_t cnn_lua_opt_int(lua_State *L, int arg, int64_t def);
+/* 1-based (negatives from the end) dim value d of a tensor with ndim dims
+ * -> 0-based; `extra` widens the range (1 for unsqueeze). */
+int cnn_lua_dim_value(lua_State *L, const char *fn, lua_Integer d, int ndim, int extra);
+int cnn_lua_check_dim(lua_State *L, int arg, const char *fn, int ndim);
+/* Sizes as varargs (first..last) or one table at first; sizes >= 0 (or -1
+ * when allow_neg1); the product must not overflow.  Returns ndim. */
+int cnn_lua_sizes(lua_State *L, int first, int last, const char *fn, int64_t *shape,
+                  bool allow_neg1);
+/* dtype name at arg -> dtype (raises on unknown names) */
+cnn_dtype cnn_lua_check_dtype(lua_State *L, int arg);
+/* "cpu", "cuda", "cuda:N" -> 0 and *out, or -1 */
+int cnn_lua_parse_device(const char *s, cnn_device *out);
+/* Tensor or number at idx as a tensor (new reference): numbers become a 0-d
+ * tensor of a dtype suited to `like` (its dtype, or float32 when an integer
+ * tensor meets a non-integer number). */
+cnn_tensor *cnn_lua_operand(lua_State *L, int idx, const cnn_tensor *like);
+/* Fields of an options table at index opts (0 or a non-table: defaults). */
+bool cnn_lua_opt_bool(lua_State *L, int opts, const char *key, bool def);
+double cnn_lua_opt_number(lua_State *L, int opts, const char *key, double def);
+const char *cnn_lua_opt_string(lua_State *L, int opts, const char *key, const char *def);
+/* Per-dim indices translated to 0-based int64 (new reference); validates
+ * 1 <= i <= size on the CPU and says so in 1-based terms. */
+cnn_tensor *cnn_lua_index_arg(lua_State *L, int arg, const char *fn, int64_t size);
+/* Add delta to an int64 tensor in place (0-based <-> 1-based indices). */
+int cnn_lua_shift_(cnn_tensor *t, int64_t delta);
+#endif

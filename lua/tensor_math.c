@@ -1,0 +1,231 @@
+/*
+ * tensor_math.c -- elementwise tensor math from Lua: binary ops (methods and
+ * the operators + - * / ^ and unary minus), comparisons (uint8 masks),
+ * unary functions, clamp, where, and the in-place variants (add_, fill_,
+ * copy_, relu_, ...).
+ *
+ * A number on either side of a binary op becomes a 0-d tensor whose dtype
+ * follows the tensor (cnn_lua_operand), so `x + 1` keeps x's dtype and an
+ * int64 tensor times 0.5 becomes float32.  `x ^ number` uses the scalar
+ * power (one input, simpler gradient).  Hot path (two tensors): no table,
+ * no string, no extra allocation beyond the result.  In-place methods
+ * return the tensor itself, so calls chain.
+ */
+#include <math.h>
+
+#include "bind.h"
+
+/* ---- binary -------------------------------------------------------------- */
+
+static int binary(lua_State *L, cnn_binary_op op) {
+  cnn_tensor *a = cnn_lua_to_tensor(L, 1), *b = cnn_lua_to_tensor(L, 2);
+  if (a && b) return cnn_lua_push_result(L, cnn_binary(op, a, b));
+  if (!a && !b) {
+    if (lua_isnone(L, 2)) luaL_argerror(L, 2, "cnn.Tensor or number expected, got no value");
+    return luaL_typeerror(L, lua_type(L, 1) == LUA_TNUMBER ? 2 : 1, CNN_TENSOR_MT);
+  }
+  cnn_tensor *sa = a ? a : cnn_lua_operand(L, 1, b);
+  cnn_tensor *sb = b ? b : cnn_lua_operand(L, 2, a);
+  cnn_tensor *r = cnn_binary(op, sa, sb);
+  cnn_tensor_release(a ? sb : sa);
+  return cnn_lua_push_result(L, r);
+}
+
+static int m_add(lua_State *L) { return binary(L, CNN_OP_ADD); }
+static int m_sub(lua_State *L) { return binary(L, CNN_OP_SUB); }
+static int m_mul(lua_State *L) { return binary(L, CNN_OP_MUL); }
+static int m_div(lua_State *L) { return binary(L, CNN_OP_DIV); }
+static int m_maximum(lua_State *L) { return binary(L, CNN_OP_MAXIMUM); }
+static int m_minimum(lua_State *L) { return binary(L, CNN_OP_MINIMUM); }
+static int m_eq(lua_State *L) { return binary(L, CNN_OP_EQ); }
+static int m_ne(lua_State *L) { return binary(L, CNN_OP_NE); }
+static int m_lt(lua_State *L) { return binary(L, CNN_OP_LT); }
+static int m_le(lua_State *L) { return binary(L, CNN_OP_LE); }
+static int m_gt(lua_State *L) { return binary(L, CNN_OP_GT); }
+static int m_ge(lua_State *L) { return binary(L, CNN_OP_GE); }
+
+/* x ^ p with p a number: the scalar power; otherwise the binary op */
+static int m_pow(lua_State *L) {
+  cnn_tensor *a = cnn_lua_to_tensor(L, 1);
+  if (a && lua_type(L, 2) == LUA_TNUMBER)
+    return cnn_lua_push_result(L, cnn_unary(CNN_OP_POW_SCALAR, a, lua_tonumber(L, 2), 0));
+  return binary(L, CNN_OP_POW);
+}
+
+static int m_unm(lua_State *L) {
+  return cnn_lua_push_result(L, cnn_unary(CNN_OP_NEG, cnn_lua_check_tensor(L, 1), 0, 0));
+}
+
+/* ---- unary ------------------------------------------------------------------ */
+
+static int unary(lua_State *L, cnn_unary_op op) {
+  return cnn_lua_push_result(L, cnn_unary(op, cnn_lua_check_tensor(L, 1), 0, 0));
+}
+
+static int m_neg(lua_State *L) { return unary(L, CNN_OP_NEG); }
+static int m_abs(lua_State *L) { return unary(L, CNN_OP_ABS); }
+static int m_exp(lua_State *L) { return unary(L, CNN_OP_EXP); }
+static int m_log(lua_State *L) { return unary(L, CNN_OP_LOG); }
+static int m_sqrt(lua_State *L) { return unary(L, CNN_OP_SQRT); }
+static int m_rsqrt(lua_State *L) { return unary(L, CNN_OP_RSQRT); }
+static int m_tanh(lua_State *L) { return unary(L, CNN_OP_TANH); }
+static int m_sigmoid(lua_State *L) { return unary(L, CNN_OP_SIGMOID); }
+static int m_relu(lua_State *L) { return unary(L, CNN_OP_RELU); }
+static int m_sin(lua_State *L) { return unary(L, CNN_OP_SIN); }
+static int m_cos(lua_State *L) { return unary(L, CNN_OP_COS); }
+static int m_sign(lua_State *L) { return unary(L, CNN_OP_SIGN); }
+static int m_floor(lua_State *L) { return unary(L, CNN_OP_FLOOR); }
+static int m_ceil(lua_State *L) { return unary(L, CNN_OP_CEIL); }
+static int m_round(lua_State *L) { return unary(L, CNN_OP_ROUND); }
+static int m_reciprocal(lua_State *L) { return unary(L, CNN_OP_RECIPROCAL); }
+static int m_square(lua_State *L) { return unary(L, CNN_OP_SQUARE); }
+static int m_gelu(lua_State *L) { return unary(L, CNN_OP_GELU); }
+static int m_log1p(lua_State *L) { return unary(L, CNN_OP_LOG1P); }
+static int m_expm1(lua_State *L) { return unary(L, CNN_OP_EXPM1); }
+
+static int m_leaky_relu(lua_State *L) {
+  cnn_tensor *t = cnn_lua_check_tensor(L, 1);
+  return cnn_lua_push_result(L, cnn_unary(CNN_OP_LEAKY_RELU, t, luaL_optnumber(L, 2, 0.01), 0));
+}
+
+static int m_elu(lua_State *L) {
+  cnn_tensor *t = cnn_lua_check_tensor(L, 1);
+  return cnn_lua_push_result(L, cnn_unary(CNN_OP_ELU, t, luaL_optnumber(L, 2, 1.0), 0));
+}
+
+/* clamp bounds at args 2, 3: nil = open (NaN for core) */
+static void clamp_bounds(lua_State *L, double *lo, double *hi) {
+  *lo = lua_isnoneornil(L, 2) ? NAN : luaL_checknumber(L, 2);
+  *hi = lua_isnoneornil(L, 3) ? NAN : luaL_checknumber(L, 3);
+  if (*lo != *lo && *hi != *hi && !(lua_isnoneornil(L, 2) && lua_isnoneornil(L, 3)))
+    luaL_argerror(L, 2, "clamp: NaN bound");
+}
+
+static int m_clamp(lua_State *L) {
+  cnn_tensor *t = cnn_lua_check_tensor(L, 1);
+  double lo, hi;
+  clamp_bounds(L, &lo, &hi);
+  return cnn_lua_push_result(L, cnn_unary(CNN_OP_CLAMP, t, lo, hi));
+}
+
+/* cnn.where(cond, a, b): a, b tensors or numbers (numbers follow the
+ * other operand's dtype).  Operands made here are anchored on the stack. */
+static int f_where(lua_State *L) {
+  cnn_tensor *c = cnn_lua_check_tensor(L, 1);
+  cnn_tensor *ta = cnn_lua_to_tensor(L, 2), *tb = cnn_lua_to_tensor(L, 3);
+  for (int i = 2; i <= 3; i++)
+    if (!cnn_lua_to_tensor(L, i) && lua_type(L, i) != LUA_TNUMBER)
+      return luaL_typeerror(L, i, "cnn.Tensor or number");
+  lua_settop(L, 3);
+  cnn_tensor *a = cnn_lua_operand(L, 2, ta ? ta : tb);
+  cnn_lua_push_tensor(L, a);
+  cnn_tensor *b = cnn_lua_operand(L, 3, ta ? ta : tb ? tb : a);
+  cnn_lua_push_tensor(L, b);
+  return cnn_lua_push_result(L, cnn_where(c, a, b));
+}
+
+/* ---- in place --------------------------------------------------------------- */
+
+static int inplace_status(lua_State *L, int rc) {
+  if (rc != 0) return cnn_lua_error(L);
+  lua_settop(L, 1);
+  return 1;
+}
+
+static int binary_(lua_State *L, cnn_binary_op op) {
+  cnn_tensor *a = cnn_lua_check_tensor(L, 1);
+  cnn_tensor *b = cnn_lua_operand(L, 2, a);
+  int rc = cnn_binary_(op, a, b);
+  cnn_tensor_release(b);
+  return inplace_status(L, rc);
+}
+
+static int m_add_(lua_State *L) { return binary_(L, CNN_OP_ADD); }
+static int m_sub_(lua_State *L) { return binary_(L, CNN_OP_SUB); }
+static int m_mul_(lua_State *L) { return binary_(L, CNN_OP_MUL); }
+static int m_div_(lua_State *L) { return binary_(L, CNN_OP_DIV); }
+static int m_pow_(lua_State *L) { return binary_(L, CNN_OP_POW); }
+
+static int unary_(lua_State *L, cnn_unary_op op, double p0, double p1) {
+  return inplace_status(L, cnn_unary_(op, cnn_lua_check_tensor(L, 1), p0, p1));
+}
+
+static int m_neg_(lua_State *L) { return unary_(L, CNN_OP_NEG, 0, 0); }
+static int m_abs_(lua_State *L) { return unary_(L, CNN_OP_ABS, 0, 0); }
+static int m_exp_(lua_State *L) { return unary_(L, CNN_OP_EXP, 0, 0); }
+static int m_log_(lua_State *L) { return unary_(L, CNN_OP_LOG, 0, 0); }
+static int m_sqrt_(lua_State *L) { return unary_(L, CNN_OP_SQRT, 0, 0); }
+static int m_tanh_(lua_State *L) { return unary_(L, CNN_OP_TANH, 0, 0); }
+static int m_sigmoid_(lua_State *L) { return unary_(L, CNN_OP_SIGMOID, 0, 0); }
+static int m_relu_(lua_State *L) { return unary_(L, CNN_OP_RELU, 0, 0); }
+static int m_floor_(lua_State *L) { return unary_(L, CNN_OP_FLOOR, 0, 0); }
+static int m_ceil_(lua_State *L) { return unary_(L, CNN_OP_CEIL, 0, 0); }
+static int m_round_(lua_State *L) { return unary_(L, CNN_OP_ROUND, 0, 0); }
+static int m_square_(lua_State *L) { return unary_(L, CNN_OP_SQUARE, 0, 0); }
+static int m_reciprocal_(lua_State *L) { return unary_(L, CNN_OP_RECIPROCAL, 0, 0); }
+
+static int m_clamp_(lua_State *L) {
+  cnn_lua_check_tensor(L, 1);
+  double lo, hi;
+  clamp_bounds(L, &lo, &hi);
+  return unary_(L, CNN_OP_CLAMP, lo, hi);
+}
+
+static int m_fill_(lua_State *L) {
+  cnn_tensor *t = cnn_lua_check_tensor(L, 1);
+  cnn_tensor *v = cnn_lua_to_tensor(L, 2);
+  if (v) return inplace_status(L, cnn_copy_(t, v)); /* fill_ with a 0-d tensor */
+  return inplace_status(L, cnn_fill_(t, luaL_checknumber(L, 2)));
+}
+
+static int m_zero_(lua_State *L) { return inplace_status(L, cnn_fill_(cnn_lua_check_tensor(L, 1), 0)); }
+
+static int m_copy_(lua_State *L) {
+  cnn_tensor *t = cnn_lua_check_tensor(L, 1);
+  return inplace_status(L, cnn_copy_(t, cnn_lua_check_tensor(L, 2)));
+}
+
+/* x:masked_fill_(mask, value): where mask is non-zero, x = value */
+static int m_masked_fill_(lua_State *L) {
+  cnn_tensor *t = cnn_lua_check_tensor(L, 1), *mask = cnn_lua_check_tensor(L, 2);
+  cnn_tensor *v = cnn_lua_operand(L, 3, t);
+  cnn_tensor *r = cnn_where(mask, v, t);
+  cnn_tensor_release(v);
+  if (!r) return cnn_lua_error(L);
+  int rc = cnn_copy_(t, r);
+  cnn_tensor_release(r);
+  return inplace_status(L, rc);
+}
+
+static int m_masked_fill(lua_State *L) {
+  cnn_tensor *t = cnn_lua_check_tensor(L, 1), *mask = cnn_lua_check_tensor(L, 2);
+  cnn_tensor *v = cnn_lua_operand(L, 3, t);
+  cnn_tensor *r = cnn_where(mask, v, t);
+  cnn_tensor_release(v);
+  return cnn_lua_push_result(L, r);
+}
+
+const luaL_Reg cnn_lua_math_methods[] = {
+    {"add", m_add}, {"sub", m_sub}, {"mul", m_mul}, {"div", m_div}, {"pow", m_pow},
+    {"maximum", m_maximum}, {"minimum", m_minimum},
+    {"eq", m_eq}, {"ne", m_ne}, {"lt", m_lt}, {"le", m_le}, {"gt", m_gt}, {"ge", m_ge},
+    {"neg", m_neg}, {"abs", m_abs}, {"exp", m_exp}, {"log", m_log}, {"sqrt", m_sqrt},
+    {"rsqrt", m_rsqrt}, {"tanh", m_tanh}, {"sigmoid", m_sigmoid}, {"relu", m_relu},
+    {"sin", m_sin}, {"cos", m_cos}, {"sign", m_sign}, {"floor", m_floor}, {"ceil", m_ceil},
+    {"round", m_round}, {"reciprocal", m_reciprocal}, {"square", m_square},
+    {"gelu", m_gelu}, {"log1p", m_log1p}, {"expm1", m_expm1},
+    {"leaky_relu", m_leaky_relu}, {"elu", m_elu}, {"clamp", m_clamp},
+    {"add_", m_add_}, {"sub_", m_sub_}, {"mul_", m_mul_}, {"div_", m_div_}, {"pow_", m_pow_},
+    {"neg_", m_neg_}, {"abs_", m_abs_}, {"exp_", m_exp_}, {"log_", m_log_},
+    {"sqrt_", m_sqrt_}, {"tanh_", m_tanh_}, {"sigmoid_", m_sigmoid_}, {"relu_", m_relu_},
+    {"floor_", m_floor_}, {"ceil_", m_ceil_}, {"round_", m_round_}, {"square_", m_square_},
+    {"reciprocal_", m_reciprocal_}, {"clamp_", m_clamp_},
+    {"fill_", m_fill_}, {"zero_", m_zero_}, {"copy_", m_copy_},
+    {"masked_fill_", m_masked_fill_}, {"masked_fill", m_masked_fill},
+    {NULL, NULL}};
+
+const luaL_Reg cnn_lua_math_funcs[] = {{"where", f_where}, {NULL, NULL}};
+
+const luaL_Reg cnn_lua_math_meta[] = {
+    {"__add", m_add}, {"__sub", m_sub}, {"__mul", m_mul}, {"__div", m_div},
+    {"__pow", m_pow}, {"__unm", m_unm}, {NULL, NULL}};

@@ -1,0 +1,327 @@
+/*
+ * commands.c -- the ":commands" of the cnnsh prompt.
+ *
+ *   :help [topic]   help() from stdlib/help.lua (falls back to a list here)
+ *   :time <expr>    runs expr repeatedly, reports median and min
+ *   :mem            cnn.memory(): live and peak tensor bytes
+ *   :load file.lua  runs a file in this session
+ *   :reset          a fresh Lua state (history stays)
+ *   :quit           leaves (as Ctrl-D)
+ * A unique prefix is enough (":h", ":q").
+ *
+ * :time policy: one warm-up/first run measures t1.  Fast expressions run
+ * in batches of `batch` calls so each sample lasts >= 1 ms (clock noise);
+ * the number of samples aims at TIME_TARGET seconds in all, at least 3 and
+ * at most TIME_MAX_SAMPLES, and stops at TIME_HARD_CAP seconds: a slow
+ * expression may then get fewer than 3 runs, and the report says so.
+ * Everything runs inside one protected call, so Ctrl-C stops it.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <lauxlib.h>
+
+#include "repl.h"
+
+#define TIME_TARGET 0.75
+#define TIME_HARD_CAP 3.0
+#define TIME_MIN_SAMPLE 1e-3
+#define TIME_MAX_SAMPLES 1000
+#define TIME_MAX_BATCH 1000000
+
+const char *const cnn_repl_command_names[] = {":help", ":time", ":mem", ":load", ":reset",
+                                              ":quit", NULL};
+
+static const char *const command_help[] = {
+    ":help [topic]   this list, or help on a topic or name (help(obj) works too)",
+    ":time <expr>    run <expr> repeatedly; median and min time",
+    ":mem            live and peak tensor memory (cnn.memory())",
+    ":load file.lua  run a file in this session",
+    ":reset          start over with a fresh Lua state",
+    ":quit           leave cnnsh (Ctrl-D works too)",
+    NULL};
+
+/* ---- formatting --------------------------------------------------------------- */
+
+static double now(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+double cnn_time_median(double *v, int n)
+{
+  if (n <= 0)
+    return NAN;
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* value in a unit from `units` (each 1000x the previous), 3 significant digits */
+static const char *scaled(double v, const char *const *units, int nunits, double step,
+                          char *buf, size_t size)
+{
+  int u = 0;
+  while (u + 1 < nunits && fabs(v) >= step * 0.9995) {
+    v /= step;
+    u++;
+  }
+  int decimals = fabs(v) >= 99.95 ? 0 : fabs(v) >= 9.995 ? 1 : 2;
+  if (u == 0 && step == 1024) /* whole bytes */
+    decimals = 0;
+  snprintf(buf, size, "%.*f %s", decimals, v, units[u]);
+  return buf;
+}
+
+const char *cnn_time_str(double seconds, char *buf, size_t size)
+{
+  static const char *const units[] = {"ns", "µs", "ms", "s"};
+  return scaled(seconds * 1e9, units, 4, 1000, buf, size);
+}
+
+const char *cnn_bytes_str(double bytes, char *buf, size_t size)
+{
+  static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  return scaled(bytes, units, 5, 1024, buf, size);
+}
+
+/* ---- :time ------------------------------------------------------------------------ */
+
+typedef struct {
+  double samples[TIME_MAX_SAMPLES]; /* seconds per single run */
+  int n;
+  long batch;
+} timing;
+
+static void run_batch(lua_State *L, long batch)
+{
+  for (long k = 0; k < batch; k++) {
+    lua_pushvalue(L, 1);
+    lua_call(L, 0, 0);
+  }
+}
+
+static int time_loop(lua_State *L)
+{
+  timing *t = lua_touserdata(L, lua_upvalueindex(1));
+  double start = now();
+  run_batch(L, 1);
+  double t1 = now() - start;
+  t->batch = 1;
+  t->n = 0;
+  if (t1 >= TIME_MIN_SAMPLE) {
+    t->samples[t->n++] = t1; /* slow: the first run counts */
+  } else {
+    double b = ceil(TIME_MIN_SAMPLE / fmax(t1, 1e-9));
+    t->batch = b > TIME_MAX_BATCH ? TIME_MAX_BATCH : (long)b;
+  }
+  double per_sample = fmax(t1, 1e-9) * (double)t->batch;
+  double want = fmin(fmax(TIME_TARGET / per_sample, 3), TIME_MAX_SAMPLES);
+  while (t->n < (int)want && now() - start < TIME_HARD_CAP) {
+    double t0 = now();
+    run_batch(L, t->batch);
+    t->samples[t->n++] = (now() - t0) / (double)t->batch;
+  }
+  return 0;
+}
+
+static void report_time(const timing *t)
+{
+  double v[TIME_MAX_SAMPLES], lo = INFINITY;
+  for (int i = 0; i < t->n; i++)
+    v[i] = t->samples[i], lo = fmin(lo, v[i]);
+  double med = cnn_time_median(v, t->n);
+  char a[32], b[32];
+  printf("median %s, min %s", cnn_time_str(med, a, sizeof a), cnn_time_str(lo, b, sizeof b));
+  if (t->batch > 1)
+    printf("  (%d samples of %ld runs)\n", t->n, t->batch);
+  else
+    printf("  (%d run%s)\n", t->n, t->n == 1 ? "" : "s");
+  if (t->n * t->batch < 3)
+    fprintf(stderr, "warning: only %ld run%s fit in %.0f s; the figures are rough\n",
+            t->n * t->batch, t->n * t->batch == 1 ? "" : "s", TIME_HARD_CAP);
+  fflush(stdout);
+}
+
+static void cmd_time(cnn_repl *r, const char *expr)
+{
+  lua_State *L = r->L;
+  if (*expr == '\0') {
+    fprintf(stderr, "usage: :time <expression or statement>\n");
+    return;
+  }
+  int status = cnn_repl_compile(L, expr, strlen(expr), "=time");
+  if (status == CNN_EVAL_INCOMPLETE) {
+    fprintf(stderr, ":time: incomplete statement (it must fit on one line)\n");
+    return;
+  }
+  if (status != LUA_OK) {
+    cnn_repl_report(L, status, r->color_err);
+    return;
+  }
+  timing *t = malloc(sizeof *t);
+  if (t == NULL) {
+    lua_pop(L, 1);
+    return;
+  }
+  lua_pushlightuserdata(L, t);
+  lua_pushcclosure(L, time_loop, 1);
+  lua_insert(L, -2);
+  status = cnn_repl_docall(L, 1, 0);
+  if (status == LUA_OK)
+    report_time(t);
+  else
+    cnn_repl_report(L, status, r->color_err);
+  free(t);
+}
+
+/* ---- :mem, :help, :load, :reset ---------------------------------------------------- */
+
+static int mem_query(lua_State *L)
+{
+  lua_getglobal(L, "cnn");
+  if (!lua_istable(L, -1) || lua_getfield(L, -1, "memory") != LUA_TFUNCTION)
+    return luaL_error(L, ":mem: cnn.memory() is not available");
+  lua_call(L, 0, 1);
+  luaL_checktype(L, -1, LUA_TTABLE);
+  char a[32], b[32];
+  lua_getfield(L, -1, "live");
+  lua_getfield(L, -2, "peak");
+  lua_getfield(L, -3, "count");
+  printf("live %s   peak %s   tensors %lld\n", cnn_bytes_str(lua_tonumber(L, -3), a, sizeof a),
+         cnn_bytes_str(lua_tonumber(L, -2), b, sizeof b), (long long)lua_tointeger(L, -1));
+  fflush(stdout);
+  return 0;
+}
+
+static void print_command_list(void)
+{
+  printf("Commands:\n");
+  for (int i = 0; command_help[i]; i++)
+    printf("  %s\n", command_help[i]);
+  printf("Keys: Tab completes, Ctrl-C interrupts or clears the line, Ctrl-D exits.\n");
+  fflush(stdout);
+}
+
+/* help(topic) if the global exists; returns false (pushed) when it does not */
+static int help_call(lua_State *L)
+{
+  int nargs = lua_gettop(L);
+  lua_getglobal(L, "help");
+  if (lua_isnil(L, -1)) {
+    lua_pushboolean(L, 0);
+    return 1;
+  }
+  lua_insert(L, 1);
+  lua_call(L, nargs, 0);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+static void cmd_help(cnn_repl *r, const char *topic)
+{
+  lua_State *L = r->L;
+  lua_pushcfunction(L, help_call);
+  int nargs = 0;
+  if (*topic)
+    lua_pushstring(L, topic), nargs = 1;
+  int status = cnn_repl_docall(L, nargs, 1);
+  if (status != LUA_OK) {
+    cnn_repl_report(L, status, r->color_err);
+    if (*topic == '\0')
+      print_command_list();
+    return;
+  }
+  if (!lua_toboolean(L, -1))
+    print_command_list();
+  lua_pop(L, 1);
+}
+
+static void cmd_load(cnn_repl *r, const char *arg)
+{
+  char path[4096];
+  size_t n = strlen(arg);
+  if (n >= 2 && (arg[0] == '"' || arg[0] == '\'') && arg[n - 1] == arg[0])
+    arg++, n -= 2;
+  if (n == 0 || n >= sizeof path) {
+    fprintf(stderr, "usage: :load file.lua\n");
+    return;
+  }
+  memcpy(path, arg, n);
+  path[n] = '\0';
+  int status = luaL_loadfile(r->L, path);
+  if (status == LUA_OK)
+    status = cnn_repl_docall(r->L, 0, 0);
+  cnn_repl_report(r->L, status, r->color_err);
+}
+
+static void cmd_reset(cnn_repl *r)
+{
+  lua_State *L = cnn_repl_newstate(r->ascii);
+  if (L == NULL)
+    return; /* the old state stays */
+  lua_close(r->L);
+  r->L = L;
+  cnn_repl_signals_set_state(L);
+  printf("fresh Lua state\n");
+  fflush(stdout);
+}
+
+/* ---- dispatch ------------------------------------------------------------------------ */
+
+/* The command `name` abbreviates (a unique prefix), or NULL. */
+static const char *find_command(const char *name, size_t len)
+{
+  const char *found = NULL;
+  for (int i = 0; cnn_repl_command_names[i]; i++) {
+    const char *c = cnn_repl_command_names[i];
+    if (strlen(c) == len && strncmp(c, name, len) == 0)
+      return c;
+    if (strncmp(c, name, len) == 0)
+      found = found ? "" : c; /* "" marks an ambiguous prefix */
+  }
+  return found && *found ? found : NULL;
+}
+
+int cnn_repl_command(cnn_repl *r, const char *line)
+{
+  line += strspn(line, " \t");
+  if (line[0] != ':' || line[1] == ':') /* "::label::" is Lua */
+    return 0;
+  size_t len = strcspn(line, " \t\n");
+  const char *arg = line + len;
+  arg += strspn(arg, " \t");
+  char argbuf[4096];
+  snprintf(argbuf, sizeof argbuf, "%s", arg);
+  for (size_t n = strlen(argbuf); n > 0 && strchr(" \t\n", argbuf[n - 1]); n--)
+    argbuf[n - 1] = '\0';
+  const char *cmd = find_command(line, len);
+  if (cmd == NULL) {
+    fprintf(stderr, "unknown command %.*s (:help lists them)\n", (int)len, line);
+    return 1;
+  }
+  if (strcmp(cmd, ":help") == 0)
+    cmd_help(r, argbuf);
+  else if (strcmp(cmd, ":time") == 0)
+    cmd_time(r, argbuf);
+  else if (strcmp(cmd, ":mem") == 0)
+    cnn_repl_report(r->L, (lua_pushcfunction(r->L, mem_query), cnn_repl_docall(r->L, 0, 0)),
+                    r->color_err);
+  else if (strcmp(cmd, ":load") == 0)
+    cmd_load(r, argbuf);
+  else if (strcmp(cmd, ":reset") == 0)
+    cmd_reset(r);
+  else
+    r->quit = true;
+  return 1;
+}

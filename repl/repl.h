@@ -1,0 +1,154 @@
+/*
+ * repl.h -- the one header of repl/: the parts of the cnnsh program that
+ * tests can link without a terminal (library cnn_repl), and the session
+ * object that main.c drives.
+ *
+ * Pieces, in the order a typed line flows through them:
+ *   prompt.c    readline (callback interface), Ctrl-C at the prompt,
+ *               multi-line continuation, Tab glue
+ *   history.c   the history file: path, load + cap, append
+ *   complete.c  completion candidates from a Lua state, raw access only
+ *   exec.c      compiling "return <line>" or <line>, protected calls with a
+ *               traceback, SIGINT while code runs (a Lua hook, as lua.c)
+ *   print.c     pretty printer of results (tables, strings, tensors, ...)
+ *   commands.c  :help :time :mem :load :reset :quit
+ *   main.c      options, script mode, piped mode
+ *
+ * Invariants: completion never runs user code (no metamethod is called
+ * except loading a lazily-required stdlib module); printing may run
+ * __tostring (a result is shown the way the user's type wants), always
+ * inside a protected call.  Only exec.c touches signal dispositions.
+ */
+#ifndef CNN_REPL_H
+#define CNN_REPL_H
+
+#include <lua.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+/* ---- the session --------------------------------------------------------- */
+
+typedef struct cnn_repl {
+  lua_State *L;         /* current state; replaced by :reset */
+  bool color;           /* ANSI colour on stdout */
+  bool color_err;       /* ANSI colour on stderr */
+  bool ascii;           /* --ascii: set cnn.ascii = true in every state */
+  bool quit;            /* :quit was typed */
+  char *history_path;   /* NULL: no history file */
+} cnn_repl;
+
+/* A fresh Lua state with the standard libraries and cnn_lua_open_all();
+ * NULL (and a message on stderr) if it cannot be made. */
+lua_State *cnn_repl_newstate(bool ascii);
+
+/* ---- exec.c: running code ------------------------------------------------- */
+
+enum { CNN_EVAL_OK = 0, CNN_EVAL_ERROR = 1, CNN_EVAL_INCOMPLETE = 2 };
+
+/* Install the SIGINT handler.  In script mode a second Ctrl-C kills the
+ * process; at the prompt it is routed to prompt.c while no code runs. */
+void cnn_repl_signals_init(bool script_mode);
+void cnn_repl_signals_set_state(lua_State *L);
+/* Call the function below `narg` arguments with a traceback handler and
+ * SIGINT armed; LUA_MULTRET allowed.  Returns a lua_pcall status. */
+int cnn_repl_docall(lua_State *L, int narg, int nres);
+/* Print the error on top of the stack to stderr (and pop it); status 0
+ * prints nothing.  Returns status. */
+int cnn_repl_report(lua_State *L, int status, bool color);
+/* True once a SIGINT interrupted running code (script mode: exit 130). */
+bool cnn_repl_interrupted(void);
+/* Prompt side: a SIGINT arrived while no code ran; reading clears it. */
+bool cnn_repl_take_prompt_sigint(void);
+/* Compile a chunk typed at the prompt: "return <code>" first, then <code>.
+ * Returns LUA_OK with the function pushed, CNN_EVAL_INCOMPLETE (nothing
+ * pushed) when the input stops inside a statement, or LUA_ERRSYNTAX with
+ * the message pushed. */
+int cnn_repl_compile(lua_State *L, const char *code, size_t len, const char *name);
+/* Compile, run and print the results of one complete chunk; returns
+ * CNN_EVAL_OK, CNN_EVAL_ERROR or CNN_EVAL_INCOMPLETE. */
+int cnn_repl_eval(lua_State *L, const char *code, bool color, bool color_err);
+
+/* ---- print.c: results ------------------------------------------------------ */
+
+typedef struct {
+  bool color;    /* ANSI colours */
+  int max_depth; /* tables nested deeper print as {...} */
+  int max_items; /* entries shown per table before "... (n more)" */
+  int width;     /* a table prints on one line when it fits */
+} cnn_print_opts;
+
+void cnn_print_opts_init(cnn_print_opts *o, bool color);
+/* Push a readable rendering of the value at idx and return it.  May raise
+ * (a failing __tostring); call it inside a protected call. */
+const char *cnn_repl_format(lua_State *L, int idx, const cnn_print_opts *o);
+/* Print the values at [first, top] on stdout, tab-separated (one per line
+ * when any of them spans lines).  May raise, like cnn_repl_format. */
+void cnn_repl_print_values(lua_State *L, int first, const cnn_print_opts *o);
+
+/* ---- complete.c: Tab ------------------------------------------------------- */
+
+typedef struct {
+  char **v; /* malloc'd strings */
+  int n, cap;
+} cnn_strlist;
+
+int cnn_strlist_add(cnn_strlist *l, const char *s, size_t len); /* copies; -1 on OOM */
+void cnn_strlist_clear(cnn_strlist *l);
+void cnn_strlist_sort_unique(cnn_strlist *l);
+
+typedef enum {
+  CNN_COMPLETE_EXPR,    /* a.b.c / a:b / a global name */
+  CNN_COMPLETE_COMMAND, /* :he */
+  CNN_COMPLETE_PATH,    /* inside an open string literal, or after :load */
+  CNN_COMPLETE_NONE
+} cnn_complete_kind;
+
+/* Where the word under completion starts in line[0, point), and its kind. */
+cnn_complete_kind cnn_complete_context(const char *line, int point, int *start);
+/* Candidates (full replacements of `word`) for each kind. */
+int cnn_complete_expr(lua_State *L, const char *word, cnn_strlist *out);
+int cnn_complete_command(const char *word, cnn_strlist *out);
+int cnn_complete_path(const char *word, cnn_strlist *out);
+/* All of the above: sets *start and fills out (sorted, unique). */
+int cnn_complete(lua_State *L, const char *line, int point, int *start, cnn_strlist *out);
+
+/* ---- history.c ------------------------------------------------------------- */
+
+#define CNN_HISTORY_MAX 1000
+
+/* $CNNSH_HISTORY, else $XDG_STATE_HOME/cnnsh/history (folder created),
+ * else ~/.cnnsh_history; malloc'd, NULL when no home is known. */
+char *cnn_history_path(void);
+/* Load the file into readline's history, capped and with consecutive
+ * duplicates collapsed (the file is rewritten when that changed it). */
+int cnn_history_load(const char *path);
+/* Add one entry (it may span lines) unless it repeats the last one, and
+ * append it to the file at once (so concurrent sessions interleave). */
+int cnn_history_add(const char *path, const char *entry);
+/* Rewrite the file keeping its last CNN_HISTORY_MAX entries, if longer. */
+int cnn_history_trim(const char *path);
+
+/* ---- commands.c ------------------------------------------------------------ */
+
+/* Run a ":command" line; returns 1 if it was one (even a failing one),
+ * 0 if the line is not a command. */
+int cnn_repl_command(cnn_repl *r, const char *line);
+/* Names, for completion and :help: NULL-terminated ":help", ... */
+extern const char *const cnn_repl_command_names[];
+
+/* Statistics of :time samples (seconds), exposed for tests. */
+double cnn_time_median(double *v, int n); /* sorts v */
+/* "12.3 ms", "850 ns", ... into buf (at least 32 bytes). */
+const char *cnn_time_str(double seconds, char *buf, size_t size);
+const char *cnn_bytes_str(double bytes, char *buf, size_t size);
+
+/* ---- prompt.c -------------------------------------------------------------- */
+
+/* The interactive loop on a terminal, until Ctrl-D or :quit. */
+int cnn_repl_run_prompt(cnn_repl *r);
+/* Read chunks from a stream (no prompt, no echo), run each and print its
+ * results; returns 1 if any chunk failed (or 130 on SIGINT), else 0. */
+int cnn_repl_run_stream(cnn_repl *r, FILE *in);
+
+#endif

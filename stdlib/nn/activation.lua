@@ -1,0 +1,68 @@
+-- nn/activation.lua -- activation layers: ReLU, LeakyReLU, ELU, GELU,
+-- Sigmoid, Tanh, Softmax, LogSoftmax.
+--
+-- Each is a parameter-free module that calls the F.* function of the same
+-- name with its stored option; the per-element math (and its derivative)
+-- lives in C.  Softmax and LogSoftmax take a 1-based dim (default -1, the
+-- last; use 2 for the channels of N x C x H x W).
+local cnn = _G.cnn
+local F = cnn.F
+local Module = require("nn.module")
+local doc = cnn.doc or {}
+
+local M = {}
+
+-- A layer whose forward is F[fname](x) with no option.
+local function simple(name, fname, text)
+  local cls = Module:extend(name)
+  function cls:forward(x) return F[fname](x) end
+  doc[cls] = text
+  M[name] = cls
+  return cls
+end
+
+simple("ReLU", "relu", "nn.ReLU()\nmax(x, 0), elementwise.")
+simple("GELU", "gelu", "nn.GELU()\nx * Phi(x) (Phi the normal CDF), elementwise.")
+simple("Sigmoid", "sigmoid", "nn.Sigmoid()\n1 / (1 + exp(-x)), elementwise.")
+simple("Tanh", "tanh", "nn.Tanh()\ntanh(x), elementwise.")
+
+-- ---- with a parameter ------------------------------------------------------------
+
+local LeakyReLU = Module:extend("LeakyReLU")
+function LeakyReLU:init(negative_slope)
+  if type(negative_slope) == "table" then negative_slope = negative_slope.negative_slope end
+  self.negative_slope = negative_slope or 0.01
+end
+function LeakyReLU:forward(x) return F.leaky_relu(x, self.negative_slope) end
+function LeakyReLU:extra_repr() return "negative_slope=" .. Module.fmt_num(self.negative_slope) end
+doc[LeakyReLU] = "nn.LeakyReLU([negative_slope = 0.01])\nx if x > 0 else negative_slope * x."
+M.LeakyReLU = LeakyReLU
+
+local ELU = Module:extend("ELU")
+function ELU:init(alpha)
+  if type(alpha) == "table" then alpha = alpha.alpha end
+  self.alpha = alpha or 1.0
+end
+function ELU:forward(x) return F.elu(x, self.alpha) end
+function ELU:extra_repr() return "alpha=" .. Module.fmt_num(self.alpha + 0.0) end
+doc[ELU] = "nn.ELU([alpha = 1])\nx if x > 0 else alpha * (exp(x) - 1)."
+M.ELU = ELU
+
+local function softmax_class(name, fname, text)
+  local cls = Module:extend(name)
+  function cls:init(dim)
+    if type(dim) == "table" then dim = dim.dim end
+    self.dim = dim or -1
+  end
+  function cls:forward(x) return F[fname](x, self.dim) end
+  function cls:extra_repr() return "dim=" .. self.dim end
+  doc[cls] = text
+  M[name] = cls
+end
+
+softmax_class("Softmax", "softmax",
+  "nn.Softmax([dim = -1])\nexp(x) / sum(exp(x)) along dim (1-based; 2 = channels of NCHW).")
+softmax_class("LogSoftmax", "log_softmax",
+  "nn.LogSoftmax([dim = -1])\nlog(softmax(x)) along dim, computed stably; pair with F.nll_loss.")
+
+return M

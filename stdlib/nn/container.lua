@@ -1,0 +1,92 @@
+-- nn/container.lua -- nn.Sequential and nn.ModuleList.
+--
+-- Both keep their children at integer keys 1..n of the instance (raw
+-- fields), so `net[1]`, `#net` and `ipairs(net)` work as on a Lua list and
+-- named_parameters() reports "1.weight", "features.3.bias", ...  The
+-- children lists of nn.Module hold those integers in order.
+-- Invariant: the integer keys are exactly 1..#self, all modules.
+local Module = require("nn.module")
+local doc = _G.cnn.doc or {}
+
+-- Accepts f(m1, m2, ...) and f{m1, m2, ...}.
+local function module_list_args(name, ...)
+  local args = table.pack(...)
+  if args.n == 1 and type(args[1]) == "table" and not Module.is_module(args[1]) then
+    local t = args[1]
+    args = { n = #t }
+    for i = 1, #t do args[i] = t[i] end
+  end
+  for i = 1, args.n do
+    if not Module.is_module(args[i]) then
+      error(string.format("%s: argument %d is a %s, not a module", name, i, type(args[i])), 3)
+    end
+  end
+  return args
+end
+
+-- ---- Sequential ----------------------------------------------------------------
+
+local Sequential = Module:extend("Sequential")
+
+function Sequential:init(...)
+  local args = module_list_args("nn.Sequential", ...)
+  for i = 1, args.n do self[i] = args[i] end
+end
+
+-- append(m): adds m at the end; returns self (so calls chain).
+function Sequential:append(m)
+  if not Module.is_module(m) then error("Sequential:append: expected a module", 2) end
+  self[#self + 1] = m
+  return self
+end
+Sequential.add = Sequential.append
+
+-- Each child is called in order; a child's error comes back naming it
+-- (nn.Module's __call adds the dotted path).
+function Sequential:forward(x)
+  for i = 1, #self do x = self[i](x) end
+  return x
+end
+
+doc[Sequential] = [[
+nn.Sequential(m1, m2, ...) or nn.Sequential{m1, m2, ...}
+Calls its children in order: net(x) = mN(...m2(m1(x))).  net[i] is the i-th
+child (1-based), #net their number, net:append(m) adds one.  Parameters are
+named "1.weight", "2.bias", ...  An error in a child names it:
+"3 (Linear 9216->128): linear: input has ...".]]
+
+-- ---- ModuleList ------------------------------------------------------------------
+
+local ModuleList = Module:extend("ModuleList")
+
+function ModuleList:init(...)
+  local args = module_list_args("nn.ModuleList", ...)
+  for i = 1, args.n do self[i] = args[i] end
+end
+
+function ModuleList:append(m)
+  if not Module.is_module(m) then error("ModuleList:append: expected a module", 2) end
+  self[#self + 1] = m
+  return self
+end
+
+-- extend(list): appends every module of a Lua list (or another ModuleList).
+function ModuleList:extend_with(list)
+  for i = 1, #list do self:append(list[i]) end
+  return self
+end
+
+function ModuleList:forward()
+  error("ModuleList has no forward(): iterate over it in your module's forward", 2)
+end
+
+doc[ModuleList] = [[
+nn.ModuleList(m1, m2, ...) or nn.ModuleList{m1, m2, ...}
+A list of modules whose parameters belong to the enclosing module; it has
+no forward.  Use l[i], #l, ipairs(l), l:append(m), l:extend_with{...}:
+  function Net:forward(x)
+    for _, block in ipairs(self.blocks) do x = block(x) end
+    return x
+  end]]
+
+return { Sequential = Sequential, ModuleList = ModuleList }

@@ -1,0 +1,104 @@
+-- nn/conv.lua -- nn.Conv2d: a 2-D convolution layer over NCHW tensors.
+--
+-- The layer owns weight (out x in/groups x kh x kw) and an optional bias
+-- (out), initialised as PyTorch does (Kaiming-uniform with a = sqrt(5),
+-- i.e. U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for both), and calls F.conv2d,
+-- where the arithmetic lives (oneDNN, im2col + SGEMM or the naive loop).
+-- Options use PyTorch's names: stride, padding, dilation, groups, bias.
+-- stride/padding/dilation are kept as the user gave them (a number or a
+-- table) and handed to F.conv2d unchanged; kernel_size is always {kh, kw}.
+local cnn = _G.cnn
+local F = cnn.F
+local Module = require("nn.module")
+local init = require("nn.init_fns")
+local doc = cnn.doc or {}
+
+local Conv2d = Module:extend("Conv2d")
+
+local function pair(v, what)
+  if type(v) == "number" then return { v, v } end
+  if type(v) == "table" and #v == 2 then return { v[1], v[2] } end
+  error("nn.Conv2d: " .. what .. " must be a number or {h, w}", 4)
+end
+
+local function check_args(cin, cout, groups)
+  if math.type(cin) ~= "integer" or cin < 1 or math.type(cout) ~= "integer" or cout < 1 then
+    error("nn.Conv2d(in, out, k): in and out must be positive integers", 4)
+  end
+  if cin % groups ~= 0 or cout % groups ~= 0 then
+    error(string.format("nn.Conv2d: in (%d) and out (%d) must be divisible by groups (%d)",
+                        cin, cout, groups), 4)
+  end
+end
+
+function Conv2d:init(in_channels, out_channels, kernel_size, opts)
+  opts = opts or {}
+  local groups = opts.groups or 1
+  check_args(in_channels, out_channels, groups)
+  self.in_channels, self.out_channels = in_channels, out_channels
+  self.kernel_size = pair(kernel_size, "kernel_size")
+  self.stride = opts.stride or 1
+  self.padding = opts.padding or 0
+  self.dilation = opts.dilation or 1
+  self.groups = groups
+  local k = self.kernel_size
+  self:register_parameter("weight", cnn.empty(out_channels, in_channels // groups, k[1], k[2]))
+  if opts.bias ~= false then
+    self:register_parameter("bias", cnn.empty(out_channels))
+  else
+    self:register_parameter("bias", nil)
+  end
+  self:reset_parameters()
+end
+
+-- PyTorch's default initialisation.
+function Conv2d:reset_parameters()
+  init.kaiming_uniform_(self.weight, { a = math.sqrt(5) })
+  if self.bias then
+    local fan_in = init.calculate_fan_in_and_fan_out(self.weight)
+    local bound = fan_in > 0 and 1 / math.sqrt(fan_in) or 0
+    init.uniform_(self.bias, -bound, bound)
+  end
+end
+
+function Conv2d:forward(x)
+  return F.conv2d(x, self.weight, self.bias, {
+    stride = self.stride, padding = self.padding,
+    dilation = self.dilation, groups = self.groups })
+end
+
+local function is_default(v, d)
+  if type(v) == "number" then return v == d end
+  for _, e in ipairs(v) do if e ~= d then return false end end
+  return true
+end
+
+local function as_pair(v)
+  return Module.fmt_pair(type(v) == "number" and { v, v } or v)
+end
+
+function Conv2d:extra_repr()
+  local s = string.format("%d, %d, kernel_size=%s, stride=%s", self.in_channels,
+    self.out_channels, Module.fmt_pair(self.kernel_size), as_pair(self.stride))
+  if not is_default(self.padding, 0) then s = s .. ", padding=" .. as_pair(self.padding) end
+  if not is_default(self.dilation, 1) then s = s .. ", dilation=" .. as_pair(self.dilation) end
+  if self.groups ~= 1 then s = s .. ", groups=" .. self.groups end
+  if not self.bias then s = s .. ", bias=False" end
+  return s
+end
+
+function Conv2d:short_repr()
+  return string.format("Conv2d %d->%d %dx%d", self.in_channels, self.out_channels,
+                       self.kernel_size[1], self.kernel_size[2])
+end
+
+doc[Conv2d] = [[
+nn.Conv2d(in, out, k [, {stride = 1, padding = 0, dilation = 1, groups = 1, bias = true}])
+A 2-D convolution over N x in x H x W input, giving N x out x H' x W' with
+H' = floor((H + 2*padding - dilation*(k-1) - 1) / stride) + 1.
+k, stride, dilation: a number or {h, w}; padding also {top, bottom, left, right}.
+Fields: weight (out x in/groups x kh x kw), bias (out, or nil with bias = false).
+Initialised as PyTorch: U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = in/groups*kh*kw.
+  conv = nn.Conv2d(3, 16, 3, {stride = 2, padding = 1})]]
+
+return { Conv2d = Conv2d }

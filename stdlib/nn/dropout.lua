@@ -1,0 +1,33 @@
+-- nn/dropout.lua -- nn.Dropout: zeroes elements with probability p while
+-- training and scales the rest by 1/(1-p); the identity in eval mode.
+-- The mask is drawn by F.dropout from the global generator (cnn.manual_seed).
+local cnn = _G.cnn
+local F = cnn.F
+local Module = require("nn.module")
+local doc = cnn.doc or {}
+
+local Dropout = Module:extend("Dropout")
+
+function Dropout:init(p)
+  if type(p) == "table" then p = p.p end
+  p = p or 0.5
+  if type(p) ~= "number" or p < 0 or p > 1 then
+    error("nn.Dropout(p): p must be a probability between 0 and 1, got " .. tostring(p), 3)
+  end
+  self.p = p
+end
+
+function Dropout:forward(x)
+  return F.dropout(x, self.p, self.training)
+end
+
+function Dropout:extra_repr()
+  return "p=" .. Module.fmt_num(self.p + 0.0) .. ", inplace=False"
+end
+
+doc[Dropout] = [[
+nn.Dropout([p = 0.5])
+Training: each element is zeroed with probability p, the others multiplied
+by 1/(1-p), so the expected value is unchanged.  Eval: the identity.]]
+
+return { Dropout = Dropout }

@@ -1,0 +1,35 @@
+-- nn/init.lua -- the "nn" module: layers and networks as Lua classes.
+--
+-- Wires the per-concept files together; each class lives in its own file
+-- (nn/module.lua holds the base class and is the place to start reading).
+-- nn.init holds the weight initialisers (file nn/init_fns.lua), nn.utils
+-- gradient clipping.  Every public class carries a doc string (help(nn.X)).
+local cnn = _G.cnn
+local doc = cnn.doc or {}
+
+local nn = {}
+
+nn.Module = require("nn.module")
+
+local files = { "nn.container", "nn.conv", "nn.linear", "nn.pooling", "nn.activation",
+                "nn.normalization", "nn.dropout", "nn.flatten" }
+for _, f in ipairs(files) do
+  for name, cls in pairs(require(f)) do nn[name] = cls end
+end
+
+nn.init = require("nn.init_fns")
+nn.utils = require("nn.utils")
+
+doc[nn] = [[
+nn -- layers and networks (PyTorch names, 1-based dims).
+Containers: Sequential, ModuleList; base class: Module (Module:extend("Name")).
+Layers: Conv2d, Linear, MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, BatchNorm2d,
+BatchNorm1d, Dropout, Flatten, Identity.
+Activations: ReLU, LeakyReLU, ELU, GELU, Sigmoid, Tanh, Softmax, LogSoftmax.
+Also nn.init (initialisers) and nn.utils.clip_grad_norm.
+  net = nn.Sequential(nn.Conv2d(1, 8, 3, {padding = 1}), nn.ReLU(),
+                      nn.Flatten(), nn.Linear(8 * 28 * 28, 10))
+  out = net(cnn.randn(4, 1, 28, 28))   -- 4x10
+help(nn.Conv2d) and so on for each class.]]
+
+return nn

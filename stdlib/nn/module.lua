@@ -1,0 +1,559 @@
+-- nn/module.lua -- nn.Module, the base class of every layer and network.
+--
+-- Design.  A class is a plain Lua table that is also the metatable of its
+-- instances: `__index = class` finds methods, and the class's own metatable
+-- (`__index = parent`, `__call = constructor`) gives inheritance and
+-- `Class(...)`.  `Module:extend("Name")` makes a subclass; calling it makes
+-- an instance with the bookkeeping fields below and runs `init(...)`.
+--
+-- Children, parameters and buffers are stored as *raw* fields of the
+-- instance (`self.conv1`, `self.weight`, `net[1]`), so reading them costs a
+-- plain table access and the prompt's completion sees them.  Their names are
+-- also recorded, in insertion order, in three lists:
+--   _children  names of fields holding modules      (registered by __newindex)
+--   _params    names of fields holding parameters   (register_parameter, or
+--              a leaf tensor with requires_grad assigned to a new field)
+--   _buffers   names of fields holding buffers      (register_buffer)
+-- Invariant: every name in a list is a raw field of the instance; iteration
+-- reads the field's *current* value and skips names whose value was set to
+-- nil, so `self.fc = other_module` replaces a child in place.
+--
+-- Calling an instance runs forward pre-hooks, `forward`, forward hooks and
+-- attaches backward hooks to the output.  A failing forward is re-raised
+-- with the dotted path of the failing layer and its short description, e.g.
+-- "features.5 (Linear 9216->128): linear: input has 1600 features ...":
+-- each enclosing module adds its child's name on the way up (see
+-- `annotate_error`); the original message is kept at the end.
+local cnn = _G.cnn
+local doc = cnn.doc or {}
+
+local Module = {}
+Module.__index = Module
+Module.__name = "Module"
+Module.__is_module_class = true
+
+local function is_module(v)
+  return type(v) == "table" and rawget(v, "_children") ~= nil
+end
+
+local function is_tensor(v)
+  return cnn.is_tensor(v)
+end
+
+local function shape_str(t)
+  local s = t.shape
+  if #s == 0 then return "scalar" end
+  return table.concat(s, "x")
+end
+
+-- ---- classes ---------------------------------------------------------------
+
+local METAMETHODS = { "__call", "__tostring", "__newindex", "__len", "__close" }
+
+local function construct(cls, ...)
+  local self = setmetatable({}, cls)
+  rawset(self, "_children", {})
+  rawset(self, "_params", {})
+  rawset(self, "_buffers", {})
+  rawset(self, "_hooks", { pre = {}, fwd = {}, bwd = {} })
+  rawset(self, "training", true)
+  self:init(...)
+  return self
+end
+
+-- Module:extend(name) -> a new class inheriting from self.
+function Module:extend(name)
+  assert(type(name) == "string", "extend: the class needs a name (a string)")
+  local cls = {}
+  for _, k in ipairs(METAMETHODS) do cls[k] = rawget(self, k) end
+  cls.__index = cls
+  cls.__name = name
+  cls.super = self
+  return setmetatable(cls, { __index = self, __call = construct,
+                             __tostring = function() return "class nn." .. name end })
+end
+setmetatable(Module, { __call = construct,
+                       __tostring = function() return "class nn.Module" end })
+
+-- Whether `obj` is an instance of `cls` (or of a subclass).
+function Module.is_instance(obj, cls)
+  if not is_module(obj) then return false end
+  local c = getmetatable(obj)
+  while c do
+    if c == cls then return true end
+    c = rawget(c, "super")
+  end
+  return false
+end
+
+function Module:init() end
+
+function Module:forward()
+  error(self.__name .. ": forward() is not implemented (define " ..
+        self.__name .. ":forward(x) in your class)", 2)
+end
+
+-- ---- registration ----------------------------------------------------------
+
+local function add_name(list, name)
+  for _, n in ipairs(list) do if n == name then return end end
+  list[#list + 1] = name
+end
+
+function Module:__newindex(k, v)
+  if is_module(v) then
+    add_name(rawget(self, "_children"), k)
+  elseif is_tensor(v) and v.requires_grad and v.is_leaf then
+    add_name(rawget(self, "_params"), k)
+  end
+  rawset(self, k, v)
+end
+
+-- register_parameter(name, t): t (or nil, e.g. bias=false) is a parameter.
+function Module:register_parameter(name, t)
+  if t ~= nil and not t.is_leaf then
+    error("register_parameter: " .. tostring(name) ..
+          " is computed from other tensors; register t:detach() instead", 2)
+  end
+  if t ~= nil and not t.requires_grad then t.requires_grad = true end
+  add_name(rawget(self, "_params"), name)
+  rawset(self, name, t)
+  return t
+end
+
+-- register_buffer(name, t): state saved in state_dict but not trained.
+function Module:register_buffer(name, t)
+  add_name(rawget(self, "_buffers"), name)
+  rawset(self, name, t)
+  return t
+end
+
+-- add_module(name, m): register a child under an explicit name.
+function Module:add_module(name, m)
+  assert(is_module(m), "add_module: " .. tostring(name) .. " is not a module")
+  add_name(rawget(self, "_children"), name)
+  rawset(self, name, m)
+  return m
+end
+
+-- ---- traversal -------------------------------------------------------------
+
+-- Ordered iterator over (name, value) of the names in `list` whose current
+-- value passes `keep`.
+local function iter_fields(self, list, keep)
+  local i = 0
+  return function()
+    while true do
+      i = i + 1
+      local name = list[i]
+      if name == nil then return nil end
+      local v = rawget(self, name)
+      if v ~= nil and keep(v) then return name, v end
+    end
+  end
+end
+
+function Module:named_children()
+  return iter_fields(self, rawget(self, "_children"), is_module)
+end
+
+function Module:children()
+  local out = {}
+  for _, m in self:named_children() do out[#out + 1] = m end
+  return out
+end
+
+-- Depth-first, parents before children; each module once.
+local function walk(m, prefix, seen, out)
+  if seen[m] then return end
+  seen[m] = true
+  out[#out + 1] = { prefix, m }
+  for name, c in m:named_children() do
+    walk(c, prefix == "" and tostring(name) or prefix .. "." .. tostring(name), seen, out)
+  end
+end
+
+local function list_iter(list)
+  local i = 0
+  return function()
+    i = i + 1
+    local e = list[i]
+    if e then return e[1], e[2] end
+  end
+end
+
+function Module:named_modules()
+  local out = {}
+  walk(self, "", {}, out)
+  return list_iter(out)
+end
+
+function Module:modules()
+  local out = {}
+  for _, m in self:named_modules() do out[#out + 1] = m end
+  return out
+end
+
+local function named_tensors(self, listname)
+  local out, seen = {}, {}
+  for prefix, m in self:named_modules() do
+    for name, t in iter_fields(m, rawget(m, listname), is_tensor) do
+      if not seen[t] then
+        seen[t] = true
+        local full = prefix == "" and tostring(name) or prefix .. "." .. tostring(name)
+        out[#out + 1] = { full, t }
+      end
+    end
+  end
+  return out
+end
+
+-- for name, p in net:named_parameters() do ... end  (dotted names)
+function Module:named_parameters()
+  return list_iter(named_tensors(self, "_params"))
+end
+
+-- A list of the parameter tensors (each once), for the optimizers.
+function Module:parameters()
+  local out = {}
+  for _, e in ipairs(named_tensors(self, "_params")) do out[#out + 1] = e[2] end
+  return out
+end
+
+function Module:named_buffers()
+  return list_iter(named_tensors(self, "_buffers"))
+end
+
+function Module:buffers()
+  local out = {}
+  for _, e in ipairs(named_tensors(self, "_buffers")) do out[#out + 1] = e[2] end
+  return out
+end
+
+-- apply(fn): fn(m) on every module, children first (as PyTorch).
+function Module:apply(fn)
+  for _, c in ipairs(self:children()) do c:apply(fn) end
+  fn(self)
+  return self
+end
+
+-- ---- modes, gradients, devices -------------------------------------------
+
+function Module:train(mode)
+  if mode == nil then mode = true end
+  for _, m in ipairs(self:modules()) do rawset(m, "training", mode and true or false) end
+  return self
+end
+
+function Module:eval()
+  return self:train(false)
+end
+
+function Module:zero_grad()
+  for _, p in ipairs(self:parameters()) do p.grad = nil end
+end
+
+local function is_device(s)
+  return s:match("^cpu") or s:match("^cuda")
+end
+
+-- Converts every parameter and buffer of every module with `conv(t)`,
+-- replacing the fields; parameters stay trainable leaves.
+local function convert_tensors(self, conv)
+  for _, m in ipairs(self:modules()) do
+    for _, listname in ipairs({ "_params", "_buffers" }) do
+      for name, t in iter_fields(m, rawget(m, listname), is_tensor) do
+        local nt = conv(t)
+        if nt ~= t then
+          if listname == "_params" then
+            nt = nt:detach()
+            nt.requires_grad = t.requires_grad
+          end
+          rawset(m, name, nt)
+        end
+      end
+    end
+  end
+  return self
+end
+
+-- to(device_or_dtype): 'cpu', 'cuda', 'cuda:0', or a floating dtype
+-- ('float32', 'float64'; integer buffers keep their dtype).  Parameters are
+-- replaced by new leaf tensors: build the optimizer *after* moving a model.
+function Module:to(what)
+  assert(type(what) == "string", "Module:to: expected a device or dtype name")
+  if is_device(what) then
+    return convert_tensors(self, function(t) return t:to(what) end)
+  end
+  return convert_tensors(self, function(t)
+    if t.dtype == "float32" or t.dtype == "float64" then return t:to(what) end
+    return t
+  end)
+end
+
+function Module:cuda() return self:to("cuda") end
+function Module:cpu() return self:to("cpu") end
+function Module:float() return self:to("float32") end
+function Module:double() return self:to("float64") end
+
+-- ---- state dicts -------------------------------------------------------------
+
+-- state_dict() -> flat table "features.1.weight" -> tensor (parameters and
+-- buffers, detached; they share memory with the model).
+function Module:state_dict()
+  local sd = {}
+  for name, t in self:named_parameters() do sd[name] = t:detach() end
+  for name, t in self:named_buffers() do sd[name] = t:detach() end
+  return sd
+end
+
+local function same_shape(a, b)
+  local sa, sb = a.shape, b.shape
+  if #sa ~= #sb then return a:numel() == 1 and b:numel() == 1 end
+  for i = 1, #sa do if sa[i] ~= sb[i] then return false end end
+  return true
+end
+
+local function sorted_keys(t)
+  local ks = {}
+  for k in pairs(t) do ks[#ks + 1] = k end
+  table.sort(ks)
+  return ks
+end
+
+-- Compares the model's tensors with `sd`; returns the problems found.
+local function diff_state(own, sd)
+  local missing, unexpected, mismatch = {}, {}, {}
+  for _, name in ipairs(sorted_keys(own)) do
+    local v = sd[name]
+    if v == nil then
+      missing[#missing + 1] = name
+    elseif not is_tensor(v) then
+      mismatch[#mismatch + 1] = "for " .. name .. ": checkpoint holds a " .. type(v) .. ", not a tensor"
+    elseif not same_shape(v, own[name]) then
+      mismatch[#mismatch + 1] = string.format("size mismatch for %s: checkpoint %s, model %s",
+        name, shape_str(v), shape_str(own[name]))
+    end
+  end
+  for _, name in ipairs(sorted_keys(sd)) do
+    if own[name] == nil then unexpected[#unexpected + 1] = name end
+  end
+  return missing, unexpected, mismatch
+end
+
+local function load_error(missing, unexpected, mismatch, strict)
+  local parts = {}
+  for _, m in ipairs(mismatch) do parts[#parts + 1] = m end
+  if strict and #missing > 0 then
+    parts[#parts + 1] = "missing keys: " .. table.concat(missing, ", ")
+  end
+  if strict and #unexpected > 0 then
+    parts[#parts + 1] = "unexpected keys: " .. table.concat(unexpected, ", ")
+  end
+  if #parts == 0 then return nil end
+  return "load_state_dict: " .. table.concat(parts, "; ")
+end
+
+-- load_state_dict(sd [, {strict = true}]): copies sd's tensors into the
+-- model (converting dtype/device).  Checks everything before copying
+-- anything.  Returns {missing_keys = {...}, unexpected_keys = {...}}.
+function Module:load_state_dict(sd, opts)
+  assert(type(sd) == "table", "load_state_dict: expected a table name -> tensor")
+  local strict = not (opts and opts.strict == false)
+  local own = {}
+  for name, t in self:named_parameters() do own[name] = t end
+  for name, t in self:named_buffers() do own[name] = t end
+  local missing, unexpected, mismatch = diff_state(own, sd)
+  local msg = load_error(missing, unexpected, mismatch, strict)
+  if msg then error(msg, 2) end
+  cnn.no_grad(function()
+    for name, t in pairs(own) do
+      local v = sd[name]
+      if v ~= nil then
+        if #v.shape ~= #t.shape then v = v:reshape(t.shape) end
+        t:copy_(v)
+      end
+    end
+  end)
+  return { missing_keys = missing, unexpected_keys = unexpected }
+end
+
+-- ---- hooks -------------------------------------------------------------------
+
+local Handle = {}
+Handle.__index = Handle
+local next_hook_id = 0
+
+local function add_hook(self, kind, fn)
+  assert(type(fn) == "function", "register hook: expected a function")
+  next_hook_id = next_hook_id + 1
+  local list = rawget(self, "_hooks")[kind]
+  list[#list + 1] = { id = next_hook_id, fn = fn }
+  return setmetatable({ list = list, id = next_hook_id }, Handle)
+end
+
+-- handle:remove(): the hook is not called any more (idempotent).
+function Handle:remove()
+  for i, h in ipairs(self.list) do
+    if h.id == self.id then table.remove(self.list, i) return end
+  end
+end
+
+-- fn(module, input) before forward; a non-nil result replaces the input.
+function Module:register_forward_pre_hook(fn) return add_hook(self, "pre", fn) end
+-- fn(module, input, output) after forward; a non-nil result replaces output.
+function Module:register_forward_hook(fn) return add_hook(self, "fwd", fn) end
+-- fn(module, grad_output) when the gradient of the output is computed;
+-- a non-nil result replaces that gradient.
+function Module:register_full_backward_hook(fn) return add_hook(self, "bwd", fn) end
+
+local function snapshot(list)
+  local copy = {}
+  for i, h in ipairs(list) do copy[i] = h end
+  return copy
+end
+
+local function attach_backward_hooks(self, out)
+  if not (is_tensor(out) and out.requires_grad) then return end
+  out:register_hook(function(grad)
+    for _, h in ipairs(snapshot(rawget(self, "_hooks").bwd)) do
+      local r = h.fn(self, grad)
+      if r ~= nil then grad = r end
+    end
+    return grad
+  end)
+end
+
+-- ---- calling, with errors that name the layer ---------------------------------
+
+-- The last error this module system decorated: {msg, origin, path, desc,
+-- orig}.  A string error equal to `msg` is ours, and came up from `origin`.
+local last_err = nil
+
+-- The dotted path of `child` below `parent` (a child, or deeper when the
+-- parent called a grandchild directly, e.g. through a ModuleList).
+local function child_name(parent, child)
+  for name, c in parent:named_modules() do
+    if c == child and name ~= "" then return name end
+  end
+  return nil
+end
+
+local function annotate_error(self, err)
+  if type(err) ~= "string" then return err end
+  local info = last_err
+  if info and info.msg == err then
+    local name = child_name(self, info.origin)
+    if name then table.insert(info.path, 1, name) end
+  else
+    info = { path = {}, desc = self:short_repr(), orig = err }
+  end
+  info.origin = self
+  if #info.path > 0 then
+    info.msg = table.concat(info.path, ".") .. " (" .. info.desc .. "): " .. info.orig
+  else
+    info.msg = info.desc .. ": " .. info.orig
+  end
+  last_err = info
+  return info.msg
+end
+
+local function run_forward(self, ...)
+  local ok, a, b, c = pcall(self.forward, self, ...)
+  if not ok then error(annotate_error(self, a), 0) end
+  return a, b, c
+end
+
+function Module:__call(x, ...)
+  local hooks = rawget(self, "_hooks")
+  for _, h in ipairs(snapshot(hooks.pre)) do
+    local r = h.fn(self, x)
+    if r ~= nil then x = r end
+  end
+  local out, o2, o3 = run_forward(self, x, ...)
+  for _, h in ipairs(snapshot(hooks.fwd)) do
+    local r = h.fn(self, x, out)
+    if r ~= nil then out = r end
+  end
+  if #hooks.bwd > 0 then attach_backward_hooks(self, out) end
+  return out, o2, o3
+end
+
+-- ---- printing ----------------------------------------------------------------
+
+-- extra_repr(): the text inside the parentheses of this layer's line.
+function Module:extra_repr() return "" end
+
+-- short_repr(): a few words naming the layer in error messages.
+function Module:short_repr() return self.__name end
+
+local function indent(s)
+  return (s:gsub("\n", "\n  "))
+end
+
+function Module:__tostring()
+  local lines = {}
+  local extra = self:extra_repr()
+  if extra ~= "" then
+    for line in (extra .. "\n"):gmatch("(.-)\n") do lines[#lines + 1] = line end
+  end
+  for name, c in self:named_children() do
+    lines[#lines + 1] = "(" .. tostring(name) .. "): " .. indent(tostring(c))
+  end
+  if #lines == 0 then return self.__name .. "()" end
+  if #lines == 1 and extra ~= "" then return self.__name .. "(" .. extra .. ")" end
+  return self.__name .. "(\n  " .. table.concat(lines, "\n  ") .. "\n)"
+end
+
+-- ---- helpers shared by the layer files -----------------------------------------
+
+Module.is_module = is_module
+Module.shape_str = shape_str
+
+-- Formats a number as Python prints it in reprs: 1.0, 0.1, 1e-05, 3.
+function Module.fmt_num(v)
+  if math.type(v) == "integer" then return tostring(v) end
+  if v == math.floor(v) and math.abs(v) < 1e15 then return string.format("%.1f", v) end
+  return string.format("%g", v)
+end
+
+-- A pair as Python's repr of a tuple: "(3, 3)".
+function Module.fmt_pair(p)
+  if type(p) == "table" then
+    local parts = {}
+    for i, v in ipairs(p) do parts[i] = Module.fmt_num(v) end
+    return "(" .. table.concat(parts, ", ") .. ")"
+  end
+  return Module.fmt_num(p)
+end
+
+function Module.fmt_bool(b)
+  return b and "True" or "False"
+end
+
+doc[Module] = [[
+nn.Module -- the base class of layers and networks.
+Subclass it with nn.Module:extend("Name"), then define init(...) and
+forward(x):
+  local Residual = nn.Module:extend("Residual")
+  function Residual:init(c)
+    self.conv1 = nn.Conv2d(c, c, 3, {padding = 1})  -- becomes a child
+    self.conv2 = nn.Conv2d(c, c, 3, {padding = 1})
+  end
+  function Residual:forward(x)
+    return F.relu(x + self.conv2(F.relu(self.conv1(x))))
+  end
+  r = Residual(16); y = r(cnn.randn(2, 16, 8, 8))
+Modules assigned to fields become children (in assignment order); trainable
+tensors are registered with self:register_parameter(name, t) (or by
+assigning a leaf tensor with requires_grad = true), state with
+self:register_buffer(name, t).
+Methods: parameters(), named_parameters() (an iterator of dotted names),
+children(), named_children(), modules(), named_modules(), buffers(),
+train([mode]), eval(), zero_grad(), to(device_or_dtype), cuda(), cpu(),
+state_dict(), load_state_dict(sd [, {strict = true}]), apply(fn),
+register_forward_pre_hook(fn(m, x)), register_forward_hook(fn(m, x, out)),
+register_full_backward_hook(fn(m, grad_out)) (each returns a handle with
+:remove()), extra_repr().]]
+
+return Module

@@ -1,0 +1,77 @@
+-- optim/adam.lua -- optim.Adam and optim.AdamW.
+--
+-- PyTorch's update, per parameter p with gradient g, t = step count:
+--   Adam:  g = g + weight_decay * p              (L2 penalty in the gradient)
+--   AdamW: p = p * (1 - lr * weight_decay)       (decoupled decay)
+--   m = beta1 * m + (1 - beta1) * g
+--   v = beta2 * v + (1 - beta2) * g^2
+--   vmax = max(vmax, v)                          (amsgrad only; v := vmax)
+--   p = p - lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
+-- State: step (a number), exp_avg (m), exp_avg_sq (v), max_exp_avg_sq.
+local cnn = _G.cnn
+local Optimizer = require("optim.optimizer")
+local doc = cnn.doc or {}
+
+local function check_group(self, g)
+  local name = "optim." .. self.__name
+  if g.lr < 0 then error(name .. ": invalid learning rate " .. g.lr, 4) end
+  if g.eps < 0 then error(name .. ": invalid eps " .. g.eps, 4) end
+  local b = g.betas
+  if type(b) ~= "table" or not (b[1] >= 0 and b[1] < 1 and b[2] >= 0 and b[2] < 1) then
+    error(name .. ": betas must be {beta1, beta2} with 0 <= beta < 1", 4)
+  end
+  if g.weight_decay < 0 then error(name .. ": invalid weight_decay " .. g.weight_decay, 4) end
+end
+
+local function init_state(p, st, amsgrad)
+  st.step = 0
+  st.exp_avg = cnn.zeros_like(p)
+  st.exp_avg_sq = cnn.zeros_like(p)
+  if amsgrad then st.max_exp_avg_sq = cnn.zeros_like(p) end
+end
+
+-- The shared moment update; `decoupled` selects AdamW's weight decay.
+local function adam_update(p, g, st, group, decoupled)
+  if st.exp_avg == nil then init_state(p, st, group.amsgrad) end
+  st.step = st.step + 1
+  if group.maximize then g = -g end
+  local lr, wd, b1, b2 = group.lr, group.weight_decay, group.betas[1], group.betas[2]
+  if wd ~= 0 then
+    if decoupled then p:mul_(1 - lr * wd) else g = g + p * wd end
+  end
+  local m, v = st.exp_avg, st.exp_avg_sq
+  m:mul_(b1)
+  m:add_(g * (1 - b1))
+  v:mul_(b2)
+  v:add_(g * g * (1 - b2))
+  if group.amsgrad then
+    st.max_exp_avg_sq:copy_(st.max_exp_avg_sq:maximum(v))
+    v = st.max_exp_avg_sq
+  end
+  local bc1 = 1 - b1 ^ st.step
+  local bc2 = 1 - b2 ^ st.step
+  local denom = v:sqrt() / math.sqrt(bc2) + group.eps
+  p:add_(m / denom * (-lr / bc1))
+end
+
+local Adam = Optimizer:extend("Adam", { lr = 1e-3, betas = { 0.9, 0.999 }, eps = 1e-8,
+                                        weight_decay = 0, amsgrad = false, maximize = false })
+Adam.check_group = check_group
+function Adam:update(p, g, st, group) adam_update(p, g, st, group, false) end
+
+local AdamW = Optimizer:extend("AdamW", { lr = 1e-3, betas = { 0.9, 0.999 }, eps = 1e-8,
+                                          weight_decay = 1e-2, amsgrad = false, maximize = false })
+AdamW.check_group = check_group
+function AdamW:update(p, g, st, group) adam_update(p, g, st, group, true) end
+
+doc[Adam] = [[
+optim.Adam(params [, {lr = 1e-3, betas = {0.9, 0.999}, eps = 1e-8, weight_decay = 0, amsgrad = false}])
+Adam with bias correction, as torch.optim.Adam (weight_decay adds
+weight_decay * p to the gradient; prefer optim.AdamW for decoupled decay).
+  opt = optim.Adam(net:parameters(), {lr = 1e-3})]]
+doc[AdamW] = [[
+optim.AdamW(params [, {lr = 1e-3, betas = {0.9, 0.999}, eps = 1e-8, weight_decay = 1e-2, amsgrad = false}])
+Adam with decoupled weight decay (p = p * (1 - lr * weight_decay) before the
+Adam step), as torch.optim.AdamW.]]
+
+return { Adam = Adam, AdamW = AdamW }

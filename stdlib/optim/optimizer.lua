@@ -1,0 +1,266 @@
+-- optim/optimizer.lua -- optim.Optimizer, the base class of SGD, Adam, ...
+--
+-- Design.  An optimizer holds `param_groups`, a list of groups
+-- {params = {t1, t2, ...}, lr = ..., <other hyper-parameters>}; options not
+-- given in a group come from the constructor's options, and those not given
+-- there from the class's `defaults`.  `state[p]` is a table of per-parameter
+-- state (step counts, moment tensors), created on the first step.  A
+-- subclass defines `defaults` and `update(p, grad, state, group)`, which
+-- changes p in place; the base class runs it under no_grad for each
+-- parameter that has a gradient.
+--
+-- state_dict() is flat so cnn.save can write it: keys are dotted names,
+-- values tensors, numbers, booleans or strings --
+--   "state.3.exp_avg" = tensor   "state.3.step" = 2     (3 = parameter index,
+--   "param_groups.1.lr" = 0.01   "param_groups.1.betas.1" = 0.9    counted
+--   "param_groups.1.params.2" = 3                                   over groups)
+-- load_state_dict() accepts it flat or nested (as cnn.load rebuilds it).
+-- Invariant: each parameter tensor appears in exactly one group, once.
+local cnn = _G.cnn
+
+local Optimizer = {}
+Optimizer.__index = Optimizer
+Optimizer.__name = "Optimizer"
+Optimizer.defaults = {}
+
+-- ---- classes -------------------------------------------------------------------
+
+local function construct(cls, params, opts)
+  local self = setmetatable({ param_groups = {}, state = {} }, cls)
+  self:setup(params, opts or {})
+  return self
+end
+
+function Optimizer:extend(name, defaults)
+  local cls = { defaults = defaults or {}, __name = name, super = self,
+                __tostring = self.__tostring }
+  cls.__index = cls
+  return setmetatable(cls, { __index = self, __call = construct })
+end
+
+-- ---- construction ----------------------------------------------------------------
+
+local function check_options(self, opts, where)
+  for k in pairs(opts) do
+    if k ~= "params" and self.defaults[k] == nil then
+      local names = {}
+      for n in pairs(self.defaults) do names[#names + 1] = n end
+      table.sort(names)
+      error(string.format("optim.%s: unknown option '%s' in %s (options: %s)", self.__name,
+        tostring(k), where, table.concat(names, ", ")), 4)
+    end
+  end
+end
+
+local function is_group_list(params)
+  return type(params) == "table" and type(params[1]) == "table"
+     and not cnn.is_tensor(params[1]) and params[1].params ~= nil
+end
+
+function Optimizer:setup(params, opts)
+  if type(params) == "table" and type(params.parameters) == "function" then
+    params = params:parameters() -- a module
+  end
+  if type(params) ~= "table" or params[1] == nil then
+    error("optim." .. self.__name .. ": expected a non-empty list of parameters or of groups", 4)
+  end
+  check_options(self, opts, "the options")
+  self.options = {}
+  for k, v in pairs(self.defaults) do self.options[k] = v end
+  for k, v in pairs(opts) do self.options[k] = v end
+  if self.options.lr == nil then
+    error("optim." .. self.__name .. ": the learning rate is required: {lr = ...}", 4)
+  end
+  if is_group_list(params) then
+    for _, g in ipairs(params) do self:add_param_group(g) end
+  else
+    self:add_param_group({ params = params })
+  end
+end
+
+-- Hyper-parameter tables (betas) are copied so that groups never share one.
+local function copy_value(v)
+  if type(v) ~= "table" then return v end
+  local c = {}
+  for i, e in ipairs(v) do c[i] = e end
+  return c
+end
+
+-- add_param_group{params = {...}, lr = ..., ...}: one more group; options it
+-- leaves out take the optimizer's values.
+function Optimizer:add_param_group(g)
+  check_options(self, g, "a parameter group")
+  local group = { params = {} }
+  for k, v in pairs(self.options) do group[k] = copy_value(v) end
+  for k, v in pairs(g) do if k ~= "params" then group[k] = copy_value(v) end end
+  local seen = {}
+  for _, other in ipairs(self.param_groups) do
+    for _, p in ipairs(other.params) do seen[p] = true end
+  end
+  local list = cnn.is_tensor(g.params) and { g.params } or g.params
+  for i, p in ipairs(list) do
+    if not cnn.is_tensor(p) then
+      error(string.format("optim.%s: parameter %d is a %s, not a tensor", self.__name, i, type(p)), 3)
+    end
+    if seen[p] then error("optim." .. self.__name .. ": a parameter appears twice", 3) end
+    seen[p] = true
+    group.params[#group.params + 1] = p
+  end
+  if self.check_group then self:check_group(group) end
+  self.param_groups[#self.param_groups + 1] = group
+end
+
+-- ---- stepping ----------------------------------------------------------------------
+
+-- step([closure]): one update of every parameter that has a gradient.  The
+-- closure, if given, recomputes the loss (with gradients) and its value is
+-- returned.
+function Optimizer:step(closure)
+  local loss
+  if closure then loss = closure() end
+  cnn.no_grad(function()
+    for _, group in ipairs(self.param_groups) do
+      for _, p in ipairs(group.params) do
+        local g = p.grad
+        if g ~= nil then
+          local st = self.state[p]
+          if not st then st = {}; self.state[p] = st end
+          self:update(p, g, st, group)
+        end
+      end
+    end
+  end)
+  return loss
+end
+
+-- zero_grad(): p.grad = nil for every parameter (the next backward
+-- allocates fresh gradients).
+function Optimizer:zero_grad()
+  for _, group in ipairs(self.param_groups) do
+    for _, p in ipairs(group.params) do p.grad = nil end
+  end
+end
+
+function Optimizer:__tostring()
+  local lines = { self.__name .. " (" }
+  for i, g in ipairs(self.param_groups) do
+    lines[#lines + 1] = string.format("Parameter Group %d (%d tensors)", i, #g.params)
+    local keys = {}
+    for k in pairs(g) do if k ~= "params" then keys[#keys + 1] = k end end
+    table.sort(keys)
+    for _, k in ipairs(keys) do
+      local v = g[k]
+      if type(v) == "table" then v = "{" .. table.concat(v, ", ") .. "}" end
+      lines[#lines + 1] = string.format("    %s: %s", k, tostring(v))
+    end
+  end
+  lines[#lines + 1] = ")"
+  return table.concat(lines, "\n")
+end
+
+-- ---- state dicts -----------------------------------------------------------------------
+
+-- flatten({a = {b = 1}}) -> {["a.b"] = 1}; tensors are leaves.
+local function flatten(t, prefix, out)
+  out = out or {}
+  for k, v in pairs(t) do
+    local name = prefix and prefix .. "." .. tostring(k) or tostring(k)
+    if type(v) == "table" and not cnn.is_tensor(v) then flatten(v, name, out)
+    else out[name] = v end
+  end
+  return out
+end
+Optimizer.flatten = flatten
+
+function Optimizer:state_dict()
+  local sd, index = {}, 0
+  for gi, group in ipairs(self.param_groups) do
+    local gp = "param_groups." .. gi .. "."
+    for k, v in pairs(group) do
+      if k ~= "params" then
+        if type(v) == "table" then
+          for i, e in ipairs(v) do sd[gp .. k .. "." .. i] = e end
+        else
+          sd[gp .. k] = v
+        end
+      end
+    end
+    for j, p in ipairs(group.params) do
+      index = index + 1
+      sd[gp .. "params." .. j] = index
+      for k, v in pairs(self.state[p] or {}) do sd["state." .. index .. "." .. k] = v end
+    end
+  end
+  return sd
+end
+
+-- Parses a flattened state dict into groups[gi] = {hyper = {...}, n = count}
+-- and state[index] = {key = value}.
+local function parse_state(flat)
+  local groups, state = {}, {}
+  for key, v in pairs(flat) do
+    local gi, rest = key:match("^param_groups%.(%d+)%.(.+)$")
+    local si, sk = key:match("^state%.(%d+)%.(.+)$")
+    if gi then
+      gi = tonumber(gi)
+      groups[gi] = groups[gi] or { hyper = {}, n = 0 }
+      local name, sub = rest:match("^([^.]+)%.(%d+)$")
+      if name == "params" then
+        groups[gi].n = groups[gi].n + 1
+      elseif name then
+        groups[gi].hyper[name] = groups[gi].hyper[name] or {}
+        groups[gi].hyper[name][tonumber(sub)] = v
+      else
+        groups[gi].hyper[rest] = v
+      end
+    elseif si then
+      si = tonumber(si)
+      state[si] = state[si] or {}
+      state[si][sk] = v
+    end
+  end
+  return groups, state
+end
+
+local function check_layout(self, groups)
+  if #groups ~= #self.param_groups then
+    error(string.format("load_state_dict: the checkpoint has %d parameter groups, this optimizer %d",
+      #groups, #self.param_groups), 3)
+  end
+  for gi, g in ipairs(self.param_groups) do
+    if groups[gi].n ~= #g.params then
+      error(string.format("load_state_dict: group %d has %d parameters in the checkpoint, %d here",
+        gi, groups[gi].n, #g.params), 3)
+    end
+  end
+end
+
+-- A state tensor moved to p's device (and floating dtype), owned by us.
+local function adopt(v, p)
+  if not cnn.is_tensor(v) then return v end
+  if v.device ~= p.device then v = v:to(p.device) end
+  if v.dtype ~= p.dtype and (v.dtype == "float32" or v.dtype == "float64") then v = v:to(p.dtype) end
+  return v:clone()
+end
+
+-- load_state_dict(sd): restores hyper-parameters and per-parameter state;
+-- the parameters are matched by position (group by group).
+function Optimizer:load_state_dict(sd)
+  local groups, state = parse_state(flatten(sd))
+  check_layout(self, groups)
+  local index = 0
+  self.state = {}
+  for gi, g in ipairs(self.param_groups) do
+    for k, v in pairs(groups[gi].hyper) do g[k] = v end
+    for _, p in ipairs(g.params) do
+      index = index + 1
+      if state[index] then
+        local st = {}
+        for k, v in pairs(state[index]) do st[k] = adopt(v, p) end
+        self.state[p] = st
+      end
+    end
+  end
+end
+
+return Optimizer

@@ -1,0 +1,52 @@
+-- optim/sgd.lua -- optim.SGD: stochastic gradient descent with momentum.
+--
+-- PyTorch's update, per parameter p with gradient g (all in place):
+--   g = g + weight_decay * p                       (if weight_decay ~= 0)
+--   buf = g                       on the first step (if momentum ~= 0)
+--   buf = momentum * buf + (1 - dampening) * g     afterwards
+--   g = nesterov and g + momentum * buf or buf
+--   p = p - lr * g
+-- State: momentum_buffer (a tensor like p), only when momentum ~= 0.
+local cnn = _G.cnn
+local Optimizer = require("optim.optimizer")
+local doc = cnn.doc or {}
+
+local SGD = Optimizer:extend("SGD", { lr = 1e-3, momentum = 0, dampening = 0,
+                                      weight_decay = 0, nesterov = false, maximize = false })
+
+function SGD:check_group(g)
+  if g.lr < 0 then error("optim.SGD: invalid learning rate " .. g.lr, 4) end
+  if g.momentum < 0 then error("optim.SGD: invalid momentum " .. g.momentum, 4) end
+  if g.weight_decay < 0 then error("optim.SGD: invalid weight_decay " .. g.weight_decay, 4) end
+  if g.nesterov and (g.momentum <= 0 or g.dampening ~= 0) then
+    error("optim.SGD: nesterov momentum requires a momentum and zero dampening", 4)
+  end
+end
+
+function SGD:update(p, g, st, group)
+  if group.maximize then g = -g end
+  if group.weight_decay ~= 0 then g = g + p * group.weight_decay end
+  local mom = group.momentum
+  if mom ~= 0 then
+    local buf = st.momentum_buffer
+    if buf == nil then
+      buf = g:clone()
+      st.momentum_buffer = buf
+    else
+      buf:mul_(mom)
+      buf:add_(g * (1 - group.dampening))
+    end
+    if group.nesterov then g = g + buf * mom else g = buf end
+  end
+  p:add_(g * -group.lr)
+end
+
+doc[SGD] = [[
+optim.SGD(params [, {lr = 1e-3, momentum = 0, dampening = 0, weight_decay = 0, nesterov = false, maximize = false}])
+Stochastic gradient descent, as torch.optim.SGD:
+  buf = momentum * buf + (1 - dampening) * (g + weight_decay * p);  p = p - lr * buf
+params: net:parameters(), or groups {{params = ..., lr = ...}, ...}.
+  opt = optim.SGD(net:parameters(), {lr = 0.1, momentum = 0.9})
+  opt:zero_grad(); loss:backward(); opt:step()]]
+
+return SGD

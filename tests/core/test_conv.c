@@ -1,0 +1,414 @@
+/*
+ * test_conv.c -- the CPU convolution kernels (core/cpu/conv*.c).
+ *
+ * Three layers of evidence, none comparing a path with itself:
+ *  1. the naive loop against tiny cases worked out by hand (below);
+ *  2. the naive backward (data, weight, bias) against central finite
+ *     differences of the naive forward in float64, with the scalar
+ *     L = sum(y * dy) for a random dy;
+ *  3. im2col (float32 and float64) and oneDNN (float32) against the naive
+ *     loop, forward and both backward passes, on odd shapes: stride 2,
+ *     asymmetric padding, dilation 2, groups 1/2/3/16, 1x1 kernels, channel
+ *     counts that are and are not multiples of oneDNN's 16-wide blocks.
+ * Plus the dispatcher (AUTO, fallbacks, zero-sized problems), the oneDNN
+ * primitive cache, error messages and the interrupt flag.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "cnn.h"
+#include "cpu/kernels.h"
+
+/* ---- helpers ------------------------------------------------------------------ */
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+static double urand(void) { /* U(-1, 1), xorshift64 */
+  rng_state ^= rng_state << 13, rng_state ^= rng_state >> 7, rng_state ^= rng_state << 17;
+  return (double)(rng_state >> 11) / 9007199254740992.0 * 2 - 1;
+}
+
+static double *rand_f64(int64_t n) {
+  double *a = malloc((size_t)(n > 0 ? n : 1) * sizeof *a);
+  for (int64_t i = 0; i < n; i++) a[i] = urand();
+  return a;
+}
+
+static float *to_f32(const double *a, int64_t n) {
+  float *f = malloc((size_t)(n > 0 ? n : 1) * sizeof *f);
+  for (int64_t i = 0; i < n; i++) f[i] = (float)a[i];
+  return f;
+}
+
+static cnn_conv_shape mk(int64_t N, int64_t C, int64_t H, int64_t W, int64_t K, int64_t R,
+                         int64_t S, int sh, int sw, int pt, int pb, int pl, int pr, int dh,
+                         int dw, int groups) {
+  cnn_conv_shape s = {N, C, H, W, K, R, S, 0, 0, sh, sw, pt, pb, pl, pr, dh, dw, groups};
+  s.OH = cnn_conv_out_size(H, pt, pb, (int)R, sh, dh);
+  s.OW = cnn_conv_out_size(W, pl, pr, (int)S, sw, dw);
+  return s;
+}
+
+static int64_t nx(const cnn_conv_shape *s) { return s->N * s->C * s->H * s->W; }
+static int64_t nw(const cnn_conv_shape *s) { return s->K * (s->C / s->groups) * s->R * s->S; }
+static int64_t ny(const cnn_conv_shape *s) { return s->N * s->K * s->OH * s->OW; }
+
+static double dot(const double *a, const double *b, int64_t n) {
+  double acc = 0;
+  for (int64_t i = 0; i < n; i++) acc += a[i] * b[i];
+  return acc;
+}
+
+/* ---- 1. hand-computed cases ----------------------------------------------------- */
+
+/*
+ * x = 1 2 3    w = 1 2    b = 0.5
+ *     4 5 6        3 4
+ *     7 8 9
+ * stride 1, no pad: y00 = 1*1+2*2+4*3+5*4 = 37, y01 = 2+6+15+24 = 47,
+ *                   y10 = 4+10+21+32 = 67,   y11 = 5+12+24+36 = 77; +0.5 each.
+ * stride 2, pad 1:  windows start at (-1,-1), (-1,1), (1,-1), (1,1):
+ *   y00 = x00*w11 = 4,  y01 = x01*w10 + x02*w11 = 6+12 = 18,
+ *   y10 = x10*w01 + x20*w11 = 8+28 = 36,  y11 = 5+12+24+36 = 77.
+ * dilation 2: taps x00, x02, x20, x22: 1*1 + 3*2 + 7*3 + 9*4 = 64.
+ * Backward of the stride-1 case with dy = all ones:
+ *   dx = count-weighted sums of w over covering windows
+ *      = 1 3 2 / 4 10 6 / 3 7 4,
+ *   dw[r][s] = sum of the 2x2 block of x at (r, s): 12 16 / 24 28,  db = 4.
+ */
+static void test_hand(void) {
+  double x[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9}, w[4] = {1, 2, 3, 4}, b[1] = {0.5}, y[4];
+  cnn_conv_shape s = mk(1, 1, 3, 3, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1, 1, 1);
+  CHECK(s.OH == 2 && s.OW == 2);
+  CHECK(cnn_cpu_conv2d_naive_forward(CNN_FLOAT64, &s, x, w, b, y) == 0);
+  check_arrays("hand stride 1", y, (double[]){37.5, 47.5, 67.5, 77.5}, 4, 0, 0);
+
+  s = mk(1, 1, 3, 3, 1, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1);
+  CHECK(s.OH == 2 && s.OW == 2);
+  CHECK(cnn_cpu_conv2d_naive_forward(CNN_FLOAT64, &s, x, w, NULL, y) == 0);
+  check_arrays("hand stride 2 pad 1", y, (double[]){4, 18, 36, 77}, 4, 0, 0);
+
+  s = mk(1, 1, 3, 3, 1, 2, 2, 1, 1, 0, 0, 0, 0, 2, 2, 1);
+  CHECK(s.OH == 1 && s.OW == 1);
+  CHECK(cnn_cpu_conv2d_naive_forward(CNN_FLOAT64, &s, x, w, NULL, y) == 0);
+  CHECK_CLOSE(y[0], 64, 0);
+
+  double dy[4] = {1, 1, 1, 1}, dx[9], dw[4], db[1];
+  s = mk(1, 1, 3, 3, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1, 1, 1);
+  CHECK(cnn_cpu_conv2d_naive_backward_data(CNN_FLOAT64, &s, dy, w, dx) == 0);
+  check_arrays("hand dx", dx, (double[]){1, 3, 2, 4, 10, 6, 3, 7, 4}, 9, 0, 0);
+  CHECK(cnn_cpu_conv2d_naive_backward_weight(CNN_FLOAT64, &s, dy, x, dw, db) == 0);
+  check_arrays("hand dw", dw, (double[]){12, 16, 24, 28}, 4, 0, 0);
+  CHECK_CLOSE(db[0], 4, 0);
+}
+
+/* ---- the cases ------------------------------------------------------------------------ */
+
+typedef struct {
+  const char *name;
+  cnn_conv_shape s;
+  int small; /* cheap enough for finite differences */
+} conv_case;
+
+static conv_case *cases(int *n) {
+  static conv_case c[16];
+  int i = 0;
+  c[i++] = (conv_case){"3x3 s2 pad(1,0,2,1) d2", mk(2, 3, 7, 5, 4, 3, 3, 2, 2, 1, 0, 2, 1, 2, 2, 1), 1};
+  c[i++] = (conv_case){"3x3 s2 pad(1,0,2,1) d2 g3", mk(2, 3, 7, 5, 6, 3, 3, 2, 2, 1, 0, 2, 1, 2, 2, 3), 1};
+  c[i++] = (conv_case){"1x1 pointwise", mk(2, 5, 7, 5, 4, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1), 1};
+  c[i++] = (conv_case){"1x1 s2", mk(2, 3, 7, 5, 4, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1), 1};
+  c[i++] = (conv_case){"2x3 s(1,2) pad(0,1,1,0) d(1,2) g2", mk(2, 4, 6, 7, 6, 2, 3, 1, 2, 0, 1, 1, 0, 1, 2, 2), 1};
+  c[i++] = (conv_case){"1x1 pointwise g2", mk(1, 4, 3, 5, 2, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 2), 1};
+  c[i++] = (conv_case){"3x3 pad1 C32 K48", mk(2, 32, 9, 11, 48, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), 0};
+  c[i++] = (conv_case){"3x3 s2 C32 K64 g2", mk(3, 32, 10, 9, 64, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 2), 0};
+  c[i++] = (conv_case){"3x3 depthwise C16 K32 g16", mk(2, 16, 8, 7, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 16), 0};
+  c[i++] = (conv_case){"5x5 C20 K10 pad(2,1,0,2) d2", mk(2, 20, 13, 12, 10, 5, 5, 1, 1, 2, 1, 0, 2, 2, 2, 1), 0};
+  c[i++] = (conv_case){"1x1 C64 K32", mk(2, 64, 7, 7, 32, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1), 0};
+  c[i++] = (conv_case){"7x7 s2 pad3 C3 K16", mk(2, 3, 19, 17, 16, 7, 7, 2, 2, 3, 3, 3, 3, 1, 1, 1), 0};
+  *n = i;
+  return c;
+}
+
+/* ---- 2. finite differences of the naive forward ------------------------------------- */
+
+/* L(x, w, b) = sum(y * dy) with the naive forward in float64. */
+static double loss(const cnn_conv_shape *s, const double *x, const double *w, const double *b,
+                   const double *dy, double *y) {
+  cnn_cpu_conv2d_naive_forward(CNN_FLOAT64, s, x, w, b, y);
+  return dot(y, dy, ny(s));
+}
+
+/* Central differences of L with respect to every element of p (n). */
+static void numeric_grad(const cnn_conv_shape *s, double *x, double *w, double *b,
+                         const double *dy, double *p, int64_t n, double *g) {
+  double *y = malloc(ny(s) * sizeof *y), h = 1e-6;
+  for (int64_t i = 0; i < n; i++) {
+    double keep = p[i];
+    p[i] = keep + h;
+    double lp = loss(s, x, w, b, dy, y);
+    p[i] = keep - h;
+    double lm = loss(s, x, w, b, dy, y);
+    p[i] = keep;
+    g[i] = (lp - lm) / (2 * h);
+  }
+  free(y);
+}
+
+static void test_finite_differences(const conv_case *c) {
+  const cnn_conv_shape *s = &c->s;
+  double *x = rand_f64(nx(s)), *w = rand_f64(nw(s)), *b = rand_f64(s->K), *dy = rand_f64(ny(s));
+  double *dx = malloc(nx(s) * 8), *dw = malloc(nw(s) * 8), *db = malloc(s->K * 8);
+  double *gx = malloc(nx(s) * 8), *gw = malloc(nw(s) * 8), *gb = malloc(s->K * 8);
+  char what[160];
+  CHECK(cnn_cpu_conv2d_naive_backward_data(CNN_FLOAT64, s, dy, w, dx) == 0);
+  CHECK(cnn_cpu_conv2d_naive_backward_weight(CNN_FLOAT64, s, dy, x, dw, db) == 0);
+  numeric_grad(s, x, w, b, dy, x, nx(s), gx);
+  numeric_grad(s, x, w, b, dy, w, nw(s), gw);
+  numeric_grad(s, x, w, b, dy, b, s->K, gb);
+  snprintf(what, sizeof what, "naive dx vs finite diff [%s]", c->name);
+  check_arrays(what, dx, gx, nx(s), 1e-6, 1e-6);
+  snprintf(what, sizeof what, "naive dw vs finite diff [%s]", c->name);
+  check_arrays(what, dw, gw, nw(s), 1e-6, 1e-6);
+  snprintf(what, sizeof what, "naive db vs finite diff [%s]", c->name);
+  check_arrays(what, db, gb, s->K, 1e-6, 1e-6);
+  free(x), free(w), free(b), free(dy), free(dx), free(dw), free(db), free(gx), free(gw), free(gb);
+}
+
+/* ---- 3. paths against the naive loop -------------------------------------------------- */
+
+typedef struct {
+  double *x, *w, *b, *dy;          /* random inputs */
+  double *y, *dx, *dw, *db;        /* naive float64 results */
+  float *xf, *wf, *bf, *dyf;
+  float *yf, *dxf, *dwf, *dbf;     /* naive float32 results */
+} refs;
+
+static void refs_make(const cnn_conv_shape *s, refs *r) {
+  r->x = rand_f64(nx(s)), r->w = rand_f64(nw(s)), r->b = rand_f64(s->K), r->dy = rand_f64(ny(s));
+  r->xf = to_f32(r->x, nx(s)), r->wf = to_f32(r->w, nw(s)), r->bf = to_f32(r->b, s->K);
+  r->dyf = to_f32(r->dy, ny(s));
+  r->y = malloc(ny(s) * 8), r->dx = malloc(nx(s) * 8), r->dw = malloc(nw(s) * 8);
+  r->db = malloc(s->K * 8);
+  r->yf = malloc(ny(s) * 4), r->dxf = malloc(nx(s) * 4), r->dwf = malloc(nw(s) * 4);
+  r->dbf = malloc(s->K * 4);
+  CHECK(cnn_cpu_conv2d_naive_forward(CNN_FLOAT64, s, r->x, r->w, r->b, r->y) == 0);
+  CHECK(cnn_cpu_conv2d_naive_backward_data(CNN_FLOAT64, s, r->dy, r->w, r->dx) == 0);
+  CHECK(cnn_cpu_conv2d_naive_backward_weight(CNN_FLOAT64, s, r->dy, r->x, r->dw, r->db) == 0);
+  CHECK(cnn_cpu_conv2d_naive_forward(CNN_FLOAT32, s, r->xf, r->wf, r->bf, r->yf) == 0);
+  CHECK(cnn_cpu_conv2d_naive_backward_data(CNN_FLOAT32, s, r->dyf, r->wf, r->dxf) == 0);
+  CHECK(cnn_cpu_conv2d_naive_backward_weight(CNN_FLOAT32, s, r->dyf, r->xf, r->dwf, r->dbf) == 0);
+}
+
+static void refs_free(refs *r) {
+  void *p[] = {r->x, r->w, r->b, r->dy, r->y, r->dx, r->dw, r->db,
+               r->xf, r->wf, r->bf, r->dyf, r->yf, r->dxf, r->dwf, r->dbf};
+  for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) free(p[i]);
+}
+
+/* The float32 results of one path, compared with the naive float32 ones.
+ * Outputs start as NaN garbage so a path that forgets to write shows. */
+static void compare_f32(const char *path, const conv_case *c, const refs *r, int rc_fwd,
+                        int rc_bd, int rc_bw, const float *y, const float *dx, const float *dw,
+                        const float *db) {
+  const cnn_conv_shape *s = &c->s;
+  char what[160];
+  CHECK(rc_fwd == 0 && rc_bd == 0 && rc_bw == 0);
+  if (rc_fwd || rc_bd || rc_bw) fprintf(stderr, "  %s [%s]: %s\n", path, c->name, cnn_error());
+  const char *f32 = cnn_dtype_name(CNN_FLOAT32);
+  snprintf(what, sizeof what, "%s forward %s [%s]", path, f32, c->name);
+  check_arrays_f32(what, y, r->yf, ny(s), 1e-4, 1e-4);
+  snprintf(what, sizeof what, "%s backward data %s [%s]", path, f32, c->name);
+  check_arrays_f32(what, dx, r->dxf, nx(s), 1e-4, 1e-4);
+  snprintf(what, sizeof what, "%s backward weight %s [%s]", path, f32, c->name);
+  check_arrays_f32(what, dw, r->dwf, nw(s), 1e-4, 1e-4);
+  snprintf(what, sizeof what, "%s backward bias %s [%s]", path, f32, c->name);
+  check_arrays_f32(what, db, r->dbf, s->K, 1e-4, 1e-4);
+}
+
+static void nan_fill(float *a, int64_t n) {
+  for (int64_t i = 0; i < n; i++) a[i] = NAN;
+}
+
+/* Runs `algo` through the public dispatcher (or a path function directly
+ * when direct = 1) in float32. */
+static void check_path_f32(const char *path, cnn_conv_algo algo, int direct, const conv_case *c,
+                           const refs *r) {
+  const cnn_conv_shape *s = &c->s;
+  float *y = malloc(ny(s) * 4), *dx = malloc(nx(s) * 4), *dw = malloc(nw(s) * 4);
+  float *db = malloc(s->K * 4);
+  nan_fill(y, ny(s)), nan_fill(dx, nx(s)), nan_fill(dw, nw(s)), nan_fill(db, s->K);
+  int a, bd, bw;
+  if (direct && algo == CNN_CONV_ONEDNN) {
+    a = cnn_cpu_conv2d_onednn_forward(s, r->xf, r->wf, r->bf, y);
+    bd = cnn_cpu_conv2d_onednn_backward_data(s, r->dyf, r->wf, dx);
+    bw = cnn_cpu_conv2d_onednn_backward_weight(s, r->dyf, r->xf, dw, db);
+  } else if (direct) {
+    a = cnn_cpu_conv2d_im2col_forward(CNN_FLOAT32, s, r->xf, r->wf, r->bf, y);
+    bd = cnn_cpu_conv2d_im2col_backward_data(CNN_FLOAT32, s, r->dyf, r->wf, dx);
+    bw = cnn_cpu_conv2d_im2col_backward_weight(CNN_FLOAT32, s, r->dyf, r->xf, dw, db);
+  } else {
+    a = cnn_cpu_conv2d_forward(algo, CNN_FLOAT32, s, r->xf, r->wf, r->bf, y);
+    bd = cnn_cpu_conv2d_backward_data(algo, CNN_FLOAT32, s, r->dyf, r->wf, dx);
+    bw = cnn_cpu_conv2d_backward_weight(algo, CNN_FLOAT32, s, r->dyf, r->xf, dw, db);
+  }
+  compare_f32(path, c, r, a, bd, bw, y, dx, dw, db);
+  free(y), free(dx), free(dw), free(db);
+}
+
+/* im2col in float64 (direct) and the dispatcher on float64 with every algo. */
+static void check_f64(const char *path, cnn_conv_algo algo, int direct, const conv_case *c,
+                      const refs *r) {
+  const cnn_conv_shape *s = &c->s;
+  double *y = malloc(ny(s) * 8), *dx = malloc(nx(s) * 8), *dw = malloc(nw(s) * 8);
+  double *db = malloc(s->K * 8);
+  char what[160];
+  if (direct) {
+    CHECK(cnn_cpu_conv2d_im2col_forward(CNN_FLOAT64, s, r->x, r->w, r->b, y) == 0);
+    CHECK(cnn_cpu_conv2d_im2col_backward_data(CNN_FLOAT64, s, r->dy, r->w, dx) == 0);
+    CHECK(cnn_cpu_conv2d_im2col_backward_weight(CNN_FLOAT64, s, r->dy, r->x, dw, db) == 0);
+  } else {
+    CHECK(cnn_cpu_conv2d_forward(algo, CNN_FLOAT64, s, r->x, r->w, r->b, y) == 0);
+    CHECK(cnn_cpu_conv2d_backward_data(algo, CNN_FLOAT64, s, r->dy, r->w, dx) == 0);
+    CHECK(cnn_cpu_conv2d_backward_weight(algo, CNN_FLOAT64, s, r->dy, r->x, dw, db) == 0);
+  }
+  snprintf(what, sizeof what, "%s forward f64 [%s]", path, c->name);
+  check_arrays(what, y, r->y, ny(s), 1e-12, 1e-12);
+  snprintf(what, sizeof what, "%s backward data f64 [%s]", path, c->name);
+  check_arrays(what, dx, r->dx, nx(s), 1e-12, 1e-12);
+  snprintf(what, sizeof what, "%s backward weight f64 [%s]", path, c->name);
+  check_arrays(what, dw, r->dw, nw(s), 1e-12, 1e-12);
+  snprintf(what, sizeof what, "%s backward bias f64 [%s]", path, c->name);
+  check_arrays(what, db, r->db, s->K, 1e-12, 1e-12);
+  free(y), free(dx), free(dw), free(db);
+}
+
+/* Forward without bias and backward weight without db, oneDNN and im2col. */
+static void check_no_bias(const conv_case *c, const refs *r) {
+  const cnn_conv_shape *s = &c->s;
+  float *y = malloc(ny(s) * 4), *dw = malloc(nw(s) * 4), *y0 = malloc(ny(s) * 4);
+  char what[160];
+  CHECK(cnn_cpu_conv2d_naive_forward(CNN_FLOAT32, s, r->xf, r->wf, NULL, y0) == 0);
+  for (int algo = CNN_CONV_AUTO; algo <= CNN_CONV_IM2COL; algo++) {
+    nan_fill(y, ny(s)), nan_fill(dw, nw(s));
+    CHECK(cnn_cpu_conv2d_forward(algo, CNN_FLOAT32, s, r->xf, r->wf, NULL, y) == 0);
+    CHECK(cnn_cpu_conv2d_backward_weight(algo, CNN_FLOAT32, s, r->dyf, r->xf, dw, NULL) == 0);
+    snprintf(what, sizeof what, "algo %d forward no bias [%s]", algo, c->name);
+    check_arrays_f32(what, y, y0, ny(s), 1e-4, 1e-4);
+    snprintf(what, sizeof what, "algo %d backward weight no db [%s]", algo, c->name);
+    check_arrays_f32(what, dw, r->dwf, nw(s), 1e-4, 1e-4);
+  }
+  free(y), free(dw), free(y0);
+}
+
+static void test_paths(const conv_case *c) {
+  refs r;
+  int64_t xs[4] = {c->s.N, c->s.C, c->s.H, c->s.W};
+  char buf[CNN_SHAPE_STR];
+  printf("  conv case %-36s input %s\n", c->name, cnn_shape_str(4, xs, buf));
+  refs_make(&c->s, &r);
+  check_path_f32("im2col", CNN_CONV_IM2COL, 1, c, &r);
+  check_path_f32("onednn", CNN_CONV_ONEDNN, 1, c, &r);
+  check_path_f32("onednn again (cached)", CNN_CONV_ONEDNN, 1, c, &r);
+  check_path_f32("auto", CNN_CONV_AUTO, 0, c, &r);
+  check_path_f32("dispatch im2col", CNN_CONV_IM2COL, 0, c, &r);
+  check_f64("im2col", CNN_CONV_IM2COL, 1, c, &r);
+  check_f64("auto", CNN_CONV_AUTO, 0, c, &r);
+  check_f64("onednn->im2col", CNN_CONV_ONEDNN, 0, c, &r);
+  check_no_bias(c, &r);
+  refs_free(&r);
+}
+
+/* ---- dispatcher details ------------------------------------------------------------- */
+
+static void test_cache(void) {
+  cnn_conv_shape s = mk(2, 16, 12, 12, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1);
+  refs r;
+  refs_make(&s, &r);
+  float *y = malloc(ny(&s) * 4);
+  cnn_cpu_onednn_cache_clear();
+  CHECK(cnn_cpu_onednn_cache_size() == 0);
+  CHECK(cnn_cpu_conv2d_onednn_forward(&s, r.xf, r.wf, r.bf, y) == 0);
+  int n1 = cnn_cpu_onednn_cache_size();
+  for (int i = 0; i < 5; i++) CHECK(cnn_cpu_conv2d_onednn_forward(&s, r.xf, r.wf, r.bf, y) == 0);
+  CHECK(n1 == 1 && cnn_cpu_onednn_cache_size() == 1);
+  check_arrays_f32("onednn after 6 cached calls", y, r.yf, ny(&s), 1e-4, 1e-4);
+  CHECK(cnn_cpu_conv2d_onednn_forward(&s, r.xf, r.wf, NULL, y) == 0); /* no bias: new entry */
+  CHECK(cnn_cpu_onednn_cache_size() == 2);
+  /* more shapes than the cache holds: evictions keep results right */
+  for (int h = 3; h < 75; h++) {
+    cnn_conv_shape t = mk(1, 2, h, 3, 2, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1);
+    float xs[2 * 75 * 3] = {0}, ws[4] = {1, 0, 0, 1}, ys[2 * 75 * 3];
+    xs[0] = 3, xs[h * 3] = 5; /* identity weight: y == x */
+    CHECK(cnn_cpu_conv2d_onednn_forward(&t, xs, ws, NULL, ys) == 0);
+    CHECK(ys[0] == 3 && ys[h * 3] == 5 && ys[1] == 0);
+  }
+  CHECK(cnn_cpu_onednn_cache_size() <= 64);
+  CHECK(cnn_cpu_conv2d_onednn_forward(&s, r.xf, r.wf, r.bf, y) == 0);
+  check_arrays_f32("onednn after evictions", y, r.yf, ny(&s), 1e-4, 1e-4);
+  cnn_cpu_onednn_cache_clear();
+  CHECK(cnn_cpu_conv2d_onednn_forward(&s, r.xf, r.wf, r.bf, y) == 0);
+  check_arrays_f32("onednn after clear", y, r.yf, ny(&s), 1e-4, 1e-4);
+  free(y);
+  refs_free(&r);
+}
+
+static void test_errors(void) {
+  float x[128] = {0}, w[128] = {0}, y[128];
+  cnn_conv_shape s = mk(1, 3, 4, 4, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2); /* 3 % 2 != 0 */
+  CHECK(cnn_cpu_conv2d_forward(CNN_CONV_AUTO, CNN_FLOAT32, &s, x, w, NULL, y) == -1);
+  CHECK(strstr(cnn_error(), "conv2d: groups 2") != NULL);
+  s = mk(1, 1, 4, 4, 1, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 1);
+  s.OH = 3; /* should be 2 */
+  CHECK(cnn_cpu_conv2d_forward(CNN_CONV_NAIVE, CNN_FLOAT32, &s, x, w, NULL, y) == -1);
+  CHECK(strstr(cnn_error(), "conv2d: output size 3x2 does not match 2x2") != NULL);
+  s = mk(1, 1, 4, 4, 1, 3, 3, 0, 1, 0, 0, 0, 0, 1, 1, 1);
+  CHECK(cnn_cpu_conv2d_backward_data(CNN_CONV_AUTO, CNN_FLOAT32, &s, y, w, x) == -1);
+  CHECK(strstr(cnn_error(), "conv2d: stride") != NULL);
+  s = mk(1, 1, 4, 4, 1, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 1);
+  CHECK(cnn_cpu_conv2d_forward(CNN_CONV_AUTO, CNN_INT64, &s, x, w, NULL, y) == -1);
+  CHECK(strstr(cnn_error(), "conv2d: dtype int64") != NULL);
+  /* kernel larger than the input: no output pixels; the backward passes
+   * write zeros, the forward writes nothing */
+  s = mk(1, 1, 2, 2, 1, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 1);
+  CHECK(s.OH == 0 && s.OW == 0);
+  float dx[4] = {1, 1, 1, 1}, dw[9], db[1] = {7};
+  CHECK(cnn_cpu_conv2d_forward(CNN_CONV_AUTO, CNN_FLOAT32, &s, x, w, NULL, y) == 0);
+  CHECK(cnn_cpu_conv2d_backward_data(CNN_CONV_AUTO, CNN_FLOAT32, &s, y, w, dx) == 0);
+  CHECK(dx[0] == 0 && dx[3] == 0);
+  CHECK(cnn_cpu_conv2d_backward_weight(CNN_CONV_AUTO, CNN_FLOAT32, &s, y, x, dw, db) == 0);
+  CHECK(dw[0] == 0 && dw[8] == 0 && db[0] == 0);
+  /* an empty batch */
+  s = mk(0, 3, 5, 5, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1);
+  CHECK(cnn_cpu_conv2d_backward_weight(CNN_CONV_AUTO, CNN_FLOAT32, &s, y, x, w, db) == 0);
+  CHECK(w[0] == 0 && db[0] == 0);
+}
+
+static void test_interrupt(void) {
+  cnn_conv_shape s = mk(2, 3, 5, 5, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1);
+  float x[150] = {0}, w[54] = {0}, y[100], dx[150], dw[54];
+  for (int algo = CNN_CONV_AUTO; algo <= CNN_CONV_NAIVE; algo++) {
+    cnn_request_interrupt();
+    CHECK(cnn_cpu_conv2d_forward(algo, CNN_FLOAT32, &s, x, w, NULL, y) == -1);
+    CHECK(strcmp(cnn_error(), "conv2d: interrupted") == 0);
+    CHECK(cnn_cpu_conv2d_backward_data(algo, CNN_FLOAT32, &s, y, w, dx) == -1);
+    CHECK(cnn_cpu_conv2d_backward_weight(algo, CNN_FLOAT32, &s, y, x, dw, NULL) == -1);
+    cnn_clear_interrupt();
+  }
+  CHECK(cnn_cpu_conv2d_forward(CNN_CONV_AUTO, CNN_FLOAT32, &s, x, w, NULL, y) == 0);
+}
+
+int main(void) {
+  int n;
+  conv_case *c = cases(&n);
+  test_hand();
+  for (int i = 0; i < n; i++) {
+    if (c[i].small) test_finite_differences(&c[i]);
+    test_paths(&c[i]);
+  }
+  test_cache();
+  test_errors();
+  test_interrupt();
+  cnn_cpu_onednn_cache_clear();
+  return check_report("test_conv");
+}

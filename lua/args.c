@@ -198,6 +198,15 @@ int cnn_lua_shift_(cnn_tensor *t, int64_t delta) {
   return rc;
 }
 
+int cnn_lua_push_one_based(lua_State *L, cnn_tensor *idx) {
+  cnn_lua_push_result(L, idx); /* anchored; the copy below is ours alone */
+  cnn_tensor *c = cnn_clone(idx);
+  cnn_lua_push_result(L, c);
+  lua_remove(L, -2);
+  if (cnn_lua_shift_(c, 1) != 0) return cnn_lua_error(L);
+  return 1;
+}
+
 /* Check 1 <= idx <= size on a CPU int64 tensor; message in 1-based terms. */
 static void check_index_range(lua_State *L, const char *fn, cnn_tensor *idx, int64_t size) {
   int64_t n = cnn_tensor_numel(idx);

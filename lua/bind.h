@@ -35,6 +35,7 @@ extern const luaL_Reg cnn_lua_autograd_funcs[];   /* autograd.c */
 extern const luaL_Reg cnn_lua_creation_funcs[];   /* creation.c */
 extern const luaL_Reg cnn_lua_memory_funcs[];     /* memory.c */
 extern const luaL_Reg cnn_lua_functional_funcs[]; /* functional.c */
+extern const luaL_Reg cnn_lua_loss_funcs[];       /* losses.c (also in F) */
 extern const luaL_Reg cnn_lua_misc_funcs[];       /* init.c */
 
 /* tensor.c: create the "cnn.Tensor" metatable; leaves the method table on
@@ -92,6 +93,10 @@ const char *cnn_lua_opt_string(lua_State *L, int opts, const char *key, const ch
 /* Per-dim indices translated to 0-based int64 (new reference); validates
  * 1 <= i <= size on the CPU and says so in 1-based terms. */
 cnn_tensor *cnn_lua_index_arg(lua_State *L, int arg, const char *fn, int64_t size);
-/* Add delta to an int64 tensor in place (0-based <-> 1-based indices). */
+/* Add delta to an int64 tensor in place (0-based <-> 1-based indices);
+ * only for tensors nobody else holds (core may save returned indices for
+ * backward: use cnn_lua_push_one_based for those). */
 int cnn_lua_shift_(cnn_tensor *t, int64_t delta);
+/* Push a 1-based copy of 0-based indices idx, taking over idx's reference. */
+int cnn_lua_push_one_based(lua_State *L, cnn_tensor *idx);
 #endif

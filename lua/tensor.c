@@ -228,6 +228,8 @@ static int m_numel(lua_State *L) {
   return 1;
 }
 
+static int m_nelement(lua_State *L) { return m_numel(L); }
+
 static int m_is_contiguous(lua_State *L) {
   lua_pushboolean(L, cnn_tensor_is_contiguous(cnn_lua_check_tensor(L, 1)));
   return 1;
@@ -391,7 +393,7 @@ static int m_is_released(lua_State *L) {
 
 const luaL_Reg cnn_lua_tensor_methods[] = {
     {"size", m_size},       {"stride", m_stride},     {"dim", m_dim},
-    {"numel", m_numel},     {"nelement", m_numel},    {"is_contiguous", m_is_contiguous},
+    {"numel", m_numel},     {"nelement", m_nelement},    {"is_contiguous", m_is_contiguous},
     {"element_size", m_element_size},                 {"item", m_item},
     {"totable", m_totable}, {"to", m_to},             {"float", m_float},
     {"double", m_double},   {"long", m_long},         {"byte", m_byte},

@@ -43,17 +43,18 @@ static int64_t entry_int(lua_State *L, int idx, const cnn_tensor *t) {
   return v;
 }
 
-static void plan_select(lua_State *L, const cnn_tensor *t, int64_t i, int dim, index_step *s) {
+/* dim: in the current view; orig: the 1-based dim of the user's tensor (messages) */
+static void plan_select(lua_State *L, const cnn_tensor *t, int64_t i, int dim, int orig, index_step *s) {
   int64_t size = t->shape[dim];
   int64_t j = i < 0 ? i + size : i - 1;
   if (j < 0 || j >= size)
-    cnn_lua_fail(L, "index: index %lld out of range for dim %d of size %lld", (long long)i, dim + 1,
+    cnn_lua_fail(L, "index: index %lld out of range for dim %d of size %lld", (long long)i, orig,
                  (long long)size);
   *s = (index_step){true, dim, j, 1};
 }
 
 /* {a, b} / {a} / {} at stack top -> narrow step */
-static void plan_range(lua_State *L, const cnn_tensor *t, int dim, index_step *s) {
+static void plan_range(lua_State *L, const cnn_tensor *t, int dim, int orig, index_step *s) {
   int64_t size = t->shape[dim];
   lua_Integer n = luaL_len(L, -1);
   int64_t a = 1, b = size;
@@ -72,7 +73,7 @@ static void plan_range(lua_State *L, const cnn_tensor *t, int dim, index_step *s
   int64_t a0 = a < 0 ? a + size + 1 : a, b0 = b < 0 ? b + size + 1 : b;
   if (a0 < 1 || a0 > size + 1 || b0 > size || b0 < a0 - 1)
     cnn_lua_fail(L, "index: range {%lld, %lld} out of range for dim %d of size %lld", (long long)a,
-                 (long long)b, dim + 1, (long long)size);
+                 (long long)b, orig, (long long)size);
   *s = (index_step){false, dim, a0 - 1, b0 - a0 + 1};
 }
 
@@ -89,10 +90,10 @@ static int plan(lua_State *L, const cnn_tensor *t, int k, index_step *steps) {
   for (int i = 0; i < n; i++) {
     lua_geti(L, k, i + 1);
     if (lua_istable(L, -1)) {
-      plan_range(L, &shape_only, dim, &steps[i]);
+      plan_range(L, &shape_only, dim, i + 1, &steps[i]);
       dim++;
     } else {
-      plan_select(L, &shape_only, entry_int(L, -1, t), dim, &steps[i]);
+      plan_select(L, &shape_only, entry_int(L, -1, t), dim, i + 1, &steps[i]);
       for (int d = dim; d < shape_only.ndim - 1; d++) shape_only.shape[d] = shape_only.shape[d + 1];
       shape_only.ndim--;
     }
@@ -120,7 +121,7 @@ static cnn_tensor *view_of(lua_State *L, cnn_tensor *t, int k) {
   int n;
   if (lua_type(L, k) == LUA_TNUMBER) {
     if (t->ndim == 0) fail_shape(L, t, "a 0-d tensor cannot be indexed (use :item())");
-    plan_select(L, t, entry_int(L, k, t), 0, &steps[0]);
+    plan_select(L, t, entry_int(L, k, t), 0, 1, &steps[0]);
     n = 1;
   } else if (lua_istable(L, k)) {
     n = plan(L, t, k, steps);

@@ -89,8 +89,7 @@ static int max_min(lua_State *L, bool is_min) {
   cnn_tensor *values = NULL, *indices = NULL;
   if (cnn_max_dim(t, d, keep, is_min, &values, &indices) != 0) return cnn_lua_error(L);
   cnn_lua_push_tensor(L, values);
-  cnn_lua_push_tensor(L, indices);
-  if (cnn_lua_shift_(indices, 1) != 0) return cnn_lua_error(L);
+  cnn_lua_push_one_based(L, indices); /* core may have saved indices for backward */
   return 2;
 }
 
@@ -103,9 +102,8 @@ static int arg_reduce(lua_State *L, cnn_reduce_op op, const char *fn) {
   uint32_t mask = lua_isnoneornil(L, 2) ? 0 : 1u << cnn_lua_check_dim(L, 2, fn, t->ndim);
   bool keep = opt_keepdim(L, 3);
   cnn_tensor *r = cnn_reduce(op, t, mask, keep, 0);
-  cnn_lua_push_result(L, r);
-  if (cnn_lua_shift_(r, 1) != 0) return cnn_lua_error(L);
-  return 1;
+  if (!r) return cnn_lua_error(L);
+  return cnn_lua_push_one_based(L, r);
 }
 
 static int m_argmax(lua_State *L) { return arg_reduce(L, CNN_RED_ARGMAX, "argmax"); }

@@ -9,10 +9,11 @@
  *   :quit           leaves (as Ctrl-D)
  * A unique prefix is enough (":h", ":q").
  *
- * :time policy: one warm-up/first run measures t1.  Fast expressions run
- * in batches of `batch` calls so each sample lasts >= 1 ms (clock noise);
- * the number of samples aims at TIME_TARGET seconds in all, at least 3 and
- * at most TIME_MAX_SAMPLES, and stops at TIME_HARD_CAP seconds: a slow
+ * :time policy: a first run measures the expression; fast ones then run
+ * in batches of `batch` calls, grown until one batch lasts >= 1 ms (clock
+ * noise), and a sample is a batch's time / batch.  Sampling goes on for
+ * TIME_TARGET seconds, for at least 3 samples and at most
+ * TIME_MAX_SAMPLES, and stops at TIME_HARD_CAP seconds: a slow
  * expression may then get fewer than 3 runs, and the report says so.
  * Everything runs inside one protected call, so Ctrl-C stops it.
  */
@@ -111,27 +112,32 @@ static void run_batch(lua_State *L, long batch)
   }
 }
 
+/* Seconds for one batch of `batch` calls of the function at index 1. */
+static double time_batch(lua_State *L, long batch)
+{
+  double t0 = now();
+  run_batch(L, batch);
+  return now() - t0;
+}
+
 static int time_loop(lua_State *L)
 {
   timing *t = lua_touserdata(L, lua_upvalueindex(1));
   double start = now();
-  run_batch(L, 1);
-  double t1 = now() - start;
+  double per_sample = time_batch(L, 1);
   t->batch = 1;
   t->n = 0;
-  if (t1 >= TIME_MIN_SAMPLE) {
-    t->samples[t->n++] = t1; /* slow: the first run counts */
-  } else {
-    double b = ceil(TIME_MIN_SAMPLE / fmax(t1, 1e-9));
-    t->batch = b > TIME_MAX_BATCH ? TIME_MAX_BATCH : (long)b;
+  if (per_sample >= TIME_MIN_SAMPLE)
+    t->samples[t->n++] = per_sample; /* slow: the first run counts */
+  while (per_sample < TIME_MIN_SAMPLE && t->batch < TIME_MAX_BATCH) { /* calibrate */
+    double grow = fmin(fmax(1.5 * TIME_MIN_SAMPLE / fmax(per_sample, 1e-9), 2), 100);
+    t->batch = (long)fmin((double)t->batch * grow, TIME_MAX_BATCH);
+    per_sample = time_batch(L, t->batch);
   }
-  double per_sample = fmax(t1, 1e-9) * (double)t->batch;
-  double want = fmin(fmax(TIME_TARGET / per_sample, 3), TIME_MAX_SAMPLES);
-  while (t->n < (int)want && now() - start < TIME_HARD_CAP) {
-    double t0 = now();
-    run_batch(L, t->batch);
-    t->samples[t->n++] = (now() - t0) / (double)t->batch;
-  }
+  double begin = now(); /* sampling stops once TIME_TARGET is spent here */
+  while (t->n < TIME_MAX_SAMPLES && now() - start < TIME_HARD_CAP &&
+         (t->n < 3 || now() - begin < TIME_TARGET))
+    t->samples[t->n++] = time_batch(L, t->batch) / (double)t->batch;
   return 0;
 }
 

@@ -38,15 +38,15 @@ const char *cnn_conv_shape_str(const cnn_conv_shape *s, char buf[256]) {
 }
 
 static int check_params(const cnn_conv_shape *s, char *d) {
-  if (s->N < 0 || s->C < 0 || s->H < 0 || s->W < 0 || s->K < 0 || s->R < 1 || s->S < 1 ||
-      s->OH < 0 || s->OW < 0) {
-    cnn_set_error("conv2d: invalid sizes (%s)", cnn_conv_shape_str(s, d));
-    return -1;
-  }
   if (s->sh < 1 || s->sw < 1 || s->dh < 1 || s->dw < 1 || s->pt < 0 || s->pb < 0 ||
       s->pl < 0 || s->pr < 0) {
     cnn_set_error("conv2d: stride and dilation must be >= 1 and padding >= 0 (%s)",
                   cnn_conv_shape_str(s, d));
+    return -1;
+  }
+  if (s->N < 0 || s->C < 0 || s->H < 0 || s->W < 0 || s->K < 0 || s->R < 1 || s->S < 1 ||
+      s->OH < 0 || s->OW < 0) {
+    cnn_set_error("conv2d: invalid sizes (%s)", cnn_conv_shape_str(s, d));
     return -1;
   }
   if (s->groups < 1 || s->C % s->groups || s->K % s->groups) {

@@ -142,9 +142,13 @@ static entry *cache_slot(void) {
 
 /* ---- descriptors -------------------------------------------------------------- */
 
+/* The three tensors of a convolution, by role. */
+enum { T_SRC = 0, T_WEI = 1, T_DST = 2 };
+
 typedef struct {
-  dnnl_memory_desc_t src, wei, dst, bias; /* plain layouts */
-  dnnl_memory_desc_t src_any, wei_any, dst_any;
+  dnnl_memory_desc_t plain[3]; /* nchw, oihw or goihw, nchw */
+  dnnl_memory_desc_t any[3];   /* same dims, dnnl_format_tag_any */
+  dnnl_memory_desc_t bias;     /* x (K) */
   dnnl_dims_t strides, dilates, pad_l, pad_r;
 } conv_mds;
 
@@ -152,14 +156,15 @@ static void init_mds(const cnn_conv_shape *s, conv_mds *m) {
   dnnl_dims_t x = {s->N, s->C, s->H, s->W}, y = {s->N, s->K, s->OH, s->OW}, b = {s->K};
   dnnl_dims_t w = {s->K, s->C, s->R, s->S};
   dnnl_dims_t gw = {s->groups, s->K / s->groups, s->C / s->groups, s->R, s->S};
-  int g = s->groups > 1;
-  dnnl_memory_desc_init_by_tag(&m->src, 4, x, dnnl_f32, dnnl_nchw);
-  dnnl_memory_desc_init_by_tag(&m->dst, 4, y, dnnl_f32, dnnl_nchw);
-  dnnl_memory_desc_init_by_tag(&m->wei, g ? 5 : 4, g ? gw : w, dnnl_f32, g ? dnnl_goihw : dnnl_oihw);
+  int g = s->groups > 1, wn = g ? 5 : 4;
+  dnnl_format_tag_t wtag = g ? dnnl_goihw : dnnl_oihw;
+  dnnl_memory_desc_init_by_tag(&m->plain[T_SRC], 4, x, dnnl_f32, dnnl_nchw);
+  dnnl_memory_desc_init_by_tag(&m->plain[T_WEI], wn, g ? gw : w, dnnl_f32, wtag);
+  dnnl_memory_desc_init_by_tag(&m->plain[T_DST], 4, y, dnnl_f32, dnnl_nchw);
+  dnnl_memory_desc_init_by_tag(&m->any[T_SRC], 4, x, dnnl_f32, dnnl_format_tag_any);
+  dnnl_memory_desc_init_by_tag(&m->any[T_WEI], wn, g ? gw : w, dnnl_f32, dnnl_format_tag_any);
+  dnnl_memory_desc_init_by_tag(&m->any[T_DST], 4, y, dnnl_f32, dnnl_format_tag_any);
   dnnl_memory_desc_init_by_tag(&m->bias, 1, b, dnnl_f32, dnnl_x);
-  dnnl_memory_desc_init_by_tag(&m->src_any, 4, x, dnnl_f32, dnnl_format_tag_any);
-  dnnl_memory_desc_init_by_tag(&m->dst_any, 4, y, dnnl_f32, dnnl_format_tag_any);
-  dnnl_memory_desc_init_by_tag(&m->wei_any, g ? 5 : 4, g ? gw : w, dnnl_f32, dnnl_format_tag_any);
   m->strides[0] = s->sh, m->strides[1] = s->sw;
   m->dilates[0] = s->dh - 1, m->dilates[1] = s->dw - 1;
   m->pad_l[0] = s->pt, m->pad_l[1] = s->pl;
@@ -168,8 +173,8 @@ static void init_mds(const cnn_conv_shape *s, conv_mds *m) {
 
 static dnnl_status_t forward_desc(conv_mds *m, int has_bias, dnnl_convolution_desc_t *cd) {
   return dnnl_dilated_convolution_forward_desc_init(
-      cd, dnnl_forward_training, dnnl_convolution_direct, &m->src_any, &m->wei_any,
-      has_bias ? &m->bias : NULL, &m->dst_any, m->strides, m->dilates, m->pad_l, m->pad_r);
+      cd, dnnl_forward_training, dnnl_convolution_direct, &m->any[T_SRC], &m->any[T_WEI],
+      has_bias ? &m->bias : NULL, &m->any[T_DST], m->strides, m->dilates, m->pad_l, m->pad_r);
 }
 
 static dnnl_status_t kind_desc(conv_kind kind, conv_mds *m, int has_bias,
@@ -177,11 +182,11 @@ static dnnl_status_t kind_desc(conv_kind kind, conv_mds *m, int has_bias,
   if (kind == FWD) return forward_desc(m, has_bias, cd);
   if (kind == BWD_DATA)
     return dnnl_dilated_convolution_backward_data_desc_init(
-        cd, dnnl_convolution_direct, &m->src_any, &m->wei_any, &m->dst_any, m->strides,
-        m->dilates, m->pad_l, m->pad_r);
+        cd, dnnl_convolution_direct, &m->any[T_SRC], &m->any[T_WEI], &m->any[T_DST],
+        m->strides, m->dilates, m->pad_l, m->pad_r);
   return dnnl_dilated_convolution_backward_weights_desc_init(
-      cd, dnnl_convolution_direct, &m->src_any, &m->wei_any, has_bias ? &m->bias : NULL,
-      &m->dst_any, m->strides, m->dilates, m->pad_l, m->pad_r);
+      cd, dnnl_convolution_direct, &m->any[T_SRC], &m->any[T_WEI], has_bias ? &m->bias : NULL,
+      &m->any[T_DST], m->strides, m->dilates, m->pad_l, m->pad_r);
 }
 
 /* The primitive descriptor of `kind`, with a user-managed scratchpad.
@@ -195,7 +200,8 @@ static dnnl_status_t make_pd(conv_kind kind, conv_mds *m, int has_bias,
   if (st == dnnl_success && kind != FWD && (st = forward_desc(m, has_bias, &fd)) == dnnl_success)
     st = dnnl_primitive_desc_create(&hint, &fd, NULL, G.engine, NULL);
   if (st == dnnl_success) st = dnnl_primitive_attr_create(&attr);
-  if (st == dnnl_success) st = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
+  if (st == dnnl_success)
+    st = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
   if (st == dnnl_success) st = dnnl_primitive_desc_create(pd, &cd, attr, G.engine, hint);
   if (attr) dnnl_primitive_attr_destroy(attr);
   if (hint) dnnl_primitive_desc_destroy(hint);
@@ -225,27 +231,34 @@ static dnnl_status_t port_build(port *p, int arg, int is_output, const dnnl_memo
   return st;
 }
 
-static const dnnl_memory_desc_t *q(dnnl_primitive_desc_t pd, dnnl_query_t what) {
-  return dnnl_primitive_desc_query_md(pd, what, 0);
-}
+/* The ports of each kind (the table at the top): argument, the query for
+ * the layout the primitive chose, direction, and which tensor it is. */
+typedef struct {
+  int arg;
+  dnnl_query_t query;
+  int is_output, tensor;
+} port_kind;
 
-/* The three ports of `kind` (see the table at the top). */
+static const port_kind port_spec[3][3] = {
+    [FWD] = {{DNNL_ARG_SRC, dnnl_query_src_md, 0, T_SRC},
+             {DNNL_ARG_WEIGHTS, dnnl_query_weights_md, 0, T_WEI},
+             {DNNL_ARG_DST, dnnl_query_dst_md, 1, T_DST}},
+    [BWD_DATA] = {{DNNL_ARG_DIFF_DST, dnnl_query_diff_dst_md, 0, T_DST},
+                  {DNNL_ARG_WEIGHTS, dnnl_query_weights_md, 0, T_WEI},
+                  {DNNL_ARG_DIFF_SRC, dnnl_query_diff_src_md, 1, T_SRC}},
+    [BWD_WEIGHT] = {{DNNL_ARG_SRC, dnnl_query_src_md, 0, T_SRC},
+                    {DNNL_ARG_DIFF_DST, dnnl_query_diff_dst_md, 0, T_DST},
+                    {DNNL_ARG_DIFF_WEIGHTS, dnnl_query_diff_weights_md, 1, T_WEI}},
+};
+
 static dnnl_status_t ports_build(entry *e, dnnl_primitive_desc_t pd, conv_mds *m) {
-  dnnl_status_t st;
-  port *p = e->ports;
-  if (e->kind == FWD) {
-    if ((st = port_build(&p[0], DNNL_ARG_SRC, 0, &m->src, q(pd, dnnl_query_src_md)))) return st;
-    if ((st = port_build(&p[1], DNNL_ARG_WEIGHTS, 0, &m->wei, q(pd, dnnl_query_weights_md)))) return st;
-    return port_build(&p[2], DNNL_ARG_DST, 1, &m->dst, q(pd, dnnl_query_dst_md));
+  dnnl_status_t st = dnnl_success;
+  for (int i = 0; i < 3 && st == dnnl_success; i++) {
+    const port_kind *ps = &port_spec[e->kind][i];
+    const dnnl_memory_desc_t *want = dnnl_primitive_desc_query_md(pd, ps->query, 0);
+    st = port_build(&e->ports[i], ps->arg, ps->is_output, &m->plain[ps->tensor], want);
   }
-  if (e->kind == BWD_DATA) {
-    if ((st = port_build(&p[0], DNNL_ARG_DIFF_DST, 0, &m->dst, q(pd, dnnl_query_diff_dst_md)))) return st;
-    if ((st = port_build(&p[1], DNNL_ARG_WEIGHTS, 0, &m->wei, q(pd, dnnl_query_weights_md)))) return st;
-    return port_build(&p[2], DNNL_ARG_DIFF_SRC, 1, &m->src, q(pd, dnnl_query_diff_src_md));
-  }
-  if ((st = port_build(&p[0], DNNL_ARG_SRC, 0, &m->src, q(pd, dnnl_query_src_md)))) return st;
-  if ((st = port_build(&p[1], DNNL_ARG_DIFF_DST, 0, &m->dst, q(pd, dnnl_query_diff_dst_md)))) return st;
-  return port_build(&p[2], DNNL_ARG_DIFF_WEIGHTS, 1, &m->wei, q(pd, dnnl_query_diff_weights_md));
+  return st;
 }
 
 /* Everything but the convolution primitive: ports, bias and scratchpad. */
@@ -256,7 +269,8 @@ static dnnl_status_t entry_memories(entry *e, dnnl_primitive_desc_t pd, conv_mds
     e->bias_arg = e->kind == FWD ? DNNL_ARG_BIAS : DNNL_ARG_DIFF_BIAS;
     if ((st = dnnl_memory_create(&e->bias, &m->bias, G.engine, DNNL_MEMORY_NONE))) return st;
   }
-  const dnnl_memory_desc_t *smd = q(pd, dnnl_query_scratchpad_md);
+  const dnnl_memory_desc_t *smd =
+      dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
   e->scratch_bytes = smd ? dnnl_memory_desc_get_size(smd) : 0;
   if (e->scratch_bytes == 0) return dnnl_success;
   return dnnl_memory_create(&e->scratch, smd, G.engine, DNNL_MEMORY_NONE);

@@ -80,7 +80,7 @@ static int read_header(const uint8_t *buf, size_t len, const char *what, idx_hea
   uint64_t nbytes;
   overflow |= __builtin_mul_overflow(count, (uint64_t)h->type->size, &nbytes);
   char sh[CNN_SHAPE_STR];
-  if (overflow || nbytes > (uint64_t)INT64_MAX || nbytes > SIZE_MAX) {
+  if (overflow || nbytes > (uint64_t)INT64_MAX || nbytes > SIZE_MAX || !cnn_io_shape_ok(h->ndim, h->shape)) {
     cnn_set_error("idx: %s: header says %s, too many elements", what, cnn_shape_str(h->ndim, h->shape, sh));
     return -1;
   }

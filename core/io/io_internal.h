@@ -37,6 +37,18 @@ int cnn_io_atomic_write(cnn_io_atomic *a, const void *data, size_t n);
 int cnn_io_atomic_commit(cnn_io_atomic *a); /* closes; on failure aborts */
 void cnn_io_atomic_abort(cnn_io_atomic *a); /* idempotent */
 
+/* Is a tensor of this shape representable?  The product of the sizes, with
+ * zeros counted as ones (so 0 x 2^40 x 2^40 is refused too), must stay
+ * under 2^59, the bound cnn_empty() enforces. */
+static inline bool cnn_io_shape_ok(int ndim, const int64_t *shape) {
+  uint64_t n = 1;
+  for (int i = 0; i < ndim; i++) {
+    if (shape[i] < 0) return false;
+    if (__builtin_mul_overflow(n, shape[i] ? (uint64_t)shape[i] : 1, &n)) return false;
+  }
+  return n <= (uint64_t)INT64_MAX / 16;
+}
+
 static inline uint32_t cnn_io_be32(const uint8_t *p) {
   return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }

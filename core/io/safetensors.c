@@ -180,9 +180,10 @@ static int entry_offsets(const st_parse *p, const cJSON *j, st_entry *e) {
     return -1;
   }
   if (e->begin > e->end || e->end > p->dlen) {
-    cnn_set_error("safetensors: %s: tensor '%s' has data_offsets [%llu, %llu] outside the "
-                  "%llu-byte data section", p->what, e->name, (unsigned long long)e->begin,
-                  (unsigned long long)e->end, (unsigned long long)p->dlen);
+    cnn_set_error("safetensors: %s: tensor '%s' has data_offsets [%llu, %llu] %s the "
+                  "%llu-byte data section%s", p->what, e->name, (unsigned long long)e->begin,
+                  (unsigned long long)e->end, e->begin > e->end ? "reversed, in" : "past the end of",
+                  (unsigned long long)p->dlen, e->begin > e->end ? "" : " (is the file truncated?)");
     return -1;
   }
   return 0;
@@ -193,6 +194,11 @@ static int entry_size(const st_parse *p, st_entry *e) {
   bool overflow = false;
   for (int i = 0; i < e->ndim; i++) overflow |= __builtin_mul_overflow(n, (uint64_t)e->shape[i], &n);
   char sh[CNN_SHAPE_STR];
+  if (!overflow && !cnn_io_shape_ok(e->ndim, e->shape)) {
+    cnn_set_error("safetensors: %s: tensor '%s' has shape %s, too many elements", p->what, e->name,
+                  cnn_shape_str(e->ndim, e->shape, sh));
+    return -1;
+  }
   if (overflow || n != e->end - e->begin) {
     cnn_set_error("safetensors: %s: tensor '%s' is %s %s (%s%llu bytes) but its data_offsets "
                   "[%llu, %llu] hold %llu bytes", p->what, e->name, e->dt->code,

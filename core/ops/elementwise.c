@@ -46,6 +46,7 @@
 #include "autograd.h"
 #include "cnn.h"
 #include "elementwise_math.h"
+#include "tensor_internal.h"
 
 #define CNN_EW_PARALLEL 32768
 #define AI static inline __attribute__((always_inline))
@@ -692,9 +693,7 @@ int cnn_binary_(cnn_binary_op op, cnn_tensor *a, cnn_tensor *b) {
     cnn_tensor *ca = as_dtype(a, dt);
     cnn_tensor *tmp = ca ? cnn_empty(a->ndim, a->shape, out_dt, CNN_DEVICE_CPU) : NULL;
     if (tmp) run_binary(op, dt, tmp, ca, cb);
-    bool prev = cnn_set_grad_enabled(false);
-    rc = tmp ? cnn_copy_(a, tmp) : -1;
-    cnn_set_grad_enabled(prev);
+    rc = tmp ? cnn_copy_raw(a, tmp) : -1;
     if (ca) cnn_tensor_release(ca);
     if (tmp) cnn_tensor_release(tmp);
   }
@@ -774,9 +773,7 @@ int cnn_unary_(cnn_unary_op op, cnn_tensor *x, double p0, double p1) {
     cnn_tensor *cx = as_dtype(x, dt);
     cnn_tensor *tmp = cx ? cnn_empty(x->ndim, x->shape, dt, CNN_DEVICE_CPU) : NULL;
     if (tmp) run_unary(op, dt, tmp, cx, p0, p1);
-    bool prev = cnn_set_grad_enabled(false);
-    rc = tmp ? cnn_copy_(x, tmp) : -1;
-    cnn_set_grad_enabled(prev);
+    rc = tmp ? cnn_copy_raw(x, tmp) : -1;
     if (cx) cnn_tensor_release(cx);
     if (tmp) cnn_tensor_release(tmp);
   }

@@ -90,8 +90,8 @@ static cnn_tensor *pow_grad_exponent(cnn_tensor *g, cnn_tensor *a, cnn_tensor *y
 /* d(a^b)/da = b * a^(b-1) */
 static cnn_tensor *pow_grad_base(cnn_tensor *g, cnn_tensor *a, cnn_tensor *b) {
   cnn_tensor *bm1 = cnn_unary(CNN_OP_ADD_SCALAR, b, -1, 0);
-  cnn_tensor *p = bin_consume(CNN_OP_POW, bm1 ? a : NULL, bm1);
-  if (bm1) cnn_tensor_release(bm1);
+  cnn_tensor *p = bin(CNN_OP_POW, a, bm1);
+  cnn_tensor_release(bm1);
   return bin_consume(CNN_OP_MUL, bin_consume(CNN_OP_MUL, p, b), g);
 }
 

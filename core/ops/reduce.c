@@ -104,18 +104,48 @@ static cnn_tensor *as_rows(cnn_tensor *x, uint32_t dims) {
 
 /* ---- row kernels ---------------------------------------------------------------- */
 
+/* eight independent accumulators: no serial dependency, and GCC vectorises
+ * the float -> double conversion */
+static double row_sum_f32(const float *f, int64_t R) {
+  double acc[8] = {0};
+  int64_t i = 0;
+  for (; i + 8 <= R; i += 8)
+    for (int k = 0; k < 8; k++) acc[k] += f[i + k];
+  double s = 0;
+  for (; i < R; i++) s += f[i];
+  for (int k = 0; k < 8; k++) s += acc[k];
+  return s;
+}
+static double row_sum_f64(const double *f, int64_t R) {
+  double acc[8] = {0};
+  int64_t i = 0;
+  for (; i + 8 <= R; i += 8)
+    for (int k = 0; k < 8; k++) acc[k] += f[i + k];
+  double s = 0;
+  for (; i < R; i++) s += f[i];
+  for (int k = 0; k < 8; k++) s += acc[k];
+  return s;
+}
+
 static double row_sum(const void *row, cnn_dtype dt, int64_t R) {
+  if (dt == CNN_FLOAT32) return row_sum_f32(row, R);
+  if (dt == CNN_FLOAT64) return row_sum_f64(row, R);
   double acc = 0;
-  if (dt == CNN_FLOAT32) {
-    const float *f = row;
-    for (int64_t i = 0; i < R; i++) acc += f[i];
-  } else if (dt == CNN_FLOAT64) {
-    const double *f = row;
-    for (int64_t i = 0; i < R; i++) acc += f[i];
-  } else {
-    for (int64_t i = 0; i < R; i++) acc += cnn_load_double(dt, row, i);
-  }
+  for (int64_t i = 0; i < R; i++) acc += cnn_load_double(dt, row, i);
   return acc;
+}
+
+/* one long row split among the threads (sum/mean of a whole big tensor) */
+static double row_sum_parallel(const char *row, cnn_dtype dt, int64_t R) {
+  double total = 0;
+  size_t es = cnn_dtype_size(dt);
+#pragma omp parallel reduction(+ : total)
+  {
+    int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
+    int64_t lo = R * t / nt, hi = R * (t + 1) / nt;
+    total += row_sum(row + lo * (int64_t)es, dt, hi - lo);
+  }
+  return total;
 }
 
 static int64_t load_i64(const void *row, cnn_dtype dt, int64_t i) {
@@ -208,7 +238,13 @@ static void reduce_rows(cnn_reduce_op op, const cnn_tensor *rows, int64_t M, int
   size_t rowbytes = (size_t)R * cnn_dtype_size(rows->dtype);
   void *o = cnn_tensor_data(out);
   cnn_dtype dt = rows->dtype, odt = out->dtype;
-  if (M * R > CNN_RED_PARALLEL && M > 1) {
+  bool sum_like = (op == CNN_RED_SUM || op == CNN_RED_MEAN) && cnn_dtype_is_float(dt);
+  if (sum_like && M < 4 && R > CNN_RED_PARALLEL && omp_get_max_threads() > 1) {
+    for (int64_t m = 0; m < M; m++) {
+      double v = row_sum_parallel(base + m * rowbytes, dt, R);
+      cnn_store_double(odt, o, m, op == CNN_RED_MEAN ? v / (double)R : v);
+    }
+  } else if (M * R > CNN_RED_PARALLEL && M > 1) {
 #pragma omp parallel for schedule(static)
     for (int64_t m = 0; m < M; m++) reduce_row(op, base + m * rowbytes, dt, R, p, o, odt, m);
   } else {

@@ -24,9 +24,9 @@ function Flatten:extra_repr()
   return string.format("start_dim=%d, end_dim=%d", self.start_dim, self.end_dim)
 end
 
-doc[Flatten] = [[
+doc[Flatten] = [==[
 nn.Flatten([start_dim = 2 [, end_dim = -1]])
-Merges dims start_dim..end_dim (1-based, inclusive): N x C x H x W -> N x (C*H*W).]]
+Merges dims start_dim..end_dim (1-based, inclusive): N x C x H x W -> N x (C*H*W).]==]
 
 local Identity = Module:extend("Identity")
 

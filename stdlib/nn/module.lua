@@ -354,11 +354,24 @@ local function load_error(missing, unexpected, mismatch, strict)
   return "load_state_dict: " .. table.concat(parts, "; ")
 end
 
+-- {features = {[1] = {weight = t}}} -> {["features.1.weight"] = t}, the form
+-- cnn.load rebuilds from a file; a flat table is returned as it is.
+local function flatten(t, prefix, out)
+  out = out or {}
+  for k, v in pairs(t) do
+    local name = prefix and prefix .. "." .. tostring(k) or tostring(k)
+    if type(v) == "table" and not is_tensor(v) then flatten(v, name, out) else out[name] = v end
+  end
+  return out
+end
+
 -- load_state_dict(sd [, {strict = true}]): copies sd's tensors into the
--- model (converting dtype/device).  Checks everything before copying
--- anything.  Returns {missing_keys = {...}, unexpected_keys = {...}}.
+-- model (converting dtype/device).  sd may be flat or nested.  Checks
+-- everything before copying anything.
+-- Returns {missing_keys = {...}, unexpected_keys = {...}}.
 function Module:load_state_dict(sd, opts)
-  assert(type(sd) == "table", "load_state_dict: expected a table name -> tensor")
+  if type(sd) ~= "table" then error("load_state_dict: expected a table name -> tensor", 2) end
+  sd = flatten(sd)
   local strict = not (opts and opts.strict == false)
   local own = {}
   for name, t in self:named_parameters() do own[name] = t end
@@ -466,14 +479,18 @@ end
 
 function Module:__call(x, ...)
   local hooks = rawget(self, "_hooks")
-  for _, h in ipairs(snapshot(hooks.pre)) do
-    local r = h.fn(self, x)
-    if r ~= nil then x = r end
+  if #hooks.pre > 0 then
+    for _, h in ipairs(snapshot(hooks.pre)) do
+      local r = h.fn(self, x)
+      if r ~= nil then x = r end
+    end
   end
   local out, o2, o3 = run_forward(self, x, ...)
-  for _, h in ipairs(snapshot(hooks.fwd)) do
-    local r = h.fn(self, x, out)
-    if r ~= nil then out = r end
+  if #hooks.fwd > 0 then
+    for _, h in ipairs(snapshot(hooks.fwd)) do
+      local r = h.fn(self, x, out)
+      if r ~= nil then out = r end
+    end
   end
   if #hooks.bwd > 0 then attach_backward_hooks(self, out) end
   return out, o2, o3

@@ -104,6 +104,8 @@ static void test_errors(void) {
   const uint8_t big[] = {0, 0, 0x0C, 4, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,
                          0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF};
   expect_error(big, sizeof big, "too many elements");
+  const uint8_t zbig[] = {0, 0, 0x08, 3, 0, 0, 0, 0, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF};
+  expect_error(zbig, sizeof zbig, "header says 0x4294967295x4294967295, too many elements");
   /* a real header over a short buffer: 60000x28x28 with 1234 bytes of data */
   uint8_t *mn = calloc(16 + 1234, 1);
   memcpy(mn, (uint8_t[]){0, 0, 8, 3, 0, 0, 0xEA, 0x60, 0, 0, 0, 28, 0, 0, 0, 28}, 16);

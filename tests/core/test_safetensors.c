@@ -87,6 +87,17 @@ static void test_exact_bytes(void) {
   CHECK(got && len == 8 + hl + 40);
   CHECK(hl % 8 == 0);
   if (got && len == 8 + hl + 40) CHECK(memcmp(got, want, len) == 0);
+  /* the same file cut short anywhere is refused with an error naming it */
+  for (size_t cut = 0; got && cut < len; cut += 7) {
+    cnn_tensor_file *f = cnn_safetensors_parse(got, cut, "cut.st");
+    CHECK(f == NULL && strstr(cnn_error(), "cut.st"));
+    cnn_tensor_file_free(f);
+  }
+  if (got && len > 8 + hl) {
+    cnn_tensor_file *f = cnn_safetensors_parse(got, len - 1, "cut.st");
+    CHECK(f == NULL && strstr(cnn_error(), "is the file truncated?"));
+    cnn_tensor_file_free(f);
+  }
   free(got);
   CHECK(count_temporaries() == 0);
   /* and it loads back */
@@ -201,7 +212,7 @@ static void expect_parse_error(const char *header, const uint8_t *data, size_t d
 
 static void test_bad_headers(void) {
   uint8_t d[64] = {0};
-  expect_parse_error(E("F32", "[2]", "[0,8]"), d, 7, "outside the 7-byte data section");
+  expect_parse_error(E("F32", "[2]", "[0,8]"), d, 7, "data_offsets [0, 8] past the end of the 7-byte data section (is the file truncated?)");
   expect_parse_error(E("F32", "[2]", "[0,8]"), d, 9, "the data section has 9 bytes but the tensors end at 8");
   expect_parse_error(E("F33", "[2]", "[0,8]"), d, 8, "tensor 'x' has dtype 'F33'");
   expect_parse_error(E("F32", "[3]", "[0,8]"), d, 8, "tensor 'x' is F32 3 (12 bytes) but its data_offsets [0, 8] hold 8 bytes");
@@ -210,7 +221,8 @@ static void test_bad_headers(void) {
   expect_parse_error(E("F32", "[\"2\"]", "[0,8]"), d, 8, "shape entry 1");
   expect_parse_error(E("F32", "[1,1,1,1,1,1,1,1,2]", "[0,8]"), d, 8, "has 9 dimensions");
   expect_parse_error(E("F32", "[4294967296,4294967296,4294967296]", "[0,8]"), d, 8, "(over ");
-  expect_parse_error(E("F32", "[2]", "[8,0]"), d, 8, "outside the");
+  expect_parse_error(E("F32", "[0,1099511627776,1099511627776]", "[0,0]"), d, 0, "has shape 0x1099511627776x1099511627776, too many elements");
+  expect_parse_error(E("F32", "[2]", "[8,0]"), d, 8, "data_offsets [8, 0] reversed");
   expect_parse_error(E("F32", "[2]", "[0]"), d, 8, "needs \"data_offsets\": [begin, end]");
   expect_parse_error(E("F32", "[2]", "[0,-8]"), d, 8, "needs \"data_offsets\"");
   expect_parse_error(E("F32", "[2]", "[0,1e300]"), d, 8, "needs \"data_offsets\"");

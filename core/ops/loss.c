@@ -1,0 +1,546 @@
+/*
+ * loss.c -- linear, dropout and the losses: nll_loss, cross_entropy (fused
+ * log-softmax + NLL with class weights, label smoothing and ignore_index, as
+ * PyTorch), mse_loss, binary_cross_entropy_with_logits.
+ *
+ * Design.  Class losses take logits/log-probabilities of shape N x C (or C
+ * with a 0-d target, or N x C x d1 x ... with an N x d1 x ... target, moved
+ * to rows through the recording views) and int64 class indices, 0-based (the Lua layer adds
+ * the 1-based offset).  Targets equal to ignore_index (when >= 0) count
+ * for nothing, in the loss and in the mean's denominator.  With weights w
+ * and smoothing e, for row i with target t (PyTorch's definition):
+ *   nll_i    = -w[t] logp[i,t]          smooth_i = -sum_c w[c] logp[i,c]
+ *   loss_i   = (1 - e) nll_i + (e / C) smooth_i
+ *   mean     = sum_i loss_i / sum_i w[t_i]      sum = sum_i loss_i
+ * and d loss_i / d x[i,j] = (1-e) w[t] (p_j - [j=t]) + (e/C)(W p_j - w[j])
+ * with p = softmax(x_i) and W = sum_c w[c].  Rows are computed in double
+ * on contiguous copies; the backward recomputes the softmax from the saved
+ * logits rather than keeping N x C probabilities alive.
+ *
+ * linear runs matmul(x, w^T) (transposed view, no copy) plus an in-place
+ * bias add, and records one node.  dropout draws its mask from the core
+ * generator (24-bit uniforms, two per 64-bit draw, in element order, so a
+ * seed reproduces it) and saves the scaled mask.  mse_loss is composed of
+ * elementwise ops and a reduction; bce_with_logits computes the per-element
+ * loss with elementwise_math.h, then reduces.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autograd.h"
+#include "cnn.h"
+#include "elementwise_math.h"
+#include "tensor_internal.h"
+
+static cnn_tensor *nograd_contig(cnn_tensor *t) {
+  if (!t) return NULL;
+  bool prev = cnn_set_grad_enabled(false);
+  cnn_tensor *c = cnn_contiguous(t);
+  cnn_set_grad_enabled(prev);
+  return c;
+}
+
+static int check_float(const char *op, const char *what, const cnn_tensor *t) {
+  if (!t) return cnn_set_error("%s: missing %s", op, what), -1;
+  if (t->dtype != CNN_FLOAT32 && t->dtype != CNN_FLOAT64)
+    return cnn_set_error("%s: %s must be float32 or float64, got %s (use :float())", op, what,
+                         cnn_dtype_name(t->dtype)), -1;
+  return cnn_require_cpu(op, t);
+}
+
+static int check_reduction(const char *op, cnn_reduction red) {
+  if (red != CNN_REDUCTION_NONE && red != CNN_REDUCTION_MEAN && red != CNN_REDUCTION_SUM)
+    return cnn_set_error("%s: unknown reduction %d", op, (int)red), -1;
+  return 0;
+}
+
+/* ---- linear ------------------------------------------------------------------------ */
+
+static int linear_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
+  cnn_tensor *x = cnn_node_saved(n, 0), *w = x ? cnn_node_saved(n, 1) : NULL;
+  if (!w) return -1;
+  int64_t out_f = w->shape[0], in_f = w->shape[1], rows = out_f ? cnn_tensor_numel(g) / out_f : 0;
+  if (n->needs[0]) {
+    cnn_tensor *gx = cnn_matmul(g, w);
+    gin[0] = gx ? cnn_grad_to_input(n, 0, gx) : NULL;
+    cnn_tensor_release(gx);
+    if (!gin[0]) return -1;
+  }
+  if (n->needs[1]) {
+    cnn_tensor *g2 = cnn_reshape(g, 2, (int64_t[]){rows, out_f});
+    cnn_tensor *x2 = g2 ? cnn_reshape(x, 2, (int64_t[]){rows, in_f}) : NULL;
+    cnn_tensor *g2t = x2 ? cnn_transpose(g2, 0, 1) : NULL;
+    cnn_tensor *gw = g2t ? cnn_matmul(g2t, x2) : NULL;
+    gin[1] = gw ? cnn_grad_to_input(n, 1, gw) : NULL;
+    cnn_tensor_release(g2), cnn_tensor_release(x2), cnn_tensor_release(g2t), cnn_tensor_release(gw);
+    if (!gin[1]) return -1;
+  }
+  if (n->needs[2]) {
+    cnn_tensor *gb = cnn_sum_to(g, 1, &out_f);
+    gin[2] = gb ? cnn_grad_to_input(n, 2, gb) : NULL;
+    cnn_tensor_release(gb);
+    if (!gin[2]) return -1;
+  }
+  return 0;
+}
+
+static int check_linear(cnn_tensor *x, cnn_tensor *w, cnn_tensor *b) {
+  char s1[CNN_SHAPE_STR], s2[CNN_SHAPE_STR];
+  if (check_float("linear", "input", x) || check_float("linear", "weight", w)) return -1;
+  if (b && check_float("linear", "bias", b)) return -1;
+  if (w->ndim != 2)
+    return cnn_set_error("linear: weight must be 2-D (out x in), got %s",
+                         cnn_tensor_shape_str(w, s1)), -1;
+  if (x->ndim < 1 || x->shape[x->ndim - 1] != w->shape[1])
+    return cnn_set_error("linear: input has %lld features (%s) but weight expects %lld (%s)",
+                         (long long)(x->ndim ? x->shape[x->ndim - 1] : 1),
+                         cnn_tensor_shape_str(x, s1), (long long)w->shape[1],
+                         cnn_tensor_shape_str(w, s2)), -1;
+  if (b && (b->ndim != 1 || b->shape[0] != w->shape[0]))
+    return cnn_set_error("linear: bias %s does not match weight %s (needs %lld elements)",
+                         cnn_tensor_shape_str(b, s1), cnn_tensor_shape_str(w, s2),
+                         (long long)w->shape[0]), -1;
+  return 0;
+}
+
+cnn_tensor *cnn_linear(cnn_tensor *x, cnn_tensor *w, cnn_tensor *b) {
+  if (check_linear(x, w, b)) return NULL;
+  bool prev = cnn_set_grad_enabled(false);
+  cnn_tensor *wt = cnn_transpose(w, 0, 1);
+  cnn_tensor *y = wt ? cnn_matmul(x, wt) : NULL;
+  if (y && b && cnn_binary_(CNN_OP_ADD, y, b)) cnn_tensor_release(y), y = NULL;
+  cnn_set_grad_enabled(prev);
+  cnn_tensor_release(wt);
+  if (!y) return NULL;
+  cnn_node *n = cnn_autograd_record(y, "LinearBackward", linear_backward, 3,
+                                    (cnn_tensor *[]){x, w, b});
+  if (n) cnn_node_save(n, 0, x), cnn_node_save(n, 1, w);
+  return y;
+}
+
+/* ---- dropout -------------------------------------------------------------------------- */
+
+static int dropout_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
+  cnn_tensor *mask = cnn_node_saved(n, 0);
+  if (!mask) return -1;
+  cnn_tensor *r = cnn_binary(CNN_OP_MUL, g, mask);
+  gin[0] = r ? cnn_grad_to_input(n, 0, r) : NULL;
+  cnn_tensor_release(r);
+  return gin[0] ? 0 : -1;
+}
+
+/* mask[i] = 0 with probability p, else 1/(1-p) (x's dtype, contiguous) */
+static cnn_tensor *dropout_mask(const cnn_tensor *x, double p) {
+  cnn_tensor *m = cnn_empty(x->ndim, x->shape, x->dtype, CNN_DEVICE_CPU);
+  if (!m) return NULL;
+  int64_t n = cnn_tensor_numel(m);
+  double keep = 1.0 / (1.0 - p);
+  void *d = cnn_tensor_data(m);
+  for (int64_t i = 0; i < n; i += 2) {
+    uint64_t bits = cnn_rng_next();
+    for (int64_t k = 0; k < 2 && i + k < n; k++) {
+      double u = (double)((bits >> (k ? 40 : 8)) & 0xFFFFFF) * (1.0 / 16777216.0);
+      double v = u < p ? 0.0 : keep;
+      if (x->dtype == CNN_FLOAT32) ((float *)d)[i + k] = (float)v;
+      else ((double *)d)[i + k] = v;
+    }
+  }
+  return m;
+}
+
+cnn_tensor *cnn_dropout(cnn_tensor *x, double p, bool training) {
+  if (check_float("dropout", "input", x)) return NULL;
+  if (!(p >= 0 && p <= 1))
+    return cnn_set_error("dropout: probability must be between 0 and 1, got %g", p), NULL;
+  if (!training || p == 0) return cnn_tensor_retain(x), x;
+  cnn_tensor *mask = p == 1 ? cnn_zeros(x->ndim, x->shape, x->dtype, CNN_DEVICE_CPU)
+                            : dropout_mask(x, p);
+  if (!mask) return NULL;
+  bool prev = cnn_set_grad_enabled(false);
+  cnn_tensor *y = cnn_binary(CNN_OP_MUL, x, mask);
+  cnn_set_grad_enabled(prev);
+  cnn_node *n = y ? cnn_autograd_record(y, "DropoutBackward", dropout_backward, 1, &x) : NULL;
+  if (n) cnn_node_save(n, 0, mask);
+  cnn_tensor_release(mask);
+  return y;
+}
+
+/* ---- class losses: validation ----------------------------------------------------------- */
+
+typedef struct {
+  int64_t N, C;
+  bool single;      /* input is 1-D (C), target 0-d */
+  cnn_tensor *x;    /* contiguous logits / log-probs (owned) */
+  cnn_tensor *t;    /* contiguous int64 targets (owned) */
+  cnn_tensor *w;    /* contiguous weights or NULL (owned) */
+} class_args;
+
+static void class_args_free(class_args *a) {
+  cnn_tensor_release(a->x), cnn_tensor_release(a->t), cnn_tensor_release(a->w);
+}
+
+static int check_class_shapes(const char *op, cnn_tensor *x, cnn_tensor *target, class_args *a) {
+  char s[CNN_SHAPE_STR];
+  if (x->ndim != 1 && x->ndim != 2)
+    return cnn_set_error("%s: input must be N x C, C or N x C x d1 x ..., got %s", op,
+                         cnn_tensor_shape_str(x, s)), -1;
+  if (target->dtype != CNN_INT64)
+    return cnn_set_error("%s: target must hold int64 class indices, got %s (use :long())", op,
+                         cnn_dtype_name(target->dtype)), -1;
+  a->single = x->ndim == 1;
+  a->N = a->single ? 1 : x->shape[0];
+  a->C = x->shape[x->ndim - 1];
+  bool ok = a->single ? cnn_tensor_numel(target) == 1 && target->ndim <= 1 : target->ndim == 1;
+  if (!ok || cnn_tensor_numel(target) != a->N)
+    return cnn_set_error("%s: target has %lld elements but input has %lld rows (%s)", op,
+                         (long long)cnn_tensor_numel(target), (long long)a->N,
+                         cnn_tensor_shape_str(x, s)), -1;
+  return 0;
+}
+
+static int check_class_values(const char *op, const class_args *a, int64_t ignore) {
+  const int64_t *t = cnn_tensor_data(a->t);
+  for (int64_t i = 0; i < a->N; i++)
+    if (t[i] != ignore && (t[i] < 0 || t[i] >= a->C))
+      return cnn_set_error("%s: target %lld out of range for %lld classes", op, (long long)t[i],
+                           (long long)a->C), -1;
+  return 0;
+}
+
+static int class_args_make(const char *op, cnn_tensor *x, cnn_tensor *target, cnn_tensor *weight,
+                           int64_t ignore, class_args *a) {
+  char s[CNN_SHAPE_STR];
+  memset(a, 0, sizeof *a);
+  if (check_float(op, "input", x) || !target || cnn_require_cpu(op, target)) {
+    if (!target) cnn_set_error("%s: missing target", op);
+    return -1;
+  }
+  if (check_class_shapes(op, x, target, a)) return -1;
+  if (weight && (check_float(op, "weight", weight) || weight->ndim != 1 || weight->shape[0] != a->C)) {
+    if (weight->ndim != 1 || weight->shape[0] != a->C)
+      cnn_set_error("%s: weight %s does not match the %lld classes", op,
+                    cnn_tensor_shape_str(weight, s), (long long)a->C);
+    return -1;
+  }
+  a->x = nograd_contig(x), a->t = nograd_contig(target), a->w = nograd_contig(weight);
+  if (!a->x || !a->t || (weight && !a->w) || check_class_values(op, a, ignore))
+    return class_args_free(a), -1;
+  return 0;
+}
+
+/* weight of class c */
+static double wt(const class_args *a, int64_t c) {
+  return a->w ? cnn_load_double(a->w->dtype, cnn_tensor_data(a->w), c) : 1.0;
+}
+
+/* the loss tensor of a reduction from per-row losses (double[N]) */
+static cnn_tensor *reduce_rows_out(const class_args *a, const double *loss, cnn_reduction red,
+                                   double denom, cnn_dtype dt) {
+  if (red == CNN_REDUCTION_NONE) {
+    cnn_tensor *o = cnn_empty(a->single ? 0 : 1, &a->N, dt, CNN_DEVICE_CPU);
+    for (int64_t i = 0; o && i < a->N; i++) cnn_store_double(dt, cnn_tensor_data(o), i, loss[i]);
+    return o;
+  }
+  double s = 0;
+  for (int64_t i = 0; i < a->N; i++) s += loss[i];
+  return cnn_scalar(red == CNN_REDUCTION_MEAN ? s / denom : s, dt, CNN_DEVICE_CPU);
+}
+
+/* upstream gradient for row i (none: g[i]; sum: g; mean: g / denom) */
+static double row_scale(cnn_tensor *gc, int red, double denom, int64_t i) {
+  const void *g = cnn_tensor_data(gc);
+  if (red == CNN_REDUCTION_NONE) return cnn_load_double(gc->dtype, g, i);
+  double v = cnn_load_double(gc->dtype, g, 0);
+  return red == CNN_REDUCTION_MEAN ? v / denom : v;
+}
+
+/* ---- spatial inputs (N x C x d1 x ...) -------------------------------------------------------
+ * Moved to (N*d1*... x C) rows with the autograd-recording views, the loss
+ * computed on rows, and a per-element result reshaped to the target's shape. */
+
+typedef cnn_tensor *(*class_loss_fn)(cnn_tensor *x, cnn_tensor *t, cnn_tensor *w, cnn_reduction red,
+                                     double smoothing, int64_t ignore);
+
+static cnn_tensor *spatial_loss(const char *op, class_loss_fn fn, cnn_tensor *x, cnn_tensor *target,
+                                cnn_tensor *weight, cnn_reduction red, double smoothing, int64_t ignore) {
+  char s1[CNN_SHAPE_STR], s2[CNN_SHAPE_STR];
+  bool ok = target && target->ndim == x->ndim - 1 && target->shape[0] == x->shape[0];
+  for (int d = 2; ok && d < x->ndim; d++) ok = target->shape[d - 1] == x->shape[d];
+  if (!ok)
+    return cnn_set_error("%s: target %s does not match input %s (expected N x d1 x ... for N x C x d1 x ...)",
+                         op, target ? cnn_tensor_shape_str(target, s1) : "nil",
+                         cnn_tensor_shape_str(x, s2)), NULL;
+  int perm[CNN_MAX_DIMS], nd = x->ndim;
+  perm[0] = 0, perm[nd - 1] = 1;
+  for (int d = 2; d < nd; d++) perm[d - 1] = d;
+  int64_t C = x->shape[1], rows = C ? cnn_tensor_numel(x) / C : 0;
+  cnn_tensor *xp = cnn_permute(x, perm);
+  cnn_tensor *xr = xp ? cnn_reshape(xp, 2, (int64_t[]){rows, C}) : NULL;
+  cnn_tensor *tr = xr ? cnn_reshape(target, 1, &rows) : NULL;
+  cnn_tensor *l = tr ? fn(xr, tr, weight, red, smoothing, ignore) : NULL;
+  cnn_tensor_release(xp), cnn_tensor_release(xr), cnn_tensor_release(tr);
+  if (!l || red != CNN_REDUCTION_NONE) return l;
+  cnn_tensor *r = cnn_reshape(l, target->ndim, target->shape);
+  cnn_tensor_release(l);
+  return r;
+}
+
+static cnn_tensor *nll_rows(cnn_tensor *x, cnn_tensor *t, cnn_tensor *w, cnn_reduction red, double e,
+                            int64_t ignore) {
+  (void)e;
+  return cnn_nll_loss(x, t, w, red, ignore);
+}
+
+/* ---- nll_loss --------------------------------------------------------------------------- */
+
+/* node: saved 0 target, 1 weight; ip: red, ignore, N, C, single; p[0] denom */
+static int class_backward_args(cnn_node *n, class_args *a) {
+  memset(a, 0, sizeof *a);
+  a->t = cnn_node_saved(n, 0);
+  a->w = n->saved[1] ? cnn_node_saved(n, 1) : NULL;
+  a->N = n->ip[2], a->C = n->ip[3], a->single = n->ip[4];
+  return a->t ? 0 : -1;
+}
+
+static int nll_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
+  class_args a;
+  if (class_backward_args(n, &a)) return -1;
+  cnn_tensor *gc = cnn_contiguous(g);
+  cnn_tensor *gx = gc ? cnn_zeros(n->in_ndim[0], n->in_shape[0], n->in_dtype[0], CNN_DEVICE_CPU) : NULL;
+  if (!gx) return cnn_tensor_release(gc), -1;
+  const int64_t *t = cnn_tensor_data(a.t);
+  for (int64_t i = 0; i < a.N; i++) {
+    if (t[i] == n->ip[1]) continue;
+    double v = -wt(&a, t[i]) * row_scale(gc, (int)n->ip[0], n->p[0], i);
+    cnn_store_double(gx->dtype, cnn_tensor_data(gx), i * a.C + t[i], v);
+  }
+  cnn_tensor_release(gc);
+  gin[0] = gx;
+  return 0;
+}
+
+static void record_class_node(cnn_tensor *out, const char *name, cnn_backward_fn fn, cnn_tensor *x,
+                              const class_args *a, cnn_reduction red, int64_t ignore, double denom,
+                              double smoothing) {
+  cnn_node *n = cnn_autograd_record(out, name, fn, 1, &x);
+  if (!n) return;
+  cnn_node_save(n, 0, a->t);
+  cnn_node_save(n, 1, a->w);
+  cnn_node_save(n, 2, a->x);
+  n->ip[0] = red, n->ip[1] = ignore, n->ip[2] = a->N, n->ip[3] = a->C, n->ip[4] = a->single;
+  n->p[0] = denom, n->p[1] = smoothing;
+}
+
+cnn_tensor *cnn_nll_loss(cnn_tensor *logp, cnn_tensor *target, cnn_tensor *weight,
+                         cnn_reduction red, int64_t ignore_index) {
+  class_args a;
+  if (check_reduction("nll_loss", red)) return NULL;
+  if (logp && logp->ndim > 2)
+    return spatial_loss("nll_loss", nll_rows, logp, target, weight, red, 0, ignore_index);
+  if (class_args_make("nll_loss", logp, target, weight, ignore_index, &a)) return NULL;
+  double *loss = calloc((size_t)a.N + 1, sizeof(double)), denom = 0;
+  if (!loss) return class_args_free(&a), cnn_set_error("nll_loss: out of memory"), NULL;
+  const int64_t *t = cnn_tensor_data(a.t);
+  for (int64_t i = 0; i < a.N; i++) {
+    if (t[i] == ignore_index) continue;
+    double w = wt(&a, t[i]);
+    loss[i] = -w * cnn_load_double(a.x->dtype, cnn_tensor_data(a.x), i * a.C + t[i]);
+    denom += w;
+  }
+  cnn_tensor *out = reduce_rows_out(&a, loss, red, denom, logp->dtype);
+  if (out) record_class_node(out, "NllLossBackward", nll_backward, logp, &a, red, ignore_index, denom, 0);
+  free(loss);
+  class_args_free(&a);
+  return out;
+}
+
+/* ---- cross_entropy ------------------------------------------------------------------------ */
+
+/* log-softmax of row i into lp[C] */
+static void row_log_softmax(const class_args *a, const cnn_tensor *x, int64_t i, double *lp) {
+  const void *d = cnn_tensor_data(x);
+  double m = -INFINITY, s = 0;
+  for (int64_t c = 0; c < a->C; c++) {
+    lp[c] = cnn_load_double(x->dtype, d, i * a->C + c);
+    if (lp[c] > m) m = lp[c];
+  }
+  for (int64_t c = 0; c < a->C; c++) s += exp(lp[c] - m);
+  double lse = m + log(s);
+  for (int64_t c = 0; c < a->C; c++) lp[c] -= lse;
+}
+
+static int ce_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
+  class_args a;
+  cnn_tensor *x = cnn_node_saved(n, 2);
+  if (!x || class_backward_args(n, &a)) return -1;
+  double e = n->p[1], W = 0, *lp = malloc(sizeof(double) * (size_t)(a.C ? a.C : 1));
+  cnn_tensor *gc = lp ? cnn_contiguous(g) : NULL;
+  cnn_tensor *gx = gc ? cnn_zeros(n->in_ndim[0], n->in_shape[0], n->in_dtype[0], CNN_DEVICE_CPU) : NULL;
+  if (!gx) return free(lp), cnn_tensor_release(gc), cnn_set_error("cross_entropy: out of memory"), -1;
+  for (int64_t c = 0; c < a.C; c++) W += wt(&a, c);
+  const int64_t *t = cnn_tensor_data(a.t);
+  for (int64_t i = 0; i < a.N; i++) {
+    if (t[i] == n->ip[1]) continue;
+    double s = row_scale(gc, (int)n->ip[0], n->p[0], i), wtt = wt(&a, t[i]);
+    row_log_softmax(&a, x, i, lp);
+    for (int64_t c = 0; c < a.C; c++) {
+      double p = exp(lp[c]);
+      double d = (1 - e) * wtt * (p - (c == t[i])) + (e / (double)a.C) * (W * p - wt(&a, c));
+      cnn_store_double(gx->dtype, cnn_tensor_data(gx), i * a.C + c, s * d);
+    }
+  }
+  free(lp);
+  cnn_tensor_release(gc);
+  gin[0] = gx;
+  return 0;
+}
+
+/* per-row losses and the mean's denominator */
+static int ce_forward_rows(const class_args *a, int64_t ignore, double e, double *loss, double *denom) {
+  double *lp = malloc(sizeof(double) * (size_t)(a->C ? a->C : 1));
+  if (!lp) return cnn_set_error("cross_entropy: out of memory"), -1;
+  const int64_t *t = cnn_tensor_data(a->t);
+  *denom = 0;
+  for (int64_t i = 0; i < a->N; i++) {
+    if (t[i] == ignore) continue;
+    row_log_softmax(a, a->x, i, lp);
+    double smooth = 0;
+    for (int64_t c = 0; e != 0 && c < a->C; c++) smooth -= wt(a, c) * lp[c];
+    double w = wt(a, t[i]);
+    loss[i] = (1 - e) * (-w * lp[t[i]]) + (e / (double)a->C) * smooth;
+    *denom += w;
+  }
+  free(lp);
+  return 0;
+}
+
+cnn_tensor *cnn_cross_entropy(cnn_tensor *logits, cnn_tensor *target, cnn_tensor *weight,
+                              cnn_reduction red, double label_smoothing, int64_t ignore_index) {
+  if (!(label_smoothing >= 0 && label_smoothing <= 1))
+    return cnn_set_error("cross_entropy: label_smoothing must be between 0 and 1, got %g",
+                         label_smoothing), NULL;
+  class_args a;
+  if (check_reduction("cross_entropy", red)) return NULL;
+  if (logits && logits->ndim > 2)
+    return spatial_loss("cross_entropy", cnn_cross_entropy, logits, target, weight, red,
+                        label_smoothing, ignore_index);
+  if (class_args_make("cross_entropy", logits, target, weight, ignore_index, &a)) return NULL;
+  double *loss = calloc((size_t)a.N + 1, sizeof(double)), denom = 0;
+  cnn_tensor *out = NULL;
+  if (!loss) cnn_set_error("cross_entropy: out of memory");
+  else if (ce_forward_rows(&a, ignore_index, label_smoothing, loss, &denom) == 0)
+    out = reduce_rows_out(&a, loss, red, denom, logits->dtype);
+  if (out)
+    record_class_node(out, "CrossEntropyLossBackward", ce_backward, logits, &a, red, ignore_index,
+                      denom, label_smoothing);
+  free(loss);
+  class_args_free(&a);
+  return out;
+}
+
+/* ---- mse_loss ------------------------------------------------------------------------------ */
+
+static cnn_tensor *apply_reduction(cnn_tensor *l, cnn_reduction red) {
+  if (red == CNN_REDUCTION_NONE) return l;
+  cnn_tensor *r = cnn_reduce(red == CNN_REDUCTION_MEAN ? CNN_RED_MEAN : CNN_RED_SUM, l, 0, false, 0);
+  cnn_tensor_release(l);
+  return r;
+}
+
+
+cnn_tensor *cnn_mse_loss(cnn_tensor *x, cnn_tensor *y, cnn_reduction red) {
+  int nd;
+  int64_t shape[CNN_MAX_DIMS];
+  if (check_reduction("mse_loss", red) || check_float("mse_loss", "input", x)) return NULL;
+  if (!y) return cnn_set_error("mse_loss: missing target"), NULL;
+  if (cnn_broadcast_shape("mse_loss", x, y, &nd, shape)) return NULL;
+  cnn_tensor *d = cnn_binary(CNN_OP_SUB, x, y);
+  cnn_tensor *sq = d ? cnn_unary(CNN_OP_SQUARE, d, 0, 0) : NULL;
+  cnn_tensor_release(d);
+  return sq ? apply_reduction(sq, red) : NULL;
+}
+
+/* ---- binary cross-entropy with logits ------------------------------------------------------ */
+
+typedef struct {
+  cnn_tensor *x, *y, *pw; /* contiguous, x's shape (pw expanded) or pw NULL */
+} bce_args;
+
+static void bce_free(bce_args *b) {
+  cnn_tensor_release(b->x), cnn_tensor_release(b->y), cnn_tensor_release(b->pw);
+}
+
+static int bce_make(cnn_tensor *x, cnn_tensor *y, cnn_tensor *pw, bce_args *b) {
+  memset(b, 0, sizeof *b);
+  bool prev = cnn_set_grad_enabled(false);
+  cnn_tensor *pe = pw ? cnn_expand(pw, x->ndim, x->shape) : NULL;
+  b->x = nograd_contig(x), b->y = nograd_contig(y), b->pw = nograd_contig(pe);
+  cnn_tensor_release(pe);
+  cnn_set_grad_enabled(prev);
+  if (!b->x || !b->y || (pw && !b->pw)) return bce_free(b), -1;
+  return 0;
+}
+
+static double ld(const cnn_tensor *t, int64_t i) {
+  return cnn_load_double(t->dtype, cnn_tensor_data(t), i);
+}
+
+static int bce_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
+  bce_args b = {cnn_node_saved(n, 0), cnn_node_saved(n, 1), n->saved[2] ? cnn_node_saved(n, 2) : NULL};
+  if (!b.x || !b.y) return -1;
+  cnn_tensor *gc = cnn_contiguous(g);
+  if (!gc) return -1;
+  int64_t N = cnn_tensor_numel(b.x);
+  for (int k = 0; k < 3; k++) {
+    if (!n->needs[k]) continue;
+    cnn_tensor *r = cnn_empty(b.x->ndim, b.x->shape, g->dtype, CNN_DEVICE_CPU);
+    for (int64_t i = 0; r && i < N; i++) {
+      double x = ld(b.x, i), y = ld(b.y, i), pw = b.pw ? ld(b.pw, i) : 1.0;
+      double d = k == 0 ? cnn_bce_logits_dx(x, y, pw) : k == 1 ? cnn_bce_logits_dy(x, y, pw)
+                                                               : cnn_bce_logits_dpw(x, y);
+      cnn_store_double(r->dtype, cnn_tensor_data(r), i, ld(gc, i) * d);
+    }
+    gin[k] = r ? cnn_grad_to_input(n, k, r) : NULL;
+    cnn_tensor_release(r);
+    if (!gin[k]) return cnn_tensor_release(gc), -1;
+  }
+  cnn_tensor_release(gc);
+  return 0;
+}
+
+static int check_bce(cnn_tensor *x, cnn_tensor *y, cnn_tensor *pw) {
+  const char *op = "binary_cross_entropy_with_logits";
+  char s1[CNN_SHAPE_STR], s2[CNN_SHAPE_STR];
+  if (check_float(op, "input", x) || check_float(op, "target", y)) return -1;
+  if (pw && check_float(op, "pos_weight", pw)) return -1;
+  if (!cnn_same_shape(x, y))
+    return cnn_set_error("%s: target %s does not match input %s", op, cnn_tensor_shape_str(y, s1),
+                         cnn_tensor_shape_str(x, s2)), -1;
+  int nd;
+  int64_t shape[CNN_MAX_DIMS];
+  if (pw && (cnn_broadcast_shape(op, pw, x, &nd, shape) || nd != x->ndim ||
+             memcmp(shape, x->shape, sizeof(int64_t) * nd)))
+    return cnn_set_error("%s: pos_weight %s cannot be broadcast to input %s", op,
+                         cnn_tensor_shape_str(pw, s1), cnn_tensor_shape_str(x, s2)), -1;
+  return 0;
+}
+
+cnn_tensor *cnn_bce_with_logits(cnn_tensor *x, cnn_tensor *y, cnn_tensor *pos_weight,
+                                cnn_reduction red) {
+  bce_args b;
+  if (check_reduction("binary_cross_entropy_with_logits", red) || check_bce(x, y, pos_weight) ||
+      bce_make(x, y, pos_weight, &b))
+    return NULL;
+  cnn_tensor *l = cnn_empty(x->ndim, x->shape, x->dtype, CNN_DEVICE_CPU);
+  int64_t N = cnn_tensor_numel(x);
+  for (int64_t i = 0; l && i < N; i++)
+    cnn_store_double(l->dtype, cnn_tensor_data(l), i,
+                     cnn_bce_logits(ld(b.x, i), ld(b.y, i), b.pw ? ld(b.pw, i) : 1.0));
+  cnn_node *n = l ? cnn_autograd_record(l, "BinaryCrossEntropyWithLogitsBackward", bce_backward, 3,
+                                        (cnn_tensor *[]){x, y, pos_weight})
+                  : NULL;
+  if (n) cnn_node_save(n, 0, b.x), cnn_node_save(n, 1, b.y), cnn_node_save(n, 2, b.pw);
+  bce_free(&b);
+  return l ? apply_reduction(l, red) : NULL;
+}

@@ -1,0 +1,277 @@
+/*
+ * matmul.c -- matrix products through OpenBLAS: matmul (torch.matmul's
+ * rules: 1-D . 1-D dot, 2-D mm, batched with broadcast batch dims, 1-D
+ * operands promoted to a row / column and the added dim removed), mm
+ * (strictly 2-D) and bmm (strictly 3-D, equal batches).
+ *
+ * Design.  Operands are viewed as (batch..., rows, cols) matrices.  For each
+ * output batch the product is one cblas_?gemm call: a matrix whose column
+ * stride is 1 is passed as is (NoTrans, ld = row stride) and one whose row
+ * stride is 1 as its transpose (Trans, ld = column stride), so transposed
+ * views need no copy; any other layout (expanded rows, gathered columns)
+ * is made contiguous first.  Broadcast batch dims read the same matrix
+ * again (stride 0); the output is always contiguous.  Only float32 and
+ * float64 (mixed operands promote); integer products are refused.
+ *
+ * Autograd: one node per product (saved a and b); the backward reuses
+ * matmul: dA = dC . B^T and dB = A^T . dC in the promoted (batch, m, n)
+ * form, summed over broadcast batch dims (cnn_sum_to) and reshaped back to
+ * the operands' shapes.
+ */
+#include <cblas.h>
+#include <limits.h>
+#include <string.h>
+
+#include "autograd.h"
+#include "cnn.h"
+#include "tensor_internal.h"
+
+/* ---- layout ---------------------------------------------------------------- */
+
+typedef struct {
+  cnn_tensor *t;       /* the operand as (batch..., rows, cols): owned */
+  int nb;              /* batch dims */
+  int64_t rows, cols;
+  bool trans;          /* pass as CblasTrans */
+  int64_t ld;
+} mat_view;
+
+/* Can (rows x cols, strides rs, cs) be handed to BLAS as is? */
+static bool blas_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, bool *trans,
+                        int64_t *ld) {
+  int64_t c1 = cols > 1 ? cols : 1, r1 = rows > 1 ? rows : 1;
+  if (cs == 1 || cols == 1) {
+    *trans = false;
+    *ld = rows == 1 ? c1 : rs;
+    if (*ld >= c1) return true;
+  }
+  if (rs == 1 || rows == 1) {
+    *trans = true;
+    *ld = cols == 1 ? r1 : cs;
+    if (*ld >= r1) return true;
+  }
+  return false;
+}
+
+static cnn_tensor *nograd_reshape(cnn_tensor *t, int nd, const int64_t *shape) {
+  bool prev = cnn_set_grad_enabled(false);
+  cnn_tensor *r = cnn_reshape(t, nd, shape);
+  cnn_set_grad_enabled(prev);
+  return r;
+}
+
+/* t (1-D promoted to a row if `row`, else a column) in dtype dt, BLAS-ready */
+static int make_mat(cnn_tensor *t, bool row, cnn_dtype dt, mat_view *m) {
+  int64_t shape[CNN_MAX_DIMS];
+  int nd = t->ndim;
+  memcpy(shape, t->shape, sizeof shape);
+  if (nd == 1) {
+    shape[1] = row ? shape[0] : 1;
+    shape[0] = row ? 1 : shape[0];
+    nd = 2;
+  }
+  cnn_tensor *v = nograd_reshape(t, nd, shape);
+  bool prev = cnn_set_grad_enabled(false);
+  cnn_tensor *c = v ? cnn_to_dtype(v, dt) : NULL;
+  cnn_tensor_release(v);
+  if (!c) return cnn_set_grad_enabled(prev), -1;
+  m->nb = nd - 2, m->rows = shape[nd - 2], m->cols = shape[nd - 1];
+  if (!blas_layout(m->rows, m->cols, c->stride[nd - 2], c->stride[nd - 1], &m->trans, &m->ld)) {
+    cnn_tensor *cc = cnn_clone(c);
+    cnn_tensor_release(c);
+    c = cc;
+    if (c) blas_layout(m->rows, m->cols, c->stride[nd - 2], c->stride[nd - 1], &m->trans, &m->ld);
+  }
+  cnn_set_grad_enabled(prev);
+  m->t = c;
+  return c ? 0 : -1;
+}
+
+/* ---- the product ------------------------------------------------------------------ */
+
+/* batch offsets (elements) of operand m for every output batch index */
+static int64_t batch_offset(const mat_view *m, int nb, const int64_t *bshape, int64_t b) {
+  int64_t off = m->t->offset;
+  for (int d = nb - 1; d >= 0; d--) {
+    int64_t i = b % bshape[d];
+    b /= bshape[d];
+    int md = d - (nb - m->nb);
+    if (md >= 0 && m->t->shape[md] != 1) off += i * m->t->stride[md];
+  }
+  return off;
+}
+
+static void gemm(cnn_dtype dt, const mat_view *a, const mat_view *b, int64_t ao, int64_t bo,
+                 void *c, int64_t n) {
+  enum CBLAS_TRANSPOSE ta = a->trans ? CblasTrans : CblasNoTrans;
+  enum CBLAS_TRANSPOSE tb = b->trans ? CblasTrans : CblasNoTrans;
+  int M = (int)a->rows, K = (int)a->cols, N = (int)n;
+  if (dt == CNN_FLOAT32)
+    cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, 1.0f, (const float *)a->t->storage->data + ao,
+                (int)a->ld, (const float *)b->t->storage->data + bo, (int)b->ld, 0.0f, c, N);
+  else
+    cblas_dgemm(CblasRowMajor, ta, tb, M, N, K, 1.0, (const double *)a->t->storage->data + ao,
+                (int)a->ld, (const double *)b->t->storage->data + bo, (int)b->ld, 0.0, c, N);
+}
+
+static void run_products(cnn_dtype dt, const mat_view *a, const mat_view *b, int nb,
+                         const int64_t *bshape, cnn_tensor *out) {
+  int64_t nbatch = 1, m = a->rows, n = b->cols;
+  for (int d = 0; d < nb; d++) nbatch *= bshape[d];
+  size_t es = cnn_dtype_size(dt);
+  char *o = cnn_tensor_data(out);
+  if (a->cols == 0) { /* empty inner dim: zeros */
+    memset(o, 0, (size_t)(nbatch * m * n) * es);
+    return;
+  }
+  if (m == 0 || n == 0) return;
+  for (int64_t i = 0; i < nbatch; i++)
+    gemm(dt, a, b, batch_offset(a, nb, bshape, i), batch_offset(b, nb, bshape, i),
+         o + (size_t)(i * m * n) * es, n);
+}
+
+/* ---- validation --------------------------------------------------------------------- */
+
+static int check_operands(const char *op, const cnn_tensor *a, const cnn_tensor *b) {
+  char s1[CNN_SHAPE_STR], s2[CNN_SHAPE_STR];
+  if (!a || !b) return cnn_set_error("%s: missing tensor argument", op), -1;
+  const cnn_tensor *bad = !cnn_dtype_is_float(a->dtype) ? a : !cnn_dtype_is_float(b->dtype) ? b : NULL;
+  if (bad || a->dtype > CNN_FLOAT64 || b->dtype > CNN_FLOAT64)
+    return cnn_set_error("%s: %s not supported, use :float()", op,
+                         cnn_dtype_name(bad ? bad->dtype : a->dtype > CNN_FLOAT64 ? a->dtype : b->dtype)), -1;
+  if (cnn_require_cpu(op, a) || cnn_require_cpu(op, b)) return -1;
+  if (a->ndim == 0 || b->ndim == 0)
+    return cnn_set_error("%s: both arguments need at least one dimension (got %s and %s)", op,
+                         cnn_tensor_shape_str(a, s1), cnn_tensor_shape_str(b, s2)), -1;
+  int64_t ka = a->shape[a->ndim - 1], kb = b->ndim == 1 ? b->shape[0] : b->shape[b->ndim - 2];
+  if (ka != kb)
+    return cnn_set_error("%s: shapes %s and %s cannot be multiplied (%lld != %lld)", op,
+                         cnn_tensor_shape_str(a, s1), cnn_tensor_shape_str(b, s2),
+                         (long long)ka, (long long)kb), -1;
+  int64_t big = INT_MAX;
+  for (int i = 0; i < a->ndim; i++)
+    if (a->shape[i] > big) return cnn_set_error("%s: dimension too large for BLAS", op), -1;
+  for (int i = 0; i < b->ndim; i++)
+    if (b->shape[i] > big) return cnn_set_error("%s: dimension too large for BLAS", op), -1;
+  return 0;
+}
+
+/* batch shape: broadcast of the two batch parts */
+static int batch_shape(const char *op, const cnn_tensor *a, const cnn_tensor *b, const mat_view *ma,
+                       const mat_view *mb, int *nb, int64_t *shape) {
+  char s1[CNN_SHAPE_STR], s2[CNN_SHAPE_STR];
+  *nb = ma->nb > mb->nb ? ma->nb : mb->nb;
+  for (int d = 0; d < *nb; d++) {
+    int da = d - (*nb - ma->nb), db = d - (*nb - mb->nb);
+    int64_t sa = da >= 0 ? ma->t->shape[da] : 1, sb = db >= 0 ? mb->t->shape[db] : 1;
+    if (sa != sb && sa != 1 && sb != 1)
+      return cnn_set_error("%s: batch dimensions of %s and %s cannot be broadcast", op,
+                           cnn_tensor_shape_str(a, s1), cnn_tensor_shape_str(b, s2)), -1;
+    shape[d] = sa == 1 ? sb : sa;
+  }
+  return 0;
+}
+
+/* ---- autograd ------------------------------------------------------------------------- */
+
+static cnn_tensor *as_matrix(cnn_tensor *t, bool row) {
+  if (t->ndim != 1) return cnn_tensor_retain(t), t;
+  int64_t shape[2] = {row ? 1 : t->shape[0], row ? t->shape[0] : 1};
+  return cnn_reshape(t, 2, shape);
+}
+
+static cnn_tensor *mT(cnn_tensor *t) { return cnn_transpose(t, t->ndim - 2, t->ndim - 1); }
+
+/* gradient of operand i in matrix form, reduced to the operand's shape */
+static cnn_tensor *operand_grad(cnn_node *n, int i, cnn_tensor *a2, cnn_tensor *b2, cnn_tensor *g2) {
+  cnn_tensor *t = mT(i == 0 ? b2 : a2);
+  cnn_tensor *p = t ? (i == 0 ? cnn_matmul(g2, t) : cnn_matmul(t, g2)) : NULL;
+  cnn_tensor_release(t);
+  cnn_tensor *m = i == 0 ? a2 : b2;
+  cnn_tensor *s = p ? cnn_sum_to(p, m->ndim, m->shape) : NULL;
+  cnn_tensor_release(p);
+  cnn_tensor *r = s ? cnn_reshape(s, n->in_ndim[i], n->in_shape[i]) : NULL;
+  cnn_tensor_release(s);
+  if (!r) return NULL;
+  cnn_tensor *c = cnn_grad_to_input(n, i, r);
+  cnn_tensor_release(r);
+  return c;
+}
+
+static int matmul_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
+  cnn_tensor *a = cnn_node_saved(n, 0), *b = a ? cnn_node_saved(n, 1) : NULL;
+  if (!b) return -1;
+  cnn_tensor *a2 = as_matrix(a, true), *b2 = a2 ? as_matrix(b, false) : NULL;
+  /* g with the dims removed for 1-D operands restored: (batch..., m, n) */
+  int64_t shape[CNN_MAX_DIMS];
+  int nd = g->ndim;
+  memcpy(shape, g->shape, sizeof shape);
+  if (a->ndim == 1 && b->ndim == 1) {
+    nd = 2, shape[0] = 1, shape[1] = 1;
+  } else {
+    if (a->ndim == 1) shape[nd] = shape[nd - 1], shape[nd - 1] = 1, nd++;
+    if (b->ndim == 1) shape[nd++] = 1;
+  }
+  cnn_tensor *g2 = b2 ? cnn_reshape(g, nd, shape) : NULL;
+  int rc = g2 ? 0 : -1;
+  for (int i = 0; i < 2 && rc == 0; i++)
+    if (n->needs[i]) rc = (gin[i] = operand_grad(n, i, a2, b2, g2)) ? 0 : -1;
+  cnn_tensor_release(a2);
+  cnn_tensor_release(b2);
+  cnn_tensor_release(g2);
+  return rc;
+}
+
+/* ---- public ------------------------------------------------------------------------------ */
+
+static cnn_tensor *matmul_impl(const char *op, const char *node_name, cnn_tensor *a, cnn_tensor *b) {
+  if (check_operands(op, a, b)) return NULL;
+  cnn_dtype dt = a->dtype == CNN_FLOAT64 || b->dtype == CNN_FLOAT64 ? CNN_FLOAT64 : CNN_FLOAT32;
+  mat_view ma = {0}, mb = {0};
+  int nb;
+  int64_t shape[CNN_MAX_DIMS];
+  cnn_tensor *out = NULL;
+  if (make_mat(a, true, dt, &ma) || make_mat(b, false, dt, &mb) ||
+      batch_shape(op, a, b, &ma, &mb, &nb, shape))
+    goto done;
+  int nd = nb;
+  if (a->ndim > 1) shape[nd++] = ma.rows;
+  if (b->ndim > 1) shape[nd++] = mb.cols;
+  if (nd > CNN_MAX_DIMS) {
+    cnn_set_error("%s: result has too many dimensions", op);
+    goto done;
+  }
+  out = cnn_empty(nd, shape, dt, CNN_DEVICE_CPU);
+  if (!out) goto done;
+  run_products(dt, &ma, &mb, nb, shape, out);
+  cnn_node *n = cnn_autograd_record(out, node_name, matmul_backward, 2, (cnn_tensor *[]){a, b});
+  if (n) cnn_node_save(n, 0, a), cnn_node_save(n, 1, b);
+done:
+  cnn_tensor_release(ma.t);
+  cnn_tensor_release(mb.t);
+  return out;
+}
+
+cnn_tensor *cnn_matmul(cnn_tensor *a, cnn_tensor *b) {
+  return matmul_impl("matmul", "MatmulBackward", a, b);
+}
+
+cnn_tensor *cnn_mm(cnn_tensor *a, cnn_tensor *b) {
+  char s1[CNN_SHAPE_STR], s2[CNN_SHAPE_STR];
+  if (a && b && (a->ndim != 2 || b->ndim != 2)) {
+    cnn_set_error("mm: expects two 2-D tensors, got %s and %s", cnn_tensor_shape_str(a, s1),
+                  cnn_tensor_shape_str(b, s2));
+    return NULL;
+  }
+  return matmul_impl("mm", "MmBackward", a, b);
+}
+
+cnn_tensor *cnn_bmm(cnn_tensor *a, cnn_tensor *b) {
+  char s1[CNN_SHAPE_STR], s2[CNN_SHAPE_STR];
+  if (a && b && (a->ndim != 3 || b->ndim != 3 || a->shape[0] != b->shape[0])) {
+    cnn_set_error("bmm: expects two 3-D tensors with the same batch size, got %s and %s",
+                  cnn_tensor_shape_str(a, s1), cnn_tensor_shape_str(b, s2));
+    return NULL;
+  }
+  return matmul_impl("bmm", "BmmBackward", a, b);
+}

@@ -1,0 +1,246 @@
+/*
+ * docs.c -- cnn.doc entries for every C function of the bindings.
+ *
+ * cnn.doc is a table with weak keys mapping a function (or module table)
+ * to its doc string; the first line is the signature, then one sentence.
+ * help(obj) (stdlib/help.lua) prints it; stdlib modules add their own.
+ * Entries name the function the way a user reaches it ("cnn.zeros",
+ * "F.relu", "Tensor:add"); registration resolves the name to the function
+ * value, so cnn.add and x.add (the same function) share one entry.
+ * Conventions repeated in the texts: dims and indices are 1-based,
+ * negatives count from the end, class labels are 1..C.
+ */
+#include <string.h>
+
+#include "bind.h"
+
+typedef struct {
+  const char *name;
+  const char *doc;
+} doc_entry;
+
+static const doc_entry docs[] = {
+    /* creation */
+    {"cnn.tensor", "cnn.tensor(data [, dtype | {dtype=, device=, requires_grad=}]) -> tensor\nA tensor from nested tables, a number (0-d) or a tensor (copied); float32 unless a dtype is given."},
+    {"cnn.zeros", "cnn.zeros(size... | {sizes} [, dtype | opts]) -> tensor\nA tensor of zeros; opts = {dtype=, device=, requires_grad=}."},
+    {"cnn.ones", "cnn.ones(size... | {sizes} [, dtype | opts]) -> tensor\nA tensor of ones."},
+    {"cnn.empty", "cnn.empty(size... | {sizes} [, dtype | opts]) -> tensor\nAn uninitialised tensor (contents are arbitrary)."},
+    {"cnn.full", "cnn.full(size... | {sizes}, value [, dtype | opts]) -> tensor\nA tensor filled with value."},
+    {"cnn.rand", "cnn.rand(size... | {sizes} [, dtype | opts]) -> tensor\nUniform random numbers in [0, 1) (seeded by cnn.manual_seed)."},
+    {"cnn.randn", "cnn.randn(size... | {sizes} [, dtype | opts]) -> tensor\nStandard normal random numbers."},
+    {"cnn.randint", "cnn.randint(low, high, size... | {sizes} [, dtype | opts]) -> tensor\nUniform random integers in low..high, both ends included (int64)."},
+    {"cnn.arange", "cnn.arange(a, b [, step] [, dtype | opts]) -> tensor\nThe values a, a+step, ... up to b included when reached, like Lua's numeric for; arange(n) = 1..n; int64 when all arguments are integers, else float32."},
+    {"cnn.linspace", "cnn.linspace(a, b, n [, dtype | opts]) -> tensor\nn evenly spaced values from a to b inclusive."},
+    {"cnn.eye", "cnn.eye(n [, m] [, dtype | opts]) -> tensor\nThe n x m identity matrix."},
+    {"cnn.zeros_like", "cnn.zeros_like(x [, dtype | opts]) -> tensor\nZeros with x's shape, dtype and device."},
+    {"cnn.ones_like", "cnn.ones_like(x [, dtype | opts]) -> tensor\nOnes with x's shape, dtype and device."},
+    {"cnn.empty_like", "cnn.empty_like(x [, dtype | opts]) -> tensor\nAn uninitialised tensor with x's shape, dtype and device."},
+    {"cnn.full_like", "cnn.full_like(x, value [, dtype | opts]) -> tensor\nA tensor with x's shape filled with value."},
+    {"cnn.rand_like", "cnn.rand_like(x [, dtype | opts]) -> tensor\nUniform [0, 1) random numbers with x's shape."},
+    {"cnn.randn_like", "cnn.randn_like(x [, dtype | opts]) -> tensor\nStandard normal random numbers with x's shape."},
+    {"cnn.where", "cnn.where(cond, a, b) -> tensor\nElementwise a where cond is non-zero, else b (tensors or numbers, broadcast)."},
+    {"cnn.cat", "cnn.cat({a, b, ...} [, dim=1]) -> tensor\nConcatenates tensors along an existing dim."},
+    {"cnn.stack", "cnn.stack({a, b, ...} [, dim=1]) -> tensor\nStacks same-shaped tensors along a new dim."},
+    /* module functions */
+    {"cnn.manual_seed", "cnn.manual_seed(n)\nSeeds the random generator: every random op becomes reproducible."},
+    {"cnn.get_rng_state", "cnn.get_rng_state() -> {integers}\nThe generator state, for checkpoints."},
+    {"cnn.set_rng_state", "cnn.set_rng_state(state)\nRestores a state returned by get_rng_state."},
+    {"cnn.set_num_threads", "cnn.set_num_threads(n)\nSets the number of OpenMP threads of every CPU op."},
+    {"cnn.get_num_threads", "cnn.get_num_threads() -> n\nThe number of threads CPU ops use."},
+    {"cnn.clock", "cnn.clock() -> seconds\nA monotonic clock, for timing."},
+    {"cnn.is_tensor", "cnn.is_tensor(v) -> boolean\nTrue if v is a live cnn.Tensor."},
+    {"cnn.set_conv_algo", "cnn.set_conv_algo(name)\nSelects the CPU convolution: 'auto', 'onednn', 'im2col' or 'naive' (also cnn.backends.conv = name)."},
+    {"cnn.get_conv_algo", "cnn.get_conv_algo() -> name\nThe selected CPU convolution algorithm."},
+    {"cnn.memory", "cnn.memory(['cpu' | 'cuda']) -> {live=, peak=, count=}\nBytes held by live tensors, the peak since start (or reset), and the number of storages."},
+    {"cnn.reset_peak_memory", "cnn.reset_peak_memory()\nSets the peak of cnn.memory() to the current live bytes."},
+    {"cnn.no_grad", "cnn.no_grad(fn, ...) -> fn's results\nRuns fn with gradient recording off; the previous mode is restored even on error."},
+    {"cnn.enable_grad", "cnn.enable_grad(fn, ...) -> fn's results\nRuns fn with gradient recording on (inside no_grad)."},
+    {"cnn.is_grad_enabled", "cnn.is_grad_enabled() -> boolean\nWhether ops currently record the autograd graph."},
+    {"cnn.set_grad_enabled", "cnn.set_grad_enabled(on) -> previous\nTurns gradient recording on or off."},
+    /* facts and conversions */
+    {"Tensor:size", "x:size([dim]) -> n | {sizes}\nThe size of one dim (1-based, negatives from the end) or all sizes as a table."},
+    {"Tensor:stride", "x:stride([dim]) -> n | {strides}\nThe stride (in elements) of one dim or all."},
+    {"Tensor:dim", "x:dim() -> n\nThe number of dims."},
+    {"Tensor:numel", "x:numel() -> n\nThe number of elements."},
+    {"Tensor:nelement", "x:nelement() -> n\nThe number of elements (Torch7's name)."},
+    {"Tensor:is_contiguous", "x:is_contiguous() -> boolean\nWhether x is laid out densely in row-major order."},
+    {"Tensor:element_size", "x:element_size() -> bytes\nThe size of one element of x's dtype."},
+    {"Tensor:item", "x:item() -> number\nThe value of a one-element tensor (an integer for integer dtypes)."},
+    {"Tensor:totable", "x:totable() -> table\nThe values as nested Lua tables (a number for a 0-d tensor)."},
+    {"Tensor:to", "x:to(dtype | device | other | {dtype=, device=}) -> tensor\nConverts dtype and/or device ('float64', 'cuda', ...); x itself when nothing changes."},
+    {"Tensor:float", "x:float() -> tensor\nConverts to float32."},
+    {"Tensor:double", "x:double() -> tensor\nConverts to float64."},
+    {"Tensor:long", "x:long() -> tensor\nConverts to int64."},
+    {"Tensor:byte", "x:byte() -> tensor\nConverts to uint8."},
+    {"Tensor:cpu", "x:cpu() -> tensor\nCopies to the CPU (x itself if there already)."},
+    {"Tensor:cuda", "x:cuda([index=0]) -> tensor\nCopies to a GPU."},
+    {"Tensor:type", "x:type() -> dtype name\nThe dtype as a string, as x.dtype."},
+    {"Tensor:contiguous", "x:contiguous() -> tensor\nx itself if contiguous, else a contiguous copy."},
+    {"Tensor:clone", "x:clone() -> tensor\nA contiguous copy (recorded by autograd)."},
+    {"Tensor:detach", "x:detach() -> tensor\nA tensor sharing x's storage, cut from the autograd graph."},
+    {"Tensor:release", "x:release()\nFrees x's reference now (as a <close> variable does); using x afterwards is an error."},
+    {"Tensor:is_released", "x:is_released() -> boolean\nWhether x was released (by release() or <close>)."},
+    /* views */
+    {"Tensor:view", "x:view(size... | {sizes}) -> tensor\nA view with a new shape (one size may be -1); x must be contiguous enough."},
+    {"Tensor:reshape", "x:reshape(size... | {sizes}) -> tensor\nA view with a new shape when possible, else a copy."},
+    {"Tensor:view_as", "x:view_as(other) -> tensor\nx viewed with other's shape."},
+    {"Tensor:transpose", "x:transpose(d1, d2) -> tensor\nA view with two dims swapped."},
+    {"Tensor:t", "x:t() -> tensor\nThe transpose of a matrix (x itself for 0-d and 1-d)."},
+    {"Tensor:permute", "x:permute(d...) -> tensor\nA view with the dims reordered."},
+    {"Tensor:squeeze", "x:squeeze([dim]) -> tensor\nA view without size-1 dims (or without that one dim if it has size 1)."},
+    {"Tensor:unsqueeze", "x:unsqueeze(dim) -> tensor\nA view with a size-1 dim inserted at dim (1..ndim+1)."},
+    {"Tensor:narrow", "x:narrow(dim, start, length) -> tensor\nA view of entries start..start+length-1 of dim."},
+    {"Tensor:select", "x:select(dim, index) -> tensor\nA view of one index of dim, without that dim."},
+    {"Tensor:expand", "x:expand(size... | {sizes}) -> tensor\nA broadcast view (size-1 dims repeated without copying; -1 keeps a size)."},
+    {"Tensor:expand_as", "x:expand_as(other) -> tensor\nx broadcast to other's shape."},
+    {"Tensor:flatten", "x:flatten([start=1 [, end=-1]]) -> tensor\nMerges dims start..end into one."},
+    /* elementwise */
+    {"Tensor:add", "x:add(y) -> tensor\nx + y (tensor or number, broadcast)."},
+    {"Tensor:sub", "x:sub(y) -> tensor\nx - y (tensor or number, broadcast)."},
+    {"Tensor:mul", "x:mul(y) -> tensor\nx * y elementwise (tensor or number, broadcast)."},
+    {"Tensor:div", "x:div(y) -> tensor\nx / y elementwise (tensor or number, broadcast)."},
+    {"Tensor:pow", "x:pow(y) -> tensor\nx ^ y elementwise (y a tensor or number)."},
+    {"Tensor:maximum", "x:maximum(y) -> tensor\nElementwise maximum of x and y."},
+    {"Tensor:minimum", "x:minimum(y) -> tensor\nElementwise minimum of x and y."},
+    {"Tensor:eq", "x:eq(y) -> uint8 mask\n1 where x == y (use eq: Lua's == on tensors is identity)."},
+    {"Tensor:ne", "x:ne(y) -> uint8 mask\n1 where x ~= y."},
+    {"Tensor:lt", "x:lt(y) -> uint8 mask\n1 where x < y."},
+    {"Tensor:le", "x:le(y) -> uint8 mask\n1 where x <= y."},
+    {"Tensor:gt", "x:gt(y) -> uint8 mask\n1 where x > y."},
+    {"Tensor:ge", "x:ge(y) -> uint8 mask\n1 where x >= y."},
+    {"Tensor:neg", "x:neg() -> tensor\n-x."},
+    {"Tensor:abs", "x:abs() -> tensor\n|x| elementwise."},
+    {"Tensor:exp", "x:exp() -> tensor\ne^x elementwise."},
+    {"Tensor:log", "x:log() -> tensor\nNatural logarithm elementwise."},
+    {"Tensor:sqrt", "x:sqrt() -> tensor\nSquare root elementwise."},
+    {"Tensor:rsqrt", "x:rsqrt() -> tensor\n1 / sqrt(x) elementwise."},
+    {"Tensor:tanh", "x:tanh() -> tensor\nHyperbolic tangent elementwise."},
+    {"Tensor:sigmoid", "x:sigmoid() -> tensor\n1 / (1 + e^-x) elementwise."},
+    {"Tensor:relu", "x:relu() -> tensor\nmax(x, 0) elementwise."},
+    {"Tensor:sin", "x:sin() -> tensor\nSine elementwise."},
+    {"Tensor:cos", "x:cos() -> tensor\nCosine elementwise."},
+    {"Tensor:sign", "x:sign() -> tensor\n-1, 0 or 1 elementwise."},
+    {"Tensor:floor", "x:floor() -> tensor\nRounds down elementwise."},
+    {"Tensor:ceil", "x:ceil() -> tensor\nRounds up elementwise."},
+    {"Tensor:round", "x:round() -> tensor\nRounds to the nearest integer elementwise."},
+    {"Tensor:reciprocal", "x:reciprocal() -> tensor\n1 / x elementwise."},
+    {"Tensor:square", "x:square() -> tensor\nx * x elementwise."},
+    {"Tensor:gelu", "x:gelu() -> tensor\nThe GELU activation elementwise."},
+    {"Tensor:log1p", "x:log1p() -> tensor\nlog(1 + x) elementwise, accurate near 0."},
+    {"Tensor:expm1", "x:expm1() -> tensor\ne^x - 1 elementwise, accurate near 0."},
+    {"Tensor:leaky_relu", "x:leaky_relu([slope=0.01]) -> tensor\nx where x > 0, else slope * x."},
+    {"Tensor:elu", "x:elu([alpha=1]) -> tensor\nx where x > 0, else alpha * (e^x - 1)."},
+    {"Tensor:clamp", "x:clamp(min, max) -> tensor\nx limited to [min, max]; either bound may be nil."},
+    {"Tensor:add_", "x:add_(y) -> x\nx = x + y in place."},
+    {"Tensor:sub_", "x:sub_(y) -> x\nx = x - y in place."},
+    {"Tensor:mul_", "x:mul_(y) -> x\nx = x * y in place."},
+    {"Tensor:div_", "x:div_(y) -> x\nx = x / y in place."},
+    {"Tensor:pow_", "x:pow_(y) -> x\nx = x ^ y in place."},
+    {"Tensor:neg_", "x:neg_() -> x\nNegates x in place."},
+    {"Tensor:abs_", "x:abs_() -> x\n|x| in place."},
+    {"Tensor:exp_", "x:exp_() -> x\ne^x in place."},
+    {"Tensor:log_", "x:log_() -> x\nlog(x) in place."},
+    {"Tensor:sqrt_", "x:sqrt_() -> x\nsqrt(x) in place."},
+    {"Tensor:tanh_", "x:tanh_() -> x\ntanh(x) in place."},
+    {"Tensor:sigmoid_", "x:sigmoid_() -> x\nsigmoid(x) in place."},
+    {"Tensor:relu_", "x:relu_() -> x\nmax(x, 0) in place."},
+    {"Tensor:floor_", "x:floor_() -> x\nRounds down in place."},
+    {"Tensor:ceil_", "x:ceil_() -> x\nRounds up in place."},
+    {"Tensor:round_", "x:round_() -> x\nRounds in place."},
+    {"Tensor:square_", "x:square_() -> x\nx * x in place."},
+    {"Tensor:reciprocal_", "x:reciprocal_() -> x\n1 / x in place."},
+    {"Tensor:clamp_", "x:clamp_(min, max) -> x\nLimits x to [min, max] in place; either bound may be nil."},
+    {"Tensor:fill_", "x:fill_(value) -> x\nSets every element to value."},
+    {"Tensor:zero_", "x:zero_() -> x\nSets every element to 0."},
+    {"Tensor:copy_", "x:copy_(src) -> x\nCopies src into x (broadcast, dtype converted)."},
+    {"Tensor:masked_fill_", "x:masked_fill_(mask, value) -> x\nSets x to value where mask is non-zero."},
+    {"Tensor:masked_fill", "x:masked_fill(mask, value) -> tensor\nA copy of x set to value where mask is non-zero."},
+    /* reductions and products */
+    {"Tensor:sum", "x:sum([dim | {dims} [, keepdim=false]]) -> tensor\nThe sum over the given dims (all when none)."},
+    {"Tensor:mean", "x:mean([dim | {dims} [, keepdim=false]]) -> tensor\nThe mean over the given dims (all when none)."},
+    {"Tensor:prod", "x:prod([dim | {dims} [, keepdim=false]]) -> tensor\nThe product over the given dims (all when none)."},
+    {"Tensor:var", "x:var([dim | {dims} [, {correction=1, keepdim=false}]]) -> tensor\nThe variance (correction 1: unbiased)."},
+    {"Tensor:std", "x:std([dim | {dims} [, {correction=1, keepdim=false}]]) -> tensor\nThe standard deviation (correction 1: unbiased)."},
+    {"Tensor:norm", "x:norm([p=2 [, dim [, keepdim]]]) -> tensor\nThe p-norm over the given dims (all when none)."},
+    {"Tensor:max", "x:max([dim [, keepdim]]) -> values [, indices]\nThe maximum (a 0-d tensor), or per dim the values and their 1-based int64 indices; x:max(y) is the elementwise maximum."},
+    {"Tensor:min", "x:min([dim [, keepdim]]) -> values [, indices]\nThe minimum (a 0-d tensor), or per dim the values and their 1-based int64 indices; x:min(y) is the elementwise minimum."},
+    {"Tensor:argmax", "x:argmax([dim [, keepdim]]) -> int64 tensor\n1-based indices of the maxima along dim (over the flattened tensor without dim)."},
+    {"Tensor:argmin", "x:argmin([dim [, keepdim]]) -> int64 tensor\n1-based indices of the minima along dim (over the flattened tensor without dim)."},
+    {"Tensor:matmul", "x:matmul(y) -> tensor\nMatrix product: 1-D, 2-D or batched with broadcast batch dims."},
+    {"Tensor:mm", "x:mm(y) -> tensor\nThe product of two matrices (2-D only)."},
+    {"Tensor:bmm", "x:bmm(y) -> tensor\nBatched matrix product of two 3-D tensors."},
+    {"Tensor:index_select", "x:index_select(dim, idx) -> tensor\nThe entries of dim at the 1-based int64 indices idx."},
+    {"Tensor:gather", "x:gather(dim, idx) -> tensor\nout[i][j] = x[i][idx[i][j]] along dim (1-based int64 idx of x's rank)."},
+    /* autograd */
+    {"Tensor:backward", "x:backward([grad] [, {retain_graph=false}]) -> nil\nBackpropagates from x (grad may be omitted for one-element x) into .grad of the leaves."},
+    {"Tensor:requires_grad_", "x:requires_grad_([on=true]) -> x\nMarks a leaf tensor as requiring a gradient."},
+    {"Tensor:retain_grad", "x:retain_grad() -> x\nKeeps .grad of a non-leaf (an intermediate such as a feature map) after backward."},
+    {"Tensor:zero_grad", "x:zero_grad() -> x\nDrops x.grad (sets it to nil)."},
+    {"Tensor:register_hook", "x:register_hook(fn) -> handle\nCalls fn(grad) when x's gradient is computed; fn may return a replacement; handle:remove() unregisters."},
+    /* functional */
+    {"F.conv2d", "F.conv2d(x, w [, b] [, {stride=1, padding=0, dilation=1, groups=1}]) -> tensor\n2-D convolution of N x C x H x W input; stride/padding/dilation a number or {h, w}; padding also {top, bottom, left, right}."},
+    {"F.linear", "F.linear(x, w [, b]) -> tensor\nx * w^T + b for w of shape out x in."},
+    {"F.max_pool2d", "F.max_pool2d(x, kernel [, stride] [, {stride=kernel, padding=0, ceil_mode=false, return_indices=false}]) -> tensor [, indices]\n2-D max pooling; indices are 1-based positions within each H*W plane."},
+    {"F.avg_pool2d", "F.avg_pool2d(x, kernel [, stride] [, {stride=kernel, padding=0, ceil_mode=false, count_include_pad=true}]) -> tensor\n2-D average pooling."},
+    {"F.adaptive_avg_pool2d", "F.adaptive_avg_pool2d(x, size | {h, w}) -> tensor\nAverage pooling to a fixed output size."},
+    {"F.relu", "F.relu(x) -> tensor\nmax(x, 0)."},
+    {"F.leaky_relu", "F.leaky_relu(x [, slope=0.01]) -> tensor\nx where x > 0, else slope * x."},
+    {"F.elu", "F.elu(x [, alpha=1]) -> tensor\nx where x > 0, else alpha * (e^x - 1)."},
+    {"F.gelu", "F.gelu(x) -> tensor\nThe Gaussian error linear unit."},
+    {"F.sigmoid", "F.sigmoid(x) -> tensor\n1 / (1 + e^-x)."},
+    {"F.tanh", "F.tanh(x) -> tensor\nHyperbolic tangent."},
+    {"F.softmax", "F.softmax(x [, dim=-1]) -> tensor\nexp(x) normalised to sum 1 along dim."},
+    {"F.log_softmax", "F.log_softmax(x [, dim=-1]) -> tensor\nlog(softmax(x)) computed stably."},
+    {"F.dropout", "F.dropout(x [, p=0.5 [, training=true]]) -> tensor\nZeroes elements with probability p and scales the rest by 1/(1-p) in training; x unchanged otherwise."},
+    {"F.batch_norm", "F.batch_norm(x, running_mean, running_var [, weight [, bias]] [, {training=false, momentum=0.1, eps=1e-5}]) -> tensor\nBatch normalisation over dim 2 (channels): batch statistics in training (updating the running ones), running statistics otherwise."},
+    {"F.flatten", "F.flatten(x [, start=2 [, end=-1]]) -> tensor\nMerges dims start..end (by default all but the batch dim)."},
+    {"F.pad", "F.pad(x, {left, right [, top, bottom ...]} [, value=0]) -> tensor\nConstant padding of the last dims, PyTorch's order."},
+    {"F.cat", "F.cat({a, b, ...} [, dim=1]) -> tensor\nConcatenates tensors along an existing dim."},
+    {"F.stack", "F.stack({a, b, ...} [, dim=1]) -> tensor\nStacks same-shaped tensors along a new dim."},
+    {"F.cross_entropy", "F.cross_entropy(logits, target [, {weight=, reduction='mean', label_smoothing=0, ignore_index=}]) -> tensor\nSoftmax cross-entropy of N x C logits against int64 class labels 1..C."},
+    {"F.nll_loss", "F.nll_loss(logp, target [, {weight=, reduction='mean', ignore_index=}]) -> tensor\nNegative log-likelihood of log-probabilities against int64 class labels 1..C."},
+    {"F.mse_loss", "F.mse_loss(x, y [, {reduction='mean'}]) -> tensor\nMean squared error."},
+    {"F.binary_cross_entropy_with_logits", "F.binary_cross_entropy_with_logits(x, y [, {pos_weight=, reduction='mean'}]) -> tensor\nSigmoid + binary cross-entropy, computed stably."},
+    {NULL, NULL}};
+
+static const char *const module_docs[][2] = {
+    {"cnn", "cnn\nThe tensor library: creation (cnn.zeros, cnn.tensor, ...), every tensor method as cnn.<name>(x, ...), autograd, memory, rng."},
+    {"F", "F\nFunctional network ops and losses (conv2d, max_pool2d, cross_entropy, ...)."},
+    {"Tensor", "cnn.Tensor\nThe tensor type: methods (x:add(y), x:sum(1), ...), fields (shape, dtype, device, requires_grad, grad, grad_fn, is_leaf, ndim), operators + - * / ^ and indexing x[i], x[{i, {a, b}}]."},
+};
+
+/* Push the function named by e->name (or nil); m = cnn module index. */
+static void resolve(lua_State *L, int m, const char *name) {
+  const char *sep = strpbrk(name, ".:");
+  size_t n = (size_t)(sep - name);
+  if (n == 3 && strncmp(name, "cnn", 3) == 0) lua_pushvalue(L, m);
+  else if (n == 1 && name[0] == 'F') lua_getfield(L, m, "F");
+  else lua_getfield(L, m, "Tensor");
+  lua_getfield(L, -1, sep + 1);
+  lua_remove(L, -2);
+}
+
+void cnn_lua_docs_register(lua_State *L, int m) {
+  lua_newtable(L); /* doc */
+  lua_newtable(L);
+  lua_pushstring(L, "k");
+  lua_setfield(L, -2, "__mode");
+  lua_setmetatable(L, -2);
+  for (const doc_entry *e = docs; e->name; e++) {
+    resolve(L, m, e->name);
+    if (lua_isnil(L, -1)) {
+      lua_pop(L, 1);
+      continue;
+    }
+    lua_pushstring(L, e->doc);
+    lua_rawset(L, -3);
+  }
+  for (size_t i = 0; i < sizeof module_docs / sizeof module_docs[0]; i++) {
+    const char *k = module_docs[i][0];
+    if (strcmp(k, "cnn") == 0) lua_pushvalue(L, m);
+    else lua_getfield(L, m, k);
+    lua_pushstring(L, module_docs[i][1]);
+    lua_rawset(L, -3);
+  }
+  lua_setfield(L, m, "doc");
+}

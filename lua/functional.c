@@ -1,0 +1,259 @@
+/*
+ * functional.c -- F.*: the functional network ops (conv2d, linear, pooling,
+ * activations, softmax, dropout, batch_norm, flatten, cat, stack, pad).
+ * The losses are in losses.c.
+ *
+ * Options follow PyTorch's names in a trailing table.  "Pair" options
+ * (stride, dilation, kernel) take a number or {h, w}; conv padding also
+ * takes {top, bottom, left, right}.  Every integer is validated here (range
+ * and type) so the core structs never hold garbage; core then checks the
+ * shapes and names itself in the error.
+ */
+#include <limits.h>
+#include <math.h>
+#include <string.h>
+
+#include "bind.h"
+
+/* ---- option parsing ------------------------------------------------------------ */
+
+static int small_int(lua_State *L, int idx, const char *fn, const char *key, int lo) {
+  int isnum;
+  lua_Integer v = lua_tointegerx(L, idx, &isnum);
+  if (!isnum) cnn_lua_fail(L, "%s: %s must be an integer or a table of integers, got %s", fn, key,
+                           luaL_typename(L, idx));
+  if (v < lo || v > (1 << 24)) cnn_lua_fail(L, "%s: %s %lld out of range (at least %d)", fn, key, (long long)v, lo);
+  return (int)v;
+}
+
+/* Value at idx (number or table of n_ok entries) into out[0..n-1]; returns
+ * how many the table held (1 for a number).  A number fills all n. */
+static int int_list(lua_State *L, int idx, const char *fn, const char *key, int lo, int *out, int n,
+                    int max_n) {
+  if (!lua_istable(L, idx)) {
+    int v = small_int(L, idx, fn, key, lo);
+    for (int i = 0; i < n; i++) out[i] = v;
+    return 1;
+  }
+  lua_Integer len = luaL_len(L, idx);
+  if (len < 1 || len > max_n) cnn_lua_fail(L, "%s: %s takes a number or {h, w}%s", fn, key,
+                                           max_n == 4 ? " or {top, bottom, left, right}" : "");
+  for (int i = 0; i < len; i++) {
+    lua_geti(L, idx, i + 1);
+    out[i] = small_int(L, -1, fn, key, lo);
+    lua_pop(L, 1);
+  }
+  if (len == 1)
+    for (int i = 1; i < n; i++) out[i] = out[0];
+  return (int)len;
+}
+
+/* opts.key as a pair (number or {h, w}); def when absent */
+static void opt_pair(lua_State *L, int opts, const char *fn, const char *key, int lo, int def, int out[2]) {
+  out[0] = out[1] = def;
+  if (!opts || lua_getfield(L, opts, key) == LUA_TNIL) {
+    if (opts) lua_pop(L, 1);
+    return;
+  }
+  int_list(L, -1, fn, key, lo, out, 2, 2);
+  lua_pop(L, 1);
+}
+
+/* index of the trailing options table among args from..top, or 0 */
+static int opts_index(lua_State *L, int from) {
+  int top = lua_gettop(L);
+  if (top >= from && lua_istable(L, top) && !cnn_lua_to_tensor(L, top)) return top;
+  return 0;
+}
+
+/* ---- convolution and linear --------------------------------------------------------- */
+
+static void conv_padding(lua_State *L, int opts, cnn_conv_params *p) {
+  int v[4] = {0, 0, 0, 0};
+  if (!opts || lua_getfield(L, opts, "padding") == LUA_TNIL) {
+    if (opts) lua_pop(L, 1);
+    return;
+  }
+  int n = int_list(L, -1, "conv2d", "padding", 0, v, 4, 4);
+  lua_pop(L, 1);
+  if (n == 3) cnn_lua_fail(L, "conv2d: padding takes a number, {h, w} or {top, bottom, left, right}");
+  if (n == 2) { /* {h, w} */
+    int h = v[0], w = v[1];
+    v[0] = v[1] = h;
+    v[2] = v[3] = w;
+  } else if (n == 1) {
+    v[1] = v[2] = v[3] = v[0];
+  }
+  for (int i = 0; i < 4; i++) p->pad[i] = v[i];
+}
+
+/* F.conv2d(x, w [, b] [, {stride=, padding=, dilation=, groups=}]) */
+static int f_conv2d(lua_State *L) {
+  cnn_tensor *x = cnn_lua_check_tensor(L, 1), *w = cnn_lua_check_tensor(L, 2);
+  int opts = opts_index(L, 3);
+  cnn_tensor *b = opts == 3 ? NULL : cnn_lua_opt_tensor(L, 3);
+  cnn_conv_params p = {{1, 1}, {0, 0, 0, 0}, {1, 1}, 1};
+  opt_pair(L, opts, "conv2d", "stride", 1, 1, p.stride);
+  opt_pair(L, opts, "conv2d", "dilation", 1, 1, p.dilation);
+  conv_padding(L, opts, &p);
+  if (opts) {
+    if (lua_getfield(L, opts, "groups") != LUA_TNIL) p.groups = small_int(L, -1, "conv2d", "groups", 1);
+    lua_pop(L, 1);
+  }
+  return cnn_lua_push_result(L, cnn_conv2d(x, w, b, &p));
+}
+
+/* F.linear(x, w [, b]) */
+static int f_linear(lua_State *L) {
+  cnn_tensor *x = cnn_lua_check_tensor(L, 1), *w = cnn_lua_check_tensor(L, 2);
+  return cnn_lua_push_result(L, cnn_linear(x, w, cnn_lua_opt_tensor(L, 3)));
+}
+
+/* ---- pooling ------------------------------------------------------------------------- */
+
+/* (x, kernel [, stride] [, opts]) -> params; stride defaults to kernel */
+static int pool_params(lua_State *L, const char *fn, cnn_pool_params *p) {
+  int opts = opts_index(L, 3);
+  int k[2];
+  if (lua_isnoneornil(L, 2)) cnn_lua_fail(L, "%s: kernel size expected", fn);
+  int_list(L, 2, fn, "kernel_size", 1, k, 2, 2);
+  p->kernel[0] = k[0], p->kernel[1] = k[1];
+  if (lua_type(L, 3) == LUA_TNUMBER)
+    int_list(L, 3, fn, "stride", 1, p->stride, 2, 2);
+  else
+    opt_pair(L, opts, fn, "stride", 1, 0, p->stride);
+  if (p->stride[0] == 0) p->stride[0] = k[0], p->stride[1] = k[1];
+  opt_pair(L, opts, fn, "padding", 0, 0, p->pad);
+  p->ceil_mode = cnn_lua_opt_bool(L, opts, "ceil_mode", false);
+  p->count_include_pad = cnn_lua_opt_bool(L, opts, "count_include_pad", true);
+  return opts;
+}
+
+/* F.max_pool2d(x, kernel [, stride] [, {stride=, padding=, ceil_mode=, return_indices=}]) */
+static int f_max_pool2d(lua_State *L) {
+  cnn_tensor *x = cnn_lua_check_tensor(L, 1);
+  cnn_pool_params p;
+  memset(&p, 0, sizeof p);
+  int opts = pool_params(L, "max_pool2d", &p);
+  if (!cnn_lua_opt_bool(L, opts, "return_indices", false))
+    return cnn_lua_push_result(L, cnn_max_pool2d(x, &p, NULL));
+  cnn_tensor *idx = NULL;
+  cnn_tensor *y = cnn_max_pool2d(x, &p, &idx);
+  if (!y) return cnn_lua_error(L);
+  cnn_lua_push_tensor(L, y);
+  if (!idx) return cnn_lua_error(L);
+  return 1 + cnn_lua_push_one_based(L, idx); /* 1-based positions */
+}
+
+/* F.avg_pool2d(x, kernel [, stride] [, {stride=, padding=, ceil_mode=, count_include_pad=true}]) */
+static int f_avg_pool2d(lua_State *L) {
+  cnn_tensor *x = cnn_lua_check_tensor(L, 1);
+  cnn_pool_params p;
+  memset(&p, 0, sizeof p);
+  pool_params(L, "avg_pool2d", &p);
+  return cnn_lua_push_result(L, cnn_avg_pool2d(x, &p));
+}
+
+/* F.adaptive_avg_pool2d(x, size | {h, w}) */
+static int f_adaptive_avg_pool2d(lua_State *L) {
+  cnn_tensor *x = cnn_lua_check_tensor(L, 1);
+  int s[2];
+  if (lua_isnoneornil(L, 2)) return cnn_lua_fail(L, "adaptive_avg_pool2d: output size expected");
+  int_list(L, 2, "adaptive_avg_pool2d", "output_size", 1, s, 2, 2);
+  return cnn_lua_push_result(L, cnn_adaptive_avg_pool2d(x, s[0], s[1]));
+}
+
+/* ---- activations ------------------------------------------------------------------------ */
+
+static int act(lua_State *L, cnn_unary_op op, double p0) {
+  return cnn_lua_push_result(L, cnn_unary(op, cnn_lua_check_tensor(L, 1), p0, 0));
+}
+
+static int f_relu(lua_State *L) { return act(L, CNN_OP_RELU, 0); }
+static int f_gelu(lua_State *L) { return act(L, CNN_OP_GELU, 0); }
+static int f_sigmoid(lua_State *L) { return act(L, CNN_OP_SIGMOID, 0); }
+static int f_tanh(lua_State *L) { return act(L, CNN_OP_TANH, 0); }
+static int f_leaky_relu(lua_State *L) { return act(L, CNN_OP_LEAKY_RELU, luaL_optnumber(L, 2, 0.01)); }
+static int f_elu(lua_State *L) { return act(L, CNN_OP_ELU, luaL_optnumber(L, 2, 1.0)); }
+
+static int softmax_like(lua_State *L, bool log) {
+  cnn_tensor *x = cnn_lua_check_tensor(L, 1);
+  const char *fn = log ? "log_softmax" : "softmax";
+  int d = cnn_lua_dim_value(L, fn, cnn_lua_opt_int(L, 2, -1), x->ndim, 0);
+  return cnn_lua_push_result(L, log ? cnn_log_softmax(x, d) : cnn_softmax(x, d));
+}
+
+static int f_softmax(lua_State *L) { return softmax_like(L, false); }
+static int f_log_softmax(lua_State *L) { return softmax_like(L, true); }
+
+/* F.dropout(x [, p=0.5 [, training=true]]) */
+static int f_dropout(lua_State *L) {
+  cnn_tensor *x = cnn_lua_check_tensor(L, 1);
+  double p = luaL_optnumber(L, 2, 0.5);
+  bool training = lua_isnoneornil(L, 3) ? true : lua_toboolean(L, 3);
+  if (!(p >= 0 && p <= 1)) return cnn_lua_fail(L, "dropout: p must be in [0, 1], got %g", p);
+  return cnn_lua_push_result(L, cnn_dropout(x, p, training));
+}
+
+/* F.batch_norm(x, running_mean, running_var [, weight [, bias]] [, {training=false, momentum=0.1, eps=1e-5}]) */
+static int f_batch_norm(lua_State *L) {
+  cnn_tensor *x = cnn_lua_check_tensor(L, 1);
+  int opts = opts_index(L, 2);
+  cnn_tensor *t[4] = {NULL, NULL, NULL, NULL}; /* mean, var, weight, bias */
+  for (int i = 0; i < 4 && !(opts && i + 2 >= opts); i++) t[i] = cnn_lua_opt_tensor(L, i + 2);
+  bool training = cnn_lua_opt_bool(L, opts, "training", false);
+  double momentum = cnn_lua_opt_number(L, opts, "momentum", 0.1);
+  double eps = cnn_lua_opt_number(L, opts, "eps", 1e-5);
+  if (!(eps > 0)) return cnn_lua_fail(L, "batch_norm: eps must be positive, got %g", eps);
+  if (!(momentum >= 0 && momentum <= 1)) return cnn_lua_fail(L, "batch_norm: momentum must be in [0, 1], got %g", momentum);
+  return cnn_lua_push_result(L, cnn_batch_norm(x, t[0], t[1], t[2], t[3], training, momentum, eps));
+}
+
+/* ---- shape -------------------------------------------------------------------------------- */
+
+/* F.flatten(x [, start=2 [, end=-1]]) */
+static int f_flatten(lua_State *L) {
+  cnn_tensor *x = cnn_lua_check_tensor(L, 1);
+  if (x->ndim == 0) return cnn_lua_fail(L, "flatten: expects at least 1 dim, got a 0-d tensor");
+  int s = cnn_lua_dim_value(L, "flatten", cnn_lua_opt_int(L, 2, x->ndim >= 2 ? 2 : 1), x->ndim, 0);
+  int e = cnn_lua_dim_value(L, "flatten", cnn_lua_opt_int(L, 3, -1), x->ndim, 0);
+  if (s > e) return cnn_lua_fail(L, "flatten: start dim %d comes after end dim %d", s + 1, e + 1);
+  return cnn_lua_push_result(L, cnn_flatten(x, s, e));
+}
+
+/* F.pad(x, {left, right [, top, bottom ...]} [, value=0]) */
+static int f_pad(lua_State *L) {
+  cnn_tensor *x = cnn_lua_check_tensor(L, 1);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  lua_Integer n = luaL_len(L, 2);
+  if (n < 2 || n % 2 || n > 2 * x->ndim)
+    return cnn_lua_fail(L, "pad: expects {left, right [, top, bottom ...]}: an even count up to %d, got %lld",
+                        2 * x->ndim, (long long)n);
+  int64_t pads[2 * CNN_MAX_DIMS];
+  for (int i = 0; i < n; i++) {
+    lua_geti(L, 2, i + 1);
+    pads[i] = small_int(L, -1, "pad", "padding", -(1 << 24));
+    lua_pop(L, 1);
+  }
+  return cnn_lua_push_result(L, cnn_pad(x, (int)n, pads, luaL_optnumber(L, 3, 0)));
+}
+
+const luaL_Reg cnn_lua_functional_funcs[] = {
+    {"conv2d", f_conv2d},
+    {"linear", f_linear},
+    {"max_pool2d", f_max_pool2d},
+    {"avg_pool2d", f_avg_pool2d},
+    {"adaptive_avg_pool2d", f_adaptive_avg_pool2d},
+    {"relu", f_relu},
+    {"leaky_relu", f_leaky_relu},
+    {"elu", f_elu},
+    {"gelu", f_gelu},
+    {"sigmoid", f_sigmoid},
+    {"tanh", f_tanh},
+    {"softmax", f_softmax},
+    {"log_softmax", f_log_softmax},
+    {"dropout", f_dropout},
+    {"batch_norm", f_batch_norm},
+    {"flatten", f_flatten},
+    {"pad", f_pad},
+    {NULL, NULL}};

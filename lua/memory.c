@@ -1,0 +1,94 @@
+/*
+ * memory.c -- telling Lua's collector about native tensor memory, and
+ * cnn.memory().
+ *
+ * Lua sees a tensor as a userdata of 8 bytes while it may own megabytes
+ * (DESIGN.md "Memory under a garbage collector").  Core calls on_alloc()
+ * after each storage allocation made on the Lua thread; we only add the
+ * bytes (plus a fixed overhead for the headers) to `pending`.  The
+ * collector is stepped in proportion to `pending` at the next safe point:
+ * cnn_lua_push_tensor(), after the new result is anchored on the stack
+ * (never in the middle of a core op, so finalizers never run while core is
+ * half way through an operation).  When an allocation fails, on_oom() runs
+ * a full collection (finalizers release unreachable tensors) and asks
+ * core to retry once.
+ *
+ * A sentinel userdata in the registry removes the hooks when the state is
+ * closed, so core never calls into a dead state.
+ */
+#include <limits.h>
+
+#include "bind.h"
+
+#define HEADER_OVERHEAD 256     /* tensor + storage headers, malloc slack */
+#define STEP_THRESHOLD (64 << 10) /* step the collector per 64 KiB */
+
+static size_t pending;
+
+static void on_alloc(size_t nbytes, void *ud) {
+  (void)ud;
+  pending += nbytes + HEADER_OVERHEAD;
+}
+
+static int on_oom(size_t nbytes, void *ud) {
+  (void)nbytes;
+  lua_State *L = ud;
+  int64_t before = cnn_memory(CNN_CPU).live;
+  lua_gc(L, LUA_GCCOLLECT, 0); /* refused (a no-op) inside a finalizer */
+  pending = 0;
+  return cnn_memory(CNN_CPU).live < before;
+}
+
+void cnn_lua_memory_step(lua_State *L) {
+  if (pending < STEP_THRESHOLD) return;
+  size_t kb = pending >> 10;
+  pending &= 1023;
+  lua_gc(L, LUA_GCSTEP, kb > INT_MAX ? INT_MAX : (int)kb);
+}
+
+static int sentinel_gc(lua_State *L) {
+  (void)L;
+  cnn_set_alloc_hooks(NULL);
+  return 0;
+}
+
+void cnn_lua_memory_install(lua_State *L) {
+  lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
+  lua_State *main = lua_tothread(L, -1);
+  lua_pop(L, 1);
+  cnn_alloc_hooks h = {on_alloc, on_oom, main};
+  cnn_set_alloc_hooks(&h);
+  lua_newuserdatauv(L, 1, 0);
+  lua_newtable(L);
+  lua_pushcfunction(L, sentinel_gc);
+  lua_setfield(L, -2, "__gc");
+  lua_setmetatable(L, -2);
+  lua_setfield(L, LUA_REGISTRYINDEX, "cnn.memory_sentinel");
+}
+
+static void set_int(lua_State *L, const char *k, int64_t v) {
+  lua_pushinteger(L, v);
+  lua_setfield(L, -2, k);
+}
+
+/* cnn.memory(['cpu' | 'cuda']) -> {live=, peak=, count=} in bytes */
+static int f_memory(lua_State *L) {
+  const char *dev = luaL_optstring(L, 1, "cpu");
+  cnn_device d;
+  if (cnn_lua_parse_device(dev, &d) != 0) return luaL_argerror(L, 1, "device expected (cpu, cuda)");
+  cnn_memory_stats s = cnn_memory(d.type);
+  lua_createtable(L, 0, 3);
+  set_int(L, "live", s.live);
+  set_int(L, "peak", s.peak);
+  set_int(L, "count", s.count);
+  return 1;
+}
+
+static int f_reset_peak_memory(lua_State *L) {
+  (void)L;
+  cnn_memory_reset_peak();
+  return 0;
+}
+
+const luaL_Reg cnn_lua_memory_funcs[] = {
+    {"memory", f_memory}, {"reset_peak_memory", f_reset_peak_memory}, {NULL, NULL}};

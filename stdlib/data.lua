@@ -1,0 +1,594 @@
+-- data.lua -- the "data" module: datasets, transforms and the DataLoader.
+--
+-- Design.  A dataset is an object with `#ds` and `ds:get(i) -> x, y`
+-- (1-based i).  Lua's indexing returns one value, so `ds[i]` gives the pair
+-- as a table {x, y}; `local x, y = ds:get(i)` gives both.  The image
+-- datasets (FashionMNIST, MNIST, CIFAR10) and TensorDataset keep their
+-- samples in two tensors, `images` (N x C x H x W, uint8 for the image
+-- sets) and `labels` (int64 N, 1-based: the files store 0-based labels and
+-- we add 1, so `pred:eq(y)` works with argmax's 1-based indices).
+-- Subset and random_split keep a list of indices into another dataset.
+--
+-- data.DataLoader batches a dataset.  When the samples live in tensors
+-- (every dataset here, and Subsets of them) the batches are assembled in C
+-- on a background thread (cnn.io.Batcher, core/io/batcher.c) while the
+-- training step runs; other datasets (user classes with only get and #)
+-- are batched in Lua with cnn.stack.  Shuffling draws a permutation from
+-- the core generator (data.randperm), so cnn.manual_seed() fixes the order
+-- and cnn.get_rng_state() / set_rng_state() make a resumed run identical.
+--
+-- Transforms are descriptions, not functions: Compose{...} is flattened to
+-- one spec {scale, mean, std, crop_pad, hflip} that the C batcher applies
+-- per sample in a fixed order: random crop (zero padding), horizontal
+-- flip, to-float (x * scale), normalise ((x - mean) / std).  Supported:
+-- any of RandomCrop / RandomHorizontalFlip, then ToFloat, then Normalize;
+-- ToFloat is implicit (uint8 always becomes float32 in [0, 1]).  Rejected
+-- (error): a geometric transform after Normalize (the batcher pads raw
+-- pixels, so the result would differ from torchvision's), Normalize before
+-- ToFloat, a transform given twice, RandomCrop to a size other than the
+-- images' own (the batcher crops windows of the original size).
+local cnn = _G.cnn
+local doc = cnn.doc or {}
+
+local data = {}
+
+-- ---- small class helper -------------------------------------------------------------
+
+-- A class whose instances answer ds[i] with {ds:get(i)} and find methods
+-- in the class (then its parents).
+local function class(name, parent)
+  local cls = { __name = name, super = parent }
+  cls.__index = function(self, k)
+    if math.type(k) == "integer" then return { self:get(k) } end
+    return cls[k]
+  end
+  cls.__len = function(self) return self:len() end
+  cls.__tostring = function(self) return self:repr() end
+  return setmetatable(cls, { __index = parent, __call = function(c, ...)
+    local self = setmetatable({}, c)
+    self:init(...)
+    return self
+  end })
+end
+
+-- i (1-based, negatives from the end) checked against n; returns 1..n.
+local function check_index(where, i, n)
+  if math.type(i) ~= "integer" then
+    error(string.format("%s: index must be an integer, got %s", where, tostring(i)), 3)
+  end
+  if i < 0 then i = n + 1 + i end
+  if i < 1 or i > n then
+    error(string.format("%s: index %d out of range (the dataset has %d samples)", where, i, n), 3)
+  end
+  return i
+end
+
+local function list_of_integers(where, v)
+  if cnn.is_tensor(v) then v = v:long():totable() end
+  if type(v) ~= "table" then error(where .. ": indices must be a table or a tensor", 3) end
+  return v
+end
+
+-- ---- randomness -------------------------------------------------------------------------
+
+-- data.randperm(n) -> {..} a random permutation of 1..n drawn from the core
+-- generator (Fisher-Yates over one tensor of uniforms).
+function data.randperm(n)
+  local p = {}
+  for i = 1, n do p[i] = i end
+  if n < 2 then return p end
+  local u = cnn.rand(n, "float64"):totable()
+  for i = n, 2, -1 do
+    local j = math.floor(u[i] * i) + 1
+    if j > i then j = i end
+    p[i], p[j] = p[j], p[i]
+  end
+  return p
+end
+
+-- ---- transforms -------------------------------------------------------------------------
+
+local transforms = {}
+data.transforms = transforms
+
+local Transform = {}
+Transform.__index = Transform
+Transform.__tostring = function(t) return t.repr end
+
+local function transform(kind, repr, fields)
+  fields.kind, fields.repr = kind, repr
+  return setmetatable(fields, Transform)
+end
+
+function transforms.ToFloat(scale)
+  if type(scale) == "table" then scale = scale.scale end
+  scale = scale or 1 / 255
+  return transform("tofloat", string.format("ToFloat(scale=%g)", scale), { scale = scale })
+end
+
+local function per_channel(name, v)
+  if type(v) == "number" then return v end
+  if type(v) == "table" and #v >= 1 and #v <= 4 then return v end
+  error("data.transforms.Normalize: " .. name .. " must be a number or a list of 1 to 4 numbers", 3)
+end
+
+local function channels_str(v)
+  return type(v) == "table" and "{" .. table.concat(v, ", ") .. "}" or tostring(v)
+end
+
+function transforms.Normalize(mean, std)
+  mean, std = per_channel("mean", mean), per_channel("std", std)
+  local nm = type(mean) == "table" and #mean or 1
+  local ns = type(std) == "table" and #std or 1
+  if nm ~= ns then error("data.transforms.Normalize: mean and std have different lengths", 2) end
+  return transform("normalize", "Normalize(mean=" .. channels_str(mean) .. ", std=" .. channels_str(std) .. ")",
+    { mean = mean, std = std })
+end
+
+function transforms.RandomCrop(size, opts)
+  opts = opts or {}
+  local pad = opts.padding or 0
+  if math.type(pad) ~= "integer" or pad < 0 then
+    error("data.transforms.RandomCrop: padding must be a non-negative integer", 2)
+  end
+  local h, w = size, size
+  if type(size) == "table" then h, w = size[1], size[2] end
+  if math.type(h) ~= "integer" or math.type(w) ~= "integer" then
+    error("data.transforms.RandomCrop: size must be an integer or {h, w}", 2)
+  end
+  return transform("crop", string.format("RandomCrop(%dx%d, padding=%d)", h, w, pad),
+    { h = h, w = w, padding = pad })
+end
+
+function transforms.RandomHorizontalFlip(p)
+  if p ~= nil and p ~= 0.5 then
+    error("data.transforms.RandomHorizontalFlip: only p = 0.5 is supported", 2)
+  end
+  return transform("hflip", "RandomHorizontalFlip(p=0.5)", {})
+end
+
+function transforms.Compose(list)
+  if type(list) ~= "table" then error("data.transforms.Compose: expected a list of transforms", 2) end
+  local parts = {}
+  for i, t in ipairs(list) do
+    if getmetatable(t) ~= Transform then
+      error(string.format("data.transforms.Compose: item %d is not a data.transforms object", i), 2)
+    end
+    parts[i] = t.repr
+  end
+  return transform("compose", "Compose{" .. table.concat(parts, ", ") .. "}", { list = list })
+end
+
+-- Stage of each kind in the batcher's fixed order.
+local stage = { crop = 1, hflip = 1, tofloat = 2, normalize = 3 }
+
+local function flat_list(tf, out)
+  if tf.kind == "compose" then
+    for _, t in ipairs(tf.list) do flat_list(t, out) end
+  else
+    out[#out + 1] = tf
+  end
+  return out
+end
+
+local function check_order(list)
+  local seen, last = {}, 0
+  for _, t in ipairs(list) do
+    if seen[t.kind] then error("data: transform " .. t.repr .. " is given twice", 4) end
+    seen[t.kind] = true
+    if stage[t.kind] < last then
+      error("data: unsupported transform order: " .. t.repr .. " after " ..
+            (last == 3 and "Normalize" or "ToFloat") ..
+            " (supported: RandomCrop/RandomHorizontalFlip, then ToFloat, then Normalize)", 4)
+    end
+    last = stage[t.kind]
+  end
+end
+
+-- The C batcher's spec {scale, mean, std, crop_pad, hflip} for a transform
+-- (nil: to-float only) and images of height h, width w.
+function data.transform_spec(tf, h, w)
+  local spec = { scale = 1 / 255 }
+  if tf == nil then return spec end
+  if getmetatable(tf) ~= Transform then error("data: transform must be a data.transforms object", 3) end
+  local list = flat_list(tf, {})
+  check_order(list)
+  for _, t in ipairs(list) do
+    if t.kind == "tofloat" then spec.scale = t.scale
+    elseif t.kind == "normalize" then spec.mean, spec.std = t.mean, t.std
+    elseif t.kind == "hflip" then spec.hflip = true
+    elseif t.kind == "crop" then
+      if h and (t.h ~= h or t.w ~= w) then
+        error(string.format("data: %s on %dx%d images: the crop size must equal the image size " ..
+          "(the batcher pads, then crops a window of the original size)", t.repr, h, w), 3)
+      end
+      spec.crop_pad = t.padding
+    end
+  end
+  return spec
+end
+
+-- ---- datasets ------------------------------------------------------------------------------
+
+local Dataset = class("Dataset")
+data.Dataset = Dataset
+
+function Dataset:init() end
+function Dataset:len() error(self.__name .. ": len() is not implemented", 2) end
+function Dataset:get() error(self.__name .. ": get(i) is not implemented", 2) end
+function Dataset:repr() return string.format("%s (%d samples)", self.__name, self:len()) end
+
+-- A dataset class for users: data.Dataset:extend("Name") then define
+-- init, len and get.
+function Dataset:extend(name) return class(name, self) end
+
+-- TensorDataset(x [, y]): sample i is x[i] (and y[i]).
+local TensorDataset = class("TensorDataset", Dataset)
+data.TensorDataset = TensorDataset
+
+function TensorDataset:init(x, y, opts)
+  if not cnn.is_tensor(x) or x:dim() < 1 then
+    error("data.TensorDataset: x must be a tensor with a sample dimension (N x ...)", 3)
+  end
+  if y ~= nil and (not cnn.is_tensor(y) or y:dim() < 1 or y:size(1) ~= x:size(1)) then
+    error(string.format("data.TensorDataset: y must be a tensor of %d samples", x:size(1)), 3)
+  end
+  self.images, self.labels = x, y
+  self.transform = opts and opts.transform
+end
+
+function TensorDataset:len() return self.images:size(1) end
+
+local function label_value(labels, i)
+  if labels == nil then return nil end
+  local y = labels[i]
+  if y:dim() == 0 then return y:item() end
+  return y
+end
+
+function TensorDataset:get(i)
+  i = check_index(self.__name, i, self:len())
+  local x = self.images[i]
+  if self.images.dtype == "uint8" or self.transform then x = self:transformed(i) end
+  return x, label_value(self.labels, i)
+end
+
+-- Sample i through the dataset's transform (one-sample batch in C).
+function TensorDataset:transformed(i)
+  local shape = self.images.shape
+  local spec = data.transform_spec(self.transform, shape[#shape - 1], shape[#shape])
+  local b <close> = cnn.io.Batcher(self.images, nil, { i }, 1, false, spec, 0)
+  return b:next()[1]
+end
+
+function TensorDataset:repr()
+  local shape = self.images.shape
+  table.remove(shape, 1)
+  return string.format("%s: %d samples of %s %s", self.__name, self:len(),
+    table.concat(shape, "x"), self.images.dtype)
+end
+
+-- Subset(ds, indices): the samples of ds at the given 1-based indices.
+local Subset = class("Subset", Dataset)
+data.Subset = Subset
+
+function Subset:init(ds, indices)
+  indices = list_of_integers("data.Subset", indices)
+  local n = #ds
+  for k, i in ipairs(indices) do indices[k] = check_index("data.Subset", i, n) end
+  self.dataset, self.indices = ds, indices
+end
+
+function Subset:len() return #self.indices end
+function Subset:get(i) return self.dataset:get(self.indices[check_index("Subset", i, #self.indices)]) end
+function Subset:repr()
+  return string.format("Subset: %d of %s", #self.indices, tostring(self.dataset))
+end
+
+-- random_split(ds, {n1, n2, ...}) -> Subset, Subset, ...  Lengths are
+-- counts summing to #ds, or fractions summing to 1 (remainders go to the
+-- first splits, as PyTorch does).
+function data.random_split(ds, lengths)
+  local n, total, counts = #ds, 0, {}
+  for i, l in ipairs(lengths) do counts[i] = l; total = total + l end
+  if math.abs(total - 1) < 1e-9 and total ~= n then
+    local assigned = 0
+    for i, f in ipairs(lengths) do counts[i] = math.floor(f * n); assigned = assigned + counts[i] end
+    for i = 1, n - assigned do counts[(i - 1) % #counts + 1] = counts[(i - 1) % #counts + 1] + 1 end
+    total = n
+  end
+  if total ~= n then
+    error(string.format("data.random_split: lengths sum to %s but the dataset has %d samples", total, n), 2)
+  end
+  local perm, out, pos = data.randperm(n), {}, 0
+  for i, c in ipairs(counts) do
+    local idx = {}
+    for k = 1, c do idx[k] = perm[pos + k] end
+    pos = pos + c
+    out[i] = Subset(ds, idx)
+  end
+  return table.unpack(out)
+end
+
+-- ---- image datasets --------------------------------------------------------------------------
+
+local ImageDataset = class("ImageDataset", TensorDataset)
+data.ImageDataset = ImageDataset
+
+function ImageDataset:init(name, images, labels, classes, opts)
+  self.__name = name -- instance field: shows in errors and tostring
+  self.images, self.labels, self.classes = images, labels, classes
+  self.transform = opts.transform
+  self.train = opts.train ~= false
+end
+
+function ImageDataset:repr()
+  local s = self.images.shape
+  return string.format("%s (%s): %d images %dx%dx%d uint8, %d classes", self.__name,
+    self.train and "train" or "test", s[1], s[2], s[3], s[4], #self.classes)
+end
+
+local function exists(path)
+  local f = io.open(path, "rb")
+  if f then f:close() end
+  return f ~= nil
+end
+
+-- The first folder among `roots` (nil entries skipped) holding a file of
+-- one of `names`; returns folder .. "/" .. name.
+local function find_file(roots, names)
+  for _, r in ipairs(roots) do
+    for _, n in ipairs(names) do
+      if exists(r .. "/" .. n) then return r .. "/" .. n end
+    end
+  end
+end
+
+local function candidate_roots(opts, sub, default)
+  local roots = {}
+  local function add(p) if p and p ~= "" then roots[#roots + 1] = p end end
+  add(opts.root)
+  if opts.root then add(opts.root .. "/" .. sub) end
+  if not opts.root then
+    local env = os.getenv("CNNSH_DATA")
+    if env then add(env .. "/" .. sub); add(env) end
+    add(default)
+  end
+  return roots
+end
+
+-- Loaded tensors, shared between datasets built from the same files.
+local cache = setmetatable({}, { __mode = "v" })
+
+local function load_idx_cached(path)
+  local t = cache[path]
+  if not t then t = cnn.io.load_idx(path); cache[path] = t end
+  return t
+end
+
+local function idx_pair(where, roots, prefix, hint)
+  local img = find_file(roots, { prefix .. "-images-idx3-ubyte.gz", prefix .. "-images-idx3-ubyte",
+                                 prefix .. "-images.idx3-ubyte" })
+  local lab = find_file(roots, { prefix .. "-labels-idx1-ubyte.gz", prefix .. "-labels-idx1-ubyte",
+                                 prefix .. "-labels.idx1-ubyte" })
+  if not img or not lab then
+    error(string.format("%s: cannot find %s-images-idx3-ubyte[.gz] and %s-labels-idx1-ubyte[.gz] in %s; %s",
+      where, prefix, prefix, table.concat(roots, ", "), hint), 3)
+  end
+  local images, labels = load_idx_cached(img), load_idx_cached(lab)
+  if images:dim() ~= 3 or labels:dim() ~= 1 or images:size(1) ~= labels:size(1) then
+    error(string.format("%s: %s and %s do not match (images must be N x H x W, labels N)", where, img, lab), 3)
+  end
+  local s = images.shape
+  return images:view(s[1], 1, s[2], s[3]), labels:long() + 1
+end
+
+local FASHION_CLASSES = { "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
+                          "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot" }
+local DIGITS = { "0", "1", "2", "3", "4", "5", "6", "7", "8", "9" }
+local CIFAR_CLASSES = { "airplane", "automobile", "bird", "cat", "deer",
+                        "dog", "frog", "horse", "ship", "truck" }
+
+-- FashionMNIST{train = true, root =, transform =}
+function data.FashionMNIST(opts)
+  opts = opts or {}
+  local roots = candidate_roots(opts, "fashion-mnist", "/usr/share/datasets/fashion-mnist")
+  local hint = "install Debian's package (apt-get install dataset-fashion-mnist) " ..
+               "or pass root= (or set CNNSH_DATA) to the folder holding the IDX files"
+  local images, labels = idx_pair("data.FashionMNIST", roots, opts.train == false and "t10k" or "train", hint)
+  return ImageDataset("FashionMNIST", images, labels, FASHION_CLASSES, opts)
+end
+
+-- MNIST{root =, train = true, transform =}
+function data.MNIST(opts)
+  opts = opts or {}
+  local roots = candidate_roots(opts, "mnist", "/usr/share/datasets/mnist")
+  local hint = "pass root= (or set CNNSH_DATA) to the folder holding MNIST's IDX files"
+  local images, labels = idx_pair("data.MNIST", roots, opts.train == false and "t10k" or "train", hint)
+  return ImageDataset("MNIST", images, labels, DIGITS, opts)
+end
+
+-- CIFAR10{root =, train = true, transform =}: the binary version
+-- (data_batch_1..5.bin, test_batch.bin), in root or root/cifar-10-batches-bin.
+function data.CIFAR10(opts)
+  opts = opts or {}
+  local roots = candidate_roots(opts, "cifar-10-batches-bin", "/usr/share/datasets/cifar-10-batches-bin")
+  local names = opts.train == false and { "test_batch.bin" }
+                or { "data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin", "data_batch_4.bin", "data_batch_5.bin" }
+  local ims, labs = {}, {}
+  for i, n in ipairs(names) do
+    local path = find_file(roots, { n })
+    if not path then
+      error(string.format("data.CIFAR10: cannot find %s in %s; pass root= (or set CNNSH_DATA) to the folder " ..
+        "of CIFAR-10's binary version (cifar-10-batches-bin)", n, table.concat(roots, ", ")), 2)
+    end
+    ims[i], labs[i] = cnn.io.load_cifar10(path)
+  end
+  local images = #ims == 1 and ims[1] or cnn.cat(ims, 1)
+  local labels = (#labs == 1 and labs[1] or cnn.cat(labs, 1)) + 1
+  return ImageDataset("CIFAR10", images, labels, CIFAR_CLASSES, opts)
+end
+
+-- ---- the DataLoader --------------------------------------------------------------------------
+
+local DataLoader = {}
+DataLoader.__index = DataLoader
+DataLoader.__name = "DataLoader"
+data.DataLoader = DataLoader
+
+-- The dataset that holds the tensors under (Subsets of) ds, with the index
+-- map from ds's positions to its samples (nil: the identity).
+local function tensor_source(ds)
+  if cnn.is_tensor(rawget(ds, "images")) then return ds, nil end
+  local inner, idx = rawget(ds, "dataset"), rawget(ds, "indices")
+  if inner == nil or idx == nil then return nil end
+  local root, map = tensor_source(inner)
+  if not root then return nil end
+  if not map then return root, idx end
+  local composed = {}
+  for k, i in ipairs(idx) do composed[k] = map[i] end
+  return root, composed
+end
+
+local function check_loader_opts(opts)
+  local known = { batch_size = true, shuffle = true, drop_last = true, transform = true }
+  for k in pairs(opts) do
+    if not known[k] then
+      error("data.DataLoader: unknown option '" .. tostring(k) ..
+            "' (options: batch_size, shuffle, drop_last, transform)", 3)
+    end
+  end
+  local bs = opts.batch_size or 1
+  if math.type(bs) ~= "integer" or bs < 1 then
+    error("data.DataLoader: batch_size must be a positive integer", 3)
+  end
+  return bs
+end
+
+-- DataLoader(ds, {batch_size = 1, shuffle = false, drop_last = false, transform =})
+setmetatable(DataLoader, { __call = function(cls, ds, opts)
+  opts = opts or {}
+  if type(ds) ~= "table" then error("data.DataLoader: expected a dataset", 2) end
+  local self = setmetatable({ dataset = ds, batch_size = check_loader_opts(opts),
+                              shuffle = opts.shuffle == true, drop_last = opts.drop_last == true }, cls)
+  self.source, self.map = tensor_source(ds)
+  self.transform = opts.transform
+  if self.transform == nil and self.source then self.transform = self.source.transform end
+  if self.source then
+    local s = self.source.images.shape
+    self.spec = data.transform_spec(self.transform, s[#s - 1], s[#s])
+  end
+  return self
+end })
+
+function DataLoader:__len()
+  local n = #self.dataset
+  if self.drop_last then return n // self.batch_size end
+  return (n + self.batch_size - 1) // self.batch_size
+end
+
+function DataLoader:__tostring()
+  return string.format("DataLoader: %d batches of %d from %s%s", #self, self.batch_size,
+    tostring(self.dataset), self.shuffle and ", shuffled" or "")
+end
+
+-- The sample order of one epoch (positions in the dataset, 1-based).
+function DataLoader:epoch_order()
+  local n = #self.dataset
+  local order
+  if self.shuffle then order = data.randperm(n) end
+  if self.map then
+    local mapped = {}
+    for p = 1, n do mapped[p] = self.map[order and order[p] or p] end
+    return mapped
+  end
+  return order -- nil: 1..n in order
+end
+
+-- An epoch in C: a cnn.io.Batcher over the source tensors.
+function DataLoader:c_epoch()
+  local src = self.source
+  return cnn.io.Batcher(src.images, src.labels, self:epoch_order(), self.batch_size,
+                        self.drop_last, self.spec, 0)
+end
+
+-- An epoch in Lua (datasets without tensors): an object with next/close.
+function DataLoader:lua_epoch()
+  local ds, bs, n = self.dataset, self.batch_size, #self.dataset
+  local order = self.shuffle and data.randperm(n) or nil
+  local pos, stop = 0, self.drop_last and (n // bs) * bs or n
+  local function collect()
+    if pos >= stop then return nil end
+    local xs, ys, hi = {}, {}, math.min(pos + bs, stop)
+    for p = pos + 1, hi do
+      local x, y = ds:get(order and order[p] or p)
+      xs[#xs + 1] = x
+      ys[#ys + 1] = cnn.is_tensor(y) and y or (y ~= nil and cnn.tensor(y, math.type(y) == "integer" and "int64" or "float32")) or nil
+    end
+    pos = hi
+    local ty = #ys > 0 and cnn.stack(ys, 1) or nil
+    return cnn.stack(xs, 1), ty
+  end
+  return { next = collect, close = function() pos = stop end }
+end
+
+-- iter() -> next, nil, nil, epoch: a fresh epoch for a generic for; the
+-- epoch is the loop's to-be-closed value (its thread stops on break).
+function DataLoader:iter()
+  local epoch = self.source and self:c_epoch() or self:lua_epoch()
+  local closer = setmetatable({}, { __close = function() epoch:close() end })
+  return function() return epoch:next() end, nil, nil, closer
+end
+
+-- `for x, y in loader do`: Lua calls loader(nil, control) each iteration.
+-- control is nil on the first call of a loop, so that call starts a new
+-- epoch (closing any epoch a `break` left open); later calls continue it.
+function DataLoader:__call(_, control)
+  if control == nil or self.epoch == nil then
+    if self.epoch then self.epoch:close() end
+    self.epoch = self.source and self:c_epoch() or self:lua_epoch()
+  end
+  local x, y = self.epoch:next()
+  if x == nil then
+    self.epoch:close()
+    self.epoch = nil
+  end
+  return x, y
+end
+
+-- ---- docs -------------------------------------------------------------------------------------
+
+doc[data] = [[
+data -- datasets, transforms and the DataLoader (labels are 1-based: 1..C).
+  train = data.FashionMNIST{train = true}          -- finds /usr/share/datasets/fashion-mnist
+  loader = data.DataLoader(train, {batch_size = 128, shuffle = true,
+    transform = data.transforms.Normalize(0.2860, 0.3530)})
+  for x, y in loader do ... end                    -- x: 128x1x28x28 float32, y: int64
+Datasets: FashionMNIST, MNIST, CIFAR10, TensorDataset(x, y), Subset(ds, idx),
+random_split(ds, {n1, n2}); #ds, ds:get(i) -> x, y, ds[i] -> {x, y}.
+Transforms (data.transforms): ToFloat, Normalize, RandomCrop, RandomHorizontalFlip, Compose.]]
+doc[data.FashionMNIST] = [[
+data.FashionMNIST{train = true, root =, transform =} -> dataset
+Fashion-MNIST from Debian's dataset-fashion-mnist (/usr/share/datasets/fashion-mnist),
+root= or $CNNSH_DATA.  ds.images: N x 1 x 28 x 28 uint8, ds.labels: int64 N in 1..10,
+ds.classes: {"T-shirt/top", "Trouser", ...}.]]
+doc[data.MNIST] = "data.MNIST{root =, train = true, transform =} -> dataset\nMNIST from the IDX files in root (or $CNNSH_DATA/mnist); labels 1..10 for digits 0..9."
+doc[data.CIFAR10] = "data.CIFAR10{root =, train = true, transform =} -> dataset\nCIFAR-10's binary batches in root: images N x 3 x 32 x 32 uint8, labels 1..10."
+doc[data.TensorDataset] = "data.TensorDataset(x [, y]) -> dataset\nSample i is x[i], y[i]; uint8 x becomes float32 in the loader."
+doc[data.Subset] = "data.Subset(ds, indices) -> dataset\nThe samples of ds at the given 1-based indices (a table or a tensor)."
+doc[data.random_split] = "data.random_split(ds, {n1, n2, ...}) -> subset1, subset2, ...\nA random partition (counts, or fractions summing to 1), seeded by cnn.manual_seed."
+doc[data.randperm] = "data.randperm(n) -> table\nA random permutation of 1..n from the core generator."
+doc[DataLoader] = [[
+data.DataLoader(ds, {batch_size = 1, shuffle = false, drop_last = false, transform =}) -> loader
+Batches ds; `for x, y in loader do` runs one epoch (batches assembled in C on a
+background thread); #loader is the number of batches.  The transform defaults to the
+dataset's; uint8 images always become float32 in [0, 1].]]
+doc[transforms.ToFloat] = "data.transforms.ToFloat([scale = 1/255])\nuint8 -> float32 times scale (implicit when absent)."
+doc[transforms.Normalize] = "data.transforms.Normalize(mean, std)\n(x - mean) / std per channel (numbers or lists); after ToFloat."
+doc[transforms.RandomCrop] = "data.transforms.RandomCrop(size, {padding = 0})\nZero-pad, then crop a random window of the image's own size."
+doc[transforms.RandomHorizontalFlip] = "data.transforms.RandomHorizontalFlip()\nMirror left-right with probability 0.5."
+doc[transforms.Compose] = [[
+data.transforms.Compose{t1, t2, ...}
+Supported order: RandomCrop / RandomHorizontalFlip, then ToFloat, then Normalize.]]
+
+return data

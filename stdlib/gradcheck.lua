@@ -1,0 +1,218 @@
+-- gradcheck.lua -- gradient checks and timing for labs (module "gradcheck";
+-- the shell exposes them as cnn.gradcheck and cnn.timeit).
+--
+--   ok, report = gradcheck(fn, x1, x2, ... [, {eps=, atol=, rtol=, max_elems=}])
+--   stats = timeit(fn [, n])
+--
+-- gradcheck design.  fn(inputs...) returns a tensor y.  A non-scalar y is
+-- reduced to the scalar L = sum(y * v) with a fixed, non-degenerate weight
+-- v = sin(0.7 * k) (k = 1..numel), so every output element matters and no
+-- random numbers are drawn (the user's RNG state is untouched).  The
+-- analytical gradient dL/dx comes from one backward; the numerical one from
+-- central differences (L(x + eps e_i) - L(x - eps e_i)) / (2 eps), element
+-- by element, evaluated under no_grad with x perturbed in place and put
+-- back exactly.  An element passes when |a - n| <= atol + rtol * |n|.
+-- Defaults: float64 eps = 1e-6, atol = 1e-5, rtol = 1e-3; float32 is
+-- checked with eps = 1e-3, atol = rtol = 1e-2 and a note to use float64.
+-- Only inputs with requires_grad are checked.  The inputs' .grad is
+-- restored afterwards.
+local cnn = _G.cnn
+local doc = cnn.doc or {}
+
+local M = {}
+
+local function shape_str(t)
+  local s = t.shape
+  if #s == 0 then return "scalar" end
+  return table.concat(s, "x")
+end
+
+-- Splits (fn, inputs..., [opts]) -> inputs list, opts.
+local function split_args(...)
+  local args = table.pack(...)
+  local opts = {}
+  if args.n > 0 and type(args[args.n]) == "table" and not cnn.is_tensor(args[args.n])
+     and #args[args.n] == 0 then
+    opts = args[args.n]
+    args.n = args.n - 1
+  end
+  if args.n == 1 and type(args[1]) == "table" and not cnn.is_tensor(args[1]) then
+    return args[1], opts
+  end
+  local inputs = {}
+  for i = 1, args.n do inputs[i] = args[i] end
+  return inputs, opts
+end
+
+-- The scalar L(y) = sum(y * v), v = sin(0.7 k); v is built once per shape.
+local function projector(y)
+  if y:numel() == 1 then return function(t) return t:sum() end end
+  local v = cnn.arange(1, y:numel()):double():mul(0.7):sin():reshape(y.shape):to(y.dtype)
+  return function(t) return (t * v):sum() end
+end
+
+local function defaults(x, opts)
+  local f64 = x.dtype == "float64"
+  return opts.eps or (f64 and 1e-6 or 1e-3), opts.atol or (f64 and 1e-5 or 1e-2),
+         opts.rtol or (f64 and 1e-3 or 1e-2)
+end
+
+-- 1-based multi-index of the flat 1-based position i in shape s.
+local function unflatten(i, s)
+  local idx, r = {}, i - 1
+  for d = #s, 1, -1 do
+    idx[d] = r % s[d] + 1
+    r = r // s[d]
+  end
+  return idx
+end
+
+-- Analytical gradients of L w.r.t. every input (zeros where none flows).
+local function analytic(fn, inputs, proj)
+  for _, x in ipairs(inputs) do if cnn.is_tensor(x) and x.requires_grad then x.grad = nil end end
+  local L = proj(fn(table.unpack(inputs)))
+  L:backward()
+  local grads = {}
+  for i, x in ipairs(inputs) do
+    if cnn.is_tensor(x) and x.requires_grad then
+      grads[i] = x.grad and x.grad:detach():double():reshape(-1):totable() or false
+    end
+  end
+  return grads
+end
+
+-- Central difference of L at flat element i of input x (flat: a view of x).
+local function numeric_at(fn, inputs, proj, flat, i, eps)
+  local old = flat[i]:item()
+  flat[i] = old + eps
+  local fp = proj(fn(table.unpack(inputs))):item()
+  flat[i] = old - eps
+  local fm = proj(fn(table.unpack(inputs))):item()
+  flat[i] = old
+  return (fp - fm) / (2 * eps)
+end
+
+-- Checks input k; updates `worst` with the largest violation seen.
+local function check_input(fn, inputs, proj, k, ga, opts, worst)
+  local x = inputs[k]
+  local eps, atol, rtol = defaults(x, opts)
+  local flat = x:detach():reshape(-1)
+  assert(flat:is_contiguous(), "gradcheck: input must be contiguous")
+  local n = math.min(x:numel(), opts.max_elems or math.huge)
+  for i = 1, n do
+    local num = cnn.no_grad(numeric_at, fn, inputs, proj, flat, i, eps)
+    local a = ga and ga[i] or 0
+    local err = math.abs(a - num)
+    local excess = err - (atol + rtol * math.abs(num))
+    if worst.excess == nil or excess > worst.excess then
+      worst.excess, worst.input, worst.index = excess, k, unflatten(i, x.shape)
+      worst.analytic, worst.numeric, worst.abs_err = a, num, err
+      worst.shape = shape_str(x)
+    end
+    worst.checked = worst.checked + 1
+    if err > atol + rtol * math.abs(num) then worst.failed = worst.failed + 1 end
+  end
+end
+
+local function report_text(ok, w, notes)
+  if w.input == nil then return "gradcheck: no input requires grad; nothing checked" end
+  local s = string.format(
+    "gradcheck %s: %d elements, %d failed; worst: input %d (%s) at [%s]: analytic %.6g, numeric %.6g, |diff| %.3g",
+    ok and "passed" or "FAILED", w.checked, w.failed, w.input, w.shape,
+    table.concat(w.index, ", "), w.analytic, w.numeric, w.abs_err)
+  if #notes > 0 then s = s .. " (" .. table.concat(notes, "; ") .. ")" end
+  return s
+end
+
+-- gradcheck(fn, inputs... [, opts]) -> ok, report
+function M.gradcheck(fn, ...)
+  assert(type(fn) == "function" or (type(fn) == "table" and getmetatable(fn)),
+         "gradcheck(fn, x1, ...): fn must be callable")
+  local inputs, opts = split_args(...)
+  local saved, notes = {}, {}
+  for i, x in ipairs(inputs) do
+    if cnn.is_tensor(x) then
+      saved[i] = x.grad or false
+      if x.requires_grad and x.dtype ~= "float64" then
+        notes[#notes + 1] = "input " .. i .. " is " .. x.dtype .. ": use :double() for a tight check"
+      end
+    end
+  end
+  local proj = projector(fn(table.unpack(inputs)))
+  local grads = analytic(fn, inputs, proj)
+  local worst = { checked = 0, failed = 0 }
+  for k, x in ipairs(inputs) do
+    if cnn.is_tensor(x) and x.requires_grad then check_input(fn, inputs, proj, k, grads[k], opts, worst) end
+  end
+  for i, g in pairs(saved) do inputs[i].grad = g or nil end
+  local ok = worst.failed == 0
+  worst.ok, worst.text = ok, report_text(ok, worst, notes)
+  return ok, setmetatable(worst, { __tostring = function(r) return r.text end })
+end
+
+-- ---- timeit ---------------------------------------------------------------------
+
+local function median(v)
+  local s = table.move(v, 1, #v, 1, {})
+  table.sort(s)
+  local m = #s // 2
+  if #s % 2 == 1 then return s[m + 1] end
+  return (s[m] + s[m + 1]) / 2
+end
+
+local function ms(s)
+  if s >= 1 then return string.format("%.3f s", s) end
+  if s >= 1e-3 then return string.format("%.3f ms", s * 1e3) end
+  return string.format("%.2f us", s * 1e6)
+end
+
+-- The number of runs to fill about half a second (at least 3).
+local function auto_count(fn, clock)
+  local t0 = clock()
+  fn()
+  local once = math.max(clock() - t0, 1e-7)
+  return math.max(3, math.min(100000, math.floor(0.5 / once)))
+end
+
+-- timeit(fn [, n]) -> {median=, min=, max=, mean=, n=} (seconds); tostring
+-- gives "median 1.234 ms, min 1.100 ms (10 runs)".
+function M.timeit(fn, n)
+  assert(type(fn) == "function", "timeit(fn [, n]): expected a function")
+  local clock = cnn.clock
+  local c = cnn.cuda
+  if type(c) == "table" and c.synchronize and c.is_available and c.is_available() then
+    clock = function() c.synchronize() return cnn.clock() end
+  end
+  n = n or auto_count(fn, clock)
+  local times, sum = {}, 0
+  fn() -- warm-up
+  for i = 1, n do
+    local t0 = clock()
+    fn()
+    times[i] = clock() - t0
+    sum = sum + times[i]
+  end
+  local r = { median = median(times), min = math.min(table.unpack(times, 1, math.min(n, 4000))),
+              max = math.max(table.unpack(times, 1, math.min(n, 4000))), mean = sum / n, n = n, times = times }
+  for i = 4001, n do r.min, r.max = math.min(r.min, times[i]), math.max(r.max, times[i]) end
+  r.text = string.format("median %s, min %s (%d runs)", ms(r.median), ms(r.min), n)
+  return setmetatable(r, { __tostring = function(x) return x.text end })
+end
+
+doc[M.gradcheck] = [[
+cnn.gradcheck(fn, x1, x2, ... [, {eps=, atol=, rtol=, max_elems=}]) -> ok, report
+Compares the gradient autograd computes for fn(x1, ...) with central finite
+differences, element by element, for every input with requires_grad
+(use float64: cnn.randn(3, 4, {dtype = 'float64', requires_grad = true})).
+A non-scalar output y is reduced to sum(y * v) with a fixed weight v.
+report (prints as one line) names the worst element: input, index,
+analytic and numeric values; report.failed counts the failing elements.
+  ok, r = cnn.gradcheck(function(a, b) return (a * b):tanh() end, a, b)]]
+doc[M.timeit] = [[
+cnn.timeit(fn [, n]) -> stats
+Runs fn() once to warm up, then n times (by default as many as fit in
+about half a second, at least 3) and returns {median, min, max, mean, n}
+in seconds; prints as "median 1.234 ms, min 1.100 ms (10 runs)".  On a GPU
+the device is synchronised around each run (where the time is read).]]
+
+return M

@@ -1,0 +1,298 @@
+/*
+ * test_bn_softmax.c -- batch norm and softmax kernels (core/cpu/batch_norm.c,
+ * core/cpu/softmax.c).
+ *
+ * Evidence: hand-computed values (a 4-value channel; softmax of 1 2 3);
+ * forward results against references written here (one pass over a copy
+ * of each channel gathered into a row, Welford-free textbook formulas);
+ * backward passes against central finite differences of the forward in
+ * float64 with L = sum(y * dy), for x and the parameters, training and
+ * eval; float32 against float64; large logits for stability.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "cnn.h"
+#include "cpu/kernels.h"
+
+static uint64_t rng_state = 0xD1B54A32D192ED03ull;
+static double urand(void) { /* U(-1, 1) */
+  rng_state ^= rng_state << 13, rng_state ^= rng_state >> 7, rng_state ^= rng_state << 17;
+  return (double)(rng_state >> 11) / 9007199254740992.0 * 2 - 1;
+}
+static double *rand_f64(int64_t n, double scale, double shift) {
+  double *a = malloc((size_t)(n > 0 ? n : 1) * sizeof *a);
+  for (int64_t i = 0; i < n; i++) a[i] = urand() * scale + shift;
+  return a;
+}
+static float *to_f32(const double *a, int64_t n) {
+  float *f = malloc((size_t)(n > 0 ? n : 1) * sizeof *f);
+  for (int64_t i = 0; i < n; i++) f[i] = (float)a[i];
+  return f;
+}
+static double *to_f64(const float *a, int64_t n) {
+  double *d = malloc((size_t)(n > 0 ? n : 1) * sizeof *d);
+  for (int64_t i = 0; i < n; i++) d[i] = a[i];
+  return d;
+}
+static double dot(const double *a, const double *b, int64_t n) {
+  double acc = 0;
+  for (int64_t i = 0; i < n; i++) acc += a[i] * b[i];
+  return acc;
+}
+
+/* ---- batch norm: hand case ------------------------------------------------------- */
+
+/*
+ * N=2, C=1, L=2, x = 1 2 | 3 4: mean 2.5, biased var (2.25+0.25+0.25+2.25)/4
+ * = 1.25, unbiased 5/3.  eps = 0.75 makes invstd = 1/sqrt(2) exactly-ish.
+ * gamma 2, beta 1: y = 2*(x-2.5)/sqrt(2) + 1 = 1 + sqrt(2)*(x-2.5).
+ * running (0, 1), momentum 0.1: mean 0.25, var 0.9 + 0.1*5/3 = 1.0666...
+ */
+static void test_bn_hand(void) {
+  double x[4] = {1, 2, 3, 4}, g[1] = {2}, b[1] = {1}, rm[1] = {0}, rv[1] = {1}, y[4], sm[1], si[1];
+  CHECK(cnn_cpu_batch_norm_forward(CNN_FLOAT64, 2, 1, 2, x, g, b, rm, rv, 1, 0.1, 0.75, y, sm,
+                                   si) == 0);
+  double r2 = sqrt(2.0);
+  check_arrays("bn hand y", y, (double[]){1 - 1.5 * r2, 1 - 0.5 * r2, 1 + 0.5 * r2, 1 + 1.5 * r2},
+               4, 1e-14, 1e-14);
+  CHECK_CLOSE(sm[0], 2.5, 1e-15);
+  CHECK_CLOSE(si[0], 1 / r2, 1e-15);
+  CHECK_CLOSE(rm[0], 0.25, 1e-15);
+  CHECK_CLOSE(rv[0], 0.9 + 0.1 * 5.0 / 3.0, 1e-15);
+  /* eval with those running stats: y = 2*(x - 0.25)/sqrt(rv + 0.75) + 1 */
+  CHECK(cnn_cpu_batch_norm_forward(CNN_FLOAT64, 2, 1, 2, x, g, b, rm, rv, 0, 0.1, 0.75, y, NULL,
+                                   NULL) == 0);
+  CHECK_CLOSE(y[3], 2 * (4 - 0.25) / sqrt(rv[0] + 0.75) + 1, 1e-14);
+  CHECK_CLOSE(rm[0], 0.25, 0); /* eval leaves running stats alone */
+}
+
+/* ---- batch norm: against a reference ----------------------------------------------- */
+
+/* Gathers channel c of N x C x L into a row of N*L values. */
+static void gather(const double *x, int64_t N, int64_t C, int64_t L, int64_t c, double *row) {
+  for (int64_t n = 0; n < N; n++) memcpy(row + n * L, x + (n * C + c) * L, L * sizeof *row);
+}
+
+static void ref_bn(const double *x, int64_t N, int64_t C, int64_t L, const double *g,
+                   const double *b, double eps, double *y, double *mean, double *var) {
+  double *row = malloc(N * L * sizeof *row);
+  for (int64_t c = 0; c < C; c++) {
+    gather(x, N, C, L, c, row);
+    double m = 0, v = 0;
+    for (int64_t i = 0; i < N * L; i++) m += row[i];
+    m /= N * L;
+    for (int64_t i = 0; i < N * L; i++) v += (row[i] - m) * (row[i] - m);
+    v /= N * L;
+    mean[c] = m, var[c] = v;
+    for (int64_t n = 0; n < N; n++)
+      for (int64_t l = 0; l < L; l++) {
+        int64_t i = (n * C + c) * L + l;
+        y[i] = (x[i] - m) / sqrt(v + eps) * (g ? g[c] : 1) + (b ? b[c] : 0);
+      }
+  }
+  free(row);
+}
+
+static void test_bn_forward(int64_t N, int64_t C, int64_t L) {
+  int64_t n = N * C * L;
+  double *x = rand_f64(n, 2, 0.5), *g = rand_f64(C, 1, 0), *b = rand_f64(C, 1, 0);
+  double *rm = rand_f64(C, 1, 0), *rv = rand_f64(C, 0.5, 1), *rm0 = malloc(C * 8), *rv0 = malloc(C * 8);
+  double *y = malloc(n * 8), *yr = malloc(n * 8), *mean = malloc(C * 8), *var = malloc(C * 8);
+  double *sm = malloc(C * 8), *si = malloc(C * 8), eps = 1e-5, mom = 0.1;
+  memcpy(rm0, rm, C * 8), memcpy(rv0, rv, C * 8);
+  ref_bn(x, N, C, L, g, b, eps, yr, mean, var);
+  CHECK(cnn_cpu_batch_norm_forward(CNN_FLOAT64, N, C, L, x, g, b, rm, rv, 1, mom, eps, y, sm, si) == 0);
+  check_arrays("bn train y float64", y, yr, n, 1e-12, 1e-12);
+  check_arrays("bn save_mean", sm, mean, C, 1e-14, 1e-14);
+  for (int64_t c = 0; c < C; c++) {
+    CHECK_CLOSE(si[c], 1 / sqrt(var[c] + eps), 1e-12);
+    CHECK_CLOSE(rm[c], 0.9 * rm0[c] + 0.1 * mean[c], 1e-14);
+    CHECK_CLOSE(rv[c], 0.9 * rv0[c] + 0.1 * var[c] * (N * L) / (N * L - 1.0), 1e-14);
+  }
+  /* float32, gamma/beta NULL, no running stats */
+  float *xf = to_f32(x, n), *yf = malloc(n * 4), *smf = malloc(C * 4), *sif = malloc(C * 4);
+  ref_bn(x, N, C, L, NULL, NULL, eps, yr, mean, var);
+  CHECK(cnn_cpu_batch_norm_forward(CNN_FLOAT32, N, C, L, xf, NULL, NULL, NULL, NULL, 1, mom, eps,
+                                   yf, smf, sif) == 0);
+  double *y64 = to_f64(yf, n);
+  check_arrays("bn train y float32", y64, yr, n, 1e-5, 1e-5);
+  free(x), free(g), free(b), free(rm), free(rv), free(rm0), free(rv0), free(y), free(yr);
+  free(mean), free(var), free(sm), free(si), free(xf), free(yf), free(smf), free(sif), free(y64);
+}
+
+/* ---- batch norm: backward by finite differences ------------------------------------ */
+
+typedef struct {
+  int64_t N, C, L;
+  int training;
+  double *x, *g, *b, *rm, *rv, *dy;
+} bn_case;
+
+/* L = sum(y * dy); training uses batch stats, eval the (fixed) running stats. */
+static double bn_loss(const bn_case *k) {
+  int64_t n = k->N * k->C * k->L;
+  double *y = malloc(n * 8);
+  cnn_cpu_batch_norm_forward(CNN_FLOAT64, k->N, k->C, k->L, k->x, k->g, k->b,
+                             k->training ? NULL : k->rm, k->training ? NULL : k->rv, k->training,
+                             0.1, 1e-5, y, NULL, NULL);
+  double l = dot(y, k->dy, n);
+  free(y);
+  return l;
+}
+
+static void numeric(bn_case *k, double *p, int64_t n, double *grad) {
+  for (int64_t i = 0; i < n; i++) {
+    double keep = p[i], h = 1e-6;
+    p[i] = keep + h;
+    double lp = bn_loss(k);
+    p[i] = keep - h;
+    double lm = bn_loss(k);
+    p[i] = keep, grad[i] = (lp - lm) / (2 * h);
+  }
+}
+
+static void test_bn_backward(int64_t N, int64_t C, int64_t L, int training) {
+  int64_t n = N * C * L;
+  bn_case k = {N, C, L, training, rand_f64(n, 2, 0.3), rand_f64(C, 1, 0), rand_f64(C, 1, 0),
+               rand_f64(C, 1, 0), rand_f64(C, 0.5, 1), rand_f64(n, 1, 0)};
+  double *y = malloc(n * 8), *sm = malloc(C * 8), *si = malloc(C * 8);
+  double *dx = malloc(n * 8), *dg = malloc(C * 8), *db = malloc(C * 8);
+  double *gx = malloc(n * 8), *gg = malloc(C * 8), *gb = malloc(C * 8);
+  CHECK(cnn_cpu_batch_norm_forward(CNN_FLOAT64, N, C, L, k.x, k.g, k.b, k.rm, k.rv, training, 0,
+                                   1e-5, y, sm, si) == 0); /* momentum 0: stats unchanged */
+  int (*bwd)(cnn_dtype, int64_t, int64_t, int64_t, const void *, const void *, const void *,
+             const void *, const void *, void *, void *, void *) =
+      training ? cnn_cpu_batch_norm_backward : cnn_cpu_batch_norm_backward_eval;
+  CHECK(bwd(CNN_FLOAT64, N, C, L, k.dy, k.x, k.g, sm, si, dx, dg, db) == 0);
+  numeric(&k, k.x, n, gx), numeric(&k, k.g, C, gg), numeric(&k, k.b, C, gb);
+  const char *mode = training ? "train" : "eval";
+  char what[96];
+  snprintf(what, sizeof what, "bn %s dx vs finite diff %lldx%lldx%lld", mode, (long long)N,
+           (long long)C, (long long)L);
+  check_arrays(what, dx, gx, n, 1e-6, 1e-5);
+  snprintf(what, sizeof what, "bn %s dgamma vs finite diff", mode);
+  check_arrays(what, dg, gg, C, 1e-6, 1e-5);
+  snprintf(what, sizeof what, "bn %s dbeta vs finite diff", mode);
+  check_arrays(what, db, gb, C, 1e-6, 1e-5);
+  /* float32 against float64; only dx requested */
+  float *xf = to_f32(k.x, n), *dyf = to_f32(k.dy, n), *gf = to_f32(k.g, C);
+  float *smf = to_f32(sm, C), *sif = to_f32(si, C), *dxf = malloc(n * 4);
+  CHECK(bwd(CNN_FLOAT32, N, C, L, dyf, xf, gf, smf, sif, dxf, NULL, NULL) == 0);
+  double *dx64 = to_f64(dxf, n);
+  snprintf(what, sizeof what, "bn %s dx float32", mode);
+  check_arrays(what, dx64, dx, n, 1e-4, 1e-4);
+  free(k.x), free(k.g), free(k.b), free(k.rm), free(k.rv), free(k.dy), free(y), free(sm);
+  free(si), free(dx), free(dg), free(db), free(gx), free(gg), free(gb), free(xf), free(dyf);
+  free(gf), free(smf), free(sif), free(dxf), free(dx64);
+}
+
+static void test_bn_errors(void) {
+  double x[3] = {1, 2, 3}, y[3], rm[3] = {0}, rv[3] = {1, 1, 1};
+  CHECK(cnn_cpu_batch_norm_forward(CNN_FLOAT64, 1, 3, 1, x, NULL, NULL, rm, rv, 1, 0.1, 1e-5, y,
+                                   NULL, NULL) == -1);
+  CHECK(strstr(cnn_error(), "batch_norm: expected more than 1 value per channel") != NULL);
+  CHECK(cnn_cpu_batch_norm_forward(CNN_FLOAT64, 1, 3, 1, x, NULL, NULL, NULL, NULL, 0, 0.1, 1e-5,
+                                   y, NULL, NULL) == -1);
+  CHECK(cnn_cpu_batch_norm_forward(CNN_UINT8, 2, 3, 1, x, NULL, NULL, rm, rv, 0, 0.1, 1e-5, y,
+                                   NULL, NULL) == -1);
+  CHECK(strstr(cnn_error(), "batch_norm: dtype uint8") != NULL);
+  /* eval with one value per channel is fine */
+  CHECK(cnn_cpu_batch_norm_forward(CNN_FLOAT64, 1, 3, 1, x, NULL, NULL, rm, rv, 0, 0.1, 0, y,
+                                   NULL, NULL) == 0);
+  CHECK_CLOSE(y[2], 3, 1e-15);
+}
+
+/* ---- softmax ---------------------------------------------------------------------------- */
+
+/* softmax(1, 2, 3) = e^(x-3) / (e^-2 + e^-1 + 1) = 0.0900305732, 0.2447284711,
+ * 0.6652409558; log_softmax = x - 3 - log(1.4076...) = -2.4076059645,
+ * -1.4076059645, -0.4076059645.  Shifting by 1000 changes nothing. */
+static void test_softmax_hand(void) {
+  double x[6] = {1, 2, 3, 1001, 1002, 1003}, y[6];
+  double p[3] = {0.09003057317038046, 0.24472847105479767, 0.6652409557748219};
+  double lp[3] = {-2.4076059644443806, -1.4076059644443806, -0.4076059644443806};
+  CHECK(cnn_cpu_softmax_forward(CNN_FLOAT64, 2, 3, 1, 0, x, y) == 0);
+  check_arrays("softmax 1 2 3", y, p, 3, 1e-15, 1e-14);
+  check_arrays("softmax 1001 1002 1003", y + 3, p, 3, 1e-15, 1e-14);
+  CHECK(cnn_cpu_softmax_forward(CNN_FLOAT64, 2, 3, 1, 1, x, y) == 0);
+  check_arrays("log_softmax 1 2 3", y, lp, 3, 1e-14, 1e-14);
+  check_arrays("log_softmax 1001 1002 1003", y + 3, lp, 3, 1e-12, 1e-14);
+  float xf[3] = {1000, 1001, 1002}, yf[3];
+  CHECK(cnn_cpu_softmax_forward(CNN_FLOAT32, 1, 3, 1, 0, xf, yf) == 0);
+  CHECK_CLOSE(yf[2], p[2], 1e-6);
+  CHECK(cnn_cpu_softmax_forward(CNN_INT64, 1, 3, 1, 0, xf, yf) == -1);
+  CHECK(strstr(cnn_error(), "softmax: dtype int64") != NULL);
+}
+
+/* Reference: gather each row (stride inner) and apply the textbook formula. */
+static void ref_softmax(int64_t outer, int64_t D, int64_t inner, int is_log, const double *x,
+                        double *y) {
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t i = 0; i < inner; i++) {
+      double m = -INFINITY, sum = 0;
+      for (int64_t d = 0; d < D; d++) m = fmax(m, x[(o * D + d) * inner + i]);
+      for (int64_t d = 0; d < D; d++) sum += exp(x[(o * D + d) * inner + i] - m);
+      for (int64_t d = 0; d < D; d++) {
+        double v = x[(o * D + d) * inner + i] - m;
+        y[(o * D + d) * inner + i] = is_log ? v - log(sum) : exp(v) / sum;
+      }
+    }
+}
+
+static void test_softmax(int64_t outer, int64_t D, int64_t inner, int is_log) {
+  int64_t n = outer * D * inner;
+  double *x = rand_f64(n, 4, 0), *dy = rand_f64(n, 1, 0), *y = malloc(n * 8), *yr = malloc(n * 8);
+  double *dx = malloc(n * 8), *g = malloc(n * 8), *tmp = malloc(n * 8);
+  char what[96];
+  const char *op = is_log ? "log_softmax" : "softmax";
+  ref_softmax(outer, D, inner, is_log, x, yr);
+  CHECK(cnn_cpu_softmax_forward(CNN_FLOAT64, outer, D, inner, is_log, x, y) == 0);
+  snprintf(what, sizeof what, "%s %lldx%lldx%lld float64", op, (long long)outer, (long long)D,
+           (long long)inner);
+  check_arrays(what, y, yr, n, 1e-14, 1e-13);
+  CHECK(cnn_cpu_softmax_backward(CNN_FLOAT64, outer, D, inner, is_log, y, dy, dx) == 0);
+  for (int64_t i = 0; i < n; i++) {
+    double keep = x[i], h = 1e-6;
+    x[i] = keep + h, cnn_cpu_softmax_forward(CNN_FLOAT64, outer, D, inner, is_log, x, tmp);
+    double lp = dot(tmp, dy, n);
+    x[i] = keep - h, cnn_cpu_softmax_forward(CNN_FLOAT64, outer, D, inner, is_log, x, tmp);
+    double lm = dot(tmp, dy, n);
+    x[i] = keep, g[i] = (lp - lm) / (2 * h);
+  }
+  snprintf(what, sizeof what, "%s backward vs finite diff %lldx%lldx%lld", op, (long long)outer,
+           (long long)D, (long long)inner);
+  check_arrays(what, dx, g, n, 1e-7, 1e-6);
+  float *xf = to_f32(x, n), *yf = malloc(n * 4), *dyf = to_f32(dy, n), *dxf = malloc(n * 4);
+  CHECK(cnn_cpu_softmax_forward(CNN_FLOAT32, outer, D, inner, is_log, xf, yf) == 0);
+  CHECK(cnn_cpu_softmax_backward(CNN_FLOAT32, outer, D, inner, is_log, yf, dyf, dxf) == 0);
+  double *y64 = to_f64(yf, n), *dx64 = to_f64(dxf, n);
+  snprintf(what, sizeof what, "%s float32", op);
+  check_arrays(what, y64, yr, n, 1e-6, 1e-5);
+  snprintf(what, sizeof what, "%s backward float32", op);
+  check_arrays(what, dx64, dx, n, 1e-5, 1e-4);
+  free(x), free(dy), free(y), free(yr), free(dx), free(g), free(tmp), free(xf), free(yf);
+  free(dyf), free(dxf), free(y64), free(dx64);
+}
+
+int main(void) {
+  test_bn_hand();
+  test_bn_forward(2, 3, 35);
+  test_bn_forward(7, 5, 1);
+  test_bn_forward(16, 4, 49);
+  for (int training = 1; training >= 0; training--) {
+    test_bn_backward(2, 3, 35, training);
+    test_bn_backward(5, 4, 1, training);
+  }
+  test_bn_errors();
+  test_softmax_hand();
+  for (int is_log = 0; is_log <= 1; is_log++) {
+    test_softmax(4, 7, 1, is_log);
+    test_softmax(2, 5, 3, is_log);
+    test_softmax(1, 1, 6, is_log);
+    test_softmax(3, 10, 2, is_log);
+  }
+  return check_report("test_bn_softmax");
+}

@@ -1,0 +1,196 @@
+-- autograd_spec.lua -- autograd through the bindings: backward, .grad,
+-- accumulation, explicit gradients, retain_graph, retain_grad, hooks,
+-- no_grad and grad mode, and finite-difference checks (float64) of ops
+-- called from Lua.
+package.path = "./?.lua;" .. package.path
+local H = require("helpers")
+local close, raises = H.assert_close, H.raises
+
+-- Analytic gradients of f(inputs...) (a one-element tensor) against central
+-- differences computed on plain copies of the inputs.
+local function gradcheck(f, inputs, tol)
+  tol = tol or 1e-6
+  local leaves = {}
+  for i, x in ipairs(inputs) do leaves[i] = x:clone():detach():requires_grad_() end
+  f(table.unpack(leaves)):backward()
+  for k = 1, #inputs do
+    local plain = {}
+    for i, x in ipairs(inputs) do plain[i] = x:clone():detach() end
+    local numeric = H.fd_grad(function()
+      return cnn.no_grad(function() return f(table.unpack(plain)):item() end)
+    end, plain[k])
+    assert(leaves[k].grad, "input " .. k .. " got no gradient")
+    H.assert_close(leaves[k].grad, numeric, tol, tol, "input " .. k)
+  end
+end
+
+describe("backward", function()
+  it("x.grad of (w*w):sum() is 2w", function()
+    cnn.manual_seed(7)
+    local w = cnn.randn(3, 3)
+    w.requires_grad = true
+    local y = (w * w):sum()
+    y:backward()
+    close(w.grad, H.map(w:totable(), function(v) return 2 * v end))
+  end)
+
+  it("accumulates across calls; zero_grad and grad = nil clear", function()
+    local w = cnn.tensor({1, 2, 3}):requires_grad_()
+    ;(w * w):sum():backward()
+    ;(w * w):sum():backward()
+    close(w.grad, {4, 8, 12})
+    w:zero_grad()
+    assert.is_nil(w.grad)
+    ;(w * 3):sum():backward()
+    close(w.grad, {3, 3, 3})
+    w.grad = nil
+    assert.is_nil(w.grad)
+  end)
+
+  it("takes an explicit gradient for non-scalar outputs", function()
+    local w = cnn.tensor({1, 2}):requires_grad_()
+    local y = w * 3
+    y:backward(cnn.tensor({1, 10}))
+    close(w.grad, {3, 30})
+  end)
+
+  it("frees the graph unless retain_graph", function()
+    local w = cnn.tensor({1, 2}):requires_grad_()
+    local y = (w * w):sum()
+    y:backward(nil, {retain_graph = true})
+    y:backward()
+    close(w.grad, {4, 8})
+    raises(function() y:backward() end)
+    local z = (w * w):sum()
+    z:backward({retain_graph = true})
+    z:backward()
+  end)
+
+  it("reduces broadcast gradients to the input's shape", function()
+    local a = cnn.zeros(2, 3):requires_grad_()
+    local b = cnn.tensor({1, 2, 3}):requires_grad_()
+    ;(a * b + b):sum():backward()
+    close(b.grad, {2, 2, 2})
+    close(a.grad, {{1, 2, 3}, {1, 2, 3}})
+  end)
+
+  it("leaves, grad_fn names, detach", function()
+    local w = cnn.ones(2):requires_grad_()
+    local y = w * 2
+    assert.is_true(w.is_leaf)
+    assert.is_false(y.is_leaf)
+    assert.is_truthy(y.grad_fn:find("Backward"))
+    local d = y:detach()
+    assert.is_nil(d.grad_fn)
+    assert.is_false(d.requires_grad)
+    local e = w:float()
+    assert.equal("float32", e.dtype)
+  end)
+end)
+
+describe("retain_grad and hooks", function()
+  it("retain_grad keeps an intermediate's gradient", function()
+    local w = cnn.tensor({1, -2, 3}):requires_grad_()
+    local h = w * 2
+    assert.equal(h, h:retain_grad())
+    ;(h * h):sum():backward()
+    close(h.grad, {4, -8, 12})
+    close(w.grad, {8, -16, 24})
+  end)
+
+  it("hooks see the gradient, may replace it, and can be removed", function()
+    local w = cnn.tensor({1, 2}):requires_grad_()
+    local seen
+    local handle = w:register_hook(function(g) seen = g:totable() end)
+    ;(w * 5):sum():backward()
+    assert.same({5, 5}, seen)
+    handle:remove()
+    seen = nil
+    w.grad = nil
+    ;(w * 5):sum():backward()
+    assert.is_nil(seen)
+    local h2 = w:register_hook(function(g) return g * 0 + 1 end)
+    w.grad = nil
+    ;(w * 5):sum():backward()
+    close(w.grad, {1, 1})
+    h2:remove()
+  end)
+
+  it("hooks on intermediates change what flows further", function()
+    local w = cnn.tensor({1, 2}):requires_grad_()
+    local h = w * 3
+    h:register_hook(function(g) return g * 2 end)
+    ;(h * 1):sum():backward()
+    close(w.grad, {6, 6})
+  end)
+
+  it("an error in a hook stops backward with a Lua error", function()
+    local w = cnn.tensor({1}):requires_grad_()
+    w:register_hook(function() error("boom") end)
+    raises(function() (w * 2):sum():backward() end, "hook", "boom")
+    local v = cnn.tensor({1}):requires_grad_()
+    v:register_hook(function() return "not a tensor" end)
+    raises(function() (v * 2):sum():backward() end, "hook", "string")
+  end)
+end)
+
+describe("grad mode", function()
+  it("no_grad records nothing, returns fn's results and restores the mode", function()
+    local w = cnn.ones(2):requires_grad_()
+    local a, b = cnn.no_grad(function(x, k) return x * k, "second" end, w, 3)
+    assert.is_nil(a.grad_fn)
+    assert.is_false(a.requires_grad)
+    assert.equal("second", b)
+    assert.is_true(cnn.is_grad_enabled())
+    local ok = pcall(cnn.no_grad, function() error("inside") end)
+    assert.is_false(ok)
+    assert.is_true(cnn.is_grad_enabled())
+    assert.is_true(cnn.set_grad_enabled(false))
+    assert.is_false(cnn.is_grad_enabled())
+    assert.is_nil((w * 2).grad_fn)
+    local r = cnn.enable_grad(function() return w * 2 end)
+    assert.is_truthy(r.grad_fn)
+    assert.is_false(cnn.set_grad_enabled(true))
+  end)
+end)
+
+describe("finite differences in float64", function()
+  cnn.manual_seed(11)
+  local a = cnn.randn(3, 4, "float64")
+  local b = cnn.randn(3, 4, "float64")
+  local p = cnn.rand(3, 4, "float64") + 0.5
+  local row = cnn.randn(4, "float64")
+  local m = cnn.randn(4, 2, "float64")
+
+  it("binary ops with broadcasting", function()
+    gradcheck(function(x, y) return (x * y):sum() end, {a, b})
+    gradcheck(function(x, y) return (x / y):sum() end, {a, p})
+    gradcheck(function(x, y) return (x - y * 2 + 1):square():sum() end, {a, row})
+    gradcheck(function(x, y) return (y ^ x):sum() end, {a, p})
+    gradcheck(function(x, y) return x:maximum(y):sum() end, {a, b})
+  end)
+
+  it("unary ops", function()
+    gradcheck(function(x) return x:exp():sum() end, {a})
+    gradcheck(function(x) return x:log():sum() end, {p})
+    gradcheck(function(x) return x:sqrt():sum() end, {p})
+    gradcheck(function(x) return x:tanh():sum() end, {a})
+    gradcheck(function(x) return x:sigmoid():sum() end, {a})
+    gradcheck(function(x) return (x ^ 3):sum() end, {a})
+    gradcheck(function(x) return (-x):abs():sum() end, {a})
+    gradcheck(function(x) return x:clamp(-0.5, 0.5):sum() end, {a})
+    gradcheck(function(x) return x:gelu():sum() end, {a})
+  end)
+
+  it("reductions, views and products", function()
+    gradcheck(function(x) return x:mean(2):square():sum() end, {a})
+    gradcheck(function(x) return x:var(1):sum() end, {a})
+    gradcheck(function(x) return x:norm() end, {a})
+    gradcheck(function(x) return x:max(2):sum() end, {a})
+    gradcheck(function(x) return (x:t():contiguous():view(2, 6) * cnn.arange(1, 12, "float64"):view(2, 6)):sum() end, {a})
+    gradcheck(function(x) return (x[{{2, 3}, {1, 2}}] * 3):square():sum() end, {a})
+    gradcheck(function(x, y) return x:matmul(y):square():sum() end, {a, m})
+    gradcheck(function(x, y) return cnn.cat({x, y:view(1, 4)}, 1):square():sum() end, {a, row})
+    gradcheck(function(x) return (F.softmax(x, 2) * cnn.arange(1, 12, "float64"):view(3, 4)):sum() end, {a})
+  end)
+end)

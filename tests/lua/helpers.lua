@@ -1,0 +1,138 @@
+-- helpers.lua -- shared helpers of the Lua specs (tests/lua/*_spec.lua).
+--
+-- Independent references only: values are compared with hand-computed
+-- numbers or naive Lua loops written here, never with the code under test.
+-- Tensors are read back through totable(), so a helper never relies on the
+-- op being tested.
+
+local H = {}
+
+-- Flatten a number, nested table or tensor into a flat Lua list.
+function H.flat(v, out)
+  out = out or {}
+  if cnn.is_tensor(v) then v = v:totable() end
+  if type(v) == "table" then
+    for _, e in ipairs(v) do H.flat(e, out) end
+  else
+    out[#out + 1] = v
+  end
+  return out
+end
+
+-- Shape of a nested table (following first elements).
+function H.table_shape(t)
+  local s = {}
+  while type(t) == "table" do
+    s[#s + 1] = #t
+    t = t[1]
+  end
+  return s
+end
+
+local function shape_str(s)
+  if #s == 0 then return "scalar" end
+  return table.concat(s, "x")
+end
+H.shape_str = shape_str
+
+-- Compare got (tensor/table/number) with expected elementwise:
+-- |g - e| <= atol + rtol * |e|; NaN matches NaN. Returns ok, message.
+function H.compare(got, expected, atol, rtol)
+  atol, rtol = atol or 1e-5, rtol or 1e-5
+  local g, e = H.flat(got), H.flat(expected)
+  if #g ~= #e then
+    return false, ("element count %d, expected %d"):format(#g, #e)
+  end
+  local worst, wi = -1, 0
+  for i = 1, #e do
+    local a, b = g[i], e[i]
+    local bad
+    if b ~= b then
+      bad = a == a
+    else
+      bad = not (math.abs(a - b) <= atol + rtol * math.abs(b))
+    end
+    if bad then
+      local d = (a ~= a or b ~= b) and math.huge or math.abs(a - b)
+      if d > worst then worst, wi = d, i end
+    end
+  end
+  if wi > 0 then
+    return false, ("element %d: got %s, expected %s (worst of %d)"):format(wi, tostring(g[wi]), tostring(e[wi]), #e)
+  end
+  return true
+end
+
+function H.assert_close(got, expected, atol, rtol, what)
+  local ok, msg = H.compare(got, expected, atol, rtol)
+  assert(ok, (what and (what .. ": ") or "") .. (msg or ""))
+end
+
+-- Assert a tensor's shape equals the list s.
+function H.assert_shape(t, s)
+  local got = t.shape
+  assert(shape_str(got) == shape_str(s), ("shape %s, expected %s"):format(shape_str(got), shape_str(s)))
+end
+
+-- fn() must raise an error whose message contains every plain string given.
+function H.raises(fn, ...)
+  local ok, err = pcall(fn)
+  assert(not ok, "expected an error, but the call succeeded")
+  err = tostring(err)
+  for _, p in ipairs({...}) do
+    assert(err:find(p, 1, true), ("error %q does not contain %q"):format(err, p))
+  end
+  return err
+end
+
+-- Central finite differences of a scalar function f(x) (a Lua number) with
+-- respect to every element of the float64 tensor x (modified and restored
+-- through a flat view). Returns a flat list of partials.
+function H.fd_grad(f, x, eps)
+  eps = eps or 1e-6
+  local flat = x:view(-1)
+  local g = {}
+  for i = 1, flat:numel() do
+    local v = flat[i]:item()
+    flat[i] = v + eps
+    local fp = f(x)
+    flat[i] = v - eps
+    local fm = f(x)
+    flat[i] = v
+    g[i] = (fp - fm) / (2 * eps)
+  end
+  return g
+end
+
+-- Naive matrix product of nested tables.
+function H.matmul(a, b)
+  local n, k, m = #a, #b, #b[1]
+  local c = {}
+  for i = 1, n do
+    c[i] = {}
+    for j = 1, m do
+      local s = 0
+      for p = 1, k do s = s + a[i][p] * b[p][j] end
+      c[i][j] = s
+    end
+  end
+  return c
+end
+
+-- Map a function over a nested table.
+function H.map(t, f)
+  if type(t) ~= "table" then return f(t) end
+  local r = {}
+  for i, v in ipairs(t) do r[i] = H.map(v, f) end
+  return r
+end
+
+-- Resident set size of this process in MiB (Linux /proc/self/statm).
+function H.rss_mb()
+  local f = assert(io.open("/proc/self/statm"))
+  local _, rss = f:read("n", "n")
+  f:close()
+  return rss * 4096 / 1048576
+end
+
+return H

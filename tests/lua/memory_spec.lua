@@ -1,0 +1,94 @@
+-- memory_spec.lua -- native tensor memory under Lua's collector: a loop
+-- that allocates a 4 MB tensor 10,000 times keeps cnn.memory().live
+-- bounded and the process RSS flat; <close> and release() free at once;
+-- an autograd loop stays flat too.
+package.path = "./?.lua;" .. package.path
+local H = require("helpers")
+
+local MB = 1048576
+
+describe("cnn.memory", function()
+  it("reports live, peak and count in bytes", function()
+    local m0 = cnn.memory()
+    assert.equal("number", type(m0.live))
+    assert.is_true(m0.peak >= m0.live)
+    local t = cnn.zeros(1000, "float64")
+    local m1 = cnn.memory()
+    assert.is_true(m1.live - m0.live >= 8000)
+    assert.is_true(m1.count >= m0.count + 1)
+    cnn.reset_peak_memory()
+    assert.equal(cnn.memory().live, cnn.memory().peak)
+    t:release()
+    assert.is_true(cnn.memory().live <= m1.live - 8000)
+  end)
+end)
+
+describe("the collector hears about native memory", function()
+  it("10,000 allocations of a 4 MB tensor keep live memory and RSS flat", function()
+    collectgarbage()
+    collectgarbage()
+    local live0, rss0 = cnn.memory().live, H.rss_mb()
+    local max_live, max_rss = 0, 0
+    for i = 1, 10000 do
+      local t = cnn.zeros(1024, 1024) -- 4 MiB, touched
+      if i % 100 == 0 then
+        max_live = math.max(max_live, cnn.memory().live - live0)
+        max_rss = math.max(max_rss, H.rss_mb() - rss0)
+      end
+      t = nil -- luacheck: ignore
+    end
+    assert.is_true(max_live < 64 * MB, ("live grew by %.1f MB"):format(max_live / MB))
+    assert.is_true(max_rss < 64, ("RSS grew by %.1f MB"):format(max_rss))
+  end)
+
+  it("small tensors in a tight loop stay bounded too", function()
+    collectgarbage()
+    local live0 = cnn.memory().live
+    local x, y = cnn.ones(16), cnn.ones(16)
+    local max_count = 0
+    for i = 1, 200000 do
+      local z = x + y -- luacheck: ignore
+      if i % 1000 == 0 then max_count = math.max(max_count, cnn.memory().count) end
+    end
+    assert.is_true(cnn.memory().live - live0 < 16 * MB)
+    assert.is_true(max_count < 100000, "live storages: " .. max_count)
+  end)
+
+  it("an autograd training-like loop stays flat", function()
+    collectgarbage()
+    local w = cnn.randn(256, 256):requires_grad_()
+    local x = cnn.randn(64, 256)
+    local live0 = cnn.memory().live
+    local max_live = 0
+    for i = 1, 2000 do
+      local loss = x:matmul(w):relu():square():mean()
+      loss:backward()
+      w.grad = nil
+      if i % 50 == 0 then max_live = math.max(max_live, cnn.memory().live - live0) end
+    end
+    assert.is_true(max_live < 64 * MB, ("live grew by %.1f MB"):format(max_live / MB))
+  end)
+end)
+
+describe("immediate release", function()
+  it("<close> frees at the end of the scope", function()
+    collectgarbage()
+    local before = cnn.memory().live
+    do
+      local big <close> = cnn.zeros(2048, 2048) -- 16 MiB
+      assert.is_true(cnn.memory().live - before >= 16 * MB)
+    end
+    assert.is_true(cnn.memory().live - before < MB)
+  end)
+
+  it("release() frees now and views keep storage alive", function()
+    collectgarbage()
+    local before = cnn.memory().live
+    local big = cnn.zeros(1024, 1024)
+    local row = big[1]
+    big:release()
+    assert.is_true(cnn.memory().live - before >= 4 * MB, "the view still holds the storage")
+    row:release()
+    assert.is_true(cnn.memory().live - before < MB)
+  end)
+end)

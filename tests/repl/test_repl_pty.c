@@ -1,0 +1,256 @@
+/*
+ * test_repl_pty.c -- the cnnsh prompt driven through a pseudo-terminal, as
+ * a user types: multi-line input, Tab completion, Ctrl-C during an endless
+ * loop and at the prompt, history across two sessions, commands, -i, and
+ * colour on a terminal.  Usage: test_repl_pty path/to/cnnsh
+ *
+ * Each case starts a fresh cnnsh with HOME and CNNSH_HISTORY in a
+ * temporary folder, so nothing of the user's is read or written.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "pty_driver.h"
+
+#define T 15.0 /* seconds to wait for any expected text (busy CI machines) */
+
+static const char *cnnsh;
+static char tmpdir[] = "/tmp/cnnsh_pty_XXXXXX";
+
+/* Start cnnsh with extra args (NULL-terminated) and a history file. */
+static int start(pty_proc *p, const char *history, bool color, const char *a1, const char *a2)
+{
+  static char env_hist[4200], env_home[4200];
+  snprintf(env_hist, sizeof env_hist, "CNNSH_HISTORY=%s/%s", tmpdir, history);
+  snprintf(env_home, sizeof env_home, "HOME=%s", tmpdir);
+  char *env[] = {env_hist, env_home, "TERM=xterm", color ? "NO_COLOR=" : "NO_COLOR=1", NULL};
+  char *argv[] = {(char *)cnnsh, (char *)a1, (char *)a2, NULL};
+  int rc = pty_spawn(p, argv, env);
+  CHECK(rc == 0);
+  if (rc == 0)
+    CHECK(pty_expect(p, "> ", T) == 0);
+  return rc;
+}
+
+static void quit(pty_proc *p)
+{
+  pty_send(p, "\004"); /* Ctrl-D */
+  int status = pty_wait(p, T);
+  CHECK(status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  pty_close(p);
+}
+
+static void test_multiline(void)
+{
+  pty_proc p;
+  if (start(&p, "h_multi", false, NULL, NULL))
+    return;
+  pty_send(&p, "function twice(a)\r");
+  CHECK(pty_expect(&p, ">> ", T) == 0);
+  pty_send(&p, "  return a * 2\r");
+  CHECK(pty_expect(&p, ">> ", T) == 0);
+  pty_send(&p, "end\r");
+  CHECK(pty_expect(&p, "> ", T) == 0);
+  pty_send(&p, "twice(21)\r");
+  CHECK(pty_expect(&p, "42", T) == 0);
+  pty_send(&p, "t = {\r");
+  CHECK(pty_expect(&p, ">> ", T) == 0);
+  pty_send(&p, "'x', n = 3}\r");
+  pty_send(&p, "t\r");
+  CHECK(pty_expect(&p, "{\"x\", n = 3}", T) == 0);
+  pty_send(&p, "error('boom')\r");
+  CHECK(pty_expect(&p, "boom", T) == 0);
+  CHECK(pty_expect(&p, "stack traceback", T) == 0);
+  pty_send(&p, "twice(2)\r"); /* the session lives on */
+  CHECK(pty_expect(&p, "4", T) == 0);
+  quit(&p);
+}
+
+static void test_completion(void)
+{
+  pty_proc p;
+  if (start(&p, "h_complete", false, NULL, NULL))
+    return;
+  /* unique: the rest of the name and "(" are inserted */
+  pty_send(&p, "string.fo\t");
+  CHECK(pty_expect(&p, "string.format(", T) == 0);
+  pty_send(&p, "'<%d>', 7)\r");
+  CHECK(pty_expect(&p, "\"<7>\"", T) == 0);
+  /* a table gets "." */
+  pty_send(&p, "mytab = {alpha = 1, beta = {gamma = 2}}\r");
+  pty_send(&p, "mytab.be\tga\t\r");
+  CHECK(pty_expect(&p, "mytab.beta.gamma", T) == 0);
+  CHECK(pty_expect(&p, "2", T) == 0);
+  /* methods through the string metatable; two Tabs list the choices */
+  pty_send(&p, "s = 'abc'\r");
+  pty_send(&p, "s:up\t");
+  CHECK(pty_expect(&p, "s:upper(", T) == 0);
+  pty_send(&p, ")\r");
+  CHECK(pty_expect(&p, "\"ABC\"", T) == 0);
+  pty_send(&p, "string.s\t\t");
+  CHECK(pty_expect(&p, "sub(", T) == 0);
+  pty_send(&p, "\025"); /* Ctrl-U: drop the line */
+  /* commands */
+  pty_send(&p, ":me\t\r");
+  CHECK(pty_expect(&p, ":mem", T) == 0);
+  /* tensors: x:su<TAB><TAB> offers sum (when the bindings are built in) */
+  pty_send(&p, "print(cnn and cnn.zeros and 'have' .. 'tensors' or 'none')\r");
+  CHECK(pty_expect(&p, "\n", T) == 0);
+  if (pty_saw(&p, "havetensors", 2.0)) {
+    pty_send(&p, "x = cnn.zeros(2, 3)\r");
+    pty_send(&p, "x:su\t\t");
+    CHECK(pty_expect(&p, "sum(", T) == 0);
+    pty_send(&p, "\025x:nume\t)\r");
+    CHECK(pty_expect(&p, "x:numel()", T) == 0);
+    CHECK(pty_expect(&p, "6", T) == 0);
+  }
+  quit(&p);
+}
+
+static void test_interrupt(void)
+{
+  pty_proc p;
+  if (start(&p, "h_intr", false, NULL, NULL))
+    return;
+  pty_send(&p, "y = 7\r");
+  pty_send(&p, "while true do end\r");
+  pty_sleep(0.5);
+  pty_send(&p, "\003"); /* Ctrl-C while running */
+  CHECK(pty_expect(&p, "interrupted!", T) == 0);
+  CHECK(pty_expect(&p, "> ", T) == 0);
+  pty_send(&p, "y + 1\r");
+  CHECK(pty_expect(&p, "8", T) == 0);
+  /* Ctrl-C at the prompt clears the line (the half-typed text never runs) */
+  pty_send(&p, "error('should not run')");
+  pty_sleep(0.2);
+  pty_send(&p, "\003");
+  CHECK(pty_expect(&p, "^C", T) == 0);
+  pty_send(&p, "'after' .. 'clear'\r");
+  CHECK(pty_expect(&p, "\"afterclear\"", T) == 0);
+  CHECK(!pty_saw(&p, "should not run\n", 0.2));
+  /* ... and drops an unfinished multi-line statement */
+  pty_send(&p, "for i = 1, 3 do\r");
+  CHECK(pty_expect(&p, ">> ", T) == 0);
+  pty_send(&p, "\003");
+  pty_send(&p, "y * 3\r");
+  CHECK(pty_expect(&p, "21", T) == 0);
+  quit(&p);
+}
+
+/* Count lines of a file that equal `line`. */
+static int count_lines(const char *path, const char *line)
+{
+  FILE *f = fopen(path, "r");
+  if (!f)
+    return -1;
+  char buf[1024];
+  int n = 0;
+  while (fgets(buf, sizeof buf, f)) {
+    buf[strcspn(buf, "\n")] = '\0';
+    n += strcmp(buf, line) == 0;
+  }
+  fclose(f);
+  return n;
+}
+
+static void test_history(void)
+{
+  pty_proc p;
+  if (start(&p, "h_hist", false, NULL, NULL))
+    return;
+  pty_send(&p, "hist_marker = 123\r");
+  pty_send(&p, "hist_marker = 123\r"); /* a repeat: kept once */
+  pty_send(&p, "for i = 1, 2 do\r");
+  pty_send(&p, "  hist_sum = (hist_sum or 0) + i end\r");
+  pty_send(&p, "'done' .. 'typing'\r");
+  CHECK(pty_expect(&p, "donetyping", T) == 0);
+  quit(&p);
+  char path[4200];
+  snprintf(path, sizeof path, "%s/h_hist", tmpdir);
+  CHECK(count_lines(path, "hist_marker = 123") == 1);
+  /* second session: Up arrow recalls the entries, newest first */
+  if (start(&p, "h_hist", false, NULL, NULL))
+    return;
+  pty_send(&p, "\033[A\033[A");
+  CHECK(pty_expect(&p, "hist_sum", T) == 0);
+  pty_send(&p, "\r");
+  pty_send(&p, "hist_sum\r");
+  CHECK(pty_expect(&p, "3", T) == 0);
+  /* history now: hist_marker, for, 'done', for, hist_sum */
+  pty_send(&p, "\033[A\033[A\033[A\033[A\033[A\r");
+  pty_send(&p, "hist_marker\r");
+  CHECK(pty_expect(&p, "123", T) == 0);
+  quit(&p);
+}
+
+static void test_commands(void)
+{
+  pty_proc p;
+  if (start(&p, "h_cmd", false, NULL, NULL))
+    return;
+  pty_send(&p, ":help\r");
+  CHECK(pty_expect(&p, ":time", T) == 0);
+  CHECK(pty_expect(&p, "> ", T) == 0);
+  pty_send(&p, ":time 1 + 1\r");
+  CHECK(pty_expect(&p, "median", T) == 0);
+  CHECK(pty_expect(&p, "min", T) == 0);
+  pty_send(&p, "keep = 5\r");
+  pty_send(&p, ":reset\r");
+  CHECK(pty_expect(&p, "fresh Lua state", T) == 0);
+  pty_send(&p, "keep == nil\r");
+  CHECK(pty_expect(&p, "true", T) == 0);
+  pty_send(&p, ":bogus\r");
+  CHECK(pty_expect(&p, "unknown command :bogus", T) == 0);
+  pty_send(&p, ":quit\r");
+  int status = pty_wait(&p, T);
+  CHECK(status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  pty_close(&p);
+}
+
+static void test_dash_i_and_color(void)
+{
+  char script[4200];
+  snprintf(script, sizeof script, "%s/init.lua", tmpdir);
+  FILE *f = fopen(script, "w");
+  CHECK(f != NULL);
+  if (!f)
+    return;
+  fputs("from_script = 'loaded'\n", f);
+  fclose(f);
+  pty_proc p;
+  if (start(&p, "h_i", true, "-i", script))
+    return;
+  pty_send(&p, "from_script\r");
+  CHECK(pty_expect(&p, "loaded", T) == 0);
+  /* on a terminal without NO_COLOR, strings are green */
+  CHECK(strstr(pty_raw(&p), "\033[32m\"loaded\"") != NULL);
+  quit(&p);
+}
+
+int main(int argc, char **argv)
+{
+  if (argc < 2) {
+    fprintf(stderr, "usage: %s path/to/cnnsh\n", argv[0]);
+    return 2;
+  }
+  cnnsh = argv[1];
+  if (!mkdtemp(tmpdir)) {
+    perror("mkdtemp");
+    return 1;
+  }
+  test_multiline();
+  test_completion();
+  test_interrupt();
+  test_history();
+  test_commands();
+  test_dash_i_and_color();
+  char cmd[4300];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+  if (system(cmd) != 0)
+    fprintf(stderr, "could not remove %s\n", tmpdir);
+  return check_report("repl_pty");
+}

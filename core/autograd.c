@@ -95,14 +95,17 @@ void cnn_node_save(cnn_node *n, int slot, cnn_tensor *t) {
   if (!n || !t) return;
   cnn_tensor_release(n->saved[slot]);
   n->saved[slot] = cnn_detach(t);
-  n->saved_version[slot] = t->version;
-  n->saved_source[slot] = t;
+  n->saved_version[slot] = t->storage->version;
 }
 
 cnn_tensor *cnn_node_saved(cnn_node *n, int slot) {
   if (n->released || !n->saved[slot]) {
     cnn_set_error("backward: trying to backward through the graph a second time (%s); "
                   "pass {retain_graph = true} to the first backward", n->name);
+    return NULL;
+  }
+  if (n->saved[slot]->storage->version != n->saved_version[slot]) {
+    cnn_set_error("backward: a tensor needed by %s was modified in place after it was saved", n->name);
     return NULL;
   }
   return n->saved[slot];

@@ -48,8 +48,7 @@ struct cnn_node {
   int in_ndim[CNN_NODE_MAX_INPUTS];                    /* ... for sum_to */
   cnn_dtype in_dtype[CNN_NODE_MAX_INPUTS];
   cnn_tensor *saved[CNN_NODE_MAX_SAVED]; /* detached owned refs or NULL */
-  int64_t saved_version[CNN_NODE_MAX_SAVED];
-  cnn_tensor *saved_source[CNN_NODE_MAX_SAVED]; /* weak; for in-place checks */
+  int64_t saved_version[CNN_NODE_MAX_SAVED]; /* storage versions when saved */
   double p[8];                      /* scalar parameters of the op */
   int64_t ip[16];                   /* integer parameters of the op */
   void *extra;                      /* op-specific data, freed by free_extra */

@@ -58,6 +58,7 @@ static int collect(pass *p, cnn_node *root, int epoch) {
   node_list stack = {0};
   root->visit_mark = epoch, root->pending = 0;
   if (push(&stack, root) || push(&p->all, root)) return free(stack.items), -1;
+  cnn_node_retain(root); /* p->all holds a reference: freeing inputs may drop the last other one */
   while (stack.len) {
     cnn_node *n = stack.items[--stack.len];
     if (n->released) {
@@ -72,6 +73,7 @@ static int collect(pass *p, cnn_node *root, int epoch) {
       if (m->visit_mark != epoch) {
         m->visit_mark = epoch, m->pending = 0;
         if (push(&stack, m) || push(&p->all, m)) return free(stack.items), -1;
+        cnn_node_retain(m);
       }
       m->pending++;
     }
@@ -174,6 +176,7 @@ static void end_pass(pass *p, bool retain_graph) {
     n->released = true;
   }
   for (int i = 0; i < p->nleaves; i++) cnn_tensor_release(p->leaves[i].grad);
+  for (int i = 0; i < p->all.len; i++) cnn_node_release(p->all.items[i]);
   free(p->all.items), free(p->ready.items), free(p->leaves);
 }
 

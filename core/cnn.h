@@ -73,6 +73,7 @@ typedef struct cnn_storage {
   size_t nbytes;
   cnn_device device;
   bool borrowed;     /* data not owned (never freed by us) */
+  int64_t version;   /* bumped by every in-place write through any view */
 } cnn_storage;
 
 cnn_storage *cnn_storage_new(size_t nbytes, cnn_device dev);
@@ -118,8 +119,12 @@ typedef struct cnn_tensor {
   struct cnn_tensor *grad;    /* owned reference or NULL */
   struct cnn_node *grad_fn;   /* owned reference; NULL for leaves */
   struct cnn_hook *hooks;     /* gradient hooks, in registration order */
-  int64_t version;        /* bumped by in-place ops (saved-tensor check) */
+  int64_t version;        /* storage->version when last written through this header */
 } cnn_tensor;
+
+/* In-place writers call this: autograd refuses a saved tensor whose
+ * storage was written after it was saved. */
+void cnn_tensor_bump_version(cnn_tensor *t);
 
 /* lifetime */
 void cnn_tensor_retain(cnn_tensor *t);

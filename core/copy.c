@@ -116,7 +116,7 @@ double cnn_tensor_get(const cnn_tensor *t, int64_t i) {
 int cnn_tensor_set(cnn_tensor *t, int64_t i, double v) {
   if (check_index("set", t, i) || cnn_require_cpu("set", t)) return -1;
   cnn_store_double(t->dtype, t->storage->data, cnn_offset_of(t, i), v);
-  t->version++;
+  cnn_tensor_bump_version(t);
   return 0;
 }
 
@@ -249,7 +249,7 @@ static int check_inplace(const char *op, cnn_tensor *t) {
 int cnn_fill_(cnn_tensor *t, double v) {
   if (check_inplace("fill_", t)) return -1;
   int64_t n = cnn_tensor_numel(t);
-  t->version++;
+  cnn_tensor_bump_version(t);
   if (t->storage->device.type != CNN_CPU) {
     cnn_tensor *s = cnn_scalar(v, t->dtype, CNN_DEVICE_CPU);
     int rc = s ? cnn_copy_raw(t, s) : -1;
@@ -274,7 +274,7 @@ int cnn_fill_(cnn_tensor *t, double v) {
 
 int cnn_copy_(cnn_tensor *dst, cnn_tensor *src) {
   if (check_inplace("copy_", dst)) return -1;
-  dst->version++;
+  cnn_tensor_bump_version(dst);
   return cnn_copy_raw(dst, src);
 }
 

@@ -94,8 +94,12 @@ static void *alloc_with_retry(size_t nbytes, cnn_device dev) {
 static bool larger_than_machine(size_t nbytes, cnn_device dev) {
   if (nbytes > MAX_BYTES) return true;
   if (dev.type != CNN_CPU) return false;
-  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-  return pages > 0 && page > 0 && nbytes / (size_t)page > (size_t)pages;
+  static size_t machine_bytes; /* read once: sysconf() is a system call */
+  if (!machine_bytes) {
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    machine_bytes = pages > 0 && page > 0 ? (size_t)pages * (size_t)page : SIZE_MAX;
+  }
+  return nbytes > machine_bytes;
 }
 
 cnn_storage *cnn_storage_new(size_t nbytes, cnn_device dev) {

@@ -42,6 +42,11 @@ void cnn_tensor_release(cnn_tensor *t) {
   free(t);
 }
 
+void cnn_tensor_bump_version(cnn_tensor *t) {
+  if (!t) return;
+  t->version = ++t->storage->version;
+}
+
 /* ---- facts ---------------------------------------------------------------- */
 
 int64_t cnn_tensor_numel(const cnn_tensor *t) {

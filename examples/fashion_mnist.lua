@@ -37,9 +37,9 @@ cnn.manual_seed(args.seed)
 local normalize = data.transforms.Normalize(0.2860, 0.3530)
 local train_set = data.FashionMNIST{ train = true, transform = normalize }
 local test_set = data.FashionMNIST{ train = false, transform = normalize }
-if args.subset then
-  train_set = data.Subset(train_set, data.randperm(#train_set)) -- shuffled, then cut
-  train_set = data.Subset(train_set, { table.unpack(train_set.indices, 1, args.subset) })
+if args.subset then -- a random subset of that many training images
+  local perm = data.randperm(#train_set)
+  train_set = data.Subset(train_set, table.move(perm, 1, math.min(args.subset, #perm), 1, {}))
 end
 local train_loader = data.DataLoader(train_set, { batch_size = args["batch-size"], shuffle = true })
 local test_loader = data.DataLoader(test_set, { batch_size = 1000 })

@@ -15,8 +15,8 @@ cnn.manual_seed(0)
 -- to [0, 1]), y holds the 64 labels, 1..10 (1-based, like Lua).
 local train_set = data.FashionMNIST{ train = true }
 local test_set = data.FashionMNIST{ train = false }
-local small = data.Subset(train_set, data.randperm(#train_set)) -- shuffle ...
-small = data.Subset(small, { table.unpack(small.indices, 1, 10000) }) -- ... keep 10,000
+local order = data.randperm(#train_set)                       -- a random order of 1..60000
+local small = data.Subset(train_set, table.move(order, 1, 10000, 1, {})) -- its first 10,000
 local train_loader = data.DataLoader(small, { batch_size = 64, shuffle = true })
 local test_loader = data.DataLoader(test_set, { batch_size = 1000 })
 

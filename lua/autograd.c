@@ -172,6 +172,32 @@ static int m_zero_grad(lua_State *L) {
   return 1;
 }
 
+/* ---- graph walking (stdlib/viz.lua) ------------------------------------------------ */
+
+/* cnn.grad_fn_inputs(t) -> {tensors} the inputs of the node that made t that
+ * need a gradient, in the op's order; {} for leaves */
+static int f_grad_fn_inputs(lua_State *L) {
+  cnn_tensor *t = cnn_lua_check_tensor(L, 1);
+  cnn_tensor **in = NULL;
+  int n = cnn_grad_fn_inputs(t, &in);
+  lua_createtable(L, n > 0 ? n : 0, 0);
+  int k = 0;
+  for (int i = 0; i < n; i++) {
+    if (!in[i]) continue;
+    cnn_tensor_retain(in[i]);
+    cnn_lua_push_tensor(L, in[i]);
+    lua_rawseti(L, -2, ++k);
+  }
+  return 1;
+}
+
+/* cnn.viz_node_key(t) -> a key equal for every userdata of the same tensor
+ * (a light userdata: valid only while the tensor lives) */
+static int f_node_key(lua_State *L) {
+  lua_pushlightuserdata(L, cnn_lua_check_tensor(L, 1));
+  return 1;
+}
+
 /* ---- grad mode ------------------------------------------------------------------------ */
 
 static int run_with_mode(lua_State *L, bool on) {
@@ -207,4 +233,6 @@ const luaL_Reg cnn_lua_autograd_funcs[] = {
     {"enable_grad", f_enable_grad},
     {"is_grad_enabled", f_is_grad_enabled},
     {"set_grad_enabled", f_set_grad_enabled},
+    {"grad_fn_inputs", f_grad_fn_inputs},
+    {"viz_node_key", f_node_key},
     {NULL, NULL}};

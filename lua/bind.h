@@ -21,6 +21,7 @@
 
 #define CNN_TENSOR_MT "cnn.Tensor"
 #define CNN_HOOK_MT "cnn.HookHandle"
+#define CNN_BATCHER_MT "cnn.Batcher"
 
 /* ---- registration arrays, one or two per file ---------------------------- */
 extern const luaL_Reg cnn_lua_tensor_methods[];   /* tensor.c */
@@ -37,6 +38,9 @@ extern const luaL_Reg cnn_lua_memory_funcs[];     /* memory.c */
 extern const luaL_Reg cnn_lua_functional_funcs[]; /* functional.c */
 extern const luaL_Reg cnn_lua_loss_funcs[];       /* losses.c (also in F) */
 extern const luaL_Reg cnn_lua_misc_funcs[];       /* init.c */
+extern const luaL_Reg cnn_lua_io_funcs[];         /* io.c: cnn.save, cnn.load, viz_* */
+extern const luaL_Reg cnn_lua_io_module[];        /* io.c: cnn.io.* */
+extern const luaL_Reg cnn_lua_batcher_funcs[];    /* batcher.c: cnn.io.Batcher */
 
 /* tensor.c: create the "cnn.Tensor" metatable; leaves the method table on
  * the stack (the caller fills it). */
@@ -50,8 +54,10 @@ int cnn_lua_index_set(lua_State *L, cnn_tensor *t, int k, int v);
  * native bytes allocated since the last call (cheap when there are few). */
 void cnn_lua_memory_install(lua_State *L);
 void cnn_lua_memory_step(lua_State *L);
-/* autograd.c: the hook-handle type */
+/* autograd.c: the hook-handle type; io.c, batcher.c: their types */
 void cnn_lua_hook_type(lua_State *L);
+void cnn_lua_io_type(lua_State *L);
+void cnn_lua_batcher_type(lua_State *L);
 /* docs.c: fill cnn.doc; cnn module table at index m */
 void cnn_lua_docs_register(lua_State *L, int m);
 /* Why CUDA is unavailable, or NULL (core/backend.c; asked to move to cnn.h) */

@@ -248,8 +248,8 @@ static void fill_nested(lua_State *L, int d, int nd, const int64_t *shape, cnn_d
     } else {
       int t = lua_type(L, -1);
       if (t != LUA_TNUMBER && t != LUA_TBOOLEAN)
-        cnn_lua_fail(L, "tensor: element %lld of level %d is a %s, not a number", (long long)i, d + 1,
-                     lua_typename(L, t));
+        cnn_lua_fail(L, "tensor: element %lld of level %d is a %s, not a number%s", (long long)i, d + 1,
+                     luaL_typename(L, -1), cnn_lua_to_tensor(L, -1) ? " (to join tensors use cnn.stack)" : "");
       store(L, -1, dt, buf, (*pos)++);
     }
     lua_pop(L, 1);

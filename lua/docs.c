@@ -57,6 +57,20 @@ static const doc_entry docs[] = {
     {"cnn.enable_grad", "cnn.enable_grad(fn, ...) -> fn's results\nRuns fn with gradient recording on (inside no_grad)."},
     {"cnn.is_grad_enabled", "cnn.is_grad_enabled() -> boolean\nWhether ops currently record the autograd graph."},
     {"cnn.set_grad_enabled", "cnn.set_grad_enabled(on) -> previous\nTurns gradient recording on or off."},
+    {"cnn.grad_fn_inputs", "cnn.grad_fn_inputs(t) -> {tensors}\nThe inputs of the op that made t that need a gradient ({} for leaves): walk the graph."},
+    {"cnn.viz_node_key", "cnn.viz_node_key(t) -> key\nA key shared by every handle of the same tensor (while it lives), for graph drawings."},
+    {"cnn.save", "cnn.save(path, tbl)\nWrites a (nested) table of tensors as safetensors, atomically; names are dotted (\"features.1.weight\"), numbers, strings and booleans go to __metadata__."},
+    {"cnn.load", "cnn.load(path [, {flat=false}]) -> table\nReads a safetensors file back into the nested table cnn.save wrote (dotted names with flat=true)."},
+    {"cnn.viz_png", "cnn.viz_png(img, path)\nWrites a uint8 H x W or H x W x C (1, 3, 4 channels) tensor as a PNG file, atomically."},
+    {"cnn.png_read", "cnn.png_read(path) -> h, w, channels, img\nReads a PNG: its size and a uint8 H x W x C tensor."},
+    {"cnn.viz_isatty", "cnn.viz_isatty([fd | file]) -> boolean\nWhether the descriptor (stdout by default) is a terminal."},
+    {"cnn.viz_term_width", "cnn.viz_term_width() -> columns | nil\nThe width of the terminal on stdout."},
+    {"io.load_idx", "cnn.io.load_idx(path) -> tensor\nReads an IDX file (MNIST, Fashion-MNIST; gzipped or not); labels stay 0-based as stored."},
+    {"io.load_cifar10", "cnn.io.load_cifar10(path) -> images, labels\nReads a CIFAR-10 binary batch: N x 3 x 32 x 32 uint8 and int64 labels (0-based as stored)."},
+    {"io.write_png", "cnn.io.write_png(path, img)\nWrites a uint8 H x W or H x W x C tensor as PNG, atomically."},
+    {"io.read_png", "cnn.io.read_png(path) -> tensor\nReads a PNG as a uint8 H x W x C tensor."},
+    {"io.isatty", "cnn.io.isatty([fd | file]) -> boolean\nWhether the descriptor (stdout by default) is a terminal."},
+    {"io.Batcher", "cnn.io.Batcher(images, labels, order, batch_size, drop_last, spec, label_offset) -> batcher\nOne epoch of batches assembled on a background thread: b:next() -> x, y (nil at the end), #b, b:close()."},
     /* facts and conversions */
     {"Tensor:size", "x:size([dim]) -> n | {sizes}\nThe size of one dim (1-based, negatives from the end) or all sizes as a table."},
     {"Tensor:stride", "x:stride([dim]) -> n | {strides}\nThe stride (in elements) of one dim or all."},
@@ -205,6 +219,7 @@ static const doc_entry docs[] = {
 
 static const char *const module_docs[][2] = {
     {"cnn", "cnn\nThe tensor library: creation (cnn.zeros, cnn.tensor, ...), every tensor method as cnn.<name>(x, ...), autograd, memory, rng."},
+    {"io", "cnn.io\nFile formats: IDX and CIFAR-10 datasets, PNG, safetensors (cnn.save/cnn.load), the data loader's Batcher."},
     {"F", "F\nFunctional network ops and losses (conv2d, max_pool2d, cross_entropy, ...)."},
     {"Tensor", "cnn.Tensor\nThe tensor type: methods (x:add(y), x:sum(1), ...), fields (shape, dtype, device, requires_grad, grad, grad_fn, is_leaf, ndim), operators + - * / ^ and indexing x[i], x[{i, {a, b}}]."},
 };
@@ -215,6 +230,7 @@ static void resolve(lua_State *L, int m, const char *name) {
   size_t n = (size_t)(sep - name);
   if (n == 3 && strncmp(name, "cnn", 3) == 0) lua_pushvalue(L, m);
   else if (n == 1 && name[0] == 'F') lua_getfield(L, m, "F");
+  else if (n == 2 && strncmp(name, "io", 2) == 0) lua_getfield(L, m, "io");
   else lua_getfield(L, m, "Tensor");
   lua_getfield(L, -1, sep + 1);
   lua_remove(L, -2);

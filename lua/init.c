@@ -182,13 +182,16 @@ static void build_functional(lua_State *L) {
 int luaopen_cnn(lua_State *L) {
   cnn_lua_memory_install(L);
   cnn_lua_hook_type(L);
+  cnn_lua_io_type(L);
+  cnn_lua_batcher_type(L);
   lua_newtable(L);
   int m = lua_gettop(L);
   build_methods(L);
   copy_fields(L, m + 1, m);
   lua_setfield(L, m, "Tensor");
   static const luaL_Reg *const funcs[] = {cnn_lua_creation_funcs, cnn_lua_math_funcs, cnn_lua_join_funcs,
-                                          cnn_lua_autograd_funcs, cnn_lua_memory_funcs, cnn_lua_misc_funcs};
+                                          cnn_lua_autograd_funcs, cnn_lua_memory_funcs, cnn_lua_misc_funcs,
+                                          cnn_lua_io_funcs};
   for (size_t i = 0; i < sizeof funcs / sizeof funcs[0]; i++) luaL_setfuncs(L, funcs[i], 0);
   build_functional(L);
   lua_setfield(L, m, "F");
@@ -196,6 +199,10 @@ int luaopen_cnn(lua_State *L) {
   lua_setfield(L, m, "backends");
   push_cuda(L);
   lua_setfield(L, m, "cuda");
+  lua_newtable(L);
+  luaL_setfuncs(L, cnn_lua_io_module, 0);
+  luaL_setfuncs(L, cnn_lua_batcher_funcs, 0);
+  lua_setfield(L, m, "io");
   lua_pushstring(L, CNNSH_VERSION);
   lua_setfield(L, m, "version");
   cnn_lua_docs_register(L, m);

@@ -9,7 +9,8 @@
  *   "x:su", "a.b.c"   fields and methods; a bare word: globals and keywords
  *
  * Design (as Torch7's trepl): the expression a.b.c is resolved with raw
- * access only -- rawget on tables, then the metatable's `__methods` table
+ * access only -- rawget on tables, then the metatable's `__methods` table,
+ * the names listed in its `__fields` (computed fields such as x.shape),
  * and its `__index` *tables* (up to MAX_CHAIN of them); a function
  * __index is never called, so Tab never runs user code.  The one exception
  * is a lazily-required stdlib global (nn, optim, ...), which is required.
@@ -300,6 +301,21 @@ static void offer_keys(lua_State *L, collector *c)
   }
 }
 
+/* Offer the names in the `__fields` list of the metatable on top: fields a
+ * C __index computes (x.shape, x.dtype), which no table holds. */
+static void offer_field_names(lua_State *L, collector *c)
+{
+  lua_pushliteral(L, "__fields");
+  if (lua_rawget(L, -2) == LUA_TTABLE && !c->methods_only) {
+    for (lua_Integer i = 1; lua_rawgeti(L, -1, i) == LUA_TSTRING; i++) {
+      offer(c, lua_tostring(L, -1), "");
+      lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
+}
+
 /* Offer the fields of the value on top and of its metatables' __methods
  * and __index tables; pops the value. */
 static void offer_fields(lua_State *L, collector *c)
@@ -314,6 +330,7 @@ static void offer_fields(lua_State *L, collector *c)
     if (lua_rawget(L, -2) == LUA_TTABLE)
       offer_keys(L, c);
     lua_pop(L, 1);
+    offer_field_names(L, c);
     lua_pushliteral(L, "__index");
     if (lua_rawget(L, -2) != LUA_TTABLE) {
       lua_pop(L, 1);

@@ -195,9 +195,10 @@ int cnn_repl_compile(lua_State *L, const char *code, size_t len, const char *nam
   lua_remove(L, -2); /* the "return ..." string */
   if (status == LUA_OK)
     return LUA_OK;
+  bool open_expr = incomplete(L, status); /* "1 +", "f(a," */
   lua_pop(L, 1);
   status = luaL_loadbuffer(L, code, len, name);
-  if (incomplete(L, status)) {
+  if (status != LUA_OK && (open_expr || incomplete(L, status))) {
     lua_pop(L, 1);
     return CNN_EVAL_INCOMPLETE;
   }

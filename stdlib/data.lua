@@ -186,9 +186,10 @@ local function check_order(list)
 end
 
 -- The C batcher's spec {scale, mean, std, crop_pad, hflip} for a transform
--- (nil: to-float only) and images of height h, width w.
-function data.transform_spec(tf, h, w)
-  local spec = { scale = 1 / 255 }
+-- (nil: to-float only) and images of height h, width w and the given
+-- dtype (the implicit ToFloat scales uint8 only).
+function data.transform_spec(tf, h, w, dtype)
+  local spec = { scale = (dtype == nil or dtype == "uint8") and 1 / 255 or nil }
   if tf == nil then return spec end
   if getmetatable(tf) ~= Transform then error("data: transform must be a data.transforms object", 3) end
   local list = flat_list(tf, {})
@@ -256,7 +257,7 @@ end
 -- Sample i through the dataset's transform (one-sample batch in C).
 function TensorDataset:transformed(i)
   local shape = self.images.shape
-  local spec = data.transform_spec(self.transform, shape[#shape - 1], shape[#shape])
+  local spec = data.transform_spec(self.transform, shape[#shape - 1], shape[#shape], self.images.dtype)
   local b <close> = cnn.io.Batcher(self.images, nil, { i }, 1, false, spec, 0)
   return b:next()[1]
 end
@@ -476,7 +477,7 @@ setmetatable(DataLoader, { __call = function(cls, ds, opts)
   if self.transform == nil and self.source then self.transform = self.source.transform end
   if self.source then
     local s = self.source.images.shape
-    self.spec = data.transform_spec(self.transform, s[#s - 1], s[#s])
+    self.spec = data.transform_spec(self.transform, s[#s - 1], s[#s], self.source.images.dtype)
   end
   return self
 end })

@@ -19,7 +19,9 @@
 -- In the ramp modes a pixel is two characters wide so that it looks square.
 -- A value v maps to u = (v - lo) / (hi - lo) in [0, 1] (0.5 when hi == lo)
 -- and to ramp level floor(u * (n - 1) + 0.5): lo is always the first
--- character and hi the last.  NaN shows as "?" (red in colour).  lo and hi
+-- character and hi the last; in colour u is quantised to 256 levels whose
+-- escape sequences are built once per colour map (a table lookup per
+-- pixel keeps a 64-map grid under 0.1 s).  NaN shows as "?" (red in colour).  lo and hi
 -- are the minimum and maximum of the finite values unless opts.vmin/vmax.
 -- Images wider than the terminal (COLUMNS, else the tty's width, else 80)
 -- are shrunk by an integer factor, averaging blocks of pixels.
@@ -173,18 +175,38 @@ end
 -- Visible columns of one pixel in a mode.
 local function pixel_cols(mode) return mode == "color" and 1 or 2 end
 
+-- Escape sequences of 256 colour levels of a colour map, built once:
+-- lut.fg[k], lut.bg[k] for k = 0..255, and lut.fg.nan / lut.bg.nan.
+local luts = {}
+local function lut_of(cmap)
+  local key = cmap or "viridis"
+  if luts[key] then return luts[key] end
+  local l = { fg = {}, bg = {} }
+  for k = 0, 255 do
+    local r, g, b = colour(k / 255, cmap)
+    l.fg[k], l.bg[k] = fg(r, g, b), bg(r, g, b)
+  end
+  l.fg.nan, l.bg.nan = fg(255, 0, 0), bg(255, 0, 0)
+  luts[key] = l
+  return l
+end
+
+local function level(u)
+  if u == nil then return "nan" end
+  return math.floor(u * 255 + 0.5)
+end
+
 -- Lines of colour half blocks for an h x w list (ceil(h/2) lines, w columns).
 local function render_color(v, h, w, lo, hi, cmap)
-  local lines = {}
+  local lut, lines = lut_of(cmap), {}
   for y = 0, h - 1, 2 do
     local parts = {}
     for x = 0, w - 1 do
-      local r1, g1, b1 = colour(unit(v[y * w + x + 1], lo, hi), cmap)
+      local up = lut.fg[level(unit(v[y * w + x + 1], lo, hi))]
       if y + 1 < h then
-        local r2, g2, b2 = colour(unit(v[(y + 1) * w + x + 1], lo, hi), cmap)
-        parts[#parts + 1] = fg(r1, g1, b1) .. bg(r2, g2, b2) .. "▀"
+        parts[#parts + 1] = up .. lut.bg[level(unit(v[(y + 1) * w + x + 1], lo, hi))] .. "▀"
       else
-        parts[#parts + 1] = "\27[49m" .. fg(r1, g1, b1) .. "▀"
+        parts[#parts + 1] = "\27[49m" .. up .. "▀"
       end
     end
     lines[#lines + 1] = table.concat(parts) .. RESET
@@ -648,34 +670,41 @@ local function node_text(t, names)
   return (name and (name .. "  ") or "") .. what .. "  " .. shape_str(t)
 end
 
+-- The inputs of t's node that carry gradients, and whether the node was
+-- freed (an op node always has one such input until backward frees it).
+local function kids_of(t)
+  local kids = {}
+  for _, x in ipairs(node_inputs(t) or {}) do if x then kids[#kids + 1] = x end end
+  return kids, t.grad_fn ~= nil and #kids == 0 and cnn.grad_fn_inputs ~= nil
+end
+
+local FREED = "  (graph freed by backward)"
+
 -- Appends the tree below t to lines (prefix: the drawing so far).
 local function tree(t, prefix, last, lines, st)
   local branch = st.ascii and (last and "`- " or "|- ") or (last and "└─ " or "├─ ")
   local key = node_key(t)
   local seen = st.seen[key]
-  lines[#lines + 1] = prefix .. branch .. node_text(t, st.names) .. (seen and "  (shared, above)" or "")
+  local kids, freed = kids_of(t)
+  lines[#lines + 1] = prefix .. branch .. node_text(t, st.names) ..
+                      (seen and "  (shared, above)" or (freed and FREED or ""))
   if seen then return end
   st.seen[key] = true
-  local inputs = node_inputs(t) or {}
   local child = prefix .. (last and "   " or (st.ascii and "|  " or "│  "))
-  local kids = {}
-  for _, x in ipairs(inputs) do if x then kids[#kids + 1] = x end end
   for i, x in ipairs(kids) do tree(x, child, i == #kids, lines, st) end
 end
 
--- viz.graph_str(t [, {names = net_or_table, ascii = bool}])
+-- viz.graph_str(t [, {names = net_or_table, mode =}])
 function viz.graph_str(t, opts)
   assert(cnn.is_tensor(t), "viz.graph: expected a tensor")
   opts = opts or {}
   local st = { seen = {}, names = leaf_names(opts.names), ascii = viz.mode(opts) == "ascii" }
-  local lines = {}
   if not t.grad_fn then
     return node_text(t, st.names) .. "  (no graph: a leaf, or made under no_grad)\n"
   end
-  lines[1] = node_text(t, st.names)
+  local kids, freed = kids_of(t)
+  local lines = { node_text(t, st.names) .. (freed and FREED or "") }
   st.seen[node_key(t)] = true
-  local kids = {}
-  for _, x in ipairs(node_inputs(t) or {}) do if x then kids[#kids + 1] = x end end
   for i, x in ipairs(kids) do tree(x, "", i == #kids, lines, st) end
   if not cnn.grad_fn_inputs then lines[#lines + 1] = "(cnn.grad_fn_inputs is missing: inputs not shown)" end
   return table.concat(lines, "\n") .. "\n"

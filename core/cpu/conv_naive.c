@@ -104,7 +104,10 @@ ALWAYS_INLINE int naive_backward_data(int f64, const cnn_conv_shape *s, const vo
 #pragma omp parallel
     {
       double *acc = malloc((size_t)(HW > 0 ? HW : 1) * sizeof(double));
-      if (!acc) failed = 1;
+      if (!acc) {
+#pragma omp atomic write
+        failed = 1;
+      }
 #pragma omp for schedule(static)
       for (int64_t ci = 0; ci < s->C; ci++) {
         if (!acc) continue;

@@ -68,8 +68,8 @@ static int read_all(const char *op, const char *path, gzFile gz, uint8_t **out, 
 
 int cnn_io_read_file(const char *op, const char *path, uint8_t **buf, size_t *len) {
   struct stat st;
-  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-    cnn_set_error("%s: %s is a folder, not a file", op, path);
+  if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+    cnn_set_error("%s: %s is %s, not a regular file", op, path, S_ISDIR(st.st_mode) ? "a folder" : "a device or pipe");
     return -1;
   }
   errno = 0;

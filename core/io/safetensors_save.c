@@ -84,10 +84,33 @@ static const char *dtype_code(cnn_dtype dt) {
   }
 }
 
+/* strict UTF-8 (no overlongs, no surrogates, <= U+10FFFF): JSON readers
+ * such as PyTorch's refuse anything else */
+static bool valid_utf8(const char *str) {
+  const unsigned char *s = (const unsigned char *)str;
+  while (*s) {
+    unsigned c = *s++, n = c < 0x80 ? 0 : c >= 0xC2 && c <= 0xDF ? 1 : c >= 0xE0 && c <= 0xEF ? 2
+                          : c >= 0xF0 && c <= 0xF4 ? 3 : 4;
+    if (n == 4) return false;
+    unsigned cp = n == 0 ? c : n == 1 ? c & 0x1F : n == 2 ? c & 0x0F : c & 0x07;
+    for (unsigned k = 0; k < n; k++, s++) {
+      if ((*s & 0xC0) != 0x80) return false;
+      cp = cp << 6 | (*s & 0x3F);
+    }
+    if ((n == 2 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) || (n == 3 && (cp < 0x10000 || cp > 0x10FFFF)))
+      return false;
+  }
+  return true;
+}
+
 static int check_names(const char *op, int n, const char *const *names, const char *kind) {
   for (int i = 0; i < n; i++) {
     if (!names[i] || !names[i][0]) {
       cnn_set_error("%s: %s %d has no name", op, kind, i + 1);
+      return -1;
+    }
+    if (!valid_utf8(names[i])) {
+      cnn_set_error("%s: %s name %d is not valid UTF-8", op, kind, i + 1);
       return -1;
     }
     if (strcmp(names[i], "__metadata__") == 0 && strcmp(kind, "tensor") == 0) {
@@ -112,8 +135,8 @@ static int check_args(int n, const char *const *names, cnn_tensor *const *tensor
   if (check_names("save", n, names, "tensor") < 0) return -1;
   if (check_names("save", nmeta, keys, "metadata key") < 0) return -1;
   for (int i = 0; i < nmeta; i++)
-    if (!values[i]) {
-      cnn_set_error("save: metadata '%s' has no value", keys[i]);
+    if (!values[i] || !valid_utf8(values[i])) {
+      cnn_set_error("save: metadata '%s' %s", keys[i], values[i] ? "is not valid UTF-8" : "has no value");
       return -1;
     }
   for (int i = 0; i < n; i++) {

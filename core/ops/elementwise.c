@@ -698,7 +698,7 @@ int cnn_binary_(cnn_binary_op op, cnn_tensor *a, cnn_tensor *b) {
     if (tmp) cnn_tensor_release(tmp);
   }
   cnn_tensor_release(cb);
-  a->version++;
+  cnn_tensor_bump_version(a);
   return rc;
 }
 
@@ -777,7 +777,7 @@ int cnn_unary_(cnn_unary_op op, cnn_tensor *x, double p0, double p1) {
     if (cx) cnn_tensor_release(cx);
     if (tmp) cnn_tensor_release(tmp);
   }
-  x->version++;
+  cnn_tensor_bump_version(x);
   return rc;
 }
 

@@ -83,7 +83,7 @@ cnn_tensor *cnn_batch_norm(cnn_tensor *x, cnn_tensor *rm, cnn_tensor *rv, cnn_te
                                                cnn_tensor_data(y), cnn_tensor_data(mean), cnn_tensor_data(invstd))
                   : -1;
   if (rc) cnn_tensor_release(y), y = NULL;
-  if (y && training && rm) rm->version++, rv->version++;
+  if (y && training && rm) cnn_tensor_bump_version(rm), cnn_tensor_bump_version(rv);
   cnn_node *n = y ? cnn_autograd_record(y, "BatchNormBackward", bn_backward, 3, (cnn_tensor *[]){x, w, b}) : NULL;
   if (n) {
     cnn_node_save(n, 0, xc), cnn_node_save(n, 1, w), cnn_node_save(n, 2, mean), cnn_node_save(n, 3, invstd);

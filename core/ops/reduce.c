@@ -254,10 +254,10 @@ static void reduce_rows(cnn_reduce_op op, const cnn_tensor *rows, int64_t M, int
 
 /* sum/mean over the leading dims of a contiguous float tensor: accumulate
  * columns (out has M elements, x is R x M). */
-static void reduce_leading(cnn_reduce_op op, const cnn_tensor *x, int64_t M, int64_t R,
+static bool reduce_leading(cnn_reduce_op op, const cnn_tensor *x, int64_t M, int64_t R,
                            cnn_tensor *out) {
   double *acc = calloc((size_t)M, sizeof(double));
-  if (!acc) abort();
+  if (!acc) return false; /* the caller takes the row path */
   const void *d = cnn_tensor_data(x);
   for (int64_t r = 0; r < R; r++) {
     if (x->dtype == CNN_FLOAT32) {
@@ -271,6 +271,7 @@ static void reduce_leading(cnn_reduce_op op, const cnn_tensor *x, int64_t M, int
   double scale = op == CNN_RED_MEAN ? 1.0 / (double)R : 1.0;
   for (int64_t m = 0; m < M; m++) cnn_store_double(out->dtype, cnn_tensor_data(out), m, acc[m] * scale);
   free(acc);
+  return true;
 }
 
 static bool leading_dims_only(const cnn_tensor *x, uint32_t dims) {
@@ -334,8 +335,8 @@ cnn_tensor *cnn_reduce(cnn_reduce_op op, cnn_tensor *x, uint32_t dims, bool keep
   if (!out) return NULL;
   bool fast = (op == CNN_RED_SUM || op == CNN_RED_MEAN) && cnn_dtype_is_float(x->dtype) &&
               cnn_tensor_is_contiguous(x) && leading_dims_only(x, pl.dims);
-  if (fast) {
-    reduce_leading(op, x, pl.M, pl.R, out);
+  if (fast && reduce_leading(op, x, pl.M, pl.R, out)) {
+    /* done */
   } else if (pl.M > 0) {
     cnn_tensor *rows = as_rows(x, pl.dims);
     if (!rows) return cnn_tensor_release(out), NULL;

@@ -18,7 +18,8 @@ local function module_list_args(name, ...)
   end
   for i = 1, args.n do
     if not Module.is_module(args[i]) then
-      error(string.format("%s: argument %d is a %s, not a module", name, i, type(args[i])), 3)
+      -- level 4: module_list_args <- init <- construct <- the user's call
+      error(string.format("%s: argument %d is a %s, not a module", name, i, type(args[i])), 4)
     end
   end
   return args

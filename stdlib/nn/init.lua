@@ -3,7 +3,8 @@
 -- Wires the per-concept files together; each class lives in its own file
 -- (nn/module.lua holds the base class and is the place to start reading).
 -- nn.init holds the weight initialisers (file nn/init_fns.lua), nn.utils
--- gradient clipping.  Every public class carries a doc string (help(nn.X)).
+-- gradient clipping; inspect.lua adds summary/trace/profile to nn.Module.
+-- Every public class carries a doc string (help(nn.X)).
 local cnn = _G.cnn
 local doc = cnn.doc or {}
 
@@ -31,5 +32,9 @@ Also nn.init (initialisers) and nn.utils.clip_grad_norm.
                       nn.Flatten(), nn.Linear(8 * 28 * 28, 10))
   out = net(cnn.randn(4, 1, 28, 28))   -- 4x10
 help(nn.Conv2d) and so on for each class.]]
+
+-- net:summary, net:trace, net:profile (stdlib/inspect.lua adds them to
+-- nn.Module; it requires only nn.module, so loading it here is safe).
+require("inspect")
 
 return nn

@@ -30,7 +30,6 @@ local doc = cnn.doc or {}
 local Module = {}
 Module.__index = Module
 Module.__name = "Module"
-Module.__is_module_class = true
 
 local function is_module(v)
   return type(v) == "table" and rawget(v, "_children") ~= nil
@@ -89,8 +88,7 @@ end
 function Module:init() end
 
 function Module:forward()
-  error(self.__name .. ": forward() is not implemented (define " ..
-        self.__name .. ":forward(x) in your class)", 2)
+  error("forward() is not implemented (define " .. self.__name .. ":forward(x) in your class)", 0)
 end
 
 -- ---- registration ----------------------------------------------------------
@@ -452,6 +450,19 @@ local function child_name(parent, child)
   return nil
 end
 
+-- The folder of the nn/*.lua files, as it appears in error positions
+-- ("stdlib/nn/" when embedded, the full path under CNNSH_STDLIB).
+local NN_DIR = debug.getinfo(1, "S").source:gsub("^@", ""):gsub("module%.lua$", "")
+
+-- A C op's message carries the position of its caller; inside nn/ that
+-- position ("stdlib/nn/linear.lua:40: ") says nothing to the user: drop it.
+local function strip_own_position(msg)
+  if msg:sub(1, #NN_DIR) == NN_DIR then
+    return (msg:gsub("^[^:\n]*:%d+: ", "", 1))
+  end
+  return msg
+end
+
 local function annotate_error(self, err)
   if type(err) ~= "string" then return err end
   local info = last_err
@@ -459,7 +470,7 @@ local function annotate_error(self, err)
     local name = child_name(self, info.origin)
     if name then table.insert(info.path, 1, name) end
   else
-    info = { path = {}, desc = self:short_repr(), orig = err }
+    info = { path = {}, desc = self:short_repr(), orig = strip_own_position(err) }
   end
   info.origin = self
   if #info.path > 0 then
@@ -572,5 +583,31 @@ state_dict(), load_state_dict(sd [, {strict = true}]), apply(fn),
 register_forward_pre_hook(fn(m, x)), register_forward_hook(fn(m, x, out)),
 register_full_backward_hook(fn(m, grad_out)) (each returns a handle with
 :remove()), extra_repr().]]
+
+local method_docs = {
+  parameters = "m:parameters() -> {tensor, ...}\nEvery trainable tensor of m and its descendants, each once (for the optimizers).",
+  named_parameters = "m:named_parameters() -> iterator\nfor name, p in net:named_parameters() do ... end; names are dotted paths: \"features.1.weight\".",
+  buffers = "m:buffers() -> {tensor, ...}\nThe non-trained state (BatchNorm's running_mean, running_var, num_batches_tracked).",
+  named_buffers = "m:named_buffers() -> iterator of (dotted name, tensor)",
+  children = "m:children() -> {module, ...}\nThe direct children, in the order they were assigned.",
+  named_children = "m:named_children() -> iterator of (name, module)",
+  modules = "m:modules() -> {module, ...}\nm and all its descendants, parents first.",
+  named_modules = "m:named_modules() -> iterator of (dotted name, module); m itself is named \"\".",
+  train = "m:train([mode = true]) -> m\nTraining mode for m and its descendants (Dropout drops, BatchNorm uses batch statistics).",
+  eval = "m:eval() -> m\nEvaluation mode (m:train(false)): Dropout is the identity, BatchNorm uses running statistics.",
+  zero_grad = "m:zero_grad()\nSets .grad = nil on every parameter.",
+  to = "m:to(device_or_dtype) -> m\n'cpu', 'cuda', 'cuda:0', 'float32' or 'float64'.  Parameters become new leaf tensors:\ncreate the optimizer after moving the model.",
+  state_dict = "m:state_dict() -> {name = tensor, ...}\nParameters and buffers under dotted names (sharing memory with m).\ncnn.save(path, net:state_dict()) writes a checkpoint.",
+  load_state_dict = "m:load_state_dict(sd [, {strict = true}]) -> {missing_keys =, unexpected_keys =}\nCopies a state dict (flat, or nested as cnn.load returns it) into m.  Size mismatches\nare errors; with strict (the default) so are missing and unexpected names.\nNothing is copied unless everything matches.",
+  register_forward_pre_hook = "m:register_forward_pre_hook(fn) -> handle\nfn(module, input) runs before forward; a non-nil result replaces the input.\nhandle:remove() detaches it.",
+  register_forward_hook = "m:register_forward_hook(fn) -> handle\nfn(module, input, output) runs after forward; a non-nil result replaces the output.",
+  register_full_backward_hook = "m:register_full_backward_hook(fn) -> handle\nfn(module, grad_output) runs when the gradient of m's output is computed;\na non-nil result replaces that gradient.",
+  register_parameter = "m:register_parameter(name, t)\nMakes t (a leaf tensor, or nil) a trained parameter m[name]; sets requires_grad.",
+  register_buffer = "m:register_buffer(name, t)\nMakes t state saved in state_dict() but not trained (m[name]).",
+  add_module = "m:add_module(name, child)\nRegisters child under name (same as m[name] = child).",
+  apply = "m:apply(fn) -> m\nCalls fn(module) on every descendant, then on m: custom initialisation.",
+  extend = "Module:extend(name) -> class\nA subclass; define class:init(...) and class:forward(x).  See help(nn.Module).",
+}
+for name, text in pairs(method_docs) do doc[Module[name]] = text end
 
 return Module

@@ -13,14 +13,13 @@ local Optimizer = require("optim.optimizer")
 local doc = cnn.doc or {}
 
 local function check_group(self, g)
-  local name = "optim." .. self.__name
-  if g.lr < 0 then error(name .. ": invalid learning rate " .. g.lr, 4) end
-  if g.eps < 0 then error(name .. ": invalid eps " .. g.eps, 4) end
+  if g.lr < 0 then return "invalid learning rate " .. g.lr end
+  if g.eps < 0 then return "invalid eps " .. g.eps end
   local b = g.betas
   if type(b) ~= "table" or not (b[1] >= 0 and b[1] < 1 and b[2] >= 0 and b[2] < 1) then
-    error(name .. ": betas must be {beta1, beta2} with 0 <= beta < 1", 4)
+    return "betas must be {beta1, beta2} with 0 <= beta < 1"
   end
-  if g.weight_decay < 0 then error(name .. ": invalid weight_decay " .. g.weight_decay, 4) end
+  if g.weight_decay < 0 then return "invalid weight_decay " .. g.weight_decay end
 end
 
 local function init_state(p, st, amsgrad)

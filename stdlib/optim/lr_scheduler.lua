@@ -253,5 +253,8 @@ The 1cycle policy: lr rises from max_lr/div_factor to max_lr over pct_start
 of the steps, then falls to max_lr/div_factor/final_div_factor; momentum (or
 Adam's beta1) moves the opposite way.  Call sched:step() after every batch.]]
 
+doc[LRScheduler.step] = "sched:step()\nAdvances one epoch (one batch for OneCycleLR) and sets each group's lr."
+doc[LRScheduler.get_last_lr] = "sched:get_last_lr() -> {lr of group 1, ...}"
+
 return { LRScheduler = LRScheduler, StepLR = StepLR, MultiStepLR = MultiStepLR,
          CosineAnnealingLR = CosineAnnealingLR, OneCycleLR = OneCycleLR }

@@ -7,7 +7,8 @@
 -- state (step counts, moment tensors), created on the first step.  A
 -- subclass defines `defaults` and `update(p, grad, state, group)`, which
 -- changes p in place; the base class runs it under no_grad for each
--- parameter that has a gradient.
+-- parameter that has a gradient.  `check_group(group)` may return a message
+-- about an invalid hyper-parameter.
 --
 -- state_dict() is flat so cnn.save can write it: keys are dotted names,
 -- values tensors, numbers, booleans or strings --
@@ -40,14 +41,16 @@ end
 
 -- ---- construction ----------------------------------------------------------------
 
-local function check_options(self, opts, where)
+-- Raises at `level` (counted from check_options' caller's caller) on an
+-- option name the class does not know (a typo such as "moment").
+local function check_options(self, opts, where, level)
   for k in pairs(opts) do
     if k ~= "params" and self.defaults[k] == nil then
       local names = {}
       for n in pairs(self.defaults) do names[#names + 1] = n end
       table.sort(names)
       error(string.format("optim.%s: unknown option '%s' in %s (options: %s)", self.__name,
-        tostring(k), where, table.concat(names, ", ")), 4)
+        tostring(k), where, table.concat(names, ", ")), level + 1)
     end
   end
 end
@@ -62,19 +65,20 @@ function Optimizer:setup(params, opts)
     params = params:parameters() -- a module
   end
   if type(params) ~= "table" or params[1] == nil then
-    error("optim." .. self.__name .. ": expected a non-empty list of parameters or of groups", 4)
+    error("optim." .. self.__name .. ": expected a non-empty list of parameters or of groups", 3)
   end
-  check_options(self, opts, "the options")
+  check_options(self, opts, "the options", 3)
   self.options = {}
   for k, v in pairs(self.defaults) do self.options[k] = v end
   for k, v in pairs(opts) do self.options[k] = v end
   if self.options.lr == nil then
-    error("optim." .. self.__name .. ": the learning rate is required: {lr = ...}", 4)
+    error("optim." .. self.__name .. ": the learning rate is required: {lr = ...}", 3)
   end
+  -- errors in a group point at the constructor's caller: 3 levels up
   if is_group_list(params) then
-    for _, g in ipairs(params) do self:add_param_group(g) end
+    for _, g in ipairs(params) do self:add_param_group(g, 4) end
   else
-    self:add_param_group({ params = params })
+    self:add_param_group({ params = params }, 4)
   end
 end
 
@@ -87,9 +91,11 @@ local function copy_value(v)
 end
 
 -- add_param_group{params = {...}, lr = ..., ...}: one more group; options it
--- leaves out take the optimizer's values.
-function Optimizer:add_param_group(g)
-  check_options(self, g, "a parameter group")
+-- leaves out take the optimizer's values.  (`level`: internal, where errors
+-- point; by default the caller.)
+function Optimizer:add_param_group(g, level)
+  level = level or 2
+  check_options(self, g, "a parameter group", level + 1)
   local group = { params = {} }
   for k, v in pairs(self.options) do group[k] = copy_value(v) end
   for k, v in pairs(g) do if k ~= "params" then group[k] = copy_value(v) end end
@@ -100,13 +106,14 @@ function Optimizer:add_param_group(g)
   local list = cnn.is_tensor(g.params) and { g.params } or g.params
   for i, p in ipairs(list) do
     if not cnn.is_tensor(p) then
-      error(string.format("optim.%s: parameter %d is a %s, not a tensor", self.__name, i, type(p)), 3)
+      error(string.format("optim.%s: parameter %d is a %s, not a tensor", self.__name, i, type(p)), level)
     end
-    if seen[p] then error("optim." .. self.__name .. ": a parameter appears twice", 3) end
+    if seen[p] then error("optim." .. self.__name .. ": a parameter appears twice", level) end
     seen[p] = true
     group.params[#group.params + 1] = p
   end
-  if self.check_group then self:check_group(group) end
+  local problem = self.check_group and self:check_group(group)
+  if problem then error("optim." .. self.__name .. ": " .. problem, level) end
   self.param_groups[#self.param_groups + 1] = group
 end
 
@@ -262,5 +269,18 @@ function Optimizer:load_state_dict(sd)
     end
   end
 end
+
+local doc = cnn.doc or {}
+doc[Optimizer] = [[
+optim.Optimizer -- the base class of SGD, Adam, AdamW, RMSprop.
+opt:step([closure]), opt:zero_grad(), opt:add_param_group{params = ..., lr = ...},
+opt:state_dict(), opt:load_state_dict(sd), opt.param_groups[i].lr (settable).
+A new optimizer: local My = optim.Optimizer:extend("My", {lr = 0.1}) and
+function My:update(p, grad, state, group) ... end (in place on p).]]
+doc[Optimizer.step] = "opt:step([closure]) -> loss\nUpdates every parameter that has a gradient (under no_grad)."
+doc[Optimizer.zero_grad] = "opt:zero_grad()\nSets .grad = nil on every parameter of every group."
+doc[Optimizer.add_param_group] = "opt:add_param_group{params = {...}, lr = ..., ...}\nAdds a group; options it leaves out take the optimizer's values."
+doc[Optimizer.state_dict] = "opt:state_dict() -> flat table\nHyper-parameters and per-parameter state (\"state.3.exp_avg\"), ready for cnn.save."
+doc[Optimizer.load_state_dict] = "opt:load_state_dict(sd)\nRestores a state dict (flat, or nested as cnn.load returns it); parameters match by position."
 
 return Optimizer

@@ -16,10 +16,10 @@ local RMSprop = Optimizer:extend("RMSprop", { lr = 1e-2, alpha = 0.99, eps = 1e-
   weight_decay = 0, momentum = 0, centered = false, maximize = false })
 
 function RMSprop:check_group(g)
-  if g.lr < 0 then error("optim.RMSprop: invalid learning rate " .. g.lr, 4) end
-  if g.alpha < 0 then error("optim.RMSprop: invalid alpha " .. g.alpha, 4) end
-  if g.momentum < 0 then error("optim.RMSprop: invalid momentum " .. g.momentum, 4) end
-  if g.eps < 0 then error("optim.RMSprop: invalid eps " .. g.eps, 4) end
+  if g.lr < 0 then return "invalid learning rate " .. g.lr end
+  if g.alpha < 0 then return "invalid alpha " .. g.alpha end
+  if g.momentum < 0 then return "invalid momentum " .. g.momentum end
+  if g.eps < 0 then return "invalid eps " .. g.eps end
 end
 
 local function init_state(p, st, group)

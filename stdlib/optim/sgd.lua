@@ -15,11 +15,11 @@ local SGD = Optimizer:extend("SGD", { lr = 1e-3, momentum = 0, dampening = 0,
                                       weight_decay = 0, nesterov = false, maximize = false })
 
 function SGD:check_group(g)
-  if g.lr < 0 then error("optim.SGD: invalid learning rate " .. g.lr, 4) end
-  if g.momentum < 0 then error("optim.SGD: invalid momentum " .. g.momentum, 4) end
-  if g.weight_decay < 0 then error("optim.SGD: invalid weight_decay " .. g.weight_decay, 4) end
+  if g.lr < 0 then return "invalid learning rate " .. g.lr end
+  if g.momentum < 0 then return "invalid momentum " .. g.momentum end
+  if g.weight_decay < 0 then return "invalid weight_decay " .. g.weight_decay end
   if g.nesterov and (g.momentum <= 0 or g.dampening ~= 0) then
-    error("optim.SGD: nesterov momentum requires a momentum and zero dampening", 4)
+    return "nesterov momentum requires a momentum and zero dampening"
   end
 end
 

@@ -309,6 +309,14 @@ static void test_class_losses(void) {
   cnn_tensor *in[3] = {gc_leaf(1, SH(6), -2, 2, 170), int_tensor(0, NULL, (int64_t[]){4}), NULL};
   gradcheck("cross_entropy 1-D input, 0-d target", f_ce, &c, 3, in);
   gc_release(3, in);
+  for (int red = 0; red < 3; red++) {
+    c = (ctx_t){.red = red, .smoothing = 0.1, .ignore = 1};
+    cnn_tensor *sp[3] = {gc_leaf(4, SH(2, 3, 2, 2), -2, 2, 171),
+                         int_tensor(3, SH(2, 2, 2), (int64_t[]){0, 2, 1, 1, 2, 0, 0, 1}), NULL};
+    gradcheck("cross_entropy 2x3x2x2 (spatial)", f_ce, &c, 3, sp);
+    gradcheck("nll_loss 2x3x2x2 (spatial)", f_nll, &c, 3, sp);
+    gc_release(3, sp);
+  }
 }
 
 static void test_regression_losses(void) {

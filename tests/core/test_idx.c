@@ -155,6 +155,7 @@ static void test_files(void) {
   CHECK(strstr(cnn_error(), "missing-idx") && strstr(cnn_error(), "No such file"));
   CHECK(cnn_idx_load(tmpdir) == NULL);
   CHECK(strstr(cnn_error(), "is a folder") != NULL);
+  CHECK(cnn_idx_load("/dev/zero") == NULL && strstr(cnn_error(), "not a regular file"));
   unlink(plain), unlink(gz);
 }
 

@@ -88,6 +88,30 @@ static void test_cross_entropy(void) {
   cnn_tensor_release(x), cnn_tensor_release(t), cnn_tensor_release(w);
 }
 
+/* N x C x H x W logits: row (n, h, w) holds x[n, :, h, w] */
+static void test_cross_entropy_spatial(void) {
+  cnn_tensor *x = values(4, SH(2, 3, 2, 2), CNN_FLOAT64, 8);
+  int64_t tv[8] = {0, 2, 1, 1, 2, 0, 0, 1};
+  cnn_tensor *t = cnn_from_buffer(3, SH(2, 2, 2), CNN_INT64, tv);
+  cnn_tensor *rows = cnn_empty(2, SH(8, 3), CNN_FLOAT64, CNN_DEVICE_CPU);
+  for (int n = 0; n < 2; n++)
+    for (int c = 0; c < 3; c++)
+      for (int p = 0; p < 4; p++) cnn_tensor_set(rows, (n * 4 + p) * 3 + c, cnn_tensor_get(x, (n * 3 + c) * 4 + p));
+  double ref_rows[8], ref = naive_ce(rows, tv, NULL, CNN_REDUCTION_MEAN, 0.1, 1, ref_rows);
+  cnn_tensor *none = cnn_cross_entropy(x, t, NULL, CNN_REDUCTION_NONE, 0.1, 1);
+  cnn_tensor *mean = cnn_cross_entropy(x, t, NULL, CNN_REDUCTION_MEAN, 0.1, 1);
+  CHECK(none && none->ndim == 3 && none->shape[2] == 2);
+  double got[8];
+  for (int i = 0; i < 8; i++) got[i] = cnn_tensor_get(none, i);
+  check_arrays("cross_entropy 2x3x2x2 none", got, ref_rows, 8, 1e-12, 1e-12);
+  CHECK_CLOSE(cnn_tensor_get(mean, 0), ref, 1e-12);
+  cnn_tensor *bad = cnn_zeros(2, SH(2, 4), CNN_INT64, CNN_DEVICE_CPU);
+  CHECK(cnn_cross_entropy(x, bad, NULL, CNN_REDUCTION_MEAN, 0, -100) == NULL &&
+        strstr(cnn_error(), "cross_entropy: target 2x4 does not match input 2x3x2x2"));
+  cnn_tensor_release(bad), cnn_tensor_release(none), cnn_tensor_release(mean), cnn_tensor_release(rows);
+  cnn_tensor_release(x), cnn_tensor_release(t);
+}
+
 static void test_nll(void) {
   cnn_tensor *lp = values(2, SH(3, 4), CNN_FLOAT64, 2);
   cnn_tensor *t = cnn_from_buffer(1, SH(3), CNN_INT64, (int64_t[]){1, 3, 1});
@@ -181,6 +205,7 @@ static void test_dropout(void) {
 
 int main(void) {
   test_cross_entropy();
+  test_cross_entropy_spatial();
   test_nll();
   test_mse_bce();
   test_linear();

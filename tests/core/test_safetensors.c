@@ -277,6 +277,10 @@ static void test_save_failures(void) {
   CHECK(cnn_safetensors_save(path, 1, n1, (cnn_tensor *[]){NULL}, 0, NULL, NULL) == -1);
   const char *k2[] = {"e", "e"}, *v2[] = {"1", "2"};
   CHECK(cnn_safetensors_save(path, 1, n1, &a, 2, k2, v2) == -1 && strstr(cnn_error(), "metadata key name 'e'"));
+  const char *k1[] = {"note"}, *bin[] = {"\xff\xfe"}, *n5[] = {"caf\xc3\xa9", "\xed\xa0\x80"};
+  CHECK(cnn_safetensors_save(path, 1, n1, &a, 1, k1, bin) == -1 && strstr(cnn_error(), "metadata 'note' is not valid UTF-8"));
+  CHECK(cnn_safetensors_save(path, 2, n5, (cnn_tensor *[]){a, a}, 0, NULL, NULL) == -1 &&
+        strstr(cnn_error(), "tensor name 2 is not valid UTF-8")); /* a UTF-16 surrogate */
   uint8_t *after = slurp(path, &len1);
   CHECK(len0 == len1 && memcmp(before, after, len0) == 0);
   free(after);

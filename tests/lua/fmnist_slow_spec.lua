@@ -15,7 +15,7 @@ describe("Fashion-MNIST end to end", function()
     cnn.manual_seed(0)
     local norm = data.transforms.Normalize(0.2860, 0.3530)
     train_set.transform = norm
-    local subset = data.Subset(train_set, { table.unpack(data.randperm(#train_set), 1, 5000) })
+    local subset = data.Subset(train_set, table.move(data.randperm(#train_set), 1, 5000, 1, {}))
     local test_set = data.FashionMNIST{ train = false, transform = norm }
     local loader = data.DataLoader(subset, { batch_size = 64, shuffle = true })
     assert.are.equal(79, #loader)

@@ -135,4 +135,14 @@ function H.rss_mb()
   return rss * 4096 / 1048576
 end
 
+-- True when running under AddressSanitizer (its quarantine holds freed
+-- memory, so RSS is not a measure of leaks there).
+function H.sanitized()
+  local f = io.open("/proc/self/maps")
+  if not f then return false end
+  local maps = f:read("a")
+  f:close()
+  return maps:find("libasan", 1, true) ~= nil
+end
+
 return H

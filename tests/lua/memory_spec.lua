@@ -29,7 +29,11 @@ describe("the collector hears about native memory", function()
     collectgarbage()
     local live0, rss0 = cnn.memory().live, H.rss_mb()
     local max_live, max_rss = 0, 0
-    for i = 1, 10000 do
+    -- under ASan the quarantine keeps ~256 MB of freed blocks resident, and
+    -- every block is poisoned: fewer rounds, and RSS is bounded by that
+    local asan = H.sanitized()
+    local rss_limit = asan and 64 + 320 or 64
+    for i = 1, asan and 2000 or 10000 do
       local t = cnn.zeros(1024, 1024) -- 4 MiB, touched
       if i % 100 == 0 then
         max_live = math.max(max_live, cnn.memory().live - live0)
@@ -38,7 +42,7 @@ describe("the collector hears about native memory", function()
       t = nil -- luacheck: ignore
     end
     assert.is_true(max_live < 64 * MB, ("live grew by %.1f MB"):format(max_live / MB))
-    assert.is_true(max_rss < 64, ("RSS grew by %.1f MB"):format(max_rss))
+    assert.is_true(max_rss < rss_limit, ("RSS grew by %.1f MB"):format(max_rss))
   end)
 
   it("small tensors in a tight loop stay bounded too", function()
@@ -56,11 +60,11 @@ describe("the collector hears about native memory", function()
 
   it("an autograd training-like loop stays flat", function()
     collectgarbage()
-    local w = cnn.randn(256, 256):requires_grad_()
-    local x = cnn.randn(64, 256)
+    local w = cnn.randn(128, 128):requires_grad_()
+    local x = cnn.randn(32, 128)
     local live0 = cnn.memory().live
     local max_live = 0
-    for i = 1, 2000 do
+    for i = 1, 1000 do
       local loss = x:matmul(w):relu():square():mean()
       loss:backward()
       w.grad = nil

@@ -168,6 +168,19 @@ describe("state dicts", function()
     all_close(b[4].weight, flat(a[4].weight), 0, "4.weight")
   end)
 
+  it("survives cnn.save / cnn.load", function()
+    if not (cnn.save and cnn.load) then pending("cnn.save is not bound yet") return end
+    local a, b = make(), make()
+    a(cnn.randn(4, 1, 4, 4))
+    local path = os.tmpname()
+    cnn.save(path, a:state_dict())
+    b:load_state_dict(cnn.load(path))
+    os.remove(path)
+    for name, t in pairs(a:state_dict()) do
+      all_close(b:state_dict()[name], flat(t), 0, name)
+    end
+  end)
+
   it("explains size mismatches, missing and unexpected keys", function()
     local small = nn.Sequential(nn.Conv2d(1, 16, 3))
     local big = nn.Sequential(nn.Conv2d(1, 32, 3))

@@ -208,6 +208,13 @@ describe("viz.graph", function()
     os.remove(path)
   end)
 
+  it("says when backward has freed the graph", function()
+    local w = cnn.randn(2, 2, { requires_grad = true })
+    local y = (w * w):sum()
+    y:backward()
+    assert.truthy(viz.graph_str(y):find("graph freed by backward", 1, true))
+  end)
+
   it("says so for a leaf", function()
     assert.truthy(viz.graph_str(cnn.zeros(2)):find("no graph", 1, true))
   end)

@@ -36,11 +36,18 @@ static int start(pty_proc *p, const char *history, bool color, const char *a1, c
   return rc;
 }
 
+/* Ctrl-D at an empty prompt.  It must reach readline: sent while code
+ * still runs, the terminal is in canonical mode and eats it. */
 static void quit(pty_proc *p)
 {
-  pty_send(p, "\004"); /* Ctrl-D */
+  pty_send(p, "'qu' .. 'it'\r");
+  CHECK(pty_expect(p, "\"quit\"", T) == 0);
+  CHECK(pty_expect(p, "> ", T) == 0);
+  pty_send(p, "\004");
   int status = pty_wait(p, T);
   CHECK(status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  if (!(status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0))
+    fprintf(stderr, "exit: status %#x; output:\n%s\n", status, pty_raw(p));
   pty_close(p);
 }
 
@@ -124,6 +131,22 @@ static void test_interrupt(void)
   CHECK(pty_expect(&p, "> ", T) == 0);
   pty_send(&p, "y + 1\r");
   CHECK(pty_expect(&p, "8", T) == 0);
+  /* a long C kernel (the naive convolution polls the interrupt flag) */
+  pty_send(&p, "print(F and F.conv2d and cnn.set_conv_algo and 'have' .. 'conv' or 'none')\r");
+  CHECK(pty_expect(&p, "\n", T) == 0);
+  if (pty_saw(&p, "haveconv", 2.0)) {
+    pty_send(&p, "cnn.set_conv_algo('naive'); xc = cnn.randn(16, 64, 64, 64);"
+                 " wc = cnn.randn(64, 64, 3, 3); print('re' .. 'ady')\r");
+    CHECK(pty_expect(&p, "ready", T) == 0);
+    CHECK(pty_expect(&p, "> ", T) == 0);
+    pty_send(&p, "yc = F.conv2d(xc, wc)\r"); /* seconds of work */
+    pty_sleep(0.5);
+    pty_send(&p, "\003");
+    CHECK(pty_expect(&p, "interrupted", 5.0) == 0);
+    CHECK(pty_expect(&p, "> ", T) == 0);
+    pty_send(&p, "print(yc == nil, xc:size(1))\r");
+    CHECK(pty_expect(&p, "true\t16", T) == 0);
+  }
   /* Ctrl-C at the prompt clears the line (the half-typed text never runs) */
   pty_send(&p, "error('should not run')");
   pty_sleep(0.2);
@@ -172,16 +195,17 @@ static void test_history(void)
   char path[4200];
   snprintf(path, sizeof path, "%s/h_hist", tmpdir);
   CHECK(count_lines(path, "hist_marker = 123") == 1);
-  /* second session: Up arrow recalls the entries, newest first */
+  /* second session: Up arrow recalls the entries, newest first; the file
+   * holds hist_marker, the for loop, 'done'.., 'qu'..'it' (from quit()) */
   if (start(&p, "h_hist", false, NULL, NULL))
     return;
-  pty_send(&p, "\033[A\033[A");
-  CHECK(pty_expect(&p, "hist_sum", T) == 0);
+  pty_send(&p, "\033[A\033[A\033[A");
+  CHECK(pty_expect(&p, "hist_sum = (hist_sum or 0) + i end", T) == 0);
   pty_send(&p, "\r");
   pty_send(&p, "hist_sum\r");
   CHECK(pty_expect(&p, "3", T) == 0);
-  /* history now: hist_marker, for, 'done', for, hist_sum */
-  pty_send(&p, "\033[A\033[A\033[A\033[A\033[A\r");
+  /* now: hist_marker, for, 'done', 'quit', for, hist_sum */
+  pty_send(&p, "\033[A\033[A\033[A\033[A\033[A\033[A\r");
   pty_send(&p, "hist_marker\r");
   CHECK(pty_expect(&p, "123", T) == 0);
   quit(&p);

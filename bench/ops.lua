@@ -1,0 +1,73 @@
+-- bench/ops.lua -- the cost of small ops called from Lua and the throughput
+-- of elementwise ops on large tensors.  One JSON line per figure:
+--   {"bench":"op_overhead","op":"add16","us":...}   median microseconds of x + y
+--                                                     on 16-element float32 tensors
+--   {"bench":"elementwise","op":"add","gbps":...}   16M-element float32 tensors,
+--                                                     (bytes read + written) / time
+-- Ops ending in "_" are the in-place variants (no allocation: the kernel's
+-- own speed); the others include allocating the result (first-touch page
+-- faults of a fresh 64 MB buffer), which is what a user's expression costs.
+-- Usage: cnnsh bench/ops.lua [rounds]
+local rounds = tonumber(arg and arg[1]) or 7
+
+local function median(t)
+  table.sort(t)
+  return t[(#t + 1) // 2]
+end
+
+local function emit(fmt, ...)
+  io.write(string.format(fmt, ...), "\n")
+  io.flush()
+end
+
+-- ---- per-op overhead ----------------------------------------------------------
+
+local function overhead(name, n, body)
+  local times = {}
+  for _ = 1, rounds do
+    local t0 = cnn.clock()
+    body(n)
+    times[#times + 1] = (cnn.clock() - t0) / n * 1e6
+  end
+  emit('{"bench":"op_overhead","op":"%s","us":%.3f}', name, median(times))
+end
+
+local x, y = cnn.rand(16), cnn.rand(16)
+local function add16(n) for _ = 1, n do local _ = x + y end end
+add16(20000) -- warm up
+overhead("add16", 100000, add16)
+overhead("add16_scalar", 100000, function(n) for _ = 1, n do local _ = x + 1 end end)
+overhead("add16_inplace", 100000, function(n) for _ = 1, n do x:add_(y) end end)
+overhead("relu16", 100000, function(n) for _ = 1, n do local _ = x:relu() end end)
+overhead("sum16", 100000, function(n) for _ = 1, n do local _ = x:sum() end end)
+overhead("index16", 100000, function(n) for _ = 1, n do local _ = x[3] end end)
+
+-- ---- elementwise throughput ------------------------------------------------------
+
+local N = 16 * 1024 * 1024
+local a, b = cnn.rand(N), cnn.rand(N)
+local out = cnn.empty(N)
+
+local function throughput(name, bytes, fn, setup)
+  if setup then setup() end
+  fn() -- warm up
+  local times = {}
+  for _ = 1, rounds do
+    if setup then setup() end
+    local t0 = cnn.clock()
+    fn()
+    times[#times + 1] = cnn.clock() - t0
+  end
+  emit('{"bench":"elementwise","op":"%s","gbps":%.2f,"ms":%.2f}', name, bytes / median(times) / 1e9,
+       median(times) * 1e3)
+end
+
+local F4 = 4 * N
+throughput("add", 3 * F4, function() local r <close> = a + b end)
+throughput("relu", 2 * F4, function() local r <close> = a:relu() end)
+throughput("exp", 2 * F4, function() local r <close> = a:exp() end)
+throughput("sum", F4, function() local r <close> = a:sum() end)
+local function reset() out:copy_(a) end
+throughput("add_", 3 * F4, function() out:add_(b) end, reset)
+throughput("relu_", 2 * F4, function() out:relu_() end, reset)
+throughput("exp_", 2 * F4, function() out:exp_() end, reset)

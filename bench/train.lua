@@ -1,0 +1,89 @@
+-- bench/train.lua -- images per second of the example network
+-- (examples/fashion_mnist.lua) in training (forward + backward + Adam step)
+-- and in evaluation (forward under no_grad), as JSON lines:
+--
+--   {"bench":"train","net":"fmnist_cnn","source":"synthetic","batch":128,"images_per_s":...}
+--   {"bench":"eval", ...}
+--   {"bench":"train","source":"loader", ...}   (real Fashion-MNIST through the
+--                                              DataLoader, when installed)
+--
+--   cnnsh bench/train.lua [--steps N] [--batch N] [--eval-batch N]
+-- Each figure is the median over 3 timed runs of N steps after one warm-up step.
+
+local opts = { steps = 20, batch = 128, ["eval-batch"] = 1000 }
+local i = 1
+while arg and arg[i] do
+  local k = arg[i]:match("^%-%-(.+)$")
+  if not k or opts[k] == nil then error("usage: cnnsh bench/train.lua [--steps N] [--batch N] [--eval-batch N]", 0) end
+  opts[k] = math.tointeger(tonumber(arg[i + 1])) or error("--" .. k .. " needs an integer", 0)
+  i = i + 2
+end
+
+cnn.manual_seed(0)
+local net = nn.Sequential(
+  nn.Conv2d(1, 32, 3, { padding = 1 }), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),
+  nn.Conv2d(32, 64, 3, { padding = 1 }), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(2),
+  nn.Flatten(), nn.Linear(64 * 7 * 7, 128), nn.ReLU(), nn.Dropout(0.3), nn.Linear(128, 10))
+local opt = optim.Adam(net:parameters(), { lr = 1e-3 })
+
+local function train_step(x, y)
+  opt:zero_grad()
+  local loss = F.cross_entropy(net(x), y)
+  loss:backward()
+  opt:step()
+end
+
+local function eval_step(x)
+  cnn.no_grad(function() return net(x):argmax(2) end)
+end
+
+local function median(t)
+  table.sort(t)
+  return t[(#t + 1) // 2]
+end
+
+-- images/s of `step` over `opts.steps` calls with batches from next_batch()
+local function measure(step, next_batch)
+  local x, y = next_batch()
+  step(x, y) -- warm-up (oneDNN primitives, allocations)
+  local rates = {}
+  for run = 1, 3 do
+    local n, t0 = 0, cnn.clock()
+    for _ = 1, opts.steps do
+      x, y = next_batch()
+      step(x, y)
+      n = n + x:size(1)
+    end
+    rates[run] = n / (cnn.clock() - t0)
+  end
+  return median(rates)
+end
+
+local function emit(kind, source, batch, rate)
+  print(string.format('{"bench":"%s","net":"fmnist_cnn","source":"%s","batch":%d,"threads":%d,"images_per_s":%.1f}',
+    kind, source, batch, cnn.get_num_threads(), rate))
+end
+
+local xb, yb = cnn.randn(opts.batch, 1, 28, 28), cnn.randint(1, 10, { opts.batch })
+net:train()
+emit("train", "synthetic", opts.batch, measure(train_step, function() return xb, yb end))
+local xe = cnn.randn(opts["eval-batch"], 1, 28, 28)
+net:eval()
+emit("eval", "synthetic", opts["eval-batch"], measure(eval_step, function() return xe end))
+
+local ok, ds = pcall(data.FashionMNIST, { train = true, transform = data.transforms.Normalize(0.2860, 0.3530) })
+if ok then
+  local loader = data.DataLoader(ds, { batch_size = opts.batch, shuffle = true })
+  local next_in_epoch
+  local function next_batch()
+    local x, y
+    if next_in_epoch then x, y = next_in_epoch() end
+    if x == nil then -- a new epoch
+      next_in_epoch = loader:iter()
+      x, y = next_in_epoch()
+    end
+    return x, y
+  end
+  net:train()
+  emit("train", "loader", opts.batch, measure(train_step, next_batch))
+end

@@ -57,19 +57,6 @@ local opt = optim.Adam(net:parameters(), { lr = args.lr })
 local steps = args.epochs * #train_loader
 local sched = optim.lr_scheduler.OneCycleLR(opt, { max_lr = args.lr, total_steps = steps })
 
--- ---- evaluation -------------------------------------------------------------------------
-local function test_accuracy()
-  net:eval()
-  local correct, n = 0, 0
-  cnn.no_grad(function()
-    for x, y in test_loader do
-      correct = correct + net(x):argmax(2):eq(y):long():sum():item()
-      n = n + x:size(1)
-    end
-  end)
-  return correct / n
-end
-
 -- ---- training: the explicit loop ---------------------------------------------------------
 print(string.format("training on %d images, testing on %d; %d epochs of %d steps",
   #train_set, #test_set, args.epochs, #train_loader))
@@ -90,15 +77,16 @@ for epoch = 1, args.epochs do
   end
   bar:finish()
   local train_s = cnn.clock() - t0
-  acc = test_accuracy()
+  -- test: eval mode (batch norm uses its running statistics), no gradients;
+  -- after the last epoch it also prints the confusion matrix
+  acc = train.evaluate(net, test_loader, { print = epoch == args.epochs }).accuracy
   print(string.format("epoch %d/%d: test accuracy %.2f%%  (%.1f s training, %.1f s with the test)",
     epoch, args.epochs, 100 * acc, train_s, cnn.clock() - t0))
 end
 print(string.format("done: %d epochs in %.1f minutes, test accuracy %.2f%%",
   args.epochs, (cnn.clock() - start) / 60, 100 * acc))
 
--- ---- where it errs, and the checkpoint -------------------------------------------------------
-train.evaluate(net, test_loader) -- prints the confusion matrix with the class names
+-- ---- the checkpoint ----------------------------------------------------------------------------
 
 cnn.save(args.out, { model = net:state_dict(), optimizer = opt:state_dict(),
                      epoch = args.epochs, rng = cnn.get_rng_state() })

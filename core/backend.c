@@ -6,8 +6,13 @@
  * executable costs ~70 ms per start (DESIGN.md).  The module is looked up
  * in $CNNSH_CUDA_MODULE, next to the executable, in ../lib/cnnsh/ relative
  * to it, and at the build-tree path compiled in.  The module exports
- * `cnn_cuda_backend_init`, which returns its table or NULL with a reason
- * (driver missing, no device).  The outcome is remembered.
+ * `cnn_cuda_backend_init`, which receives core's error entry points
+ * (cnn_core_api: the executable need not export its symbols) and returns
+ * its table or NULL with a reason (driver missing, no device).  The
+ * outcome is remembered; a module that loads but finds no device stays
+ * loaded (its libraries are mapped once) and is never asked again.
+ * Also here: the small helpers the dispatch points of core/ops share
+ * (device checks, strided arguments, "not supported on cuda yet").
  */
 #include "backend.h"
 
@@ -24,7 +29,8 @@
 #define CNNSH_CUDA_MODULE_BUILD_PATH ""
 #endif
 
-typedef const cnn_backend *(*backend_init_fn)(char *reason, size_t reason_len);
+static const cnn_core_api core_api = {CNN_CORE_API_VERSION, cnn_set_error, cnn_interrupt_pending,
+                                     cnn_dtype_name,       cnn_unary_name, cnn_binary_name};
 
 static pthread_once_t cuda_once = PTHREAD_ONCE_INIT;
 static const cnn_backend *cuda_backend;
@@ -67,12 +73,12 @@ static void load_cuda(void) {
       snprintf(cuda_reason, sizeof cuda_reason, "the CUDA module could not be loaded: %s", err);
     return;
   }
-  backend_init_fn init = (backend_init_fn)dlsym(h, "cnn_cuda_backend_init");
+  cnn_cuda_backend_init_fn init = (cnn_cuda_backend_init_fn)dlsym(h, "cnn_cuda_backend_init");
   if (!init) {
     snprintf(cuda_reason, sizeof cuda_reason, "the CUDA module lacks cnn_cuda_backend_init");
     return;
   }
-  cuda_backend = init(cuda_reason, sizeof cuda_reason);
+  cuda_backend = init(&core_api, cuda_reason, sizeof cuda_reason);
 }
 
 const char *cnn_cuda_unavailable_reason(void) {
@@ -88,4 +94,44 @@ const cnn_backend *cnn_backend_get(cnn_device_type type) {
     return NULL;
   }
   return cuda_backend;
+}
+
+/* ---- helpers for the dispatch points in core/ops ------------------------------ */
+
+const cnn_backend *cnn_cuda_backend(const char *op) {
+  const char *why = cnn_cuda_unavailable_reason();
+  if (!why) return cuda_backend;
+  cnn_set_error("%s: cuda is not available: %s", op, why);
+  return NULL;
+}
+
+int cnn_backend_unsupported(const char *op) {
+  cnn_set_error("%s: not supported on cuda yet", op);
+  return -1;
+}
+
+int cnn_check_same_device(const char *op, const cnn_tensor *a, const cnn_tensor *b) {
+  if (!a || !b || !a->storage || !b->storage) return 0;
+  if (cnn_device_equal(a->storage->device, b->storage->device)) return 0;
+  char da[32], db[32];
+  cnn_set_error("%s: tensors on %s and %s", op, cnn_device_str(a->storage->device, da),
+                cnn_device_str(b->storage->device, db));
+  return -1;
+}
+
+cnn_be_shape cnn_be_shape_of(int ndim, const int64_t *shape) {
+  cnn_be_shape s = {.ndim = ndim};
+  if (ndim > 0) memcpy(s.shape, shape, sizeof(int64_t) * (size_t)ndim);
+  return s;
+}
+
+cnn_be_arg cnn_be_arg_of(const cnn_tensor *t, const cnn_be_shape *s) {
+  cnn_be_arg a = {.ptr = cnn_tensor_data(t)};
+  int lead = s->ndim - t->ndim;
+  for (int d = 0; d < s->ndim; d++) {
+    int td = d - lead;
+    bool bc = td < 0 || (t->shape[td] == 1 && s->shape[d] != 1);
+    a.stride[d] = bc ? 0 : t->stride[td];
+  }
+  return a;
 }

@@ -1,38 +1,248 @@
 /*
  * backend.h -- core-internal: the device backend table.
  *
- * The CPU backend is built in; the CUDA backend lives in gpu/ as a shared
- * module that core loads with dlopen() the first time a CUDA tensor is
- * needed (cnn_backend_get(CNN_CUDA)), so CPU-only users never load cuDNN.
- * A backend is a small table: memory entry points plus op entries; ops that
- * a backend leaves NULL are reported as unsupported on that device.
+ * The CPU backend is built in (core/cpu and the loops in core/ops); the CUDA
+ * backend lives in gpu/ as a shared module that core loads with dlopen() the
+ * first time a CUDA tensor is needed (cnn_backend_get(CNN_CUDA)), so
+ * CPU-only users never load cuDNN.  A backend is a small table: memory entry
+ * points plus op entries that mirror the CPU kernels (core/cpu/kernels.h)
+ * over raw DEVICE pointers.  core/ops validates, allocates outputs on the
+ * input's device and calls exactly one entry per op family; an entry a
+ * backend leaves NULL is reported as "<op>: not supported on cuda yet"
+ * (cnn_backend_op_missing).
+ *
+ * Conventions of the op entries (same as the CPU kernels):
+ *  - `dev` is the device ordinal of every pointer passed.
+ *  - Strided entries (elementwise, copy, fill) take a shape and, per
+ *    operand, a pointer to its element 0 and its strides IN ELEMENTS over
+ *    that shape (0 along broadcast dimensions).  Outputs never overlap
+ *    themselves (core refuses expanded in-place targets).
+ *  - Every other entry takes contiguous row-major arrays; outputs are
+ *    OVERWRITTEN unless a comment says otherwise.
+ *  - Floating kernels take CNN_FLOAT32 or CNN_FLOAT64 (`dt`); index arrays
+ *    are int64_t, 0-based and already validated by core.
+ *  - All return 0, or -1 with cnn_set_error("<op>: ...") naming the op and,
+ *    for CUDA/cuDNN/cuBLAS failures, the library's message, file and line.
+ *    Kernels are asynchronous on the device's stream: a later copy to the
+ *    host (or synchronize) observes their results.
  */
 #ifndef CNN_BACKEND_H
 #define CNN_BACKEND_H
 
 #include "cnn.h"
+#include "cpu/kernels.h"        /* cnn_conv_shape, cnn_pool_shape */
+#include "elementwise_math.h" /* cnn_sgd_hp, cnn_adam_hp, cnn_rmsprop_hp */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The shape of a strided operation and one operand over it. */
+typedef struct {
+  int ndim; /* 0..CNN_MAX_DIMS; 0 is a single element */
+  int64_t shape[CNN_MAX_DIMS];
+} cnn_be_shape;
+
+typedef struct {
+  void *ptr;                    /* element 0 (device pointer) */
+  int64_t stride[CNN_MAX_DIMS]; /* in elements; 0 = broadcast */
+} cnn_be_arg;
+
+/* Class losses (nll_loss when `logits` is 0, cross_entropy when 1) over N
+ * rows of C classes; the formulas are core/ops/loss.c's. */
+typedef struct {
+  int64_t N, C;
+  int logits;          /* 1: x are logits (cross_entropy), 0: log-probabilities */
+  int64_t ignore;      /* ignore_index, < 0 for none */
+  double smoothing;    /* label smoothing (cross_entropy only) */
+} cnn_be_class_loss;
 
 typedef struct cnn_backend {
-  const char *name;
-  /* memory: alloc returns NULL with cnn_set_error() on failure */
+  const char *name; /* "cuda" */
+
+  /* ---- memory and devices ---- */
+  /* alloc returns NULL with cnn_set_error() on failure (after emptying the
+   * cache and retrying once); the caller accounts the bytes. */
   void *(*alloc)(size_t nbytes, int device);
   void (*free)(void *ptr, int device);
-  /* copy between host and this device, or within the device */
+  /* page-locked host memory (for batches copied asynchronously) */
+  void *(*alloc_pinned)(size_t nbytes);
+  void (*free_pinned)(void *ptr);
+  /* copy between host and this device, or within the device (bytes) */
   int (*copy_h2d)(void *dst, const void *src, size_t nbytes, int device);
   int (*copy_d2h)(void *dst, const void *src, size_t nbytes, int device);
   int (*copy_d2d)(void *dst, const void *src, size_t nbytes, int device);
   int (*synchronize)(int device);
   int (*device_count)(void);
-  int (*memory_info)(int device, int64_t *cached, int64_t *reserved);
+  int (*set_device)(int device);
+  /* bytes held by the caching allocator (free, reusable) and in total from
+   * the driver, and the device's free/total memory */
+  int (*memory_info)(int device, int64_t *cached, int64_t *reserved, int64_t *free_b,
+                     int64_t *total_b);
   void (*empty_cache)(void);
-  const char *(*version_info)(void);
-  /* ops: see gpu/ for the CUDA entries (added as the op set settles) */
-  void *ops[64];
+  const char *(*version_info)(void); /* lines: module, CUDA, cuDNN, cuBLAS, device */
+  void (*set_benchmark)(bool on);    /* cudnn.benchmark: search conv algorithms */
+  /* events for timers: record returns an opaque event; elapsed in ms */
+  void *(*event_record)(int device);
+  int (*event_elapsed)(void *start, void *end, double *ms);
+  void (*event_free)(void *ev);
+
+  /* ---- elementwise (strided; see the conventions above) ---- */
+  /* out (dt) = op(x) (dt); integer dtypes as the CPU */
+  int (*unary)(int dev, cnn_unary_op op, cnn_dtype dt, const cnn_be_shape *s, cnn_be_arg out,
+               cnn_be_arg x, double p0, double p1);
+  /* out = a op b; a, b in dt; out in dt, or uint8 for comparisons */
+  int (*binary)(int dev, cnn_binary_op op, cnn_dtype dt, const cnn_be_shape *s, cnn_be_arg out,
+                cnn_be_arg a, cnn_be_arg b);
+  /* out = g * f'(v) for unary op `op` (v is x or y as core's
+   * cnn_unary_saves_output says); all float dt */
+  int (*unary_grad)(int dev, cnn_unary_op op, cnn_dtype dt, const cnn_be_shape *s,
+                    cnn_be_arg out, cnn_be_arg g, cnn_be_arg v, double p0, double p1);
+  /* out = cond ? a : b; cond of cond_dt, a, b, out of dt */
+  int (*where)(int dev, cnn_dtype cond_dt, cnn_dtype dt, const cnn_be_shape *s, cnn_be_arg out,
+               cnn_be_arg cond, cnn_be_arg a, cnn_be_arg b);
+  /* dst (dst_dt) = cast(src (src_dt)); every dtype including float16/bfloat16 */
+  int (*copy)(int dev, const cnn_be_shape *s, cnn_dtype dst_dt, cnn_be_arg dst,
+              cnn_dtype src_dt, cnn_be_arg src);
+  int (*fill)(int dev, const cnn_be_shape *s, cnn_dtype dt, cnn_be_arg dst, double v);
+
+  /* ---- reductions: x is M rows of R contiguous elements (dt); out[M] in
+   * out_dt (core's reduce_dtype); p as cnn_reduce() ---- */
+  int (*reduce)(int dev, cnn_reduce_op op, cnn_dtype dt, cnn_dtype out_dt, int64_t M, int64_t R,
+                const void *x, void *out, double p);
+
+  /* ---- matrix product, row-major: C[M x N] = op(A) op(B), op(A) M x K;
+   * lda/ldb/ldc are row strides of the matrices as stored ---- */
+  int (*gemm)(int dev, cnn_dtype dt, bool trans_a, bool trans_b, int64_t M, int64_t N,
+              int64_t K, const void *A, int64_t lda, const void *B, int64_t ldb, void *C,
+              int64_t ldc);
+
+  /* ---- convolution (cuDNN; CNN_CONV_NAIVE selects the direct kernel) ---- */
+  int (*conv2d_forward)(int dev, cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_shape *s,
+                        const void *x, const void *w, const void *b, void *y);
+  int (*conv2d_backward_data)(int dev, cnn_conv_algo algo, cnn_dtype dt,
+                              const cnn_conv_shape *s, const void *dy, const void *w, void *dx);
+  int (*conv2d_backward_weight)(int dev, cnn_conv_algo algo, cnn_dtype dt,
+                                const cnn_conv_shape *s, const void *dy, const void *x,
+                                void *dw, void *db);
+
+  /* ---- pooling, batch norm, softmax: the CPU kernels' signatures ---- */
+  int (*max_pool2d_forward)(int dev, cnn_dtype dt, const cnn_pool_shape *s, const void *x,
+                            void *y, int64_t *indices);
+  int (*max_pool2d_backward)(int dev, cnn_dtype dt, const cnn_pool_shape *s, const void *dy,
+                             const int64_t *indices, void *dx);
+  int (*avg_pool2d_forward)(int dev, cnn_dtype dt, const cnn_pool_shape *s, const void *x,
+                            void *y);
+  int (*avg_pool2d_backward)(int dev, cnn_dtype dt, const cnn_pool_shape *s, const void *dy,
+                             void *dx);
+  int (*adaptive_avg_pool2d_forward)(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t H,
+                                     int64_t W, int64_t OH, int64_t OW, const void *x, void *y);
+  int (*adaptive_avg_pool2d_backward)(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t H,
+                                      int64_t W, int64_t OH, int64_t OW, const void *dy,
+                                      void *dx);
+  int (*batch_norm_forward)(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t L,
+                            const void *x, const void *gamma, const void *beta,
+                            void *running_mean, void *running_var, int training,
+                            double momentum, double eps, void *y, void *save_mean,
+                            void *save_invstd);
+  int (*batch_norm_backward)(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t L,
+                             const void *dy, const void *x, const void *gamma,
+                             const void *save_mean, const void *save_invstd, void *dx,
+                             void *dgamma, void *dbeta);
+  int (*batch_norm_backward_eval)(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t L,
+                                  const void *dy, const void *x, const void *gamma,
+                                  const void *save_mean, const void *save_invstd, void *dx,
+                                  void *dgamma, void *dbeta);
+  int (*softmax_forward)(int dev, cnn_dtype dt, int64_t outer, int64_t D, int64_t inner,
+                         int log, const void *x, void *y);
+  int (*softmax_backward)(int dev, cnn_dtype dt, int64_t outer, int64_t D, int64_t inner,
+                          int log, const void *y, const void *dy, void *dx);
+
+  /* ---- losses (own kernels, elementwise_math.h) ---- */
+  /* loss[N] (dt) per row (0 for ignored rows), wsum[N] (dt) the weight
+   * each row adds to the mean's denominator; weight (C) may be NULL */
+  int (*class_loss_forward)(int dev, cnn_dtype dt, const cnn_be_class_loss *c, const void *x,
+                            const int64_t *target, const void *weight, void *loss, void *wsum);
+  /* gx[N x C] OVERWRITTEN; g holds N row gradients (g_per_row) or one
+   * value scaled by `scale` (sum: 1, mean: 1/denom) */
+  int (*class_loss_backward)(int dev, cnn_dtype dt, const cnn_be_class_loss *c, const void *x,
+                             const int64_t *target, const void *weight, const void *g,
+                             int g_per_row, double scale, void *gx);
+  /* out[n] = bce_logits(x, y, pw) (pw may be NULL: 1); backward: which =
+   * 0 dx, 1 dy, 2 dpw, out[i] = g[i] * d */
+  int (*bce_forward)(int dev, cnn_dtype dt, int64_t n, const void *x, const void *y,
+                     const void *pw, void *out);
+  int (*bce_backward)(int dev, cnn_dtype dt, int64_t n, int which, const void *x, const void *y,
+                      const void *pw, const void *g, void *out);
+  /* mask[n] = 0 with probability p else 1/(1-p), from a hash of (seed, i) */
+  int (*dropout_mask)(int dev, cnn_dtype dt, int64_t n, double p, uint64_t seed, void *mask);
+
+  /* ---- indexing ---- */
+  /* out[o, j, i] = x[o, index[j], i]: x outer x size x inner, out outer x k x inner */
+  int (*index_select)(int dev, cnn_dtype dt, int64_t outer, int64_t size, int64_t k,
+                      int64_t inner, const void *x, const int64_t *index, void *out);
+  /* out[o, index[j], i] += g[o, j, i] (out zeroed by the caller) */
+  int (*index_add)(int dev, cnn_dtype dt, int64_t outer, int64_t size, int64_t k, int64_t inner,
+                   const void *g, const int64_t *index, void *out);
+  /* gather along dim: out (contiguous, ishape) from x (strided, xstride);
+   * scatter_add: out (contiguous, oshape, zeroed) += src (contiguous ishape) */
+  int (*gather)(int dev, cnn_dtype dt, int ndim, const int64_t *ishape, int dim, const void *x,
+                const int64_t *xstride, const int64_t *index, void *out);
+  int (*scatter_add)(int dev, cnn_dtype dt, int ndim, const int64_t *oshape,
+                     const int64_t *ishape, int dim, const int64_t *index, const void *src,
+                     void *out);
+
+  /* ---- optimizer updates over n contiguous elements (elementwise_math.h);
+   * state arrays may be NULL where the formula says so ---- */
+  int (*sgd_step)(int dev, cnn_dtype dt, int64_t n, void *p, const void *g, void *buf,
+                  cnn_sgd_hp h);
+  int (*adam_step)(int dev, cnn_dtype dt, int64_t n, void *p, const void *g, void *m, void *v,
+                   void *vmax, cnn_adam_hp h);
+  int (*rmsprop_step)(int dev, cnn_dtype dt, int64_t n, void *p, const void *g, void *sq,
+                      void *ga, void *buf, cnn_rmsprop_hp h);
 } cnn_backend;
 
+/* What core hands the module at load time: the module is dlopen()ed by an
+ * executable that need not export its symbols, so it reports errors through
+ * these pointers into core (the per-thread message of cnn_error()). */
+typedef struct {
+  int version; /* CNN_CORE_API_VERSION */
+  void (*set_error)(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+  bool (*interrupt_pending)(void);
+  const char *(*dtype_name)(cnn_dtype dt);
+  const char *(*unary_name)(cnn_unary_op op);
+  const char *(*binary_name)(cnn_binary_op op);
+} cnn_core_api;
+#define CNN_CORE_API_VERSION 1
+
+/* The module's one exported symbol: its table, or NULL and a reason ("no
+ * CUDA driver", "no CUDA device", ...) written into reason[len]. */
+typedef const cnn_backend *(*cnn_cuda_backend_init_fn)(const cnn_core_api *core, char *reason,
+                                                        size_t len);
+
 /* The backend of a device type; for CUDA, loads the module on first use
- * (NULL with an error saying why: built without CUDA, no driver, no device). */
+ * (NULL with an error saying why: built without CUDA, no driver, no device).
+ * For CNN_CPU it returns NULL without an error: CPU paths are called directly. */
 const cnn_backend *cnn_backend_get(cnn_device_type type);
 /* Why CUDA is unavailable, or NULL when it is available. */
 const char *cnn_cuda_unavailable_reason(void);
+/* For an op on a tensor already known to be on a CUDA device: the backend,
+ * or NULL with "<op>: <why CUDA is unavailable>". */
+const cnn_backend *cnn_cuda_backend(const char *op);
+/* Sets "<op>: not supported on cuda yet" and returns -1 (a NULL entry). */
+int cnn_backend_unsupported(const char *op);
+static inline bool cnn_on_cuda(const cnn_tensor *t) {
+  return t && t->storage && t->storage->device.type == CNN_CUDA;
+}
+/* -1 with "<op>: tensors on cpu and cuda:0" when a and b are on different
+ * devices (either may be NULL). */
+int cnn_check_same_device(const char *op, const cnn_tensor *a, const cnn_tensor *b);
+/* The shape of a strided entry, and tensor t's argument over it (t's
+ * strides broadcast to s: 0 along broadcast dimensions). */
+cnn_be_shape cnn_be_shape_of(int ndim, const int64_t *shape);
+cnn_be_arg cnn_be_arg_of(const cnn_tensor *t, const cnn_be_shape *s);
+
+#ifdef __cplusplus
+}
+#endif
 #endif

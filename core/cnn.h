@@ -337,6 +337,12 @@ cnn_tensor *cnn_mse_loss(cnn_tensor *x, cnn_tensor *y, cnn_reduction red);
 cnn_tensor *cnn_bce_with_logits(cnn_tensor *x, cnn_tensor *y, cnn_tensor *pos_weight,
                                 cnn_reduction red);
 
+/* ---- devices ----------------------------------------------------------------- */
+
+/* NULL when the CUDA backend is usable, else why not ("cnnsh was built
+ * without CUDA", "no CUDA driver", "no CUDA device"); loads the module once. */
+const char *cnn_cuda_unavailable_reason(void);
+
 /* ---- threads and timing ---------------------------------------------------- */
 
 void cnn_set_num_threads(int n);

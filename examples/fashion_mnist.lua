@@ -89,6 +89,6 @@ print(string.format("done: %d epochs in %.1f minutes, test accuracy %.2f%%",
 -- ---- the checkpoint ----------------------------------------------------------------------------
 
 cnn.save(args.out, { model = net:state_dict(), optimizer = opt:state_dict(),
-                     epoch = args.epochs, rng = cnn.get_rng_state() })
+                     scheduler = sched:state_dict(), epoch = args.epochs, rng = cnn.get_rng_state() })
 print("checkpoint: " .. args.out ..
       "  (net:load_state_dict(cnn.load('" .. args.out .. "').model) restores the weights)")

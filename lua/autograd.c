@@ -11,6 +11,10 @@
  * freed (registry reference dropped) by core when the tensor dies or the
  * handle removes it.
  *
+ * During backward the collector is stopped (and memory.c's steps paused):
+ * a hook allocates, and a finalizer run then could release a tensor of the
+ * graph that core is walking.
+ *
  * Grad mode: no_grad(fn, ...) runs fn under pcall and restores the previous
  * mode before returning its results or re-raising its error.
  */
@@ -143,7 +147,12 @@ static int m_backward(lua_State *L) {
   bool retain = cnn_lua_opt_bool(L, opts, "retain_graph", false);
   lua_State *prev = backward_L;
   backward_L = L;
+  bool was_paused = cnn_lua_memory_pause(true);
+  int gc_running = lua_gc(L, LUA_GCISRUNNING);
+  if (gc_running) lua_gc(L, LUA_GCSTOP); /* no finalizers while core walks the graph */
   int rc = cnn_backward(t, g, retain);
+  if (gc_running) lua_gc(L, LUA_GCRESTART);
+  cnn_lua_memory_pause(was_paused);
   backward_L = prev;
   if (rc != 0) return cnn_lua_error(L);
   return 0;

@@ -54,14 +54,15 @@ int cnn_lua_index_set(lua_State *L, cnn_tensor *t, int k, int v);
  * native bytes allocated since the last call (cheap when there are few). */
 void cnn_lua_memory_install(lua_State *L);
 void cnn_lua_memory_step(lua_State *L);
+/* Pause/resume collector steps and OOM collections (backward); returns the
+ * previous state. */
+bool cnn_lua_memory_pause(bool on);
 /* autograd.c: the hook-handle type; io.c, batcher.c: their types */
 void cnn_lua_hook_type(lua_State *L);
 void cnn_lua_io_type(lua_State *L);
 void cnn_lua_batcher_type(lua_State *L);
 /* docs.c: fill cnn.doc; cnn module table at index m */
 void cnn_lua_docs_register(lua_State *L, int m);
-/* Why CUDA is unavailable, or NULL (core/backend.c; asked to move to cnn.h) */
-const char *cnn_cuda_unavailable_reason(void);
 
 /* ---- helpers (tensor.c, args.c) ----------------------------------------- */
 /* A live tensor at idx, or NULL if the value is not one (no error). */

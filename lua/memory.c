@@ -13,6 +13,10 @@
  * a full collection (finalizers release unreachable tensors) and asks
  * core to retry once.
  *
+ * While backward runs (it may call Lua hooks, which push tensors) the
+ * collector is not stepped: a finalizer must not release a tensor of the
+ * graph core is walking.  The debt is paid at the next push after it.
+ *
  * A sentinel userdata in the registry removes the hooks when the state is
  * closed, so core never calls into a dead state.
  */
@@ -24,6 +28,13 @@
 #define STEP_THRESHOLD (64 << 10) /* step the collector per 64 KiB */
 
 static size_t pending;
+static bool paused; /* during backward: no finalizers while core walks the graph */
+
+bool cnn_lua_memory_pause(bool on) {
+  bool prev = paused;
+  paused = on;
+  return prev;
+}
 
 static void on_alloc(size_t nbytes, void *ud) {
   (void)ud;
@@ -33,6 +44,7 @@ static void on_alloc(size_t nbytes, void *ud) {
 static int on_oom(size_t nbytes, void *ud) {
   (void)nbytes;
   lua_State *L = ud;
+  if (paused) return 0;
   int64_t before = cnn_memory(CNN_CPU).live;
   lua_gc(L, LUA_GCCOLLECT, 0); /* refused (a no-op) inside a finalizer */
   pending = 0;
@@ -40,7 +52,7 @@ static int on_oom(size_t nbytes, void *ud) {
 }
 
 void cnn_lua_memory_step(lua_State *L) {
-  if (pending < STEP_THRESHOLD) return;
+  if (pending < STEP_THRESHOLD || paused) return;
   size_t kb = pending >> 10;
   pending &= 1023;
   lua_gc(L, LUA_GCSTEP, kb > INT_MAX ? INT_MAX : (int)kb);

@@ -25,11 +25,8 @@
 #include <lualib.h>
 
 #include "cnn.h"
-#include "repl.h"
-#if __has_include("cnn_lua.h")
 #include "cnn_lua.h"
-#define HAVE_CNN_LUA 1
-#endif
+#include "repl.h"
 
 #define TRACEBACK_LINES 8 /* frames kept in a "short traceback" */
 
@@ -244,7 +241,6 @@ int cnn_repl_eval(lua_State *L, const char *code, bool color, bool color_err)
 static int open_all(lua_State *L)
 {
   luaL_openlibs(L);
-#ifdef HAVE_CNN_LUA
   cnn_lua_open_all(L);
   if (lua_toboolean(L, 1)) { /* --ascii */
     lua_getglobal(L, "cnn");
@@ -253,7 +249,6 @@ static int open_all(lua_State *L)
       lua_setfield(L, -2, "ascii");
     }
   }
-#endif
   return 0;
 }
 

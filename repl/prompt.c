@@ -132,7 +132,7 @@ static void display_matches(char **matches, int n, int maxlen)
 {
   (void)maxlen;
   size_t cut = 0;
-  for (const char *p = matches[1]; *p; p++)
+  for (const char *p = matches[1]; p[0] && p[1]; p++) /* a trailing "/" is kept */
     if (*p == '.' || *p == ':' || *p == '/')
       cut = (size_t)(p - matches[1]) + 1;
   for (int i = 2; i <= n; i++)
@@ -159,6 +159,7 @@ static void setup_readline(cnn_repl *r)
   rl_readline_name = "cnnsh";
   rl_catch_signals = 0; /* exec.c owns SIGINT */
   rl_catch_sigwinch = 1;
+  rl_persistent_signal_handlers = 1; /* SIGWINCH also while waiting in pselect */
   rl_attempted_completion_function = attempt;
   rl_completion_display_matches_hook = display_matches;
   rl_basic_word_break_characters = " \t\n\"'`@$><=;|&{(,)}[]+-*/%^#~";

@@ -52,36 +52,38 @@ static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
 /* ---- max pool -------------------------------------------------------------------- */
 
-/* One output element: max over the window of plane x (H x W). */
-ALWAYS_INLINE double max_window(int f64, const cnn_pool_shape *s, const void *x, int64_t oh,
-                                int64_t ow, int64_t *argmax) {
-  int64_t h0 = oh * s->sh - s->ph, w0 = ow * s->sw - s->pw;
-  double best = -INFINITY;
-  *argmax = -1;
-  for (int64_t h = max64(h0, 0); h < min64(h0 + s->kh, s->H); h++)
-    for (int64_t w = max64(w0, 0); w < min64(w0 + s->kw, s->W); w++) {
-      double v = cnn_cpu_ld(x, h * s->W + w, f64);
-      if (*argmax < 0 || v > best || isnan(v)) {
-        best = v, *argmax = h * s->W + w;
-        if (isnan(v)) return v;
-      }
+/* One plane: y (OH x OW) = window maxima of x (H x W), argmax into idx (or
+ * NULL).  PyTorch's rule: start at -inf with the window's first position,
+ * take v when v > best or v is NaN; written as selects, not branches
+ * (random data mispredicts every other compare).  The shape comes by value
+ * so that stores through y and idx cannot alias it. */
+ALWAYS_INLINE void max_plane(int f64, cnn_pool_shape s, const void *x, void *y, int64_t *idx) {
+  for (int64_t oh = 0; oh < s.OH; oh++) {
+    int64_t h0 = max64(oh * s.sh - s.ph, 0), h1 = min64(oh * s.sh - s.ph + s.kh, s.H);
+    for (int64_t ow = 0; ow < s.OW; ow++) {
+      int64_t w0 = max64(ow * s.sw - s.pw, 0), w1 = min64(ow * s.sw - s.pw + s.kw, s.W);
+      int64_t arg = h0 < h1 && w0 < w1 ? h0 * s.W + w0 : -1;
+      double best = -INFINITY;
+      for (int64_t h = h0; h < h1; h++)
+        for (int64_t w = w0; w < w1; w++) {
+          double v = cnn_cpu_ld(x, h * s.W + w, f64);
+          int take = (v > best) | (v != v); /* `|`, not `||`: no branch */
+          best = take ? v : best;
+          arg = take ? h * s.W + w : arg;
+        }
+      cnn_cpu_st(y, oh * s.OW + ow, best, f64);
+      if (idx) idx[oh * s.OW + ow] = arg;
     }
-  return best;
+  }
 }
 
 ALWAYS_INLINE void max_forward(int f64, const cnn_pool_shape *s, const void *x, void *y,
                                int64_t *indices) {
   int64_t HW = s->H * s->W, OP = s->OH * s->OW, esz = f64 ? 8 : 4;
 #pragma omp parallel for schedule(static)
-  for (int64_t p = 0; p < s->N * s->C; p++) {
-    const void *xp = (const char *)x + p * HW * esz;
-    for (int64_t oh = 0; oh < s->OH; oh++)
-      for (int64_t ow = 0; ow < s->OW; ow++) {
-        int64_t arg, o = p * OP + oh * s->OW + ow;
-        cnn_cpu_st(y, o, max_window(f64, s, xp, oh, ow, &arg), f64);
-        if (indices) indices[o] = arg;
-      }
-  }
+  for (int64_t p = 0; p < s->N * s->C; p++)
+    max_plane(f64, *s, (const char *)x + p * HW * esz, (char *)y + p * OP * esz,
+              indices ? indices + p * OP : NULL);
 }
 
 int cnn_cpu_max_pool2d_forward(cnn_dtype dt, const cnn_pool_shape *s, const void *x, void *y,

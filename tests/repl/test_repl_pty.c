@@ -101,6 +101,20 @@ static void test_completion(void)
   pty_send(&p, "string.s\t\t");
   CHECK(pty_expect(&p, "sub(", T) == 0);
   pty_send(&p, "\025"); /* Ctrl-U: drop the line */
+  /* file names inside a string literal */
+  char path[4200], keys[4400];
+  snprintf(path, sizeof path, "%s/comp_target.lua", tmpdir);
+  FILE *f = fopen(path, "w");
+  CHECK(f != NULL);
+  if (f) {
+    fputs("comp_ok = 'yes'\n", f);
+    fclose(f);
+  }
+  snprintf(keys, sizeof keys, "dofile(\"%s/comp_ta\t\")\r", tmpdir);
+  pty_send(&p, keys);
+  CHECK(pty_expect(&p, "comp_target.lua\")", T) == 0);
+  pty_send(&p, "comp_ok\r");
+  CHECK(pty_expect(&p, "\"yes\"", T) == 0);
   /* commands */
   pty_send(&p, ":me\t\r");
   CHECK(pty_expect(&p, ":mem", T) == 0);
@@ -159,6 +173,7 @@ static void test_interrupt(void)
   pty_send(&p, "for i = 1, 3 do\r");
   CHECK(pty_expect(&p, ">> ", T) == 0);
   pty_send(&p, "\003");
+  CHECK(pty_expect(&p, "^C", T) == 0); /* keys typed within the same instant may go with it */
   pty_send(&p, "y * 3\r");
   CHECK(pty_expect(&p, "21", T) == 0);
   quit(&p);

@@ -1,0 +1,548 @@
+/*
+ * elementwise.cu -- strided elementwise kernels: unary, binary (broadcast),
+ * the unary derivatives, where, the strided copy/cast and fill.
+ *
+ * Design.  Core hands a shape and, per operand, element strides over it
+ * (0 on broadcast dims; core/backend.h).  The launcher first coalesces the
+ * iteration space exactly as the CPU iterator does (size-1 dims dropped,
+ * dims contiguous for every operand merged), so same-shape contiguous
+ * operands become one flat dimension and the kernels do no div/mod.  A
+ * kernel runs one grid-stride loop; each element computes its operands'
+ * offsets (row-major decomposition of the flat index) and applies the op
+ * through a switch.  The per-element math is the CPU's: the same formulas
+ * as core/ops/elementwise.c, and elementwise_math.h (host-and-device) for
+ * sigmoid, gelu, elu, leaky_relu and relu, so the CPU tests cover them.
+ *
+ * Dtypes: float32/float64 compute in their own precision (the unary
+ * derivatives in double, as the CPU); int64/uint8 in wrapping int64
+ * arithmetic; comparisons write uint8.  Copies of equal dtypes move bits
+ * (exact for int64 and NaN payloads); casts go through double, and
+ * float16/bfloat16 use CUDA's round-to-nearest-even conversions (the CPU's
+ * rounding).
+ */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <string.h>
+
+#include "gpu.h"
+
+/* ---- iteration space --------------------------------------------------------------- */
+
+#define MAXOPS 4
+
+struct Space {
+  int nd;
+  int64_t n[CNN_MAX_DIMS];
+};
+struct Ptr {
+  char *p;
+  int64_t st[CNN_MAX_DIMS]; /* element strides */
+};
+
+/* Drop size-1 dims and merge dims contiguous for every operand (as the CPU). */
+static void coalesce(const cnn_be_shape *in, const cnn_be_arg *args, int nops, Space *s,
+                     Ptr *ptrs) {
+  int nd = 0;
+  int64_t st[MAXOPS][CNN_MAX_DIMS];
+  for (int d = 0; d < in->ndim; d++) {
+    if (in->shape[d] == 1) continue;
+    s->n[nd] = in->shape[d];
+    for (int k = 0; k < nops; k++) st[k][nd] = args[k].stride[d];
+    nd++;
+  }
+  int out = 0;
+  for (int d = 1; d < nd; d++) {
+    bool ok = true;
+    for (int k = 0; k < nops; k++)
+      if (st[k][out] != st[k][d] * s->n[d]) ok = false;
+    if (ok) {
+      s->n[out] *= s->n[d];
+      for (int k = 0; k < nops; k++) st[k][out] = st[k][d];
+    } else {
+      out++;
+      s->n[out] = s->n[d];
+      for (int k = 0; k < nops; k++) st[k][out] = st[k][d];
+    }
+  }
+  s->nd = nd ? out + 1 : 1;
+  if (!nd) {
+    s->n[0] = 1;
+    for (int k = 0; k < nops; k++) st[k][0] = 0;
+  }
+  for (int k = 0; k < nops; k++) {
+    ptrs[k].p = (char *)args[k].ptr;
+    for (int d = 0; d < s->nd; d++) ptrs[k].st[d] = st[k][d];
+  }
+}
+
+static int64_t space_numel(const Space &s) {
+  int64_t n = 1;
+  for (int d = 0; d < s.nd; d++) n *= s.n[d];
+  return n;
+}
+
+__device__ __forceinline__ int64_t eoff(const Space &s, const Ptr &p, int64_t i) {
+  if (s.nd == 1) return i * p.st[0];
+  int64_t off = 0;
+  for (int d = s.nd - 1; d >= 0; d--) {
+    int64_t k = i % s.n[d];
+    i /= s.n[d];
+    off += k * p.st[d];
+  }
+  return off;
+}
+
+#define GRID_LOOP(i, n) \
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
+
+/* ---- loads and stores by dtype ----------------------------------------------------------- */
+
+__device__ __forceinline__ double ld(cnn_dtype dt, const char *base, int64_t i) {
+  switch (dt) {
+  case CNN_FLOAT32: return ((const float *)base)[i];
+  case CNN_FLOAT64: return ((const double *)base)[i];
+  case CNN_INT64: return (double)((const int64_t *)base)[i];
+  case CNN_UINT8: return ((const uint8_t *)base)[i];
+  case CNN_FLOAT16: return __half2float(__ushort_as_half(((const unsigned short *)base)[i]));
+  default: return __bfloat162float(__ushort_as_bfloat16(((const unsigned short *)base)[i]));
+  }
+}
+
+__device__ __forceinline__ int64_t sat_i64(double v) {
+  if (v != v) return 0;
+  if (v >= 9.2233720368547758e18) return INT64_MAX;
+  if (v <= -9.2233720368547758e18) return INT64_MIN;
+  return (int64_t)v;
+}
+
+__device__ __forceinline__ void st(cnn_dtype dt, char *base, int64_t i, double v) {
+  switch (dt) {
+  case CNN_FLOAT32: ((float *)base)[i] = (float)v; break;
+  case CNN_FLOAT64: ((double *)base)[i] = v; break;
+  case CNN_INT64: ((int64_t *)base)[i] = sat_i64(v); break;
+  case CNN_UINT8: ((uint8_t *)base)[i] = (uint8_t)sat_i64(v); break;
+  case CNN_FLOAT16: ((unsigned short *)base)[i] = __half_as_ushort(__float2half_rn((float)v)); break;
+  default: ((unsigned short *)base)[i] = __bfloat16_as_ushort(__float2bfloat16_rn((float)v)); break;
+  }
+}
+
+__device__ __forceinline__ int64_t ld_int(cnn_dtype dt, const char *base, int64_t i) {
+  return dt == CNN_UINT8 ? ((const uint8_t *)base)[i] : ((const int64_t *)base)[i];
+}
+__device__ __forceinline__ void st_int(cnn_dtype dt, char *base, int64_t i, int64_t v) {
+  if (dt == CNN_UINT8) ((uint8_t *)base)[i] = (uint8_t)v;
+  else ((int64_t *)base)[i] = v;
+}
+
+/* ---- unary math (the CPU's formulas) ------------------------------------------------------- */
+
+__device__ double un_f64(int op, double x, double p0, double p1) {
+  switch (op) {
+  case CNN_OP_NEG: return -x;
+  case CNN_OP_ABS: return fabs(x);
+  case CNN_OP_EXP: return exp(x);
+  case CNN_OP_LOG: return log(x);
+  case CNN_OP_SQRT: return sqrt(x);
+  case CNN_OP_RSQRT: return 1.0 / sqrt(x);
+  case CNN_OP_TANH: return tanh(x);
+  case CNN_OP_SIGMOID: return cnn_sigmoid(x);
+  case CNN_OP_RELU: return cnn_relu(x);
+  case CNN_OP_SIN: return sin(x);
+  case CNN_OP_COS: return cos(x);
+  case CNN_OP_SIGN: return x > 0 ? 1.0 : x < 0 ? -1.0 : x;
+  case CNN_OP_FLOOR: return floor(x);
+  case CNN_OP_CEIL: return ceil(x);
+  case CNN_OP_ROUND: return rint(x);
+  case CNN_OP_RECIPROCAL: return 1.0 / x;
+  case CNN_OP_SQUARE: return x * x;
+  case CNN_OP_GELU: return cnn_gelu(x);
+  case CNN_OP_LOG1P: return log1p(x);
+  case CNN_OP_EXPM1: return expm1(x);
+  case CNN_OP_LEAKY_RELU: return cnn_leaky_relu(x, p0);
+  case CNN_OP_ELU: return cnn_elu(x, p0);
+  case CNN_OP_CLAMP: return x < p0 ? p0 : x > p1 ? p1 : x;
+  case CNN_OP_POW_SCALAR: return p0 == 2 ? x * x : pow(x, p0);
+  case CNN_OP_ADD_SCALAR: return x + p0;
+  default: return x * p0;
+  }
+}
+
+__device__ float un_f32(int op, float x, float p0, float p1) {
+  switch (op) {
+  case CNN_OP_NEG: return -x;
+  case CNN_OP_ABS: return fabsf(x);
+  case CNN_OP_EXP: return expf(x);
+  case CNN_OP_LOG: return logf(x);
+  case CNN_OP_SQRT: return sqrtf(x);
+  case CNN_OP_RSQRT: return 1.0f / sqrtf(x);
+  case CNN_OP_TANH: return tanhf(x);
+  case CNN_OP_SIGMOID: return cnn_sigmoid_f(x);
+  case CNN_OP_RELU: return cnn_relu_f(x);
+  case CNN_OP_SIN: return sinf(x);
+  case CNN_OP_COS: return cosf(x);
+  case CNN_OP_SIGN: return x > 0 ? 1.0f : x < 0 ? -1.0f : x;
+  case CNN_OP_FLOOR: return floorf(x);
+  case CNN_OP_CEIL: return ceilf(x);
+  case CNN_OP_ROUND: return rintf(x);
+  case CNN_OP_RECIPROCAL: return 1.0f / x;
+  case CNN_OP_SQUARE: return x * x;
+  case CNN_OP_GELU: return cnn_gelu_f(x);
+  case CNN_OP_LOG1P: return log1pf(x);
+  case CNN_OP_EXPM1: return expm1f(x);
+  case CNN_OP_LEAKY_RELU: return cnn_leaky_relu_f(x, p0);
+  case CNN_OP_ELU: return cnn_elu_f(x, p0);
+  case CNN_OP_CLAMP: return x < p0 ? p0 : x > p1 ? p1 : x;
+  case CNN_OP_POW_SCALAR: return p0 == 2 ? x * x : powf(x, p0);
+  case CNN_OP_ADD_SCALAR: return x + p0;
+  default: return x * p0;
+  }
+}
+
+__device__ int64_t ipow(int64_t a, int64_t b) {
+  if (b < 0) return a == 1 ? 1 : a == -1 ? (b % 2 ? -1 : 1) : 0;
+  int64_t r = 1;
+  while (b) {
+    if (b & 1) r = (int64_t)((uint64_t)r * (uint64_t)a);
+    a = (int64_t)((uint64_t)a * (uint64_t)a);
+    b >>= 1;
+  }
+  return r;
+}
+
+__device__ int64_t un_int(int op, int64_t x, double p0, double p1) {
+  switch (op) {
+  case CNN_OP_NEG: return (int64_t)(0 - (uint64_t)x);
+  case CNN_OP_ABS: return x < 0 ? -x : x;
+  case CNN_OP_SIGN: return x > 0 ? 1 : x < 0 ? -1 : 0;
+  case CNN_OP_RELU: return x > 0 ? x : 0;
+  case CNN_OP_SQUARE: return (int64_t)((uint64_t)x * (uint64_t)x);
+  case CNN_OP_CLAMP:
+    if (p0 == p0 && (double)x < p0) return (int64_t)ceil(p0);
+    if (p1 == p1 && (double)x > p1) return (int64_t)floor(p1);
+    return x;
+  case CNN_OP_POW_SCALAR: return ipow(x, (int64_t)p0);
+  case CNN_OP_ADD_SCALAR: return (int64_t)((uint64_t)x + (uint64_t)(int64_t)p0);
+  case CNN_OP_MUL_SCALAR: return (int64_t)((uint64_t)x * (uint64_t)(int64_t)p0);
+  default: return x;
+  }
+}
+
+/* the derivative factor of core's cnn_unary_grad (v is x or y) */
+__device__ double un_deriv(int op, double v, double p0, double p1) {
+  switch (op) {
+  case CNN_OP_NEG: return -1;
+  case CNN_OP_ABS: return v > 0 ? 1 : v < 0 ? -1 : 0;
+  case CNN_OP_EXP: return v;
+  case CNN_OP_LOG: return 1 / v;
+  case CNN_OP_SQRT: return 0.5 / v;
+  case CNN_OP_RSQRT: return -0.5 * v * v * v;
+  case CNN_OP_TANH: return 1 - v * v;
+  case CNN_OP_SIGMOID: return cnn_sigmoid_grad(v);
+  case CNN_OP_RELU: return v > 0 ? 1 : 0;
+  case CNN_OP_SIN: return cos(v);
+  case CNN_OP_COS: return -sin(v);
+  case CNN_OP_RECIPROCAL: return -v * v;
+  case CNN_OP_SQUARE: return 2 * v;
+  case CNN_OP_GELU: return cnn_gelu_grad(v);
+  case CNN_OP_LOG1P: return 1 / (1 + v);
+  case CNN_OP_EXPM1: return v + 1;
+  case CNN_OP_LEAKY_RELU: return cnn_leaky_relu_grad(v, p0);
+  case CNN_OP_ELU: return cnn_elu_grad(v, p0);
+  case CNN_OP_CLAMP: return v >= p0 && v <= p1 ? 1 : 0;
+  case CNN_OP_POW_SCALAR: return p0 == 0 ? 0 : p0 * pow(v, p0 - 1);
+  case CNN_OP_ADD_SCALAR: return 1;
+  case CNN_OP_MUL_SCALAR: return p0;
+  default: return 0;
+  }
+}
+
+/* ---- binary math ------------------------------------------------------------------------------ */
+
+template <typename T> __device__ __forceinline__ T bin_float(int op, T a, T b) {
+  switch (op) {
+  case CNN_OP_ADD: return a + b;
+  case CNN_OP_SUB: return a - b;
+  case CNN_OP_MUL: return a * b;
+  case CNN_OP_DIV: return a / b;
+  case CNN_OP_POW: return pow(a, b); /* float overload: powf */
+  case CNN_OP_MAXIMUM: return (a > b || a != a) ? a : b;
+  default: return (a < b || a != a) ? a : b;
+  }
+}
+
+__device__ int64_t bin_int(int op, int64_t a, int64_t b) {
+  switch (op) {
+  case CNN_OP_ADD: return (int64_t)((uint64_t)a + (uint64_t)b);
+  case CNN_OP_SUB: return (int64_t)((uint64_t)a - (uint64_t)b);
+  case CNN_OP_MUL: return (int64_t)((uint64_t)a * (uint64_t)b);
+  case CNN_OP_POW: return ipow(a, b);
+  case CNN_OP_MAXIMUM: return a > b ? a : b;
+  default: return a < b ? a : b;
+  }
+}
+
+__device__ __forceinline__ bool cmp_apply(int op, int c) {
+  switch (op) {
+  case CNN_OP_EQ: return c == 0;
+  case CNN_OP_NE: return c != 0;
+  case CNN_OP_LT: return c == -1;
+  case CNN_OP_LE: return c == -1 || c == 0;
+  case CNN_OP_GT: return c == 1;
+  default: return c == 1 || c == 0;
+  }
+}
+
+/* ---- kernels ----------------------------------------------------------------------------------- */
+
+template <typename T>
+__global__ void k_unary_float(int op, Space s, int64_t n, Ptr o, Ptr x, double p0, double p1) {
+  GRID_LOOP(i, n) {
+    T v = ((const T *)x.p)[eoff(s, x, i)];
+    T r;
+    if (sizeof(T) == 4) r = (T)un_f32(op, (float)v, (float)p0, (float)p1);
+    else r = (T)un_f64(op, (double)v, p0, p1);
+    ((T *)o.p)[eoff(s, o, i)] = r;
+  }
+}
+
+__global__ void k_unary_int(int op, cnn_dtype dt, Space s, int64_t n, Ptr o, Ptr x, double p0,
+                            double p1) {
+  GRID_LOOP(i, n) st_int(dt, o.p, eoff(s, o, i), un_int(op, ld_int(dt, x.p, eoff(s, x, i)), p0, p1));
+}
+
+template <typename T>
+__global__ void k_binary_float(int op, Space s, int64_t n, Ptr o, Ptr a, Ptr b) {
+  GRID_LOOP(i, n) {
+    T r = bin_float<T>(op, ((const T *)a.p)[eoff(s, a, i)], ((const T *)b.p)[eoff(s, b, i)]);
+    ((T *)o.p)[eoff(s, o, i)] = r;
+  }
+}
+
+__global__ void k_binary_int(int op, cnn_dtype dt, Space s, int64_t n, Ptr o, Ptr a, Ptr b) {
+  GRID_LOOP(i, n) {
+    int64_t r = bin_int(op, ld_int(dt, a.p, eoff(s, a, i)), ld_int(dt, b.p, eoff(s, b, i)));
+    st_int(dt, o.p, eoff(s, o, i), r);
+  }
+}
+
+__global__ void k_compare(int op, cnn_dtype dt, Space s, int64_t n, Ptr o, Ptr a, Ptr b) {
+  GRID_LOOP(i, n) {
+    int c;
+    if (dt == CNN_FLOAT32 || dt == CNN_FLOAT64) {
+      double x = ld(dt, a.p, eoff(s, a, i)), y = ld(dt, b.p, eoff(s, b, i));
+      c = x < y ? -1 : x > y ? 1 : x == y ? 0 : 2;
+    } else {
+      int64_t x = ld_int(dt, a.p, eoff(s, a, i)), y = ld_int(dt, b.p, eoff(s, b, i));
+      c = x < y ? -1 : x > y ? 1 : 0;
+    }
+    ((uint8_t *)o.p)[eoff(s, o, i)] = cmp_apply(op, c);
+  }
+}
+
+template <typename T>
+__global__ void k_unary_grad(int op, Space s, int64_t n, Ptr o, Ptr g, Ptr v, double p0,
+                             double p1) {
+  GRID_LOOP(i, n) {
+    double gv = ((const T *)g.p)[eoff(s, g, i)], vv = ((const T *)v.p)[eoff(s, v, i)];
+    ((T *)o.p)[eoff(s, o, i)] = (T)(gv * un_deriv(op, vv, p0, p1));
+  }
+}
+
+template <typename E>
+__global__ void k_where(cnn_dtype cdt, Space s, int64_t n, Ptr o, Ptr c, Ptr a, Ptr b) {
+  GRID_LOOP(i, n) {
+    int64_t co = eoff(s, c, i);
+    bool t = cdt == CNN_UINT8 ? ((const uint8_t *)c.p)[co] != 0
+             : cdt == CNN_INT64 ? ((const int64_t *)c.p)[co] != 0
+                                : ld(cdt, c.p, co) != 0;
+    ((E *)o.p)[eoff(s, o, i)] = t ? ((const E *)a.p)[eoff(s, a, i)] : ((const E *)b.p)[eoff(s, b, i)];
+  }
+}
+
+template <typename E> __global__ void k_copy_same(Space s, int64_t n, Ptr d, Ptr x) {
+  GRID_LOOP(i, n)((E *)d.p)[eoff(s, d, i)] = ((const E *)x.p)[eoff(s, x, i)];
+}
+
+__global__ void k_copy_cast(cnn_dtype ddt, cnn_dtype sdt, Space s, int64_t n, Ptr d, Ptr x) {
+  GRID_LOOP(i, n) {
+    int64_t so = eoff(s, x, i), dof = eoff(s, d, i);
+    if (sdt == CNN_INT64 && ddt == CNN_UINT8) /* exact, wrapping as the CPU's (uint8_t)int64 */
+      ((uint8_t *)d.p)[dof] = (uint8_t)((const int64_t *)x.p)[so];
+    else if (sdt == CNN_UINT8 && ddt == CNN_INT64)
+      ((int64_t *)d.p)[dof] = ((const uint8_t *)x.p)[so];
+    else
+      st(ddt, d.p, dof, ld(sdt, x.p, so));
+  }
+}
+
+template <typename E> __global__ void k_fill(Space s, int64_t n, Ptr d, E v) {
+  GRID_LOOP(i, n)((E *)d.p)[eoff(s, d, i)] = v;
+}
+
+/* ---- launchers ---------------------------------------------------------------------------------- */
+
+static bool is_float(cnn_dtype dt) { return dt == CNN_FLOAT32 || dt == CNN_FLOAT64; }
+static bool is_int(cnn_dtype dt) { return dt == CNN_INT64 || dt == CNN_UINT8; }
+
+static int bad_dtype(const char *op, cnn_dtype dt) {
+  gpu_core.set_error("%s: dtype %s is not supported on cuda", op, gpu_core.dtype_name(dt));
+  return -1;
+}
+
+static int ew_unary(int dev, cnn_unary_op op, cnn_dtype dt, const cnn_be_shape *shape,
+                    cnn_be_arg out, cnn_be_arg x, double p0, double p1) {
+  const char *name = gpu_core.unary_name(op);
+  if (!is_float(dt) && !is_int(dt)) return bad_dtype(name, dt);
+  if (gpu_device(name, dev)) return -1;
+  Space s;
+  Ptr p[2];
+  cnn_be_arg a[2] = {out, x};
+  coalesce(shape, a, 2, &s, p);
+  int64_t n = space_numel(s);
+  if (!n) return 0;
+  if (dt == CNN_FLOAT32) k_unary_float<float><<<gpu_blocks(n), GPU_THREADS>>>(op, s, n, p[0], p[1], p0, p1);
+  else if (dt == CNN_FLOAT64) k_unary_float<double><<<gpu_blocks(n), GPU_THREADS>>>(op, s, n, p[0], p[1], p0, p1);
+  else k_unary_int<<<gpu_blocks(n), GPU_THREADS>>>(op, dt, s, n, p[0], p[1], p0, p1);
+  LAUNCH_CHECK(name);
+  return 0;
+}
+
+static int ew_binary(int dev, cnn_binary_op op, cnn_dtype dt, const cnn_be_shape *shape,
+                     cnn_be_arg out, cnn_be_arg a, cnn_be_arg b) {
+  const char *name = gpu_core.binary_name(op);
+  if (!is_float(dt) && !is_int(dt)) return bad_dtype(name, dt);
+  if (gpu_device(name, dev)) return -1;
+  Space s;
+  Ptr p[3];
+  cnn_be_arg args[3] = {out, a, b};
+  coalesce(shape, args, 3, &s, p);
+  int64_t n = space_numel(s);
+  if (!n) return 0;
+  unsigned g = gpu_blocks(n);
+  if (op >= CNN_OP_EQ) k_compare<<<g, GPU_THREADS>>>(op, dt, s, n, p[0], p[1], p[2]);
+  else if (dt == CNN_FLOAT32) k_binary_float<float><<<g, GPU_THREADS>>>(op, s, n, p[0], p[1], p[2]);
+  else if (dt == CNN_FLOAT64) k_binary_float<double><<<g, GPU_THREADS>>>(op, s, n, p[0], p[1], p[2]);
+  else k_binary_int<<<g, GPU_THREADS>>>(op, dt, s, n, p[0], p[1], p[2]);
+  LAUNCH_CHECK(name);
+  return 0;
+}
+
+static int ew_unary_grad(int dev, cnn_unary_op op, cnn_dtype dt, const cnn_be_shape *shape,
+                         cnn_be_arg out, cnn_be_arg g, cnn_be_arg v, double p0, double p1) {
+  const char *name = gpu_core.unary_name(op);
+  if (!is_float(dt)) return bad_dtype(name, dt);
+  if (gpu_device(name, dev)) return -1;
+  Space s;
+  Ptr p[3];
+  cnn_be_arg args[3] = {out, g, v};
+  coalesce(shape, args, 3, &s, p);
+  int64_t n = space_numel(s);
+  if (!n) return 0;
+  if (dt == CNN_FLOAT32) k_unary_grad<float><<<gpu_blocks(n), GPU_THREADS>>>(op, s, n, p[0], p[1], p[2], p0, p1);
+  else k_unary_grad<double><<<gpu_blocks(n), GPU_THREADS>>>(op, s, n, p[0], p[1], p[2], p0, p1);
+  LAUNCH_CHECK(name);
+  return 0;
+}
+
+static int ew_where(int dev, cnn_dtype cdt, cnn_dtype dt, const cnn_be_shape *shape,
+                    cnn_be_arg out, cnn_be_arg cond, cnn_be_arg a, cnn_be_arg b) {
+  if (gpu_device("where", dev)) return -1;
+  Space s;
+  Ptr p[4];
+  cnn_be_arg args[4] = {out, cond, a, b};
+  coalesce(shape, args, 4, &s, p);
+  int64_t n = space_numel(s);
+  if (!n) return 0;
+  unsigned g = gpu_blocks(n);
+  switch (gpu_dtype_size(dt)) {
+  case 1: k_where<uint8_t><<<g, GPU_THREADS>>>(cdt, s, n, p[0], p[1], p[2], p[3]); break;
+  case 2: k_where<uint16_t><<<g, GPU_THREADS>>>(cdt, s, n, p[0], p[1], p[2], p[3]); break;
+  case 4: k_where<uint32_t><<<g, GPU_THREADS>>>(cdt, s, n, p[0], p[1], p[2], p[3]); break;
+  default: k_where<uint64_t><<<g, GPU_THREADS>>>(cdt, s, n, p[0], p[1], p[2], p[3]); break;
+  }
+  LAUNCH_CHECK("where");
+  return 0;
+}
+
+static int ew_copy(int dev, const cnn_be_shape *shape, cnn_dtype ddt, cnn_be_arg dst,
+                   cnn_dtype sdt, cnn_be_arg src) {
+  if (gpu_device("copy_", dev)) return -1;
+  Space s;
+  Ptr p[2];
+  cnn_be_arg args[2] = {dst, src};
+  coalesce(shape, args, 2, &s, p);
+  int64_t n = space_numel(s);
+  if (!n) return 0;
+  unsigned g = gpu_blocks(n);
+  if (ddt != sdt) {
+    k_copy_cast<<<g, GPU_THREADS>>>(ddt, sdt, s, n, p[0], p[1]);
+  } else if (s.nd == 1 && p[0].st[0] == 1 && p[1].st[0] == 1) {
+    CUDA_CHECK("copy_", cudaMemcpyAsync(p[0].p, p[1].p, (size_t)n * gpu_dtype_size(ddt),
+                                        cudaMemcpyDeviceToDevice, 0));
+    return 0;
+  } else {
+    switch (gpu_dtype_size(ddt)) {
+    case 1: k_copy_same<uint8_t><<<g, GPU_THREADS>>>(s, n, p[0], p[1]); break;
+    case 2: k_copy_same<uint16_t><<<g, GPU_THREADS>>>(s, n, p[0], p[1]); break;
+    case 4: k_copy_same<uint32_t><<<g, GPU_THREADS>>>(s, n, p[0], p[1]); break;
+    default: k_copy_same<uint64_t><<<g, GPU_THREADS>>>(s, n, p[0], p[1]); break;
+    }
+  }
+  LAUNCH_CHECK("copy_");
+  return 0;
+}
+
+/* the bits of v in dtype dt, as the CPU's cnn_store_double writes them */
+static uint64_t fill_bits(cnn_dtype dt, double v, size_t *es) {
+  *es = gpu_dtype_size(dt);
+  uint64_t bits = 0;
+  if (dt == CNN_FLOAT32) {
+    float f = (float)v;
+    memcpy(&bits, &f, 4);
+  } else if (dt == CNN_FLOAT64) {
+    memcpy(&bits, &v, 8);
+  } else if (dt == CNN_INT64 || dt == CNN_UINT8) {
+    int64_t i = v != v ? 0 : v >= 9.2233720368547758e18 ? INT64_MAX
+              : v <= -9.2233720368547758e18 ? INT64_MIN : (int64_t)v;
+    if (dt == CNN_UINT8) bits = (uint8_t)i;
+    else memcpy(&bits, &i, 8);
+  } else if (dt == CNN_FLOAT16) {
+    bits = __half_as_ushort(__float2half_rn((float)v));
+  } else {
+    bits = __bfloat16_as_ushort(__float2bfloat16_rn((float)v));
+  }
+  return bits;
+}
+
+static int ew_fill(int dev, const cnn_be_shape *shape, cnn_dtype dt, cnn_be_arg dst, double v) {
+  if (gpu_device("fill_", dev)) return -1;
+  Space s;
+  Ptr p[1];
+  coalesce(shape, &dst, 1, &s, p);
+  int64_t n = space_numel(s);
+  if (!n) return 0;
+  size_t es;
+  uint64_t bits = fill_bits(dt, v, &es);
+  unsigned g = gpu_blocks(n);
+  if (bits == 0 && s.nd == 1 && p[0].st[0] == 1) {
+    CUDA_CHECK("fill_", cudaMemsetAsync(p[0].p, 0, (size_t)n * es, 0));
+    return 0;
+  }
+  switch (es) {
+  case 1: k_fill<uint8_t><<<g, GPU_THREADS>>>(s, n, p[0], (uint8_t)bits); break;
+  case 2: k_fill<uint16_t><<<g, GPU_THREADS>>>(s, n, p[0], (uint16_t)bits); break;
+  case 4: k_fill<uint32_t><<<g, GPU_THREADS>>>(s, n, p[0], (uint32_t)bits); break;
+  default: k_fill<uint64_t><<<g, GPU_THREADS>>>(s, n, p[0], bits); break;
+  }
+  LAUNCH_CHECK("fill_");
+  return 0;
+}
+
+void gpu_elementwise_register(cnn_backend *be) {
+  be->unary = ew_unary;
+  be->binary = ew_binary;
+  be->unary_grad = ew_unary_grad;
+  be->where = ew_where;
+  be->copy = ew_copy;
+  be->fill = ew_fill;
+}

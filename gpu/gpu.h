@@ -1,0 +1,125 @@
+/*
+ * gpu.h -- private header of gpu/: what the CUDA files of libcnn_cuda.so
+ * share.  Nothing outside gpu/ includes it (core sees only core/backend.h).
+ *
+ * Errors.  The module is dlopen()ed by an executable that need not export
+ * its symbols, so core hands it cnn_core_api at init; gpu_fail() formats
+ * "<op>: <library> error <what> (<file>:<line>)" through it.  Every CUDA,
+ * cuDNN and cuBLAS status goes through the CHECK macros below, which return
+ * -1 from the calling function (so they are used in functions returning
+ * int); nothing here exits or aborts.
+ *
+ * Streams.  Everything runs on the legacy default stream of the current
+ * device: kernels, cuBLAS and cuDNN calls are ordered with each other and
+ * with the synchronous cudaMemcpy that reads results back, and a block
+ * freed into the caching allocator can be reused by the next op without an
+ * event (it is ordered after every use of the old tensor).  gpu_device()
+ * makes `dev` current before each entry's work.
+ *
+ * Kernels use grid-stride loops over int64 indices; gpu_blocks() caps the
+ * grid.  Per-dtype code is a C++ template per kernel instantiated for
+ * float and double (and the integer types where the CPU supports them),
+ * chosen by one switch in each launcher -- no macro-generated files.
+ */
+#ifndef CNN_GPU_H
+#define CNN_GPU_H
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+#include <stdint.h>
+
+#include "backend.h"
+
+#define GPU_MAX_DEVICES 16
+#define GPU_THREADS 256
+
+/* core's entry points (set by cnn_cuda_backend_init) */
+extern cnn_core_api gpu_core;
+
+/* element size of a dtype (core's cnn_dtype_size, which the module cannot call) */
+static inline size_t gpu_dtype_size(cnn_dtype dt) {
+  return dt == CNN_FLOAT64 || dt == CNN_INT64 ? 8 : dt == CNN_FLOAT32 ? 4 : dt == CNN_UINT8 ? 1 : 2;
+}
+
+/* "<op>: <lib> error: <msg> in <what> (<file>:<line>)"; returns -1 */
+int gpu_fail(const char *op, const char *lib, const char *msg, const char *what,
+             const char *file, int line);
+const char *gpu_cublas_str(cublasStatus_t s);
+
+#define CUDA_CHECK(op, call)                                                         \
+  do {                                                                               \
+    cudaError_t e_ = (call);                                                         \
+    if (e_ != cudaSuccess)                                                           \
+      return gpu_fail(op, "CUDA", cudaGetErrorString(e_), #call, __FILE__, __LINE__); \
+  } while (0)
+#define CUDNN_CHECK(op, call)                                                          \
+  do {                                                                                 \
+    cudnnStatus_t e_ = (call);                                                         \
+    if (e_ != CUDNN_STATUS_SUCCESS)                                                    \
+      return gpu_fail(op, "cuDNN", cudnnGetErrorString(e_), #call, __FILE__, __LINE__); \
+  } while (0)
+#define CUBLAS_CHECK(op, call)                                                        \
+  do {                                                                                \
+    cublasStatus_t e_ = (call);                                                       \
+    if (e_ != CUBLAS_STATUS_SUCCESS)                                                  \
+      return gpu_fail(op, "cuBLAS", gpu_cublas_str(e_), #call, __FILE__, __LINE__);   \
+  } while (0)
+/* after a <<<...>>> launch: configuration errors surface here */
+#define LAUNCH_CHECK(op) CUDA_CHECK(op, cudaGetLastError())
+
+/* make `dev` current; -1 with an error naming op */
+int gpu_device(const char *op, int dev);
+/* per-device library handles, created on first use (NULL + error) */
+cublasHandle_t gpu_cublas(const char *op, int dev);
+cudnnHandle_t gpu_cudnn(const char *op, int dev);
+void gpu_handles_destroy(void);
+
+/* blocks for n elements at GPU_THREADS per block (grid-stride loops) */
+static inline unsigned gpu_blocks(int64_t n) {
+  int64_t b = (n + GPU_THREADS - 1) / GPU_THREADS;
+  if (b < 1) b = 1;
+  if (b > 65535 * 8) b = 65535 * 8;
+  return (unsigned)b;
+}
+
+/* ---- allocator.cu ---- */
+void *gpu_alloc(size_t nbytes, int dev);
+void gpu_free(void *p, int dev);
+/* scratch (workspace) from the caching allocator, released with gpu_free */
+void *gpu_scratch(const char *op, size_t nbytes, int dev);
+void gpu_empty_cache(void);
+int gpu_memory_info(int dev, int64_t *cached, int64_t *reserved, int64_t *free_b,
+                    int64_t *total_b);
+void *gpu_alloc_pinned(size_t nbytes);
+void gpu_free_pinned(void *p);
+
+/* ---- the op entries, one group per file (signatures as in backend.h) ---- */
+void gpu_elementwise_register(cnn_backend *be); /* elementwise.cu */
+void gpu_reduce_register(cnn_backend *be);      /* reduce.cu */
+void gpu_blas_register(cnn_backend *be);        /* blas.cu */
+void gpu_conv_register(cnn_backend *be);        /* cudnn_conv.cu */
+void gpu_ops_register(cnn_backend *be);         /* cudnn_ops.cu */
+void gpu_pool_register(cnn_backend *be);        /* pool.cu */
+void gpu_loss_register(cnn_backend *be);        /* loss.cu */
+void gpu_index_register(cnn_backend *be);       /* index.cu */
+void gpu_optim_register(cnn_backend *be);       /* optim.cu */
+void gpu_conv_cache_clear(void);                /* cudnn_conv.cu */
+void gpu_conv_set_benchmark(bool on);           /* cudnn_conv.cu */
+
+/* direct_conv.cu: the teaching kernel (float32/float64, groups, dilation) */
+int gpu_direct_conv2d_forward(int dev, cnn_dtype dt, const cnn_conv_shape *s, const void *x,
+                              const void *w, const void *b, void *y);
+int gpu_direct_conv2d_backward_data(int dev, cnn_dtype dt, const cnn_conv_shape *s,
+                                    const void *dy, const void *w, void *dx);
+int gpu_direct_conv2d_backward_weight(int dev, cnn_dtype dt, const cnn_conv_shape *s,
+                                      const void *dy, const void *x, void *dw, void *db);
+
+/* cudnn_ops.cu: per-channel sums over N x C x L (used by batch norm and
+ * conv bias gradients): out1[c] = sum dy, out2[c] = sum dy * (x - mean[c]) * invstd[c]
+ * (out2 skipped when x is NULL) */
+int gpu_channel_sums(const char *op, cnn_dtype dt, int64_t N, int64_t C, int64_t L,
+                     const void *dy, const void *x, const void *mean, const void *invstd,
+                     void *out1, void *out2);
+
+#endif

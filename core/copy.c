@@ -8,6 +8,9 @@
  * common float32 <-> float64 and uint8 -> float32 contiguous casts.
  * Autograd: copies made by contiguous/clone/to_dtype record a node whose
  * backward passes the gradient through (cast back to the input's dtype).
+ * Devices: copies that touch a CUDA tensor go through the backend (one
+ * dispatch point, copy_across_devices: host<->device transfers and the
+ * device's strided copy/cast); fill_ on a device is the backend's fill.
  */
 #include "autograd.h"
 #include "backend.h"
@@ -114,7 +117,18 @@ double cnn_tensor_get(const cnn_tensor *t, int64_t i) {
 }
 
 int cnn_tensor_set(cnn_tensor *t, int64_t i, double v) {
-  if (check_index("set", t, i) || cnn_require_cpu("set", t)) return -1;
+  if (check_index("set", t, i)) return -1;
+  if (t->storage->device.type != CNN_CPU) {
+    const cnn_backend *be = cnn_cuda_backend("set");
+    unsigned char tmp[8];
+    size_t es = cnn_dtype_size(t->dtype);
+    cnn_store_double(t->dtype, tmp, 0, v);
+    if (!be || be->copy_h2d((char *)t->storage->data + cnn_offset_of(t, i) * (int64_t)es, tmp, es,
+                            t->storage->device.index))
+      return -1;
+    cnn_tensor_bump_version(t);
+    return 0;
+  }
   cnn_store_double(t->dtype, t->storage->data, cnn_offset_of(t, i), v);
   cnn_tensor_bump_version(t);
   return 0;
@@ -194,38 +208,48 @@ int cnn_copy_raw(cnn_tensor *dst, cnn_tensor *src) {
   return 0;
 }
 
-/* Host <-> device transfers.  The device side must be contiguous with the
- * same shape and dtype as the host side; the host side absorbs casts and
- * broadcasts through a temporary.  Device-to-device strided copies go
- * through the backend's copy op. */
-typedef int (*device_copy_op)(cnn_tensor *dst, const cnn_tensor *src);
-
-static int copy_across_devices(cnn_tensor *dst, cnn_tensor *src) {
+/* Host <-> device transfers.  The device side of a transfer is contiguous
+ * with the host side's shape and dtype; the host side absorbs casts and
+ * broadcasts through a temporary, and a strided device source is first
+ * made contiguous on the device.  Copies within one device (views, casts,
+ * broadcasts) are the backend's strided copy. */
+static int copy_on_device(const cnn_backend *be, cnn_tensor *dst, cnn_tensor *src) {
   cnn_device dd = dst->storage->device, sd = src->storage->device;
-  const cnn_backend *be = cnn_backend_get(dd.type == CNN_CPU ? sd.type : dd.type);
-  if (!be) return -1;
-  if (dd.type != CNN_CPU && sd.type != CNN_CPU) {
-    device_copy_op op = (device_copy_op)be->ops[0];
-    if (!op) return cnn_set_error("copy_: device-to-device copy is not supported"), -1;
-    return op(dst, src);
-  }
-  if (dd.type == CNN_CPU) { /* device -> host */
-    if (!cnn_tensor_is_contiguous(src)) {
-      cnn_set_error("copy_: a non-contiguous %s tensor must be made contiguous on the device first",
-                    be->name);
-      return -1;
-    }
-    cnn_tensor *tmp = cnn_empty(src->ndim, src->shape, src->dtype, CNN_DEVICE_CPU);
-    if (!tmp) return -1;
-    int rc = be->copy_d2h(tmp->storage->data, cnn_tensor_data(src), cnn_tensor_nbytes(src), sd.index);
-    if (rc == 0) rc = cnn_copy_raw(dst, tmp);
-    cnn_tensor_release(tmp);
-    return rc;
-  }
-  /* host -> device */
-  if (!cnn_tensor_is_contiguous(dst)) {
-    cnn_set_error("copy_: cannot copy into a non-contiguous %s tensor from the cpu", be->name);
+  if (!cnn_device_equal(dd, sd)) {
+    char a[32], b[32];
+    cnn_set_error("copy_: tensors on %s and %s (copy through the cpu)", cnn_device_str(dd, a),
+                  cnn_device_str(sd, b));
     return -1;
+  }
+  if (!be->copy) return cnn_backend_unsupported("copy_");
+  cnn_be_shape s = cnn_be_shape_of(dst->ndim, dst->shape);
+  return be->copy(dd.index, &s, dst->dtype, cnn_be_arg_of(dst, &s), src->dtype, cnn_be_arg_of(src, &s));
+}
+
+static int device_to_host(const cnn_backend *be, cnn_tensor *dst, cnn_tensor *src) {
+  cnn_tensor *c = src, *tmp = NULL;
+  int rc = 0;
+  if (!cnn_tensor_is_contiguous(src)) { /* contiguous on the device first */
+    c = cnn_empty(src->ndim, src->shape, src->dtype, src->storage->device);
+    if (!c || copy_on_device(be, c, src)) return cnn_tensor_release(c), -1;
+  }
+  tmp = cnn_empty(c->ndim, c->shape, c->dtype, CNN_DEVICE_CPU);
+  rc = tmp ? be->copy_d2h(tmp->storage->data, cnn_tensor_data(c), cnn_tensor_nbytes(c),
+                          c->storage->device.index) : -1;
+  if (rc == 0) rc = cnn_copy_raw(dst, tmp);
+  cnn_tensor_release(tmp);
+  if (c != src) cnn_tensor_release(c);
+  return rc;
+}
+
+static int host_to_device(const cnn_backend *be, cnn_tensor *dst, cnn_tensor *src) {
+  cnn_device dd = dst->storage->device;
+  if (!cnn_tensor_is_contiguous(dst)) { /* stage on the device, then a strided copy */
+    cnn_tensor *c = cnn_empty(dst->ndim, dst->shape, dst->dtype, dd);
+    int rc = c ? host_to_device(be, c, src) : -1;
+    if (rc == 0) rc = copy_on_device(be, dst, c);
+    cnn_tensor_release(c);
+    return rc;
   }
   cnn_tensor *tmp = cnn_empty(dst->ndim, dst->shape, dst->dtype, CNN_DEVICE_CPU);
   if (!tmp) return -1;
@@ -233,6 +257,15 @@ static int copy_across_devices(cnn_tensor *dst, cnn_tensor *src) {
   if (rc == 0) rc = be->copy_h2d(cnn_tensor_data(dst), tmp->storage->data, cnn_tensor_nbytes(tmp), dd.index);
   cnn_tensor_release(tmp);
   return rc;
+}
+
+static int copy_across_devices(cnn_tensor *dst, cnn_tensor *src) {
+  cnn_device dd = dst->storage->device, sd = src->storage->device;
+  const cnn_backend *be = cnn_cuda_backend("copy_");
+  if (!be) return -1;
+  if (dd.type != CNN_CPU && sd.type != CNN_CPU) return copy_on_device(be, dst, src);
+  if (dd.type == CNN_CPU) return device_to_host(be, dst, src);
+  return host_to_device(be, dst, src);
 }
 
 /* ---- in-place fill and copy ----------------------------------------------------- */
@@ -250,11 +283,12 @@ int cnn_fill_(cnn_tensor *t, double v) {
   if (check_inplace("fill_", t)) return -1;
   int64_t n = cnn_tensor_numel(t);
   cnn_tensor_bump_version(t);
-  if (t->storage->device.type != CNN_CPU) {
-    cnn_tensor *s = cnn_scalar(v, t->dtype, CNN_DEVICE_CPU);
-    int rc = s ? cnn_copy_raw(t, s) : -1;
-    cnn_tensor_release(s);
-    return rc;
+  if (t->storage->device.type != CNN_CPU) { /* the backend's strided fill */
+    const cnn_backend *be = cnn_cuda_backend("fill_");
+    if (!be) return -1;
+    if (!be->fill) return cnn_backend_unsupported("fill_");
+    cnn_be_shape s = cnn_be_shape_of(t->ndim, t->shape);
+    return be->fill(t->storage->device.index, &s, t->dtype, cnn_be_arg_of(t, &s), v);
   }
   if (cnn_tensor_is_contiguous(t)) {
     void *d = cnn_tensor_data(t);

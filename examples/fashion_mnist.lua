@@ -2,7 +2,7 @@
 -- Fashion-MNIST with an explicit training loop, then save a checkpoint.
 --
 --   cnnsh examples/fashion_mnist.lua [--epochs N] [--subset N] [--out PATH]
---                                    [--batch-size N] [--lr X] [--seed N]
+--                                    [--batch-size N] [--lr X] [--dropout P] [--seed N]
 --
 -- The network: two convolution blocks (conv 3x3 -> batch norm -> ReLU ->
 -- 2x2 max-pool), then a classifier (flatten -> linear -> ReLU -> dropout ->
@@ -16,13 +16,13 @@
 
 -- ---- command line ---------------------------------------------------------------
 local args = { epochs = 2, subset = nil, out = "fmnist.safetensors",
-               ["batch-size"] = 128, lr = 2e-3, seed = 1 }
+               ["batch-size"] = 128, lr = 2e-3, dropout = 0.3, seed = 1 }
 local i = 1
 while arg and arg[i] do
   local key = arg[i]:match("^%-%-(.+)$")
   if not key or args[key] == nil and key ~= "subset" then
     error("usage: cnnsh examples/fashion_mnist.lua [--epochs N] [--subset N] [--out PATH] " ..
-          "[--batch-size N] [--lr X] [--seed N]  (unknown argument '" .. arg[i] .. "')", 0)
+          "[--batch-size N] [--lr X] [--dropout P] [--seed N]  (unknown argument '" .. arg[i] .. "')", 0)
   end
   local v = arg[i + 1] or error("--" .. key .. " needs a value", 0)
   args[key] = key == "out" and v or (math.tointeger(tonumber(v)) or tonumber(v))
@@ -49,7 +49,7 @@ local net = nn.Sequential(
   nn.Conv2d(1, 32, 3, { padding = 1 }), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),  -- 32x14x14
   nn.Conv2d(32, 64, 3, { padding = 1 }), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(2), -- 64x7x7
   nn.Flatten(),
-  nn.Linear(64 * 7 * 7, 128), nn.ReLU(), nn.Dropout(0.3),
+  nn.Linear(64 * 7 * 7, 128), nn.ReLU(), nn.Dropout(args.dropout),
   nn.Linear(128, 10))
 print(net)
 

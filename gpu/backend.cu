@@ -162,7 +162,7 @@ static char version_buf[768];
 static void device_line(char *buf, size_t n) {
   cudaDeviceProp p;
   if (ndevices > 0 && cudaGetDeviceProperties(&p, 0) == cudaSuccess)
-    snprintf(buf, n, "\ncuda:0 %s, compute capability %d.%d, %.1f GiB (%d device%s)", p.name,
+    snprintf(buf, n, "\ncuda:0 %.200s, compute capability %d.%d, %.1f GiB (%d device%s)", p.name,
              p.major, p.minor, p.totalGlobalMem / 1073741824.0, ndevices, ndevices == 1 ? "" : "s");
   else
     buf[0] = 0;
@@ -177,7 +177,7 @@ extern "C" __attribute__((visibility("default"))) const char *cnn_cuda_version_i
   cublasGetProperty(MINOR_VERSION, &cublas_minor);
   cublasGetProperty(PATCH_LEVEL, &cublas_patch);
   size_t cudnn_rt = cudnnGetVersion();
-  char dev[256];
+  char dev[320];
   device_line(dev, sizeof dev);
   snprintf(version_buf, sizeof version_buf,
            "cuda module: libcnn_cuda.so built with CUDA %d.%d, cuDNN %d.%d.%d, cuBLAS %d.%d.%d\n"

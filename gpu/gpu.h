@@ -38,7 +38,7 @@
 extern cnn_core_api gpu_core;
 
 /* element size of a dtype (core's cnn_dtype_size, which the module cannot call) */
-static inline size_t gpu_dtype_size(cnn_dtype dt) {
+static inline __host__ __device__ size_t gpu_dtype_size(cnn_dtype dt) {
   return dt == CNN_FLOAT64 || dt == CNN_INT64 ? 8 : dt == CNN_FLOAT32 ? 4 : dt == CNN_UINT8 ? 1 : 2;
 }
 

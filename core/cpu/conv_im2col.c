@@ -19,7 +19,10 @@
  *
  * One col workspace (CRS x P elements of dt) is allocated per call.  The
  * interrupt flag is polled once per image.  GEMM sizes must fit OpenBLAS's
- * 32-bit int.
+ * 32-bit int.  The element loops (im2col, col2im, bias) are written once
+ * over double and instantiated per dtype by always-inline calls with a
+ * literal `f64`, chosen inside each parallel loop (OpenMP outlines loop
+ * bodies before inlining, so a flag passed in would stay a variable).
  */
 #include <cblas.h>
 #include <limits.h>
@@ -55,46 +58,78 @@ static int is_pointwise(const cnn_conv_shape *s) {
          s->pl == 0 && s->pr == 0;
 }
 
+/* The outputs o in [0, n) whose input o*stride + off falls in [0, size)
+ * form one range [*lo, *hi); the rest read padding. */
+static void valid_range(int64_t off, int64_t size, int stride, int64_t n, int64_t *lo,
+                        int64_t *hi) {
+  int64_t a = off >= 0 ? 0 : (-off + stride - 1) / stride;          /* o*stride + off >= 0 */
+  int64_t b = size - off <= 0 ? 0 : (size - off + stride - 1) / stride; /* ... < size */
+  *lo = a < n ? a : n;
+  *hi = b < n ? b : n;
+  if (*hi < *lo) *hi = *lo;
+}
+
+/* One row of col: tap (r, q) of one input channel plane (H x W) at every
+ * output position; out has OH x OW entries. */
+ALWAYS_INLINE void im2col_row(int f64, cnn_conv_shape s, const void *plane, int64_t r,
+                              int64_t q, void *out) {
+  int64_t lo, hi, off = q * s.dw - s.pl;
+  valid_range(off, s.W, s.sw, s.OW, &lo, &hi);
+  for (int64_t oh = 0; oh < s.OH; oh++) {
+    int64_t ih = oh * s.sh - s.pt + r * s.dh, o = oh * s.OW;
+    int pad_row = ih < 0 || ih >= s.H;
+    int64_t a = pad_row ? s.OW : lo, b = pad_row ? s.OW : hi; /* copy [a, b), zero the rest */
+    for (int64_t ow = 0; ow < a; ow++) cnn_cpu_st(out, o + ow, 0, f64);
+    for (int64_t ow = a; ow < b; ow++)
+      cnn_cpu_st(out, o + ow, cnn_cpu_ld(plane, ih * s.W + ow * s.sw + off, f64), f64);
+    for (int64_t ow = b; ow < s.OW; ow++) cnn_cpu_st(out, o + ow, 0, f64);
+  }
+}
+
 /* col (CRS x P) <- the patches of x[n, g*Cg .. g*Cg+Cg-1] (see the top). */
-ALWAYS_INLINE void im2col(int f64, const cnn_conv_shape *s, const void *x, int64_t n,
-                          int64_t g, void *col) {
-  int64_t Cg = s->C / s->groups, RS = s->R * s->S, P = s->OH * s->OW;
+static void im2col(cnn_dtype dt, const cnn_conv_shape *s, const void *x, int64_t n, int64_t g,
+                   void *col) {
+  int64_t Cg = s->C / s->groups, RS = s->R * s->S, P = s->OH * s->OW, f64 = dt == CNN_FLOAT64;
 #pragma omp parallel for schedule(static)
   for (int64_t row = 0; row < Cg * RS; row++) {
-    int64_t c = row / RS, r = row % RS / s->S, q = row % s->S;
-    int64_t plane = (n * s->C + g * Cg + c) * s->H * s->W;
-    for (int64_t oh = 0; oh < s->OH; oh++) {
-      int64_t ih = oh * s->sh - s->pt + r * s->dh, out = row * P + oh * s->OW;
-      for (int64_t ow = 0; ow < s->OW; ow++) {
-        int64_t iw = ow * s->sw - s->pl + q * s->dw;
-        int in = ih >= 0 && ih < s->H && iw >= 0 && iw < s->W;
-        cnn_cpu_st(col, out + ow, in ? cnn_cpu_ld(x, plane + ih * s->W + iw, f64) : 0, f64);
-      }
+    const void *plane = at(x, (n * s->C + g * Cg + row / RS) * s->H * s->W, f64);
+    int64_t r = row % RS / s->S, q = row % s->S;
+    if (f64)
+      im2col_row(1, *s, plane, r, q, at(col, row * P, 1));
+    else
+      im2col_row(0, *s, plane, r, q, at(col, row * P, 0));
+  }
+}
+
+/* The adjoint of im2col_row: plane (H x W) += the row's entries. */
+ALWAYS_INLINE void col2im_row(int f64, cnn_conv_shape s, const void *in, int64_t r, int64_t q,
+                              void *plane) {
+  int64_t lo, hi, off = q * s.dw - s.pl;
+  valid_range(off, s.W, s.sw, s.OW, &lo, &hi);
+  for (int64_t oh = 0; oh < s.OH; oh++) {
+    int64_t ih = oh * s.sh - s.pt + r * s.dh;
+    if (ih < 0 || ih >= s.H) continue;
+    for (int64_t ow = lo; ow < hi; ow++) {
+      int64_t d = ih * s.W + ow * s.sw + off;
+      cnn_cpu_st(plane, d, cnn_cpu_ld(plane, d, f64) + cnn_cpu_ld(in, oh * s.OW + ow, f64), f64);
     }
   }
 }
 
-/* dx[n, g*Cg + c] += the col entries that came from it (the adjoint of
- * im2col).  Parallel over channels: each owns its dx plane. */
-ALWAYS_INLINE void col2im(int f64, const cnn_conv_shape *s, const void *col, int64_t n,
-                          int64_t g, void *dx) {
-  int64_t Cg = s->C / s->groups, RS = s->R * s->S, P = s->OH * s->OW;
+/* dx[n, g*Cg + c] += the col entries that came from it.  Parallel over
+ * channels: each owns its dx plane and its R*S rows of col. */
+static void col2im(cnn_dtype dt, const cnn_conv_shape *s, const void *col, int64_t n, int64_t g,
+                   void *dx) {
+  int64_t Cg = s->C / s->groups, RS = s->R * s->S, P = s->OH * s->OW, f64 = dt == CNN_FLOAT64;
 #pragma omp parallel for schedule(static)
   for (int64_t c = 0; c < Cg; c++) {
-    int64_t plane = (n * s->C + g * Cg + c) * s->H * s->W;
+    void *plane = at(dx, (n * s->C + g * Cg + c) * s->H * s->W, f64);
     for (int64_t rq = 0; rq < RS; rq++) {
-      int64_t r = rq / s->S, q = rq % s->S, row = c * RS + rq;
-      for (int64_t oh = 0; oh < s->OH; oh++) {
-        int64_t ih = oh * s->sh - s->pt + r * s->dh;
-        if (ih < 0 || ih >= s->H) continue;
-        for (int64_t ow = 0; ow < s->OW; ow++) {
-          int64_t iw = ow * s->sw - s->pl + q * s->dw;
-          if (iw < 0 || iw >= s->W) continue;
-          int64_t d = plane + ih * s->W + iw;
-          double v = cnn_cpu_ld(dx, d, f64) + cnn_cpu_ld(col, row * P + oh * s->OW + ow, f64);
-          cnn_cpu_st(dx, d, v, f64);
-        }
-      }
+      const void *in = at(col, (c * RS + rq) * P, f64);
+      if (f64)
+        col2im_row(1, *s, in, rq / s->S, rq % s->S, plane);
+      else
+        col2im_row(0, *s, in, rq / s->S, rq % s->S, plane);
     }
   }
 }
@@ -125,25 +160,39 @@ static int interrupted(void *col) {
   return 1;
 }
 
-ALWAYS_INLINE int im2col_forward(int f64, const cnn_conv_shape *s, const void *x,
-                                 const void *w, const void *b, void *y) {
+/* y[n, k, :] += b[k] for one image. */
+ALWAYS_INLINE void add_bias_plane(int f64, int64_t P, double bk, void *yk) {
+  for (int64_t i = 0; i < P; i++) cnn_cpu_st(yk, i, cnn_cpu_ld(yk, i, f64) + bk, f64);
+}
+
+static void add_bias(int f64, const cnn_conv_shape *s, const void *b, void *y, int64_t n) {
+  int64_t P = s->OH * s->OW;
+#pragma omp parallel for schedule(static)
+  for (int64_t k = 0; k < s->K; k++) {
+    void *yk = at(y, (n * s->K + k) * P, f64);
+    if (f64)
+      add_bias_plane(1, P, cnn_cpu_ld(b, k, 1), yk);
+    else
+      add_bias_plane(0, P, cnn_cpu_ld(b, k, 0), yk);
+  }
+}
+
+static int im2col_forward(int f64, const cnn_conv_shape *s, const void *x, const void *w,
+                          const void *b, void *y) {
   int64_t Cg = s->C / s->groups, Kg = s->K / s->groups, CRS = Cg * s->R * s->S;
   int64_t P = s->OH * s->OW;
+  cnn_dtype dt = f64 ? CNN_FLOAT64 : CNN_FLOAT32;
   void *col;
   if (alloc_col(s, f64, &col)) return -1;
   for (int64_t n = 0; n < s->N; n++) {
     if (interrupted(col)) return -1;
     for (int64_t g = 0; g < s->groups; g++) {
       const void *B = col ? col : at(x, (n * s->C + g * Cg) * P, f64);
-      if (col) im2col(f64, s, x, n, g, col);
+      if (col) im2col(dt, s, x, n, g, col);
       gemm(f64, 0, 0, Kg, P, CRS, at(w, g * Kg * CRS, f64), CRS, B, P, 0.0,
            at(y, (n * s->K + g * Kg) * P, f64), P);
     }
-    if (!b) continue;
-#pragma omp parallel for schedule(static)
-    for (int64_t k = 0; k < s->K; k++)
-      for (int64_t i = (n * s->K + k) * P; i < (n * s->K + k + 1) * P; i++)
-        cnn_cpu_st(y, i, cnn_cpu_ld(y, i, f64) + cnn_cpu_ld(b, k, f64), f64);
+    if (b) add_bias(f64, s, b, y, n);
   }
   free(col);
   return 0;
@@ -151,11 +200,11 @@ ALWAYS_INLINE int im2col_forward(int f64, const cnn_conv_shape *s, const void *x
 
 int cnn_cpu_conv2d_im2col_forward(cnn_dtype dt, const cnn_conv_shape *s, const void *x,
                                   const void *w, const void *b, void *y) {
-  return dt == CNN_FLOAT64 ? im2col_forward(1, s, x, w, b, y) : im2col_forward(0, s, x, w, b, y);
+  return im2col_forward(dt == CNN_FLOAT64, s, x, w, b, y);
 }
 
-ALWAYS_INLINE int im2col_backward_data(int f64, const cnn_conv_shape *s, const void *dy,
-                                       const void *w, void *dx) {
+static int im2col_backward_data(int f64, const cnn_conv_shape *s, const void *dy, const void *w,
+                                void *dx) {
   int64_t Cg = s->C / s->groups, Kg = s->K / s->groups, CRS = Cg * s->R * s->S;
   int64_t P = s->OH * s->OW, HW = s->H * s->W;
   void *col;
@@ -168,7 +217,7 @@ ALWAYS_INLINE int im2col_backward_data(int f64, const cnn_conv_shape *s, const v
            at(dy, (n * s->K + g * Kg) * P, f64), P, 0.0, col ? col : dxg, P);
       if (!col) continue; /* pointwise: the product is dx itself */
       memset(dxg, 0, (size_t)(Cg * HW) * (f64 ? sizeof(double) : sizeof(float)));
-      col2im(f64, s, col, n, g, dx);
+      col2im(f64 ? CNN_FLOAT64 : CNN_FLOAT32, s, col, n, g, dx);
     }
   }
   free(col);
@@ -177,24 +226,33 @@ ALWAYS_INLINE int im2col_backward_data(int f64, const cnn_conv_shape *s, const v
 
 int cnn_cpu_conv2d_im2col_backward_data(cnn_dtype dt, const cnn_conv_shape *s, const void *dy,
                                         const void *w, void *dx) {
-  return dt == CNN_FLOAT64 ? im2col_backward_data(1, s, dy, w, dx)
-                           : im2col_backward_data(0, s, dy, w, dx);
+  return im2col_backward_data(dt == CNN_FLOAT64, s, dy, w, dx);
+}
+
+/* The sum of one dy plane (P values). */
+ALWAYS_INLINE double plane_sum(int f64, int64_t P, const void *p) {
+  double acc = 0;
+#pragma omp simd reduction(+ : acc)
+  for (int64_t i = 0; i < P; i++) acc += cnn_cpu_ld(p, i, f64);
+  return acc;
 }
 
 /* db[k] = sum over n and pixels of dy[n, k]. */
-ALWAYS_INLINE void bias_grad(int f64, const cnn_conv_shape *s, const void *dy, void *db) {
+static void bias_grad(int f64, const cnn_conv_shape *s, const void *dy, void *db) {
   int64_t P = s->OH * s->OW;
 #pragma omp parallel for schedule(static)
   for (int64_t k = 0; k < s->K; k++) {
     double acc = 0;
-    for (int64_t n = 0; n < s->N; n++)
-      for (int64_t i = 0; i < P; i++) acc += cnn_cpu_ld(dy, (n * s->K + k) * P + i, f64);
+    for (int64_t n = 0; n < s->N; n++) {
+      const void *plane = at(dy, (n * s->K + k) * P, f64);
+      acc += f64 ? plane_sum(1, P, plane) : plane_sum(0, P, plane);
+    }
     cnn_cpu_st(db, k, acc, f64);
   }
 }
 
-ALWAYS_INLINE int im2col_backward_weight(int f64, const cnn_conv_shape *s, const void *dy,
-                                         const void *x, void *dw, void *db) {
+static int im2col_backward_weight(int f64, const cnn_conv_shape *s, const void *dy,
+                                  const void *x, void *dw, void *db) {
   int64_t Cg = s->C / s->groups, Kg = s->K / s->groups, CRS = Cg * s->R * s->S;
   int64_t P = s->OH * s->OW;
   void *col;
@@ -203,7 +261,7 @@ ALWAYS_INLINE int im2col_backward_weight(int f64, const cnn_conv_shape *s, const
     if (interrupted(col)) return -1;
     for (int64_t g = 0; g < s->groups; g++) {
       const void *B = col ? col : at(x, (n * s->C + g * Cg) * P, f64);
-      if (col) im2col(f64, s, x, n, g, col);
+      if (col) im2col(f64 ? CNN_FLOAT64 : CNN_FLOAT32, s, x, n, g, col);
       gemm(f64, 0, 1, Kg, CRS, P, at(dy, (n * s->K + g * Kg) * P, f64), P, B, P,
            n == 0 ? 0.0 : 1.0, at(dw, g * Kg * CRS, f64), CRS);
     }
@@ -215,6 +273,5 @@ ALWAYS_INLINE int im2col_backward_weight(int f64, const cnn_conv_shape *s, const
 
 int cnn_cpu_conv2d_im2col_backward_weight(cnn_dtype dt, const cnn_conv_shape *s, const void *dy,
                                           const void *x, void *dw, void *db) {
-  return dt == CNN_FLOAT64 ? im2col_backward_weight(1, s, dy, x, dw, db)
-                           : im2col_backward_weight(0, s, dy, x, dw, db);
+  return im2col_backward_weight(dt == CNN_FLOAT64, s, dy, x, dw, db);
 }

@@ -13,8 +13,9 @@
  * kept in double for both dtypes, so the float32 oracle is at least as
  * accurate as the paths it checks.  Loops stay plain and readable; the
  * only parallelism is over output channels (forward, weight) or input
- * channels of one group (data) inside one image, and the interrupt flag is
- * polled between images.
+ * channels (data) inside one image, and the interrupt flag is polled
+ * between images.  Bodies are instantiated per dtype by always-inline
+ * calls with a literal `f64` inside the parallel loops.
  *
  * Layouts: x N x C x H x W, w K x Cg x R x S, b K, y N x K x OH x OW.
  */
@@ -47,27 +48,32 @@ ALWAYS_INLINE double fwd_point(int f64, const cnn_conv_shape *s, const void *x, 
   return acc;
 }
 
-ALWAYS_INLINE int naive_forward(int f64, const cnn_conv_shape *s, const void *x, const void *w,
-                                const void *b, void *y) {
+/* y[n, k, :, :] for one image and output channel. */
+ALWAYS_INLINE void fwd_channel(int f64, const cnn_conv_shape *s, const void *x, const void *w,
+                               const void *b, void *y, int64_t n, int64_t k) {
+  for (int64_t oh = 0; oh < s->OH; oh++)
+    for (int64_t ow = 0; ow < s->OW; ow++) {
+      double v = (b ? cnn_cpu_ld(b, k, f64) : 0) + fwd_point(f64, s, x, w, n, k, oh, ow);
+      cnn_cpu_st(y, ((n * s->K + k) * s->OH + oh) * s->OW + ow, v, f64);
+    }
+}
+
+int cnn_cpu_conv2d_naive_forward(cnn_dtype dt, const cnn_conv_shape *s, const void *x,
+                                 const void *w, const void *b, void *y) {
   for (int64_t n = 0; n < s->N; n++) {
     if (cnn_interrupt_pending()) {
       cnn_set_error("conv2d: interrupted");
       return -1;
     }
 #pragma omp parallel for schedule(static)
-    for (int64_t k = 0; k < s->K; k++)
-      for (int64_t oh = 0; oh < s->OH; oh++)
-        for (int64_t ow = 0; ow < s->OW; ow++) {
-          double v = (b ? cnn_cpu_ld(b, k, f64) : 0) + fwd_point(f64, s, x, w, n, k, oh, ow);
-          cnn_cpu_st(y, ((n * s->K + k) * s->OH + oh) * s->OW + ow, v, f64);
-        }
+    for (int64_t k = 0; k < s->K; k++) {
+      if (dt == CNN_FLOAT64)
+        fwd_channel(1, s, x, w, b, y, n, k);
+      else
+        fwd_channel(0, s, x, w, b, y, n, k);
+    }
   }
   return 0;
-}
-
-int cnn_cpu_conv2d_naive_forward(cnn_dtype dt, const cnn_conv_shape *s, const void *x,
-                                 const void *w, const void *b, void *y) {
-  return dt == CNN_FLOAT64 ? naive_forward(1, s, x, w, b, y) : naive_forward(0, s, x, w, b, y);
 }
 
 /* dx[n, g*Cg+c, :, :] for one input channel c of group g: scatter from
@@ -92,8 +98,8 @@ ALWAYS_INLINE void bwd_data_channel(int f64, const cnn_conv_shape *s, const void
       }
 }
 
-ALWAYS_INLINE int naive_backward_data(int f64, const cnn_conv_shape *s, const void *dy,
-                                      const void *w, void *dx) {
+int cnn_cpu_conv2d_naive_backward_data(cnn_dtype dt, const cnn_conv_shape *s, const void *dy,
+                                       const void *w, void *dx) {
   int64_t Cg = s->C / s->groups, HW = s->H * s->W;
   for (int64_t n = 0; n < s->N; n++) {
     if (cnn_interrupt_pending()) {
@@ -111,8 +117,12 @@ ALWAYS_INLINE int naive_backward_data(int f64, const cnn_conv_shape *s, const vo
 #pragma omp for schedule(static)
       for (int64_t ci = 0; ci < s->C; ci++) {
         if (!acc) continue;
-        bwd_data_channel(f64, s, dy, w, n, ci / Cg, ci % Cg, acc);
-        for (int64_t i = 0; i < HW; i++) cnn_cpu_st(dx, (n * s->C + ci) * HW + i, acc[i], f64);
+        if (dt == CNN_FLOAT64)
+          bwd_data_channel(1, s, dy, w, n, ci / Cg, ci % Cg, acc);
+        else
+          bwd_data_channel(0, s, dy, w, n, ci / Cg, ci % Cg, acc);
+        for (int64_t i = 0; i < HW; i++)
+          cnn_cpu_st(dx, (n * s->C + ci) * HW + i, acc[i], dt == CNN_FLOAT64);
       }
       free(acc);
     }
@@ -123,12 +133,6 @@ ALWAYS_INLINE int naive_backward_data(int f64, const cnn_conv_shape *s, const vo
     }
   }
   return 0;
-}
-
-int cnn_cpu_conv2d_naive_backward_data(cnn_dtype dt, const cnn_conv_shape *s, const void *dy,
-                                       const void *w, void *dx) {
-  return dt == CNN_FLOAT64 ? naive_backward_data(1, s, dy, w, dx)
-                           : naive_backward_data(0, s, dy, w, dx);
 }
 
 /* dw[k,c,r,q] = sum over n, oh, ow of dy[n,k,oh,ow] * x[n, g*Cg+c, ih, iw]. */
@@ -160,27 +164,30 @@ ALWAYS_INLINE double bias_grad(int f64, const cnn_conv_shape *s, const void *dy,
   return acc;
 }
 
-ALWAYS_INLINE int naive_backward_weight(int f64, const cnn_conv_shape *s, const void *dy,
-                                        const void *x, void *dw, void *db) {
+/* dw[k, :, :, :] and db[k] for one output channel. */
+ALWAYS_INLINE void bwd_weight_channel(int f64, const cnn_conv_shape *s, const void *dy,
+                                      const void *x, void *dw, void *db, int64_t k) {
   int64_t Cg = s->C / s->groups, RS = s->R * s->S;
+  for (int64_t c = 0; c < Cg; c++)
+    for (int64_t r = 0; r < s->R; r++)
+      for (int64_t q = 0; q < s->S; q++)
+        cnn_cpu_st(dw, (k * Cg + c) * RS + r * s->S + q,
+                   bwd_weight_point(f64, s, dy, x, k, c, r, q), f64);
+  if (db) cnn_cpu_st(db, k, bias_grad(f64, s, dy, k), f64);
+}
+
+int cnn_cpu_conv2d_naive_backward_weight(cnn_dtype dt, const cnn_conv_shape *s, const void *dy,
+                                         const void *x, void *dw, void *db) {
   if (cnn_interrupt_pending()) {
     cnn_set_error("conv2d: interrupted");
     return -1;
   }
 #pragma omp parallel for schedule(static)
   for (int64_t k = 0; k < s->K; k++) {
-    for (int64_t c = 0; c < Cg; c++)
-      for (int64_t r = 0; r < s->R; r++)
-        for (int64_t q = 0; q < s->S; q++)
-          cnn_cpu_st(dw, (k * Cg + c) * RS + r * s->S + q,
-                     bwd_weight_point(f64, s, dy, x, k, c, r, q), f64);
-    if (db) cnn_cpu_st(db, k, bias_grad(f64, s, dy, k), f64);
+    if (dt == CNN_FLOAT64)
+      bwd_weight_channel(1, s, dy, x, dw, db, k);
+    else
+      bwd_weight_channel(0, s, dy, x, dw, db, k);
   }
   return 0;
-}
-
-int cnn_cpu_conv2d_naive_backward_weight(cnn_dtype dt, const cnn_conv_shape *s, const void *dy,
-                                         const void *x, void *dw, void *db) {
-  return dt == CNN_FLOAT64 ? naive_backward_weight(1, s, dy, x, dw, db)
-                           : naive_backward_weight(0, s, dy, x, dw, db);
 }

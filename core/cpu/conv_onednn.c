@@ -342,12 +342,11 @@ static int arena_reserve(size_t need, const cnn_conv_shape *s) {
   return -1;
 }
 
-/* Sets a memory's handle unless it already points there (setting it may
- * zero the padding of a blocked layout: no need to redo that each call). */
+/* Sets a memory's handle.  For a blocked layout with padded channels this
+ * also zeroes the padding, which must be redone on every call: the arena
+ * is shared, so another entry may have written there since. */
 static dnnl_status_t set_handle(dnnl_memory_t m, const void *p) {
-  void *cur = NULL;
-  dnnl_memory_get_data_handle(m, &cur);
-  return cur == p ? dnnl_success : dnnl_memory_set_data_handle(m, (void *)p);
+  return dnnl_memory_set_data_handle(m, (void *)p);
 }
 
 /* Points every memory of `e` at the caller's arrays and the arena. */
@@ -357,7 +356,10 @@ static dnnl_status_t bind(entry *e, const void *arrays[3], const void *bias) {
   for (int i = 0; i < 3 && st == dnnl_success; i++) {
     port *p = &e->ports[i];
     st = set_handle(p->user, arrays[i]);
-    if (st == dnnl_success && p->inner) st = set_handle(p->inner, a), a += round_up(p->inner_bytes);
+    if (st == dnnl_success && p->inner) {
+      st = set_handle(p->inner, a);
+      a += round_up(p->inner_bytes);
+    }
   }
   if (st == dnnl_success && e->bias) st = set_handle(e->bias, bias);
   if (st == dnnl_success && e->scratch) st = set_handle(e->scratch, a);

@@ -14,8 +14,12 @@
  * count_include_pad, else by the number of real elements it covers.
  * Adaptive average pool uses bins [floor(i*H/OH), ceil((i+1)*H/OH)).
  *
- * The bodies are written once over double and instantiated for float32 and
- * float64 through an always-inline function with a constant `f64`.
+ * The per-plane bodies are written once over double and instantiated for
+ * float32 and float64 by always-inline calls with a literal `f64`.  That
+ * choice is made inside each parallel loop: OpenMP outlines the loop body
+ * before inlining, so a dtype flag passed into the region would reach the
+ * inner loops as a variable.  Bodies take the shape by value, a local copy
+ * that stores through the output pointers cannot alias.
  * All backward passes OVERWRITE dx.
  */
 #include <math.h>
@@ -54,9 +58,9 @@ static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
 /* One plane: y (OH x OW) = window maxima of x (H x W), argmax into idx (or
  * NULL).  PyTorch's rule: start at -inf with the window's first position,
- * take v when v > best or v is NaN; written as selects, not branches
- * (random data mispredicts every other compare).  The shape comes by value
- * so that stores through y and idx cannot alias it. */
+ * take v when v > best or v is NaN (so best stays NaN once it is).
+ * Written without branches on the data -- a maximum, flags and integer
+ * masks -- since random data would mispredict every other compare. */
 ALWAYS_INLINE void max_plane(int f64, cnn_pool_shape s, const void *x, void *y, int64_t *idx) {
   for (int64_t oh = 0; oh < s.OH; oh++) {
     int64_t h0 = max64(oh * s.sh - s.ph, 0), h1 = min64(oh * s.sh - s.ph + s.kh, s.H);
@@ -64,49 +68,47 @@ ALWAYS_INLINE void max_plane(int f64, cnn_pool_shape s, const void *x, void *y, 
       int64_t w0 = max64(ow * s.sw - s.pw, 0), w1 = min64(ow * s.sw - s.pw + s.kw, s.W);
       int64_t arg = h0 < h1 && w0 < w1 ? h0 * s.W + w0 : -1;
       double best = -INFINITY;
+      int seen_nan = 0;
       for (int64_t h = h0; h < h1; h++)
         for (int64_t w = w0; w < w1; w++) {
           double v = cnn_cpu_ld(x, h * s.W + w, f64);
-          int take = (v > best) | (v != v); /* `|`, not `||`: no branch */
-          best = take ? v : best;
-          arg = take ? h * s.W + w : arg;
+          int is_nan = v != v, take = ((v > best) & !seen_nan) | is_nan;
+          arg += (h * s.W + w - arg) & -(int64_t)take;
+          best = v > best ? v : best;
+          seen_nan |= is_nan;
         }
-      cnn_cpu_st(y, oh * s.OW + ow, best, f64);
+      cnn_cpu_st(y, oh * s.OW + ow, seen_nan ? NAN : best, f64);
       if (idx) idx[oh * s.OW + ow] = arg;
     }
   }
 }
 
-ALWAYS_INLINE void max_forward(int f64, const cnn_pool_shape *s, const void *x, void *y,
-                               int64_t *indices) {
-  int64_t HW = s->H * s->W, OP = s->OH * s->OW, esz = f64 ? 8 : 4;
-#pragma omp parallel for schedule(static)
-  for (int64_t p = 0; p < s->N * s->C; p++)
-    max_plane(f64, *s, (const char *)x + p * HW * esz, (char *)y + p * OP * esz,
-              indices ? indices + p * OP : NULL);
-}
-
 int cnn_cpu_max_pool2d_forward(cnn_dtype dt, const cnn_pool_shape *s, const void *x, void *y,
                                int64_t *indices) {
   if (check_pool("max_pool2d", dt, s)) return -1;
-  if (dt == CNN_FLOAT64)
-    max_forward(1, s, x, y, indices);
-  else
-    max_forward(0, s, x, y, indices);
+  int64_t HW = s->H * s->W, OP = s->OH * s->OW, esz = (int64_t)cnn_dtype_size(dt);
+#pragma omp parallel for schedule(static)
+  for (int64_t p = 0; p < s->N * s->C; p++) {
+    const void *xp = (const char *)x + p * HW * esz;
+    void *yp = (char *)y + p * OP * esz;
+    int64_t *ip = indices ? indices + p * OP : NULL;
+    if (dt == CNN_FLOAT64)
+      max_plane(1, *s, xp, yp, ip);
+    else
+      max_plane(0, *s, xp, yp, ip);
+  }
   return 0;
 }
 
-ALWAYS_INLINE void max_backward(int f64, const cnn_pool_shape *s, const void *dy,
-                                const int64_t *indices, void *dx) {
-  int64_t HW = s->H * s->W, OP = s->OH * s->OW;
-#pragma omp parallel for schedule(static)
-  for (int64_t p = 0; p < s->N * s->C; p++) {
-    for (int64_t i = 0; i < HW; i++) cnn_cpu_st(dx, p * HW + i, 0, f64);
-    for (int64_t o = p * OP; o < (p + 1) * OP; o++) {
-      int64_t i = indices[o];
-      if (i < 0 || i >= HW) continue; /* an empty window */
-      cnn_cpu_st(dx, p * HW + i, cnn_cpu_ld(dx, p * HW + i, f64) + cnn_cpu_ld(dy, o, f64), f64);
-    }
+/* dx (H x W) = 0, then dx[idx[o]] += dy[o] for the plane's outputs. */
+ALWAYS_INLINE void max_plane_backward(int f64, cnn_pool_shape s, const void *dy,
+                                      const int64_t *idx, void *dx) {
+  int64_t HW = s.H * s.W;
+  for (int64_t i = 0; i < HW; i++) cnn_cpu_st(dx, i, 0, f64);
+  for (int64_t o = 0; o < s.OH * s.OW; o++) {
+    int64_t i = idx[o];
+    if (i < 0 || i >= HW) continue; /* an empty window */
+    cnn_cpu_st(dx, i, cnn_cpu_ld(dx, i, f64) + cnn_cpu_ld(dy, o, f64), f64);
   }
 }
 
@@ -117,10 +119,16 @@ int cnn_cpu_max_pool2d_backward(cnn_dtype dt, const cnn_pool_shape *s, const voi
     cnn_set_error("max_pool2d_backward: indices are required");
     return -1;
   }
-  if (dt == CNN_FLOAT64)
-    max_backward(1, s, dy, indices, dx);
-  else
-    max_backward(0, s, dy, indices, dx);
+  int64_t HW = s->H * s->W, OP = s->OH * s->OW, esz = (int64_t)cnn_dtype_size(dt);
+#pragma omp parallel for schedule(static)
+  for (int64_t p = 0; p < s->N * s->C; p++) {
+    const void *dyp = (const char *)dy + p * OP * esz;
+    void *dxp = (char *)dx + p * HW * esz;
+    if (dt == CNN_FLOAT64)
+      max_plane_backward(1, *s, dyp, indices + p * OP, dxp);
+    else
+      max_plane_backward(0, *s, dyp, indices + p * OP, dxp);
+  }
   return 0;
 }
 
@@ -132,7 +140,7 @@ typedef struct {
   double divisor;
 } window;
 
-static window avg_window(const cnn_pool_shape *s, int64_t oh, int64_t ow) {
+static inline window avg_window(const cnn_pool_shape *s, int64_t oh, int64_t ow) {
   window v;
   int64_t h0 = oh * s->sh - s->ph, w0 = ow * s->sw - s->pw;
   int64_t h1 = min64(h0 + s->kh, s->H + s->ph), w1 = min64(w0 + s->kw, s->W + s->pw);
@@ -143,54 +151,59 @@ static window avg_window(const cnn_pool_shape *s, int64_t oh, int64_t ow) {
   return v;
 }
 
-ALWAYS_INLINE void avg_forward(int f64, const cnn_pool_shape *s, const void *x, void *y) {
-  int64_t HW = s->H * s->W, OP = s->OH * s->OW;
-#pragma omp parallel for schedule(static)
-  for (int64_t p = 0; p < s->N * s->C; p++)
-    for (int64_t oh = 0; oh < s->OH; oh++)
-      for (int64_t ow = 0; ow < s->OW; ow++) {
-        window v = avg_window(s, oh, ow);
-        double acc = 0;
-        for (int64_t h = v.h0; h < v.h1; h++)
-          for (int64_t w = v.w0; w < v.w1; w++) acc += cnn_cpu_ld(x, p * HW + h * s->W + w, f64);
-        cnn_cpu_st(y, p * OP + oh * s->OW + ow, v.divisor > 0 ? acc / v.divisor : 0, f64);
-      }
+/* One plane: y (OH x OW) = window sums of x (H x W) / divisor. */
+ALWAYS_INLINE void avg_plane(int f64, cnn_pool_shape s, const void *x, void *y) {
+  for (int64_t oh = 0; oh < s.OH; oh++)
+    for (int64_t ow = 0; ow < s.OW; ow++) {
+      window v = avg_window(&s, oh, ow);
+      double acc = 0;
+      for (int64_t h = v.h0; h < v.h1; h++)
+        for (int64_t w = v.w0; w < v.w1; w++) acc += cnn_cpu_ld(x, h * s.W + w, f64);
+      cnn_cpu_st(y, oh * s.OW + ow, v.divisor > 0 ? acc / v.divisor : 0, f64);
+    }
 }
 
 int cnn_cpu_avg_pool2d_forward(cnn_dtype dt, const cnn_pool_shape *s, const void *x, void *y) {
   if (check_pool("avg_pool2d", dt, s)) return -1;
-  if (dt == CNN_FLOAT64)
-    avg_forward(1, s, x, y);
-  else
-    avg_forward(0, s, x, y);
+  int64_t HW = s->H * s->W, OP = s->OH * s->OW, esz = (int64_t)cnn_dtype_size(dt);
+#pragma omp parallel for schedule(static)
+  for (int64_t p = 0; p < s->N * s->C; p++) {
+    const void *xp = (const char *)x + p * HW * esz;
+    void *yp = (char *)y + p * OP * esz;
+    if (dt == CNN_FLOAT64)
+      avg_plane(1, *s, xp, yp);
+    else
+      avg_plane(0, *s, xp, yp);
+  }
   return 0;
 }
 
-ALWAYS_INLINE void avg_backward(int f64, const cnn_pool_shape *s, const void *dy, void *dx) {
-  int64_t HW = s->H * s->W, OP = s->OH * s->OW;
-#pragma omp parallel for schedule(static)
-  for (int64_t p = 0; p < s->N * s->C; p++) {
-    for (int64_t i = 0; i < HW; i++) cnn_cpu_st(dx, p * HW + i, 0, f64);
-    for (int64_t oh = 0; oh < s->OH; oh++)
-      for (int64_t ow = 0; ow < s->OW; ow++) {
-        window v = avg_window(s, oh, ow);
-        if (!(v.divisor > 0)) continue;
-        double g = cnn_cpu_ld(dy, p * OP + oh * s->OW + ow, f64) / v.divisor;
-        for (int64_t h = v.h0; h < v.h1; h++)
-          for (int64_t w = v.w0; w < v.w1; w++) {
-            int64_t i = p * HW + h * s->W + w;
-            cnn_cpu_st(dx, i, cnn_cpu_ld(dx, i, f64) + g, f64);
-          }
-      }
-  }
+/* dx (H x W) = 0, then every window gets dy / divisor added. */
+ALWAYS_INLINE void avg_plane_backward(int f64, cnn_pool_shape s, const void *dy, void *dx) {
+  for (int64_t i = 0; i < s.H * s.W; i++) cnn_cpu_st(dx, i, 0, f64);
+  for (int64_t oh = 0; oh < s.OH; oh++)
+    for (int64_t ow = 0; ow < s.OW; ow++) {
+      window v = avg_window(&s, oh, ow);
+      if (!(v.divisor > 0)) continue;
+      double g = cnn_cpu_ld(dy, oh * s.OW + ow, f64) / v.divisor;
+      for (int64_t h = v.h0; h < v.h1; h++)
+        for (int64_t w = v.w0; w < v.w1; w++)
+          cnn_cpu_st(dx, h * s.W + w, cnn_cpu_ld(dx, h * s.W + w, f64) + g, f64);
+    }
 }
 
 int cnn_cpu_avg_pool2d_backward(cnn_dtype dt, const cnn_pool_shape *s, const void *dy, void *dx) {
   if (check_pool("avg_pool2d_backward", dt, s)) return -1;
-  if (dt == CNN_FLOAT64)
-    avg_backward(1, s, dy, dx);
-  else
-    avg_backward(0, s, dy, dx);
+  int64_t HW = s->H * s->W, OP = s->OH * s->OW, esz = (int64_t)cnn_dtype_size(dt);
+#pragma omp parallel for schedule(static)
+  for (int64_t p = 0; p < s->N * s->C; p++) {
+    const void *dyp = (const char *)dy + p * OP * esz;
+    void *dxp = (char *)dx + p * HW * esz;
+    if (dt == CNN_FLOAT64)
+      avg_plane_backward(1, *s, dyp, dxp);
+    else
+      avg_plane_backward(0, *s, dyp, dxp);
+  }
   return 0;
 }
 
@@ -214,59 +227,73 @@ static int check_adaptive(const char *op, cnn_dtype dt, int64_t N, int64_t C, in
   return 0;
 }
 
-ALWAYS_INLINE void adaptive_forward(int f64, int64_t P, int64_t H, int64_t W, int64_t OH,
-                                    int64_t OW, const void *x, void *y) {
-#pragma omp parallel for schedule(static)
-  for (int64_t p = 0; p < P; p++)
-    for (int64_t oh = 0; oh < OH; oh++)
-      for (int64_t ow = 0; ow < OW; ow++) {
-        int64_t h0 = bin_start(oh, H, OH), h1 = bin_end(oh, H, OH);
-        int64_t w0 = bin_start(ow, W, OW), w1 = bin_end(ow, W, OW);
-        double acc = 0;
-        for (int64_t h = h0; h < h1; h++)
-          for (int64_t w = w0; w < w1; w++) acc += cnn_cpu_ld(x, (p * H + h) * W + w, f64);
-        int64_t count = (h1 - h0) * (w1 - w0);
-        cnn_cpu_st(y, (p * OH + oh) * OW + ow, count > 0 ? acc / count : 0, f64);
-      }
+/* The adaptive problem as a pool shape: only N, C, H, W, OH, OW are used. */
+static cnn_pool_shape adaptive_shape(int64_t N, int64_t C, int64_t H, int64_t W, int64_t OH,
+                                     int64_t OW) {
+  cnn_pool_shape s = {N, C, H, W, OH, OW, 0, 0, 0, 0, 0, 0, 0};
+  return s;
+}
+
+/* One plane: y (OH x OW) = means of x (H x W) over the bins. */
+ALWAYS_INLINE void adaptive_plane(int f64, cnn_pool_shape s, const void *x, void *y) {
+  for (int64_t oh = 0; oh < s.OH; oh++)
+    for (int64_t ow = 0; ow < s.OW; ow++) {
+      int64_t h0 = bin_start(oh, s.H, s.OH), h1 = bin_end(oh, s.H, s.OH);
+      int64_t w0 = bin_start(ow, s.W, s.OW), w1 = bin_end(ow, s.W, s.OW);
+      double acc = 0;
+      for (int64_t h = h0; h < h1; h++)
+        for (int64_t w = w0; w < w1; w++) acc += cnn_cpu_ld(x, h * s.W + w, f64);
+      int64_t count = (h1 - h0) * (w1 - w0);
+      cnn_cpu_st(y, oh * s.OW + ow, count > 0 ? acc / count : 0, f64);
+    }
 }
 
 int cnn_cpu_adaptive_avg_pool2d_forward(cnn_dtype dt, int64_t N, int64_t C, int64_t H, int64_t W,
                                         int64_t OH, int64_t OW, const void *x, void *y) {
   if (check_adaptive("adaptive_avg_pool2d", dt, N, C, H, W, OH, OW)) return -1;
-  if (dt == CNN_FLOAT64)
-    adaptive_forward(1, N * C, H, W, OH, OW, x, y);
-  else
-    adaptive_forward(0, N * C, H, W, OH, OW, x, y);
+  cnn_pool_shape s = adaptive_shape(N, C, H, W, OH, OW);
+  int64_t esz = (int64_t)cnn_dtype_size(dt);
+#pragma omp parallel for schedule(static)
+  for (int64_t p = 0; p < N * C; p++) {
+    const void *xp = (const char *)x + p * H * W * esz;
+    void *yp = (char *)y + p * OH * OW * esz;
+    if (dt == CNN_FLOAT64)
+      adaptive_plane(1, s, xp, yp);
+    else
+      adaptive_plane(0, s, xp, yp);
+  }
   return 0;
 }
 
-ALWAYS_INLINE void adaptive_backward(int f64, int64_t P, int64_t H, int64_t W, int64_t OH,
-                                     int64_t OW, const void *dy, void *dx) {
-#pragma omp parallel for schedule(static)
-  for (int64_t p = 0; p < P; p++) {
-    for (int64_t i = 0; i < H * W; i++) cnn_cpu_st(dx, p * H * W + i, 0, f64);
-    for (int64_t oh = 0; oh < OH; oh++)
-      for (int64_t ow = 0; ow < OW; ow++) {
-        int64_t h0 = bin_start(oh, H, OH), h1 = bin_end(oh, H, OH);
-        int64_t w0 = bin_start(ow, W, OW), w1 = bin_end(ow, W, OW);
-        if (h1 <= h0 || w1 <= w0) continue;
-        double g = cnn_cpu_ld(dy, (p * OH + oh) * OW + ow, f64) / ((h1 - h0) * (w1 - w0));
-        for (int64_t h = h0; h < h1; h++)
-          for (int64_t w = w0; w < w1; w++) {
-            int64_t i = (p * H + h) * W + w;
-            cnn_cpu_st(dx, i, cnn_cpu_ld(dx, i, f64) + g, f64);
-          }
-      }
-  }
+/* dx (H x W) = 0, then every bin gets dy / its size added. */
+ALWAYS_INLINE void adaptive_plane_backward(int f64, cnn_pool_shape s, const void *dy, void *dx) {
+  for (int64_t i = 0; i < s.H * s.W; i++) cnn_cpu_st(dx, i, 0, f64);
+  for (int64_t oh = 0; oh < s.OH; oh++)
+    for (int64_t ow = 0; ow < s.OW; ow++) {
+      int64_t h0 = bin_start(oh, s.H, s.OH), h1 = bin_end(oh, s.H, s.OH);
+      int64_t w0 = bin_start(ow, s.W, s.OW), w1 = bin_end(ow, s.W, s.OW);
+      if (h1 <= h0 || w1 <= w0) continue;
+      double g = cnn_cpu_ld(dy, oh * s.OW + ow, f64) / ((h1 - h0) * (w1 - w0));
+      for (int64_t h = h0; h < h1; h++)
+        for (int64_t w = w0; w < w1; w++)
+          cnn_cpu_st(dx, h * s.W + w, cnn_cpu_ld(dx, h * s.W + w, f64) + g, f64);
+    }
 }
 
 int cnn_cpu_adaptive_avg_pool2d_backward(cnn_dtype dt, int64_t N, int64_t C, int64_t H,
                                          int64_t W, int64_t OH, int64_t OW, const void *dy,
                                          void *dx) {
   if (check_adaptive("adaptive_avg_pool2d_backward", dt, N, C, H, W, OH, OW)) return -1;
-  if (dt == CNN_FLOAT64)
-    adaptive_backward(1, N * C, H, W, OH, OW, dy, dx);
-  else
-    adaptive_backward(0, N * C, H, W, OH, OW, dy, dx);
+  cnn_pool_shape s = adaptive_shape(N, C, H, W, OH, OW);
+  int64_t esz = (int64_t)cnn_dtype_size(dt);
+#pragma omp parallel for schedule(static)
+  for (int64_t p = 0; p < N * C; p++) {
+    const void *dyp = (const char *)dy + p * OH * OW * esz;
+    void *dxp = (char *)dx + p * H * W * esz;
+    if (dt == CNN_FLOAT64)
+      adaptive_plane_backward(1, s, dyp, dxp);
+    else
+      adaptive_plane_backward(0, s, dyp, dxp);
+  }
   return 0;
 }

@@ -34,6 +34,11 @@
  * versions bump t->version and refuse tensors that take part in autograd
  * while grad mode is on.
  *
+ * Devices: operands share one device (a 0-d CPU tensor follows the other
+ * operand, as in PyTorch; anything else mixed is an error naming both);
+ * outputs are allocated there, and tensors on a CUDA device go through
+ * run_device(), the one dispatch point to the backend's strided entries.
+ *
  * Invariants: an iterator never writes through an operand other than 0;
  * the output of an in-place op has no internal overlap (no stride-0 dim
  * of size > 1); inputs that share the output's storage with a different
@@ -44,6 +49,7 @@
 #include <string.h>
 
 #include "autograd.h"
+#include "backend.h"
 #include "cnn.h"
 #include "elementwise_math.h"
 #include "tensor_internal.h"
@@ -116,11 +122,50 @@ static int check_operand(const char *op, const cnn_tensor *t) {
     cnn_set_error("%s: dtype %s not supported (use :float())", op, cnn_dtype_name(t->dtype));
     return -1;
   }
-  if (t->storage && t->storage->device.type != CNN_CPU) {
-    cnn_set_error("%s: only CPU tensors are supported here", op);
-    return -1;
-  }
   return 0;
+}
+
+/* ---- devices: the one dispatch point of this file ------------------------------
+ * Operands share a device, except that a 0-d CPU tensor (a Lua number made
+ * a tensor) follows the other operand to its device, as in PyTorch.
+ * `*t` is an owned reference, replaced by its copy on `dev` if needed. */
+static int to_op_device(const char *op, cnn_tensor **t, const cnn_tensor *other) {
+  cnn_device d = cnn_tensor_device(*t), od = cnn_tensor_device(other);
+  if (cnn_device_equal(d, od)) return 0;
+  if ((*t)->ndim != 0 || d.type != CNN_CPU) return cnn_check_same_device(op, *t, other);
+  bool prev = cnn_set_grad_enabled(false);
+  cnn_tensor *m = cnn_to_device(*t, od);
+  cnn_set_grad_enabled(prev);
+  cnn_tensor_release(*t);
+  *t = m;
+  return m ? 0 : -1;
+}
+
+/* both operands on one device (the one that is not a moved 0-d CPU tensor) */
+static int same_device(const char *op, cnn_tensor **a, cnn_tensor **b) {
+  if (!*a || !*b) return -1;
+  if ((*a)->ndim == 0 && cnn_tensor_device(*a).type == CNN_CPU) return to_op_device(op, a, *b);
+  return to_op_device(op, b, *a);
+}
+
+/* out = op over operands ops[1..] on the device of out (strided entries) */
+static int run_device(const char *op, int kind, int code, cnn_dtype dt, cnn_dtype aux,
+                      double p0, double p1, int nops, cnn_tensor *const *ops) {
+  const cnn_backend *be = cnn_cuda_backend(op);
+  if (!be) return -1;
+  for (int k = 1; k < nops; k++)
+    if (cnn_check_same_device(op, ops[0], ops[k])) return -1;
+  cnn_be_shape s = cnn_be_shape_of(ops[0]->ndim, ops[0]->shape);
+  cnn_be_arg a[4];
+  for (int k = 0; k < nops; k++) a[k] = cnn_be_arg_of(ops[k], &s);
+  int dev = cnn_tensor_device(ops[0]).index;
+  switch (kind) {
+  case 0: return be->unary ? be->unary(dev, code, dt, &s, a[0], a[1], p0, p1) : cnn_backend_unsupported(op);
+  case 1: return be->binary ? be->binary(dev, code, dt, &s, a[0], a[1], a[2]) : cnn_backend_unsupported(op);
+  case 2: return be->unary_grad ? be->unary_grad(dev, code, dt, &s, a[0], a[1], a[2], p0, p1)
+                                : cnn_backend_unsupported(op);
+  default: return be->where ? be->where(dev, aux, dt, &s, a[0], a[1], a[2], a[3]) : cnn_backend_unsupported(op);
+  }
 }
 
 /* t in dtype dt (a new reference), converted without recording autograd. */
@@ -577,13 +622,16 @@ static bool unary_keeps_int(cnn_unary_op op, double p0) {
 
 /* ---- binary ops ------------------------------------------------------------------ */
 
-static void run_binary(cnn_binary_op op, cnn_dtype dt, cnn_tensor *out, cnn_tensor *a,
-                       cnn_tensor *b) {
+static int run_binary(cnn_binary_op op, cnn_dtype dt, cnn_tensor *out, cnn_tensor *a,
+                      cnn_tensor *b) {
+  if (cnn_on_cuda(out))
+    return run_device(binary_names[op], 1, op, dt, dt, 0, 0, 3, (cnn_tensor *[]){out, a, b});
   iter_t it;
   ew_ctx c = {.op = op, .dt = dt};
   cnn_tensor *ops[3] = {out, a, b};
   iter_init(&it, out->ndim, out->shape, 3, ops);
   iter_run(&it, binary_row(op, dt), &c);
+  return 0;
 }
 
 static cnn_dtype binary_compute_dtype(cnn_binary_op op, cnn_dtype promoted) {
@@ -616,9 +664,10 @@ cnn_tensor *cnn_binary(cnn_binary_op op, cnn_tensor *a, cnn_tensor *b) {
   if (cnn_broadcast_shape(name, a, b, &nd, shape)) return NULL;
   cnn_dtype dt = binary_compute_dtype(op, promote_operands(a, b));
   cnn_tensor *ca = as_dtype(a, dt), *cb = ca ? as_dtype(b, dt) : NULL;
-  cnn_tensor *out = cb ? cnn_empty(nd, shape, is_compare(op) ? CNN_UINT8 : dt, CNN_DEVICE_CPU)
+  if (cb && same_device(name, &ca, &cb)) cnn_tensor_release(cb), cb = NULL;
+  cnn_tensor *out = cb ? cnn_empty(nd, shape, is_compare(op) ? CNN_UINT8 : dt, cnn_tensor_device(ca))
                        : NULL;
-  if (out) run_binary(op, dt, out, ca, cb);
+  if (out && run_binary(op, dt, out, ca, cb)) cnn_tensor_release(out), out = NULL;
   if (ca) cnn_tensor_release(ca);
   if (cb) cnn_tensor_release(cb);
   if (out) record_binary(op, out, a, b);
@@ -685,15 +734,15 @@ int cnn_binary_(cnn_binary_op op, cnn_tensor *a, cnn_tensor *b) {
   cnn_dtype dt = binary_compute_dtype(op, promote2(a->dtype, b->dtype));
   cnn_dtype out_dt = is_compare(op) ? CNN_UINT8 : dt;
   cnn_tensor *cb = inplace_operand(a, b, dt);
-  if (!cb) return -1;
+  if (!cb || to_op_device(binary_names[op], &cb, a)) return cnn_tensor_release(cb), -1;
   int rc = 0;
   if (a->dtype == dt && out_dt == dt) {
-    run_binary(op, dt, a, a, cb);
+    rc = run_binary(op, dt, a, a, cb);
   } else { /* compute in dt, then cast into a */
     cnn_tensor *ca = as_dtype(a, dt);
-    cnn_tensor *tmp = ca ? cnn_empty(a->ndim, a->shape, out_dt, CNN_DEVICE_CPU) : NULL;
-    if (tmp) run_binary(op, dt, tmp, ca, cb);
-    rc = tmp ? cnn_copy_raw(a, tmp) : -1;
+    cnn_tensor *tmp = ca ? cnn_empty(a->ndim, a->shape, out_dt, cnn_tensor_device(a)) : NULL;
+    rc = tmp ? run_binary(op, dt, tmp, ca, cb) : -1;
+    if (rc == 0) rc = cnn_copy_raw(a, tmp);
     if (ca) cnn_tensor_release(ca);
     if (tmp) cnn_tensor_release(tmp);
   }
@@ -704,13 +753,16 @@ int cnn_binary_(cnn_binary_op op, cnn_tensor *a, cnn_tensor *b) {
 
 /* ---- unary ops ---------------------------------------------------------------------- */
 
-static void run_unary(cnn_unary_op op, cnn_dtype dt, cnn_tensor *out, cnn_tensor *x, double p0,
-                      double p1) {
+static int run_unary(cnn_unary_op op, cnn_dtype dt, cnn_tensor *out, cnn_tensor *x, double p0,
+                     double p1) {
+  if (cnn_on_cuda(out))
+    return run_device(unary_names[op], 0, op, dt, dt, p0, p1, 2, (cnn_tensor *[]){out, x});
   iter_t it;
   ew_ctx c = {.op = op, .p0 = p0, .p1 = p1, .dt = dt};
   cnn_tensor *ops[2] = {out, x};
   iter_init(&it, out->ndim, out->shape, 2, ops);
   iter_run(&it, unary_row(dt), &c);
+  return 0;
 }
 
 static const char *const unary_grad_names[CNN_NUNARY] = {
@@ -752,8 +804,8 @@ cnn_tensor *cnn_unary(cnn_unary_op op, cnn_tensor *x, double p0, double p1) {
   }
   cnn_dtype dt = unary_dtype(op, x->dtype, p0);
   cnn_tensor *cx = as_dtype(x, dt);
-  cnn_tensor *out = cx ? cnn_empty(x->ndim, x->shape, dt, CNN_DEVICE_CPU) : NULL;
-  if (out) run_unary(op, dt, out, cx, p0, p1);
+  cnn_tensor *out = cx ? cnn_empty(x->ndim, x->shape, dt, cnn_tensor_device(x)) : NULL;
+  if (out && run_unary(op, dt, out, cx, p0, p1)) cnn_tensor_release(out), out = NULL;
   if (cx) cnn_tensor_release(cx);
   if (out) record_unary(op, out, x, p0, p1);
   return out;
@@ -768,12 +820,12 @@ int cnn_unary_(cnn_unary_op op, cnn_tensor *x, double p0, double p1) {
   cnn_dtype dt = unary_dtype(op, x->dtype, p0);
   int rc = 0;
   if (dt == x->dtype) {
-    run_unary(op, dt, x, x, p0, p1);
+    rc = run_unary(op, dt, x, x, p0, p1);
   } else { /* e.g. exp_ of an int64 tensor: compute in float32, cast back */
     cnn_tensor *cx = as_dtype(x, dt);
-    cnn_tensor *tmp = cx ? cnn_empty(x->ndim, x->shape, dt, CNN_DEVICE_CPU) : NULL;
-    if (tmp) run_unary(op, dt, tmp, cx, p0, p1);
-    rc = tmp ? cnn_copy_raw(x, tmp) : -1;
+    cnn_tensor *tmp = cx ? cnn_empty(x->ndim, x->shape, dt, cnn_tensor_device(x)) : NULL;
+    rc = tmp ? run_unary(op, dt, tmp, cx, p0, p1) : -1;
+    if (rc == 0) rc = cnn_copy_raw(x, tmp);
     if (cx) cnn_tensor_release(cx);
     if (tmp) cnn_tensor_release(tmp);
   }
@@ -848,8 +900,12 @@ cnn_tensor *cnn_unary_grad(cnn_unary_op op, cnn_tensor *g, cnn_tensor *x, cnn_te
   }
   cnn_dtype dt = promote2(promote2(g->dtype, v->dtype), CNN_FLOAT32);
   cnn_tensor *cg = as_dtype(g, dt), *cv = cg ? as_dtype(v, dt) : NULL;
-  cnn_tensor *out = cv ? cnn_empty(g->ndim, g->shape, dt, CNN_DEVICE_CPU) : NULL;
-  if (out) {
+  if (cv && same_device(unary_names[op], &cg, &cv)) cnn_tensor_release(cv), cv = NULL;
+  cnn_tensor *out = cv ? cnn_empty(g->ndim, g->shape, dt, cnn_tensor_device(cg)) : NULL;
+  if (out && cnn_on_cuda(out)) {
+    if (run_device(unary_names[op], 2, op, dt, dt, p0, p1, 3, (cnn_tensor *[]){out, cg, cv}))
+      cnn_tensor_release(out), out = NULL;
+  } else if (out) {
     iter_t it;
     ew_ctx c = {.op = op, .p0 = p0, .p1 = p1, .dt = dt};
     iter_init(&it, out->ndim, out->shape, 3, (cnn_tensor *[]){out, cg, cv});
@@ -891,14 +947,21 @@ cnn_tensor *cnn_where(cnn_tensor *cond, cnn_tensor *a, cnn_tensor *b) {
   int64_t shape[CNN_MAX_DIMS];
   if (where_shape(cond, a, b, &nd, shape)) return NULL;
   cnn_dtype dt = promote_operands(a, b);
-  cnn_tensor *ca = as_dtype(a, dt), *cb = ca ? as_dtype(b, dt) : NULL;
-  cnn_tensor *out = cb ? cnn_empty(nd, shape, dt, CNN_DEVICE_CPU) : NULL;
-  if (out) {
+  cnn_tensor *ca = as_dtype(a, dt), *cb = ca ? as_dtype(b, dt) : NULL, *cc = cond;
+  cnn_tensor_retain(cc);
+  if (cb && (same_device("where", &ca, &cb) || to_op_device("where", &cc, ca)))
+    cnn_tensor_release(cb), cb = NULL;
+  cnn_tensor *out = cb ? cnn_empty(nd, shape, dt, cnn_tensor_device(ca)) : NULL;
+  if (out && cnn_on_cuda(out)) {
+    if (run_device("where", 3, 0, dt, cc->dtype, 0, 0, 4, (cnn_tensor *[]){out, cc, ca, cb}))
+      cnn_tensor_release(out), out = NULL;
+  } else if (out) {
     iter_t it;
     ew_ctx c = {.op = (int)cond->dtype, .dt = dt};
-    iter_init(&it, nd, shape, 4, (cnn_tensor *[]){out, cond, ca, cb});
+    iter_init(&it, nd, shape, 4, (cnn_tensor *[]){out, cc, ca, cb});
     iter_run(&it, where_row, &c);
   }
+  cnn_tensor_release(cc);
   if (ca) cnn_tensor_release(ca);
   if (cb) cnn_tensor_release(cb);
   if (out && cnn_dtype_is_float(dt)) {

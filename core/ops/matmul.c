@@ -13,6 +13,9 @@
  * again (stride 0); the output is always contiguous.  Only float32 and
  * float64 (mixed operands promote); integer products are refused.
  *
+ * Devices: operands share a device; on a CUDA device every product is the
+ * backend's gemm (cuBLAS) with the same layout flags (run_products_device).
+ *
  * Autograd: one node per product (saved a and b); the backward reuses
  * matmul: dA = dC . B^T and dB = A^T . dC in the promoted (batch, m, n)
  * form, summed over broadcast batch dims (cnn_sum_to) and reshaped back to
@@ -23,6 +26,7 @@
 #include <string.h>
 
 #include "autograd.h"
+#include "backend.h"
 #include "cnn.h"
 #include "tensor_internal.h"
 
@@ -114,6 +118,28 @@ static void gemm(cnn_dtype dt, const mat_view *a, const mat_view *b, int64_t ao,
                 (int)a->ld, (const double *)b->t->storage->data + bo, (int)b->ld, 0.0, c, N);
 }
 
+/* The products on a CUDA device: one backend gemm per output batch (the
+ * dispatch point; broadcast batches read the same matrix again). */
+static int run_products_device(cnn_dtype dt, const mat_view *a, const mat_view *b, int nb,
+                               const int64_t *bshape, cnn_tensor *out) {
+  const cnn_backend *be = cnn_cuda_backend("matmul");
+  if (!be) return -1;
+  if (!be->gemm) return cnn_backend_unsupported("matmul");
+  int64_t nbatch = 1, m = a->rows, n = b->cols;
+  for (int d = 0; d < nb; d++) nbatch *= bshape[d];
+  size_t es = cnn_dtype_size(dt);
+  char *o = cnn_tensor_data(out);
+  int dev = cnn_tensor_device(out).index;
+  for (int64_t i = 0; i < nbatch; i++) {
+    const char *pa = (const char *)a->t->storage->data + batch_offset(a, nb, bshape, i) * (int64_t)es;
+    const char *pb = (const char *)b->t->storage->data + batch_offset(b, nb, bshape, i) * (int64_t)es;
+    if (be->gemm(dev, dt, a->trans, b->trans, m, n, a->cols, pa, a->ld, pb, b->ld,
+                 o + (size_t)(i * m * n) * es, n ? n : 1))
+      return -1;
+  }
+  return 0;
+}
+
 static void run_products(cnn_dtype dt, const mat_view *a, const mat_view *b, int nb,
                          const int64_t *bshape, cnn_tensor *out) {
   int64_t nbatch = 1, m = a->rows, n = b->cols;
@@ -139,7 +165,7 @@ static int check_operands(const char *op, const cnn_tensor *a, const cnn_tensor 
   if (bad || a->dtype > CNN_FLOAT64 || b->dtype > CNN_FLOAT64)
     return cnn_set_error("%s: %s not supported, use :float()", op,
                          cnn_dtype_name(bad ? bad->dtype : a->dtype > CNN_FLOAT64 ? a->dtype : b->dtype)), -1;
-  if (cnn_require_cpu(op, a) || cnn_require_cpu(op, b)) return -1;
+  if (cnn_check_same_device(op, a, b)) return -1;
   if (a->ndim == 0 || b->ndim == 0)
     return cnn_set_error("%s: both arguments need at least one dimension (got %s and %s)", op,
                          cnn_tensor_shape_str(a, s1), cnn_tensor_shape_str(b, s2)), -1;
@@ -241,9 +267,17 @@ static cnn_tensor *matmul_impl(const char *op, const char *node_name, cnn_tensor
     cnn_set_error("%s: result has too many dimensions", op);
     goto done;
   }
-  out = cnn_empty(nd, shape, dt, CNN_DEVICE_CPU);
+  out = cnn_empty(nd, shape, dt, cnn_tensor_device(a));
   if (!out) goto done;
-  run_products(dt, &ma, &mb, nb, shape, out);
+  if (cnn_on_cuda(out)) {
+    if (run_products_device(dt, &ma, &mb, nb, shape, out)) {
+      cnn_tensor_release(out);
+      out = NULL;
+      goto done;
+    }
+  } else {
+    run_products(dt, &ma, &mb, nb, shape, out);
+  }
   cnn_node *n = cnn_autograd_record(out, node_name, matmul_backward, 2, (cnn_tensor *[]){a, b});
   if (n) cnn_node_save(n, 0, a), cnn_node_save(n, 1, b);
 done:

@@ -4,9 +4,12 @@
  * The arithmetic is in core/cpu (naive oracle, im2col + GEMM, oneDNN),
  * chosen by cnn_get_conv_algo().  Inputs are made contiguous NCHW first.
  * The node saves x and w (what the two backward passes need) and the
- * geometry in n->extra.
+ * geometry in n->extra.  On a CUDA device the three passes are the
+ * backend's (cuDNN, or its direct kernel for CNN_CONV_NAIVE): conv_call()
+ * is the one dispatch point.
  */
 #include "autograd.h"
+#include "backend.h"
 #include "cnn.h"
 #include "cpu/kernels.h"
 #include "tensor_internal.h"
@@ -73,6 +76,25 @@ static int conv_geometry(const cnn_tensor *x, const cnn_tensor *w, const cnn_con
   return -1;
 }
 
+/* pass 0 forward (a = x, b = w, c = bias, out = y), 1 backward data (a = dy,
+ * b = w, out = dx), 2 backward weight (a = dy, b = x, out = dw, c = db) */
+static int conv_call(int pass, const cnn_tensor *like, cnn_conv_algo algo, cnn_dtype dt,
+                     const cnn_conv_shape *s, const void *a, const void *b, void *c, void *out) {
+  if (!cnn_on_cuda(like)) {
+    if (pass == 0) return cnn_cpu_conv2d_forward(algo, dt, s, a, b, c, out);
+    if (pass == 1) return cnn_cpu_conv2d_backward_data(algo, dt, s, a, b, out);
+    return cnn_cpu_conv2d_backward_weight(algo, dt, s, a, b, out, c);
+  }
+  const cnn_backend *be = cnn_cuda_backend("conv2d");
+  if (!be) return -1;
+  int dev = cnn_tensor_device(like).index;
+  if (pass == 0 && be->conv2d_forward) return be->conv2d_forward(dev, algo, dt, s, a, b, c, out);
+  if (pass == 1 && be->conv2d_backward_data) return be->conv2d_backward_data(dev, algo, dt, s, a, b, out);
+  if (pass == 2 && be->conv2d_backward_weight)
+    return be->conv2d_backward_weight(dev, algo, dt, s, a, b, out, c);
+  return cnn_backend_unsupported("conv2d");
+}
+
 static int conv_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
   const cnn_conv_shape *s = n->extra;
   cnn_tensor *x = cnn_node_saved(n, 0), *w = cnn_node_saved(n, 1);
@@ -83,14 +105,14 @@ static int conv_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
   int rc = 0;
   if (n->needs[0]) {
     gin[0] = cnn_empty(x->ndim, x->shape, x->dtype, cnn_tensor_device(x));
-    rc = gin[0] ? cnn_cpu_conv2d_backward_data(algo, x->dtype, s, cnn_tensor_data(dy), cnn_tensor_data(w),
-                                               cnn_tensor_data(gin[0])) : -1;
+    rc = gin[0] ? conv_call(1, x, algo, x->dtype, s, cnn_tensor_data(dy), cnn_tensor_data(w), NULL,
+                            cnn_tensor_data(gin[0])) : -1;
   }
   if (rc == 0 && (n->needs[1] || (n->ninputs > 2 && n->needs[2]))) {
     cnn_tensor *dw = cnn_empty(w->ndim, w->shape, w->dtype, cnn_tensor_device(w));
     cnn_tensor *db = n->needs[2] ? cnn_empty(1, &s->K, w->dtype, cnn_tensor_device(w)) : NULL;
-    rc = dw && (db || !n->needs[2]) ? cnn_cpu_conv2d_backward_weight(algo, x->dtype, s, cnn_tensor_data(dy),
-                                           cnn_tensor_data(x), cnn_tensor_data(dw), db ? cnn_tensor_data(db) : NULL) : -1;
+    rc = dw && (db || !n->needs[2]) ? conv_call(2, x, algo, x->dtype, s, cnn_tensor_data(dy), cnn_tensor_data(x),
+                                                db ? cnn_tensor_data(db) : NULL, cnn_tensor_data(dw)) : -1;
     if (n->needs[1]) gin[1] = dw; else cnn_tensor_release(dw);
     gin[2] = db;
   }
@@ -101,12 +123,11 @@ static int conv_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
 cnn_tensor *cnn_conv2d(cnn_tensor *x, cnn_tensor *w, cnn_tensor *b, const cnn_conv_params *p) {
   cnn_conv_shape s;
   if (conv_dtype_ok(x, w, b) || conv_shapes_ok(x, w, b, p) || conv_geometry(x, w, p, &s)) return NULL;
-  if (cnn_require_cpu("conv2d", x)) return NULL;
   cnn_tensor *xc = cnn_contiguous(x), *wc = cnn_contiguous(w), *bc = b ? cnn_contiguous(b) : NULL;
   int64_t shape[4] = {s.N, s.K, s.OH, s.OW};
   cnn_tensor *y = xc && wc && (bc || !b) ? cnn_empty(4, shape, x->dtype, cnn_tensor_device(x)) : NULL;
-  if (y && cnn_cpu_conv2d_forward(cnn_get_conv_algo(), x->dtype, &s, cnn_tensor_data(xc), cnn_tensor_data(wc),
-                                  bc ? cnn_tensor_data(bc) : NULL, cnn_tensor_data(y)))
+  if (y && conv_call(0, x, cnn_get_conv_algo(), x->dtype, &s, cnn_tensor_data(xc), cnn_tensor_data(wc),
+                     bc ? cnn_tensor_data(bc) : NULL, cnn_tensor_data(y)))
     cnn_tensor_release(y), y = NULL;
   cnn_node *n = y ? cnn_autograd_record(y, "Conv2dBackward", conv_backward, b ? 3 : 2, (cnn_tensor *[]){x, w, b}) : NULL;
   if (n) {

@@ -4,9 +4,12 @@
  * Validation and output sizes (PyTorch's rules, including ceil_mode's "the
  * last window must start inside the input or left padding") live here; the
  * loops are in core/cpu/pool.c.  Max pooling saves the argmax indices for
- * backward; average pooling saves only the geometry.
+ * backward; average pooling saves only the geometry.  The kernels of the
+ * tensor's device are picked in the pool_* wrappers below (the dispatch
+ * point: core/cpu/pool.c, or the CUDA backend's).
  */
 #include "autograd.h"
+#include "backend.h"
 #include "cnn.h"
 #include "cpu/kernels.h"
 #include "tensor_internal.h"
@@ -30,7 +33,54 @@ static int pool_input_ok(const char *op, const cnn_tensor *x) {
     cnn_set_error("%s: input dtype %s is not supported (use float32 or float64)", op, cnn_dtype_name(x->dtype));
     return -1;
   }
-  return cnn_require_cpu(op, x);
+  return 0;
+}
+
+/* ---- the kernels of t's device ------------------------------------------------------ */
+
+static int pool_max_fwd(const cnn_tensor *t, const cnn_pool_shape *s, const void *x, void *y, int64_t *idx) {
+  if (!cnn_on_cuda(t)) return cnn_cpu_max_pool2d_forward(t->dtype, s, x, y, idx);
+  const cnn_backend *be = cnn_cuda_backend("max_pool2d");
+  if (!be) return -1;
+  if (!be->max_pool2d_forward) return cnn_backend_unsupported("max_pool2d");
+  return be->max_pool2d_forward(cnn_tensor_device(t).index, t->dtype, s, x, y, idx);
+}
+
+static int pool_max_bwd(const cnn_tensor *t, const cnn_pool_shape *s, const void *dy, const int64_t *idx, void *dx) {
+  if (!cnn_on_cuda(t)) return cnn_cpu_max_pool2d_backward(t->dtype, s, dy, idx, dx);
+  const cnn_backend *be = cnn_cuda_backend("max_pool2d");
+  if (!be) return -1;
+  if (!be->max_pool2d_backward) return cnn_backend_unsupported("max_pool2d");
+  return be->max_pool2d_backward(cnn_tensor_device(t).index, t->dtype, s, dy, idx, dx);
+}
+
+/* average pooling: forward when `bwd` is 0 (in = x, out = y), else backward (in = dy, out = dx) */
+static int pool_avg(const cnn_tensor *t, int bwd, const cnn_pool_shape *s, const void *in, void *out) {
+  if (!cnn_on_cuda(t))
+    return bwd ? cnn_cpu_avg_pool2d_backward(t->dtype, s, in, out) : cnn_cpu_avg_pool2d_forward(t->dtype, s, in, out);
+  const cnn_backend *be = cnn_cuda_backend("avg_pool2d");
+  if (!be) return -1;
+  int dev = cnn_tensor_device(t).index;
+  if (!bwd && be->avg_pool2d_forward) return be->avg_pool2d_forward(dev, t->dtype, s, in, out);
+  if (bwd && be->avg_pool2d_backward) return be->avg_pool2d_backward(dev, t->dtype, s, in, out);
+  return cnn_backend_unsupported("avg_pool2d");
+}
+
+/* adaptive average pooling of N x C planes H x W <-> OH x OW, as pool_avg */
+static int pool_adaptive(const cnn_tensor *t, int bwd, const int64_t *nchw, int64_t oh, int64_t ow,
+                         const void *in, void *out) {
+  int64_t N = nchw[0], C = nchw[1], H = nchw[2], W = nchw[3];
+  if (!cnn_on_cuda(t))
+    return bwd ? cnn_cpu_adaptive_avg_pool2d_backward(t->dtype, N, C, H, W, oh, ow, in, out)
+               : cnn_cpu_adaptive_avg_pool2d_forward(t->dtype, N, C, H, W, oh, ow, in, out);
+  const cnn_backend *be = cnn_cuda_backend("adaptive_avg_pool2d");
+  if (!be) return -1;
+  int dev = cnn_tensor_device(t).index;
+  if (!bwd && be->adaptive_avg_pool2d_forward)
+    return be->adaptive_avg_pool2d_forward(dev, t->dtype, N, C, H, W, oh, ow, in, out);
+  if (bwd && be->adaptive_avg_pool2d_backward)
+    return be->adaptive_avg_pool2d_backward(dev, t->dtype, N, C, H, W, oh, ow, in, out);
+  return cnn_backend_unsupported("adaptive_avg_pool2d");
 }
 
 static int pool_geometry(const char *op, const cnn_tensor *x, const cnn_pool_params *p, cnn_pool_shape *s) {
@@ -65,8 +115,7 @@ static int max_pool_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
   cnn_tensor *idx = cnn_node_saved(n, 0), *dy = cnn_contiguous(g);
   if (!idx || !dy) return cnn_tensor_release(dy), -1;
   gin[0] = cnn_empty(n->in_ndim[0], n->in_shape[0], g->dtype, cnn_tensor_device(g));
-  int rc = gin[0] ? cnn_cpu_max_pool2d_backward(g->dtype, s, cnn_tensor_data(dy), cnn_tensor_data(idx),
-                                                cnn_tensor_data(gin[0])) : -1;
+  int rc = gin[0] ? pool_max_bwd(dy, s, cnn_tensor_data(dy), cnn_tensor_data(idx), cnn_tensor_data(gin[0])) : -1;
   cnn_tensor_release(dy);
   return rc;
 }
@@ -78,7 +127,7 @@ cnn_tensor *cnn_max_pool2d(cnn_tensor *x, const cnn_pool_params *p, cnn_tensor *
   cnn_tensor *xc = cnn_contiguous(x);
   cnn_tensor *y = xc ? cnn_empty(4, shape, x->dtype, cnn_tensor_device(x)) : NULL;
   cnn_tensor *idx = y ? cnn_empty(4, shape, CNN_INT64, cnn_tensor_device(x)) : NULL;
-  if (idx && cnn_cpu_max_pool2d_forward(x->dtype, &s, cnn_tensor_data(xc), cnn_tensor_data(y), cnn_tensor_data(idx)))
+  if (idx && pool_max_fwd(x, &s, cnn_tensor_data(xc), cnn_tensor_data(y), cnn_tensor_data(idx)))
     cnn_tensor_release(idx), idx = NULL;
   if (!idx) cnn_tensor_release(y), y = NULL;
   cnn_node *n = y ? cnn_autograd_record(y, "MaxPool2dBackward", max_pool_backward, 1, &x) : NULL;
@@ -99,11 +148,9 @@ static int avg_pool_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
   gin[0] = cnn_empty(n->in_ndim[0], n->in_shape[0], g->dtype, cnn_tensor_device(g));
   int rc = -1;
   if (gin[0] && n->ip[0] == 0)
-    rc = cnn_cpu_avg_pool2d_backward(g->dtype, n->extra, cnn_tensor_data(dy), cnn_tensor_data(gin[0]));
+    rc = pool_avg(dy, 1, n->extra, cnn_tensor_data(dy), cnn_tensor_data(gin[0]));
   else if (gin[0])
-    rc = cnn_cpu_adaptive_avg_pool2d_backward(g->dtype, n->in_shape[0][0], n->in_shape[0][1], n->in_shape[0][2],
-                                              n->in_shape[0][3], g->shape[2], g->shape[3], cnn_tensor_data(dy),
-                                              cnn_tensor_data(gin[0]));
+    rc = pool_adaptive(dy, 1, n->in_shape[0], g->shape[2], g->shape[3], cnn_tensor_data(dy), cnn_tensor_data(gin[0]));
   cnn_tensor_release(dy);
   return rc;
 }
@@ -114,7 +161,7 @@ cnn_tensor *cnn_avg_pool2d(cnn_tensor *x, const cnn_pool_params *p) {
   int64_t shape[4] = {s.N, s.C, s.OH, s.OW};
   cnn_tensor *xc = cnn_contiguous(x);
   cnn_tensor *y = xc ? cnn_empty(4, shape, x->dtype, cnn_tensor_device(x)) : NULL;
-  if (y && cnn_cpu_avg_pool2d_forward(x->dtype, &s, cnn_tensor_data(xc), cnn_tensor_data(y)))
+  if (y && pool_avg(x, 0, &s, cnn_tensor_data(xc), cnn_tensor_data(y)))
     cnn_tensor_release(y), y = NULL;
   cnn_node *n = y ? cnn_autograd_record(y, "AvgPool2dBackward", avg_pool_backward, 1, &x) : NULL;
   if (n) n->extra = copy_geometry(&s), n->free_extra = free, n->ip[0] = 0;
@@ -131,8 +178,7 @@ cnn_tensor *cnn_adaptive_avg_pool2d(cnn_tensor *x, int64_t oh, int64_t ow) {
   int64_t shape[4] = {x->shape[0], x->shape[1], oh, ow};
   cnn_tensor *xc = cnn_contiguous(x);
   cnn_tensor *y = xc ? cnn_empty(4, shape, x->dtype, cnn_tensor_device(x)) : NULL;
-  if (y && cnn_cpu_adaptive_avg_pool2d_forward(x->dtype, shape[0], shape[1], x->shape[2], x->shape[3], oh, ow,
-                                               cnn_tensor_data(xc), cnn_tensor_data(y)))
+  if (y && pool_adaptive(x, 0, x->shape, oh, ow, cnn_tensor_data(xc), cnn_tensor_data(y)))
     cnn_tensor_release(y), y = NULL;
   cnn_node *n = y ? cnn_autograd_record(y, "AdaptiveAvgPool2dBackward", avg_pool_backward, 1, &x) : NULL;
   if (n) n->ip[0] = 1;

@@ -20,6 +20,10 @@
  * int64, mean/var/std/norm of integers give float32, argmax/argmin give
  * int64 (0-based), everything else keeps the input dtype.
  *
+ * Devices: the output is allocated on x's device; on a CUDA device the
+ * rows (permuted and made contiguous there) go to the backend's row
+ * reduction, reduce_rows_device(), the one dispatch point.
+ *
  * Autograd: nodes are recorded here; the rules are in reduce_grad.c.
  */
 #include <math.h>
@@ -28,6 +32,7 @@
 #include <string.h>
 
 #include "autograd.h"
+#include "backend.h"
 #include "cnn.h"
 #include "tensor_internal.h"
 
@@ -232,8 +237,19 @@ static void reduce_row(cnn_reduce_op op, const char *row, cnn_dtype dt, int64_t 
   cnn_store_double(odt, out, m, v);
 }
 
-static void reduce_rows(cnn_reduce_op op, const cnn_tensor *rows, int64_t M, int64_t R, double p,
-                        cnn_tensor *out) {
+/* rows on a CUDA device: the backend's row reduction (the dispatch point) */
+static int reduce_rows_device(cnn_reduce_op op, const cnn_tensor *rows, int64_t M, int64_t R,
+                              double p, cnn_tensor *out) {
+  const cnn_backend *be = cnn_cuda_backend(red_names[op]);
+  if (!be) return -1;
+  if (!be->reduce) return cnn_backend_unsupported(red_names[op]);
+  return be->reduce(cnn_tensor_device(rows).index, op, rows->dtype, out->dtype, M, R,
+                    cnn_tensor_data(rows), cnn_tensor_data(out), p);
+}
+
+static int reduce_rows(cnn_reduce_op op, const cnn_tensor *rows, int64_t M, int64_t R, double p,
+                       cnn_tensor *out) {
+  if (cnn_on_cuda(rows)) return reduce_rows_device(op, rows, M, R, p, out);
   const char *base = cnn_tensor_data(rows);
   size_t rowbytes = (size_t)R * cnn_dtype_size(rows->dtype);
   void *o = cnn_tensor_data(out);
@@ -250,6 +266,7 @@ static void reduce_rows(cnn_reduce_op op, const cnn_tensor *rows, int64_t M, int
   } else {
     for (int64_t m = 0; m < M; m++) reduce_row(op, base + m * rowbytes, dt, R, p, o, odt, m);
   }
+  return 0;
 }
 
 /* sum/mean over the leading dims of a contiguous float tensor: accumulate
@@ -291,7 +308,6 @@ static int check_reduce(cnn_reduce_op op, const cnn_tensor *x, uint32_t dims, do
     cnn_set_error("%s: dtype %s not supported", name, cnn_dtype_name(x->dtype));
     return -1;
   }
-  if (cnn_require_cpu(name, x)) return -1;
   bool one_dim = dims && !(dims & (dims - 1));
   if ((op == CNN_RED_ARGMAX || op == CNN_RED_ARGMIN) && dims && !one_dim) {
     cnn_set_error("%s: reduces one dimension or all of them (input %s)", name,
@@ -331,17 +347,18 @@ cnn_tensor *cnn_reduce(cnn_reduce_op op, cnn_tensor *x, uint32_t dims, bool keep
   red_plan pl;
   if (plan_reduce(red_names[op], x, dims, keepdim, &pl) || check_reduce(op, x, dims, p, &pl))
     return NULL;
-  cnn_tensor *out = cnn_empty(pl.out_ndim, pl.out_shape, reduce_dtype(op, x->dtype), CNN_DEVICE_CPU);
+  cnn_tensor *out = cnn_empty(pl.out_ndim, pl.out_shape, reduce_dtype(op, x->dtype), cnn_tensor_device(x));
   if (!out) return NULL;
-  bool fast = (op == CNN_RED_SUM || op == CNN_RED_MEAN) && cnn_dtype_is_float(x->dtype) &&
+  bool fast = !cnn_on_cuda(x) && (op == CNN_RED_SUM || op == CNN_RED_MEAN) && cnn_dtype_is_float(x->dtype) &&
               cnn_tensor_is_contiguous(x) && leading_dims_only(x, pl.dims);
   if (fast && reduce_leading(op, x, pl.M, pl.R, out)) {
     /* done */
   } else if (pl.M > 0) {
     cnn_tensor *rows = as_rows(x, pl.dims);
     if (!rows) return cnn_tensor_release(out), NULL;
-    reduce_rows(op, rows, pl.M, pl.R, p, out);
+    int rc = reduce_rows(op, rows, pl.M, pl.R, p, out);
     cnn_tensor_release(rows);
+    if (rc) return cnn_tensor_release(out), NULL;
   }
   record_reduce(op, out, x, &pl, keepdim, p);
   return out;
@@ -371,13 +388,17 @@ int cnn_max_dim(cnn_tensor *x, int dim, bool keepdim, bool is_min, cnn_tensor **
   if (!idx) return -1;
   red_plan pl;
   plan_reduce(op, x, mask, keepdim, &pl);
-  cnn_tensor *val = cnn_empty(pl.out_ndim, pl.out_shape, x->dtype, CNN_DEVICE_CPU);
+  cnn_tensor *val = cnn_empty(pl.out_ndim, pl.out_shape, x->dtype, cnn_tensor_device(x));
   if (!val) return cnn_tensor_release(idx), -1;
   cnn_tensor *rows = pl.M ? as_rows(x, pl.dims) : NULL;
   if (pl.M && !rows) return cnn_tensor_release(idx), cnn_tensor_release(val), -1;
   size_t es = cnn_dtype_size(x->dtype);
   const int64_t *ix = cnn_tensor_data(idx);
-  for (int64_t m = 0; m < pl.M; m++)
+  /* on a device the values are the row maxima themselves (same first-max rule) */
+  if (pl.M && cnn_on_cuda(x) &&
+      reduce_rows_device(is_min ? CNN_RED_MIN : CNN_RED_MAX, rows, pl.M, pl.R, 0, val))
+    return cnn_tensor_release(rows), cnn_tensor_release(idx), cnn_tensor_release(val), -1;
+  for (int64_t m = 0; !cnn_on_cuda(x) && m < pl.M; m++)
     memcpy((char *)cnn_tensor_data(val) + m * es,
            (const char *)cnn_tensor_data(rows) + (m * pl.R + ix[m]) * es, es);
   cnn_tensor_release(rows);

@@ -86,7 +86,7 @@ static cnn_tensor *var_grad(cnn_node *n, cnn_tensor *gk, cnn_tensor *x, cnn_tens
 
 static cnn_tensor *norm_grad(cnn_node *n, cnn_tensor *gk, cnn_tensor *x, cnn_tensor *yk) {
   double p = n->p[0];
-  if (p == 0) return cnn_zeros(x->ndim, x->shape, gk->dtype, CNN_DEVICE_CPU);
+  if (p == 0) return cnn_zeros(x->ndim, x->shape, gk->dtype, cnn_tensor_device(x));
   if (isinf(p)) {
     cnn_tensor *ax = cnn_unary(CNN_OP_ABS, x, 0, 0);
     cnn_tensor *r = ax ? extremum_grad(n, gk, ax, yk) : NULL;

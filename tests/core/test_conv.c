@@ -353,6 +353,33 @@ static void test_cache(void) {
   refs_free(&r);
 }
 
+/* The blocked tensors of all entries share one arena.  A shape whose
+ * channels do not fill oneDNN's 16-blocks (C=20, K=10) has padding there
+ * that must read as zeros even right after another shape left NaNs in the
+ * same bytes; repeated calls (cached entries) included. */
+static void test_arena_padding(void) {
+  cnn_conv_shape p = mk(2, 32, 9, 9, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1);
+  cnn_conv_shape q = mk(2, 20, 9, 9, 10, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1);
+  float *px = malloc(nx(&p) * 4), *pw = malloc(nw(&p) * 4), *py = malloc(ny(&p) * 4);
+  float *out = malloc(nx(&p) * 4), *ow = malloc(nw(&p) * 4), db[32];
+  refs r;
+  refs_make(&q, &r);
+  nan_fill(px, nx(&p)), nan_fill(pw, nw(&p)), nan_fill(py, ny(&p));
+  for (int round = 0; round < 2; round++) {
+    CHECK(cnn_cpu_conv2d_onednn_forward(&p, px, pw, NULL, out) == 0);
+    CHECK(cnn_cpu_conv2d_onednn_forward(&q, r.xf, r.wf, r.bf, out) == 0);
+    check_arrays_f32("onednn forward after NaNs in the arena", out, r.yf, ny(&q), 1e-4, 1e-4);
+    CHECK(cnn_cpu_conv2d_onednn_backward_data(&p, py, pw, out) == 0);
+    CHECK(cnn_cpu_conv2d_onednn_backward_data(&q, r.dyf, r.wf, out) == 0);
+    check_arrays_f32("onednn backward data after NaNs", out, r.dxf, nx(&q), 1e-4, 1e-4);
+    CHECK(cnn_cpu_conv2d_onednn_backward_weight(&p, py, px, ow, db) == 0);
+    CHECK(cnn_cpu_conv2d_onednn_backward_weight(&q, r.dyf, r.xf, ow, db) == 0);
+    check_arrays_f32("onednn backward weight after NaNs", ow, r.dwf, nw(&q), 1e-4, 1e-4);
+  }
+  free(px), free(pw), free(py), free(out), free(ow);
+  refs_free(&r);
+}
+
 static void test_errors(void) {
   float x[128] = {0}, w[128] = {0}, y[128];
   cnn_conv_shape s = mk(1, 3, 4, 4, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2); /* 3 % 2 != 0 */
@@ -409,6 +436,7 @@ int main(void) {
     test_paths(&c[i]);
   }
   test_cache();
+  test_arena_padding();
   test_errors();
   test_interrupt();
   cnn_cpu_onednn_cache_clear();

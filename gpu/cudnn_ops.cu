@@ -1,0 +1,305 @@
+/*
+ * cudnn_ops.cu -- softmax / log_softmax and batch norm through cuDNN, and
+ * the per-channel sums shared with the convolution's bias gradient.
+ *
+ * Like cudnn_conv.cu this uses cuDNN's legacy API, deprecated in cuDNN 9;
+ * the deprecation warning is silenced for these two files alone.
+ *
+ * Softmax: x seen as outer x D x inner is the NCHW tensor (outer, D,
+ * inner, 1) and CUDNN_SOFTMAX_MODE_CHANNEL normalises over D; ACCURATE
+ * subtracts the max (as the CPU), LOG gives log_softmax, and backward takes
+ * the forward output, as core saves it.
+ *
+ * Batch norm: x is (N, C, L, 1) in SPATIAL mode.  Training: cuDNN's
+ * running-average factor is PyTorch's momentum and its running variance is
+ * unbiased, as the CPU kernel; cuDNN saves mean and 1/sqrt(var + eps),
+ * exactly what core keeps for backward.  cuDNN needs a scale and a bias:
+ * missing ones are ones/zeros from the allocator; missing gradient outputs
+ * go to scratch.  Eval forward is cudnnBatchNormalizationForwardInference
+ * plus a small kernel that fills save_mean/save_invstd; eval backward
+ * (fixed statistics) is our own kernels.  cuDNN refuses eps below
+ * CUDNN_BN_MIN_EPSILON (1e-5): that is reported, not silently changed.
+ */
+#include <limits.h>
+#include <string.h>
+
+#include "gpu.h"
+
+#define GRID_LOOP(i, n) \
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
+
+static cudnnDataType_t ctype(cnn_dtype dt) {
+  return dt == CNN_FLOAT64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
+}
+
+static int fits_int(const char *op, int64_t a, int64_t b, int64_t c) {
+  if (a <= INT_MAX && b <= INT_MAX && c <= INT_MAX) return 0;
+  gpu_core.set_error("%s: sizes %lldx%lldx%lld too large for cuDNN", op, (long long)a,
+                     (long long)b, (long long)c);
+  return -1;
+}
+
+static int float_only(const char *op, cnn_dtype dt) {
+  if (dt == CNN_FLOAT32 || dt == CNN_FLOAT64) return 0;
+  gpu_core.set_error("%s: dtype %s is not supported on cuda", op, gpu_core.dtype_name(dt));
+  return -1;
+}
+
+/* a 4-d NCHW descriptor in *d (created here; destroyed by the caller) */
+static int desc4(const char *op, cudnnTensorDescriptor_t *d, cnn_dtype dt, int64_t n, int64_t c,
+                 int64_t h, int64_t w) {
+  CUDNN_CHECK(op, cudnnCreateTensorDescriptor(d));
+  CUDNN_CHECK(op, cudnnSetTensor4dDescriptor(*d, CUDNN_TENSOR_NCHW, ctype(dt), (int)n, (int)c, (int)h, (int)w));
+  return 0;
+}
+
+/* ---- softmax ---------------------------------------------------------------------------- */
+
+static int softmax_fwd(int dev, cnn_dtype dt, int64_t outer, int64_t D, int64_t inner, int log,
+                       const void *x, void *y) {
+  const char *op = log ? "log_softmax" : "softmax";
+  if (float_only(op, dt) || fits_int(op, outer, D, inner)) return -1;
+  if (outer * D * inner == 0) return 0;
+  cudnnHandle_t h = gpu_cudnn(op, dev);
+  cudnnTensorDescriptor_t d = NULL;
+  if (!h || desc4(op, &d, dt, outer, D, inner, 1)) return cudnnDestroyTensorDescriptor(d), -1;
+  double d1 = 1, d0 = 0;
+  float f1 = 1, f0 = 0;
+  bool f64 = dt == CNN_FLOAT64;
+  cudnnStatus_t st = cudnnSoftmaxForward(h, log ? CUDNN_SOFTMAX_LOG : CUDNN_SOFTMAX_ACCURATE,
+                                         CUDNN_SOFTMAX_MODE_CHANNEL, f64 ? (void *)&d1 : (void *)&f1,
+                                         d, x, f64 ? (void *)&d0 : (void *)&f0, d, y);
+  cudnnDestroyTensorDescriptor(d);
+  CUDNN_CHECK(op, st);
+  return 0;
+}
+
+static int softmax_bwd(int dev, cnn_dtype dt, int64_t outer, int64_t D, int64_t inner, int log,
+                       const void *y, const void *dy, void *dx) {
+  const char *op = log ? "log_softmax" : "softmax";
+  if (float_only(op, dt) || fits_int(op, outer, D, inner)) return -1;
+  if (outer * D * inner == 0) return 0;
+  cudnnHandle_t h = gpu_cudnn(op, dev);
+  cudnnTensorDescriptor_t d = NULL;
+  if (!h || desc4(op, &d, dt, outer, D, inner, 1)) return cudnnDestroyTensorDescriptor(d), -1;
+  double d1 = 1, d0 = 0;
+  float f1 = 1, f0 = 0;
+  bool f64 = dt == CNN_FLOAT64;
+  cudnnStatus_t st = cudnnSoftmaxBackward(h, log ? CUDNN_SOFTMAX_LOG : CUDNN_SOFTMAX_ACCURATE,
+                                          CUDNN_SOFTMAX_MODE_CHANNEL, f64 ? (void *)&d1 : (void *)&f1,
+                                          d, y, d, dy, f64 ? (void *)&d0 : (void *)&f0, d, dx);
+  cudnnDestroyTensorDescriptor(d);
+  CUDNN_CHECK(op, st);
+  return 0;
+}
+
+/* ---- per-channel sums and small kernels ---------------------------------------------------- */
+
+/* block c: s1 = sum dy, s2 = sum dy * (x - mean[c]) * invstd[c] over N x L */
+template <typename T>
+__global__ void k_channel_sums(int64_t N, int64_t C, int64_t L, const T *dy, const T *x,
+                               const T *mean, const T *invstd, T *out1, T *out2) {
+  __shared__ double sh1[GPU_THREADS], sh2[GPU_THREADS];
+  for (int64_t c = blockIdx.x; c < C; c += gridDim.x) {
+    double s1 = 0, s2 = 0, m = x ? (double)mean[c] : 0, is = x ? (double)invstd[c] : 0;
+    for (int64_t k = threadIdx.x; k < N * L; k += blockDim.x) {
+      int64_t i = ((k / L) * C + c) * L + k % L;
+      double g = dy[i];
+      s1 += g;
+      if (x) s2 += g * ((double)x[i] - m) * is;
+    }
+    __syncthreads();
+    sh1[threadIdx.x] = s1, sh2[threadIdx.x] = s2;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+      if ((int)threadIdx.x < s) sh1[threadIdx.x] += sh1[threadIdx.x + s], sh2[threadIdx.x] += sh2[threadIdx.x + s];
+      __syncthreads();
+    }
+    if (!threadIdx.x) {
+      if (out1) out1[c] = (T)sh1[0];
+      if (out2) out2[c] = (T)sh2[0];
+    }
+  }
+}
+
+int gpu_channel_sums(const char *op, cnn_dtype dt, int64_t N, int64_t C, int64_t L,
+                     const void *dy, const void *x, const void *mean, const void *invstd,
+                     void *out1, void *out2) {
+  if (float_only(op, dt)) return -1;
+  if (C <= 0) return 0;
+  unsigned blocks = C < 65535 ? (unsigned)C : 65535;
+  if (dt == CNN_FLOAT32)
+    k_channel_sums<float><<<blocks, GPU_THREADS>>>(N, C, L, (const float *)dy, (const float *)x,
+        (const float *)mean, (const float *)invstd, (float *)out1, (float *)out2);
+  else
+    k_channel_sums<double><<<blocks, GPU_THREADS>>>(N, C, L, (const double *)dy, (const double *)x,
+        (const double *)mean, (const double *)invstd, (double *)out1, (double *)out2);
+  LAUNCH_CHECK(op);
+  return 0;
+}
+
+/* fill[i] = v (i < n) */
+template <typename T> __global__ void k_set(int64_t n, T *p, T v) { GRID_LOOP(i, n) p[i] = v; }
+
+/* save_mean = rm, save_invstd = 1/sqrt(rv + eps) */
+template <typename T>
+__global__ void k_eval_stats(int64_t C, const T *rm, const T *rv, double eps, T *sm, T *si) {
+  GRID_LOOP(c, C) {
+    if (sm) sm[c] = rm[c];
+    if (si) si[c] = (T)(1.0 / sqrt((double)rv[c] + eps));
+  }
+}
+
+/* dx = dy * gamma[c] * invstd[c] (gamma NULL: 1) */
+template <typename T>
+__global__ void k_bn_eval_dx(int64_t n, int64_t C, int64_t L, const T *dy, const T *gamma,
+                             const T *invstd, T *dx) {
+  GRID_LOOP(i, n) {
+    int64_t c = (i / L) % C;
+    dx[i] = (T)((double)dy[i] * (gamma ? (double)gamma[c] : 1.0) * (double)invstd[c]);
+  }
+}
+
+static int set_const(const char *op, cnn_dtype dt, int64_t n, void *p, double v) {
+  if (dt == CNN_FLOAT32) k_set<float><<<gpu_blocks(n), GPU_THREADS>>>(n, (float *)p, (float)v);
+  else k_set<double><<<gpu_blocks(n), GPU_THREADS>>>(n, (double *)p, v);
+  LAUNCH_CHECK(op);
+  return 0;
+}
+
+/* ---- batch norm ------------------------------------------------------------------------------ */
+
+typedef struct {
+  cudnnHandle_t h;
+  cudnnTensorDescriptor_t x, p; /* data (N, C, L, 1) and per-channel (1, C, 1, 1) */
+  void *ones, *zeros;           /* scratch scale/bias when gamma/beta are NULL */
+  int dev;
+} bn_ctx;
+
+static void bn_done(bn_ctx *b) {
+  if (b->x) cudnnDestroyTensorDescriptor(b->x);
+  if (b->p) cudnnDestroyTensorDescriptor(b->p);
+  gpu_free(b->ones, b->dev);
+  gpu_free(b->zeros, b->dev);
+}
+
+static int bn_begin(bn_ctx *b, int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t L, double eps) {
+  memset(b, 0, sizeof *b);
+  b->dev = dev;
+  if (float_only("batch_norm", dt) || fits_int("batch_norm", N, C, L)) return -1;
+  if (eps < CUDNN_BN_MIN_EPSILON) {
+    gpu_core.set_error("batch_norm: eps %g is below cuDNN's minimum %g on cuda", eps,
+                       (double)CUDNN_BN_MIN_EPSILON);
+    return -1;
+  }
+  if (!(b->h = gpu_cudnn("batch_norm", dev))) return -1;
+  if (desc4("batch_norm", &b->x, dt, N, C, L, 1)) return -1;
+  CUDNN_CHECK("batch_norm", cudnnCreateTensorDescriptor(&b->p));
+  CUDNN_CHECK("batch_norm", cudnnDeriveBNTensorDescriptor(b->p, b->x, CUDNN_BATCHNORM_SPATIAL));
+  return 0;
+}
+
+/* scale/bias pointers for cuDNN (ones/zeros when absent) */
+static int bn_params(bn_ctx *b, cnn_dtype dt, int64_t C, const void **gamma, const void **beta) {
+  size_t bytes = (size_t)C * gpu_dtype_size(dt);
+  if (!*gamma) {
+    if (!(b->ones = gpu_scratch("batch_norm", bytes, b->dev)) || set_const("batch_norm", dt, C, b->ones, 1))
+      return -1;
+    *gamma = b->ones;
+  }
+  if (beta && !*beta) {
+    if (!(b->zeros = gpu_scratch("batch_norm", bytes, b->dev)) || set_const("batch_norm", dt, C, b->zeros, 0))
+      return -1;
+    *beta = b->zeros;
+  }
+  return 0;
+}
+
+static int bn_forward_body(bn_ctx *b, cnn_dtype dt, int64_t C, const void *x, const void *gamma,
+                           const void *beta, void *rm, void *rv, int training, double momentum,
+                           double eps, void *y, void *sm, void *si) {
+  double d1 = 1, d0 = 0;
+  float f1 = 1, f0 = 0;
+  bool f64 = dt == CNN_FLOAT64;
+  const void *one = f64 ? (void *)&d1 : (void *)&f1, *zero = f64 ? (void *)&d0 : (void *)&f0;
+  if (bn_params(b, dt, C, &gamma, &beta)) return -1;
+  if (training) {
+    CUDNN_CHECK("batch_norm", cudnnBatchNormalizationForwardTraining(
+        b->h, CUDNN_BATCHNORM_SPATIAL, one, zero, b->x, x, b->x, y, b->p, gamma, beta, momentum,
+        rm, rm ? rv : NULL, eps, sm, si));
+    return 0;
+  }
+  CUDNN_CHECK("batch_norm", cudnnBatchNormalizationForwardInference(
+      b->h, CUDNN_BATCHNORM_SPATIAL, one, zero, b->x, x, b->x, y, b->p, gamma, beta, rm, rv, eps));
+  if (!sm && !si) return 0;
+  if (f64) k_eval_stats<double><<<gpu_blocks(C), GPU_THREADS>>>(C, (const double *)rm, (const double *)rv, eps, (double *)sm, (double *)si);
+  else k_eval_stats<float><<<gpu_blocks(C), GPU_THREADS>>>(C, (const float *)rm, (const float *)rv, eps, (float *)sm, (float *)si);
+  LAUNCH_CHECK("batch_norm");
+  return 0;
+}
+
+static int bn_forward(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t L, const void *x,
+                      const void *gamma, const void *beta, void *rm, void *rv, int training,
+                      double momentum, double eps, void *y, void *sm, void *si) {
+  if (N * C * L == 0) return 0;
+  bn_ctx b;
+  int rc = bn_begin(&b, dev, dt, N, C, L, eps);
+  if (rc == 0) rc = bn_forward_body(&b, dt, C, x, gamma, beta, rm, rv, training, momentum, eps, y, sm, si);
+  bn_done(&b);
+  return rc;
+}
+
+static int bn_backward(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t L, const void *dy,
+                       const void *x, const void *gamma, const void *sm, const void *si, void *dx,
+                       void *dg, void *db) {
+  if (N * C * L == 0) return 0;
+  bn_ctx b;
+  int rc = bn_begin(&b, dev, dt, N, C, L, CUDNN_BN_MIN_EPSILON);
+  size_t cb = (size_t)C * gpu_dtype_size(dt);
+  void *tdx = NULL, *tdg = NULL, *tdb = NULL;
+  if (rc == 0) rc = bn_params(&b, dt, C, &gamma, NULL);
+  if (rc == 0 && !dx) rc = (dx = tdx = gpu_scratch("batch_norm", (size_t)(N * C * L) * gpu_dtype_size(dt), dev)) ? 0 : -1;
+  if (rc == 0 && !dg) rc = (dg = tdg = gpu_scratch("batch_norm", cb, dev)) ? 0 : -1;
+  if (rc == 0 && !db) rc = (db = tdb = gpu_scratch("batch_norm", cb, dev)) ? 0 : -1;
+  if (rc == 0) {
+    double d1 = 1, d0 = 0;
+    float f1 = 1, f0 = 0;
+    bool f64 = dt == CNN_FLOAT64;
+    const void *one = f64 ? (void *)&d1 : (void *)&f1, *zero = f64 ? (void *)&d0 : (void *)&f0;
+    /* epsilon is unused when the saved mean and inverse std are passed */
+    cudnnStatus_t st = cudnnBatchNormalizationBackward(
+        b.h, CUDNN_BATCHNORM_SPATIAL, one, zero, one, zero, b.x, x, b.x, dy, b.x, dx, b.p, gamma,
+        dg, db, CUDNN_BN_MIN_EPSILON, sm, si);
+    if (st != CUDNN_STATUS_SUCCESS)
+      rc = gpu_fail("batch_norm", "cuDNN", cudnnGetErrorString(st), "cudnnBatchNormalizationBackward",
+                    __FILE__, __LINE__);
+  }
+  gpu_free(tdx, dev), gpu_free(tdg, dev), gpu_free(tdb, dev);
+  bn_done(&b);
+  return rc;
+}
+
+static int bn_backward_eval(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t L, const void *dy,
+                            const void *x, const void *gamma, const void *sm, const void *si,
+                            void *dx, void *dg, void *db) {
+  if (float_only("batch_norm", dt) || gpu_device("batch_norm", dev)) return -1;
+  int64_t n = N * C * L;
+  if (n == 0) return 0;
+  if (dx) {
+    if (dt == CNN_FLOAT32)
+      k_bn_eval_dx<float><<<gpu_blocks(n), GPU_THREADS>>>(n, C, L, (const float *)dy, (const float *)gamma, (const float *)si, (float *)dx);
+    else
+      k_bn_eval_dx<double><<<gpu_blocks(n), GPU_THREADS>>>(n, C, L, (const double *)dy, (const double *)gamma, (const double *)si, (double *)dx);
+    LAUNCH_CHECK("batch_norm");
+  }
+  if (!dg && !db) return 0;
+  return gpu_channel_sums("batch_norm", dt, N, C, L, dy, dg ? x : NULL, sm, si, db, dg);
+}
+
+void gpu_ops_register(cnn_backend *be) {
+  be->softmax_forward = softmax_fwd;
+  be->softmax_backward = softmax_bwd;
+  be->batch_norm_forward = bn_forward;
+  be->batch_norm_backward = bn_backward;
+  be->batch_norm_backward_eval = bn_backward_eval;
+}

@@ -1,0 +1,141 @@
+/*
+ * index.cu -- index_select, gather and their scatter-add backward passes.
+ *
+ * Indices are int64, 0-based and validated by core (core/ops/join.c)
+ * before any of these run.  index_select sees x as outer x size x inner
+ * and copies element by element (one thread per output element; any
+ * dtype, moved as bytes of its size).  gather reads x through its strides.
+ * The backward passes add with atomicAdd (float32/float64), so repeated
+ * indices sum as on the CPU, in a nondeterministic order.
+ */
+#include "gpu.h"
+
+#define GRID_LOOP(i, n) \
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
+
+struct Dims {
+  int nd;
+  int64_t a[CNN_MAX_DIMS], b[CNN_MAX_DIMS], c[CNN_MAX_DIMS];
+};
+
+template <typename E>
+__global__ void k_index_select(int64_t outer, int64_t size, int64_t k, int64_t inner, const E *x,
+                               const int64_t *ix, E *out) {
+  int64_t n = outer * k * inner;
+  GRID_LOOP(i, n) {
+    int64_t in = i % inner, j = i / inner % k, o = i / (inner * k);
+    out[i] = x[(o * size + ix[j]) * inner + in];
+  }
+}
+
+template <typename T>
+__global__ void k_index_add(int64_t outer, int64_t size, int64_t k, int64_t inner, const T *g,
+                            const int64_t *ix, T *out) {
+  int64_t n = outer * k * inner;
+  GRID_LOOP(i, n) {
+    int64_t in = i % inner, j = i / inner % k, o = i / (inner * k);
+    atomicAdd(out + (o * size + ix[j]) * inner + in, g[i]);
+  }
+}
+
+/* d.a = index shape, d.b = x strides; out contiguous over d.a */
+template <typename E>
+__global__ void k_gather(Dims d, int64_t n, int dim, const E *x, const int64_t *ix, E *out) {
+  GRID_LOOP(i, n) {
+    int64_t off = 0, r = i;
+    for (int k = d.nd - 1; k >= 0; k--) {
+      int64_t pos = r % d.a[k];
+      r /= d.a[k];
+      off += (k == dim ? ix[i] : pos) * d.b[k];
+    }
+    out[i] = x[off];
+  }
+}
+
+/* d.a = index shape, d.c = output shape (contiguous) */
+template <typename T>
+__global__ void k_scatter_add(Dims d, int64_t n, int dim, const int64_t *ix, const T *src, T *out) {
+  GRID_LOOP(i, n) {
+    int64_t off = 0, r = i, stride = 1;
+    for (int k = d.nd - 1; k >= 0; k--) {
+      int64_t pos = r % d.a[k];
+      r /= d.a[k];
+      off += (k == dim ? ix[i] : pos) * stride;
+      stride *= d.c[k];
+    }
+    atomicAdd(out + off, src[i]);
+  }
+}
+
+static int float_only(const char *op, cnn_dtype dt) {
+  if (dt == CNN_FLOAT32 || dt == CNN_FLOAT64) return 0;
+  gpu_core.set_error("%s: dtype %s is not supported on cuda", op, gpu_core.dtype_name(dt));
+  return -1;
+}
+
+static int index_select(int dev, cnn_dtype dt, int64_t outer, int64_t size, int64_t k, int64_t inner,
+                        const void *x, const int64_t *ix, void *out) {
+  int64_t n = outer * k * inner;
+  if (gpu_device("index_select", dev)) return -1;
+  if (!n) return 0;
+  unsigned g = gpu_blocks(n);
+  switch (gpu_dtype_size(dt)) {
+  case 1: k_index_select<uint8_t><<<g, GPU_THREADS>>>(outer, size, k, inner, (const uint8_t *)x, ix, (uint8_t *)out); break;
+  case 2: k_index_select<uint16_t><<<g, GPU_THREADS>>>(outer, size, k, inner, (const uint16_t *)x, ix, (uint16_t *)out); break;
+  case 4: k_index_select<uint32_t><<<g, GPU_THREADS>>>(outer, size, k, inner, (const uint32_t *)x, ix, (uint32_t *)out); break;
+  default: k_index_select<uint64_t><<<g, GPU_THREADS>>>(outer, size, k, inner, (const uint64_t *)x, ix, (uint64_t *)out); break;
+  }
+  LAUNCH_CHECK("index_select");
+  return 0;
+}
+
+static int index_add(int dev, cnn_dtype dt, int64_t outer, int64_t size, int64_t k, int64_t inner,
+                     const void *g, const int64_t *ix, void *out) {
+  int64_t n = outer * k * inner;
+  if (float_only("index_select", dt) || gpu_device("index_select", dev)) return -1;
+  if (!n) return 0;
+  if (dt == CNN_FLOAT32) k_index_add<float><<<gpu_blocks(n), GPU_THREADS>>>(outer, size, k, inner, (const float *)g, ix, (float *)out);
+  else k_index_add<double><<<gpu_blocks(n), GPU_THREADS>>>(outer, size, k, inner, (const double *)g, ix, (double *)out);
+  LAUNCH_CHECK("index_select");
+  return 0;
+}
+
+static int gather(int dev, cnn_dtype dt, int ndim, const int64_t *ishape, int dim, const void *x,
+                  const int64_t *xstride, const int64_t *ix, void *out) {
+  Dims d = {};
+  d.nd = ndim;
+  int64_t n = 1;
+  for (int k = 0; k < ndim; k++) d.a[k] = ishape[k], d.b[k] = xstride[k], n *= ishape[k];
+  if (gpu_device("gather", dev)) return -1;
+  if (!n) return 0;
+  unsigned g = gpu_blocks(n);
+  switch (gpu_dtype_size(dt)) {
+  case 1: k_gather<uint8_t><<<g, GPU_THREADS>>>(d, n, dim, (const uint8_t *)x, ix, (uint8_t *)out); break;
+  case 2: k_gather<uint16_t><<<g, GPU_THREADS>>>(d, n, dim, (const uint16_t *)x, ix, (uint16_t *)out); break;
+  case 4: k_gather<uint32_t><<<g, GPU_THREADS>>>(d, n, dim, (const uint32_t *)x, ix, (uint32_t *)out); break;
+  default: k_gather<uint64_t><<<g, GPU_THREADS>>>(d, n, dim, (const uint64_t *)x, ix, (uint64_t *)out); break;
+  }
+  LAUNCH_CHECK("gather");
+  return 0;
+}
+
+static int scatter_add(int dev, cnn_dtype dt, int ndim, const int64_t *oshape, const int64_t *ishape,
+                       int dim, const int64_t *ix, const void *src, void *out) {
+  Dims d = {};
+  d.nd = ndim;
+  int64_t n = 1;
+  for (int k = 0; k < ndim; k++) d.a[k] = ishape[k], d.c[k] = oshape[k], n *= ishape[k];
+  if (float_only("gather", dt) || gpu_device("gather", dev)) return -1;
+  if (!n) return 0;
+  if (dt == CNN_FLOAT32) k_scatter_add<float><<<gpu_blocks(n), GPU_THREADS>>>(d, n, dim, ix, (const float *)src, (float *)out);
+  else k_scatter_add<double><<<gpu_blocks(n), GPU_THREADS>>>(d, n, dim, ix, (const double *)src, (double *)out);
+  LAUNCH_CHECK("gather");
+  return 0;
+}
+
+void gpu_index_register(cnn_backend *be) {
+  be->index_select = index_select;
+  be->index_add = index_add;
+  be->gather = gather;
+  be->scatter_add = scatter_add;
+}

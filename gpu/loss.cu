@@ -1,0 +1,186 @@
+/*
+ * loss.cu -- the losses' own kernels: nll_loss / cross_entropy rows,
+ * binary cross-entropy with logits, and the dropout mask.
+ *
+ * Class losses follow core/ops/loss.c's formulas exactly (see its header):
+ * one thread per row, in double; cross_entropy's log-softmax subtracts the
+ * row maximum; the backward recomputes it from the saved logits.  Core
+ * validates the targets (range, ignore_index) before calling.  BCE uses
+ * elementwise_math.h's cnn_bce_logits* (the functions the CPU runs).
+ *
+ * Dropout is counter-based: element i of a mask drawn with `seed` keeps
+ * when u(seed, i) >= p, u a 24-bit uniform from splitmix64(seed ^ golden*i),
+ * so the mask needs no generator state on the device and a seed taken
+ * from core's generator reproduces it (it differs from the CPU's mask,
+ * which draws from the generator in element order).
+ */
+#include "gpu.h"
+
+#define GRID_LOOP(i, n) \
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
+
+template <typename T> __device__ __forceinline__ double wt(const T *w, int64_t c) {
+  return w ? (double)w[c] : 1.0;
+}
+
+/* log-sum-exp of row x[0..C) (max subtracted) */
+template <typename T> __device__ double row_lse(const T *x, int64_t C) {
+  double m = -INFINITY, s = 0;
+  for (int64_t c = 0; c < C; c++) m = (double)x[c] > m ? (double)x[c] : m;
+  for (int64_t c = 0; c < C; c++) s += exp((double)x[c] - m);
+  return m + log(s);
+}
+
+template <typename T>
+__global__ void k_class_fwd(cnn_be_class_loss a, const T *x, const int64_t *t, const T *w, T *loss,
+                            T *wsum) {
+  GRID_LOOP(i, a.N) {
+    int64_t ti = t[i];
+    if (ti == a.ignore) {
+      loss[i] = 0, wsum[i] = 0;
+      continue;
+    }
+    const T *row = x + i * a.C;
+    double lse = a.logits ? row_lse(row, a.C) : 0.0, e = a.logits ? a.smoothing : 0.0;
+    double smooth = 0;
+    for (int64_t c = 0; e != 0 && c < a.C; c++) smooth -= wt(w, c) * ((double)row[c] - lse);
+    double wti = wt(w, ti);
+    loss[i] = (T)((1 - e) * (-wti * ((double)row[ti] - lse)) + (e / (double)a.C) * smooth);
+    wsum[i] = (T)wti;
+  }
+}
+
+template <typename T>
+__global__ void k_class_bwd(cnn_be_class_loss a, const T *x, const int64_t *t, const T *w,
+                            const T *g, int per_row, double scale, T *gx) {
+  GRID_LOOP(i, a.N) {
+    int64_t ti = t[i];
+    T *out = gx + i * a.C;
+    if (ti == a.ignore) {
+      for (int64_t c = 0; c < a.C; c++) out[c] = 0;
+      continue;
+    }
+    double s = per_row ? (double)g[i] : (double)g[0] * scale, wti = wt(w, ti);
+    if (!a.logits) {
+      for (int64_t c = 0; c < a.C; c++) out[c] = (T)(c == ti ? -wti * s : 0.0);
+      continue;
+    }
+    const T *row = x + i * a.C;
+    double lse = row_lse(row, a.C), e = a.smoothing, W = 0;
+    for (int64_t c = 0; c < a.C; c++) W += wt(w, c);
+    for (int64_t c = 0; c < a.C; c++) {
+      double p = exp((double)row[c] - lse);
+      double d = (1 - e) * wti * (p - (c == ti)) + (e / (double)a.C) * (W * p - wt(w, c));
+      out[c] = (T)(s * d);
+    }
+  }
+}
+
+template <typename T>
+__global__ void k_bce(int64_t n, int which, bool fwd, const T *x, const T *y, const T *pw,
+                      const T *g, T *out) {
+  GRID_LOOP(i, n) {
+    double xv = x[i], yv = y[i], pv = pw ? (double)pw[i] : 1.0;
+    if (fwd) {
+      out[i] = (T)cnn_bce_logits(xv, yv, pv);
+      continue;
+    }
+    double d = which == 0 ? cnn_bce_logits_dx(xv, yv, pv)
+             : which == 1 ? cnn_bce_logits_dy(xv, yv, pv) : cnn_bce_logits_dpw(xv, yv);
+    out[i] = (T)((double)g[i] * d);
+  }
+}
+
+__device__ __forceinline__ uint64_t splitmix64(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+template <typename T> __global__ void k_dropout(int64_t n, double p, uint64_t seed, T *mask) {
+  double keep = 1.0 / (1.0 - p);
+  GRID_LOOP(i, n) {
+    double u = (double)(splitmix64(seed ^ (0x9e3779b97f4a7c15ull * (uint64_t)(i + 1))) >> 40) *
+               (1.0 / 16777216.0);
+    mask[i] = (T)(u < p ? 0.0 : keep);
+  }
+}
+
+/* ---- launchers ------------------------------------------------------------------------- */
+
+static int begin(const char *op, int dev, cnn_dtype dt) {
+  if (dt != CNN_FLOAT32 && dt != CNN_FLOAT64) {
+    gpu_core.set_error("%s: dtype %s is not supported on cuda", op, gpu_core.dtype_name(dt));
+    return -1;
+  }
+  return gpu_device(op, dev);
+}
+
+static const char *class_name(const cnn_be_class_loss *c) {
+  return c->logits ? "cross_entropy" : "nll_loss";
+}
+
+static int class_fwd(int dev, cnn_dtype dt, const cnn_be_class_loss *c, const void *x,
+                     const int64_t *t, const void *w, void *loss, void *wsum) {
+  if (begin(class_name(c), dev, dt)) return -1;
+  if (!c->N) return 0;
+  if (dt == CNN_FLOAT32)
+    k_class_fwd<float><<<gpu_blocks(c->N), GPU_THREADS>>>(*c, (const float *)x, t, (const float *)w, (float *)loss, (float *)wsum);
+  else
+    k_class_fwd<double><<<gpu_blocks(c->N), GPU_THREADS>>>(*c, (const double *)x, t, (const double *)w, (double *)loss, (double *)wsum);
+  LAUNCH_CHECK(class_name(c));
+  return 0;
+}
+
+static int class_bwd(int dev, cnn_dtype dt, const cnn_be_class_loss *c, const void *x,
+                     const int64_t *t, const void *w, const void *g, int per_row, double scale,
+                     void *gx) {
+  if (begin(class_name(c), dev, dt)) return -1;
+  if (!c->N) return 0;
+  if (dt == CNN_FLOAT32)
+    k_class_bwd<float><<<gpu_blocks(c->N), GPU_THREADS>>>(*c, (const float *)x, t, (const float *)w, (const float *)g, per_row, scale, (float *)gx);
+  else
+    k_class_bwd<double><<<gpu_blocks(c->N), GPU_THREADS>>>(*c, (const double *)x, t, (const double *)w, (const double *)g, per_row, scale, (double *)gx);
+  LAUNCH_CHECK(class_name(c));
+  return 0;
+}
+
+static int bce(bool fwd, int dev, cnn_dtype dt, int64_t n, int which, const void *x, const void *y,
+               const void *pw, const void *g, void *out) {
+  const char *op = "binary_cross_entropy_with_logits";
+  if (begin(op, dev, dt)) return -1;
+  if (!n) return 0;
+  if (dt == CNN_FLOAT32)
+    k_bce<float><<<gpu_blocks(n), GPU_THREADS>>>(n, which, fwd, (const float *)x, (const float *)y, (const float *)pw, (const float *)g, (float *)out);
+  else
+    k_bce<double><<<gpu_blocks(n), GPU_THREADS>>>(n, which, fwd, (const double *)x, (const double *)y, (const double *)pw, (const double *)g, (double *)out);
+  LAUNCH_CHECK(op);
+  return 0;
+}
+
+static int bce_fwd(int dev, cnn_dtype dt, int64_t n, const void *x, const void *y, const void *pw,
+                   void *out) {
+  return bce(true, dev, dt, n, 0, x, y, pw, NULL, out);
+}
+static int bce_bwd(int dev, cnn_dtype dt, int64_t n, int which, const void *x, const void *y,
+                   const void *pw, const void *g, void *out) {
+  return bce(false, dev, dt, n, which, x, y, pw, g, out);
+}
+
+static int dropout_mask(int dev, cnn_dtype dt, int64_t n, double p, uint64_t seed, void *mask) {
+  if (begin("dropout", dev, dt)) return -1;
+  if (!n) return 0;
+  if (dt == CNN_FLOAT32) k_dropout<float><<<gpu_blocks(n), GPU_THREADS>>>(n, p, seed, (float *)mask);
+  else k_dropout<double><<<gpu_blocks(n), GPU_THREADS>>>(n, p, seed, (double *)mask);
+  LAUNCH_CHECK("dropout");
+  return 0;
+}
+
+void gpu_loss_register(cnn_backend *be) {
+  be->class_loss_forward = class_fwd;
+  be->class_loss_backward = class_bwd;
+  be->bce_forward = bce_fwd;
+  be->bce_backward = bce_bwd;
+  be->dropout_mask = dropout_mask;
+}

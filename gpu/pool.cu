@@ -1,0 +1,219 @@
+/*
+ * pool.cu -- max, average and adaptive average 2-D pooling: our own
+ * kernels, one thread per output element.
+ *
+ * Why not cuDNN here: core's API returns max-pool indices (the flat h*W+w
+ * of the argmax, which backward scatters through and which the user can
+ * ask for), and follows PyTorch's ceil_mode windows and average divisors
+ * (window clipped to the padded input), none of which cuDNN's pooling
+ * exposes; PyTorch uses its own kernels for the same reasons.  The window
+ * rules are core/cpu/pool.c's, line for line: padding is -inf for max
+ * (first maximum kept, a NaN wins and every later NaN moves the index, as
+ * the CPU's branch-free loop does), average divides by the clipped padded
+ * window or by the real elements.
+ *
+ * Backward passes zero dx and scatter with atomicAdd (float and double
+ * atomics: sm_60 and later), so overlapping windows sum as on the CPU, in
+ * a nondeterministic order (differences of float rounding only).
+ */
+#include <math.h>
+
+#include "gpu.h"
+
+#define GRID_LOOP(i, n) \
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
+
+__device__ __forceinline__ int64_t mx(int64_t a, int64_t b) { return a > b ? a : b; }
+__device__ __forceinline__ int64_t mn(int64_t a, int64_t b) { return a < b ? a : b; }
+
+template <typename T>
+__global__ void k_max_fwd(cnn_pool_shape s, const T *x, T *y, int64_t *idx) {
+  int64_t n = s.N * s.C * s.OH * s.OW;
+  GRID_LOOP(i, n) {
+    int64_t ow = i % s.OW, oh = i / s.OW % s.OH, plane = i / (s.OW * s.OH);
+    int64_t h0 = mx(oh * s.sh - s.ph, 0), h1 = mn(oh * s.sh - s.ph + s.kh, s.H);
+    int64_t w0 = mx(ow * s.sw - s.pw, 0), w1 = mn(ow * s.sw - s.pw + s.kw, s.W);
+    const T *xp = x + plane * s.H * s.W;
+    int64_t arg = h0 < h1 && w0 < w1 ? h0 * s.W + w0 : -1;
+    double best = -INFINITY;
+    bool seen_nan = false;
+    for (int64_t h = h0; h < h1; h++)
+      for (int64_t w = w0; w < w1; w++) {
+        double v = xp[h * s.W + w];
+        bool is_nan = v != v;
+        if ((v > best && !seen_nan) || is_nan) arg = h * s.W + w;
+        if (v > best) best = v;
+        seen_nan |= is_nan;
+      }
+    y[i] = seen_nan ? (T)NAN : (T)best;
+    if (idx) idx[i] = arg;
+  }
+}
+
+template <typename T>
+__global__ void k_max_bwd(cnn_pool_shape s, const T *dy, const int64_t *idx, T *dx) {
+  int64_t n = s.N * s.C * s.OH * s.OW;
+  GRID_LOOP(i, n) {
+    int64_t plane = i / (s.OW * s.OH), a = idx[i];
+    if (a >= 0) atomicAdd(dx + plane * s.H * s.W + a, dy[i]);
+  }
+}
+
+/* the clipped window and divisor of core/cpu/pool.c's avg_window */
+struct Win {
+  int64_t h0, h1, w0, w1;
+  double div;
+};
+__device__ Win avg_win(const cnn_pool_shape &s, int64_t oh, int64_t ow) {
+  Win v;
+  int64_t h0 = oh * s.sh - s.ph, w0 = ow * s.sw - s.pw;
+  int64_t h1 = mn(h0 + s.kh, s.H + s.ph), w1 = mn(w0 + s.kw, s.W + s.pw);
+  int64_t padded = (h1 - h0) * (w1 - w0);
+  v.h0 = mx(h0, 0), v.w0 = mx(w0, 0), v.h1 = mn(h1, s.H), v.w1 = mn(w1, s.W);
+  int64_t real = mx(v.h1 - v.h0, 0) * mx(v.w1 - v.w0, 0);
+  v.div = (double)(s.count_include_pad ? padded : real);
+  return v;
+}
+
+template <typename T> __global__ void k_avg_fwd(cnn_pool_shape s, const T *x, T *y) {
+  int64_t n = s.N * s.C * s.OH * s.OW;
+  GRID_LOOP(i, n) {
+    int64_t ow = i % s.OW, oh = i / s.OW % s.OH, plane = i / (s.OW * s.OH);
+    Win v = avg_win(s, oh, ow);
+    const T *xp = x + plane * s.H * s.W;
+    double acc = 0;
+    for (int64_t h = v.h0; h < v.h1; h++)
+      for (int64_t w = v.w0; w < v.w1; w++) acc += xp[h * s.W + w];
+    y[i] = (T)(v.div > 0 ? acc / v.div : 0);
+  }
+}
+
+template <typename T> __global__ void k_avg_bwd(cnn_pool_shape s, const T *dy, T *dx) {
+  int64_t n = s.N * s.C * s.OH * s.OW;
+  GRID_LOOP(i, n) {
+    int64_t ow = i % s.OW, oh = i / s.OW % s.OH, plane = i / (s.OW * s.OH);
+    Win v = avg_win(s, oh, ow);
+    if (!(v.div > 0)) continue;
+    T g = (T)((double)dy[i] / v.div);
+    T *dp = dx + plane * s.H * s.W;
+    for (int64_t h = v.h0; h < v.h1; h++)
+      for (int64_t w = v.w0; w < v.w1; w++) atomicAdd(dp + h * s.W + w, g);
+  }
+}
+
+__device__ __forceinline__ int64_t bin_start(int64_t i, int64_t in, int64_t out) { return i * in / out; }
+__device__ __forceinline__ int64_t bin_end(int64_t i, int64_t in, int64_t out) {
+  return ((i + 1) * in + out - 1) / out;
+}
+
+template <typename T>
+__global__ void k_adaptive(bool backward, int64_t NC, int64_t H, int64_t W, int64_t OH, int64_t OW,
+                           const T *in, T *out) {
+  int64_t n = NC * OH * OW;
+  GRID_LOOP(i, n) {
+    int64_t ow = i % OW, oh = i / OW % OH, plane = i / (OW * OH);
+    int64_t h0 = bin_start(oh, H, OH), h1 = bin_end(oh, H, OH);
+    int64_t w0 = bin_start(ow, W, OW), w1 = bin_end(ow, W, OW);
+    double area = (double)((h1 - h0) * (w1 - w0));
+    if (backward) { /* in = dy (OH x OW), out = dx (H x W) */
+      T g = (T)((double)in[i] / area);
+      for (int64_t h = h0; h < h1; h++)
+        for (int64_t w = w0; w < w1; w++) atomicAdd(out + plane * H * W + h * W + w, g);
+    } else {
+      double acc = 0;
+      for (int64_t h = h0; h < h1; h++)
+        for (int64_t w = w0; w < w1; w++) acc += in[plane * H * W + h * W + w];
+      out[i] = (T)(acc / area);
+    }
+  }
+}
+
+/* ---- launchers ------------------------------------------------------------------------ */
+
+static int begin(const char *op, int dev, cnn_dtype dt) {
+  if (dt != CNN_FLOAT32 && dt != CNN_FLOAT64) {
+    gpu_core.set_error("%s: dtype %s is not supported on cuda", op, gpu_core.dtype_name(dt));
+    return -1;
+  }
+  return gpu_device(op, dev);
+}
+
+static int zero(const char *op, void *p, size_t bytes) {
+  CUDA_CHECK(op, cudaMemsetAsync(p, 0, bytes, 0));
+  return 0;
+}
+
+static int max_fwd(int dev, cnn_dtype dt, const cnn_pool_shape *s, const void *x, void *y,
+                   int64_t *idx) {
+  int64_t n = s->N * s->C * s->OH * s->OW;
+  if (begin("max_pool2d", dev, dt)) return -1;
+  if (!n) return 0;
+  if (dt == CNN_FLOAT32) k_max_fwd<float><<<gpu_blocks(n), GPU_THREADS>>>(*s, (const float *)x, (float *)y, idx);
+  else k_max_fwd<double><<<gpu_blocks(n), GPU_THREADS>>>(*s, (const double *)x, (double *)y, idx);
+  LAUNCH_CHECK("max_pool2d");
+  return 0;
+}
+
+static int max_bwd(int dev, cnn_dtype dt, const cnn_pool_shape *s, const void *dy,
+                   const int64_t *idx, void *dx) {
+  int64_t n = s->N * s->C * s->OH * s->OW;
+  if (begin("max_pool2d", dev, dt) || zero("max_pool2d", dx, (size_t)(s->N * s->C * s->H * s->W) * gpu_dtype_size(dt)))
+    return -1;
+  if (!n) return 0;
+  if (dt == CNN_FLOAT32) k_max_bwd<float><<<gpu_blocks(n), GPU_THREADS>>>(*s, (const float *)dy, idx, (float *)dx);
+  else k_max_bwd<double><<<gpu_blocks(n), GPU_THREADS>>>(*s, (const double *)dy, idx, (double *)dx);
+  LAUNCH_CHECK("max_pool2d");
+  return 0;
+}
+
+static int avg_fwd(int dev, cnn_dtype dt, const cnn_pool_shape *s, const void *x, void *y) {
+  int64_t n = s->N * s->C * s->OH * s->OW;
+  if (begin("avg_pool2d", dev, dt)) return -1;
+  if (!n) return 0;
+  if (dt == CNN_FLOAT32) k_avg_fwd<float><<<gpu_blocks(n), GPU_THREADS>>>(*s, (const float *)x, (float *)y);
+  else k_avg_fwd<double><<<gpu_blocks(n), GPU_THREADS>>>(*s, (const double *)x, (double *)y);
+  LAUNCH_CHECK("avg_pool2d");
+  return 0;
+}
+
+static int avg_bwd(int dev, cnn_dtype dt, const cnn_pool_shape *s, const void *dy, void *dx) {
+  int64_t n = s->N * s->C * s->OH * s->OW;
+  if (begin("avg_pool2d", dev, dt) || zero("avg_pool2d", dx, (size_t)(s->N * s->C * s->H * s->W) * gpu_dtype_size(dt)))
+    return -1;
+  if (!n) return 0;
+  if (dt == CNN_FLOAT32) k_avg_bwd<float><<<gpu_blocks(n), GPU_THREADS>>>(*s, (const float *)dy, (float *)dx);
+  else k_avg_bwd<double><<<gpu_blocks(n), GPU_THREADS>>>(*s, (const double *)dy, (double *)dx);
+  LAUNCH_CHECK("avg_pool2d");
+  return 0;
+}
+
+static int adaptive(bool bwd, int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t H, int64_t W,
+                    int64_t OH, int64_t OW, const void *in, void *out) {
+  const char *op = "adaptive_avg_pool2d";
+  if (begin(op, dev, dt)) return -1;
+  if (bwd && zero(op, out, (size_t)(N * C * H * W) * gpu_dtype_size(dt))) return -1;
+  int64_t n = N * C * OH * OW;
+  if (!n || !H || !W) return 0;
+  if (dt == CNN_FLOAT32) k_adaptive<float><<<gpu_blocks(n), GPU_THREADS>>>(bwd, N * C, H, W, OH, OW, (const float *)in, (float *)out);
+  else k_adaptive<double><<<gpu_blocks(n), GPU_THREADS>>>(bwd, N * C, H, W, OH, OW, (const double *)in, (double *)out);
+  LAUNCH_CHECK(op);
+  return 0;
+}
+
+static int adaptive_fwd(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t H, int64_t W,
+                        int64_t OH, int64_t OW, const void *x, void *y) {
+  return adaptive(false, dev, dt, N, C, H, W, OH, OW, x, y);
+}
+static int adaptive_bwd(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t H, int64_t W,
+                        int64_t OH, int64_t OW, const void *dy, void *dx) {
+  return adaptive(true, dev, dt, N, C, H, W, OH, OW, dy, dx);
+}
+
+void gpu_pool_register(cnn_backend *be) {
+  be->max_pool2d_forward = max_fwd;
+  be->max_pool2d_backward = max_bwd;
+  be->avg_pool2d_forward = avg_fwd;
+  be->avg_pool2d_backward = avg_bwd;
+  be->adaptive_avg_pool2d_forward = adaptive_fwd;
+  be->adaptive_avg_pool2d_backward = adaptive_bwd;
+}

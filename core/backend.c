@@ -34,6 +34,7 @@ static const cnn_core_api core_api = {CNN_CORE_API_VERSION, cnn_set_error, cnn_i
 
 static pthread_once_t cuda_once = PTHREAD_ONCE_INIT;
 static const cnn_backend *cuda_backend;
+static const char *(*module_version)(void); /* the module's cnn_cuda_version_info */
 static char cuda_reason[512] = "not probed";
 
 static void *open_module(const char *path) {
@@ -73,6 +74,7 @@ static void load_cuda(void) {
       snprintf(cuda_reason, sizeof cuda_reason, "the CUDA module could not be loaded: %s", err);
     return;
   }
+  module_version = (const char *(*)(void))dlsym(h, "cnn_cuda_version_info");
   cnn_cuda_backend_init_fn init = (cnn_cuda_backend_init_fn)dlsym(h, "cnn_cuda_backend_init");
   if (!init) {
     snprintf(cuda_reason, sizeof cuda_reason, "the CUDA module lacks cnn_cuda_backend_init");
@@ -84,6 +86,11 @@ static void load_cuda(void) {
 const char *cnn_cuda_unavailable_reason(void) {
   pthread_once(&cuda_once, load_cuda);
   return cuda_backend ? NULL : cuda_reason;
+}
+
+const char *cnn_cuda_module_info(void) {
+  pthread_once(&cuda_once, load_cuda);
+  return module_version ? module_version() : NULL;
 }
 
 const cnn_backend *cnn_backend_get(cnn_device_type type) {

@@ -226,6 +226,10 @@ typedef const cnn_backend *(*cnn_cuda_backend_init_fn)(const cnn_core_api *core,
 const cnn_backend *cnn_backend_get(cnn_device_type type);
 /* Why CUDA is unavailable, or NULL when it is available. */
 const char *cnn_cuda_unavailable_reason(void);
+/* Lines about the CUDA module (what it was built against, the libraries
+ * loaded, the device) -- loads the module; works without a device; NULL
+ * when there is no module. */
+const char *cnn_cuda_module_info(void);
 /* For an op on a tensor already known to be on a CUDA device: the backend,
  * or NULL with "<op>: <why CUDA is unavailable>". */
 const cnn_backend *cnn_cuda_backend(const char *op);

@@ -24,7 +24,7 @@
  * literal `f64`, chosen inside each parallel loop (OpenMP outlines loop
  * bodies before inlining, so a flag passed in would stay a variable).
  */
-#include <cblas.h>
+#include "blas.h"
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,13 +42,12 @@ static inline void *at(const void *p, int64_t i, int f64) {
 static void gemm(int f64, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
                  const void *A, int64_t lda, const void *B, int64_t ldb, double beta, void *C,
                  int64_t ldc) {
-  enum CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans;
-  enum CBLAS_TRANSPOSE tb = trans_b ? CblasTrans : CblasNoTrans;
+  bool ta = trans_a, tb = trans_b;
   if (f64)
-    cblas_dgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, 1.0, A, (int)lda, B, (int)ldb,
+    cnn_blas_dgemm(ta, tb, (int)M, (int)N, (int)K, 1.0, A, (int)lda, B, (int)ldb,
                 beta, C, (int)ldc);
   else
-    cblas_sgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, 1.0f, A, (int)lda, B, (int)ldb,
+    cnn_blas_sgemm(ta, tb, (int)M, (int)N, (int)K, 1.0f, A, (int)lda, B, (int)ldb,
                 (float)beta, C, (int)ldc);
 }
 

@@ -15,11 +15,17 @@
  * are joined in groups, a tree of nodes); the backward of each piece is a
  * narrow/select of the gradient.  index_select and gather scatter-add the
  * gradient back; pad narrows it.
+ *
+ * Devices: the tensors of one call share a device and results live there.
+ * cat/stack/pad need nothing more (cnn_copy_raw copies on the device); the
+ * index loops have CUDA counterparts called from the *_device helpers (the
+ * dispatch points); indices are validated on a host copy.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "autograd.h"
+#include "backend.h"
 #include "cnn.h"
 #include "tensor_internal.h"
 
@@ -33,7 +39,14 @@ static int check_tensor(const char *op, const cnn_tensor *t) {
   if (!t) return cnn_set_error("%s: missing tensor argument", op), -1;
   if (dtype_rank(t->dtype) < 0)
     return cnn_set_error("%s: dtype %s not supported", op, cnn_dtype_name(t->dtype)), -1;
-  return cnn_require_cpu(op, t);
+  return 0;
+}
+
+/* the backend for an index op on a CUDA tensor; NULL + error */
+static const cnn_backend *index_backend(const char *op, bool have) {
+  const cnn_backend *be = cnn_cuda_backend(op);
+  if (be && !have) return cnn_backend_unsupported(op), NULL;
+  return be;
 }
 
 static int check_dim(const char *op, const cnn_tensor *t, int dim, int ndim) {
@@ -93,7 +106,7 @@ static int check_join(const char *op, int n, cnn_tensor *const *ts, int dim, boo
   char s1[CNN_SHAPE_STR], s2[CNN_SHAPE_STR];
   if (n < 1) return cnn_set_error("%s: expects a non-empty list of tensors", op), -1;
   for (int i = 0; i < n; i++)
-    if (check_tensor(op, ts[i])) return -1;
+    if (check_tensor(op, ts[i]) || cnn_check_same_device(op, ts[0], ts[i])) return -1;
   const cnn_tensor *t0 = ts[0];
   if (check_dim(op, t0, dim, t0->ndim + (stack ? 1 : 0))) return -1;
   *dt = t0->dtype;
@@ -126,7 +139,7 @@ static cnn_tensor *join_small(int n, cnn_tensor *const *ts, int dim, bool stack,
     shape[dim] = 0;
     for (int i = 0; i < n; i++) shape[dim] += ts[i]->shape[dim];
   }
-  cnn_tensor *out = cnn_empty(nd, shape, dt, CNN_DEVICE_CPU);
+  cnn_tensor *out = cnn_empty(nd, shape, dt, cnn_tensor_device(t0));
   if (!out) return NULL;
   int64_t at = 0;
   for (int i = 0; i < n; i++) {
@@ -190,9 +203,18 @@ static void add_elem(cnn_dtype dt, void *dst, int64_t di, const void *src, int64
  * and src have the same shape (index already validated). */
 cnn_tensor *cnn_scatter_add_new(int ndim, const int64_t *shape, int dim, cnn_tensor *index,
                                 cnn_tensor *src) {
-  cnn_tensor *out = cnn_zeros(ndim, shape, src->dtype, CNN_DEVICE_CPU);
+  cnn_tensor *out = cnn_zeros(ndim, shape, src->dtype, cnn_tensor_device(src));
   cnn_tensor *ic = out ? contig(index) : NULL, *sc = ic ? contig(src) : NULL;
   if (!sc) return cnn_tensor_release(out), cnn_tensor_release(ic), NULL;
+  if (cnn_on_cuda(out)) { /* scatter-add on the device */
+    const cnn_backend *be = cnn_cuda_backend("gather");
+    be = be ? index_backend("gather", be->scatter_add != NULL) : NULL;
+    int rc = be ? be->scatter_add(cnn_tensor_device(out).index, src->dtype, ndim, shape, ic->shape, dim,
+                                  cnn_tensor_data(ic), cnn_tensor_data(sc), cnn_tensor_data(out)) : -1;
+    cnn_tensor_release(ic), cnn_tensor_release(sc);
+    if (rc) return cnn_tensor_release(out), NULL;
+    return out;
+  }
   const int64_t *ix = cnn_tensor_data(ic);
   int64_t n = cnn_tensor_numel(ic), pos[CNN_MAX_DIMS] = {0};
   void *o = cnn_tensor_data(out);
@@ -221,17 +243,22 @@ static void split3(const int64_t *shape, int ndim, int dim, int64_t *outer, int6
   for (int d = dim + 1; d < ndim; d++) *inner *= shape[d];
 }
 
-static int check_indices(const char *op, const cnn_tensor *x, int dim, const cnn_tensor *ic) {
+static int check_indices(const char *op, const cnn_tensor *x, int dim, cnn_tensor *ic) {
   char s[CNN_SHAPE_STR];
-  const int64_t *ix = cnn_tensor_data(ic);
+  if (cnn_check_same_device(op, x, ic)) return -1;
+  cnn_tensor *host = cnn_on_cuda(ic) ? cnn_to_device(ic, CNN_DEVICE_CPU) : NULL;
+  if (cnn_on_cuda(ic) && !host) return -1;
+  const int64_t *ix = cnn_tensor_data(host ? host : ic);
   int64_t n = cnn_tensor_numel(ic), size = x->ndim ? x->shape[dim] : 1;
-  for (int64_t i = 0; i < n; i++)
+  int rc = 0;
+  for (int64_t i = 0; rc == 0 && i < n; i++)
     if (ix[i] < 0 || ix[i] >= size) {
       cnn_set_error("%s: index %lld out of range for dimension %d of size %lld (input %s)", op,
                     (long long)ix[i], dim + 1, (long long)size, cnn_tensor_shape_str(x, s));
-      return -1;
+      rc = -1;
     }
-  return 0;
+  cnn_tensor_release(host);
+  return rc;
 }
 
 static int index_select_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
@@ -239,11 +266,21 @@ static int index_select_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
   if (!idx) return -1;
   int dim = (int)n->ip[0], nd = n->in_ndim[0];
   cnn_tensor *gc = cnn_contiguous(g);
-  cnn_tensor *out = gc ? cnn_zeros(nd, n->in_shape[0], g->dtype, CNN_DEVICE_CPU) : NULL;
+  cnn_tensor *out = gc ? cnn_zeros(nd, n->in_shape[0], g->dtype, cnn_tensor_device(g)) : NULL;
   if (!out) return cnn_tensor_release(gc), -1;
   int64_t outer, inner, k = cnn_tensor_numel(idx), size = n->in_shape[0][dim];
   split3(n->in_shape[0], nd, dim, &outer, &inner);
   const int64_t *ix = cnn_tensor_data(idx);
+  if (cnn_on_cuda(out)) {
+    const cnn_backend *be = cnn_cuda_backend("index_select");
+    be = be ? index_backend("index_select", be->index_add != NULL) : NULL;
+    int rc = be ? be->index_add(cnn_tensor_device(out).index, g->dtype, outer, size, k, inner, cnn_tensor_data(gc),
+                                ix, cnn_tensor_data(out)) : -1;
+    cnn_tensor_release(gc);
+    if (rc) return cnn_tensor_release(out), -1;
+    gin[0] = out;
+    return 0;
+  }
   for (int64_t o = 0; o < outer; o++)
     for (int64_t j = 0; j < k; j++)
       for (int64_t i = 0; i < inner; i++)
@@ -267,13 +304,21 @@ cnn_tensor *cnn_index_select(cnn_tensor *x, int dim, cnn_tensor *index) {
   memcpy(shape, x->shape, sizeof shape);
   if (x->ndim) shape[dim] = k;
   cnn_tensor *xc = contig(x);
-  cnn_tensor *out = xc ? cnn_empty(x->ndim, shape, x->dtype, CNN_DEVICE_CPU) : NULL;
+  cnn_tensor *out = xc ? cnn_empty(x->ndim, shape, x->dtype, cnn_tensor_device(x)) : NULL;
+  if (out && cnn_on_cuda(out)) {
+    split3(x->shape, x->ndim, dim, &outer, &inner);
+    const cnn_backend *be = cnn_cuda_backend("index_select");
+    be = be ? index_backend("index_select", be->index_select != NULL) : NULL;
+    if (!be || be->index_select(cnn_tensor_device(out).index, x->dtype, outer, x->ndim ? x->shape[dim] : 1, k,
+                                inner, cnn_tensor_data(xc), cnn_tensor_data(ic), cnn_tensor_data(out)))
+      cnn_tensor_release(out), out = NULL;
+  }
   if (out) {
     split3(x->shape, x->ndim, dim, &outer, &inner);
     size_t es = cnn_dtype_size(x->dtype), slab = (size_t)inner * es;
     int64_t size = x->ndim ? x->shape[dim] : 1;
     const int64_t *ix = cnn_tensor_data(ic);
-    for (int64_t o = 0; o < outer; o++)
+    for (int64_t o = 0; !cnn_on_cuda(out) && o < outer; o++)
       for (int64_t j = 0; j < k; j++)
         memcpy((char *)cnn_tensor_data(out) + (o * k + j) * slab,
                (const char *)cnn_tensor_data(xc) + (o * size + ix[j]) * slab, slab);
@@ -316,10 +361,18 @@ cnn_tensor *cnn_gather(cnn_tensor *x, int dim, cnn_tensor *index) {
   if (check_gather(x, dim, index)) return NULL;
   cnn_tensor *ic = contig(index);
   if (!ic || check_indices("gather", x, dim, ic)) return cnn_tensor_release(ic), NULL;
-  cnn_tensor *out = cnn_empty(ic->ndim, ic->shape, x->dtype, CNN_DEVICE_CPU);
+  cnn_tensor *out = cnn_empty(ic->ndim, ic->shape, x->dtype, cnn_tensor_device(x));
   if (!out) return cnn_tensor_release(ic), NULL;
   const int64_t *ix = cnn_tensor_data(ic);
   int64_t n = cnn_tensor_numel(ic), pos[CNN_MAX_DIMS] = {0};
+  if (cnn_on_cuda(out)) {
+    const cnn_backend *be = cnn_cuda_backend("gather");
+    be = be ? index_backend("gather", be->gather != NULL) : NULL;
+    if (!be || be->gather(cnn_tensor_device(out).index, x->dtype, x->ndim, ic->shape, dim, cnn_tensor_data(x),
+                          x->stride, ix, cnn_tensor_data(out)))
+      return cnn_tensor_release(ic), cnn_tensor_release(out), NULL;
+    n = 0; /* done on the device */
+  }
   size_t es = cnn_dtype_size(x->dtype);
   const char *xd = cnn_tensor_data(x);
   for (int64_t i = 0; i < n; i++) {
@@ -384,7 +437,7 @@ static cnn_tensor *region(cnn_tensor *t, const pad_plan *pl, const int64_t *star
 
 static int pad_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
   pad_plan *pl = n->extra;
-  cnn_tensor *z = cnn_zeros(n->in_ndim[0], n->in_shape[0], g->dtype, CNN_DEVICE_CPU);
+  cnn_tensor *z = cnn_zeros(n->in_ndim[0], n->in_shape[0], g->dtype, cnn_tensor_device(g));
   cnn_tensor *dst = z ? region(z, pl, pl->src0) : NULL, *src = dst ? region(g, pl, pl->dst0) : NULL;
   int rc = src ? cnn_copy_raw(dst, src) : -1;
   cnn_tensor_release(dst);
@@ -397,7 +450,7 @@ static int pad_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
 cnn_tensor *cnn_pad(cnn_tensor *x, int npads, const int64_t *pads, double value) {
   pad_plan pl;
   if (check_tensor("pad", x) || plan_pad(x, npads, pads, &pl)) return NULL;
-  cnn_tensor *out = cnn_full(x->ndim, pl.out_shape, value, x->dtype, CNN_DEVICE_CPU);
+  cnn_tensor *out = cnn_full(x->ndim, pl.out_shape, value, x->dtype, cnn_tensor_device(x));
   if (!out) return NULL;
   bool prev = cnn_set_grad_enabled(false);
   cnn_tensor *dst = region(out, &pl, pl.dst0), *src = dst ? region(x, &pl, pl.src0) : NULL;

@@ -23,12 +23,18 @@
  * seed reproduces it) and saves the scaled mask.  mse_loss is composed of
  * elementwise ops and a reduction; bce_with_logits computes the per-element
  * loss with elementwise_math.h, then reduces.
+ *
+ * Devices: tensors of one call share a device.  On a CUDA device the row
+ * losses, the BCE terms and the dropout mask are the backend's kernels
+ * (same formulas; the *_device helpers below are the dispatch points) and
+ * the reductions are tensor ops; targets are validated on a host copy.
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "autograd.h"
+#include "backend.h"
 #include "cnn.h"
 #include "elementwise_math.h"
 #include "tensor_internal.h"
@@ -46,8 +52,9 @@ static int check_float(const char *op, const char *what, const cnn_tensor *t) {
   if (t->dtype != CNN_FLOAT32 && t->dtype != CNN_FLOAT64)
     return cnn_set_error("%s: %s must be float32 or float64, got %s (use :float())", op, what,
                          cnn_dtype_name(t->dtype)), -1;
-  return cnn_require_cpu(op, t);
+  return 0;
 }
+
 
 static int check_reduction(const char *op, cnn_reduction red) {
   if (red != CNN_REDUCTION_NONE && red != CNN_REDUCTION_MEAN && red != CNN_REDUCTION_SUM)
@@ -132,8 +139,17 @@ static int dropout_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
 
 /* mask[i] = 0 with probability p, else 1/(1-p) (x's dtype, contiguous) */
 static cnn_tensor *dropout_mask(const cnn_tensor *x, double p) {
-  cnn_tensor *m = cnn_empty(x->ndim, x->shape, x->dtype, CNN_DEVICE_CPU);
+  cnn_tensor *m = cnn_empty(x->ndim, x->shape, x->dtype, cnn_tensor_device(x));
   if (!m) return NULL;
+  if (cnn_on_cuda(m)) { /* counter-based mask from one draw of the generator */
+    const cnn_backend *be = cnn_cuda_backend("dropout");
+    int rc = !be ? -1 : be->dropout_mask ? be->dropout_mask(cnn_tensor_device(m).index, m->dtype,
+                                                            cnn_tensor_numel(m), p, cnn_rng_next(),
+                                                            cnn_tensor_data(m))
+                                         : cnn_backend_unsupported("dropout");
+    if (rc) cnn_tensor_release(m), m = NULL;
+    return m;
+  }
   int64_t n = cnn_tensor_numel(m);
   double keep = 1.0 / (1.0 - p);
   void *d = cnn_tensor_data(m);
@@ -154,7 +170,7 @@ cnn_tensor *cnn_dropout(cnn_tensor *x, double p, bool training) {
   if (!(p >= 0 && p <= 1))
     return cnn_set_error("dropout: probability must be between 0 and 1, got %g", p), NULL;
   if (!training || p == 0) return cnn_tensor_retain(x), x;
-  cnn_tensor *mask = p == 1 ? cnn_zeros(x->ndim, x->shape, x->dtype, CNN_DEVICE_CPU)
+  cnn_tensor *mask = p == 1 ? cnn_zeros(x->ndim, x->shape, x->dtype, cnn_tensor_device(x))
                             : dropout_mask(x, p);
   if (!mask) return NULL;
   bool prev = cnn_set_grad_enabled(false);
@@ -200,23 +216,29 @@ static int check_class_shapes(const char *op, cnn_tensor *x, cnn_tensor *target,
 }
 
 static int check_class_values(const char *op, const class_args *a, int64_t ignore) {
-  const int64_t *t = cnn_tensor_data(a->t);
-  for (int64_t i = 0; i < a->N; i++)
+  cnn_tensor *host = cnn_on_cuda(a->t) ? cnn_to_device(a->t, CNN_DEVICE_CPU) : NULL;
+  if (cnn_on_cuda(a->t) && !host) return -1;
+  const int64_t *t = cnn_tensor_data(host ? host : a->t);
+  int rc = 0;
+  for (int64_t i = 0; rc == 0 && i < a->N; i++)
     if (t[i] != ignore && (t[i] < 0 || t[i] >= a->C))
-      return cnn_set_error("%s: target %lld out of range for %lld classes", op, (long long)t[i],
-                           (long long)a->C), -1;
-  return 0;
+      rc = (cnn_set_error("%s: target %lld out of range for %lld classes", op, (long long)t[i],
+                          (long long)a->C), -1);
+  cnn_tensor_release(host);
+  return rc;
 }
 
 static int class_args_make(const char *op, cnn_tensor *x, cnn_tensor *target, cnn_tensor *weight,
                            int64_t ignore, class_args *a) {
   char s[CNN_SHAPE_STR];
   memset(a, 0, sizeof *a);
-  if (check_float(op, "input", x) || !target || cnn_require_cpu(op, target)) {
+  if (check_float(op, "input", x) || !target) {
     if (!target) cnn_set_error("%s: missing target", op);
     return -1;
   }
-  if (check_class_shapes(op, x, target, a)) return -1;
+  if (check_class_shapes(op, x, target, a) || cnn_check_same_device(op, x, target) ||
+      cnn_check_same_device(op, x, weight))
+    return -1;
   if (weight && (check_float(op, "weight", weight) || weight->ndim != 1 || weight->shape[0] != a->C)) {
     if (weight->ndim != 1 || weight->shape[0] != a->C)
       cnn_set_error("%s: weight %s does not match the %lld classes", op,
@@ -303,9 +325,66 @@ static int class_backward_args(cnn_node *n, class_args *a) {
   return a->t ? 0 : -1;
 }
 
+/* ---- class losses on a CUDA device ---------------------------------------------------------- */
+
+static cnn_be_class_loss class_desc(const class_args *a, bool logits, int64_t ignore, double e) {
+  cnn_be_class_loss c = {a->N, a->C, logits, ignore, e};
+  return c;
+}
+
+/* the loss of a reduction from device row losses; *denom = sum of row weights */
+static cnn_tensor *class_forward_device(const char *op, const class_args *a, bool logits, int64_t ignore,
+                                        double e, cnn_reduction red, double *denom) {
+  const cnn_backend *be = cnn_cuda_backend(op);
+  if (!be) return NULL;
+  if (!be->class_loss_forward) return cnn_backend_unsupported(op), NULL;
+  cnn_device dev = cnn_tensor_device(a->x);
+  cnn_tensor *loss = cnn_empty(1, &a->N, a->x->dtype, dev), *ws = loss ? cnn_empty(1, &a->N, a->x->dtype, dev) : NULL;
+  cnn_be_class_loss c = class_desc(a, logits, ignore, e);
+  int rc = ws ? be->class_loss_forward(dev.index, a->x->dtype, &c, cnn_tensor_data(a->x), cnn_tensor_data(a->t),
+                                       a->w ? cnn_tensor_data(a->w) : NULL, cnn_tensor_data(loss), cnn_tensor_data(ws))
+              : -1;
+  cnn_tensor *wsum = rc == 0 ? cnn_reduce(CNN_RED_SUM, ws, 0, false, 0) : NULL, *out = NULL;
+  *denom = wsum ? cnn_tensor_get(wsum, 0) : 0;
+  if (wsum && red == CNN_REDUCTION_NONE) {
+    out = a->single ? cnn_view(loss, 0, NULL) : (cnn_tensor_retain(loss), loss);
+  } else if (wsum) {
+    cnn_tensor *s = cnn_reduce(CNN_RED_SUM, loss, 0, false, 0);
+    out = s && red == CNN_REDUCTION_MEAN ? cnn_unary(CNN_OP_MUL_SCALAR, s, 1.0 / *denom, 0) : s;
+    if (out != s) cnn_tensor_release(s);
+  }
+  cnn_tensor_release(loss), cnn_tensor_release(ws), cnn_tensor_release(wsum);
+  return out;
+}
+
+static int class_backward_device(cnn_node *n, const class_args *a, cnn_tensor *x, cnn_tensor *g, bool logits,
+                                 cnn_tensor **gin) {
+  const char *op = logits ? "cross_entropy" : "nll_loss";
+  const cnn_backend *be = cnn_cuda_backend(op);
+  if (!be) return -1;
+  if (!be->class_loss_backward) return cnn_backend_unsupported(op);
+  cnn_tensor *gc = cnn_contiguous(g);
+  cnn_tensor *gx = gc ? cnn_empty(n->in_ndim[0], n->in_shape[0], n->in_dtype[0], cnn_tensor_device(x)) : NULL;
+  cnn_be_class_loss c = class_desc(a, logits, n->ip[1], n->p[1]);
+  int red = (int)n->ip[0];
+  int rc = gx ? be->class_loss_backward(cnn_tensor_device(x).index, x->dtype, &c, cnn_tensor_data(x),
+                                        cnn_tensor_data(a->t), a->w ? cnn_tensor_data(a->w) : NULL,
+                                        cnn_tensor_data(gc), red == CNN_REDUCTION_NONE,
+                                        red == CNN_REDUCTION_MEAN ? 1.0 / n->p[0] : 1.0, cnn_tensor_data(gx))
+              : -1;
+  cnn_tensor_release(gc);
+  if (rc) return cnn_tensor_release(gx), -1;
+  gin[0] = gx;
+  return 0;
+}
+
 static int nll_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
   class_args a;
   if (class_backward_args(n, &a)) return -1;
+  if (cnn_on_cuda(a.t)) {
+    cnn_tensor *x = cnn_node_saved(n, 2);
+    return x ? class_backward_device(n, &a, x, g, false, gin) : -1;
+  }
   cnn_tensor *gc = cnn_contiguous(g);
   cnn_tensor *gx = gc ? cnn_zeros(n->in_ndim[0], n->in_shape[0], n->in_dtype[0], CNN_DEVICE_CPU) : NULL;
   if (!gx) return cnn_tensor_release(gc), -1;
@@ -339,6 +418,13 @@ cnn_tensor *cnn_nll_loss(cnn_tensor *logp, cnn_tensor *target, cnn_tensor *weigh
   if (logp && logp->ndim > 2)
     return spatial_loss("nll_loss", nll_rows, logp, target, weight, red, 0, ignore_index);
   if (class_args_make("nll_loss", logp, target, weight, ignore_index, &a)) return NULL;
+  if (cnn_on_cuda(a.x)) {
+    double dn = 0;
+    cnn_tensor *o = class_forward_device("nll_loss", &a, false, ignore_index, 0, red, &dn);
+    if (o) record_class_node(o, "NllLossBackward", nll_backward, logp, &a, red, ignore_index, dn, 0);
+    class_args_free(&a);
+    return o;
+  }
   double *loss = calloc((size_t)a.N + 1, sizeof(double)), denom = 0;
   if (!loss) return class_args_free(&a), cnn_set_error("nll_loss: out of memory"), NULL;
   const int64_t *t = cnn_tensor_data(a.t);
@@ -374,6 +460,7 @@ static int ce_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
   class_args a;
   cnn_tensor *x = cnn_node_saved(n, 2);
   if (!x || class_backward_args(n, &a)) return -1;
+  if (cnn_on_cuda(x)) return class_backward_device(n, &a, x, g, true, gin);
   double e = n->p[1], W = 0, *lp = malloc(sizeof(double) * (size_t)(a.C ? a.C : 1));
   cnn_tensor *gc = lp ? cnn_contiguous(g) : NULL;
   cnn_tensor *gx = gc ? cnn_zeros(n->in_ndim[0], n->in_shape[0], n->in_dtype[0], CNN_DEVICE_CPU) : NULL;
@@ -426,6 +513,15 @@ cnn_tensor *cnn_cross_entropy(cnn_tensor *logits, cnn_tensor *target, cnn_tensor
     return spatial_loss("cross_entropy", cnn_cross_entropy, logits, target, weight, red,
                         label_smoothing, ignore_index);
   if (class_args_make("cross_entropy", logits, target, weight, ignore_index, &a)) return NULL;
+  if (cnn_on_cuda(a.x)) {
+    double dn = 0;
+    cnn_tensor *o = class_forward_device("cross_entropy", &a, true, ignore_index, label_smoothing, red, &dn);
+    if (o)
+      record_class_node(o, "CrossEntropyLossBackward", ce_backward, logits, &a, red, ignore_index, dn,
+                        label_smoothing);
+    class_args_free(&a);
+    return o;
+  }
   double *loss = calloc((size_t)a.N + 1, sizeof(double)), denom = 0;
   cnn_tensor *out = NULL;
   if (!loss) cnn_set_error("cross_entropy: out of memory");
@@ -486,6 +582,22 @@ static double ld(const cnn_tensor *t, int64_t i) {
   return cnn_load_double(t->dtype, cnn_tensor_data(t), i);
 }
 
+/* out = the BCE terms (k < 0) or the gradient g * d/d(x, y, pw) (k = 0, 1, 2) on the device */
+static int bce_device(cnn_tensor *out, int k, const bce_args *b, cnn_tensor *g) {
+  const char *op = "binary_cross_entropy_with_logits";
+  const cnn_backend *be = cnn_cuda_backend(op);
+  if (!be) return -1;
+  int dev = cnn_tensor_device(out).index;
+  const void *pw = b->pw ? cnn_tensor_data(b->pw) : NULL;
+  int64_t N = cnn_tensor_numel(out);
+  if (k < 0 && be->bce_forward)
+    return be->bce_forward(dev, out->dtype, N, cnn_tensor_data(b->x), cnn_tensor_data(b->y), pw, cnn_tensor_data(out));
+  if (k >= 0 && be->bce_backward)
+    return be->bce_backward(dev, out->dtype, N, k, cnn_tensor_data(b->x), cnn_tensor_data(b->y), pw,
+                            cnn_tensor_data(g), cnn_tensor_data(out));
+  return cnn_backend_unsupported(op);
+}
+
 static int bce_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
   bce_args b = {cnn_node_saved(n, 0), cnn_node_saved(n, 1), n->saved[2] ? cnn_node_saved(n, 2) : NULL};
   if (!b.x || !b.y) return -1;
@@ -494,8 +606,9 @@ static int bce_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
   int64_t N = cnn_tensor_numel(b.x);
   for (int k = 0; k < 3; k++) {
     if (!n->needs[k]) continue;
-    cnn_tensor *r = cnn_empty(b.x->ndim, b.x->shape, g->dtype, CNN_DEVICE_CPU);
-    for (int64_t i = 0; r && i < N; i++) {
+    cnn_tensor *r = cnn_empty(b.x->ndim, b.x->shape, g->dtype, cnn_tensor_device(b.x));
+    if (r && cnn_on_cuda(r) && bce_device(r, k, &b, gc)) cnn_tensor_release(r), r = NULL;
+    for (int64_t i = 0; r && !cnn_on_cuda(r) && i < N; i++) {
       double x = ld(b.x, i), y = ld(b.y, i), pw = b.pw ? ld(b.pw, i) : 1.0;
       double d = k == 0 ? cnn_bce_logits_dx(x, y, pw) : k == 1 ? cnn_bce_logits_dy(x, y, pw)
                                                                : cnn_bce_logits_dpw(x, y);
@@ -514,6 +627,7 @@ static int check_bce(cnn_tensor *x, cnn_tensor *y, cnn_tensor *pw) {
   char s1[CNN_SHAPE_STR], s2[CNN_SHAPE_STR];
   if (check_float(op, "input", x) || check_float(op, "target", y)) return -1;
   if (pw && check_float(op, "pos_weight", pw)) return -1;
+  if (cnn_check_same_device(op, x, y) || cnn_check_same_device(op, x, pw)) return -1;
   if (!cnn_same_shape(x, y))
     return cnn_set_error("%s: target %s does not match input %s", op, cnn_tensor_shape_str(y, s1),
                          cnn_tensor_shape_str(x, s2)), -1;
@@ -532,9 +646,10 @@ cnn_tensor *cnn_bce_with_logits(cnn_tensor *x, cnn_tensor *y, cnn_tensor *pos_we
   if (check_reduction("binary_cross_entropy_with_logits", red) || check_bce(x, y, pos_weight) ||
       bce_make(x, y, pos_weight, &b))
     return NULL;
-  cnn_tensor *l = cnn_empty(x->ndim, x->shape, x->dtype, CNN_DEVICE_CPU);
+  cnn_tensor *l = cnn_empty(x->ndim, x->shape, x->dtype, cnn_tensor_device(x));
   int64_t N = cnn_tensor_numel(x);
-  for (int64_t i = 0; l && i < N; i++)
+  if (l && cnn_on_cuda(l) && bce_device(l, -1, &b, NULL)) cnn_tensor_release(l), l = NULL;
+  for (int64_t i = 0; l && !cnn_on_cuda(l) && i < N; i++)
     cnn_store_double(l->dtype, cnn_tensor_data(l), i,
                      cnn_bce_logits(ld(b.x, i), ld(b.y, i), b.pw ? ld(b.pw, i) : 1.0));
   cnn_node *n = l ? cnn_autograd_record(l, "BinaryCrossEntropyWithLogitsBackward", bce_backward, 3,

@@ -5,7 +5,7 @@
  * (strictly 2-D) and bmm (strictly 3-D, equal batches).
  *
  * Design.  Operands are viewed as (batch..., rows, cols) matrices.  For each
- * output batch the product is one cblas_?gemm call: a matrix whose column
+ * output batch the product is one ?gemm call (core/blas.c): a matrix whose column
  * stride is 1 is passed as is (NoTrans, ld = row stride) and one whose row
  * stride is 1 as its transpose (Trans, ld = column stride), so transposed
  * views need no copy; any other layout (expanded rows, gathered columns)
@@ -21,7 +21,7 @@
  * form, summed over broadcast batch dims (cnn_sum_to) and reshaped back to
  * the operands' shapes.
  */
-#include <cblas.h>
+#include "blas.h"
 #include <limits.h>
 #include <string.h>
 
@@ -36,7 +36,7 @@ typedef struct {
   cnn_tensor *t;       /* the operand as (batch..., rows, cols): owned */
   int nb;              /* batch dims */
   int64_t rows, cols;
-  bool trans;          /* pass as CblasTrans */
+  bool trans;          /* pass transposed to gemm */
   int64_t ld;
 } mat_view;
 
@@ -107,14 +107,13 @@ static int64_t batch_offset(const mat_view *m, int nb, const int64_t *bshape, in
 
 static void gemm(cnn_dtype dt, const mat_view *a, const mat_view *b, int64_t ao, int64_t bo,
                  void *c, int64_t n) {
-  enum CBLAS_TRANSPOSE ta = a->trans ? CblasTrans : CblasNoTrans;
-  enum CBLAS_TRANSPOSE tb = b->trans ? CblasTrans : CblasNoTrans;
+  bool ta = a->trans, tb = b->trans;
   int M = (int)a->rows, K = (int)a->cols, N = (int)n;
   if (dt == CNN_FLOAT32)
-    cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, 1.0f, (const float *)a->t->storage->data + ao,
+    cnn_blas_sgemm(ta, tb, M, N, K, 1.0f, (const float *)a->t->storage->data + ao,
                 (int)a->ld, (const float *)b->t->storage->data + bo, (int)b->ld, 0.0f, c, N);
   else
-    cblas_dgemm(CblasRowMajor, ta, tb, M, N, K, 1.0, (const double *)a->t->storage->data + ao,
+    cnn_blas_dgemm(ta, tb, M, N, K, 1.0, (const double *)a->t->storage->data + ao,
                 (int)a->ld, (const double *)b->t->storage->data + bo, (int)b->ld, 0.0, c, N);
 }
 

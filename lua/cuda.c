@@ -1,0 +1,126 @@
+/*
+ * cuda.c -- the `cnn.cuda` table and cnn.version_info(): device management
+ * for Lua over core's backend table (core/backend.h).
+ *
+ *   cnn.cuda.is_available()   -> true | false, reason (never raises)
+ *   cnn.cuda.device_count()   -> n (0 without CUDA)
+ *   cnn.cuda.set_device(i)    -- 0-based, as in "cuda:0"
+ *   cnn.cuda.synchronize([i]) -- wait for the device's queued work
+ *   cnn.cuda.memory([i])      -> {live=, peak=, count=, cached=, reserved=, free=, total=}
+ *   cnn.cuda.empty_cache()    -- give cached blocks back to the driver
+ *   cnn.cuda.benchmark(on)    -- cudnn.benchmark: time conv algorithms per shape
+ *   cnn.version_info()        -> lines for `cnnsh --version` (CUDA module, cuDNN, cuBLAS)
+ *
+ * Nothing here loads the CUDA module at start-up: the first call that needs
+ * it does (core/backend.c), so a CPU-only session never maps cuDNN.  Every
+ * function but is_available and version_info raises the reason when CUDA
+ * cannot be used.
+ *
+ * Registration (lua/init.c, the lead's file): cnn_lua_cuda_push() pushes
+ * the table for cnn.cuda; cnn_lua_cuda_funcs holds cnn.version_info.
+ */
+#include <lauxlib.h>
+#include <lua.h>
+
+#include "backend.h"
+#include "bind.h"
+
+void cnn_lua_cuda_push(lua_State *L);
+extern const luaL_Reg cnn_lua_cuda_funcs[];
+
+/* the backend, or a Lua error with the reason */
+static const cnn_backend *need_cuda(lua_State *L, const char *fn) {
+  const cnn_backend *be = cnn_cuda_backend(fn);
+  if (!be) cnn_lua_error(L);
+  return be;
+}
+
+static int opt_device(lua_State *L, int arg, const cnn_backend *be) {
+  int d = (int)luaL_optinteger(L, arg, 0);
+  int n = be->device_count();
+  if (d < 0 || d >= n) return luaL_argerror(L, arg, lua_pushfstring(L, "device %d does not exist (%d device%s)",
+                                                                      d, n, n == 1 ? "" : "s"));
+  return d;
+}
+
+static int is_available(lua_State *L) {
+  const char *why = cnn_cuda_unavailable_reason();
+  lua_pushboolean(L, why == NULL);
+  if (!why) return 1;
+  lua_pushstring(L, why);
+  return 2;
+}
+
+static int device_count(lua_State *L) {
+  const char *why = cnn_cuda_unavailable_reason();
+  lua_pushinteger(L, why ? 0 : cnn_backend_get(CNN_CUDA)->device_count());
+  return 1;
+}
+
+static int set_device(lua_State *L) {
+  const cnn_backend *be = need_cuda(L, "set_device");
+  int d = opt_device(L, 1, be);
+  if (be->set_device(d)) return cnn_lua_error(L);
+  return 0;
+}
+
+static int synchronize(lua_State *L) {
+  const cnn_backend *be = need_cuda(L, "synchronize");
+  if (be->synchronize(opt_device(L, 1, be))) return cnn_lua_error(L);
+  return 0;
+}
+
+static void set_int(lua_State *L, const char *k, int64_t v) {
+  lua_pushinteger(L, (lua_Integer)v);
+  lua_setfield(L, -2, k);
+}
+
+static int memory(lua_State *L) {
+  const cnn_backend *be = need_cuda(L, "memory");
+  int d = opt_device(L, 1, be);
+  int64_t cached = 0, reserved = 0, fr = 0, tot = 0;
+  if (be->memory_info(d, &cached, &reserved, &fr, &tot)) return cnn_lua_error(L);
+  cnn_memory_stats s = cnn_memory(CNN_CUDA);
+  lua_createtable(L, 0, 7);
+  set_int(L, "live", s.live);
+  set_int(L, "peak", s.peak);
+  set_int(L, "count", s.count);
+  set_int(L, "cached", cached);
+  set_int(L, "reserved", reserved);
+  set_int(L, "free", fr);
+  set_int(L, "total", tot);
+  return 1;
+}
+
+static int empty_cache(lua_State *L) {
+  if (cnn_cuda_unavailable_reason()) return 0; /* nothing cached */
+  cnn_backend_get(CNN_CUDA)->empty_cache();
+  return 0;
+}
+
+static int benchmark(lua_State *L) {
+  const cnn_backend *be = need_cuda(L, "benchmark");
+  luaL_checktype(L, 1, LUA_TBOOLEAN);
+  be->set_benchmark(lua_toboolean(L, 1));
+  return 0;
+}
+
+/* cnn.version_info() -> "cuda: ..." lines, or why there is no CUDA module */
+static int version_info(lua_State *L) {
+  const char *mod = cnn_cuda_module_info();
+  const char *why = cnn_cuda_unavailable_reason();
+  if (mod && !why) lua_pushstring(L, mod);
+  else if (mod) lua_pushfstring(L, "%s\ncuda: not available: %s", mod, why);
+  else lua_pushfstring(L, "cuda: %s", why ? why : "not available");
+  return 1;
+}
+
+void cnn_lua_cuda_push(lua_State *L) {
+  static const luaL_Reg f[] = {{"is_available", is_available}, {"device_count", device_count},
+                               {"set_device", set_device},     {"synchronize", synchronize},
+                               {"memory", memory},             {"empty_cache", empty_cache},
+                               {"benchmark", benchmark},       {NULL, NULL}};
+  luaL_newlib(L, f);
+}
+
+const luaL_Reg cnn_lua_cuda_funcs[] = {{"version_info", version_info}, {NULL, NULL}};

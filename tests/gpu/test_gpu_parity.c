@@ -1,0 +1,368 @@
+/*
+ * test_gpu_parity.c -- every op forward and backward on the GPU against
+ * the CPU (label `gpu`).  Exits 77 (CTest: skipped) when CUDA cannot be
+ * used here, with the reason on stderr -- never "passed" without a device.
+ *
+ * parity() runs an op on CPU inputs and on their copies on cuda:0, then
+ * backpropagates loss = sum(y * r) (r a fixed random tensor, so every
+ * output element gets a different gradient) and compares y and every
+ * input's gradient with |gpu - cpu| <= atol + rtol*|cpu|, printing the op,
+ * the shape and the worst element (check_arrays).  Shapes are odd on
+ * purpose (7x5, 3 channels, stride 2 with padding).  Tolerances: 1e-5 for
+ * elementwise float32 math, 1e-4 to 1e-3 where the GPU sums in another
+ * order (reductions, matmul, convolution), stated per call.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "check.h"
+#include "cnn.h"
+
+#define MAXIN 5
+static const cnn_device GPU = {CNN_CUDA, 0};
+
+typedef cnn_tensor *(*op_fn)(cnn_tensor **in, const void *ctx);
+
+static cnn_tensor *randn(int nd, const int64_t *shape) { return cnn_randn(nd, shape, CNN_FLOAT32); }
+
+/* t as doubles on the host (caller frees) */
+static double *host_doubles(cnn_tensor *t) {
+  cnn_tensor *c = cnn_to_device(t, CNN_DEVICE_CPU);
+  cnn_tensor *d = c ? cnn_to_dtype(c, CNN_FLOAT64) : NULL;
+  cnn_tensor *e = d ? cnn_contiguous(d) : NULL;
+  int64_t n = e ? cnn_tensor_numel(e) : 0;
+  double *out = malloc(sizeof(double) * (size_t)(n ? n : 1));
+  if (e && out) memcpy(out, cnn_tensor_data(e), sizeof(double) * (size_t)n);
+  cnn_tensor_release(c), cnn_tensor_release(d), cnn_tensor_release(e);
+  return out;
+}
+
+static void compare(const char *op, const char *what, cnn_tensor *gpu, cnn_tensor *cpu, double atol,
+                    double rtol) {
+  char label[256], s[CNN_SHAPE_STR];
+  snprintf(label, sizeof label, "%s %s %s", op, what, cnn_tensor_shape_str(cpu, s));
+  CHECK(gpu != NULL);
+  if (!gpu) {
+    fprintf(stderr, "%s: no GPU result: %s\n", label, cnn_error());
+    return;
+  }
+  CHECK(cnn_same_shape(gpu, cpu));
+  CHECK(cnn_tensor_device(gpu).type == CNN_CUDA);
+  double *g = host_doubles(gpu), *c = host_doubles(cpu);
+  if (cnn_same_shape(gpu, cpu)) check_arrays(label, g, c, cnn_tensor_numel(cpu), atol, rtol);
+  free(g), free(c);
+}
+
+/* run f on inputs (grads for float inputs with needs[i]); returns y, fills grads */
+static cnn_tensor *run(op_fn f, const void *ctx, int nin, cnn_tensor **in, const bool *needs,
+                       cnn_tensor *r, cnn_tensor **grads) {
+  for (int i = 0; i < nin; i++)
+    if (needs[i]) cnn_set_requires_grad(in[i], true);
+  cnn_tensor *y = f(in, ctx);
+  if (!y) return NULL;
+  if (r && cnn_dtype_is_float(y->dtype)) {
+    cnn_tensor *p = cnn_binary(CNN_OP_MUL, y, r);
+    cnn_tensor *l = p ? cnn_reduce(CNN_RED_SUM, p, 0, false, 0) : NULL;
+    if (!l || cnn_backward(l, NULL, false)) fprintf(stderr, "backward failed: %s\n", cnn_error());
+    cnn_tensor_release(p), cnn_tensor_release(l);
+  }
+  for (int i = 0; i < nin; i++) grads[i] = needs[i] ? in[i]->grad : NULL;
+  return y;
+}
+
+static void parity(const char *op, op_fn f, const void *ctx, int nin, cnn_tensor **cpu_in,
+                   const bool *needs, double atol, double rtol) {
+  cnn_tensor *gin[MAXIN], *gc[MAXIN], *gg[MAXIN];
+  for (int i = 0; i < nin; i++) gin[i] = cnn_to_device(cpu_in[i], GPU);
+  cnn_tensor *yc = run(f, ctx, nin, cpu_in, needs, NULL, gc);
+  cnn_tensor *r = yc ? cnn_randn(yc->ndim, yc->shape, CNN_FLOAT32) : NULL;
+  cnn_tensor *r64 = r && yc->dtype == CNN_FLOAT64 ? cnn_to_dtype(r, CNN_FLOAT64) : (r ? (cnn_tensor_retain(r), r) : NULL);
+  cnn_tensor *rg = r64 ? cnn_to_device(r64, GPU) : NULL;
+  cnn_tensor_release(yc);
+  for (int i = 0; i < nin; i++) /* fresh leaves: the forward above recorded nothing we keep */
+    if (needs[i]) cnn_tensor_release(cpu_in[i]->grad), cpu_in[i]->grad = NULL;
+  yc = run(f, ctx, nin, cpu_in, needs, r64, gc);
+  CHECK(yc != NULL);
+  if (!yc) fprintf(stderr, "%s: cpu failed: %s\n", op, cnn_error());
+  cnn_tensor *yg = yc ? run(f, ctx, nin, gin, needs, rg, gg) : NULL;
+  if (yc) compare(op, "forward", yg, yc, atol, rtol);
+  for (int i = 0; yc && yg && i < nin; i++) {
+    if (!needs[i]) continue;
+    char what[32];
+    snprintf(what, sizeof what, "grad %d", i + 1);
+    compare(op, what, gg[i], gc[i], atol, rtol);
+  }
+  cnn_tensor_release(yc), cnn_tensor_release(yg), cnn_tensor_release(r), cnn_tensor_release(r64);
+  cnn_tensor_release(rg);
+  for (int i = 0; i < nin; i++) cnn_tensor_release(gin[i]);
+}
+
+/* ---- the ops ------------------------------------------------------------------------ */
+
+static cnn_tensor *op_binary(cnn_tensor **in, const void *ctx) {
+  return cnn_binary(*(const cnn_binary_op *)ctx, in[0], in[1]);
+}
+static cnn_tensor *op_unary(cnn_tensor **in, const void *ctx) {
+  cnn_unary_op op = *(const cnn_unary_op *)ctx;
+  double p0 = op == CNN_OP_LEAKY_RELU ? 0.1 : op == CNN_OP_ELU ? 1.0 : op == CNN_OP_CLAMP ? -0.5 : 3.0;
+  return cnn_unary(op, in[0], p0, 0.5);
+}
+static cnn_tensor *op_reduce(cnn_tensor **in, const void *ctx) {
+  const int *a = ctx; /* op, dims mask, keepdim, p */
+  return cnn_reduce((cnn_reduce_op)a[0], in[0], (uint32_t)a[1], a[2], a[3]);
+}
+static cnn_tensor *op_max_dim(cnn_tensor **in, const void *ctx) {
+  cnn_tensor *v = NULL, *ix = NULL;
+  if (cnn_max_dim(in[0], 1, false, false, &v, &ix)) return NULL;
+  cnn_tensor_release(ix);
+  return v;
+}
+static cnn_tensor *op_matmul(cnn_tensor **in, const void *ctx) { return cnn_matmul(in[0], in[1]); }
+static cnn_tensor *op_matmul_t(cnn_tensor **in, const void *ctx) {
+  cnn_tensor *t = cnn_transpose(in[1], 0, 1), *y = t ? cnn_matmul(in[0], t) : NULL;
+  cnn_tensor_release(t);
+  return y;
+}
+static cnn_tensor *op_linear(cnn_tensor **in, const void *ctx) { return cnn_linear(in[0], in[1], in[2]); }
+static cnn_tensor *op_conv(cnn_tensor **in, const void *ctx) {
+  return cnn_conv2d(in[0], in[1], in[2], (const cnn_conv_params *)ctx);
+}
+static cnn_tensor *op_maxpool(cnn_tensor **in, const void *ctx) {
+  return cnn_max_pool2d(in[0], (const cnn_pool_params *)ctx, NULL);
+}
+static cnn_tensor *op_avgpool(cnn_tensor **in, const void *ctx) {
+  return cnn_avg_pool2d(in[0], (const cnn_pool_params *)ctx);
+}
+static cnn_tensor *op_adaptive(cnn_tensor **in, const void *ctx) { return cnn_adaptive_avg_pool2d(in[0], 3, 2); }
+static cnn_tensor *op_softmax(cnn_tensor **in, const void *ctx) {
+  return *(const int *)ctx ? cnn_log_softmax(in[0], 1) : cnn_softmax(in[0], 1);
+}
+/* in: x, weight, bias, running_mean, running_var */
+static cnn_tensor *op_bn(cnn_tensor **in, const void *ctx) {
+  bool training = *(const int *)ctx;
+  return cnn_batch_norm(in[0], in[3], in[4], in[1], in[2], training, 0.1, 1e-5);
+}
+static cnn_tensor *op_ce(cnn_tensor **in, const void *ctx) {
+  const double *e = ctx;
+  return cnn_cross_entropy(in[0], in[1], in[2], (cnn_reduction)(int)e[1], e[0], 2);
+}
+static cnn_tensor *op_nll(cnn_tensor **in, const void *ctx) {
+  return cnn_nll_loss(in[0], in[1], in[2], CNN_REDUCTION_MEAN, -1);
+}
+static cnn_tensor *op_mse(cnn_tensor **in, const void *ctx) { return cnn_mse_loss(in[0], in[1], CNN_REDUCTION_MEAN); }
+static cnn_tensor *op_bce(cnn_tensor **in, const void *ctx) {
+  return cnn_bce_with_logits(in[0], in[1], in[2], CNN_REDUCTION_SUM);
+}
+static cnn_tensor *op_cat(cnn_tensor **in, const void *ctx) { return cnn_cat(2, in, 1); }
+static cnn_tensor *op_index_select(cnn_tensor **in, const void *ctx) { return cnn_index_select(in[0], 1, in[1]); }
+static cnn_tensor *op_gather(cnn_tensor **in, const void *ctx) { return cnn_gather(in[0], 1, in[1]); }
+static cnn_tensor *op_pad(cnn_tensor **in, const void *ctx) {
+  int64_t pads[4] = {1, 2, 0, 1};
+  return cnn_pad(in[0], 4, pads, 0.5);
+}
+static cnn_tensor *op_where(cnn_tensor **in, const void *ctx) {
+  cnn_tensor *z = cnn_scalar(0, CNN_FLOAT32, CNN_DEVICE_CPU);
+  cnn_tensor *m = cnn_binary(CNN_OP_GT, in[0], z), *y = m ? cnn_where(m, in[0], in[1]) : NULL;
+  cnn_tensor_release(z), cnn_tensor_release(m);
+  return y;
+}
+static cnn_tensor *op_transpose_copy(cnn_tensor **in, const void *ctx) {
+  cnn_tensor *t = cnn_transpose(in[0], 0, 1), *c = t ? cnn_contiguous(t) : NULL;
+  cnn_tensor_release(t);
+  return c;
+}
+static cnn_tensor *op_cast_half(cnn_tensor **in, const void *ctx) {
+  cnn_tensor *h = cnn_to_dtype(in[0], *(const cnn_dtype *)ctx), *f = h ? cnn_to_dtype(h, CNN_FLOAT32) : NULL;
+  cnn_tensor_release(h);
+  return f;
+}
+
+/* ---- groups of checks ------------------------------------------------------------------ */
+
+static void elementwise(void) {
+  int64_t a[2] = {7, 5}, b[1] = {5}, c[2] = {7, 1};
+  static const cnn_binary_op bops[] = {CNN_OP_ADD, CNN_OP_SUB, CNN_OP_MUL, CNN_OP_DIV, CNN_OP_MAXIMUM,
+                                       CNN_OP_MINIMUM};
+  for (size_t k = 0; k < sizeof bops / sizeof bops[0]; k++) {
+    cnn_tensor *in[2] = {randn(2, a), randn(1, b)};
+    parity(cnn_binary_name(bops[k]), op_binary, &bops[k], 2, in, (bool[]){true, true}, 1e-5, 1e-5);
+    cnn_tensor_release(in[1]);
+    in[1] = randn(2, c);
+    parity(cnn_binary_name(bops[k]), op_binary, &bops[k], 2, in, (bool[]){true, true}, 1e-5, 1e-5);
+    cnn_tensor_release(in[0]), cnn_tensor_release(in[1]);
+  }
+  static const cnn_unary_op uops[] = {CNN_OP_NEG, CNN_OP_ABS, CNN_OP_EXP, CNN_OP_TANH, CNN_OP_SIGMOID,
+                                      CNN_OP_RELU, CNN_OP_SIN, CNN_OP_COS, CNN_OP_SQUARE, CNN_OP_GELU,
+                                      CNN_OP_EXPM1, CNN_OP_LEAKY_RELU, CNN_OP_ELU, CNN_OP_CLAMP,
+                                      CNN_OP_MUL_SCALAR, CNN_OP_ADD_SCALAR, CNN_OP_FLOOR};
+  for (size_t k = 0; k < sizeof uops / sizeof uops[0]; k++) {
+    cnn_tensor *in[1] = {randn(2, a)};
+    parity(cnn_unary_name(uops[k]), op_unary, &uops[k], 1, in, (bool[]){true}, 1e-5, 1e-5);
+    cnn_tensor_release(in[0]);
+  }
+  static const cnn_unary_op pos[] = {CNN_OP_LOG, CNN_OP_SQRT, CNN_OP_RSQRT, CNN_OP_RECIPROCAL, CNN_OP_LOG1P,
+                                     CNN_OP_POW_SCALAR};
+  for (size_t k = 0; k < sizeof pos / sizeof pos[0]; k++) {
+    cnn_tensor *r = cnn_rand(2, a, CNN_FLOAT32), *in[1] = {cnn_unary(CNN_OP_ADD_SCALAR, r, 0.5, 0)};
+    parity(cnn_unary_name(pos[k]), op_unary, &pos[k], 1, in, (bool[]){true}, 1e-5, 1e-5);
+    cnn_tensor_release(r), cnn_tensor_release(in[0]);
+  }
+  cnn_tensor *in[2] = {randn(2, a), randn(2, a)};
+  parity("where", op_where, NULL, 2, in, (bool[]){true, true}, 0, 0);
+  parity("contiguous(transpose)", op_transpose_copy, NULL, 1, in, (bool[]){true}, 0, 0);
+  parity("to(float16)", op_cast_half, &(cnn_dtype){CNN_FLOAT16}, 1, in, (bool[]){false}, 0, 0);
+  parity("to(bfloat16)", op_cast_half, &(cnn_dtype){CNN_BFLOAT16}, 1, in, (bool[]){false}, 0, 0);
+  cnn_tensor_release(in[0]), cnn_tensor_release(in[1]);
+}
+
+static void reductions(void) {
+  int64_t s[3] = {4, 7, 5};
+  static const int cases[][4] = {{CNN_RED_SUM, 0, 0, 0},  {CNN_RED_SUM, 2, 1, 0},  {CNN_RED_MEAN, 5, 0, 0},
+                                 {CNN_RED_VAR, 4, 0, 1},  {CNN_RED_STD, 1, 1, 1},  {CNN_RED_NORM, 6, 0, 2},
+                                 {CNN_RED_MAX, 2, 0, 0},  {CNN_RED_MIN, 0, 0, 0},  {CNN_RED_PROD, 4, 0, 0},
+                                 {CNN_RED_ARGMAX, 2, 0, 0}, {CNN_RED_ARGMIN, 4, 1, 0}};
+  static const char *names[] = {"sum", "sum(2)", "mean", "var", "std", "norm", "amax", "amin", "prod",
+                                "argmax", "argmin"};
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    cnn_tensor *in[1] = {randn(3, s)};
+    bool g = cases[k][0] != CNN_RED_ARGMAX && cases[k][0] != CNN_RED_ARGMIN;
+    parity(names[k], op_reduce, cases[k], 1, in, (bool[]){g}, 1e-5, 1e-4);
+    cnn_tensor_release(in[0]);
+  }
+  cnn_tensor *in[1] = {randn(3, s)};
+  parity("max(dim)", op_max_dim, NULL, 1, in, (bool[]){true}, 0, 0);
+  cnn_tensor_release(in[0]);
+}
+
+static void products(void) {
+  int64_t a[3] = {3, 7, 5}, b[2] = {5, 6}, w[2] = {6, 5}, bias[1] = {6};
+  cnn_tensor *in[3] = {randn(3, a), randn(2, b), NULL};
+  parity("matmul (batched, broadcast)", op_matmul, NULL, 2, in, (bool[]){true, true}, 1e-4, 1e-4);
+  cnn_tensor_release(in[1]);
+  in[1] = randn(2, w);
+  parity("matmul (transposed view)", op_matmul_t, NULL, 2, in, (bool[]){true, true}, 1e-4, 1e-4);
+  in[2] = randn(1, bias);
+  parity("linear", op_linear, NULL, 3, in, (bool[]){true, true, true}, 1e-4, 1e-4);
+  for (int i = 0; i < 3; i++) cnn_tensor_release(in[i]);
+}
+
+static void convolutions(void) {
+  int64_t x[4] = {2, 4, 9, 7}, w[4] = {6, 2, 3, 3}, b[1] = {6};
+  cnn_conv_params p = {{2, 1}, {1, 1, 1, 1}, {1, 2}, 2}; /* stride 2x1, pad 1, dilation 1x2, groups 2 */
+  cnn_conv_params asym = {{1, 1}, {0, 1, 2, 0}, {1, 1}, 1};
+  int64_t w1[4] = {5, 4, 3, 2}, b1[1] = {5};
+  cnn_tensor *in[3] = {randn(4, x), randn(4, w), randn(1, b)};
+  parity("conv2d (cuDNN, groups, stride, dilation)", op_conv, &p, 3, in, (bool[]){true, true, true}, 1e-4, 1e-4);
+  cnn_set_conv_algo(CNN_CONV_NAIVE);
+  parity("conv2d (direct kernel)", op_conv, &p, 3, in, (bool[]){true, true, true}, 1e-4, 1e-4);
+  cnn_set_conv_algo(CNN_CONV_AUTO);
+  cnn_tensor_release(in[1]), cnn_tensor_release(in[2]);
+  in[1] = randn(4, w1), in[2] = randn(1, b1);
+  parity("conv2d (asymmetric padding: direct)", op_conv, &asym, 3, in, (bool[]){true, true, true}, 1e-4, 1e-4);
+  for (int i = 0; i < 3; i++) cnn_tensor_release(in[i]);
+}
+
+static void nn_ops(void) {
+  int64_t x[4] = {2, 3, 7, 5}, c[1] = {3}, r[2] = {6, 7};
+  cnn_pool_params mp = {{3, 2}, {2, 2}, {1, 0}, true, false}, ap = {{3, 3}, {2, 2}, {1, 1}, true, false};
+  cnn_tensor *in[5] = {randn(4, x), NULL, NULL, NULL, NULL};
+  parity("max_pool2d (ceil_mode)", op_maxpool, &mp, 1, in, (bool[]){true}, 0, 0);
+  parity("avg_pool2d (ceil_mode, pad)", op_avgpool, &ap, 1, in, (bool[]){true}, 1e-6, 1e-5);
+  ap.count_include_pad = true;
+  parity("avg_pool2d (count_include_pad)", op_avgpool, &ap, 1, in, (bool[]){true}, 1e-6, 1e-5);
+  parity("adaptive_avg_pool2d", op_adaptive, NULL, 1, in, (bool[]){true}, 1e-6, 1e-5);
+  in[1] = randn(1, c), in[2] = randn(1, c);
+  in[3] = randn(1, c), in[4] = cnn_rand(1, c, CNN_FLOAT32);
+  parity("batch_norm (train)", op_bn, &(int){1}, 5, in, (bool[]){true, true, true, false, false}, 1e-4, 1e-4);
+  parity("batch_norm (eval)", op_bn, &(int){0}, 5, in, (bool[]){true, true, true, false, false}, 1e-4, 1e-4);
+  cnn_tensor *sm[1] = {randn(2, r)};
+  parity("softmax", op_softmax, &(int){0}, 1, sm, (bool[]){true}, 1e-6, 1e-5);
+  parity("log_softmax", op_softmax, &(int){1}, 1, sm, (bool[]){true}, 1e-5, 1e-5);
+  cnn_tensor_release(sm[0]);
+  for (int i = 0; i < 5; i++) cnn_tensor_release(in[i]);
+}
+
+static void losses(void) {
+  int64_t x[2] = {6, 7}, t[1] = {6}, w[1] = {7};
+  int64_t tv[6] = {0, 3, 2, 6, 2, 1};
+  cnn_tensor *in[3] = {randn(2, x), cnn_from_buffer(1, t, CNN_INT64, tv), NULL};
+  double ce_plain[2] = {0, CNN_REDUCTION_MEAN}, ce_smooth[2] = {0.1, CNN_REDUCTION_NONE};
+  parity("cross_entropy", op_ce, ce_plain, 3, in, (bool[]){true, false, false}, 1e-5, 1e-5);
+  in[2] = cnn_rand(1, w, CNN_FLOAT32);
+  parity("cross_entropy (weight, smoothing, ignore 2, none)", op_ce, ce_smooth, 3, in,
+         (bool[]){true, false, false}, 1e-5, 1e-5);
+  parity("nll_loss (weight)", op_nll, NULL, 3, in, (bool[]){true, false, false}, 1e-5, 1e-5);
+  cnn_tensor *m[3] = {randn(2, x), randn(2, x), NULL};
+  parity("mse_loss", op_mse, NULL, 2, m, (bool[]){true, true}, 1e-5, 1e-5);
+  cnn_tensor *u = cnn_rand(2, x, CNN_FLOAT32);
+  cnn_tensor_release(m[1]);
+  m[1] = u, m[2] = cnn_rand(1, w, CNN_FLOAT32);
+  parity("binary_cross_entropy_with_logits (pos_weight)", op_bce, NULL, 3, m, (bool[]){true, true, true}, 1e-4, 1e-5);
+  for (int i = 0; i < 3; i++) cnn_tensor_release(in[i]), cnn_tensor_release(m[i]);
+}
+
+static void indexing(void) {
+  int64_t a[2] = {7, 5}, b[2] = {7, 3}, k[1] = {4}, kv[4] = {4, 0, 4, 2};
+  int64_t gv[21];
+  for (int i = 0; i < 21; i++) gv[i] = (i * 7 + 3) % 5;
+  cnn_tensor *in[2] = {randn(2, a), randn(2, b)};
+  parity("cat", op_cat, NULL, 2, in, (bool[]){true, true}, 0, 0);
+  cnn_tensor_release(in[1]);
+  in[1] = cnn_from_buffer(1, k, CNN_INT64, kv);
+  parity("index_select (repeated)", op_index_select, NULL, 2, in, (bool[]){true, false}, 1e-6, 0);
+  cnn_tensor_release(in[1]);
+  in[1] = cnn_from_buffer(2, b, CNN_INT64, gv);
+  parity("gather", op_gather, NULL, 2, in, (bool[]){true, false}, 1e-6, 0);
+  parity("pad", op_pad, NULL, 1, in, (bool[]){true}, 0, 0);
+  cnn_tensor_release(in[0]), cnn_tensor_release(in[1]);
+}
+
+/* dropout's mask is drawn differently on the device: check its statistics */
+static void dropout(void) {
+  int64_t s[1] = {100000};
+  cnn_tensor *x = cnn_full(1, s, 1.0, CNN_FLOAT32, GPU);
+  cnn_tensor *y = x ? cnn_dropout(x, 0.25, true) : NULL;
+  double *h = y ? host_doubles(y) : NULL;
+  int64_t zeros = 0, bad = 0;
+  for (int64_t i = 0; h && i < s[0]; i++) {
+    if (h[i] == 0) zeros++;
+    else if (fabs(h[i] - 1 / 0.75) > 1e-6) bad++;
+  }
+  CHECK(h != NULL);
+  CHECK(bad == 0);
+  CHECK(fabs(zeros / (double)s[0] - 0.25) < 0.01);
+  free(h);
+  cnn_tensor_release(x), cnn_tensor_release(y);
+}
+
+/* the device's errors: mixed devices name both */
+static void errors(void) {
+  int64_t a[1] = {3};
+  cnn_tensor *c = cnn_zeros(1, a, CNN_FLOAT32, CNN_DEVICE_CPU), *g = cnn_zeros(1, a, CNN_FLOAT32, GPU);
+  cnn_tensor *y = g ? cnn_binary(CNN_OP_ADD, c, g) : NULL;
+  CHECK(g != NULL && y == NULL);
+  CHECK(strstr(cnn_error(), "cpu") && strstr(cnn_error(), "cuda:0"));
+  cnn_tensor_release(c), cnn_tensor_release(g), cnn_tensor_release(y);
+}
+
+int main(void) {
+  const char *why = cnn_cuda_unavailable_reason();
+  if (why || !cnn_backend_get(CNN_CUDA)) {
+    fprintf(stderr, "test_gpu_parity: skipped: %s\n", why ? why : cnn_error());
+    return 77;
+  }
+  cnn_manual_seed(7);
+  elementwise();
+  reductions();
+  products();
+  convolutions();
+  nn_ops();
+  losses();
+  indexing();
+  dropout();
+  errors();
+  return check_report("gpu_parity");
+}

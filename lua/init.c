@@ -306,8 +306,29 @@ static void install_lazy_globals(lua_State *L) {
   lua_pop(L, 4);
 }
 
+/* cnn.gradcheck and cnn.timeit live in stdlib/gradcheck.lua (Lua, for
+ * students to read); these forwarders load it on first use. */
+static const char lazy_cnn_functions[] =
+    "local cnn = ...\n"
+    "cnn.gradcheck = function(...) return require('gradcheck').gradcheck(...) end\n"
+    "cnn.timeit = function(...) return require('gradcheck').timeit(...) end\n"
+    "cnn.doc[cnn.gradcheck] = 'cnn.gradcheck(fn, inputs... [, opts]) -> ok, report\\n"
+    "Compares autograd gradients of fn with central finite differences; reports the worst element.'\n"
+    "cnn.doc[cnn.timeit] = 'cnn.timeit(fn [, n]) -> {median=, min=, max=, mean=}\\n"
+    "Runs fn n times and returns its timings in seconds.'\n";
+
+static void install_lazy_cnn_functions(lua_State *L) {
+  if (luaL_loadbuffer(L, lazy_cnn_functions, sizeof lazy_cnn_functions - 1, "=cnn") != LUA_OK) {
+    lua_pop(L, 1); /* cannot happen: the chunk is a constant */
+    return;
+  }
+  lua_pushvalue(L, -2);
+  if (lua_pcall(L, 1, 0, 0) != LUA_OK) lua_pop(L, 1);
+}
+
 void cnn_lua_open_all(lua_State *L) {
   luaL_requiref(L, "cnn", luaopen_cnn, 1);
+  install_lazy_cnn_functions(L);
   lua_getfield(L, -1, "F");
   lua_setglobal(L, "F");
   lua_pop(L, 1);

@@ -409,11 +409,22 @@ static void push_funcs_table(lua_State *L, const luaL_Reg *l) {
   luaL_setfuncs(L, l, 0);
 }
 
+/* The names of the computed fields, as a list the REPL completes from. */
+static void push_field_names(lua_State *L, const luaL_Reg *l) {
+  lua_newtable(L);
+  for (int i = 1; l->name; l++, i++) {
+    lua_pushstring(L, l->name);
+    lua_rawseti(L, -2, i);
+  }
+}
+
 void cnn_lua_tensor_type(lua_State *L) {
   luaL_newmetatable(L, CNN_TENSOR_MT); /* mt */
   lua_newtable(L);                     /* mt methods */
   lua_pushvalue(L, -1);
   lua_setfield(L, -3, "__methods");
+  push_field_names(L, fields);
+  lua_setfield(L, -3, "__fields");
   lua_pushvalue(L, -1);
   push_funcs_table(L, fields);
   lua_pushcclosure(L, tensor_index, 2);

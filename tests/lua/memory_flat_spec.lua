@@ -37,7 +37,7 @@ end
 
 local function record(rec, step)
   local m = cnn.memory()
-  rec[step] = { live = m.live, count = m.count, rss = statm_rss_mb() }
+  rec[step] = { live = m.live, count = m.count, rss = statm_rss_mb(), lua = collectgarbage("count") }
 end
 
 local function one_step(net, opt, x, y)
@@ -54,8 +54,9 @@ local function assert_flat(rec, what)
   local live1, live2 = max_over(rec, 100, 150, "live"), max_over(rec, 250, 300, "live")
   local cnt1, cnt2 = max_over(rec, 100, 150, "count"), max_over(rec, 250, 300, "count")
   local rss1, rss2 = max_over(rec, 100, 150, "rss"), max_over(rec, 250, 300, "rss")
-  local msg = ("%s: live %.2f -> %.2f MB, storages %d -> %d, RSS %.1f -> %.1f MB"):format(
-    what, live1 / MB, live2 / MB, cnt1, cnt2, rss1, rss2)
+  local lua1, lua2 = max_over(rec, 100, 150, "lua"), max_over(rec, 250, 300, "lua")
+  local msg = ("%s: live %.2f -> %.2f MB, storages %d -> %d, RSS %.1f -> %.1f MB, Lua heap %.1f -> %.1f MB"):format(
+    what, live1 / MB, live2 / MB, cnt1, cnt2, rss1, rss2, lua1 / 1024, lua2 / 1024)
   print(msg)
   assert(live2 <= live1 * 1.05, "live tensor bytes grew by more than 5%: " .. msg)
   assert(cnt2 <= cnt1 * 1.05 + 2, "the number of live storages grew: " .. msg)

@@ -348,6 +348,9 @@ const char *cnn_cuda_unavailable_reason(void);
 void cnn_set_num_threads(int n);
 int cnn_get_num_threads(void);
 double cnn_now_seconds(void); /* monotonic */
+/* Which BLAS runs matrix products, e.g. "OpenBLAS (SkylakeX kernels)";
+ * loads it on first call (core/blas.c). */
+const char *cnn_blas_info(void);
 
 #ifdef __cplusplus
 }

@@ -61,6 +61,9 @@ bool cnn_lua_memory_pause(bool on);
 void cnn_lua_hook_type(lua_State *L);
 void cnn_lua_io_type(lua_State *L);
 void cnn_lua_batcher_type(lua_State *L);
+/* cuda.c: push the cnn.cuda table; cnn.version_info and friends */
+void cnn_lua_cuda_push(lua_State *L);
+extern const luaL_Reg cnn_lua_cuda_funcs[];
 /* docs.c: fill cnn.doc; cnn module table at index m */
 void cnn_lua_docs_register(lua_State *L, int m);
 

@@ -105,13 +105,16 @@ static int benchmark(lua_State *L) {
   return 0;
 }
 
-/* cnn.version_info() -> "cuda: ..." lines, or why there is no CUDA module */
+/* cnn.version_info() -> "blas: ..." and "cuda: ..." lines (the CUDA lines
+ * say why there is no CUDA module or device) */
 static int version_info(lua_State *L) {
   const char *mod = cnn_cuda_module_info();
   const char *why = cnn_cuda_unavailable_reason();
+  lua_pushfstring(L, "blas: %s\nthreads: %d\n", cnn_blas_info(), cnn_get_num_threads());
   if (mod && !why) lua_pushstring(L, mod);
   else if (mod) lua_pushfstring(L, "%s\ncuda: not available: %s", mod, why);
   else lua_pushfstring(L, "cuda: %s", why ? why : "not available");
+  lua_concat(L, 2);
   return 1;
 }
 

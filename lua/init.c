@@ -89,11 +89,13 @@ static int f_is_tensor(lua_State *L) {
 
 /* ---- conv backend -------------------------------------------------------------------- */
 
-static const char *const algo_names[] = {"auto", "onednn", "im2col", "naive", NULL};
+static const char *const algo_names[] = {"auto", "onednn", "im2col", "naive", "direct", NULL};
 
+/* 'direct' names the direct convolution: the naive loop on the CPU, the
+ * teaching kernel (one thread per output) on CUDA. */
 static int f_set_conv_algo(lua_State *L) {
   int a = luaL_checkoption(L, 1, NULL, algo_names);
-  cnn_set_conv_algo((cnn_conv_algo)a);
+  cnn_set_conv_algo(a == 4 ? CNN_CONV_NAIVE : (cnn_conv_algo)a);
   return 0;
 }
 
@@ -126,22 +128,6 @@ static void push_backends(lua_State *L) {
   lua_pushcfunction(L, backends_newindex);
   lua_setfield(L, -2, "__newindex");
   lua_setmetatable(L, -2);
-}
-
-/* ---- cuda --------------------------------------------------------------------------------- */
-
-/* cnn.cuda.is_available() -> true | false, reason */
-static int cuda_is_available(lua_State *L) {
-  const char *why = cnn_cuda_unavailable_reason();
-  lua_pushboolean(L, why == NULL);
-  if (!why) return 1;
-  lua_pushstring(L, why);
-  return 2;
-}
-
-static void push_cuda(lua_State *L) {
-  static const luaL_Reg f[] = {{"is_available", cuda_is_available}, {NULL, NULL}};
-  luaL_newlib(L, f);
 }
 
 const luaL_Reg cnn_lua_misc_funcs[] = {
@@ -191,13 +177,13 @@ int luaopen_cnn(lua_State *L) {
   lua_setfield(L, m, "Tensor");
   static const luaL_Reg *const funcs[] = {cnn_lua_creation_funcs, cnn_lua_math_funcs, cnn_lua_join_funcs,
                                           cnn_lua_autograd_funcs, cnn_lua_memory_funcs, cnn_lua_misc_funcs,
-                                          cnn_lua_io_funcs};
+                                          cnn_lua_io_funcs, cnn_lua_cuda_funcs};
   for (size_t i = 0; i < sizeof funcs / sizeof funcs[0]; i++) luaL_setfuncs(L, funcs[i], 0);
   build_functional(L);
   lua_setfield(L, m, "F");
   push_backends(L);
   lua_setfield(L, m, "backends");
-  push_cuda(L);
+  cnn_lua_cuda_push(L);
   lua_setfield(L, m, "cuda");
   lua_newtable(L);
   luaL_setfuncs(L, cnn_lua_io_module, 0);

@@ -65,6 +65,7 @@ static int expand_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
 /* A view header of t with a given shape/strides/offset, recording a node. */
 static cnn_tensor *make_view(cnn_tensor *t, int ndim, const int64_t *shape, const int64_t *stride,
                              int64_t offset, const char *name, cnn_backward_fn fn, cnn_node **node) {
+  if (node) *node = NULL;
   cnn_tensor *v = cnn_tensor_view_of(t);
   if (!v) return NULL;
   v->ndim = ndim;
@@ -173,7 +174,7 @@ cnn_tensor *cnn_transpose(cnn_tensor *t, int d0, int d1) {
   memcpy(st, t->stride, sizeof st);
   sh[d0] = t->shape[d1], sh[d1] = t->shape[d0];
   st[d0] = t->stride[d1], st[d1] = t->stride[d0];
-  cnn_node *n;
+  cnn_node *n = NULL;
   cnn_tensor *v = make_view(t, t->ndim, sh, st, t->offset, "TransposeBackward", transpose_backward, &n);
   if (n) n->ip[0] = d0, n->ip[1] = d1;
   return v;
@@ -188,7 +189,7 @@ cnn_tensor *cnn_permute(cnn_tensor *t, const int *dims) {
     seen[dims[i]] = true;
     sh[i] = t->shape[dims[i]], st[i] = t->stride[dims[i]];
   }
-  cnn_node *n;
+  cnn_node *n = NULL;
   cnn_tensor *v = make_view(t, t->ndim, sh, st, t->offset, "PermuteBackward", permute_backward, &n);
   for (int i = 0; n && i < t->ndim; i++) n->ip[i] = dims[i];
   return v;
@@ -232,7 +233,7 @@ cnn_tensor *cnn_narrow(cnn_tensor *t, int dim, int64_t start, int64_t length) {
   int64_t sh[CNN_MAX_DIMS];
   memcpy(sh, t->shape, sizeof sh);
   sh[dim] = length;
-  cnn_node *n;
+  cnn_node *n = NULL;
   cnn_tensor *v = make_view(t, t->ndim, sh, t->stride, t->offset + start * t->stride[dim],
                             "NarrowBackward", slice_backward, &n);
   if (n) n->ip[0] = dim, n->ip[1] = start, n->ip[2] = length;
@@ -251,7 +252,7 @@ cnn_tensor *cnn_select(cnn_tensor *t, int dim, int64_t index) {
   int nd = 0;
   for (int i = 0; i < t->ndim; i++)
     if (i != dim) sh[nd] = t->shape[i], st[nd++] = t->stride[i];
-  cnn_node *n;
+  cnn_node *n = NULL;
   cnn_tensor *v = make_view(t, nd, sh, st, t->offset + index * t->stride[dim], "SelectBackward",
                             slice_backward, &n);
   if (n) n->ip[0] = dim, n->ip[1] = index, n->ip[2] = -1;

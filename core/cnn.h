@@ -84,6 +84,7 @@ typedef struct {
   int64_t live;  /* bytes held by live storages, all devices */
   int64_t peak;  /* highest `live` since start or last reset */
   int64_t count; /* live storages */
+  int64_t cached; /* freed CPU blocks kept for reuse (not in live) */
 } cnn_memory_stats;
 
 cnn_memory_stats cnn_memory(cnn_device_type dev);

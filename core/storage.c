@@ -12,6 +12,7 @@
  */
 #include "backend.h"
 #include "cnn.h"
+#include "host_cache.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -49,7 +50,8 @@ static void account(cnn_device_type d, long long delta) {
 
 cnn_memory_stats cnn_memory(cnn_device_type dev) {
   cnn_memory_stats s = {atomic_load(&live_bytes[dev]), atomic_load(&peak_bytes[dev]),
-                        atomic_load(&live_count[dev])};
+                        atomic_load(&live_count[dev]),
+                        dev == CNN_CPU ? (int64_t)cnn_host_cache_bytes() : 0};
   return s;
 }
 
@@ -59,16 +61,17 @@ void cnn_memory_reset_peak(void) {
 
 static void *raw_alloc(size_t nbytes, cnn_device dev) {
   if (dev.type == CNN_CPU) {
-    size_t rounded = (nbytes + CPU_ALIGNMENT - 1) / CPU_ALIGNMENT * CPU_ALIGNMENT;
-    return aligned_alloc(CPU_ALIGNMENT, rounded ? rounded : CPU_ALIGNMENT);
+    size_t size = cnn_host_block_size(nbytes);
+    void *p = cnn_host_cache_take(size);
+    return p ? p : aligned_alloc(CPU_ALIGNMENT, size);
   }
   const cnn_backend *be = cnn_backend_get(dev.type);
   return be ? be->alloc(nbytes ? nbytes : 1, dev.index) : NULL;
 }
 
-static void raw_free(void *p, cnn_device dev) {
+static void raw_free(void *p, size_t nbytes, cnn_device dev) {
   if (dev.type == CNN_CPU) {
-    free(p);
+    if (!cnn_host_cache_put(p, cnn_host_block_size(nbytes))) free(p);
     return;
   }
   const cnn_backend *be = cnn_backend_get(dev.type);
@@ -78,6 +81,7 @@ static void raw_free(void *p, cnn_device dev) {
 static void *alloc_with_retry(size_t nbytes, cnn_device dev) {
   if (dev.type == CNN_CUDA && !cnn_backend_get(CNN_CUDA)) return NULL; /* error set */
   void *p = raw_alloc(nbytes, dev);
+  if (!p && dev.type == CNN_CPU && cnn_host_cache_clear() > 0) p = raw_alloc(nbytes, dev);
   if (!p && on_hooks_thread() && hooks.on_oom && hooks.on_oom(nbytes, hooks.ud))
     p = raw_alloc(nbytes, dev);
   if (!p) {
@@ -127,7 +131,7 @@ void cnn_storage_retain(cnn_storage *s) {
 void cnn_storage_release(cnn_storage *s) {
   if (!s || __atomic_sub_fetch(&s->refcount, 1, __ATOMIC_ACQ_REL) != 0) return;
   if (!s->borrowed) {
-    raw_free(s->data, s->device);
+    raw_free(s->data, s->nbytes, s->device);
     account(s->device.type, -(long long)s->nbytes);
   }
   free(s);

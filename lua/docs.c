@@ -48,6 +48,7 @@ static const doc_entry docs[] = {
     {"cnn.set_num_threads", "cnn.set_num_threads(n)\nSets the number of OpenMP threads of every CPU op."},
     {"cnn.get_num_threads", "cnn.get_num_threads() -> n\nThe number of threads CPU ops use."},
     {"cnn.clock", "cnn.clock() -> seconds\nA monotonic clock, for timing."},
+    {"cnn.version_info", "cnn.version_info() -> string\nLines about the BLAS in use, the thread count and the CUDA module (or why there is none)."},
     {"cnn.is_tensor", "cnn.is_tensor(v) -> boolean\nTrue if v is a live cnn.Tensor."},
     {"cnn.set_conv_algo", "cnn.set_conv_algo(name)\nSelects the CPU convolution: 'auto', 'onednn', 'im2col' or 'naive' (also cnn.backends.conv = name)."},
     {"cnn.get_conv_algo", "cnn.get_conv_algo() -> name\nThe selected CPU convolution algorithm."},

@@ -93,6 +93,7 @@ static int f_memory(lua_State *L) {
   set_int(L, "live", s.live);
   set_int(L, "peak", s.peak);
   set_int(L, "count", s.count);
+  set_int(L, "cached", s.cached);
   return 1;
 }
 

@@ -1,0 +1,108 @@
+-- run_example.lua -- runs one example of examples/ briefly and checks what
+-- it produced (issue 8: the examples' short runs, also under ASan/LSan).
+--
+--   cnnsh tests/examples/run_example.lua EXAMPLES_DIR NAME OUT_DIR
+--
+-- NAME is quickstart, fashion_mnist or inspect.  The driver sets `arg` as
+-- the command line would, runs the example with dofile() in this state,
+-- then checks its output with independent means:
+--   quickstart     its printed test accuracy is at least 60% (10 classes:
+--                  chance is 10%; one epoch on 10,000 images gives ~82%)
+--   fashion_mnist  1 epoch on 512 images; the checkpoint it writes loads
+--                  with cnn.load, restores into a freshly built network of
+--                  the same architecture (strict load_state_dict), and that
+--                  network classifies 1,000 test images better than chance
+--                  (> 25%; ~40% after 512 images); epoch and RNG state are there
+--   inspect        20 steps; both PNG files it writes are fresh, readable
+--                  and of a plausible size
+-- Outputs from an earlier run are deleted first, so a stale file never
+-- passes.  Exit status 77 (CTest: skipped) when Fashion-MNIST is missing
+-- for an example that needs it.
+local examples, name, out = arg[1], arg[2], arg[3]
+assert(examples and name and out, "usage: run_example.lua EXAMPLES_DIR NAME OUT_DIR")
+
+local FMNIST = "/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz"
+local function have_fmnist()
+  local f = io.open(FMNIST, "rb")
+  if f then f:close() end
+  return f ~= nil
+end
+
+-- Run examples/<name>.lua with the given command-line arguments; returns
+-- everything it printed (and prints it too).
+local function run(file, args)
+  local lines, print0 = {}, print
+  print = function(...) -- luacheck: ignore
+    local parts = table.pack(...)
+    for i = 1, parts.n do parts[i] = tostring(parts[i]) end
+    lines[#lines + 1] = table.concat(parts, "\t")
+    print0(...)
+  end
+  arg = { [0] = examples .. "/" .. file } -- luacheck: ignore
+  for i, a in ipairs(args) do arg[i] = a end
+  local ok, err = pcall(dofile, examples .. "/" .. file)
+  print = print0 -- luacheck: ignore
+  if not ok then error(file .. " failed: " .. tostring(err), 0) end
+  return table.concat(lines, "\n")
+end
+
+local checks = {}
+
+function checks.quickstart()
+  if not have_fmnist() then os.exit(77) end
+  local text = run("quickstart.lua", {})
+  local acc = tonumber(text:match("test accuracy: ([%d.]+)%%"))
+  assert(acc, "quickstart printed no test accuracy")
+  assert(acc >= 60, ("quickstart: test accuracy %.2f%% < 60%%"):format(acc))
+end
+
+-- The network of examples/fashion_mnist.lua, built again here.
+local function fmnist_net()
+  return nn.Sequential(
+    nn.Conv2d(1, 32, 3, { padding = 1 }), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),
+    nn.Conv2d(32, 64, 3, { padding = 1 }), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(2),
+    nn.Flatten(), nn.Linear(64 * 7 * 7, 128), nn.ReLU(), nn.Dropout(0.3), nn.Linear(128, 10))
+end
+
+function checks.fashion_mnist()
+  if not have_fmnist() then os.exit(77) end
+  local ckpt = out .. "/fmnist_example.safetensors"
+  os.remove(ckpt)
+  run("fashion_mnist.lua", { "--epochs", "1", "--subset", "512", "--out", ckpt })
+  local t = cnn.load(ckpt)
+  assert(t.epoch == 1, "checkpoint epoch " .. tostring(t.epoch))
+  assert(type(t.rng) == "table", "checkpoint has no RNG state")
+  assert(type(t.optimizer) == "table" and type(t.model) == "table", "checkpoint lacks model or optimizer")
+  local net = fmnist_net()
+  net:load_state_dict(t.model) -- strict: every key and shape must match
+  net:eval()
+  local test = data.FashionMNIST{ train = false, transform = data.transforms.Normalize(0.2860, 0.3530) }
+  local first = {}
+  for i = 1, 1000 do first[i] = i end
+  local loader = data.DataLoader(data.Subset(test, first), { batch_size = 250 })
+  local correct, n = 0, 0
+  cnn.no_grad(function()
+    for x, y in loader do
+      correct = correct + net(x):argmax(2):eq(y):long():sum():item()
+      n = n + x:size(1)
+    end
+  end)
+  assert(n == 1000, "evaluated " .. n .. " images")
+  assert(correct / n > 0.25, ("the restored network is right on %d of 1000 test images"):format(correct))
+  os.remove(ckpt)
+end
+
+function checks.inspect()
+  local files = { out .. "/inspect_filters.png", out .. "/inspect_maps.png" }
+  for _, f in ipairs(files) do os.remove(f) end
+  run("inspect.lua", { "20", out })
+  for _, f in ipairs(files) do
+    local h, w, c = cnn.png_read(f)
+    assert(h >= 8 and w >= 8 and (c == 1 or c == 3 or c == 4), ("%s: %dx%dx%d"):format(f, h, w, c))
+    os.remove(f)
+  end
+end
+
+assert(checks[name], "unknown example " .. tostring(name))
+checks[name]()
+print("example " .. name .. ": ok")

@@ -12,10 +12,16 @@
  * may be released on the data loader's thread.  Under AddressSanitizer the
  * cache is off, so use-after-free stays detectable.
  * Invariant: cached_bytes == sum of entries' sizes <= CACHE_LIMIT.
+ *
+ * Blocks are 64-byte aligned by hand over malloc(): glibc 2.36 never
+ * reuses freed aligned_alloc() chunks (glibc bug 14581, fixed in 2.38), so
+ * with aligned_alloc the resident size of a training loop grew ~140 KB per
+ * step while the bytes in use stayed flat.
  */
 #include "host_cache.h"
 
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -29,6 +35,7 @@
 #define CACHE_ENABLED 1
 #endif
 
+#define ALIGNMENT 64
 #define CACHE_MIN (1u << 20)         /* blocks below this go straight to free() */
 #define CACHE_ROUND ((size_t)64 << 10)
 #define CACHE_LIMIT ((size_t)256 << 20)
@@ -44,13 +51,27 @@ static block blocks[CACHE_SLOTS]; /* most recently freed last */
 static int nblocks;
 static size_t cached_bytes;
 
+/* malloc() with the start moved up to a multiple of ALIGNMENT; the base
+ * pointer is kept in the word just before the block. */
+static void *aligned_malloc(size_t size) {
+  char *base = malloc(size + ALIGNMENT + sizeof(void *));
+  if (!base) return NULL;
+  uintptr_t p = ((uintptr_t)base + sizeof(void *) + ALIGNMENT - 1) & ~(uintptr_t)(ALIGNMENT - 1);
+  ((void **)p)[-1] = base;
+  return (void *)p;
+}
+
+static void aligned_free(void *p) {
+  if (p) free(((void **)p)[-1]);
+}
+
 size_t cnn_host_block_size(size_t nbytes) {
   size_t align = nbytes >= CACHE_MIN ? CACHE_ROUND : 64;
   size_t rounded = (nbytes + align - 1) / align * align;
   return rounded ? rounded : 64;
 }
 
-void *cnn_host_cache_take(size_t size) {
+static void *cache_take(size_t size) {
   if (!CACHE_ENABLED || size < CACHE_MIN) return NULL;
   void *p = NULL;
   pthread_mutex_lock(&lock);
@@ -65,11 +86,11 @@ void *cnn_host_cache_take(size_t size) {
   return p;
 }
 
-bool cnn_host_cache_put(void *p, size_t size) {
+static bool cache_put(void *p, size_t size) {
   if (!CACHE_ENABLED || size < CACHE_MIN || size > CACHE_LIMIT) return false;
   pthread_mutex_lock(&lock);
   while (nblocks > 0 && (nblocks == CACHE_SLOTS || cached_bytes + size > CACHE_LIMIT)) {
-    free(blocks[0].ptr); /* evict the oldest */
+    aligned_free(blocks[0].ptr); /* evict the oldest */
     cached_bytes -= blocks[0].size;
     for (int i = 1; i < nblocks; i++) blocks[i - 1] = blocks[i];
     nblocks--;
@@ -83,7 +104,7 @@ bool cnn_host_cache_put(void *p, size_t size) {
 size_t cnn_host_cache_clear(void) {
   pthread_mutex_lock(&lock);
   size_t freed = cached_bytes;
-  for (int i = 0; i < nblocks; i++) free(blocks[i].ptr);
+  for (int i = 0; i < nblocks; i++) aligned_free(blocks[i].ptr);
   nblocks = 0;
   cached_bytes = 0;
   pthread_mutex_unlock(&lock);
@@ -95,4 +116,13 @@ size_t cnn_host_cache_bytes(void) {
   size_t n = cached_bytes;
   pthread_mutex_unlock(&lock);
   return n;
+}
+
+void *cnn_host_alloc(size_t size) {
+  void *p = cache_take(size);
+  return p ? p : aligned_malloc(size);
+}
+
+void cnn_host_free(void *p, size_t size) {
+  if (p && !cache_put(p, size)) aligned_free(p);
 }

@@ -9,8 +9,8 @@
 #include <stddef.h>
 
 size_t cnn_host_block_size(size_t nbytes); /* the size actually allocated */
-void *cnn_host_cache_take(size_t size);    /* a cached block of exactly size, or NULL */
-bool cnn_host_cache_put(void *p, size_t size); /* false: not cached, caller frees */
+void *cnn_host_alloc(size_t size);         /* 64-byte aligned; a cached block when one fits */
+void cnn_host_free(void *p, size_t size);  /* keeps large blocks in the cache */
 size_t cnn_host_cache_clear(void);         /* frees everything; returns the bytes freed */
 size_t cnn_host_cache_bytes(void);
 #endif

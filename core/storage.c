@@ -20,7 +20,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#define CPU_ALIGNMENT 64
 #define MAX_BYTES ((size_t)1 << 46) /* 64 TiB: anything above is absurd */
 
 static atomic_llong live_bytes[2], peak_bytes[2], live_count[2];
@@ -61,9 +60,7 @@ void cnn_memory_reset_peak(void) {
 
 static void *raw_alloc(size_t nbytes, cnn_device dev) {
   if (dev.type == CNN_CPU) {
-    size_t size = cnn_host_block_size(nbytes);
-    void *p = cnn_host_cache_take(size);
-    return p ? p : aligned_alloc(CPU_ALIGNMENT, size);
+    return cnn_host_alloc(cnn_host_block_size(nbytes));
   }
   const cnn_backend *be = cnn_backend_get(dev.type);
   return be ? be->alloc(nbytes ? nbytes : 1, dev.index) : NULL;
@@ -71,7 +68,7 @@ static void *raw_alloc(size_t nbytes, cnn_device dev) {
 
 static void raw_free(void *p, size_t nbytes, cnn_device dev) {
   if (dev.type == CNN_CPU) {
-    if (!cnn_host_cache_put(p, cnn_host_block_size(nbytes))) free(p);
+    cnn_host_free(p, cnn_host_block_size(nbytes));
     return;
   }
   const cnn_backend *be = cnn_backend_get(dev.type);

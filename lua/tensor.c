@@ -49,7 +49,16 @@ void cnn_lua_push_tensor(lua_State *L, cnn_tensor *t) {
   cnn_lua_memory_step(L);
 }
 
-int cnn_lua_error(lua_State *L) { return luaL_error(L, "%s", cnn_error()); }
+/* Raise core's message.  Core's allocator does not know which op asked for
+ * memory, so an out-of-memory message gets the running function's name. */
+int cnn_lua_error(lua_State *L) {
+  const char *msg = cnn_error();
+  lua_Debug ar;
+  if (strncmp(msg, "out of memory", 13) == 0 && lua_getstack(L, 0, &ar) && lua_getinfo(L, "n", &ar) &&
+      ar.name)
+    return luaL_error(L, "%s: %s", ar.name, msg);
+  return luaL_error(L, "%s", msg);
+}
 
 int cnn_lua_push_result(lua_State *L, cnn_tensor *t) {
   if (!t) return cnn_lua_error(L);

@@ -97,7 +97,7 @@ static int m_narrow(lua_State *L) {
   int64_t start = cnn_lua_check_int(L, 3), len = cnn_lua_check_int(L, 4);
   int64_t size = t->shape[d];
   if (start < 0) start += size + 1;
-  if (start < 1 || start > size + 1 || len < 0 || start - 1 + len > size)
+  if (start < 1 || start > size + 1 || len < 0 || len > size - (start - 1))
     return cnn_lua_fail(L, "narrow: start %lld, length %lld out of range for dim %d of size %lld",
                         (long long)cnn_lua_check_int(L, 3), (long long)len, d + 1, (long long)size);
   return cnn_lua_push_result(L, cnn_narrow(t, d, start - 1, len));

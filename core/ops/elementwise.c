@@ -581,13 +581,13 @@ static void un_row_f64(const void *ctx, int64_t n, char *const *p, const int64_t
 static int64_t un_int(int op, int64_t x, double p0, double p1) {
   switch (op) {
   case CNN_OP_NEG: return (int64_t)(0 - (uint64_t)x);
-  case CNN_OP_ABS: return x < 0 ? -x : x;
+  case CNN_OP_ABS: return x < 0 ? (int64_t)(0 - (uint64_t)x) : x; /* wraps at INT64_MIN, as C's unsigned */
   case CNN_OP_SIGN: return x > 0 ? 1 : x < 0 ? -1 : 0;
   case CNN_OP_RELU: return x > 0 ? x : 0;
   case CNN_OP_SQUARE: return (int64_t)((uint64_t)x * (uint64_t)x);
   case CNN_OP_CLAMP:
-    if (p0 == p0 && (double)x < p0) return (int64_t)ceil(p0);
-    if (p1 == p1 && (double)x > p1) return (int64_t)floor(p1);
+    if (p0 == p0 && (double)x < p0) return saturate_int64(ceil(p0));
+    if (p1 == p1 && (double)x > p1) return saturate_int64(floor(p1));
     return x;
   case CNN_OP_POW_SCALAR: return ipow(x, (int64_t)p0);
   case CNN_OP_ADD_SCALAR: return (int64_t)((uint64_t)x + (uint64_t)(int64_t)p0);

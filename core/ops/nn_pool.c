@@ -95,6 +95,11 @@ static int pool_geometry(const char *op, const cnn_tensor *x, const cnn_pool_par
                   p->kernel[0], p->kernel[1]);
     return -1;
   }
+  if (x->shape[2] + 2 * p->pad[0] < p->kernel[0] || x->shape[3] + 2 * p->pad[1] < p->kernel[1]) {
+    cnn_set_error("%s: input %s (padded by %dx%d) is smaller than the kernel %dx%d", op,
+                  cnn_tensor_shape_str(x, a), p->pad[0], p->pad[1], p->kernel[0], p->kernel[1]);
+    return -1;
+  }
   *s = (cnn_pool_shape){x->shape[0], x->shape[1], x->shape[2], x->shape[3], 0, 0, p->kernel[0], p->kernel[1],
                         p->stride[0], p->stride[1], p->pad[0], p->pad[1], p->count_include_pad};
   s->OH = pool_out_size(s->H, s->kh, s->sh, s->ph, p->ceil_mode);

@@ -167,6 +167,13 @@ local SKIP = {
   viz_png = "writes files", Batcher = "starts a thread (hand-written cases below)",
 }
 
+-- Functions whose sweep currently fails, with the repro: the sweep still
+-- runs them, and turns pending (not red) while the bug is there.
+local KNOWN_SWEEP = {
+  gradcheck = "cnn.gradcheck(print) raises \"stdlib/gradcheck.lua:49: attempt to index a nil value " ..
+              "(local 'y')\" (stdlib/gradcheck.lua: check that fn returned a tensor, naming gradcheck)",
+}
+
 local function try_call(what, f, ...)
   local ok, r = pcall(f, ...)
   if ok then
@@ -195,12 +202,15 @@ for _, m in ipairs(MODULES) do
       if not SKIP[name] then
         it(m[1] .. "." .. name, function()
           local f = compile("function(...) return " .. m[1] .. "." .. name .. "(...) end")
-          for _, b in ipairs(BAD) do
-            sweep_one(name, ("%s.%s(%s)"):format(m[1], name, b[1]), f, b[2]())
-            sweep_one(name, ("%s.%s(x, %s)"):format(m[1], name, b[1]), f, cnn.randn(2, 3), b[2]())
-            sweep_one(name, ("%s.%s(x4d, %s, %s)"):format(m[1], name, b[1], b[1]), f,
-                      cnn.randn(1, 1, 3, 3), b[2](), b[2]())
+          local function sweep()
+            for _, b in ipairs(BAD) do
+              sweep_one(name, ("%s.%s(%s)"):format(m[1], name, b[1]), f, b[2]())
+              sweep_one(name, ("%s.%s(x, %s)"):format(m[1], name, b[1]), f, cnn.randn(2, 3), b[2]())
+              sweep_one(name, ("%s.%s(x4d, %s, %s)"):format(m[1], name, b[1], b[1]), f,
+                        cnn.randn(1, 1, 3, 3), b[2](), b[2]())
+            end
           end
+          if KNOWN_SWEEP[name] then known(KNOWN_SWEEP[name], sweep) else sweep() end
         end)
       end
     end
@@ -882,6 +892,78 @@ describe("cnn.save and cnn.load with hostile input", function()
     assert.equal(1.5, t.os["exit(3)"]:item())
     assert.is_nil(_G.BAD_INPUT_PWNED)
     os.remove(p)
+  end)
+end)
+
+-- ---- crashes, in a child process ------------------------------------------------------------------
+
+-- Cases that have crashed (a sanitizer abort, a signal) run in a child
+-- cnnsh, so the crash is reported instead of killing this run.  The child
+-- inherits ASAN_OPTIONS/UBSAN_OPTIONS, so under the sanitizer build
+-- undefined behaviour counts as a crash.  Child exit codes: 0 = the call
+-- raised an error naming the op (or, for `ok_allowed`, returned), 3 =
+-- wrong behaviour, anything else = a crash.
+local function cnnsh_path()
+  local f = io.open("/proc/self/cmdline", "rb")
+  if not f then return nil end
+  local exe = f:read("a"):match("^[^%z]+")
+  f:close()
+  return exe
+end
+
+local function child(code, name, ok_allowed)
+  local exe = cnnsh_path()
+  if not exe then return pending("no /proc/self/cmdline: cannot start a child cnnsh") end
+  local prog = ("local ok, err = pcall(function() return %s end) " ..
+                "if ok then os.exit(%s and 0 or 3) end " ..
+                "os.exit(type(err) == 'string' and err:find(%q, 1, true) and 0 or 3)"):format(
+                code, ok_allowed and "true" or "false", name)
+  local cmd = ("'%s' -e \"%s\" >/dev/null 2>&1"):format(exe, prog:gsub('"', '\\"'))
+  local _, how, status = os.execute(cmd)
+  return how == "exit" and status or 128 + (status or 0)
+end
+
+describe("calls that crashed: run in a child cnnsh", function()
+  local cases = {
+    { "narrow", "cnn.zeros(3):narrow(1, 2, math.maxinteger)", false,
+      "lua/tensor_view.c:100 m_narrow: `start - 1 + len > size` overflows int64 (UBSan: signed integer " ..
+      "overflow); test `len > size - (start - 1)` instead" },
+    { "abs", "cnn.tensor({math.mininteger}, 'int64'):abs()", true,
+      "core/ops/elementwise.c:584 un_int CNN_OP_ABS: `-x` of INT64_MIN is undefined (UBSan); " ..
+      "write `x < 0 ? (int64_t)(0 - (uint64_t)x) : x` as CNN_OP_NEG does" },
+    { "abs_", "cnn.tensor({math.mininteger}, 'int64'):abs_()", true, "same as abs (elementwise.c:584)" },
+    { "neg", "cnn.tensor({math.mininteger}, 'int64'):neg()", true },
+    { "add", "cnn.tensor({math.maxinteger}, 'int64') + 1", true },
+    { "mul", "cnn.tensor({math.mininteger}, 'int64') * -1", true },
+    { "sum", "cnn.tensor({math.maxinteger, 1}, 'int64'):sum()", true },
+    { "prod", "cnn.tensor({math.maxinteger, 2}, 'int64'):prod()", true },
+    { "square", "cnn.tensor({math.mininteger}, 'int64'):square()", true },
+    { "long", "cnn.tensor({1e300, -1e300, 0/0}):long()", true },
+    { "index", "cnn.zeros(3)[{{2, math.maxinteger}}]", false },
+    { "select", "cnn.zeros(3):select(1, math.mininteger)", false },
+  }
+  for _, c in ipairs(cases) do
+    it(c[2], function()
+      local rc = child(c[2], c[1], c[3])
+      if rc ~= 0 and c[4] then
+        return pending(("KNOWN BUG: `%s` exits %d in a child cnnsh: %s"):format(c[2], rc, c[4]))
+      end
+      assert(rc == 0, ("`%s` exited %d in a child cnnsh (3: wrong behaviour, else a crash)"):format(c[2], rc))
+    end)
+  end
+end)
+
+describe("pooling windows larger than the input", function()
+  it("max_pool2d and avg_pool2d refuse a kernel larger than the padded input", function()
+    local x = cnn.randn(1, 1, 4, 4)
+    raises(function() return F.max_pool2d(x, 5, { stride = 1 }) end, "max_pool2d", "1x1x4x4")
+    known("F.max_pool2d(cnn.randn(1, 1, 4, 4), 5) returns a 1x1x1x1 max of a partial window, while " ..
+          "{stride = 1} raises 'input 1x1x4x4 is smaller than the kernel 5x5' (and PyTorch raises for " ..
+          "both): the output size (4 - 5) / 5 + 1 truncates to 1 in core's pooling shape check; " ..
+          "check in + pads >= kernel first (avg_pool2d likewise)", function()
+      raises(function() return F.max_pool2d(x, 5) end, "max_pool2d", "1x1x4x4")
+      raises(function() return F.avg_pool2d(x, 5) end, "avg_pool2d", "1x1x4x4")
+    end)
   end)
 end)
 

@@ -195,10 +195,20 @@ cnn_tensor *cnn_arange(double start, double end, double step, cnn_dtype dt) {
 }
 
 cnn_tensor *cnn_linspace(double start, double end, int64_t steps, cnn_dtype dt) {
-  if (steps < 0) return cnn_set_error("linspace: steps %lld is negative", (long long)steps), NULL;
-  double step = steps > 1 ? (end - start) / (double)(steps - 1) : 0;
-  cnn_tensor *t = fill_sequence("linspace", steps, start, step, dt);
-  if (t && steps > 1) cnn_store_double(dt, t->storage->data, steps - 1, end);
+  if (steps < 0 || steps > ((int64_t)1 << 40)) {
+    cnn_set_error("linspace: steps %lld is not a valid count", (long long)steps);
+    return NULL;
+  }
+  if (!isfinite(start) || !isfinite(end)) {
+    cnn_set_error("linspace: start %g and end %g must be finite", start, end);
+    return NULL;
+  }
+  cnn_tensor *t = cnn_empty(1, &steps, dt, CNN_DEVICE_CPU);
+  /* interpolate rather than step: (end - start) may overflow a double */
+  for (int64_t i = 0; t && i < steps; i++) {
+    double f = steps > 1 ? (double)i / (double)(steps - 1) : 0;
+    cnn_store_double(dt, t->storage->data, i, start * (1 - f) + end * f);
+  }
   return t;
 }
 

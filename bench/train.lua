@@ -2,7 +2,7 @@
 -- (examples/fashion_mnist.lua) in training (forward + backward + Adam step)
 -- and in evaluation (forward under no_grad), as JSON lines:
 --
---   {"bench":"train","net":"fmnist_cnn","source":"synthetic","batch":128,"images_per_s":...}
+--   {"bench":"train","net":"fmnist_cnn","source":"synthetic","batch":64,"images_per_s":...}
 --   {"bench":"eval", ...}
 --   {"bench":"train","source":"loader", ...}   (real Fashion-MNIST through the
 --                                              DataLoader, when installed)
@@ -10,7 +10,7 @@
 --   cnnsh bench/train.lua [--steps N] [--batch N] [--eval-batch N]
 -- Each figure is the median over 3 timed runs of N steps after one warm-up step.
 
-local opts = { steps = 20, batch = 128, ["eval-batch"] = 1000 }
+local opts = { steps = 20, batch = 64, ["eval-batch"] = 1000 }
 local i = 1
 while arg and arg[i] do
   local k = arg[i]:match("^%-%-(.+)$")

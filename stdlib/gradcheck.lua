@@ -14,9 +14,12 @@
 -- back exactly.  An element passes when |a - n| <= atol + rtol * |n|.
 -- Defaults: float64 eps = 1e-6, atol = 1e-5, rtol = 1e-3; float32 is
 -- checked with eps = 1e-3, atol = rtol = 1e-2 and a note to use float64.
--- Only inputs with requires_grad are checked.  The inputs' .grad is
+-- Only inputs with requires_grad are checked, and at least one must have
+-- it; fn must return a tensor that requires grad.  Wrong arguments raise
+-- errors naming gradcheck at the caller's line.  The inputs' .grad is
 -- restored afterwards.
 local cnn = _G.cnn
+local check = require("check")
 local doc = cnn.doc or {}
 
 local M = {}
@@ -115,7 +118,7 @@ local function check_input(fn, inputs, proj, k, ga, opts, worst)
 end
 
 local function report_text(ok, w, notes)
-  if w.input == nil then return "gradcheck: no input requires grad; nothing checked" end
+  if w.input == nil then return "gradcheck: nothing checked (the inputs that require grad are empty)" end
   local s = string.format(
     "gradcheck %s: %d elements, %d failed; worst: input %d (%s) at [%s]: analytic %.6g, numeric %.6g, |diff| %.3g",
     ok and "passed" or "FAILED", w.checked, w.failed, w.input, w.shape,
@@ -124,11 +127,44 @@ local function report_text(ok, w, notes)
   return s
 end
 
+-- Checks fn, the options and the inputs (errors at the user's line:
+-- check_args < gradcheck < caller).
+local function check_args(fn, inputs, opts)
+  local mt = type(fn) == "table" and getmetatable(fn)
+  if not (type(fn) == "function" or (mt and mt.__call)) then
+    check.fail("gradcheck", "fn", "a function (or a module)", fn, 3)
+  end
+  opts = check.options("gradcheck", opts, { "eps", "atol", "rtol", "max_elems" }, 3)
+  if opts.eps ~= nil and not (check.number("gradcheck", "eps", opts.eps, 3, 0) > 0) then
+    check.fail("gradcheck", "eps", "a positive number", opts.eps, 3)
+  end
+  if opts.atol ~= nil then check.number("gradcheck", "atol", opts.atol, 3, 0) end
+  if opts.rtol ~= nil then check.number("gradcheck", "rtol", opts.rtol, 3, 0) end
+  if opts.max_elems ~= nil then opts.max_elems = check.integer("gradcheck", "max_elems", opts.max_elems, 3, 1) end
+  local any = false
+  for _, x in ipairs(inputs) do
+    if cnn.is_tensor(x) and x.requires_grad then any = true end
+  end
+  if not any then error("gradcheck: no input requires grad (set x.requires_grad = true)", 3) end
+  return opts
+end
+
+-- fn's output: a tensor that requires grad (errors at the user's line).
+local function check_output(y)
+  if not cnn.is_tensor(y) then
+    error("gradcheck: fn returned " .. (y == nil and "nil" or "a " .. type(y)) .. ", expected a tensor", 3)
+  end
+  if not y.requires_grad then
+    error("gradcheck: fn's output does not require grad (is it computed from the inputs, " ..
+          "outside cnn.no_grad?)", 3)
+  end
+  return y
+end
+
 -- gradcheck(fn, inputs... [, opts]) -> ok, report
 function M.gradcheck(fn, ...)
-  assert(type(fn) == "function" or (type(fn) == "table" and getmetatable(fn)),
-         "gradcheck(fn, x1, ...): fn must be callable")
   local inputs, opts = split_args(...)
+  opts = check_args(fn, inputs, opts)
   local saved, notes = {}, {}
   for i, x in ipairs(inputs) do
     if cnn.is_tensor(x) then
@@ -138,7 +174,7 @@ function M.gradcheck(fn, ...)
       end
     end
   end
-  local proj = projector(fn(table.unpack(inputs)))
+  local proj = projector(check_output(fn(table.unpack(inputs))))
   local grads = analytic(fn, inputs, proj)
   local worst = { checked = 0, failed = 0 }
   for k, x in ipairs(inputs) do
@@ -177,7 +213,8 @@ end
 -- timeit(fn [, n]) -> {median=, min=, max=, mean=, n=} (seconds); tostring
 -- gives "median 1.234 ms, min 1.100 ms (10 runs)".
 function M.timeit(fn, n)
-  assert(type(fn) == "function", "timeit(fn [, n]): expected a function")
+  if type(fn) ~= "function" then check.fail("timeit", "fn", "a function", fn, 2) end
+  if n ~= nil then n = check.integer("timeit", "n", n, 2, 1) end
   local clock = cnn.clock
   local c = cnn.cuda
   if type(c) == "table" and c.synchronize and c.is_available and c.is_available() then

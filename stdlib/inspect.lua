@@ -25,6 +25,7 @@
 local cnn = _G.cnn
 local F = cnn.F
 local Module = require("nn.module")
+local check = require("check")
 local doc = cnn.doc or {}
 
 local inspect = {}
@@ -210,9 +211,13 @@ end
 
 -- A dummy input: a tensor as given, or zeros of a shape ({1, 1, 28, 28} or
 -- numbers), in the dtype and on the device of the first parameter.
+-- Errors point at the user's line (dummy_input < summary < caller).
 local function dummy_input(net, a, ...)
   if cnn.is_tensor(a) then return a end
-  local shape = type(a) == "table" and a or { a, ... }
+  local given = type(a) == "table" and a or { a, ... }
+  if #given == 0 then check.fail("summary", "the input", "a tensor or a shape such as {1, 1, 28, 28}", a, 3) end
+  local shape = {}
+  for i = 1, #given do shape[i] = check.integer("summary", "input size " .. i, given[i], 3, 1) end
   local dtype, device = "float32", "cpu"
   local p = net:parameters()[1]
   if p then dtype, device = p.dtype, p.device end
@@ -364,7 +369,8 @@ function Module:summary(input, opts, ...)
   else
     x = dummy_input(self, input)
   end
-  opts = opts or {}
+  opts = check.options("summary", opts, { "print" }, 2)
+  check.boolean("summary", "print", opts.print, 2)
   local rows, ok, err, stack, inputs = summary_run(self, x)
   local r = { rows = {}, ok = ok, input_shape = x.shape }
   local failed
@@ -527,7 +533,8 @@ end
 -- net:trace(x [, target_or_lossfn [, {print = true}]])
 function Module:trace(x, target, opts)
   assert(cnn.is_tensor(x), "trace: expected an input tensor")
-  opts = opts or {}
+  opts = check.options("trace", opts, { "print" }, 2)
+  check.boolean("trace", "print", opts.print, 2)
   local rows, loss = trace_run(self, x, target)
   local out_rows = {}
   for _, row in ipairs(rows) do
@@ -657,9 +664,11 @@ end
 -- net:profile(x [, {iters = 10, warmup = 2, backward = true, print = true}])
 function Module:profile(x, opts)
   assert(cnn.is_tensor(x), "profile: expected an input tensor")
-  opts = opts or {}
-  local iters, warmup = opts.iters or 10, opts.warmup or 2
-  local backward = opts.backward ~= false
+  opts = check.options("profile", opts, { "iters", "warmup", "backward", "print" }, 2)
+  local iters = check.integer("profile", "iters", opts.iters or 10, 2, 1)
+  local warmup = check.integer("profile", "warmup", opts.warmup or 2, 2, 0)
+  local backward = check.boolean("profile", "backward", opts.backward, 2) ~= false
+  check.boolean("profile", "print", opts.print, 2)
   local clock = make_clock(x)
   local names = {}
   for name, m in self:named_modules() do if names[m] == nil then names[m] = name end end

@@ -28,10 +28,62 @@
 --
 -- Invariant: every line a renderer returns has the same visible width, so
 -- tiles can be joined side by side with plain string concatenation.
+-- Every public function checks its options first (check_opts: integers
+-- where counts are meant, finite numbers, known mode and cmap names), with
+-- errors naming it at the user's line.
 local cnn = _G.cnn
 local doc = cnn.doc or {}
 
+local check = require("check")
+
 local viz = {}
+
+-- ---- options -----------------------------------------------------------------
+
+local THIS_FILE = debug.getinfo(1, "S").source
+
+-- The level, counted as error()'s from the function calling this one, of
+-- the first caller outside viz.lua: an error found deep inside viz (show
+-- calls show_str calls check_opts) points at the user's line.
+local function user_level()
+  local k = 1
+  while true do
+    local info = debug.getinfo(k + 1, "S")
+    if info == nil or info.source ~= THIS_FILE then return k end
+    k = k + 1
+  end
+end
+
+-- Numeric options: {kind, lo, hi}; and options that take one of a few names.
+local NUMERIC = {
+  width = { "integer", 1 }, height = { "integer", 1, 1000 }, bins = { "integer", 1, 10000 },
+  max = { "integer", 1 }, shrink = { "integer", 1 }, nrow = { "integer", 1 },
+  scale = { "integer", 1, 256 }, padding = { "integer", 0 }, pad_value = { "number", 0, 255 },
+  vmin = { "number" }, vmax = { "number" },
+}
+local CHOICES = { mode = { "color", "grey", "ascii" }, cmap = { "viridis", "gray", "grey" } }
+
+-- check_opts(fname, opts) -> opts (or {} for nil), after checking the type
+-- and range of every option above that it holds.
+local function check_opts(fname, opts)
+  if opts == nil then return {} end
+  local L = user_level()
+  if type(opts) ~= "table" or cnn.is_tensor(opts) then check.fail(fname, "the options", "a table", opts, L) end
+  for k, r in pairs(NUMERIC) do
+    local v = opts[k]
+    if v ~= nil and r[1] == "integer" then check.integer(fname, k, v, L, r[2], r[3])
+    elseif v ~= nil then check.number(fname, k, v, L, r[2], r[3]) end
+  end
+  for k, names in pairs(CHOICES) do
+    local v, ok = opts[k], opts[k] == nil
+    for _, n in ipairs(names) do if v == n then ok = true end end
+    if not ok then check.fail(fname, k, "one of '" .. table.concat(names, "', '") .. "'", v, L) end
+  end
+  if opts.vmin and opts.vmax and opts.vmin > opts.vmax then
+    error(string.format("%s: vmin (%s) must be <= vmax (%s)", fname, tostring(opts.vmin), tostring(opts.vmax)), L)
+  end
+  return opts
+end
 
 local ASCII_RAMP = { " ", ".", ":", "-", "=", "+", "*", "#", "%", "@" }
 local GREY_RAMP = { " ", "░", "▒", "▓", "█" }
@@ -270,7 +322,7 @@ end
 
 function viz.show_str(t, opts)
   assert(cnn.is_tensor(t), "viz.show: expected a tensor")
-  opts = opts or {}
+  opts = check_opts("viz.show", opts)
   local h, w = as_2d(t, "viz.show")
   local mode = viz.mode(opts)
   local v = values(t)
@@ -353,7 +405,7 @@ end
 -- mode, width, cmap, vmin, vmax, title.
 function viz.grid_str(t, opts)
   assert(cnn.is_tensor(t), "viz.grid: expected a tensor")
-  opts = setmetatable({}, { __index = opts or {} })
+  opts = setmetatable({}, { __index = check_opts("viz.grid", opts) })
   local N, C, h, w = tile_layout(t)
   local total, count = N * C, math.min(N * C, opts.max or 64)
   local flat = t:reshape(total, h, w):narrow(1, 1, count)
@@ -403,7 +455,10 @@ viz.bin_counts = bin_counts
 
 -- opts: bins (20), width, mode, vmin, vmax.  Returns the text and the counts.
 function viz.hist_str(t, opts)
-  opts = opts or {}
+  opts = check_opts("viz.hist", opts)
+  if not cnn.is_tensor(t) and type(t) ~= "table" then
+    check.fail("viz.hist", "t", "a tensor or a list of numbers", t, user_level())
+  end
   local v = cnn.is_tensor(t) and values(t) or t
   local bins = opts.bins or 20
   local lo, hi = range_of(v, opts)
@@ -547,6 +602,7 @@ end
 -- viz.plot(series1, series2, ..., [{title=, height=, width=, names={...}}])
 function viz.plot_str(...)
   local series, opts = plot_args(...)
+  check_opts("viz.plot", opts)
   assert(#series > 0, "viz.plot: expected at least one series (a list of numbers or a 1-D tensor)")
   local mode, width = viz.mode(opts), viz.width(opts)
   local W, H = math.max(10, width - 12), opts.height or 12
@@ -607,7 +663,7 @@ end
 -- Bars of gradient norms per parameter on a log scale; returns text, rows.
 function viz.gradflow_str(net, opts)
   assert(type(net) == "table" and net.named_parameters, "viz.gradflow: expected a module")
-  opts = opts or {}
+  opts = check_opts("viz.gradflow", opts)
   local rows = grad_rows(net)
   local lo, hi, namew = math.huge, 0, 4
   for _, r in ipairs(rows) do
@@ -697,7 +753,7 @@ end
 -- viz.graph_str(t [, {names = net_or_table, mode =}])
 function viz.graph_str(t, opts)
   assert(cnn.is_tensor(t), "viz.graph: expected a tensor")
-  opts = opts or {}
+  opts = check_opts("viz.graph", opts)
   local st = { seen = {}, names = leaf_names(opts.names), ascii = viz.mode(opts) == "ascii" }
   if not t.grad_fn then
     return node_text(t, st.names) .. "  (no graph: a leaf, or made under no_grad)\n"
@@ -825,7 +881,7 @@ end
 function viz.save_png(t, path, opts)
   assert(cnn.is_tensor(t), "viz.save_png: expected a tensor")
   assert(type(path) == "string", "viz.save_png: expected a file name")
-  opts = opts or {}
+  opts = check_opts("viz.save_png", opts)
   local img = upscale(png_image(t, opts), opts.scale or 1):contiguous()
   if img:size(3) == 1 then img = img:reshape(img:size(1), img:size(2)) end
   cnn.viz_png(img, path)

@@ -4,10 +4,12 @@
 -- Each is a parameter-free module that calls the F.* function of the same
 -- name with its stored option; the per-element math (and its derivative)
 -- lives in C.  Softmax and LogSoftmax take a 1-based dim (default -1, the
--- last; use 2 for the channels of N x C x H x W).
+-- last; use 2 for the channels of N x C x H x W).  Constructors check their
+-- option's type (a finite number, an integer dim) with stdlib/check.lua.
 local cnn = _G.cnn
 local F = cnn.F
 local Module = require("nn.module")
+local check = require("check")
 local doc = cnn.doc or {}
 
 local M = {}
@@ -29,9 +31,18 @@ simple("Tanh", "tanh", "nn.Tanh()\ntanh(x), elementwise.")
 -- ---- with a parameter ------------------------------------------------------------
 
 local LeakyReLU = Module:extend("LeakyReLU")
+-- Options come positionally or in a table; a number must be finite (errors
+-- point at the user's line: init < construct < caller).
+local function option(cls, v, key, default)
+  local fname = "nn." .. cls.__name
+  if type(v) == "table" then v = check.options(fname, v, { key }, 4)[key] end
+  if v == nil then return default end
+  v = check.number(fname, key, v, 4) -- not a tail call: it would shift the level
+  return v
+end
+
 function LeakyReLU:init(negative_slope)
-  if type(negative_slope) == "table" then negative_slope = negative_slope.negative_slope end
-  self.negative_slope = negative_slope or 0.01
+  self.negative_slope = option(LeakyReLU, negative_slope, "negative_slope", 0.01)
 end
 function LeakyReLU:forward(x) return F.leaky_relu(x, self.negative_slope) end
 function LeakyReLU:extra_repr() return "negative_slope=" .. Module.fmt_num(self.negative_slope) end
@@ -40,8 +51,7 @@ M.LeakyReLU = LeakyReLU
 
 local ELU = Module:extend("ELU")
 function ELU:init(alpha)
-  if type(alpha) == "table" then alpha = alpha.alpha end
-  self.alpha = alpha or 1.0
+  self.alpha = option(ELU, alpha, "alpha", 1.0)
 end
 function ELU:forward(x) return F.elu(x, self.alpha) end
 function ELU:extra_repr() return "alpha=" .. Module.fmt_num(self.alpha + 0.0) end
@@ -51,8 +61,12 @@ M.ELU = ELU
 local function softmax_class(name, fname, text)
   local cls = Module:extend(name)
   function cls:init(dim)
-    if type(dim) == "table" then dim = dim.dim end
-    self.dim = dim or -1
+    local cname = "nn." .. name
+    if type(dim) == "table" then dim = check.options(cname, dim, { "dim" }, 3).dim end
+    -- the range depends on the input: F checks it in forward
+    dim = check.integer(cname, "dim", dim == nil and -1 or dim, 3)
+    if dim == 0 then check.fail(cname, "dim", "a 1-based dim (1, 2, ... or -1, -2, ...)", dim, 3) end
+    self.dim = dim
   end
   function cls:forward(x) return F[fname](x, self.dim) end
   function cls:extra_repr() return "dim=" .. self.dim end

@@ -7,44 +7,54 @@
 -- Options use PyTorch's names: stride, padding, dilation, groups, bias.
 -- stride/padding/dilation are kept as the user gave them (a number or a
 -- table) and handed to F.conv2d unchanged; kernel_size is always {kh, kw}.
+-- The constructor checks every argument (stdlib/check.lua), so a layer that
+-- exists has sane options and prints.
 local cnn = _G.cnn
 local F = cnn.F
 local Module = require("nn.module")
 local init = require("nn.init_fns")
+local check = require("check")
 local doc = cnn.doc or {}
 
 local Conv2d = Module:extend("Conv2d")
 
-local function pair(v, what)
-  if type(v) == "number" then return { v, v } end
-  if type(v) == "table" and #v == 2 then return { v[1], v[2] } end
-  error("nn.Conv2d: " .. what .. " must be a number or {h, w}", 4)
-end
+local NAME = "nn.Conv2d"
+local OPTIONS = { "stride", "padding", "dilation", "groups", "bias" }
 
-local function check_args(cin, cout, groups)
-  if math.type(cin) ~= "integer" or cin < 1 or math.type(cout) ~= "integer" or cout < 1 then
-    error("nn.Conv2d(in, out, k): in and out must be positive integers", 4)
+-- Checks every argument (type, NaN, range; errors point at the user's line,
+-- 4 levels up: check_args < init < construct < caller) and returns them
+-- normalised: kernel_size as {kh, kw}, the others as the user gave them.
+local function check_args(cin, cout, k, opts)
+  local L = 4
+  opts = check.options(NAME, opts, OPTIONS, L)
+  local a = {}
+  a.cin = check.integer(NAME, "in_channels", cin, L, 1)
+  a.cout = check.integer(NAME, "out_channels", cout, L, 1)
+  if k == nil then error(NAME .. "(in, out, k): missing kernel_size (a number or {h, w})", L) end
+  a.k = check.ints(NAME, "kernel_size", k, L, 1, { 2 })
+  if type(a.k) ~= "table" then a.k = { a.k, a.k } end
+  a.stride = check.ints(NAME, "stride", opts.stride or 1, L, 1, { 2 })
+  a.padding = check.ints(NAME, "padding", opts.padding or 0, L, 0, { 2, 4 })
+  a.dilation = check.ints(NAME, "dilation", opts.dilation or 1, L, 1, { 2 })
+  a.groups = check.integer(NAME, "groups", opts.groups or 1, L, 1)
+  a.bias = check.boolean(NAME, "bias", opts.bias, L) ~= false
+  if a.cin % a.groups ~= 0 or a.cout % a.groups ~= 0 then
+    error(string.format("%s: in (%d) and out (%d) must be divisible by groups (%d)",
+                        NAME, a.cin, a.cout, a.groups), L)
   end
-  if cin % groups ~= 0 or cout % groups ~= 0 then
-    error(string.format("nn.Conv2d: in (%d) and out (%d) must be divisible by groups (%d)",
-                        cin, cout, groups), 4)
-  end
+  return a
 end
 
 function Conv2d:init(in_channels, out_channels, kernel_size, opts)
-  opts = opts or {}
-  local groups = opts.groups or 1
-  check_args(in_channels, out_channels, groups)
-  self.in_channels, self.out_channels = in_channels, out_channels
-  self.kernel_size = pair(kernel_size, "kernel_size")
-  self.stride = opts.stride or 1
-  self.padding = opts.padding or 0
-  self.dilation = opts.dilation or 1
-  self.groups = groups
+  local a = check_args(in_channels, out_channels, kernel_size, opts)
+  self.in_channels, self.out_channels = a.cin, a.cout
+  self.kernel_size = a.k
+  self.stride, self.padding, self.dilation, self.groups = a.stride, a.padding, a.dilation, a.groups
   local k = self.kernel_size
-  self:register_parameter("weight", cnn.empty(out_channels, in_channels // groups, k[1], k[2]))
-  if opts.bias ~= false then
-    self:register_parameter("bias", cnn.empty(out_channels))
+  -- a size too large to allocate is reported as nn.Conv2d's error
+  self:register_parameter("weight", check.call(NAME, 3, cnn.empty, a.cout, a.cin // a.groups, k[1], k[2]))
+  if a.bias then
+    self:register_parameter("bias", cnn.empty(a.cout))
   else
     self:register_parameter("bias", nil)
   end

@@ -4,17 +4,15 @@
 local cnn = _G.cnn
 local F = cnn.F
 local Module = require("nn.module")
+local check = require("check")
 local doc = cnn.doc or {}
 
 local Dropout = Module:extend("Dropout")
 
 function Dropout:init(p)
-  if type(p) == "table" then p = p.p end
-  p = p or 0.5
-  if type(p) ~= "number" or p < 0 or p > 1 then
-    error("nn.Dropout(p): p must be a probability between 0 and 1, got " .. tostring(p), 3)
-  end
-  self.p = p
+  if type(p) == "table" then p = check.options("nn.Dropout", p, { "p" }, 3).p end
+  -- a probability in [0, 1]; NaN fails (errors point at the user's line)
+  self.p = check.number("nn.Dropout", "p", p == nil and 0.5 or p, 3, 0, 1)
 end
 
 function Dropout:forward(x)

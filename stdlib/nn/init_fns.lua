@@ -10,7 +10,15 @@
 local cnn = _G.cnn
 local doc = cnn.doc or {}
 
+local check = require("check")
+
 local init = {}
+
+-- The checks of the public functions below; errors point at the user's
+-- line (`level` as error()'s, counted from the public function).
+local function tensor_arg(fname, t, level)
+  if not cnn.is_tensor(t) then check.fail(fname, "the first argument", "a tensor", t, level + 1) end
+end
 
 local function fill_from(t, src)
   cnn.no_grad(function() t:copy_(src) end)
@@ -19,6 +27,7 @@ end
 
 -- calculate_fan_in_and_fan_out(t) -> fan_in, fan_out (t has >= 2 dims).
 function init.calculate_fan_in_and_fan_out(t)
+  tensor_arg("nn.init.calculate_fan_in_and_fan_out", t, 2)
   local s = t.shape
   if #s < 2 then
     error("nn.init: fan in and fan out need a tensor of 2 or more dims, got " .. #s, 3)
@@ -37,23 +46,30 @@ function init.calculate_gain(nonlinearity, param)
   if nonlinearity == "relu" then return math.sqrt(2) end
   if nonlinearity == "selu" then return 3 / 4 end
   if nonlinearity == "leaky_relu" then
-    local slope = param or 0.01
+    local slope = check.number("nn.init.calculate_gain", "param", param or 0.01, 2)
     return math.sqrt(2 / (1 + slope * slope))
   end
   error("nn.init.calculate_gain: unsupported nonlinearity " .. tostring(nonlinearity), 2)
 end
 
 function init.uniform_(t, a, b)
-  a, b = a or 0, b or 1
+  tensor_arg("nn.init.uniform_", t, 2)
+  a = check.number("nn.init.uniform_", "a", a or 0, 2)
+  b = check.number("nn.init.uniform_", "b", b or 1, 2)
+  if a > b then error(string.format("nn.init.uniform_: a (%s) must be <= b (%s)", a, b), 2) end
   return fill_from(t, cnn.rand_like(t) * (b - a) + a)
 end
 
 function init.normal_(t, mean, std)
-  mean, std = mean or 0, std or 1
+  tensor_arg("nn.init.normal_", t, 2)
+  mean = check.number("nn.init.normal_", "mean", mean or 0, 2)
+  std = check.number("nn.init.normal_", "std", std or 1, 2, 0)
   return fill_from(t, cnn.randn_like(t) * std + mean)
 end
 
 function init.constant_(t, v)
+  tensor_arg("nn.init.constant_", t, 2)
+  if type(v) ~= "number" then check.fail("nn.init.constant_", "v", "a number", v, 2) end
   cnn.no_grad(function() t:fill_(v) end)
   return t
 end
@@ -65,7 +81,9 @@ function init.ones_(t) return init.constant_(t, 1) end
 local function kaiming_std(t, opts, fname)
   if type(opts) == "number" then opts = { a = opts } end
   opts = opts or {}
-  local a = opts.a or 0
+  opts = check.options(fname, opts, { "a", "mode", "nonlinearity" }, 3)
+  tensor_arg(fname, t, 3)
+  local a = check.number(fname, "a", opts.a or 0, 3)
   local mode = opts.mode or "fan_in"
   local fan_in, fan_out = init.calculate_fan_in_and_fan_out(t)
   local fan
@@ -89,12 +107,16 @@ end
 
 -- xavier_uniform_(t [, gain = 1]): U(-b, b), b = gain * sqrt(6 / (fan_in + fan_out)).
 function init.xavier_uniform_(t, gain)
+  tensor_arg("nn.init.xavier_uniform_", t, 2)
+  gain = check.number("nn.init.xavier_uniform_", "gain", gain or 1, 2)
   local fan_in, fan_out = init.calculate_fan_in_and_fan_out(t)
   local bound = (gain or 1) * math.sqrt(6 / (fan_in + fan_out))
   return init.uniform_(t, -bound, bound)
 end
 
 function init.xavier_normal_(t, gain)
+  tensor_arg("nn.init.xavier_normal_", t, 2)
+  gain = check.number("nn.init.xavier_normal_", "gain", gain or 1, 2)
   local fan_in, fan_out = init.calculate_fan_in_and_fan_out(t)
   return init.normal_(t, 0, (gain or 1) * math.sqrt(2 / (fan_in + fan_out)))
 end

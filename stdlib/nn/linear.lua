@@ -8,19 +8,22 @@ local cnn = _G.cnn
 local F = cnn.F
 local Module = require("nn.module")
 local init = require("nn.init_fns")
+local check = require("check")
 local doc = cnn.doc or {}
 
 local Linear = Module:extend("Linear")
 
+local NAME = "nn.Linear"
+
 function Linear:init(in_features, out_features, opts)
-  if math.type(in_features) ~= "integer" or in_features < 1
-     or math.type(out_features) ~= "integer" or out_features < 1 then
-    error("nn.Linear(in, out): in and out must be positive integers", 3)
-  end
-  opts = opts or {}
+  -- errors point at the user's line: init < construct < caller
+  opts = check.options(NAME, opts, { "bias" }, 3)
+  in_features = check.integer(NAME, "in_features", in_features, 3, 1)
+  out_features = check.integer(NAME, "out_features", out_features, 3, 1)
+  local bias = check.boolean(NAME, "bias", opts.bias, 3) ~= false
   self.in_features, self.out_features = in_features, out_features
-  self:register_parameter("weight", cnn.empty(out_features, in_features))
-  if opts.bias ~= false then
+  self:register_parameter("weight", check.call(NAME, 3, cnn.empty, out_features, in_features))
+  if bias then
     self:register_parameter("bias", cnn.empty(out_features))
   else
     self:register_parameter("bias", nil)

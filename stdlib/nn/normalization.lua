@@ -9,26 +9,38 @@
 -- with momentum = nil the factor is 1 / num_batches_tracked (a cumulative
 -- average), as in PyTorch.  In eval mode the running statistics are used;
 -- without running statistics the batch statistics are used in both modes.
+-- The constructor checks its options (stdlib/check.lua): eps > 0, momentum
+-- in [0, 1] or nil (with cumulative = true), booleans for the flags.
 local cnn = _G.cnn
 local F = cnn.F
 local Module = require("nn.module")
+local check = require("check")
 local doc = cnn.doc or {}
 
 local BatchNorm = Module:extend("_BatchNorm")
 
-function BatchNorm:init(num_features, opts)
-  if math.type(num_features) ~= "integer" or num_features < 1 then
-    error("nn." .. self.__name .. "(C): C must be a positive integer", 3)
-  end
-  opts = opts or {}
-  self.num_features = num_features
-  self.eps = opts.eps or 1e-5
+local OPTIONS = { "eps", "momentum", "affine", "track_running_stats", "cumulative" }
+
+-- Checks the options (errors point at the user's line: check_opts < init <
+-- construct < caller) and sets the fields.
+local function check_opts(self, num_features, opts)
+  local name = "nn." .. self.__name
+  opts = check.options(name, opts, OPTIONS, 4)
+  self.num_features = check.integer(name, "num_features", num_features, 4, 1)
+  self.eps = check.number(name, "eps", opts.eps or 1e-5, 4, 0)
+  if self.eps <= 0 then check.fail(name, "eps", "a positive number", self.eps, 4) end
+  check.boolean(name, "cumulative", opts.cumulative, 4)
   if opts.momentum == nil and opts.cumulative ~= true then self.momentum = 0.1
-  else self.momentum = opts.momentum end
-  self.affine = opts.affine ~= false
-  self.track_running_stats = opts.track_running_stats ~= false
+  elseif opts.momentum ~= nil then self.momentum = check.number(name, "momentum", opts.momentum, 4, 0, 1) end
+  self.affine = check.boolean(name, "affine", opts.affine, 4) ~= false
+  self.track_running_stats = check.boolean(name, "track_running_stats", opts.track_running_stats, 4) ~= false
+end
+
+function BatchNorm:init(num_features, opts)
+  check_opts(self, num_features, opts)
+  num_features = self.num_features
   if self.affine then
-    self:register_parameter("weight", cnn.ones(num_features))
+    self:register_parameter("weight", check.call("nn." .. self.__name, 3, cnn.ones, num_features))
     self:register_parameter("bias", cnn.zeros(num_features))
   end
   if self.track_running_stats then

@@ -3,10 +3,13 @@
 -- Parameter-free layers that remember their options and call F.max_pool2d,
 -- F.avg_pool2d and F.adaptive_avg_pool2d.  The stride defaults to the
 -- kernel size, as in PyTorch.  Options are stored as given (a number or
--- {h, w}) and printed as PyTorch prints them.
+-- {h, w}) and printed as PyTorch prints them.  Constructors check each
+-- option's type and range (stdlib/check.lua); F checks what depends on the
+-- input or on several options together (padding <= kernel / 2).
 local cnn = _G.cnn
 local F = cnn.F
 local Module = require("nn.module")
+local check = require("check")
 local doc = cnn.doc or {}
 
 local fmt = Module.fmt_pair
@@ -15,15 +18,25 @@ local fmt = Module.fmt_pair
 
 local MaxPool2d = Module:extend("MaxPool2d")
 
+-- Checks the window options shared by MaxPool2d and AvgPool2d and stores
+-- them (errors point at the user's line: check_window < init < construct <
+-- caller).  Each is a number or {h, w}; F checks padding <= kernel / 2.
+local function check_window(self, kernel_size, opts, known)
+  local name = "nn." .. self.__name
+  opts = check.options(name, opts, known, 4)
+  if kernel_size == nil then error(name .. "(k [, opts]): missing kernel_size (a number or {h, w})", 4) end
+  self.kernel_size = check.ints(name, "kernel_size", kernel_size, 4, 1, { 2 })
+  self.stride = check.ints(name, "stride", opts.stride or self.kernel_size, 4, 1, { 2 })
+  self.padding = check.ints(name, "padding", opts.padding or 0, 4, 0, { 2 })
+  self.ceil_mode = check.boolean(name, "ceil_mode", opts.ceil_mode, 4) or false
+  return opts
+end
+
 function MaxPool2d:init(kernel_size, opts)
-  if kernel_size == nil then error("nn.MaxPool2d(k [, opts]): missing kernel size", 3) end
-  opts = opts or {}
-  self.kernel_size = kernel_size
-  self.stride = opts.stride or kernel_size
-  self.padding = opts.padding or 0
-  self.dilation = opts.dilation or 1
-  self.ceil_mode = opts.ceil_mode or false
-  self.return_indices = opts.return_indices or false
+  opts = check_window(self, kernel_size, opts,
+                      { "stride", "padding", "dilation", "ceil_mode", "return_indices" })
+  self.dilation = check.ints("nn.MaxPool2d", "dilation", opts.dilation or 1, 3, 1, { 2 })
+  self.return_indices = check.boolean("nn.MaxPool2d", "return_indices", opts.return_indices, 3) or false
 end
 
 function MaxPool2d:forward(x)
@@ -54,13 +67,8 @@ call returns the output and the (1-based) flat indices of the maxima.
 local AvgPool2d = Module:extend("AvgPool2d")
 
 function AvgPool2d:init(kernel_size, opts)
-  if kernel_size == nil then error("nn.AvgPool2d(k [, opts]): missing kernel size", 3) end
-  opts = opts or {}
-  self.kernel_size = kernel_size
-  self.stride = opts.stride or kernel_size
-  self.padding = opts.padding or 0
-  self.ceil_mode = opts.ceil_mode or false
-  self.count_include_pad = opts.count_include_pad ~= false
+  opts = check_window(self, kernel_size, opts, { "stride", "padding", "ceil_mode", "count_include_pad" })
+  self.count_include_pad = check.boolean("nn.AvgPool2d", "count_include_pad", opts.count_include_pad, 3) ~= false
 end
 
 function AvgPool2d:forward(x)
@@ -89,7 +97,7 @@ function AdaptiveAvgPool2d:init(output_size)
   if output_size == nil then
     error("nn.AdaptiveAvgPool2d(size): missing output size (a number or {h, w})", 3)
   end
-  self.output_size = output_size
+  self.output_size = check.ints("nn.AdaptiveAvgPool2d", "output_size", output_size, 3, 1, { 2 })
 end
 
 function AdaptiveAvgPool2d:forward(x)

@@ -5,16 +5,26 @@
 -- (max_i max|g_i| for norm_type = math.huge), and when total > max_norm
 -- scales every gradient in place by max_norm / (total + 1e-6), as PyTorch.
 -- Parameters without a gradient are skipped.  Returns total (a number).
+-- max_norm and clip must be numbers >= 0 (NaN is an error, not a no-op).
 local cnn = _G.cnn
 local doc = cnn.doc or {}
 
+local check = require("check")
+
 local utils = {}
 
--- params: a list of tensors, one tensor, or a module.
-local function param_list(params)
+-- params: a list of tensors, one tensor, or a module.  Errors point at the
+-- user's line (param_list < clip function < caller).
+local function param_list(params, fname)
   if cnn.is_tensor(params) then return { params } end
   if type(params) == "table" and type(params.parameters) == "function" then
     return params:parameters()
+  end
+  if type(params) ~= "table" then
+    check.fail(fname, "params", "a list of tensors, a tensor or a module", params, 3)
+  end
+  for i, t in ipairs(params) do
+    if not cnn.is_tensor(t) then check.fail(fname, "params[" .. i .. "]", "a tensor", t, 3) end
   end
   return params
 end
@@ -31,9 +41,13 @@ local function total_norm(grads, p)
 end
 
 function utils.clip_grad_norm(params, max_norm, norm_type)
+  local fname = "nn.utils.clip_grad_norm"
+  max_norm = check.number(fname, "max_norm", max_norm, 2, 0)
   local p = norm_type or 2
+  if p ~= math.huge then p = check.number(fname, "norm_type", p, 2, 0) end
+  if p <= 0 then check.fail(fname, "norm_type", "a positive number or math.huge", p, 2) end
   local grads = {}
-  for _, t in ipairs(param_list(params)) do
+  for _, t in ipairs(param_list(params, fname)) do
     if t.grad ~= nil then grads[#grads + 1] = t.grad end
   end
   if #grads == 0 then return 0.0 end
@@ -50,8 +64,10 @@ utils.clip_grad_norm_ = utils.clip_grad_norm
 
 -- clip_grad_value(params, clip): clamps every gradient to [-clip, clip].
 function utils.clip_grad_value(params, clip)
+  clip = check.number("nn.utils.clip_grad_value", "clip", clip, 2, 0)
+  local list = param_list(params, "nn.utils.clip_grad_value")
   cnn.no_grad(function()
-    for _, t in ipairs(param_list(params)) do
+    for _, t in ipairs(list) do
       if t.grad ~= nil then t.grad:clamp_(-clip, clip) end
     end
   end)

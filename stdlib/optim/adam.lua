@@ -12,14 +12,15 @@ local cnn = _G.cnn
 local Optimizer = require("optim.optimizer")
 local doc = cnn.doc or {}
 
+-- Types (betas: two finite numbers) and the ranges below are checked by
+-- the base class (Optimizer:check_hyper); betas are in [0, 1).
+local RANGES = { lr = { 0 }, eps = { 0 }, weight_decay = { 0 } }
+
 local function check_group(self, g)
-  if g.lr < 0 then return "invalid learning rate " .. g.lr end
-  if g.eps < 0 then return "invalid eps " .. g.eps end
   local b = g.betas
-  if type(b) ~= "table" or not (b[1] >= 0 and b[1] < 1 and b[2] >= 0 and b[2] < 1) then
-    return "betas must be {beta1, beta2} with 0 <= beta < 1"
+  if not (b[1] >= 0 and b[1] < 1 and b[2] >= 0 and b[2] < 1) then
+    return string.format("betas must be {beta1, beta2} with 0 <= beta < 1, got {%s, %s}", b[1], b[2])
   end
-  if g.weight_decay < 0 then return "invalid weight_decay " .. g.weight_decay end
 end
 
 local function init_state(p, st, amsgrad)
@@ -54,12 +55,12 @@ local function adam_update(p, g, st, group, decoupled)
 end
 
 local Adam = Optimizer:extend("Adam", { lr = 1e-3, betas = { 0.9, 0.999 }, eps = 1e-8,
-                                        weight_decay = 0, amsgrad = false, maximize = false })
+                                        weight_decay = 0, amsgrad = false, maximize = false }, RANGES)
 Adam.check_group = check_group
 function Adam:update(p, g, st, group) adam_update(p, g, st, group, false) end
 
 local AdamW = Optimizer:extend("AdamW", { lr = 1e-3, betas = { 0.9, 0.999 }, eps = 1e-8,
-                                          weight_decay = 1e-2, amsgrad = false, maximize = false })
+                                          weight_decay = 1e-2, amsgrad = false, maximize = false }, RANGES)
 AdamW.check_group = check_group
 function AdamW:update(p, g, st, group) adam_update(p, g, st, group, true) end
 

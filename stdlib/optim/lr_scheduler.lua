@@ -7,7 +7,11 @@
 -- the schedule -- into each group's lr.  StepLR, MultiStepLR and
 -- CosineAnnealingLR are stepped once per epoch, OneCycleLR once per batch.
 -- Invariant: after each step, group.lr == get_last_lr()[i].
+-- Constructors check their options (stdlib/check.lua): numbers finite and
+-- in range, counts positive integers, unknown option names refused; errors
+-- point at the user's line (level 3 from init: init < construct < caller).
 local cnn = _G.cnn
+local check = require("check")
 local doc = cnn.doc or {}
 
 local LRScheduler = {}
@@ -65,19 +69,33 @@ end
 
 -- load_state_dict(sd): restores the position; the lrs are recomputed.
 function LRScheduler:load_state_dict(sd)
+  local name = "optim.lr_scheduler." .. self.__name .. ":load_state_dict"
+  if type(sd) ~= "table" or cnn.is_tensor(sd) then
+    check.fail(name, "the state dict", "a table (from sched:state_dict() or cnn.load)", sd, 2)
+  end
+  check.integer(name, "last_epoch", sd.last_epoch or 0, 2, 0)
   local base = sd.base_lrs
   for i = 1, #self.base_lrs do
     local v = sd["base_lrs." .. i] or (base and (base[i] or base[tostring(i)]))
-    if v then self.base_lrs[i] = v end
+    if v then self.base_lrs[i] = check.number(name, "base_lrs." .. i, v, 2, 0) end
   end
   self.last_epoch = (sd.last_epoch or 0) - 1
   self:step()
 end
 
--- Accepts f(opt, a, {opts}) and f(opt, {name_of_a = a, opts...}).
-local function args(first, opts, name)
-  if type(first) == "table" and first[name] ~= nil then return first[name], first end
-  return first, opts or {}
+-- Accepts f(opt, a, {opts}) and f(opt, {name_of_a = a, opts...}); the
+-- option names must be in `known` (errors at the user's line: args <
+-- init < construct < caller).
+local function args(cls, first, opts, name, known)
+  local fname = "optim.lr_scheduler." .. cls.__name
+  if type(first) == "table" and (first[name] ~= nil or (opts == nil and first[1] == nil)) then
+    opts = first
+    first = first[name]
+  end
+  local all = { name }
+  for i, k in ipairs(known) do all[i + 1] = k end
+  opts = check.options(fname, opts, all, 4)
+  return first, opts, fname
 end
 
 -- ---- StepLR ---------------------------------------------------------------------
@@ -85,11 +103,10 @@ end
 local StepLR = LRScheduler:extend("StepLR")
 
 function StepLR:init(step_size, opts)
-  step_size, opts = args(step_size, opts, "step_size")
-  if math.type(step_size) ~= "integer" or step_size < 1 then
-    error("optim.lr_scheduler.StepLR(opt, step_size [, {gamma = 0.1}]): step_size must be a positive integer", 3)
-  end
-  self.step_size, self.gamma = step_size, opts.gamma or 0.1
+  local fname
+  step_size, opts, fname = args(StepLR, step_size, opts, "step_size", { "gamma" })
+  self.step_size = check.integer(fname, "step_size", step_size, 3, 1)
+  self.gamma = check.number(fname, "gamma", opts.gamma or 0.1, 3, 0)
 end
 
 function StepLR:lr_at(epoch, base)
@@ -105,14 +122,17 @@ lr = base_lr * gamma ^ floor(epoch / step_size); call sched:step() once per epoc
 local MultiStepLR = LRScheduler:extend("MultiStepLR")
 
 function MultiStepLR:init(milestones, opts)
-  milestones, opts = args(milestones, opts, "milestones")
+  local fname
+  milestones, opts, fname = args(MultiStepLR, milestones, opts, "milestones", { "gamma" })
   if type(milestones) ~= "table" then
-    error("optim.lr_scheduler.MultiStepLR(opt, milestones [, {gamma = 0.1}]): milestones must be a list", 3)
+    check.fail(fname, "milestones", "a list of epochs, e.g. {30, 80}", milestones, 3)
   end
   self.milestones = {}
-  for i, m in ipairs(milestones) do self.milestones[i] = m end
+  for i, m in ipairs(milestones) do
+    self.milestones[i] = check.integer(fname, "milestones[" .. i .. "]", m, 3, 0)
+  end
   table.sort(self.milestones)
-  self.gamma = opts.gamma or 0.1
+  self.gamma = check.number(fname, "gamma", opts.gamma or 0.1, 3, 0)
 end
 
 function MultiStepLR:lr_at(epoch, base)
@@ -130,11 +150,11 @@ lr = base_lr * gamma ^ (number of milestones <= epoch), e.g. milestones = {30, 8
 local CosineAnnealingLR = LRScheduler:extend("CosineAnnealingLR")
 
 function CosineAnnealingLR:init(T_max, opts)
-  T_max, opts = args(T_max, opts, "T_max")
-  if type(T_max) ~= "number" or T_max <= 0 then
-    error("optim.lr_scheduler.CosineAnnealingLR(opt, T_max [, {eta_min = 0}]): T_max must be positive", 3)
-  end
-  self.T_max, self.eta_min = T_max, opts.eta_min or 0
+  local fname
+  T_max, opts, fname = args(CosineAnnealingLR, T_max, opts, "T_max", { "eta_min" })
+  self.T_max = check.number(fname, "T_max", T_max, 3, 0)
+  if self.T_max <= 0 then check.fail(fname, "T_max", "a positive number", T_max, 3) end
+  self.eta_min = check.number(fname, "eta_min", opts.eta_min or 0, 3, 0)
 end
 
 function CosineAnnealingLR:lr_at(epoch, base)
@@ -149,21 +169,46 @@ lr = eta_min + (base_lr - eta_min) * (1 + cos(pi * epoch / T_max)) / 2.]]
 
 local OneCycleLR = LRScheduler:extend("OneCycleLR")
 
+local ONECYCLE_OPTIONS = { "total_steps", "epochs", "steps_per_epoch", "pct_start", "anneal_strategy",
+  "div_factor", "final_div_factor", "three_phase", "cycle_momentum", "base_momentum", "max_momentum" }
+
+-- max_lr: a number, or one per group (errors at the user's line: per_group
+-- < setup_groups < init < construct < caller).
 local function per_group(v, n, what)
   local out = {}
   for i = 1, n do
     out[i] = type(v) == "table" and v[i] or v
-    if type(out[i]) ~= "number" then
-      error("optim.lr_scheduler.OneCycleLR: " .. what .. " must be a number or one per group", 5)
-    end
+    check.number("optim.lr_scheduler.OneCycleLR", type(v) == "table" and what .. "[" .. i .. "]" or what,
+                 out[i], 5, 0)
   end
   return out
 end
 
-local function total_steps_of(o)
-  if o.total_steps then return o.total_steps end
-  if o.epochs and o.steps_per_epoch then return o.epochs * o.steps_per_epoch end
-  error("optim.lr_scheduler.OneCycleLR: give total_steps, or epochs and steps_per_epoch", 4)
+-- The number of steps, from total_steps or epochs * steps_per_epoch.
+local function total_steps_of(fname, o)
+  if o.total_steps ~= nil then
+    local n = check.integer(fname, "total_steps", o.total_steps, 4, 1)
+    return n
+  end
+  if o.epochs ~= nil and o.steps_per_epoch ~= nil then
+    return check.integer(fname, "epochs", o.epochs, 4, 1) * check.integer(fname, "steps_per_epoch", o.steps_per_epoch, 4, 1)
+  end
+  error(fname .. ": give total_steps, or epochs and steps_per_epoch", 4)
+end
+
+-- The other options: ranges and types (errors at the user's line).
+local function check_onecycle(fname, o)
+  check.number(fname, "pct_start", o.pct_start or 0.3, 4, 0, 1)
+  for _, k in ipairs({ "div_factor", "final_div_factor" }) do
+    local v = check.number(fname, k, o[k] or 1, 4, 0)
+    if v <= 0 then check.fail(fname, k, "a positive number", v, 4) end
+  end
+  check.number(fname, "base_momentum", o.base_momentum or 0.85, 4, 0, 1)
+  check.number(fname, "max_momentum", o.max_momentum or 0.95, 4, 0, 1)
+  check.boolean(fname, "three_phase", o.three_phase, 4)
+  check.boolean(fname, "cycle_momentum", o.cycle_momentum, 4)
+  local a = o.anneal_strategy or "cos"
+  if a ~= "cos" and a ~= "linear" then check.fail(fname, "anneal_strategy", "'cos' or 'linear'", a, 4) end
 end
 
 local function make_phases(self, o)
@@ -201,16 +246,13 @@ local function setup_groups(self, o)
 end
 
 function OneCycleLR:init(max_lr, opts)
-  max_lr, opts = args(max_lr, opts, "max_lr")
+  local fname
+  max_lr, opts, fname = args(OneCycleLR, max_lr, opts, "max_lr", ONECYCLE_OPTIONS)
+  self.total_steps = total_steps_of(fname, opts)
+  if max_lr == nil then error(fname .. ": max_lr is required (a number or one per group)", 3) end
+  check_onecycle(fname, opts)
   opts.max_lr = max_lr
-  self.total_steps = total_steps_of(opts)
-  if math.type(self.total_steps) ~= "integer" or self.total_steps < 1 then
-    error("optim.lr_scheduler.OneCycleLR: total_steps must be a positive integer", 3)
-  end
   self.anneal = opts.anneal_strategy or "cos"
-  if self.anneal ~= "cos" and self.anneal ~= "linear" then
-    error("optim.lr_scheduler.OneCycleLR: anneal_strategy must be 'cos' or 'linear'", 3)
-  end
   self.cycle_momentum = opts.cycle_momentum ~= false
   self.phases = make_phases(self, opts)
   setup_groups(self, opts)

@@ -7,8 +7,11 @@
 -- state (step counts, moment tensors), created on the first step.  A
 -- subclass defines `defaults` and `update(p, grad, state, group)`, which
 -- changes p in place; the base class runs it under no_grad for each
--- parameter that has a gradient.  `check_group(group)` may return a message
--- about an invalid hyper-parameter.
+-- parameter that has a gradient.  Every group is checked when added (and
+-- when a state dict is loaded): parameters are floating point leaf
+-- tensors, each option has the type of its default (numbers finite, so
+-- NaN is refused) and lies in the class's `ranges`; `check_group(group)`
+-- may return a message about options that depend on each other.
 --
 -- state_dict() is flat so cnn.save can write it: keys are dotted names,
 -- values tensors, numbers, booleans or strings --
@@ -18,11 +21,15 @@
 -- load_state_dict() accepts it flat or nested (as cnn.load rebuilds it).
 -- Invariant: each parameter tensor appears in exactly one group, once.
 local cnn = _G.cnn
+local check = require("check")
 
 local Optimizer = {}
 Optimizer.__index = Optimizer
 Optimizer.__name = "Optimizer"
 Optimizer.defaults = {}
+Optimizer.ranges = {}
+
+local FLOATING = { float32 = true, float64 = true }
 
 -- ---- classes -------------------------------------------------------------------
 
@@ -32,8 +39,10 @@ local function construct(cls, params, opts)
   return self
 end
 
-function Optimizer:extend(name, defaults)
-  local cls = { defaults = defaults or {}, __name = name, super = self,
+-- Optimizer:extend(name, defaults [, ranges]) -> a subclass; ranges =
+-- {lr = {0}, ...} bounds numeric options ({lo [, hi]}, inclusive).
+function Optimizer:extend(name, defaults, ranges)
+  local cls = { defaults = defaults or {}, ranges = ranges or {}, __name = name, super = self,
                 __tostring = self.__tostring }
   cls.__index = cls
   return setmetatable(cls, { __index = self, __call = construct })
@@ -67,6 +76,7 @@ function Optimizer:setup(params, opts)
   if type(params) ~= "table" or params[1] == nil then
     error("optim." .. self.__name .. ": expected a non-empty list of parameters or of groups", 3)
   end
+  if type(opts) ~= "table" then check.fail("optim." .. self.__name, "the options", "a table {lr = ...}", opts, 3) end
   check_options(self, opts, "the options", 3)
   self.options = {}
   for k, v in pairs(self.defaults) do self.options[k] = v end
@@ -90,30 +100,69 @@ local function copy_value(v)
   return c
 end
 
+-- Checks the hyper-parameters of `group` (errors at `level`, counted as
+-- error()'s from the caller): each option takes the type of its default --
+-- a finite number, a boolean, a list of numbers -- then the class's ranges
+-- (`ranges = {lr = {0}, ...}`: {lo [, hi]}) and its own check_group.
+function Optimizer:check_hyper(group, level)
+  local name = "optim." .. self.__name
+  for k, d in pairs(self.defaults) do
+    local v = group[k]
+    if type(d) == "number" then
+      check.number(name, k, v, level + 1, (self.ranges[k] or {})[1], (self.ranges[k] or {})[2])
+    elseif type(d) == "boolean" then
+      if type(v) ~= "boolean" then check.fail(name, k, "true or false", v, level + 1) end
+    elseif type(d) == "table" then
+      if type(v) ~= "table" or #v ~= #d then check.fail(name, k, "a list of " .. #d .. " numbers", v, level + 1) end
+      for i = 1, #d do check.number(name, k .. "[" .. i .. "]", v[i], level + 1) end
+    end
+  end
+  local problem = self.check_group and self:check_group(group)
+  if problem then error(name .. ": " .. problem, level + 1) end
+end
+
+-- The parameters of a group as a list: tensors, floating point, leaves,
+-- each once over all groups (errors at `level` from the caller).
+local function collect_params(self, params, level)
+  local name = "optim." .. self.__name
+  local seen, out = {}, {}
+  for _, other in ipairs(self.param_groups) do
+    for _, p in ipairs(other.params) do seen[p] = true end
+  end
+  local list = cnn.is_tensor(params) and { params } or params
+  if type(list) ~= "table" then check.fail(name, "params", "a list of tensors", list, level + 1) end
+  for i, p in ipairs(list) do
+    if not cnn.is_tensor(p) then
+      error(string.format("%s: parameter %d is a %s, not a tensor", name, i, type(p)), level + 1)
+    end
+    if not FLOATING[p.dtype] then
+      error(string.format("%s: parameter %d is %s; only floating point tensors (float32, float64) " ..
+                          "can be optimized", name, i, p.dtype), level + 1)
+    end
+    if not p.is_leaf then
+      error(string.format("%s: parameter %d is computed from other tensors (not a leaf); " ..
+                          "optimize the leaf, or p:detach():requires_grad_()", name, i), level + 1)
+    end
+    if seen[p] then error(name .. ": a parameter appears twice", level + 1) end
+    seen[p] = true
+    out[#out + 1] = p
+  end
+  return out
+end
+
 -- add_param_group{params = {...}, lr = ..., ...}: one more group; options it
 -- leaves out take the optimizer's values.  (`level`: internal, where errors
 -- point; by default the caller.)
 function Optimizer:add_param_group(g, level)
   level = level or 2
+  if type(g) ~= "table" or cnn.is_tensor(g) then
+    check.fail("optim." .. self.__name .. ":add_param_group", "the group", "a table {params = ..., ...}", g, level)
+  end
   check_options(self, g, "a parameter group", level + 1)
-  local group = { params = {} }
+  local group = { params = collect_params(self, g.params, level) }
   for k, v in pairs(self.options) do group[k] = copy_value(v) end
   for k, v in pairs(g) do if k ~= "params" then group[k] = copy_value(v) end end
-  local seen = {}
-  for _, other in ipairs(self.param_groups) do
-    for _, p in ipairs(other.params) do seen[p] = true end
-  end
-  local list = cnn.is_tensor(g.params) and { g.params } or g.params
-  for i, p in ipairs(list) do
-    if not cnn.is_tensor(p) then
-      error(string.format("optim.%s: parameter %d is a %s, not a tensor", self.__name, i, type(p)), level)
-    end
-    if seen[p] then error("optim." .. self.__name .. ": a parameter appears twice", level) end
-    seen[p] = true
-    group.params[#group.params + 1] = p
-  end
-  local problem = self.check_group and self:check_group(group)
-  if problem then error("optim." .. self.__name .. ": " .. problem, level) end
+  self:check_hyper(group, level)
   self.param_groups[#self.param_groups + 1] = group
 end
 
@@ -123,6 +172,12 @@ end
 -- closure, if given, recomputes the loss (with gradients) and its value is
 -- returned.
 function Optimizer:step(closure)
+  if type(self) ~= "table" or self.param_groups == nil then
+    error("optim: step is a method: call opt:step() (with a colon)", 2)
+  end
+  if closure ~= nil and type(closure) ~= "function" then
+    check.fail("optim." .. self.__name .. ":step", "closure", "a function", closure, 2)
+  end
   local loss
   if closure then loss = closure() end
   cnn.no_grad(function()
@@ -251,14 +306,25 @@ local function adopt(v, p)
 end
 
 -- load_state_dict(sd): restores hyper-parameters and per-parameter state;
--- the parameters are matched by position (group by group).
+-- the parameters are matched by position (group by group).  Everything is
+-- checked (layout, hyper-parameter types and ranges) before anything changes.
 function Optimizer:load_state_dict(sd)
+  if type(sd) ~= "table" or cnn.is_tensor(sd) then
+    check.fail("load_state_dict", "the state dict", "a table (from opt:state_dict() or cnn.load)", sd, 2)
+  end
   local groups, state = parse_state(flatten(sd))
   check_layout(self, groups)
+  local merged = {}
+  for gi, g in ipairs(self.param_groups) do
+    merged[gi] = {}
+    for k, v in pairs(g) do merged[gi][k] = v end
+    for k, v in pairs(groups[gi].hyper) do merged[gi][k] = v end
+    self:check_hyper(merged[gi], 2)
+  end
   local index = 0
   self.state = {}
   for gi, g in ipairs(self.param_groups) do
-    for k, v in pairs(groups[gi].hyper) do g[k] = v end
+    for k, v in pairs(merged[gi]) do g[k] = v end
     for _, p in ipairs(g.params) do
       index = index + 1
       if state[index] then

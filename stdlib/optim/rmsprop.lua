@@ -12,15 +12,10 @@ local cnn = _G.cnn
 local Optimizer = require("optim.optimizer")
 local doc = cnn.doc or {}
 
+-- Types and these ranges are checked by the base class (Optimizer:check_hyper).
 local RMSprop = Optimizer:extend("RMSprop", { lr = 1e-2, alpha = 0.99, eps = 1e-8,
-  weight_decay = 0, momentum = 0, centered = false, maximize = false })
-
-function RMSprop:check_group(g)
-  if g.lr < 0 then return "invalid learning rate " .. g.lr end
-  if g.alpha < 0 then return "invalid alpha " .. g.alpha end
-  if g.momentum < 0 then return "invalid momentum " .. g.momentum end
-  if g.eps < 0 then return "invalid eps " .. g.eps end
-end
+  weight_decay = 0, momentum = 0, centered = false, maximize = false },
+  { lr = { 0 }, alpha = { 0 }, momentum = { 0 }, eps = { 0 }, weight_decay = { 0 } })
 
 local function init_state(p, st, group)
   st.step = 0

@@ -12,12 +12,11 @@ local Optimizer = require("optim.optimizer")
 local doc = cnn.doc or {}
 
 local SGD = Optimizer:extend("SGD", { lr = 1e-3, momentum = 0, dampening = 0,
-                                      weight_decay = 0, nesterov = false, maximize = false })
+                                      weight_decay = 0, nesterov = false, maximize = false },
+                              { lr = { 0 }, momentum = { 0 }, weight_decay = { 0 } })
 
+-- Types and ranges are checked by the base class (Optimizer:check_hyper).
 function SGD:check_group(g)
-  if g.lr < 0 then return "invalid learning rate " .. g.lr end
-  if g.momentum < 0 then return "invalid momentum " .. g.momentum end
-  if g.weight_decay < 0 then return "invalid weight_decay " .. g.weight_decay end
   if g.nesterov and (g.momentum <= 0 or g.dampening ~= 0) then
     return "nesterov momentum requires a momentum and zero dampening"
   end

@@ -1,4 +1,4 @@
--- data_spec.lua -- stdlib/data.lua and cnn.io (lua/data_bind.c): readers on
+-- data_spec.lua -- stdlib/data.lua and cnn.io (lua/io.c, lua/batcher.c): readers on
 -- small files this spec writes (valid, truncated, wrong magic), datasets,
 -- transforms, the DataLoader.  References are built here independently:
 -- the bytes written, naive Lua gathers and per-pixel arithmetic.

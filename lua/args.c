@@ -128,6 +128,13 @@ int cnn_lua_parse_device(const char *s, cnn_device *out) {
   return -1;
 }
 
+/* The name of the running C function (for messages), or "option". */
+static const char *running_name(lua_State *L) {
+  lua_Debug ar;
+  if (lua_getstack(L, 0, &ar) && lua_getinfo(L, "n", &ar) && ar.name) return ar.name;
+  return "options";
+}
+
 /* Push field key of the options table (or nil); returns its type. */
 static int opt_field(lua_State *L, int opts, const char *key) {
   if (opts == 0 || !lua_istable(L, opts)) {
@@ -141,7 +148,8 @@ bool cnn_lua_opt_bool(lua_State *L, int opts, const char *key, bool def) {
   int t = opt_field(L, opts, key);
   bool v = def;
   if (t == LUA_TBOOLEAN) v = lua_toboolean(L, -1);
-  else if (t != LUA_TNIL) cnn_lua_fail(L, "option '%s' must be a boolean, got %s", key, lua_typename(L, t));
+  else if (t != LUA_TNIL) cnn_lua_fail(L, "%s: option '%s' must be a boolean, got %s", running_name(L), key,
+                                      lua_typename(L, t));
   lua_pop(L, 1);
   return v;
 }
@@ -150,7 +158,8 @@ double cnn_lua_opt_number(lua_State *L, int opts, const char *key, double def) {
   int t = opt_field(L, opts, key);
   double v = def;
   if (t == LUA_TNUMBER) v = lua_tonumber(L, -1);
-  else if (t != LUA_TNIL) cnn_lua_fail(L, "option '%s' must be a number, got %s", key, lua_typename(L, t));
+  else if (t != LUA_TNIL) cnn_lua_fail(L, "%s: option '%s' must be a number, got %s", running_name(L), key,
+                                      lua_typename(L, t));
   lua_pop(L, 1);
   return v;
 }

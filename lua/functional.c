@@ -173,8 +173,17 @@ static int f_relu(lua_State *L) { return act(L, CNN_OP_RELU, 0); }
 static int f_gelu(lua_State *L) { return act(L, CNN_OP_GELU, 0); }
 static int f_sigmoid(lua_State *L) { return act(L, CNN_OP_SIGMOID, 0); }
 static int f_tanh(lua_State *L) { return act(L, CNN_OP_TANH, 0); }
-static int f_leaky_relu(lua_State *L) { return act(L, CNN_OP_LEAKY_RELU, luaL_optnumber(L, 2, 0.01)); }
-static int f_elu(lua_State *L) { return act(L, CNN_OP_ELU, luaL_optnumber(L, 2, 1.0)); }
+/* A finite number argument (a NaN slope would poison every output). */
+static double finite_arg(lua_State *L, int i, double def, const char *op, const char *what) {
+  double v = luaL_optnumber(L, i, def);
+  if (!isfinite(v)) cnn_lua_fail(L, "%s: %s must be a finite number, got %f", op, what, v);
+  return v;
+}
+
+static int f_leaky_relu(lua_State *L) {
+  return act(L, CNN_OP_LEAKY_RELU, finite_arg(L, 2, 0.01, "leaky_relu", "negative_slope"));
+}
+static int f_elu(lua_State *L) { return act(L, CNN_OP_ELU, finite_arg(L, 2, 1.0, "elu", "alpha")); }
 
 static int softmax_like(lua_State *L, bool log) {
   cnn_tensor *x = cnn_lua_check_tensor(L, 1);

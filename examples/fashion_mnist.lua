@@ -16,9 +16,10 @@
 -- with them directly.
 
 -- ---- command line ---------------------------------------------------------------
--- Defaults: 4 epochs reach 92.1% test accuracy in about 3 minutes on two
--- cores (measured with seed 1; 3 epochs give 91.7%).
-local args = { epochs = 4, subset = nil, out = "fmnist.safetensors",
+-- Defaults: 6 epochs reach 92.8% test accuracy in 2.2 minutes on two cores
+-- (measured with seed 1: 87.1, 89.7, 90.1, 91.9, 92.2, 92.8% after epochs
+-- 1..6, about 21 s per epoch with the test; 4 epochs give 91.9%).
+local args = { epochs = 6, subset = nil, out = "fmnist.safetensors",
                ["batch-size"] = 64, lr = 2e-3, dropout = 0.25, seed = 1 }
 local i = 1
 while arg and arg[i] do

@@ -74,6 +74,9 @@ end
 -- data.randperm(n) -> {..} a random permutation of 1..n drawn from the core
 -- generator (Fisher-Yates over one tensor of uniforms).
 function data.randperm(n)
+  if math.type(n) ~= "integer" or n < 0 then
+    error("data.randperm: n must be a non-negative integer, got " .. tostring(n), 2)
+  end
   local p = {}
   for i = 1, n do p[i] = i end
   if n < 2 then return p end
@@ -106,10 +109,16 @@ function transforms.ToFloat(scale)
   return transform("tofloat", string.format("ToFloat(scale=%g)", scale), { scale = scale })
 end
 
+-- A finite number (or, for std, a positive one) or a list of 1 to 4 of them.
 local function per_channel(name, v)
-  if type(v) == "number" then return v end
-  if type(v) == "table" and #v >= 1 and #v <= 4 then return v end
-  error("data.transforms.Normalize: " .. name .. " must be a number or a list of 1 to 4 numbers", 3)
+  local function ok(x)
+    return type(x) == "number" and x == x and x > -math.huge and x < math.huge and (name ~= "std" or x > 0)
+  end
+  local list = type(v) == "table" and #v >= 1 and #v <= 4
+  for i = 1, list and #v or 0 do list = list and ok(v[i]) end
+  if ok(v) or list then return v end
+  error("data.transforms.Normalize: " .. name .. " must be a " .. (name == "std" and "positive" or "finite") ..
+        " number or a list of 1 to 4 of them, got " .. tostring(v), 3)
 end
 
 local function channels_str(v)
@@ -133,8 +142,8 @@ function transforms.RandomCrop(size, opts)
   end
   local h, w = size, size
   if type(size) == "table" then h, w = size[1], size[2] end
-  if math.type(h) ~= "integer" or math.type(w) ~= "integer" then
-    error("data.transforms.RandomCrop: size must be an integer or {h, w}", 2)
+  if math.type(h) ~= "integer" or math.type(w) ~= "integer" or h < 1 or w < 1 then
+    error("data.transforms.RandomCrop: size must be a positive integer or {h, w}", 2)
   end
   return transform("crop", string.format("RandomCrop(%dx%d, padding=%d)", h, w, pad),
     { h = h, w = w, padding = pad })

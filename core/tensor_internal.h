@@ -7,6 +7,7 @@
 #define CNN_TENSOR_INTERNAL_H
 
 #include "cnn.h"
+#include "elementwise_ops.h"
 
 #include <string.h>
 
@@ -46,19 +47,13 @@ static inline double cnn_load_double(cnn_dtype dt, const void *base, int64_t i) 
   }
 }
 
-static inline int64_t saturate_int64(double v) {
-  if (v != v) return 0;
-  if (v >= 9.2233720368547758e18) return INT64_MAX;
-  if (v <= -9.2233720368547758e18) return INT64_MIN;
-  return (int64_t)v;
-}
 
 static inline void cnn_store_double(cnn_dtype dt, void *base, int64_t i, double v) {
   switch (dt) {
   case CNN_FLOAT32: ((float *)base)[i] = (float)v; break;
   case CNN_FLOAT64: ((double *)base)[i] = v; break;
-  case CNN_INT64: ((int64_t *)base)[i] = saturate_int64(v); break;
-  case CNN_UINT8: ((uint8_t *)base)[i] = (uint8_t)saturate_int64(v); break; /* wraps modulo 256 */
+  case CNN_INT64: ((int64_t *)base)[i] = cnn_saturate_i64(v); break;
+  case CNN_UINT8: ((uint8_t *)base)[i] = (uint8_t)cnn_saturate_i64(v); break; /* wraps modulo 256 */
   case CNN_FLOAT16: ((uint16_t *)base)[i] = cnn_float_to_half((float)v); break;
   case CNN_BFLOAT16: ((uint16_t *)base)[i] = cnn_float_to_bf16((float)v); break;
   default: break;

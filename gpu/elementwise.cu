@@ -24,6 +24,7 @@
 #include <cuda_fp16.h>
 #include <string.h>
 
+#include "elementwise_ops.h"
 #include "gpu.h"
 
 /* ---- iteration space --------------------------------------------------------------- */
@@ -108,19 +109,13 @@ __device__ __forceinline__ double ld(cnn_dtype dt, const char *base, int64_t i) 
   }
 }
 
-__device__ __forceinline__ int64_t sat_i64(double v) {
-  if (v != v) return 0;
-  if (v >= 9.2233720368547758e18) return INT64_MAX;
-  if (v <= -9.2233720368547758e18) return INT64_MIN;
-  return (int64_t)v;
-}
 
 __device__ __forceinline__ void st(cnn_dtype dt, char *base, int64_t i, double v) {
   switch (dt) {
   case CNN_FLOAT32: ((float *)base)[i] = (float)v; break;
   case CNN_FLOAT64: ((double *)base)[i] = v; break;
-  case CNN_INT64: ((int64_t *)base)[i] = sat_i64(v); break;
-  case CNN_UINT8: ((uint8_t *)base)[i] = (uint8_t)sat_i64(v); break;
+  case CNN_INT64: ((int64_t *)base)[i] = cnn_saturate_i64(v); break;
+  case CNN_UINT8: ((uint8_t *)base)[i] = (uint8_t)cnn_saturate_i64(v); break;
   case CNN_FLOAT16: ((unsigned short *)base)[i] = __half_as_ushort(__float2half_rn((float)v)); break;
   default: ((unsigned short *)base)[i] = __bfloat16_as_ushort(__float2bfloat16_rn((float)v)); break;
   }
@@ -136,150 +131,18 @@ __device__ __forceinline__ void st_int(cnn_dtype dt, char *base, int64_t i, int6
 
 /* ---- unary math (the CPU's formulas) ------------------------------------------------------- */
 
-__device__ double un_f64(int op, double x, double p0, double p1) {
-  switch (op) {
-  case CNN_OP_NEG: return -x;
-  case CNN_OP_ABS: return fabs(x);
-  case CNN_OP_EXP: return exp(x);
-  case CNN_OP_LOG: return log(x);
-  case CNN_OP_SQRT: return sqrt(x);
-  case CNN_OP_RSQRT: return 1.0 / sqrt(x);
-  case CNN_OP_TANH: return tanh(x);
-  case CNN_OP_SIGMOID: return cnn_sigmoid(x);
-  case CNN_OP_RELU: return cnn_relu(x);
-  case CNN_OP_SIN: return sin(x);
-  case CNN_OP_COS: return cos(x);
-  case CNN_OP_SIGN: return x > 0 ? 1.0 : x < 0 ? -1.0 : x;
-  case CNN_OP_FLOOR: return floor(x);
-  case CNN_OP_CEIL: return ceil(x);
-  case CNN_OP_ROUND: return rint(x);
-  case CNN_OP_RECIPROCAL: return 1.0 / x;
-  case CNN_OP_SQUARE: return x * x;
-  case CNN_OP_GELU: return cnn_gelu(x);
-  case CNN_OP_LOG1P: return log1p(x);
-  case CNN_OP_EXPM1: return expm1(x);
-  case CNN_OP_LEAKY_RELU: return cnn_leaky_relu(x, p0);
-  case CNN_OP_ELU: return cnn_elu(x, p0);
-  case CNN_OP_CLAMP: return x < p0 ? p0 : x > p1 ? p1 : x;
-  case CNN_OP_POW_SCALAR: return p0 == 2 ? x * x : pow(x, p0);
-  case CNN_OP_ADD_SCALAR: return x + p0;
-  default: return x * p0;
-  }
-}
 
-__device__ float un_f32(int op, float x, float p0, float p1) {
-  switch (op) {
-  case CNN_OP_NEG: return -x;
-  case CNN_OP_ABS: return fabsf(x);
-  case CNN_OP_EXP: return expf(x);
-  case CNN_OP_LOG: return logf(x);
-  case CNN_OP_SQRT: return sqrtf(x);
-  case CNN_OP_RSQRT: return 1.0f / sqrtf(x);
-  case CNN_OP_TANH: return tanhf(x);
-  case CNN_OP_SIGMOID: return cnn_sigmoid_f(x);
-  case CNN_OP_RELU: return cnn_relu_f(x);
-  case CNN_OP_SIN: return sinf(x);
-  case CNN_OP_COS: return cosf(x);
-  case CNN_OP_SIGN: return x > 0 ? 1.0f : x < 0 ? -1.0f : x;
-  case CNN_OP_FLOOR: return floorf(x);
-  case CNN_OP_CEIL: return ceilf(x);
-  case CNN_OP_ROUND: return rintf(x);
-  case CNN_OP_RECIPROCAL: return 1.0f / x;
-  case CNN_OP_SQUARE: return x * x;
-  case CNN_OP_GELU: return cnn_gelu_f(x);
-  case CNN_OP_LOG1P: return log1pf(x);
-  case CNN_OP_EXPM1: return expm1f(x);
-  case CNN_OP_LEAKY_RELU: return cnn_leaky_relu_f(x, p0);
-  case CNN_OP_ELU: return cnn_elu_f(x, p0);
-  case CNN_OP_CLAMP: return x < p0 ? p0 : x > p1 ? p1 : x;
-  case CNN_OP_POW_SCALAR: return p0 == 2 ? x * x : powf(x, p0);
-  case CNN_OP_ADD_SCALAR: return x + p0;
-  default: return x * p0;
-  }
-}
 
-__device__ int64_t ipow(int64_t a, int64_t b) {
-  if (b < 0) return a == 1 ? 1 : a == -1 ? (b % 2 ? -1 : 1) : 0;
-  int64_t r = 1;
-  while (b) {
-    if (b & 1) r = (int64_t)((uint64_t)r * (uint64_t)a);
-    a = (int64_t)((uint64_t)a * (uint64_t)a);
-    b >>= 1;
-  }
-  return r;
-}
 
-__device__ int64_t un_int(int op, int64_t x, double p0, double p1) {
-  switch (op) {
-  case CNN_OP_NEG: return (int64_t)(0 - (uint64_t)x);
-  case CNN_OP_ABS: return x < 0 ? -x : x;
-  case CNN_OP_SIGN: return x > 0 ? 1 : x < 0 ? -1 : 0;
-  case CNN_OP_RELU: return x > 0 ? x : 0;
-  case CNN_OP_SQUARE: return (int64_t)((uint64_t)x * (uint64_t)x);
-  case CNN_OP_CLAMP:
-    if (p0 == p0 && (double)x < p0) return (int64_t)ceil(p0);
-    if (p1 == p1 && (double)x > p1) return (int64_t)floor(p1);
-    return x;
-  case CNN_OP_POW_SCALAR: return ipow(x, (int64_t)p0);
-  case CNN_OP_ADD_SCALAR: return (int64_t)((uint64_t)x + (uint64_t)(int64_t)p0);
-  case CNN_OP_MUL_SCALAR: return (int64_t)((uint64_t)x * (uint64_t)(int64_t)p0);
-  default: return x;
-  }
-}
 
-/* the derivative factor of core's cnn_unary_grad (v is x or y) */
-__device__ double un_deriv(int op, double v, double p0, double p1) {
-  switch (op) {
-  case CNN_OP_NEG: return -1;
-  case CNN_OP_ABS: return v > 0 ? 1 : v < 0 ? -1 : 0;
-  case CNN_OP_EXP: return v;
-  case CNN_OP_LOG: return 1 / v;
-  case CNN_OP_SQRT: return 0.5 / v;
-  case CNN_OP_RSQRT: return -0.5 * v * v * v;
-  case CNN_OP_TANH: return 1 - v * v;
-  case CNN_OP_SIGMOID: return cnn_sigmoid_grad(v);
-  case CNN_OP_RELU: return v > 0 ? 1 : 0;
-  case CNN_OP_SIN: return cos(v);
-  case CNN_OP_COS: return -sin(v);
-  case CNN_OP_RECIPROCAL: return -v * v;
-  case CNN_OP_SQUARE: return 2 * v;
-  case CNN_OP_GELU: return cnn_gelu_grad(v);
-  case CNN_OP_LOG1P: return 1 / (1 + v);
-  case CNN_OP_EXPM1: return v + 1;
-  case CNN_OP_LEAKY_RELU: return cnn_leaky_relu_grad(v, p0);
-  case CNN_OP_ELU: return cnn_elu_grad(v, p0);
-  case CNN_OP_CLAMP: return v >= p0 && v <= p1 ? 1 : 0;
-  case CNN_OP_POW_SCALAR: return p0 == 0 ? 0 : p0 * pow(v, p0 - 1);
-  case CNN_OP_ADD_SCALAR: return 1;
-  case CNN_OP_MUL_SCALAR: return p0;
-  default: return 0;
-  }
-}
 
 /* ---- binary math ------------------------------------------------------------------------------ */
 
 template <typename T> __device__ __forceinline__ T bin_float(int op, T a, T b) {
-  switch (op) {
-  case CNN_OP_ADD: return a + b;
-  case CNN_OP_SUB: return a - b;
-  case CNN_OP_MUL: return a * b;
-  case CNN_OP_DIV: return a / b;
-  case CNN_OP_POW: return pow(a, b); /* float overload: powf */
-  case CNN_OP_MAXIMUM: return (a > b || a != a) ? a : b;
-  default: return (a < b || a != a) ? a : b;
-  }
+  if (sizeof(T) == 4) return (T)cnn_ew_binary_f32(op, (float)a, (float)b);
+  return (T)cnn_ew_binary_f64(op, (double)a, (double)b);
 }
 
-__device__ int64_t bin_int(int op, int64_t a, int64_t b) {
-  switch (op) {
-  case CNN_OP_ADD: return (int64_t)((uint64_t)a + (uint64_t)b);
-  case CNN_OP_SUB: return (int64_t)((uint64_t)a - (uint64_t)b);
-  case CNN_OP_MUL: return (int64_t)((uint64_t)a * (uint64_t)b);
-  case CNN_OP_POW: return ipow(a, b);
-  case CNN_OP_MAXIMUM: return a > b ? a : b;
-  default: return a < b ? a : b;
-  }
-}
 
 __device__ __forceinline__ bool cmp_apply(int op, int c) {
   switch (op) {
@@ -299,15 +162,15 @@ __global__ void k_unary_float(int op, Space s, int64_t n, Ptr o, Ptr x, double p
   GRID_LOOP(i, n) {
     T v = ((const T *)x.p)[eoff(s, x, i)];
     T r;
-    if (sizeof(T) == 4) r = (T)un_f32(op, (float)v, (float)p0, (float)p1);
-    else r = (T)un_f64(op, (double)v, p0, p1);
+    if (sizeof(T) == 4) r = (T)cnn_ew_unary_f32(op, (float)v, (float)p0, (float)p1);
+    else r = (T)cnn_ew_unary_f64(op, (double)v, p0, p1);
     ((T *)o.p)[eoff(s, o, i)] = r;
   }
 }
 
 __global__ void k_unary_int(int op, cnn_dtype dt, Space s, int64_t n, Ptr o, Ptr x, double p0,
                             double p1) {
-  GRID_LOOP(i, n) st_int(dt, o.p, eoff(s, o, i), un_int(op, ld_int(dt, x.p, eoff(s, x, i)), p0, p1));
+  GRID_LOOP(i, n) st_int(dt, o.p, eoff(s, o, i), cnn_ew_unary_i64(op, ld_int(dt, x.p, eoff(s, x, i)), p0, p1));
 }
 
 template <typename T>
@@ -320,7 +183,7 @@ __global__ void k_binary_float(int op, Space s, int64_t n, Ptr o, Ptr a, Ptr b) 
 
 __global__ void k_binary_int(int op, cnn_dtype dt, Space s, int64_t n, Ptr o, Ptr a, Ptr b) {
   GRID_LOOP(i, n) {
-    int64_t r = bin_int(op, ld_int(dt, a.p, eoff(s, a, i)), ld_int(dt, b.p, eoff(s, b, i)));
+    int64_t r = cnn_ew_binary_i64(op, ld_int(dt, a.p, eoff(s, a, i)), ld_int(dt, b.p, eoff(s, b, i)));
     st_int(dt, o.p, eoff(s, o, i), r);
   }
 }
@@ -344,7 +207,7 @@ __global__ void k_unary_grad(int op, Space s, int64_t n, Ptr o, Ptr g, Ptr v, do
                              double p1) {
   GRID_LOOP(i, n) {
     double gv = ((const T *)g.p)[eoff(s, g, i)], vv = ((const T *)v.p)[eoff(s, v, i)];
-    ((T *)o.p)[eoff(s, o, i)] = (T)(gv * un_deriv(op, vv, p0, p1));
+    ((T *)o.p)[eoff(s, o, i)] = (T)(gv * cnn_ew_unary_deriv(op, vv, p0, p1));
   }
 }
 

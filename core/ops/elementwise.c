@@ -53,6 +53,7 @@
 #include "cnn.h"
 #include "elementwise_math.h"
 #include "tensor_internal.h"
+#include "elementwise_ops.h"
 
 #define CNN_EW_PARALLEL 32768
 #define AI static inline __attribute__((always_inline))
@@ -318,61 +319,38 @@ typedef struct {
   cnn_dtype dt; /* compute dtype of the operands */
 } ew_ctx;
 
-AI double bin_f64(int op, double a, double b) {
-  switch (op) {
-  case CNN_OP_ADD: return a + b;
-  case CNN_OP_SUB: return a - b;
-  case CNN_OP_MUL: return a * b;
-  case CNN_OP_DIV: return a / b;
-  case CNN_OP_POW: return pow(a, b);
-  case CNN_OP_MAXIMUM: return (a > b || a != a) ? a : b;
-  default: return (a < b || a != a) ? a : b; /* MINIMUM */
-  }
-}
-AI float bin_f32(int op, float a, float b) {
-  switch (op) {
-  case CNN_OP_ADD: return a + b;
-  case CNN_OP_SUB: return a - b;
-  case CNN_OP_MUL: return a * b;
-  case CNN_OP_DIV: return a / b;
-  case CNN_OP_POW: return powf(a, b);
-  case CNN_OP_MAXIMUM: return (a > b || a != a) ? a : b;
-  default: return (a < b || a != a) ? a : b;
-  }
-}
-
 AI void bin_row_f32_op(int op, int64_t n, char *const *p, const int64_t *s) {
   float *o = (float *)p[0];
   const float *a = (const float *)p[1], *b = (const float *)p[2];
   if (s[0] == 4 && s[1] == 4 && s[2] == 4) {
-    for (int64_t i = 0; i < n; i++) o[i] = bin_f32(op, a[i], b[i]);
+    for (int64_t i = 0; i < n; i++) o[i] = cnn_ew_binary_f32(op, a[i], b[i]);
   } else if (s[0] == 4 && s[1] == 4 && s[2] == 0) {
     float bv = *b;
-    for (int64_t i = 0; i < n; i++) o[i] = bin_f32(op, a[i], bv);
+    for (int64_t i = 0; i < n; i++) o[i] = cnn_ew_binary_f32(op, a[i], bv);
   } else if (s[0] == 4 && s[1] == 0 && s[2] == 4) {
     float av = *a;
-    for (int64_t i = 0; i < n; i++) o[i] = bin_f32(op, av, b[i]);
+    for (int64_t i = 0; i < n; i++) o[i] = cnn_ew_binary_f32(op, av, b[i]);
   } else {
     for (int64_t i = 0; i < n; i++)
       *(float *)(p[0] + i * s[0]) =
-          bin_f32(op, *(const float *)(p[1] + i * s[1]), *(const float *)(p[2] + i * s[2]));
+          cnn_ew_binary_f32(op, *(const float *)(p[1] + i * s[1]), *(const float *)(p[2] + i * s[2]));
   }
 }
 AI void bin_row_f64_op(int op, int64_t n, char *const *p, const int64_t *s) {
   double *o = (double *)p[0];
   const double *a = (const double *)p[1], *b = (const double *)p[2];
   if (s[0] == 8 && s[1] == 8 && s[2] == 8) {
-    for (int64_t i = 0; i < n; i++) o[i] = bin_f64(op, a[i], b[i]);
+    for (int64_t i = 0; i < n; i++) o[i] = cnn_ew_binary_f64(op, a[i], b[i]);
   } else if (s[0] == 8 && s[1] == 8 && s[2] == 0) {
     double bv = *b;
-    for (int64_t i = 0; i < n; i++) o[i] = bin_f64(op, a[i], bv);
+    for (int64_t i = 0; i < n; i++) o[i] = cnn_ew_binary_f64(op, a[i], bv);
   } else if (s[0] == 8 && s[1] == 0 && s[2] == 8) {
     double av = *a;
-    for (int64_t i = 0; i < n; i++) o[i] = bin_f64(op, av, b[i]);
+    for (int64_t i = 0; i < n; i++) o[i] = cnn_ew_binary_f64(op, av, b[i]);
   } else {
     for (int64_t i = 0; i < n; i++)
       *(double *)(p[0] + i * s[0]) =
-          bin_f64(op, *(const double *)(p[1] + i * s[1]), *(const double *)(p[2] + i * s[2]));
+          cnn_ew_binary_f64(op, *(const double *)(p[1] + i * s[1]), *(const double *)(p[2] + i * s[2]));
   }
 }
 
@@ -399,26 +377,6 @@ static void bin_row_f64(const void *ctx, int64_t n, char *const *p, const int64_
   }
 }
 
-static int64_t ipow(int64_t a, int64_t b) {
-  if (b < 0) return a == 1 ? 1 : a == -1 ? (b % 2 ? -1 : 1) : 0;
-  int64_t r = 1;
-  while (b) {
-    if (b & 1) r = (int64_t)((uint64_t)r * (uint64_t)a);
-    a = (int64_t)((uint64_t)a * (uint64_t)a);
-    b >>= 1;
-  }
-  return r;
-}
-static int64_t bin_int(int op, int64_t a, int64_t b) {
-  switch (op) {
-  case CNN_OP_ADD: return (int64_t)((uint64_t)a + (uint64_t)b);
-  case CNN_OP_SUB: return (int64_t)((uint64_t)a - (uint64_t)b);
-  case CNN_OP_MUL: return (int64_t)((uint64_t)a * (uint64_t)b);
-  case CNN_OP_POW: return ipow(a, b);
-  case CNN_OP_MAXIMUM: return a > b ? a : b;
-  default: return a < b ? a : b;
-  }
-}
 static int64_t load_int(const char *p, cnn_dtype dt) {
   return dt == CNN_UINT8 ? *(const uint8_t *)p : *(const int64_t *)p;
 }
@@ -430,7 +388,7 @@ static void bin_row_int(const void *ctx, int64_t n, char *const *p, const int64_
   const ew_ctx *c = ctx;
   for (int64_t i = 0; i < n; i++)
     store_int(p[0] + i * s[0], c->dt,
-              bin_int(c->op, load_int(p[1] + i * s[1], c->dt), load_int(p[2] + i * s[2], c->dt)));
+              cnn_ew_binary_i64(c->op, load_int(p[1] + i * s[1], c->dt), load_int(p[2] + i * s[2], c->dt)));
 }
 
 static bool cmp_apply(int op, int c) { /* c = sign of (a - b), 2 = unordered */
@@ -468,86 +426,25 @@ static row_fn binary_row(cnn_binary_op op, cnn_dtype dt) {
 
 /* ---- unary kernels -------------------------------------------------------------- */
 
-AI double un_f64(int op, double x, double p0, double p1) {
-  switch (op) {
-  case CNN_OP_NEG: return -x;
-  case CNN_OP_ABS: return fabs(x);
-  case CNN_OP_EXP: return exp(x);
-  case CNN_OP_LOG: return log(x);
-  case CNN_OP_SQRT: return sqrt(x);
-  case CNN_OP_RSQRT: return 1.0 / sqrt(x);
-  case CNN_OP_TANH: return tanh(x);
-  case CNN_OP_SIGMOID: return cnn_sigmoid(x);
-  case CNN_OP_RELU: return cnn_relu(x);
-  case CNN_OP_SIN: return sin(x);
-  case CNN_OP_COS: return cos(x);
-  case CNN_OP_SIGN: return x > 0 ? 1.0 : x < 0 ? -1.0 : x; /* keeps 0, -0, NaN */
-  case CNN_OP_FLOOR: return floor(x);
-  case CNN_OP_CEIL: return ceil(x);
-  case CNN_OP_ROUND: return rint(x); /* half to even, as PyTorch */
-  case CNN_OP_RECIPROCAL: return 1.0 / x;
-  case CNN_OP_SQUARE: return x * x;
-  case CNN_OP_GELU: return cnn_gelu(x);
-  case CNN_OP_LOG1P: return log1p(x);
-  case CNN_OP_EXPM1: return expm1(x);
-  case CNN_OP_LEAKY_RELU: return cnn_leaky_relu(x, p0);
-  case CNN_OP_ELU: return cnn_elu(x, p0);
-  case CNN_OP_CLAMP: return x < p0 ? p0 : x > p1 ? p1 : x; /* NaN bound: never true */
-  case CNN_OP_POW_SCALAR: return p0 == 2 ? x * x : pow(x, p0);
-  case CNN_OP_ADD_SCALAR: return x + p0;
-  default: return x * p0; /* MUL_SCALAR */
-  }
-}
-AI float un_f32(int op, float x, float p0, float p1) {
-  switch (op) {
-  case CNN_OP_NEG: return -x;
-  case CNN_OP_ABS: return fabsf(x);
-  case CNN_OP_EXP: return expf(x);
-  case CNN_OP_LOG: return logf(x);
-  case CNN_OP_SQRT: return sqrtf(x);
-  case CNN_OP_RSQRT: return 1.0f / sqrtf(x);
-  case CNN_OP_TANH: return tanhf(x);
-  case CNN_OP_SIGMOID: return cnn_sigmoid_f(x);
-  case CNN_OP_RELU: return cnn_relu_f(x);
-  case CNN_OP_SIN: return sinf(x);
-  case CNN_OP_COS: return cosf(x);
-  case CNN_OP_SIGN: return x > 0 ? 1.0f : x < 0 ? -1.0f : x;
-  case CNN_OP_FLOOR: return floorf(x);
-  case CNN_OP_CEIL: return ceilf(x);
-  case CNN_OP_ROUND: return rintf(x);
-  case CNN_OP_RECIPROCAL: return 1.0f / x;
-  case CNN_OP_SQUARE: return x * x;
-  case CNN_OP_GELU: return cnn_gelu_f(x);
-  case CNN_OP_LOG1P: return log1pf(x);
-  case CNN_OP_EXPM1: return expm1f(x);
-  case CNN_OP_LEAKY_RELU: return cnn_leaky_relu_f(x, p0);
-  case CNN_OP_ELU: return cnn_elu_f(x, p0);
-  case CNN_OP_CLAMP: return x < p0 ? p0 : x > p1 ? p1 : x;
-  case CNN_OP_POW_SCALAR: return p0 == 2 ? x * x : powf(x, p0);
-  case CNN_OP_ADD_SCALAR: return x + p0;
-  default: return x * p0;
-  }
-}
-
 AI void un_row_f32_op(int op, const ew_ctx *c, int64_t n, char *const *p, const int64_t *s) {
   float p0 = (float)c->p0, p1 = (float)c->p1;
   if (s[0] == 4 && s[1] == 4) {
     float *o = (float *)p[0];
     const float *x = (const float *)p[1];
-    for (int64_t i = 0; i < n; i++) o[i] = un_f32(op, x[i], p0, p1);
+    for (int64_t i = 0; i < n; i++) o[i] = cnn_ew_unary_f32(op, x[i], p0, p1);
   } else {
     for (int64_t i = 0; i < n; i++)
-      *(float *)(p[0] + i * s[0]) = un_f32(op, *(const float *)(p[1] + i * s[1]), p0, p1);
+      *(float *)(p[0] + i * s[0]) = cnn_ew_unary_f32(op, *(const float *)(p[1] + i * s[1]), p0, p1);
   }
 }
 AI void un_row_f64_op(int op, const ew_ctx *c, int64_t n, char *const *p, const int64_t *s) {
   if (s[0] == 8 && s[1] == 8) {
     double *o = (double *)p[0];
     const double *x = (const double *)p[1];
-    for (int64_t i = 0; i < n; i++) o[i] = un_f64(op, x[i], c->p0, c->p1);
+    for (int64_t i = 0; i < n; i++) o[i] = cnn_ew_unary_f64(op, x[i], c->p0, c->p1);
   } else {
     for (int64_t i = 0; i < n; i++)
-      *(double *)(p[0] + i * s[0]) = un_f64(op, *(const double *)(p[1] + i * s[1]), c->p0, c->p1);
+      *(double *)(p[0] + i * s[0]) = cnn_ew_unary_f64(op, *(const double *)(p[1] + i * s[1]), c->p0, c->p1);
   }
 }
 
@@ -578,27 +475,10 @@ static void un_row_f64(const void *ctx, int64_t n, char *const *p, const int64_t
   }
 }
 
-static int64_t un_int(int op, int64_t x, double p0, double p1) {
-  switch (op) {
-  case CNN_OP_NEG: return (int64_t)(0 - (uint64_t)x);
-  case CNN_OP_ABS: return x < 0 ? (int64_t)(0 - (uint64_t)x) : x; /* wraps at INT64_MIN, as C's unsigned */
-  case CNN_OP_SIGN: return x > 0 ? 1 : x < 0 ? -1 : 0;
-  case CNN_OP_RELU: return x > 0 ? x : 0;
-  case CNN_OP_SQUARE: return (int64_t)((uint64_t)x * (uint64_t)x);
-  case CNN_OP_CLAMP:
-    if (p0 == p0 && (double)x < p0) return saturate_int64(ceil(p0));
-    if (p1 == p1 && (double)x > p1) return saturate_int64(floor(p1));
-    return x;
-  case CNN_OP_POW_SCALAR: return ipow(x, (int64_t)p0);
-  case CNN_OP_ADD_SCALAR: return (int64_t)((uint64_t)x + (uint64_t)(int64_t)p0);
-  case CNN_OP_MUL_SCALAR: return (int64_t)((uint64_t)x * (uint64_t)(int64_t)p0);
-  default: return x; /* FLOOR, CEIL, ROUND */
-  }
-}
 static void un_row_int(const void *ctx, int64_t n, char *const *p, const int64_t *s) {
   const ew_ctx *c = ctx;
   for (int64_t i = 0; i < n; i++)
-    store_int(p[0] + i * s[0], c->dt, un_int(c->op, load_int(p[1] + i * s[1], c->dt), c->p0, c->p1));
+    store_int(p[0] + i * s[0], c->dt, cnn_ew_unary_i64(c->op, load_int(p[1] + i * s[1], c->dt), c->p0, c->p1));
 }
 
 static row_fn unary_row(cnn_dtype dt) {
@@ -838,34 +718,6 @@ int cnn_unary_(cnn_unary_op op, cnn_tensor *x, double p0, double p1) {
  * says.  Computed in double per element (backward is not the hot path of
  * most of these; relu's has its own branch-free form). */
 
-static double un_deriv(int op, double v, double p0, double p1) {
-  switch (op) { /* v is x, or y where marked */
-  case CNN_OP_NEG: return -1;
-  case CNN_OP_ABS: return v > 0 ? 1 : v < 0 ? -1 : 0;
-  case CNN_OP_EXP: return v;                       /* y */
-  case CNN_OP_LOG: return 1 / v;
-  case CNN_OP_SQRT: return 0.5 / v;                /* y */
-  case CNN_OP_RSQRT: return -0.5 * v * v * v;      /* y */
-  case CNN_OP_TANH: return 1 - v * v;              /* y */
-  case CNN_OP_SIGMOID: return cnn_sigmoid_grad(v); /* y */
-  case CNN_OP_RELU: return v > 0 ? 1 : 0;
-  case CNN_OP_SIN: return cos(v);
-  case CNN_OP_COS: return -sin(v);
-  case CNN_OP_RECIPROCAL: return -v * v;           /* y */
-  case CNN_OP_SQUARE: return 2 * v;
-  case CNN_OP_GELU: return cnn_gelu_grad(v);
-  case CNN_OP_LOG1P: return 1 / (1 + v);
-  case CNN_OP_EXPM1: return v + 1;                 /* y */
-  case CNN_OP_LEAKY_RELU: return cnn_leaky_relu_grad(v, p0);
-  case CNN_OP_ELU: return cnn_elu_grad(v, p0);
-  case CNN_OP_CLAMP: return v >= p0 && v <= p1 ? 1 : 0;
-  case CNN_OP_POW_SCALAR: return p0 == 0 ? 0 : p0 * pow(v, p0 - 1);
-  case CNN_OP_ADD_SCALAR: return 1;
-  case CNN_OP_MUL_SCALAR: return p0;
-  default: return 0; /* SIGN, FLOOR, CEIL, ROUND */
-  }
-}
-
 static double load_f(const char *p, cnn_dtype dt) {
   return dt == CNN_FLOAT32 ? *(const float *)p : *(const double *)p;
 }
@@ -880,7 +732,7 @@ static void deriv_row(const void *ctx, int64_t n, char *const *p, const int64_t 
   }
   for (int64_t i = 0; i < n; i++) {
     double g = load_f(p[1] + i * s[1], c->dt), v = load_f(p[2] + i * s[2], c->dt);
-    double r = g * un_deriv(c->op, v, c->p0, c->p1);
+    double r = g * cnn_ew_unary_deriv(c->op, v, c->p0, c->p1);
     if (c->dt == CNN_FLOAT32) *(float *)(p[0] + i * s[0]) = (float)r;
     else *(double *)(p[0] + i * s[0]) = r;
   }

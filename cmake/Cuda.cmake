@@ -2,6 +2,10 @@
 # found, ON requires them, OFF skips it.  It is a MODULE that cnnsh dlopens.
 set(CNNSH_HAVE_CUDA OFF)
 if(NOT CNNSH_CUDA STREQUAL "OFF")
+  # The toolkit's usual home, for shells whose PATH lacks /usr/local/cuda/bin
+  if(NOT CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX} AND EXISTS /usr/local/cuda/bin/nvcc)
+    set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc CACHE FILEPATH "CUDA compiler")
+  endif()
   include(CheckLanguage)
   check_language(CUDA)
   find_path(CUDNN_INCLUDE_DIR cudnn.h HINTS /usr/local/cuda/include)

@@ -338,6 +338,18 @@ cnn_tensor *cnn_mse_loss(cnn_tensor *x, cnn_tensor *y, cnn_reduction red);
 cnn_tensor *cnn_bce_with_logits(cnn_tensor *x, cnn_tensor *y, cnn_tensor *pos_weight,
                                 cnn_reduction red);
 
+/* ---- fused optimizer updates (ops/optim.c) -------------------------------------
+ * In place, never recorded by autograd; torch.optim's formulas (see
+ * elementwise_math.h).  State tensors: contiguous, like the parameter;
+ * the ones an option does not use may be NULL. */
+int cnn_sgd_update(cnn_tensor *p, cnn_tensor *g, cnn_tensor *buf, double lr, double momentum, double dampening,
+                 double weight_decay, bool nesterov, bool first_step);
+/* vmax non-NULL selects amsgrad; decoupled selects AdamW; step counts from 1 */
+int cnn_adam_update(cnn_tensor *p, cnn_tensor *g, cnn_tensor *m, cnn_tensor *v, cnn_tensor *vmax, double lr,
+                  double beta1, double beta2, double eps, double weight_decay, bool decoupled, int64_t step);
+int cnn_rmsprop_update(cnn_tensor *p, cnn_tensor *g, cnn_tensor *sq, cnn_tensor *ga, cnn_tensor *buf, double lr,
+                     double alpha, double eps, double weight_decay, double momentum, bool centered);
+
 /* ---- devices ----------------------------------------------------------------- */
 
 /* NULL when the CUDA backend is usable, else why not ("cnnsh was built

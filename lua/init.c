@@ -192,6 +192,8 @@ int luaopen_cnn(lua_State *L) {
   lua_pushstring(L, CNNSH_VERSION);
   lua_setfield(L, m, "version");
   cnn_lua_docs_register(L, m);
+  cnn_lua_fused_push(L, m);
+  lua_setfield(L, m, "fused");
   return 1;
 }
 

@@ -10,6 +10,9 @@
  *   ONEDNN / AUTO -> oneDNN for float32; float64, or a shape for which
  *            oneDNN creates no primitive, goes to im2col.
  *
+ * cnn_cpu_conv2d_backward() computes dx and dw/db in one call, so that
+ * oneDNN reorders dy to its blocked layout once for both passes.
+ *
  * Invariant: every path receives a shape accepted by cnn_cpu_conv2d_check()
  * with N, C, K, H, W, OH, OW all > 0.
  */
@@ -17,6 +20,13 @@
 #include <string.h>
 
 #include "cpu/kernels.h"
+
+/* TODO(lead): move these two prototypes to cpu/kernels.h (see below). */
+int cnn_cpu_conv2d_backward(cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_shape *s,
+                            const void *dy, const void *x, const void *w, void *dx, void *dw,
+                            void *db);
+int cnn_cpu_conv2d_onednn_backward(const cnn_conv_shape *s, const float *dy, const float *x,
+                                   const float *w, float *dx, float *dw, float *db);
 
 int64_t cnn_conv_out_size(int64_t in, int p0, int p1, int k, int s, int d) {
   int64_t span = in + p0 + p1 - (int64_t)d * (k - 1) - 1;
@@ -121,4 +131,20 @@ int cnn_cpu_conv2d_backward_weight(cnn_conv_algo algo, cnn_dtype dt, const cnn_c
     if (r != -2) return r; /* -2: no oneDNN primitive for this shape */
   }
   return cnn_cpu_conv2d_im2col_backward_weight(dt, s, dy, x, dw, db);
+}
+
+/* Both backward passes.  dx, or dw (and then db), may be NULL for a pass
+ * not wanted.  With both wanted, oneDNN runs them from one reorder of dy;
+ * a shape it has no primitive for takes the two calls above, which pick
+ * their own fallback. */
+int cnn_cpu_conv2d_backward(cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_shape *s,
+                            const void *dy, const void *x, const void *w, void *dx, void *dw,
+                            void *db) {
+  if (cnn_cpu_conv2d_check(dt, s)) return -1;
+  if (dx && dw && !degenerate(s) && wants_onednn(algo, dt)) {
+    int r = cnn_cpu_conv2d_onednn_backward(s, dy, x, w, dx, dw, db);
+    if (r != -2) return r; /* -2: no oneDNN primitive for this shape */
+  }
+  if (dx && cnn_cpu_conv2d_backward_data(algo, dt, s, dy, w, dx)) return -1;
+  return dw ? cnn_cpu_conv2d_backward_weight(algo, dt, s, dy, x, dw, db) : 0;
 }

@@ -349,27 +349,35 @@ static dnnl_status_t set_handle(dnnl_memory_t m, const void *p) {
   return dnnl_memory_set_data_handle(m, (void *)p);
 }
 
-/* Points every memory of `e` at the caller's arrays and the arena. */
-static dnnl_status_t bind(entry *e, const void *arrays[3], const void *bias) {
-  char *a = G.arena;
+/* Points every memory of `e` at the caller's arrays and the arena from
+ * `base` on.  Port `shared` (-1 for none) takes `shared_at`, a blocked
+ * tensor another entry has already filled, and gets no arena space. */
+static dnnl_status_t bind(entry *e, const void *arrays[3], const void *bias, char *base,
+                          int shared, void *shared_at) {
+  char *a = base;
   dnnl_status_t st = dnnl_success;
   for (int i = 0; i < 3 && st == dnnl_success; i++) {
     port *p = &e->ports[i];
     st = set_handle(p->user, arrays[i]);
-    if (st == dnnl_success && p->inner) {
-      st = set_handle(p->inner, a);
-      a += round_up(p->inner_bytes);
+    if (st != dnnl_success || !p->inner) continue;
+    if (i == shared) {
+      st = set_handle(p->inner, shared_at);
+      continue;
     }
+    st = set_handle(p->inner, a);
+    a += round_up(p->inner_bytes);
   }
   if (st == dnnl_success && e->bias) st = set_handle(e->bias, bias);
   if (st == dnnl_success && e->scratch) st = set_handle(e->scratch, a);
   return st;
 }
 
-static dnnl_status_t run_reorders(entry *e, int outputs) {
+/* Runs the reorders into (outputs 0) or out of (1) the primitive's
+ * layouts, except that of port `skip` (-1 for none). */
+static dnnl_status_t run_reorders(entry *e, int outputs, int skip) {
   for (int i = 0; i < 3; i++) {
     port *p = &e->ports[i];
-    if (!p->reorder || p->is_output != outputs) continue;
+    if (!p->reorder || p->is_output != outputs || i == skip) continue;
     dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, outputs ? p->inner : p->user},
                                {DNNL_ARG_TO, outputs ? p->user : p->inner}};
     dnnl_status_t st = dnnl_primitive_execute(p->reorder, G.stream, 2, args);
@@ -390,12 +398,20 @@ static dnnl_status_t run_conv(entry *e) {
   return dnnl_primitive_execute(e->conv, G.stream, n, args);
 }
 
+/* Reorders in, convolution, reorders out; the stream is not waited on.
+ * `shared`: see bind(). */
+static dnnl_status_t entry_exec(entry *e, const void *arrays[3], const void *bias, char *base,
+                                int shared, void *shared_at) {
+  dnnl_status_t st = bind(e, arrays, bias, base, shared, shared_at);
+  if (st == dnnl_success) st = run_reorders(e, 0, shared);
+  if (st == dnnl_success) st = run_conv(e);
+  if (st == dnnl_success) st = run_reorders(e, 1, -1);
+  return st;
+}
+
 static int entry_run(entry *e, const void *arrays[3], const void *bias) {
   if (arena_reserve(arena_need(e), &e->shape)) return -1;
-  dnnl_status_t st = bind(e, arrays, bias);
-  if (st == dnnl_success) st = run_reorders(e, 0);
-  if (st == dnnl_success) st = run_conv(e);
-  if (st == dnnl_success) st = run_reorders(e, 1);
+  dnnl_status_t st = entry_exec(e, arrays, bias, G.arena, -1, NULL);
   if (st == dnnl_success) st = dnnl_stream_wait(G.stream);
   return st == dnnl_success ? 0 : fail(st, kind_name[e->kind], &e->shape);
 }
@@ -429,6 +445,54 @@ int cnn_cpu_conv2d_onednn_backward_data(const cnn_conv_shape *s, const float *dy
 int cnn_cpu_conv2d_onednn_backward_weight(const cnn_conv_shape *s, const float *dy,
                                           const float *x, float *dw, float *db) {
   return conv_call(BWD_WEIGHT, s, (const void *[3]){x, dy, dw}, db);
+}
+
+/* ---- both backward passes from one reorder of dy -------------------------------- */
+
+/* Port index of DIFF_DST in each backward kind (port_spec). */
+enum { DATA_DY = 0, WEIGHT_DY = 1 };
+
+/* 1 when both entries read dy in the same blocked layout, so the weight
+ * pass can use the tensor the data pass reordered. */
+static int dy_shareable(entry *d, entry *wt) {
+  const dnnl_memory_desc_t *a, *b;
+  if (!d->ports[DATA_DY].inner || !wt->ports[WEIGHT_DY].inner) return 0;
+  if (dnnl_memory_get_memory_desc(d->ports[DATA_DY].inner, &a) != dnnl_success ||
+      dnnl_memory_get_memory_desc(wt->ports[WEIGHT_DY].inner, &b) != dnnl_success)
+    return 0;
+  return dnnl_memory_desc_equal(a, b);
+}
+
+/* The data entry's tensors come first in the arena (its dy at offset 0),
+ * then the weight entry's, less its dy when shared. */
+static int backward_run(entry *d, entry *wt, const void *ad[3], const void *aw[3],
+                        const void *db) {
+  int share = dy_shareable(d, wt);
+  size_t dneed = arena_need(d);
+  size_t need = dneed + arena_need(wt) - (share ? round_up(wt->ports[WEIGHT_DY].inner_bytes) : 0);
+  if (arena_reserve(need, &d->shape)) return -1;
+  char *base = G.arena;
+  dnnl_status_t st = entry_exec(d, ad, NULL, base, -1, NULL);
+  if (st != dnnl_success) return fail(st, kind_name[BWD_DATA], &d->shape);
+  st = entry_exec(wt, aw, db, base + dneed, share ? WEIGHT_DY : -1, base);
+  if (st == dnnl_success) st = dnnl_stream_wait(G.stream);
+  return st == dnnl_success ? 0 : fail(st, kind_name[BWD_WEIGHT], &wt->shape);
+}
+
+int cnn_cpu_conv2d_onednn_backward(const cnn_conv_shape *s, const float *dy, const float *x,
+                                   const float *w, float *dx, float *dw, float *db) {
+  if (cnn_interrupt_pending()) {
+    cnn_set_error("conv2d: interrupted");
+    return -1;
+  }
+  pthread_mutex_lock(&G.lock);
+  int rc = ensure_engine(s);
+  entry *d = rc ? NULL : cache_get(BWD_DATA, 0, s, &rc);
+  /* d is now the most recently used entry, so building wt cannot evict it */
+  entry *wt = d ? cache_get(BWD_WEIGHT, db != NULL, s, &rc) : NULL;
+  if (wt) rc = backward_run(d, wt, (const void *[3]){dy, w, dx}, (const void *[3]){x, dy, dw}, db);
+  pthread_mutex_unlock(&G.lock);
+  return rc;
 }
 
 void cnn_cpu_onednn_cache_clear(void) {

@@ -4,7 +4,8 @@
  * The arithmetic is in core/cpu (naive oracle, im2col + GEMM, oneDNN),
  * chosen by cnn_get_conv_algo().  Inputs are made contiguous NCHW first.
  * The node saves x and w (what the two backward passes need) and the
- * geometry in n->extra.  On a CUDA device the three passes are the
+ * geometry in n->extra.  On the CPU both backward passes are one call
+ * (cnn_cpu_conv2d_backward: oneDNN reorders dy once).  On a CUDA device the three passes are the
  * backend's (cuDNN, or its direct kernel for CNN_CONV_NAIVE): conv_call()
  * is the one dispatch point.
  */
@@ -15,6 +16,11 @@
 #include "tensor_internal.h"
 
 #include <stdlib.h>
+
+/* TODO(lead): move to cpu/kernels.h (defined in core/cpu/conv.c). */
+int cnn_cpu_conv2d_backward(cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_shape *s,
+                            const void *dy, const void *x, const void *w, void *dx, void *dw,
+                            void *db);
 
 static int conv_dtype_ok(const cnn_tensor *x, const cnn_tensor *w, const cnn_tensor *b) {
   char d1[32], d2[32];
@@ -95,27 +101,39 @@ static int conv_call(int pass, const cnn_tensor *like, cnn_conv_algo algo, cnn_d
   return cnn_backend_unsupported("conv2d");
 }
 
+/* Allocates the gradients the node needs: gin[0] = dx, *dw (also when only
+ * db is needed: the weight pass computes both), gin[2] = db. */
+static int backward_outputs(cnn_node *n, cnn_tensor *x, cnn_tensor *w, const cnn_conv_shape *s,
+                            cnn_tensor **gin, cnn_tensor **dw) {
+  int want_b = n->ninputs > 2 && n->needs[2];
+  if (n->needs[0] && !(gin[0] = cnn_empty(x->ndim, x->shape, x->dtype, cnn_tensor_device(x))))
+    return -1;
+  if ((n->needs[1] || want_b) && !(*dw = cnn_empty(w->ndim, w->shape, w->dtype, cnn_tensor_device(w))))
+    return -1;
+  if (want_b && !(gin[2] = cnn_empty(1, &s->K, w->dtype, cnn_tensor_device(w)))) return -1;
+  return 0;
+}
+
+static void *data_or_null(cnn_tensor *t) { return t ? cnn_tensor_data(t) : NULL; }
+
 static int conv_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
   const cnn_conv_shape *s = n->extra;
-  cnn_tensor *x = cnn_node_saved(n, 0), *w = cnn_node_saved(n, 1);
+  cnn_tensor *x = cnn_node_saved(n, 0), *w = cnn_node_saved(n, 1), *dw = NULL;
   if (!x || !w) return -1;
   cnn_tensor *dy = cnn_contiguous(g);
   if (!dy) return -1;
   cnn_conv_algo algo = cnn_get_conv_algo();
-  int rc = 0;
-  if (n->needs[0]) {
-    gin[0] = cnn_empty(x->ndim, x->shape, x->dtype, cnn_tensor_device(x));
-    rc = gin[0] ? conv_call(1, x, algo, x->dtype, s, cnn_tensor_data(dy), cnn_tensor_data(w), NULL,
-                            cnn_tensor_data(gin[0])) : -1;
+  int rc = backward_outputs(n, x, w, s, gin, &dw);
+  void *pdy = cnn_tensor_data(dy), *pdx = data_or_null(gin[0]), *pdw = data_or_null(dw),
+       *pdb = data_or_null(gin[2]);
+  if (rc == 0 && !cnn_on_cuda(x)) /* one call: oneDNN reorders dy once for both passes */
+    rc = cnn_cpu_conv2d_backward(algo, x->dtype, s, pdy, cnn_tensor_data(x), cnn_tensor_data(w),
+                                 pdx, pdw, pdb);
+  else if (rc == 0) {
+    if (pdx) rc = conv_call(1, x, algo, x->dtype, s, pdy, cnn_tensor_data(w), NULL, pdx);
+    if (rc == 0 && pdw) rc = conv_call(2, x, algo, x->dtype, s, pdy, cnn_tensor_data(x), pdb, pdw);
   }
-  if (rc == 0 && (n->needs[1] || (n->ninputs > 2 && n->needs[2]))) {
-    cnn_tensor *dw = cnn_empty(w->ndim, w->shape, w->dtype, cnn_tensor_device(w));
-    cnn_tensor *db = n->needs[2] ? cnn_empty(1, &s->K, w->dtype, cnn_tensor_device(w)) : NULL;
-    rc = dw && (db || !n->needs[2]) ? conv_call(2, x, algo, x->dtype, s, cnn_tensor_data(dy), cnn_tensor_data(x),
-                                                db ? cnn_tensor_data(db) : NULL, cnn_tensor_data(dw)) : -1;
-    if (n->needs[1]) gin[1] = dw; else cnn_tensor_release(dw);
-    gin[2] = db;
-  }
+  if (n->needs[1]) gin[1] = dw; else cnn_tensor_release(dw);
   cnn_tensor_release(dy);
   return rc;
 }

@@ -30,28 +30,15 @@ local function init_state(p, st, amsgrad)
   if amsgrad then st.max_exp_avg_sq = cnn.zeros_like(p) end
 end
 
--- The shared moment update; `decoupled` selects AdamW's weight decay.
+-- The shared update; `decoupled` selects AdamW.  The arithmetic above runs
+-- in C, one pass over the parameter (cnn.fused.adam: elementwise_math.h,
+-- the same code as the GPU's).
 local function adam_update(p, g, st, group, decoupled)
   if st.exp_avg == nil then init_state(p, st, group.amsgrad) end
   st.step = st.step + 1
   if group.maximize then g = -g end
-  local lr, wd, b1, b2 = group.lr, group.weight_decay, group.betas[1], group.betas[2]
-  if wd ~= 0 then
-    if decoupled then p:mul_(1 - lr * wd) else g = g + p * wd end
-  end
-  local m, v = st.exp_avg, st.exp_avg_sq
-  m:mul_(b1)
-  m:add_(g * (1 - b1))
-  v:mul_(b2)
-  v:add_(g * g * (1 - b2))
-  if group.amsgrad then
-    st.max_exp_avg_sq:copy_(st.max_exp_avg_sq:maximum(v))
-    v = st.max_exp_avg_sq
-  end
-  local bc1 = 1 - b1 ^ st.step
-  local bc2 = 1 - b2 ^ st.step
-  local denom = v:sqrt() / math.sqrt(bc2) + group.eps
-  p:add_(m / denom * (-lr / bc1))
+  cnn.fused.adam(p, g, st.exp_avg, st.exp_avg_sq, group.amsgrad and st.max_exp_avg_sq or nil, group.lr,
+                 group.betas[1], group.betas[2], group.eps, group.weight_decay, decoupled, st.step)
 end
 
 local Adam = Optimizer:extend("Adam", { lr = 1e-3, betas = { 0.9, 0.999 }, eps = 1e-8,

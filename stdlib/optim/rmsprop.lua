@@ -24,31 +24,14 @@ local function init_state(p, st, group)
   if group.centered then st.grad_avg = cnn.zeros_like(p) end
 end
 
+-- The arithmetic above runs in C, one pass over the parameter
+-- (cnn.fused.rmsprop: elementwise_math.h, the same code as the GPU's).
 function RMSprop:update(p, g, st, group)
   if st.square_avg == nil then init_state(p, st, group) end
   st.step = st.step + 1
   if group.maximize then g = -g end
-  if group.weight_decay ~= 0 then g = g + p * group.weight_decay end
-  local alpha, sq = group.alpha, st.square_avg
-  sq:mul_(alpha)
-  sq:add_(g * g * (1 - alpha))
-  local avg
-  if group.centered then
-    local ga = st.grad_avg
-    ga:mul_(alpha)
-    ga:add_(g * (1 - alpha))
-    avg = (sq - ga * ga):sqrt() + group.eps
-  else
-    avg = sq:sqrt() + group.eps
-  end
-  if group.momentum > 0 then
-    local buf = st.momentum_buffer
-    buf:mul_(group.momentum)
-    buf:add_(g / avg)
-    p:add_(buf * -group.lr)
-  else
-    p:add_(g / avg * -group.lr)
-  end
+  cnn.fused.rmsprop(p, g, st.square_avg, st.grad_avg, st.momentum_buffer, group.lr, group.alpha,
+                    group.eps, group.weight_decay, group.momentum, group.centered)
 end
 
 doc[RMSprop] = [[

@@ -22,22 +22,15 @@ function SGD:check_group(g)
   end
 end
 
+-- The arithmetic above runs in C, one pass over the parameter
+-- (cnn.fused.sgd: elementwise_math.h, the same code as the GPU's).
 function SGD:update(p, g, st, group)
   if group.maximize then g = -g end
-  if group.weight_decay ~= 0 then g = g + p * group.weight_decay end
   local mom = group.momentum
-  if mom ~= 0 then
-    local buf = st.momentum_buffer
-    if buf == nil then
-      buf = g:clone()
-      st.momentum_buffer = buf
-    else
-      buf:mul_(mom)
-      buf:add_(g * (1 - group.dampening))
-    end
-    if group.nesterov then g = g + buf * mom else g = buf end
-  end
-  p:add_(g * -group.lr)
+  local first = mom ~= 0 and st.momentum_buffer == nil
+  if first then st.momentum_buffer = cnn.zeros_like(p) end
+  cnn.fused.sgd(p, g, st.momentum_buffer, group.lr, mom, group.dampening, group.weight_decay,
+                group.nesterov, first)
 end
 
 doc[SGD] = [[

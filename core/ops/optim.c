@@ -1,0 +1,152 @@
+/*
+ * optim.c -- fused optimizer updates: one pass over a parameter, its
+ * gradient and its state tensors per step, instead of a chain of tensor ops.
+ *
+ * The per-element arithmetic is elementwise_math.h's (cnn_sgd_step,
+ * cnn_adam_step, cnn_rmsprop_step), the same functions the CUDA kernels run
+ * (gpu/optim.cu), so the CPU tests of the optimizers cover the GPU's update
+ * too (DESIGN.md).  Updates are in place and never recorded by autograd.
+ * Validation: parameter and state tensors contiguous, same shape, dtype
+ * (float32/float64) and device; the gradient may be any layout of the same
+ * shape (it is made contiguous and cast to the parameter's dtype).
+ */
+#include "backend.h"
+#include "cnn.h"
+#include "elementwise_math.h"
+#include "tensor_internal.h"
+
+/* state tensors: NULL allowed where the update does not use them */
+static int check_state(const char *op, const cnn_tensor *p, const cnn_tensor *t, const char *what) {
+  char a[CNN_SHAPE_STR], b[CNN_SHAPE_STR];
+  if (!t) return 0;
+  if (!cnn_same_shape(p, t) || t->dtype != p->dtype || !cnn_tensor_is_contiguous(t)) {
+    cnn_set_error("%s: %s %s (%s) must be a contiguous tensor like the parameter %s (%s)", op, what,
+                  cnn_tensor_shape_str(t, a), cnn_dtype_name(t->dtype), cnn_tensor_shape_str(p, b),
+                  cnn_dtype_name(p->dtype));
+    return -1;
+  }
+  return cnn_check_same_device(op, p, t);
+}
+
+static int check_param(const char *op, const cnn_tensor *p, const cnn_tensor *g) {
+  char a[CNN_SHAPE_STR], b[CNN_SHAPE_STR];
+  if ((p->dtype != CNN_FLOAT32 && p->dtype != CNN_FLOAT64) || !cnn_tensor_is_contiguous(p)) {
+    cnn_set_error("%s: the parameter must be a contiguous float32 or float64 tensor (got %s %s)", op,
+                  cnn_tensor_shape_str(p, a), cnn_dtype_name(p->dtype));
+    return -1;
+  }
+  if (!cnn_same_shape(p, g)) {
+    cnn_set_error("%s: gradient %s does not match the parameter %s", op, cnn_tensor_shape_str(g, a),
+                  cnn_tensor_shape_str(p, b));
+    return -1;
+  }
+  return cnn_check_same_device(op, p, g);
+}
+
+/* The gradient as a contiguous tensor of p's dtype (a new reference). */
+static cnn_tensor *grad_like(cnn_tensor *p, cnn_tensor *g) {
+  cnn_tensor *c = cnn_to_dtype(g, p->dtype);
+  if (!c) return NULL;
+  cnn_tensor *r = cnn_contiguous(c);
+  cnn_tensor_release(c);
+  return r;
+}
+
+static void *data_or_null(cnn_tensor *t) { return t ? cnn_tensor_data(t) : NULL; }
+
+static void bump(cnn_tensor *const *ts, int n) {
+  for (int i = 0; i < n; i++)
+    if (ts[i]) cnn_tensor_bump_version(ts[i]);
+}
+
+int cnn_sgd_update(cnn_tensor *p, cnn_tensor *g, cnn_tensor *buf, double lr, double momentum, double dampening,
+                 double weight_decay, bool nesterov, bool first_step) {
+  if (check_param("sgd_update", p, g) || check_state("sgd_update", p, momentum != 0 ? buf : NULL, "momentum buffer"))
+    return -1;
+  if (momentum != 0 && !buf) return cnn_set_error("sgd_update: momentum needs a buffer"), -1;
+  cnn_sgd_hp h = {lr, momentum, dampening, weight_decay, nesterov, first_step};
+  cnn_tensor *gc = grad_like(p, g);
+  if (!gc) return -1;
+  int64_t n = cnn_tensor_numel(p);
+  void *pp = cnn_tensor_data(p), *bb = momentum != 0 ? cnn_tensor_data(buf) : NULL;
+  const void *gg = cnn_tensor_data(gc);
+  int rc = 0;
+  if (cnn_on_cuda(p)) {
+    const cnn_backend *be = cnn_cuda_backend("sgd_update");
+    rc = !be ? -1 : be->sgd_step ? be->sgd_step(cnn_tensor_device(p).index, p->dtype, n, pp, gg, bb, h)
+                                 : cnn_backend_unsupported("sgd_update");
+  } else if (p->dtype == CNN_FLOAT32) {
+    for (int64_t i = 0; i < n; i++) cnn_sgd_step_f((float *)pp + i, ((const float *)gg)[i], bb ? (float *)bb + i : NULL, h);
+  } else {
+    for (int64_t i = 0; i < n; i++) cnn_sgd_step((double *)pp + i, ((const double *)gg)[i], bb ? (double *)bb + i : NULL, h);
+  }
+  cnn_tensor_release(gc);
+  bump((cnn_tensor *[]){p, buf}, 2);
+  return rc;
+}
+
+int cnn_adam_update(cnn_tensor *p, cnn_tensor *g, cnn_tensor *m, cnn_tensor *v, cnn_tensor *vmax, double lr,
+                  double beta1, double beta2, double eps, double weight_decay, bool decoupled, int64_t step) {
+  if (check_param("adam_update", p, g) || check_state("adam_update", p, m, "exp_avg") ||
+      check_state("adam_update", p, v, "exp_avg_sq") || check_state("adam_update", p, vmax, "max_exp_avg_sq"))
+    return -1;
+  if (!m || !v || step < 1) return cnn_set_error("adam_update: needs exp_avg, exp_avg_sq and a step >= 1"), -1;
+  cnn_adam_hp h = cnn_adam_hp_make(lr, beta1, beta2, eps, weight_decay, decoupled, vmax != NULL, (long)step);
+  cnn_tensor *gc = grad_like(p, g);
+  if (!gc) return -1;
+  int64_t n = cnn_tensor_numel(p);
+  void *pp = cnn_tensor_data(p), *mm = cnn_tensor_data(m), *vv = cnn_tensor_data(v), *xx = data_or_null(vmax);
+  const void *gg = cnn_tensor_data(gc);
+  int rc = 0;
+  if (cnn_on_cuda(p)) {
+    const cnn_backend *be = cnn_cuda_backend("adam_update");
+    rc = !be ? -1 : be->adam_step ? be->adam_step(cnn_tensor_device(p).index, p->dtype, n, pp, gg, mm, vv, xx, h)
+                                  : cnn_backend_unsupported("adam_update");
+  } else if (p->dtype == CNN_FLOAT32) {
+    for (int64_t i = 0; i < n; i++)
+      cnn_adam_step_f((float *)pp + i, ((const float *)gg)[i], (float *)mm + i, (float *)vv + i,
+                      xx ? (float *)xx + i : NULL, h);
+  } else {
+    for (int64_t i = 0; i < n; i++)
+      cnn_adam_step((double *)pp + i, ((const double *)gg)[i], (double *)mm + i, (double *)vv + i,
+                    xx ? (double *)xx + i : NULL, h);
+  }
+  cnn_tensor_release(gc);
+  bump((cnn_tensor *[]){p, m, v, vmax}, 4);
+  return rc;
+}
+
+int cnn_rmsprop_update(cnn_tensor *p, cnn_tensor *g, cnn_tensor *sq, cnn_tensor *ga, cnn_tensor *buf, double lr,
+                     double alpha, double eps, double weight_decay, double momentum, bool centered) {
+  if (check_param("rmsprop_update", p, g) || check_state("rmsprop_update", p, sq, "square_avg") ||
+      check_state("rmsprop_update", p, ga, "grad_avg") || check_state("rmsprop_update", p, buf, "momentum_buffer"))
+    return -1;
+  if (!sq || (centered && !ga) || (momentum > 0 && !buf)) {
+    cnn_set_error("rmsprop_update: missing state (square_avg%s%s)", centered ? ", grad_avg" : "",
+                  momentum > 0 ? ", momentum_buffer" : "");
+    return -1;
+  }
+  cnn_rmsprop_hp h = {lr, alpha, eps, weight_decay, momentum, centered};
+  cnn_tensor *gc = grad_like(p, g);
+  if (!gc) return -1;
+  int64_t n = cnn_tensor_numel(p);
+  void *pp = cnn_tensor_data(p), *ss = cnn_tensor_data(sq), *aa = data_or_null(ga), *bb = data_or_null(buf);
+  const void *gg = cnn_tensor_data(gc);
+  int rc = 0;
+  if (cnn_on_cuda(p)) {
+    const cnn_backend *be = cnn_cuda_backend("rmsprop_update");
+    rc = !be ? -1 : be->rmsprop_step ? be->rmsprop_step(cnn_tensor_device(p).index, p->dtype, n, pp, gg, ss, aa, bb, h)
+                                     : cnn_backend_unsupported("rmsprop_update");
+  } else if (p->dtype == CNN_FLOAT32) {
+    for (int64_t i = 0; i < n; i++)
+      cnn_rmsprop_step_f((float *)pp + i, ((const float *)gg)[i], (float *)ss + i, aa ? (float *)aa + i : NULL,
+                         bb ? (float *)bb + i : NULL, h);
+  } else {
+    for (int64_t i = 0; i < n; i++)
+      cnn_rmsprop_step((double *)pp + i, ((const double *)gg)[i], (double *)ss + i, aa ? (double *)aa + i : NULL,
+                       bb ? (double *)bb + i : NULL, h);
+  }
+  cnn_tensor_release(gc);
+  bump((cnn_tensor *[]){p, sq, ga, buf}, 4);
+  return rc;
+}

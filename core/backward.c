@@ -95,9 +95,23 @@ static int add_leaf_grad(pass *p, cnn_tensor *leaf, cnn_tensor *g) {
   return 0;
 }
 
-/* Store a total gradient into t->grad: a private contiguous copy the first
- * time, an in-place sum afterwards. */
-static int store_grad(cnn_tensor *t, cnn_tensor *g) {
+/* Store a total gradient into t->grad: a private contiguous tensor the
+ * first time, an in-place sum afterwards.  When the caller is about to drop
+ * g and holds its only reference (and g's storage has no other user), g
+ * itself becomes .grad -- no copy; otherwise it is copied, so .grad never
+ * shares memory with anything a user or another node can still write. */
+static bool can_adopt(const cnn_tensor *t, const cnn_tensor *g) {
+  return g->refcount == 1 && g->storage->refcount == 1 && g->offset == 0 && !g->grad_fn &&
+         !g->requires_grad && g->dtype == t->dtype && cnn_same_shape(t, g) && cnn_tensor_is_contiguous(g) &&
+         cnn_device_equal(cnn_tensor_device(g), cnn_tensor_device(t));
+}
+
+static int store_grad(cnn_tensor *t, cnn_tensor *g, bool dropping_g) {
+  if (!t->grad && dropping_g && can_adopt(t, g)) {
+    cnn_tensor_retain(g);
+    t->grad = g;
+    return 0;
+  }
   if (!t->grad) {
     t->grad = cnn_empty(t->ndim, t->shape, t->dtype, cnn_tensor_device(t));
     if (!t->grad) return -1;
@@ -121,7 +135,7 @@ static int run_node(pass *p, cnn_node *n) {
   n->grad_accum = NULL;
   if (!g) return 0; /* no gradient arrived: nothing flows further */
   int rc = cnn_autograd_run_hooks(n->hooks, &g);
-  if (rc == 0 && n->retain_output_grad && n->output) rc = store_grad(n->output, g);
+  if (rc == 0 && n->retain_output_grad && n->output) rc = store_grad(n->output, g, false);
   if (rc == 0) rc = n->backward(n, g, gin);
   cnn_tensor_release(g);
   for (int i = 0; i < n->ninputs; i++) {
@@ -138,7 +152,7 @@ static int finish_leaves(pass *p) {
     cnn_tensor *g = p->leaves[i].grad;
     p->leaves[i].grad = NULL;
     if (rc == 0) rc = cnn_autograd_run_hooks(p->leaves[i].leaf->hooks, &g);
-    if (rc == 0) rc = store_grad(p->leaves[i].leaf, g);
+    if (rc == 0) rc = store_grad(p->leaves[i].leaf, g, true);
     cnn_tensor_release(g);
   }
   return rc;
@@ -191,7 +205,7 @@ int cnn_backward(cnn_tensor *root, cnn_tensor *grad, bool retain_graph) {
   pass p = {0};
   if (rc == 0 && !root->grad_fn) { /* backward on a leaf */
     rc = cnn_autograd_run_hooks(root->hooks, &g);
-    if (rc == 0) rc = store_grad(root, g);
+    if (rc == 0) rc = store_grad(root, g, true);
     cnn_tensor_release(g);
   } else if (rc == 0) {
     cnn_node *top = root->grad_fn;

@@ -21,13 +21,6 @@
 
 #include "cpu/kernels.h"
 
-/* TODO(lead): move these two prototypes to cpu/kernels.h (see below). */
-int cnn_cpu_conv2d_backward(cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_shape *s,
-                            const void *dy, const void *x, const void *w, void *dx, void *dw,
-                            void *db);
-int cnn_cpu_conv2d_onednn_backward(const cnn_conv_shape *s, const float *dy, const float *x,
-                                   const float *w, float *dx, float *dw, float *db);
-
 int64_t cnn_conv_out_size(int64_t in, int p0, int p1, int k, int s, int d) {
   int64_t span = in + p0 + p1 - (int64_t)d * (k - 1) - 1;
   if (s <= 0) return -1;

@@ -61,6 +61,12 @@ int cnn_cpu_conv2d_backward_data(cnn_conv_algo algo, cnn_dtype dt, const cnn_con
 int cnn_cpu_conv2d_backward_weight(cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_shape *s,
                                    const void *dy, const void *x, void *dw, void *db);
 
+/* Both backward passes in one call (oneDNN reorders dy once for both):
+ * dx (may be NULL), dw (may be NULL; then db too), db (may be NULL);
+ * outputs OVERWRITTEN.  Falls back per pass as the two calls above do. */
+int cnn_cpu_conv2d_backward(cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_shape *s,
+                            const void *dy, const void *x, const void *w, void *dx, void *dw, void *db);
+
 /* The three paths, callable directly (tests, benchmarks).  They assume a
  * shape that cnn_cpu_conv2d_check() accepted and no zero-sized dimension.
  * The oneDNN ones are float32 only and never fall back: they return -2
@@ -89,6 +95,9 @@ int cnn_cpu_conv2d_onednn_backward_data(const cnn_conv_shape *s, const float *dy
                                         const float *w, float *dx);
 int cnn_cpu_conv2d_onednn_backward_weight(const cnn_conv_shape *s, const float *dy,
                                           const float *x, float *dw, float *db);
+/* Both passes, dy reordered once; -2 where oneDNN has no primitive (nothing written). */
+int cnn_cpu_conv2d_onednn_backward(const cnn_conv_shape *s, const float *dy, const float *x,
+                                   const float *w, float *dx, float *dw, float *db);
 /* Frees every cached oneDNN primitive and buffer (tests, leak checks, exit). */
 void cnn_cpu_onednn_cache_clear(void);
 /* Cached primitives now held (tests of the cache). */

@@ -17,11 +17,6 @@
 
 #include <stdlib.h>
 
-/* TODO(lead): move to cpu/kernels.h (defined in core/cpu/conv.c). */
-int cnn_cpu_conv2d_backward(cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_shape *s,
-                            const void *dy, const void *x, const void *w, void *dx, void *dw,
-                            void *db);
-
 static int conv_dtype_ok(const cnn_tensor *x, const cnn_tensor *w, const cnn_tensor *b) {
   char d1[32], d2[32];
   if (x->dtype != CNN_FLOAT32 && x->dtype != CNN_FLOAT64) {

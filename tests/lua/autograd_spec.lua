@@ -6,23 +6,7 @@ package.path = "./?.lua;" .. package.path
 local H = require("helpers")
 local close, raises = H.assert_close, H.raises
 
--- Analytic gradients of f(inputs...) (a one-element tensor) against central
--- differences computed on plain copies of the inputs.
-local function gradcheck(f, inputs, tol)
-  tol = tol or 1e-6
-  local leaves = {}
-  for i, x in ipairs(inputs) do leaves[i] = x:clone():detach():requires_grad_() end
-  f(table.unpack(leaves)):backward()
-  for k = 1, #inputs do
-    local plain = {}
-    for i, x in ipairs(inputs) do plain[i] = x:clone():detach() end
-    local numeric = H.fd_grad(function()
-      return cnn.no_grad(function() return f(table.unpack(plain)):item() end)
-    end, plain[k])
-    assert(leaves[k].grad, "input " .. k .. " got no gradient")
-    H.assert_close(leaves[k].grad, numeric, tol, tol, "input " .. k)
-  end
-end
+local gradcheck = H.gradcheck
 
 describe("backward", function()
   it("x.grad of (w*w):sum() is 2w", function()

@@ -91,21 +91,7 @@ local function softmax_rows(rows, log)
   return r
 end
 
-local function gradcheck(f, inputs, tol)
-  tol = tol or 1e-6
-  local leaves = {}
-  for i, x in ipairs(inputs) do leaves[i] = x:clone():detach():requires_grad_() end
-  f(table.unpack(leaves)):backward()
-  for k = 1, #inputs do
-    local plain = {}
-    for i, x in ipairs(inputs) do plain[i] = x:clone():detach() end
-    local numeric = H.fd_grad(function()
-      return cnn.no_grad(function() return f(table.unpack(plain)):item() end)
-    end, plain[k])
-    assert(leaves[k].grad, "input " .. k .. " got no gradient")
-    close(leaves[k].grad, numeric, tol, tol, "input " .. k)
-  end
-end
+local gradcheck = H.gradcheck
 
 -- ---- specs -------------------------------------------------------------------
 

@@ -105,6 +105,24 @@ function H.fd_grad(f, x, eps)
 end
 
 -- Naive matrix product of nested tables.
+-- Analytic gradients of f(inputs...) (a one-element tensor) against central
+-- differences (H.fd_grad) computed on plain copies of the inputs.
+function H.gradcheck(f, inputs, tol)
+  tol = tol or 1e-6
+  local leaves = {}
+  for i, x in ipairs(inputs) do leaves[i] = x:clone():detach():requires_grad_() end
+  f(table.unpack(leaves)):backward()
+  for k = 1, #inputs do
+    local plain = {}
+    for i, x in ipairs(inputs) do plain[i] = x:clone():detach() end
+    local numeric = H.fd_grad(function()
+      return cnn.no_grad(function() return f(table.unpack(plain)):item() end)
+    end, plain[k])
+    assert(leaves[k].grad, "input " .. k .. " got no gradient")
+    H.assert_close(leaves[k].grad, numeric, tol, tol, "input " .. k)
+  end
+end
+
 function H.matmul(a, b)
   local n, k, m = #a, #b, #b[1]
   local c = {}

@@ -15,6 +15,7 @@ optim.SGD = require("optim.sgd")
 local adam = require("optim.adam")
 optim.Adam, optim.AdamW = adam.Adam, adam.AdamW
 optim.RMSprop = require("optim.rmsprop")
+optim.GradScaler = require("optim.grad_scaler")
 
 optim.lr_scheduler = require("optim.lr_scheduler")
 for _, name in ipairs({ "StepLR", "MultiStepLR", "CosineAnnealingLR", "OneCycleLR" }) do

@@ -2,6 +2,7 @@
 #include "check.h"
 
 #include <math.h>
+#include <stdlib.h>
 
 int check_failures = 0;
 int check_count = 0;
@@ -55,4 +56,37 @@ int check_report(const char *test_name) {
   }
   printf("%s: %d checks passed\n", test_name, check_count);
   return 0;
+}
+
+/* ---- test data ----------------------------------------------------------------- */
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+
+double check_urand(void) { /* U(-1, 1) */
+  rng_state ^= rng_state << 13, rng_state ^= rng_state >> 7, rng_state ^= rng_state << 17;
+  return (double)(rng_state >> 11) / 9007199254740992.0 * 2 - 1;
+}
+
+double *check_rand_f64(int64_t n) {
+  double *a = malloc((size_t)(n > 0 ? n : 1) * sizeof *a);
+  for (int64_t i = 0; a && i < n; i++) a[i] = check_urand();
+  return a;
+}
+
+float *check_to_f32(const double *a, int64_t n) {
+  float *f = malloc((size_t)(n > 0 ? n : 1) * sizeof *f);
+  for (int64_t i = 0; f && i < n; i++) f[i] = (float)a[i];
+  return f;
+}
+
+double *check_to_f64(const float *a, int64_t n) {
+  double *d = malloc((size_t)(n > 0 ? n : 1) * sizeof *d);
+  for (int64_t i = 0; d && i < n; i++) d[i] = a[i];
+  return d;
+}
+
+double check_dot(const double *a, const double *b, int64_t n) {
+  double s = 0;
+  for (int64_t i = 0; i < n; i++) s += a[i] * b[i];
+  return s;
 }

@@ -40,4 +40,13 @@ int check_arrays(const char *what, const double *got, const double *ref, int64_t
 int check_arrays_f32(const char *what, const float *got, const float *ref, int64_t n,
                      double atol, double rtol);
 int check_report(const char *test_name);
+
+/* Test data: a seeded xorshift64 (each test's numbers are the same run after
+ * run), arrays of U(-1, 1) values (malloc'd, at least one element), dtype
+ * copies, and a dot product in double. */
+double check_urand(void);
+double *check_rand_f64(int64_t n);
+float *check_to_f32(const double *a, int64_t n);
+double *check_to_f64(const float *a, int64_t n);
+double check_dot(const double *a, const double *b, int64_t n);
 #endif

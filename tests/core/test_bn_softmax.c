@@ -17,30 +17,10 @@
 #include "cnn.h"
 #include "cpu/kernels.h"
 
-static uint64_t rng_state = 0xD1B54A32D192ED03ull;
-static double urand(void) { /* U(-1, 1) */
-  rng_state ^= rng_state << 13, rng_state ^= rng_state >> 7, rng_state ^= rng_state << 17;
-  return (double)(rng_state >> 11) / 9007199254740992.0 * 2 - 1;
-}
 static double *rand_f64(int64_t n, double scale, double shift) {
-  double *a = malloc((size_t)(n > 0 ? n : 1) * sizeof *a);
-  for (int64_t i = 0; i < n; i++) a[i] = urand() * scale + shift;
+  double *a = check_rand_f64(n);
+  for (int64_t i = 0; i < n; i++) a[i] = a[i] * scale + shift;
   return a;
-}
-static float *to_f32(const double *a, int64_t n) {
-  float *f = malloc((size_t)(n > 0 ? n : 1) * sizeof *f);
-  for (int64_t i = 0; i < n; i++) f[i] = (float)a[i];
-  return f;
-}
-static double *to_f64(const float *a, int64_t n) {
-  double *d = malloc((size_t)(n > 0 ? n : 1) * sizeof *d);
-  for (int64_t i = 0; i < n; i++) d[i] = a[i];
-  return d;
-}
-static double dot(const double *a, const double *b, int64_t n) {
-  double acc = 0;
-  for (int64_t i = 0; i < n; i++) acc += a[i] * b[i];
-  return acc;
 }
 
 /* ---- batch norm: hand case ------------------------------------------------------- */
@@ -113,11 +93,11 @@ static void test_bn_forward(int64_t N, int64_t C, int64_t L) {
     CHECK_CLOSE(rv[c], 0.9 * rv0[c] + 0.1 * var[c] * (N * L) / (N * L - 1.0), 1e-14);
   }
   /* float32, gamma/beta NULL, no running stats */
-  float *xf = to_f32(x, n), *yf = malloc(n * 4), *smf = malloc(C * 4), *sif = malloc(C * 4);
+  float *xf = check_to_f32(x, n), *yf = malloc(n * 4), *smf = malloc(C * 4), *sif = malloc(C * 4);
   ref_bn(x, N, C, L, NULL, NULL, eps, yr, mean, var);
   CHECK(cnn_cpu_batch_norm_forward(CNN_FLOAT32, N, C, L, xf, NULL, NULL, NULL, NULL, 1, mom, eps,
                                    yf, smf, sif) == 0);
-  double *y64 = to_f64(yf, n);
+  double *y64 = check_to_f64(yf, n);
   check_arrays("bn train y float32", y64, yr, n, 1e-5, 1e-5);
   free(x), free(g), free(b), free(rm), free(rv), free(rm0), free(rv0), free(y), free(yr);
   free(mean), free(var), free(sm), free(si), free(xf), free(yf), free(smf), free(sif), free(y64);
@@ -138,7 +118,7 @@ static double bn_loss(const bn_case *k) {
   cnn_cpu_batch_norm_forward(CNN_FLOAT64, k->N, k->C, k->L, k->x, k->g, k->b,
                              k->training ? NULL : k->rm, k->training ? NULL : k->rv, k->training,
                              0.1, 1e-5, y, NULL, NULL);
-  double l = dot(y, k->dy, n);
+  double l = check_dot(y, k->dy, n);
   free(y);
   return l;
 }
@@ -178,10 +158,10 @@ static void test_bn_backward(int64_t N, int64_t C, int64_t L, int training) {
   snprintf(what, sizeof what, "bn %s dbeta vs finite diff", mode);
   check_arrays(what, db, gb, C, 1e-6, 1e-5);
   /* float32 against float64; only dx requested */
-  float *xf = to_f32(k.x, n), *dyf = to_f32(k.dy, n), *gf = to_f32(k.g, C);
-  float *smf = to_f32(sm, C), *sif = to_f32(si, C), *dxf = malloc(n * 4);
+  float *xf = check_to_f32(k.x, n), *dyf = check_to_f32(k.dy, n), *gf = check_to_f32(k.g, C);
+  float *smf = check_to_f32(sm, C), *sif = check_to_f32(si, C), *dxf = malloc(n * 4);
   CHECK(bwd(CNN_FLOAT32, N, C, L, dyf, xf, gf, smf, sif, dxf, NULL, NULL) == 0);
-  double *dx64 = to_f64(dxf, n);
+  double *dx64 = check_to_f64(dxf, n);
   snprintf(what, sizeof what, "bn %s dx float32", mode);
   check_arrays(what, dx64, dx, n, 1e-4, 1e-4);
   free(k.x), free(k.g), free(k.b), free(k.rm), free(k.rv), free(k.dy), free(y), free(sm);
@@ -257,18 +237,18 @@ static void test_softmax(int64_t outer, int64_t D, int64_t inner, int is_log) {
   for (int64_t i = 0; i < n; i++) {
     double keep = x[i], h = 1e-6;
     x[i] = keep + h, cnn_cpu_softmax_forward(CNN_FLOAT64, outer, D, inner, is_log, x, tmp);
-    double lp = dot(tmp, dy, n);
+    double lp = check_dot(tmp, dy, n);
     x[i] = keep - h, cnn_cpu_softmax_forward(CNN_FLOAT64, outer, D, inner, is_log, x, tmp);
-    double lm = dot(tmp, dy, n);
+    double lm = check_dot(tmp, dy, n);
     x[i] = keep, g[i] = (lp - lm) / (2 * h);
   }
   snprintf(what, sizeof what, "%s backward vs finite diff %lldx%lldx%lld", op, (long long)outer,
            (long long)D, (long long)inner);
   check_arrays(what, dx, g, n, 1e-7, 1e-6);
-  float *xf = to_f32(x, n), *yf = malloc(n * 4), *dyf = to_f32(dy, n), *dxf = malloc(n * 4);
+  float *xf = check_to_f32(x, n), *yf = malloc(n * 4), *dyf = check_to_f32(dy, n), *dxf = malloc(n * 4);
   CHECK(cnn_cpu_softmax_forward(CNN_FLOAT32, outer, D, inner, is_log, xf, yf) == 0);
   CHECK(cnn_cpu_softmax_backward(CNN_FLOAT32, outer, D, inner, is_log, yf, dyf, dxf) == 0);
-  double *y64 = to_f64(yf, n), *dx64 = to_f64(dxf, n);
+  double *y64 = check_to_f64(yf, n), *dx64 = check_to_f64(dxf, n);
   snprintf(what, sizeof what, "%s float32", op);
   check_arrays(what, y64, yr, n, 1e-6, 1e-5);
   snprintf(what, sizeof what, "%s backward float32", op);

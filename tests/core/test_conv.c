@@ -23,24 +23,6 @@
 
 /* ---- helpers ------------------------------------------------------------------ */
 
-static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-static double urand(void) { /* U(-1, 1), xorshift64 */
-  rng_state ^= rng_state << 13, rng_state ^= rng_state >> 7, rng_state ^= rng_state << 17;
-  return (double)(rng_state >> 11) / 9007199254740992.0 * 2 - 1;
-}
-
-static double *rand_f64(int64_t n) {
-  double *a = malloc((size_t)(n > 0 ? n : 1) * sizeof *a);
-  for (int64_t i = 0; i < n; i++) a[i] = urand();
-  return a;
-}
-
-static float *to_f32(const double *a, int64_t n) {
-  float *f = malloc((size_t)(n > 0 ? n : 1) * sizeof *f);
-  for (int64_t i = 0; i < n; i++) f[i] = (float)a[i];
-  return f;
-}
-
 static cnn_conv_shape mk(int64_t N, int64_t C, int64_t H, int64_t W, int64_t K, int64_t R,
                          int64_t S, int sh, int sw, int pt, int pb, int pl, int pr, int dh,
                          int dw, int groups) {
@@ -53,12 +35,6 @@ static cnn_conv_shape mk(int64_t N, int64_t C, int64_t H, int64_t W, int64_t K, 
 static int64_t nx(const cnn_conv_shape *s) { return s->N * s->C * s->H * s->W; }
 static int64_t nw(const cnn_conv_shape *s) { return s->K * (s->C / s->groups) * s->R * s->S; }
 static int64_t ny(const cnn_conv_shape *s) { return s->N * s->K * s->OH * s->OW; }
-
-static double dot(const double *a, const double *b, int64_t n) {
-  double acc = 0;
-  for (int64_t i = 0; i < n; i++) acc += a[i] * b[i];
-  return acc;
-}
 
 /* ---- 1. hand-computed cases ----------------------------------------------------- */
 
@@ -136,7 +112,7 @@ static conv_case *cases(int *n) {
 static double loss(const cnn_conv_shape *s, const double *x, const double *w, const double *b,
                    const double *dy, double *y) {
   cnn_cpu_conv2d_naive_forward(CNN_FLOAT64, s, x, w, b, y);
-  return dot(y, dy, ny(s));
+  return check_dot(y, dy, ny(s));
 }
 
 /* Central differences of L with respect to every element of p (n). */
@@ -157,7 +133,7 @@ static void numeric_grad(const cnn_conv_shape *s, double *x, double *w, double *
 
 static void test_finite_differences(const conv_case *c) {
   const cnn_conv_shape *s = &c->s;
-  double *x = rand_f64(nx(s)), *w = rand_f64(nw(s)), *b = rand_f64(s->K), *dy = rand_f64(ny(s));
+  double *x = check_rand_f64(nx(s)), *w = check_rand_f64(nw(s)), *b = check_rand_f64(s->K), *dy = check_rand_f64(ny(s));
   double *dx = malloc(nx(s) * 8), *dw = malloc(nw(s) * 8), *db = malloc(s->K * 8);
   double *gx = malloc(nx(s) * 8), *gw = malloc(nw(s) * 8), *gb = malloc(s->K * 8);
   char what[160];
@@ -185,9 +161,9 @@ typedef struct {
 } refs;
 
 static void refs_make(const cnn_conv_shape *s, refs *r) {
-  r->x = rand_f64(nx(s)), r->w = rand_f64(nw(s)), r->b = rand_f64(s->K), r->dy = rand_f64(ny(s));
-  r->xf = to_f32(r->x, nx(s)), r->wf = to_f32(r->w, nw(s)), r->bf = to_f32(r->b, s->K);
-  r->dyf = to_f32(r->dy, ny(s));
+  r->x = check_rand_f64(nx(s)), r->w = check_rand_f64(nw(s)), r->b = check_rand_f64(s->K), r->dy = check_rand_f64(ny(s));
+  r->xf = check_to_f32(r->x, nx(s)), r->wf = check_to_f32(r->w, nw(s)), r->bf = check_to_f32(r->b, s->K);
+  r->dyf = check_to_f32(r->dy, ny(s));
   r->y = malloc(ny(s) * 8), r->dx = malloc(nx(s) * 8), r->dw = malloc(nw(s) * 8);
   r->db = malloc(s->K * 8);
   r->yf = malloc(ny(s) * 4), r->dxf = malloc(nx(s) * 4), r->dwf = malloc(nw(s) * 4);

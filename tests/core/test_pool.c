@@ -18,27 +18,6 @@
 #include "cnn.h"
 #include "cpu/kernels.h"
 
-static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
-static double urand(void) { /* U(-1, 1) */
-  rng_state ^= rng_state << 13, rng_state ^= rng_state >> 7, rng_state ^= rng_state << 17;
-  return (double)(rng_state >> 11) / 9007199254740992.0 * 2 - 1;
-}
-static double *rand_f64(int64_t n) {
-  double *a = malloc((size_t)(n > 0 ? n : 1) * sizeof *a);
-  for (int64_t i = 0; i < n; i++) a[i] = urand();
-  return a;
-}
-static float *to_f32(const double *a, int64_t n) {
-  float *f = malloc((size_t)(n > 0 ? n : 1) * sizeof *f);
-  for (int64_t i = 0; i < n; i++) f[i] = (float)a[i];
-  return f;
-}
-static double dot(const double *a, const double *b, int64_t n) {
-  double acc = 0;
-  for (int64_t i = 0; i < n; i++) acc += a[i] * b[i];
-  return acc;
-}
-
 /* Output size as PyTorch computes it (with ceil_mode). */
 static int64_t pool_out(int64_t in, int k, int s, int p, int ceil_mode) {
   int64_t num = in + 2 * p - k, o = (ceil_mode ? (num + s - 1) / s : num / s) + 1;
@@ -160,9 +139,9 @@ static void ref_adaptive(int64_t P, int64_t H, int64_t W, int64_t OH, int64_t OW
 
 static void test_max(const char *name, const cnn_pool_shape *s) {
   int64_t nx = s->N * s->C * s->H * s->W, ny = s->N * s->C * s->OH * s->OW;
-  double *x = rand_f64(nx), *y = malloc(ny * 8), *yr = malloc(ny * 8), *yf64 = malloc(ny * 8);
+  double *x = check_rand_f64(nx), *y = malloc(ny * 8), *yr = malloc(ny * 8), *yf64 = malloc(ny * 8);
   int64_t *idx = malloc(ny * 8), *idxr = malloc(ny * 8), *idxf = malloc(ny * 8);
-  float *xf = to_f32(x, nx), *yf = malloc(ny * 4);
+  float *xf = check_to_f32(x, nx), *yf = malloc(ny * 4);
   char what[128];
   ref_max(s, x, yr, idxr);
   CHECK(cnn_cpu_max_pool2d_forward(CNN_FLOAT64, s, x, y, idx) == 0);
@@ -180,8 +159,8 @@ static void test_max(const char *name, const cnn_pool_shape *s) {
 
 static void test_avg(const char *name, const cnn_pool_shape *s) {
   int64_t nx = s->N * s->C * s->H * s->W, ny = s->N * s->C * s->OH * s->OW;
-  double *x = rand_f64(nx), *y = malloc(ny * 8), *yr = malloc(ny * 8), *yf64 = malloc(ny * 8);
-  float *xf = to_f32(x, nx), *yf = malloc(ny * 4);
+  double *x = check_rand_f64(nx), *y = malloc(ny * 8), *yr = malloc(ny * 8), *yf64 = malloc(ny * 8);
+  float *xf = check_to_f32(x, nx), *yf = malloc(ny * 4);
   char what[128];
   ref_avg(s, x, yr);
   CHECK(cnn_cpu_avg_pool2d_forward(CNN_FLOAT64, s, x, y) == 0);
@@ -196,8 +175,8 @@ static void test_avg(const char *name, const cnn_pool_shape *s) {
 
 static void test_adaptive(int64_t N, int64_t C, int64_t H, int64_t W, int64_t OH, int64_t OW) {
   int64_t nx = N * C * H * W, ny = N * C * OH * OW;
-  double *x = rand_f64(nx), *y = malloc(ny * 8), *yr = malloc(ny * 8), *yf64 = malloc(ny * 8);
-  float *xf = to_f32(x, nx), *yf = malloc(ny * 4);
+  double *x = check_rand_f64(nx), *y = malloc(ny * 8), *yr = malloc(ny * 8), *yf64 = malloc(ny * 8);
+  float *xf = check_to_f32(x, nx), *yf = malloc(ny * 4);
   char what[128];
   ref_adaptive(N * C, H, W, OH, OW, x, yr);
   CHECK(cnn_cpu_adaptive_avg_pool2d_forward(CNN_FLOAT64, N, C, H, W, OH, OW, x, y) == 0);
@@ -238,10 +217,10 @@ static int backward(const pool_op *op, cnn_dtype dt, const void *dy, const int64
 static void test_backward(const char *name, const pool_op *op) {
   const cnn_pool_shape *s = &op->s;
   int64_t nx = s->N * s->C * s->H * s->W, ny = s->N * s->C * s->OH * s->OW;
-  double *x = rand_f64(nx), *dy = rand_f64(ny), *y = malloc(ny * 8), *dx = malloc(nx * 8);
+  double *x = check_rand_f64(nx), *dy = check_rand_f64(ny), *y = malloc(ny * 8), *dx = malloc(nx * 8);
   double *g = malloc(nx * 8), *dx32 = malloc(nx * 8), h = 1e-6;
   int64_t *idx = malloc(ny * 8), *tmp = malloc(ny * 8);
-  float *dyf = to_f32(dy, ny), *dxf = malloc(nx * 4);
+  float *dyf = check_to_f32(dy, ny), *dxf = malloc(nx * 4);
   char what[128];
   forward(op, x, y, idx);
   for (int64_t i = 0; i < nx; i++) dx[i] = NAN; /* must be overwritten */
@@ -249,9 +228,9 @@ static void test_backward(const char *name, const pool_op *op) {
   for (int64_t i = 0; i < nx; i++) {
     double keep = x[i];
     x[i] = keep + h, forward(op, x, y, tmp);
-    double lp = dot(y, dy, ny);
+    double lp = check_dot(y, dy, ny);
     x[i] = keep - h, forward(op, x, y, tmp);
-    double lm = dot(y, dy, ny);
+    double lm = check_dot(y, dy, ny);
     x[i] = keep, g[i] = (lp - lm) / (2 * h);
   }
   snprintf(what, sizeof what, "%s backward vs finite diff", name);

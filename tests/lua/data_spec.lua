@@ -2,6 +2,7 @@
 -- small files this spec writes (valid, truncated, wrong magic), datasets,
 -- transforms, the DataLoader.  References are built here independently:
 -- the bytes written, naive Lua gathers and per-pixel arithmetic.
+package.path = "./?.lua;" .. package.path
 
 local function tmpdir()
   local base = os.getenv("CNNSH_TEST_TMP") or "/tmp"
@@ -37,14 +38,7 @@ local function write_idx_pair(dir, prefix, n, h, w)
   write(dir .. "/" .. prefix .. "-labels-idx1-ubyte", idx_bytes({ n }, lab))
 end
 
-local function flat(t)
-  local out = {}
-  local function go(v)
-    if type(v) == "table" then for _, e in ipairs(v) do go(e) end else out[#out + 1] = v end
-  end
-  go(cnn.is_tensor(t) and t:totable() or t)
-  return out
-end
+local flat = require("helpers").flat -- a tensor or nested table as a flat list
 
 local function count_batches(loader)
   local n = 0

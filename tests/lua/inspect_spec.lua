@@ -6,15 +6,9 @@
 -- naive Lua loops over totable(), gradients from the calculus of sum(W x + b).
 require("inspect")
 local gc = require("gradcheck")
+package.path = "./?.lua;" .. package.path
 
-local function flat(t)
-  local out = {}
-  local function walk(v)
-    if type(v) == "table" then for _, e in ipairs(v) do walk(e) end else out[#out + 1] = v end
-  end
-  walk(t:totable())
-  return out
-end
+local flat = require("helpers").flat -- a tensor or nested table as a flat list
 
 local function close(a, b, tol)
   return math.abs(a - b) <= (tol or 1e-5) * math.max(1, math.abs(b))

@@ -3,6 +3,7 @@
 -- each layer's forward against references computed here in plain Lua loops
 -- or from closed forms, never with the code under test.
 -- Run: cd tests/lua && CNNSH_STDLIB=../../stdlib ../../build/repl/cnnsh /usr/bin/busted nn_spec.lua
+package.path = "./?.lua;" .. package.path
 
 local function close(a, b, tol, what)
   tol = tol or 1e-5
@@ -11,15 +12,7 @@ local function close(a, b, tol, what)
   end
 end
 
--- Flattens a nested totable() result into a Lua list.
-local function flat(t)
-  local out = {}
-  local function go(v)
-    if type(v) == "table" then for _, e in ipairs(v) do go(e) end else out[#out + 1] = v end
-  end
-  go(cnn.is_tensor(t) and t:totable() or t)
-  return out
-end
+local flat = require("helpers").flat -- a tensor or nested table as a flat list
 
 local function all_close(t, ref, tol, what)
   local a = flat(t)

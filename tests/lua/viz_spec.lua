@@ -5,6 +5,7 @@
 -- decoded again with cnn.png_read (libpng) and compared with pixel values
 -- computed here from round(255 * (v - min) / (max - min)).
 local viz = require("viz")
+package.path = "./?.lua;" .. package.path
 
 local tmpdir = os.getenv("CNNSH_TEST_TMP") or "/tmp"
 local function tmpfile(name)
@@ -12,14 +13,7 @@ local function tmpfile(name)
 end
 
 -- Flat list of a tensor's values (through totable only).
-local function flat(t)
-  local out = {}
-  local function walk(v)
-    if type(v) == "table" then for _, e in ipairs(v) do walk(e) end else out[#out + 1] = v end
-  end
-  walk(t:totable())
-  return out
-end
+local flat = require("helpers").flat -- a tensor or nested table as a flat list
 
 describe("viz.show", function()
   it("draws a known 2x2 tensor in ASCII", function()

@@ -25,19 +25,6 @@
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 
-static int check_bn(const char *op, cnn_dtype dt, int64_t N, int64_t C, int64_t L) {
-  if (dt != CNN_FLOAT32 && dt != CNN_FLOAT64) {
-    cnn_set_error("%s: dtype %s not supported (float32 or float64)", op, cnn_dtype_name(dt));
-    return -1;
-  }
-  if (N < 0 || C < 0 || L < 0) {
-    cnn_set_error("%s: invalid sizes %lldx%lldx%lld", op, (long long)N, (long long)C,
-                  (long long)L);
-    return -1;
-  }
-  return 0;
-}
-
 /* Sum over the channel's M values of x (and of (x - mean)^2 when sq). */
 ALWAYS_INLINE double channel_sum(int f64, int64_t N, int64_t C, int64_t L, const void *x,
                                  int64_t c, int sq, double mean) {
@@ -103,7 +90,7 @@ int cnn_cpu_batch_norm_forward(cnn_dtype dt, int64_t N, int64_t C, int64_t L, co
                                const void *gamma, const void *beta, void *running_mean,
                                void *running_var, int training, double momentum, double eps,
                                void *y, void *save_mean, void *save_invstd) {
-  if (check_bn("batch_norm", dt, N, C, L)) return -1;
+  if (cnn_cpu_check_float_sizes("batch_norm", dt, N, C, L)) return -1;
   if (training && N * L <= 1 && C > 0) {
     cnn_set_error("batch_norm: expected more than 1 value per channel when training, "
                   "got input %lldx%lldx%lld", (long long)N, (long long)C, (long long)L);
@@ -172,7 +159,7 @@ ALWAYS_INLINE void bn_channel_backward(int f64, int64_t N, int64_t C, int64_t L,
 static int backward(const char *op, int eval, cnn_dtype dt, int64_t N, int64_t C, int64_t L,
                     const void *dy, const void *x, const void *gamma, const void *save_mean,
                     const void *save_invstd, void *dx, void *dgamma, void *dbeta) {
-  if (check_bn(op, dt, N, C, L)) return -1;
+  if (cnn_cpu_check_float_sizes(op, dt, N, C, L)) return -1;
   if (!save_mean || !save_invstd) {
     cnn_set_error("%s: save_mean and save_invstd are required", op);
     return -1;

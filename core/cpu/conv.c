@@ -21,6 +21,18 @@
 
 #include "cpu/kernels.h"
 
+int cnn_cpu_check_float_sizes(const char *op, cnn_dtype dt, int64_t a, int64_t b, int64_t c) {
+  if (dt != CNN_FLOAT32 && dt != CNN_FLOAT64) {
+    cnn_set_error("%s: dtype %s not supported (float32 or float64)", op, cnn_dtype_name(dt));
+    return -1;
+  }
+  if (a < 0 || b < 0 || c < 0) {
+    cnn_set_error("%s: invalid sizes %lldx%lldx%lld", op, (long long)a, (long long)b, (long long)c);
+    return -1;
+  }
+  return 0;
+}
+
 int64_t cnn_conv_out_size(int64_t in, int p0, int p1, int k, int s, int d) {
   int64_t span = in + p0 + p1 - (int64_t)d * (k - 1) - 1;
   if (s <= 0) return -1;

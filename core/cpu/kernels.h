@@ -29,6 +29,11 @@
 extern "C" {
 #endif
 
+/* Shared argument check of the float kernels over a 3-d view (N x C x L for
+ * batch norm, outer x D x inner for softmax): dtype float32/float64 and
+ * non-negative sizes; 0, or -1 with "<op>: ..." set. */
+int cnn_cpu_check_float_sizes(const char *op, cnn_dtype dt, int64_t a, int64_t b, int64_t c);
+
 /* ---- convolution ---------------------------------------------------------- */
 
 typedef struct {

@@ -22,19 +22,6 @@
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 
-static int check_softmax(const char *op, cnn_dtype dt, int64_t outer, int64_t D, int64_t inner) {
-  if (dt != CNN_FLOAT32 && dt != CNN_FLOAT64) {
-    cnn_set_error("%s: dtype %s not supported (float32 or float64)", op, cnn_dtype_name(dt));
-    return -1;
-  }
-  if (outer < 0 || D < 0 || inner < 0) {
-    cnn_set_error("%s: invalid sizes %lldx%lldx%lld", op, (long long)outer, (long long)D,
-                  (long long)inner);
-    return -1;
-  }
-  return 0;
-}
-
 /* exp in the dtype's precision (expf is several times cheaper). */
 static inline double exp_dt(double v, int f64) { return f64 ? exp(v) : (double)expf((float)v); }
 
@@ -61,7 +48,7 @@ ALWAYS_INLINE void softmax_row(int f64, int is_log, int64_t D, int64_t stride, c
 
 int cnn_cpu_softmax_forward(cnn_dtype dt, int64_t outer, int64_t D, int64_t inner, int is_log,
                             const void *x, void *y) {
-  if (check_softmax(is_log ? "log_softmax" : "softmax", dt, outer, D, inner)) return -1;
+  if (cnn_cpu_check_float_sizes(is_log ? "log_softmax" : "softmax", dt, outer, D, inner)) return -1;
   int64_t esz = (int64_t)cnn_dtype_size(dt);
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < outer * inner; r++) {
@@ -92,7 +79,7 @@ ALWAYS_INLINE void softmax_bwd_row(int f64, int is_log, int64_t D, int64_t strid
 int cnn_cpu_softmax_backward(cnn_dtype dt, int64_t outer, int64_t D, int64_t inner, int is_log,
                              const void *y, const void *dy, void *dx) {
   const char *op = is_log ? "log_softmax_backward" : "softmax_backward";
-  if (check_softmax(op, dt, outer, D, inner)) return -1;
+  if (cnn_cpu_check_float_sizes(op, dt, outer, D, inner)) return -1;
   int64_t esz = (int64_t)cnn_dtype_size(dt);
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < outer * inner; r++) {

@@ -18,6 +18,7 @@
 #include "cnn.h"
 #include "tensor_internal.h"
 
+#include <assert.h>
 #include <stdlib.h>
 
 static _Thread_local bool grad_disabled;
@@ -37,8 +38,6 @@ void cnn_node_retain(cnn_node *n) { n->refcount++; }
 static void node_free_graph(cnn_node *n) {
   for (int i = 0; i < CNN_NODE_MAX_INPUTS; i++) cnn_tensor_release(n->inputs[i]), n->inputs[i] = NULL;
   for (int i = 0; i < CNN_NODE_MAX_SAVED; i++) cnn_tensor_release(n->saved[i]), n->saved[i] = NULL;
-  if (n->free_extra && n->extra) n->free_extra(n->extra);
-  n->extra = NULL;
   n->released = true;
 }
 
@@ -89,6 +88,11 @@ cnn_node *cnn_autograd_record(cnn_tensor *out, const char *name, cnn_backward_fn
   out->requires_grad = true;
   n->output = out;
   return n;
+}
+
+void *cnn_node_set_geometry(cnn_node *n, const void *src, size_t size) {
+  assert(size <= sizeof n->geometry);
+  return memcpy(n->geometry, src, size);
 }
 
 void cnn_node_save(cnn_node *n, int slot, cnn_tensor *t) {

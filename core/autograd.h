@@ -51,8 +51,9 @@ struct cnn_node {
   int64_t saved_version[CNN_NODE_MAX_SAVED]; /* storage versions when saved */
   double p[8];                      /* scalar parameters of the op */
   int64_t ip[16];                   /* integer parameters of the op */
-  void *extra;                      /* op-specific data, freed by free_extra */
-  void (*free_extra)(void *);
+  /* op geometry (a conv or pool shape, a pad plan): plain data copied in by
+   * cnn_node_set_geometry, so recording allocates nothing but the node */
+  _Alignas(8) unsigned char geometry[272];
   cnn_tensor *output;               /* weak pointer to the output, or NULL */
   cnn_hook *hooks;                  /* hooks registered on the (non-leaf) output */
   bool retain_output_grad;          /* retain_grad() was called on the output */
@@ -67,6 +68,9 @@ struct cnn_node {
  * NULL (and no error) otherwise.  inputs[i] may be NULL (non-tensor arg). */
 cnn_node *cnn_autograd_record(cnn_tensor *out, const char *name, cnn_backward_fn fn,
                               int ninputs, cnn_tensor *const *inputs);
+/* Copy the op's geometry (plain data, at most sizeof n->geometry bytes: a
+ * compile-time size, so exceeding it is a bug) into the node; returns it. */
+void *cnn_node_set_geometry(cnn_node *n, const void *src, size_t size);
 /* Keep a detached reference to `t` in slot i for backward. */
 void cnn_node_save(cnn_node *n, int slot, cnn_tensor *t);
 /* The saved tensor of slot i, or NULL with an error if it was modified in

@@ -186,7 +186,6 @@ static void end_pass(pass *p, bool retain_graph) {
     cnn_node *n = p->all.items[i];
     for (int k = 0; k < CNN_NODE_MAX_INPUTS; k++) cnn_tensor_release(n->inputs[k]), n->inputs[k] = NULL;
     for (int k = 0; k < CNN_NODE_MAX_SAVED; k++) cnn_tensor_release(n->saved[k]), n->saved[k] = NULL;
-    if (n->free_extra && n->extra) n->free_extra(n->extra), n->extra = NULL;
     n->released = true;
   }
   for (int i = 0; i < p->nleaves; i++) cnn_tensor_release(p->leaves[i].grad);

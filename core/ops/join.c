@@ -436,7 +436,7 @@ static cnn_tensor *region(cnn_tensor *t, const pad_plan *pl, const int64_t *star
 }
 
 static int pad_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
-  pad_plan *pl = n->extra;
+  pad_plan *pl = (pad_plan *)n->geometry;
   cnn_tensor *z = cnn_zeros(n->in_ndim[0], n->in_shape[0], g->dtype, cnn_tensor_device(g));
   cnn_tensor *dst = z ? region(z, pl, pl->src0) : NULL, *src = dst ? region(g, pl, pl->dst0) : NULL;
   int rc = src ? cnn_copy_raw(dst, src) : -1;
@@ -461,11 +461,6 @@ cnn_tensor *cnn_pad(cnn_tensor *x, int npads, const int64_t *pads, double value)
   if (rc) return cnn_tensor_release(out), NULL;
   cnn_node *n = cnn_dtype_is_float(x->dtype) ? cnn_autograd_record(out, "PadBackward", pad_backward, 1, &x)
                                              : NULL;
-  if (n) {
-    n->extra = malloc(sizeof pl);
-    if (!n->extra) abort();
-    memcpy(n->extra, &pl, sizeof pl);
-    n->free_extra = free;
-  }
+  if (n) cnn_node_set_geometry(n, &pl, sizeof pl);
   return out;
 }

@@ -4,7 +4,7 @@
  * The arithmetic is in core/cpu (naive oracle, im2col + GEMM, oneDNN),
  * chosen by cnn_get_conv_algo().  Inputs are made contiguous NCHW first.
  * The node saves x and w (what the two backward passes need) and the
- * geometry in n->extra.  On the CPU both backward passes are one call
+ * geometry in n->geometry.  On the CPU both backward passes are one call
  * (cnn_cpu_conv2d_backward: oneDNN reorders dy once).  On a CUDA device the three passes are the
  * backend's (cuDNN, or its direct kernel for CNN_CONV_NAIVE): conv_call()
  * is the one dispatch point.
@@ -112,7 +112,7 @@ static int backward_outputs(cnn_node *n, cnn_tensor *x, cnn_tensor *w, const cnn
 static void *data_or_null(cnn_tensor *t) { return t ? cnn_tensor_data(t) : NULL; }
 
 static int conv_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
-  const cnn_conv_shape *s = n->extra;
+  const cnn_conv_shape *s = (const cnn_conv_shape *)n->geometry;
   cnn_tensor *x = cnn_node_saved(n, 0), *w = cnn_node_saved(n, 1), *dw = NULL;
   if (!x || !w) return -1;
   cnn_tensor *dy = cnn_contiguous(g);
@@ -146,10 +146,7 @@ cnn_tensor *cnn_conv2d(cnn_tensor *x, cnn_tensor *w, cnn_tensor *b, const cnn_co
   if (n) {
     cnn_node_save(n, 0, xc);
     cnn_node_save(n, 1, wc);
-    n->extra = malloc(sizeof s);
-    if (!n->extra) abort();
-    memcpy(n->extra, &s, sizeof s);
-    n->free_extra = free;
+    cnn_node_set_geometry(n, &s, sizeof s);
   }
   cnn_tensor_release(xc), cnn_tensor_release(wc), cnn_tensor_release(bc);
   return y;

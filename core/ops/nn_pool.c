@@ -109,14 +109,8 @@ static int pool_geometry(const char *op, const cnn_tensor *x, const cnn_pool_par
   return -1;
 }
 
-static void *copy_geometry(const cnn_pool_shape *s) {
-  void *g = malloc(sizeof *s);
-  if (!g) abort();
-  return memcpy(g, s, sizeof *s);
-}
-
 static int max_pool_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
-  const cnn_pool_shape *s = n->extra;
+  const cnn_pool_shape *s = (const cnn_pool_shape *)n->geometry;
   cnn_tensor *idx = cnn_node_saved(n, 0), *dy = cnn_contiguous(g);
   if (!idx || !dy) return cnn_tensor_release(dy), -1;
   gin[0] = cnn_empty(n->in_ndim[0], n->in_shape[0], g->dtype, cnn_tensor_device(g));
@@ -138,8 +132,7 @@ cnn_tensor *cnn_max_pool2d(cnn_tensor *x, const cnn_pool_params *p, cnn_tensor *
   cnn_node *n = y ? cnn_autograd_record(y, "MaxPool2dBackward", max_pool_backward, 1, &x) : NULL;
   if (n) {
     cnn_node_save(n, 0, idx);
-    n->extra = copy_geometry(&s);
-    n->free_extra = free;
+    cnn_node_set_geometry(n, &s, sizeof s);
   }
   if (indices && y) *indices = idx;
   else cnn_tensor_release(idx);
@@ -153,7 +146,7 @@ static int avg_pool_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
   gin[0] = cnn_empty(n->in_ndim[0], n->in_shape[0], g->dtype, cnn_tensor_device(g));
   int rc = -1;
   if (gin[0] && n->ip[0] == 0)
-    rc = pool_avg(dy, 1, n->extra, cnn_tensor_data(dy), cnn_tensor_data(gin[0]));
+    rc = pool_avg(dy, 1, (const cnn_pool_shape *)n->geometry, cnn_tensor_data(dy), cnn_tensor_data(gin[0]));
   else if (gin[0])
     rc = pool_adaptive(dy, 1, n->in_shape[0], g->shape[2], g->shape[3], cnn_tensor_data(dy), cnn_tensor_data(gin[0]));
   cnn_tensor_release(dy);
@@ -169,7 +162,7 @@ cnn_tensor *cnn_avg_pool2d(cnn_tensor *x, const cnn_pool_params *p) {
   if (y && pool_avg(x, 0, &s, cnn_tensor_data(xc), cnn_tensor_data(y)))
     cnn_tensor_release(y), y = NULL;
   cnn_node *n = y ? cnn_autograd_record(y, "AvgPool2dBackward", avg_pool_backward, 1, &x) : NULL;
-  if (n) n->extra = copy_geometry(&s), n->free_extra = free, n->ip[0] = 0;
+  if (n) cnn_node_set_geometry(n, &s, sizeof s), n->ip[0] = 0;
   cnn_tensor_release(xc);
   return y;
 }

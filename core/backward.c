@@ -5,7 +5,8 @@
  * nodes that consume its output have run (dependency counts from one walk
  * of the graph), so each node's backward rule and hooks see its whole
  * gradient.  Leaf gradients are summed per leaf during the pass, then hooks
- * run and .grad accumulates.  Grad mode is off throughout.
+ * run and .grad accumulates.  Grad mode and autocast are off throughout:
+ * each backward rule runs in the dtypes its forward saved.
  */
 #include "autograd.h"
 #include "cnn.h"
@@ -199,6 +200,8 @@ int cnn_backward(cnn_tensor *root, cnn_tensor *grad, bool retain_graph) {
     return -1;
   }
   bool was = cnn_set_grad_enabled(false);
+  cnn_dtype autocast_was = cnn_autocast_dtype(); /* backward ops run in the forward's dtypes */
+  cnn_set_autocast(CNN_FLOAT32, NULL);
   cnn_tensor *g = initial_grad(root, grad);
   int rc = g ? 0 : -1;
   pass p = {0};
@@ -216,5 +219,6 @@ int cnn_backward(cnn_tensor *root, cnn_tensor *grad, bool retain_graph) {
     end_pass(&p, retain_graph);
   }
   cnn_set_grad_enabled(was);
+  cnn_set_autocast(autocast_was, NULL);
   return rc;
 }

@@ -33,6 +33,7 @@ extern const luaL_Reg cnn_lua_reduce_methods[];   /* tensor_reduce.c */
 extern const luaL_Reg cnn_lua_join_funcs[];       /* tensor_reduce.c: cat, stack */
 extern const luaL_Reg cnn_lua_autograd_methods[]; /* autograd.c */
 extern const luaL_Reg cnn_lua_autograd_funcs[];   /* autograd.c */
+extern const luaL_Reg cnn_lua_autocast_funcs[];   /* autocast.c: cnn.autocast */
 extern const luaL_Reg cnn_lua_creation_funcs[];   /* creation.c */
 extern const luaL_Reg cnn_lua_memory_funcs[];     /* memory.c */
 extern const luaL_Reg cnn_lua_functional_funcs[]; /* functional.c */

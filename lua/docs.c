@@ -55,6 +55,11 @@ static const doc_entry docs[] = {
     {"cnn.memory", "cnn.memory(['cpu' | 'cuda']) -> {live=, peak=, count=}\nBytes held by live tensors, the peak since start (or reset), and the number of storages."},
     {"cnn.reset_peak_memory", "cnn.reset_peak_memory()\nSets the peak of cnn.memory() to the current live bytes."},
     {"cnn.no_grad", "cnn.no_grad(fn, ...) -> fn's results\nRuns fn with gradient recording off; the previous mode is restored even on error."},
+    {"cnn.autocast", "cnn.autocast(dtype, fn, ...) -> fn's results;  cnn.autocast(dtype) -> guard for <close>\n"
+                     "Mixed precision: conv2d and matrix products over float32 run in dtype ('float16' on a GPU,\n"
+                     "'bfloat16' on a GPU or emulated on the CPU) with float32 accumulation and return float32.\n"
+                     "Other ops stay float32; gradients reach float32 weights. false turns it off inside."},
+    {"cnn.is_autocast_enabled", "cnn.is_autocast_enabled() -> enabled, dtype name or nil"},
     {"cnn.enable_grad", "cnn.enable_grad(fn, ...) -> fn's results\nRuns fn with gradient recording on (inside no_grad)."},
     {"cnn.is_grad_enabled", "cnn.is_grad_enabled() -> boolean\nWhether ops currently record the autograd graph."},
     {"cnn.set_grad_enabled", "cnn.set_grad_enabled(on) -> previous\nTurns gradient recording on or off."},

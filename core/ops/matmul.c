@@ -11,7 +11,9 @@
  * views need no copy; any other layout (expanded rows, gathered columns)
  * is made contiguous first.  Broadcast batch dims read the same matrix
  * again (stride 0); the output is always contiguous.  Only float32 and
- * float64 (mixed operands promote); integer products are refused.
+ * float64 (mixed operands promote); integer products are refused;
+ * float16/bfloat16 products run on a CUDA device (cnn.autocast hands the
+ * products to core/autocast.c first).
  *
  * Devices: operands share a device; on a CUDA device every product is the
  * backend's gemm (cuBLAS) with the same layout flags (run_products_device).
@@ -25,6 +27,7 @@
 #include <limits.h>
 #include <string.h>
 
+#include "autocast.h"
 #include "autograd.h"
 #include "backend.h"
 #include "cnn.h"
@@ -161,10 +164,12 @@ static int check_operands(const char *op, const cnn_tensor *a, const cnn_tensor 
   char s1[CNN_SHAPE_STR], s2[CNN_SHAPE_STR];
   if (!a || !b) return cnn_set_error("%s: missing tensor argument", op), -1;
   const cnn_tensor *bad = !cnn_dtype_is_float(a->dtype) ? a : !cnn_dtype_is_float(b->dtype) ? b : NULL;
-  if (bad || a->dtype > CNN_FLOAT64 || b->dtype > CNN_FLOAT64)
-    return cnn_set_error("%s: %s not supported, use :float()", op,
-                         cnn_dtype_name(bad ? bad->dtype : a->dtype > CNN_FLOAT64 ? a->dtype : b->dtype)), -1;
   if (cnn_check_same_device(op, a, b)) return -1;
+  bool half_on_gpu = a->dtype == b->dtype && a->dtype > CNN_FLOAT64 && cnn_on_cuda(a);
+  if (bad || ((a->dtype > CNN_FLOAT64 || b->dtype > CNN_FLOAT64) && !half_on_gpu))
+    return cnn_set_error("%s: %s not supported, use :float()%s", op,
+                         cnn_dtype_name(bad ? bad->dtype : a->dtype > CNN_FLOAT64 ? a->dtype : b->dtype),
+                         bad ? "" : " (half precision products run on a CUDA device, under cnn.autocast)"), -1;
   if (a->ndim == 0 || b->ndim == 0)
     return cnn_set_error("%s: both arguments need at least one dimension (got %s and %s)", op,
                          cnn_tensor_shape_str(a, s1), cnn_tensor_shape_str(b, s2)), -1;
@@ -249,9 +254,25 @@ static int matmul_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
 
 /* ---- public ------------------------------------------------------------------------------ */
 
+typedef struct {
+  const char *op, *node_name;
+} product_names;
+
+static cnn_tensor *matmul_impl(const char *op, const char *node_name, cnn_tensor *a, cnn_tensor *b);
+
+static cnn_tensor *autocast_product(cnn_tensor **in, const void *names) {
+  const product_names *p = names;
+  return matmul_impl(p->op, p->node_name, in[0], in[1]);
+}
+
 static cnn_tensor *matmul_impl(const char *op, const char *node_name, cnn_tensor *a, cnn_tensor *b) {
+  cnn_tensor *operands[2] = {a, b};
+  cnn_dtype run = a && b ? cnn_autocast_target(operands, 2) : CNN_FLOAT32;
+  if (run != CNN_FLOAT32)
+    return cnn_autocast_call(run, 2, operands, autocast_product, &(product_names){op, node_name});
   if (check_operands(op, a, b)) return NULL;
-  cnn_dtype dt = a->dtype == CNN_FLOAT64 || b->dtype == CNN_FLOAT64 ? CNN_FLOAT64 : CNN_FLOAT32;
+  cnn_dtype dt = a->dtype == b->dtype ? a->dtype
+                 : a->dtype == CNN_FLOAT64 || b->dtype == CNN_FLOAT64 ? CNN_FLOAT64 : CNN_FLOAT32;
   mat_view ma = {0}, mb = {0};
   int nb;
   int64_t shape[CNN_MAX_DIMS];

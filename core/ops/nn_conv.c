@@ -7,8 +7,10 @@
  * geometry in n->geometry.  On the CPU both backward passes are one call
  * (cnn_cpu_conv2d_backward: oneDNN reorders dy once).  On a CUDA device the three passes are the
  * backend's (cuDNN, or its direct kernel for CNN_CONV_NAIVE): conv_call()
- * is the one dispatch point.
+ * is the one dispatch point.  float16/bfloat16 run on a CUDA device only
+ * (autocast); under cnn.autocast the op hands itself to core/autocast.c.
  */
+#include "autocast.h"
 #include "autograd.h"
 #include "backend.h"
 #include "cnn.h"
@@ -19,7 +21,13 @@
 
 static int conv_dtype_ok(const cnn_tensor *x, const cnn_tensor *w, const cnn_tensor *b) {
   char d1[32], d2[32];
-  if (x->dtype != CNN_FLOAT32 && x->dtype != CNN_FLOAT64) {
+  bool half = x->dtype == CNN_FLOAT16 || x->dtype == CNN_BFLOAT16;
+  if (half && !cnn_on_cuda(x)) {
+    cnn_set_error("conv2d: %s convolutions run on a CUDA device only (on the CPU use float32, "
+                  "or cnn.autocast('bfloat16', ...))", cnn_dtype_name(x->dtype));
+    return -1;
+  }
+  if (x->dtype != CNN_FLOAT32 && x->dtype != CNN_FLOAT64 && !half) {
     cnn_set_error("conv2d: input dtype %s is not supported (use float32 or float64)", cnn_dtype_name(x->dtype));
     return -1;
   }
@@ -133,7 +141,14 @@ static int conv_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
   return rc;
 }
 
+static cnn_tensor *conv2d_op(cnn_tensor **in, const void *p) {
+  return cnn_conv2d(in[0], in[1], in[2], p);
+}
+
 cnn_tensor *cnn_conv2d(cnn_tensor *x, cnn_tensor *w, cnn_tensor *b, const cnn_conv_params *p) {
+  cnn_tensor *operands[3] = {x, w, b};
+  cnn_dtype run = x && w ? cnn_autocast_target(operands, 3) : CNN_FLOAT32;
+  if (run != CNN_FLOAT32) return cnn_autocast_call(run, 3, operands, conv2d_op, p);
   cnn_conv_shape s;
   if (conv_dtype_ok(x, w, b) || conv_shapes_ok(x, w, b, p) || conv_geometry(x, w, p, &s)) return NULL;
   cnn_tensor *xc = cnn_contiguous(x), *wc = cnn_contiguous(w), *bc = b ? cnn_contiguous(b) : NULL;

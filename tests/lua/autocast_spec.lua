@@ -1,0 +1,193 @@
+-- autocast_spec.lua -- cnn.autocast on the CPU (bfloat16, emulated): the
+-- products and convolutions against naive Lua loops over operands rounded
+-- to bfloat16 here (bit arithmetic, independent of the tensor casts), the
+-- gradients' rounding and dtype, which ops stay float32, the mode's scope
+-- (function, <close> guard, errors, nesting), refusals, and a small network
+-- that learns under autocast with a GradScaler.
+package.path = "./?.lua;" .. package.path
+local H = require("helpers")
+
+-- x rounded to bfloat16 (round to nearest even on the float32 bits)
+local function bf16(x)
+  local bits = string.unpack("<I4", string.pack("<f", x))
+  bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+  return (string.unpack("<f", string.pack("<I4", bits)))
+end
+
+local function map(t, f)
+  if type(t) ~= "table" then return f(t) end
+  local out = {}
+  for i, v in ipairs(t) do out[i] = map(v, f) end
+  return out
+end
+
+local function transpose(a)
+  local t = {}
+  for j = 1, #a[1] do
+    t[j] = {}
+    for i = 1, #a do t[j][i] = a[i][j] end
+  end
+  return t
+end
+
+-- naive conv2d, stride 1, zero padding `pad`, over nested tables
+local function conv_ref(x, w, b, pad)
+  local N, C, H_, W_ = #x, #x[1], #x[1][1], #x[1][1][1]
+  local K, R, S = #w, #w[1][1], #w[1][1][1]
+  local OH, OW = H_ + 2 * pad - R + 1, W_ + 2 * pad - S + 1
+  local y = {}
+  for n = 1, N do
+    y[n] = {}
+    for k = 1, K do
+      y[n][k] = {}
+      for oh = 1, OH do
+        y[n][k][oh] = {}
+        for ow = 1, OW do
+          local s = b and b[k] or 0
+          for c = 1, C do
+            for r = 1, R do
+              for q = 1, S do
+                local ih, iw = oh + r - 1 - pad, ow + q - 1 - pad
+                if ih >= 1 and ih <= H_ and iw >= 1 and iw <= W_ then
+                  s = s + x[n][c][ih][iw] * w[k][c][r][q]
+                end
+              end
+            end
+          end
+          y[n][k][oh][ow] = s
+        end
+      end
+    end
+  end
+  return y
+end
+
+-- the largest |a - b| between two nested tables
+local function max_diff(a, b)
+  local fa, fb, m = H.flat(a), H.flat(b), 0
+  for i = 1, #fa do m = math.max(m, math.abs(fa[i] - fb[i])) end
+  return m
+end
+
+describe("cnn.autocast('bfloat16') on the CPU", function()
+  it("runs conv2d on bfloat16-rounded operands with float32 accumulation", function()
+    cnn.manual_seed(3)
+    local x, w, b = cnn.randn(2, 3, 6, 6), cnn.randn(4, 3, 3, 3), cnn.randn(4)
+    local y = cnn.autocast("bfloat16", function() return F.conv2d(x, w, b, { padding = 1 }) end)
+    assert.equal("float32", y.dtype)
+    local xt, wt, bt = x:totable(), w:totable(), b:totable()
+    local rounded = conv_ref(map(xt, bf16), map(wt, bf16), map(bt, bf16), 1)
+    H.assert_close(y, rounded, 1e-5, 1e-5, "conv2d vs rounded reference")
+    -- and the rounding mattered: the float32 result is measurably different
+    assert.is_true(max_diff(conv_ref(xt, wt, bt, 1), rounded) > 1e-3)
+    H.assert_close(F.conv2d(x, w, b, { padding = 1 }), conv_ref(xt, wt, bt, 1), 1e-4, 1e-5,
+                   "outside autocast conv2d is float32 again")
+  end)
+
+  it("runs matmul and linear on rounded operands", function()
+    cnn.manual_seed(4)
+    local a, bm = cnn.randn(5, 7), cnn.randn(7, 3)
+    local ra, rb = map(a:totable(), bf16), map(bm:totable(), bf16)
+    cnn.autocast("bfloat16", function()
+      H.assert_close(a:matmul(bm), H.matmul(ra, rb), 1e-5, 1e-5, "matmul")
+      H.assert_close(cnn.mm(a, bm), H.matmul(ra, rb), 1e-5, 1e-5, "mm")
+      local lin = F.linear(a, bm:t())            -- x w^T with w = bm^T
+      H.assert_close(lin, H.matmul(ra, rb), 1e-5, 1e-5, "linear")
+      assert.equal("float32", lin.dtype)
+    end)
+    assert.is_true(max_diff(H.matmul(a:totable(), bm:totable()), H.matmul(ra, rb)) > 1e-3)
+  end)
+
+  it("gives float32 leaves float32 gradients, rounded through the casts", function()
+    cnn.manual_seed(5)
+    local x = cnn.randn(4, 6):requires_grad_()
+    local w = cnn.randn(6, 3):requires_grad_()
+    local r = cnn.randn(4, 3)
+    -- backward inside autocast too: backward ops run in the forward's dtypes
+    cnn.autocast("bfloat16", function() (x:matmul(w) * r):sum():backward() end)
+    assert.equal("float32", w.grad.dtype)
+    assert.equal("float32", x.grad.dtype)
+    -- dW = round(x_r^T r), dX = round(r w_r^T): the product's backward sees
+    -- the rounded operands, and each gradient is rounded on its way back
+    local xr, wr, rt = map(x:totable(), bf16), map(w:totable(), bf16), r:totable()
+    H.assert_close(w.grad, map(H.matmul(transpose(xr), rt), bf16), 1e-6, 1e-2, "dW")
+    H.assert_close(x.grad, map(H.matmul(rt, transpose(wr)), bf16), 1e-6, 1e-2, "dX")
+    for _, v in ipairs(H.flat(w.grad)) do assert.equal(v, bf16(v)) end -- exactly representable
+  end)
+
+  it("leaves every other op, and non-float32 operands, alone", function()
+    local v = 1 + 2 ^ -20                       -- not representable in bfloat16
+    local t = cnn.tensor({ v, -v })
+    cnn.autocast("bfloat16", function()
+      H.assert_close((t:relu() + t):totable(), { 2 * v, -v }, 0, 0, "elementwise stays float32")
+      local d = cnn.tensor({ { v } }, "float64")
+      local p = d:matmul(d)
+      assert.equal("float64", p.dtype)
+      assert.equal(v * v, p:item())                -- float64 product, no rounding
+    end)
+  end)
+
+  it("is scoped: function form, <close> guard, nesting, errors", function()
+    assert.is_false((cnn.is_autocast_enabled()))
+    local on, dt = cnn.autocast("bfloat16", function() return cnn.is_autocast_enabled() end)
+    assert.is_true(on)
+    local _, name = cnn.autocast("bf16", function() return cnn.is_autocast_enabled() end)
+    assert.equal("bfloat16", name)
+    assert.is_false((cnn.is_autocast_enabled()))
+    do
+      local guard <close> = cnn.autocast("bfloat16")
+      assert.is_true((cnn.is_autocast_enabled()))
+      assert.is_false((cnn.autocast(false, function() return cnn.is_autocast_enabled() end)))
+      assert.is_true((cnn.is_autocast_enabled()))
+    end
+    assert.is_false((cnn.is_autocast_enabled()))
+    H.raises(function() cnn.autocast("bfloat16", function() error("boom") end) end, "boom")
+    assert.is_false((cnn.is_autocast_enabled()))
+    local a = cnn.ones(2, 2)
+    local p = cnn.autocast("bfloat16", function() return a:matmul(a) end)
+    H.assert_close(p, { { 2, 2 }, { 2, 2 } }, 0, 0)
+    assert.equal("bfloat16", dt)
+  end)
+
+  it("refuses float16 on the CPU and unknown dtypes", function()
+    local cuda_ok = cnn.cuda.is_available()
+    if not cuda_ok then
+      H.raises(function() cnn.autocast("float16", function() end) end,
+               "autocast: float16 needs a CUDA device", "on the CPU use bfloat16")
+    end
+    H.raises(function() cnn.autocast("int64", function() end) end,
+             "autocast: dtype int64 is not supported")
+    H.raises(function() cnn.autocast("float32x", function() end) end, "float32x")
+    H.raises(function() F.conv2d(cnn.randn(1, 1, 3, 3):to("bfloat16"), cnn.randn(1, 1, 2, 2):to("bfloat16")) end,
+             "conv2d: bfloat16 convolutions run on a CUDA device only")
+    H.raises(function() cnn.ones(2, 2):to("bfloat16"):matmul(cnn.ones(2, 2):to("bfloat16")) end,
+             "matmul: bfloat16 not supported")
+    assert.is_false((cnn.is_autocast_enabled()))
+  end)
+
+  it("trains a small network with a GradScaler", function()
+    cnn.manual_seed(11)
+    local n = 64
+    local x = cnn.randn(n, 1, 6, 6)
+    local y = cnn.zeros(n, "int64")
+    for i = 1, n do                              -- class: which half is brighter
+      if i % 2 == 0 then x[i][1][{ { 1, 3 } }]:add_(1.5) y[i] = 2 else x[i][1][{ { 4, 6 } }]:add_(1.5) y[i] = 1 end
+    end
+    local net = nn.Sequential(nn.Conv2d(1, 4, 3, { padding = 1 }), nn.ReLU(), nn.Flatten(),
+                              nn.Linear(4 * 36, 2))
+    local opt = optim.SGD(net:parameters(), { lr = 0.05, momentum = 0.9 })
+    local scaler = optim.GradScaler{ init_scale = 256 }
+    local first, last
+    for step = 1, 40 do
+      opt:zero_grad()
+      local loss = cnn.autocast("bfloat16", function() return F.cross_entropy(net(x), y) end)
+      scaler:scale(loss):backward()
+      scaler:step(opt)
+      scaler:update()
+      first = first or loss:item()
+      last = loss:item()
+    end
+    for _, p in ipairs(net:parameters()) do assert.equal("float32", p.dtype) end
+    assert.is_true(last < 0.2 * first, ("loss %g -> %g"):format(first, last))
+  end)
+end)

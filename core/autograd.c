@@ -69,7 +69,13 @@ cnn_node *cnn_autograd_record(cnn_tensor *out, const char *name, cnn_backward_fn
                               cnn_tensor *const *inputs) {
   if (!out || !cnn_any_requires_grad(ninputs, inputs)) return NULL;
   cnn_node *n = calloc(1, sizeof *n);
-  if (!n) abort(); /* a few hundred bytes: failing here is not recoverable */
+  if (!n) { /* out of memory: the result carries the failure to backward */
+    cnn_node_release(out->grad_fn);
+    out->grad_fn = NULL;
+    out->requires_grad = true;
+    out->unrecorded_op = name;
+    return NULL;
+  }
   n->refcount = 1;
   n->name = name;
   n->backward = fn;

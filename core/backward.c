@@ -121,10 +121,17 @@ static int store_grad(cnn_tensor *t, cnn_tensor *g, bool dropping_g) {
   return cnn_binary_(CNN_OP_ADD, t->grad, g);
 }
 
+static int unrecorded(const cnn_tensor *t) {
+  cnn_set_error("backward: the graph was not recorded at %s (out of memory when the op ran)",
+                t->unrecorded_op);
+  return -1;
+}
+
 /* Route the gradient of input i of node n. Takes over g. */
 static int route(pass *p, cnn_node *n, int i, cnn_tensor *g) {
   cnn_tensor *in = n->inputs[i];
   cnn_node *m = in->grad_fn;
+  if (!m && in->unrecorded_op) return cnn_tensor_release(g), unrecorded(in);
   if (!m) return add_leaf_grad(p, in, g);
   if (accumulate(&m->grad_accum, g)) return -1;
   if (--m->pending == 0) return push(&p->ready, m);
@@ -195,6 +202,7 @@ static void end_pass(pass *p, bool retain_graph) {
 }
 
 int cnn_backward(cnn_tensor *root, cnn_tensor *grad, bool retain_graph) {
+  if (root->unrecorded_op) return unrecorded(root);
   if (!root->requires_grad) {
     cnn_set_error("backward: the tensor does not require grad and has no grad_fn");
     return -1;

@@ -121,6 +121,8 @@ typedef struct cnn_tensor {
   struct cnn_node *grad_fn;   /* owned reference; NULL for leaves */
   struct cnn_hook *hooks;     /* gradient hooks, in registration order */
   int64_t version;        /* storage->version when last written through this header */
+  const char *unrecorded_op; /* the op whose graph node could not be allocated: backward
+                              * through this tensor fails, naming it */
 } cnn_tensor;
 
 /* In-place writers call this: autograd refuses a saved tensor whose

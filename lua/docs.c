@@ -59,7 +59,8 @@ static const doc_entry docs[] = {
                      "Mixed precision: conv2d and matrix products over float32 run in dtype ('float16' on a GPU,\n"
                      "'bfloat16' on a GPU or emulated on the CPU) with float32 accumulation and return float32.\n"
                      "Other ops stay float32; gradients reach float32 weights. false turns it off inside."},
-    {"cnn.is_autocast_enabled", "cnn.is_autocast_enabled() -> enabled, dtype name or nil"},
+    {"cnn.is_autocast_enabled", "cnn.is_autocast_enabled() -> enabled, dtype name or nil\n"
+                                "Whether cnn.autocast is on here, and in which dtype."},
     {"cnn.enable_grad", "cnn.enable_grad(fn, ...) -> fn's results\nRuns fn with gradient recording on (inside no_grad)."},
     {"cnn.is_grad_enabled", "cnn.is_grad_enabled() -> boolean\nWhether ops currently record the autograd graph."},
     {"cnn.set_grad_enabled", "cnn.set_grad_enabled(on) -> previous\nTurns gradient recording on or off."},

@@ -72,6 +72,10 @@ typedef struct cnn_backend {
   int (*copy_h2d)(void *dst, const void *src, size_t nbytes, int device);
   int (*copy_d2h)(void *dst, const void *src, size_t nbytes, int device);
   int (*copy_d2d)(void *dst, const void *src, size_t nbytes, int device);
+  /* host -> device without waiting, on the stream every op uses; src lies
+   * in a block from alloc_pinned (anything else is copied synchronously).
+   * free_pinned keeps such a block until the copies that read it are done. */
+  int (*copy_h2d_async)(void *dst, const void *src, size_t nbytes, int device);
   int (*synchronize)(int device);
   int (*device_count)(void);
   int (*set_device)(int device);
@@ -116,6 +120,15 @@ typedef struct cnn_backend {
   int (*gemm)(int dev, cnn_dtype dt, bool trans_a, bool trans_b, int64_t M, int64_t N,
               int64_t K, const void *A, int64_t lda, const void *B, int64_t ldb, void *C,
               int64_t ldc);
+  /* `batch` products of one shape in one call (cuBLAS strided batched):
+   * for b < batch, C + b*stride_c = op(A + b*stride_a) op(B + b*stride_b),
+   * the same row-major layout as gemm; strides in ELEMENTS; stride_a or
+   * stride_b 0 reuses one matrix for every product (broadcast); C's
+   * products never overlap (stride_c >= M*ldc).  NULL: core loops gemm. */
+  int (*gemm_batched)(int dev, cnn_dtype dt, bool trans_a, bool trans_b, int64_t M, int64_t N,
+                      int64_t K, const void *A, int64_t lda, int64_t stride_a, const void *B,
+                      int64_t ldb, int64_t stride_b, void *C, int64_t ldc, int64_t stride_c,
+                      int64_t batch);
 
   /* ---- convolution (cuDNN; CNN_CONV_NAIVE selects the direct kernel) ---- */
   int (*conv2d_forward)(int dev, cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_shape *s,
@@ -213,7 +226,7 @@ typedef struct {
   const char *(*unary_name)(cnn_unary_op op);
   const char *(*binary_name)(cnn_binary_op op);
 } cnn_core_api;
-#define CNN_CORE_API_VERSION 1
+#define CNN_CORE_API_VERSION 2
 
 /* The module's one exported symbol: its table, or NULL and a reason ("no
  * CUDA driver", "no CUDA device", ...) written into reason[len]. */

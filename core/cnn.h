@@ -73,6 +73,7 @@ typedef struct cnn_storage {
   size_t nbytes;
   cnn_device device;
   bool borrowed;     /* data not owned (never freed by us) */
+  bool pinned;       /* CPU storage in page-locked memory (cnn_pin_memory) */
   int64_t version;   /* bumped by every in-place write through any view */
 } cnn_storage;
 
@@ -190,6 +191,21 @@ cnn_tensor *cnn_clone(cnn_tensor *t);
 cnn_tensor *cnn_detach(cnn_tensor *t);     /* shares storage, no graph */
 cnn_tensor *cnn_to_dtype(cnn_tensor *t, cnn_dtype dt); /* t retained if same */
 cnn_tensor *cnn_to_device(cnn_tensor *t, cnn_device dev);
+
+/* Page-locked (pinned) host memory and asynchronous copies (storage.c,
+ * copy.c), as PyTorch's pin_memory / to(non_blocking=True).  A pinned
+ * tensor is an ordinary CPU tensor whose storage comes from the CUDA
+ * backend's alloc_pinned; it counts as CPU memory.  Pinning needs a usable
+ * CUDA backend: without one these return NULL with "pin_memory: <why>".
+ * cnn_to_device_async copies a pinned, contiguous CPU tensor to a CUDA
+ * device without waiting (ordered before every later op on the device);
+ * anything else takes cnn_to_device's synchronous path.  Writing into the
+ * source before the copy has run is the caller's race, as in PyTorch;
+ * freeing it is safe (the backend keeps the block until the copy is done). */
+cnn_tensor *cnn_empty_pinned(int ndim, const int64_t *shape, cnn_dtype dt);
+cnn_tensor *cnn_pin_memory(cnn_tensor *t); /* pinned contiguous copy; t retained if pinned */
+bool cnn_is_pinned(const cnn_tensor *t);
+cnn_tensor *cnn_to_device_async(cnn_tensor *t, cnn_device dev);
 
 /* ---- elementwise ---------------------------------------------------------- */
 
@@ -378,6 +394,27 @@ double cnn_now_seconds(void); /* monotonic */
 /* Which BLAS runs matrix products, e.g. "OpenBLAS (SkylakeX kernels)";
  * loads it on first call (core/blas.c). */
 const char *cnn_blas_info(void);
+
+/* Timers (core/timer.c): marks recorded on one device, the time between two
+ * marks read only when asked.  CPU: a mark reads the monotonic clock.  CUDA:
+ * a mark records an event on the device's stream and does not wait; reading
+ * waits for the later mark's event only, and cnn_timer_seconds waits once
+ * (for the last mark), so marks taken in hooks and read at the end of an
+ * iteration cost one synchronization.  Marks are numbered 0, 1, ... until
+ * cnn_timer_reset, which frees their events (as does cnn_timer_free).  One
+ * thread at a time per timer.  Errors name "timer" (no CUDA, no such
+ * device, unknown mark). */
+typedef struct cnn_timer cnn_timer;
+cnn_timer *cnn_timer_new(cnn_device dev); /* NULL + error */
+void cnn_timer_free(cnn_timer *t);        /* NULL is fine */
+void cnn_timer_reset(cnn_timer *t);       /* forget every mark */
+int cnn_timer_mark(cnn_timer *t);         /* the new mark's number, or -1 */
+int cnn_timer_count(const cnn_timer *t);
+cnn_device cnn_timer_device(const cnn_timer *t);
+/* seconds from mark a to mark b (negative when b came first); 0 or -1 */
+int cnn_timer_elapsed(cnn_timer *t, int a, int b, double *seconds);
+/* out[i] = seconds from mark 0 to mark i, for every mark (count entries) */
+int cnn_timer_seconds(cnn_timer *t, double *out);
 
 #ifdef __cplusplus
 }

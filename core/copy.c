@@ -11,6 +11,8 @@
  * Devices: copies that touch a CUDA tensor go through the backend (one
  * dispatch point, copy_across_devices: host<->device transfers and the
  * device's strided copy/cast); fill_ on a device is the backend's fill.
+ * A pinned CPU source may go to the device asynchronously
+ * (cnn_to_device_async -> the backend's copy_h2d_async).
  */
 #include "autograd.h"
 #include "backend.h"
@@ -242,14 +244,26 @@ static int device_to_host(const cnn_backend *be, cnn_tensor *dst, cnn_tensor *sr
   return rc;
 }
 
-static int host_to_device(const cnn_backend *be, cnn_tensor *dst, cnn_tensor *src) {
+/* A contiguous source of dst's shape and dtype is sent from its own memory
+ * (any other is staged in a contiguous host temporary first); with
+ * non_blocking, a pinned one goes through the backend's asynchronous copy
+ * (cnn_to_device_async), which the device orders before later ops. */
+static int host_to_device(const cnn_backend *be, cnn_tensor *dst, cnn_tensor *src,
+                          bool non_blocking) {
   cnn_device dd = dst->storage->device;
+  if (cnn_tensor_numel(dst) == 0) return 0; /* (an empty tensor may look strided: no staging loop) */
   if (!cnn_tensor_is_contiguous(dst)) { /* stage on the device, then a strided copy */
     cnn_tensor *c = cnn_empty(dst->ndim, dst->shape, dst->dtype, dd);
-    int rc = c ? host_to_device(be, c, src) : -1;
+    int rc = c ? host_to_device(be, c, src, non_blocking) : -1;
     if (rc == 0) rc = copy_on_device(be, dst, c);
     cnn_tensor_release(c);
     return rc;
+  }
+  if (src->dtype == dst->dtype && cnn_same_shape(dst, src) && cnn_tensor_is_contiguous(src)) {
+    size_t n = cnn_tensor_nbytes(dst);
+    if (non_blocking && src->storage->pinned && be->copy_h2d_async)
+      return be->copy_h2d_async(cnn_tensor_data(dst), cnn_tensor_data(src), n, dd.index);
+    return be->copy_h2d(cnn_tensor_data(dst), cnn_tensor_data(src), n, dd.index);
   }
   cnn_tensor *tmp = cnn_empty(dst->ndim, dst->shape, dst->dtype, CNN_DEVICE_CPU);
   if (!tmp) return -1;
@@ -265,7 +279,7 @@ static int copy_across_devices(cnn_tensor *dst, cnn_tensor *src) {
   if (!be) return -1;
   if (dd.type != CNN_CPU && sd.type != CNN_CPU) return copy_on_device(be, dst, src);
   if (dd.type == CNN_CPU) return device_to_host(be, dst, src);
-  return host_to_device(be, dst, src);
+  return host_to_device(be, dst, src, false);
 }
 
 /* ---- in-place fill and copy ----------------------------------------------------- */
@@ -348,6 +362,21 @@ cnn_tensor *cnn_to_device(cnn_tensor *t, cnn_device dev) {
   if (!c) return NULL;
   cnn_tensor *out = copy_as("ToCopyBackward", c, t->dtype, dev);
   cnn_tensor_release(c);
+  return out;
+}
+
+/* non_blocking (PyTorch's to(non_blocking=True)): only a pinned, contiguous
+ * CPU tensor going to a CUDA device is copied asynchronously. */
+cnn_tensor *cnn_to_device_async(cnn_tensor *t, cnn_device dev) {
+  if (dev.type != CNN_CUDA || t->storage->device.type != CNN_CPU || !t->storage->pinned ||
+      !cnn_tensor_is_contiguous(t))
+    return cnn_to_device(t, dev);
+  const cnn_backend *be = cnn_cuda_backend("to(cuda)");
+  if (!be) return NULL;
+  cnn_tensor *out = cnn_empty(t->ndim, t->shape, t->dtype, dev);
+  if (!out) return NULL;
+  if (host_to_device(be, out, t, true)) return cnn_tensor_release(out), NULL;
+  if (cnn_dtype_is_float(t->dtype)) cnn_autograd_record(out, "ToCopyBackward", copy_backward, 1, &t);
   return out;
 }
 

@@ -9,10 +9,21 @@
  * the allocation is retried before an error naming the size is raised.
  * Hooks run only on the thread that installed them (the Lua thread); the
  * data loader's thread allocates without them.  Counters are atomic.
+ *
+ * Pinned storages.  A CPU storage may be page-locked (s->pinned): its block
+ * comes from the CUDA backend's alloc_pinned and goes back through
+ * free_pinned, never through the host cache, and it is accounted as CPU
+ * memory.  The backend keeps a freed pinned block until the asynchronous
+ * copies that read it are done (gpu/allocator.cu), so releasing a pinned
+ * storage right after cnn_to_device_async is safe.  Pinned blocks are
+ * allocated and freed on the caller's (Lua) thread only: the data loader's
+ * worker thread never allocates, so it never calls CUDA.
  */
 #include "backend.h"
 #include "cnn.h"
 #include "host_cache.h"
+#include "autograd.h"
+#include "tensor_internal.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -58,7 +69,11 @@ void cnn_memory_reset_peak(void) {
   for (int d = 0; d < 2; d++) atomic_store(&peak_bytes[d], atomic_load(&live_bytes[d]));
 }
 
-static void *raw_alloc(size_t nbytes, cnn_device dev) {
+static void *raw_alloc(size_t nbytes, cnn_device dev, bool pinned) {
+  if (pinned) {
+    const cnn_backend *be = cnn_cuda_backend("pin_memory");
+    return be ? be->alloc_pinned(nbytes ? nbytes : 1) : NULL;
+  }
   if (dev.type == CNN_CPU) {
     return cnn_host_alloc(cnn_host_block_size(nbytes));
   }
@@ -66,7 +81,12 @@ static void *raw_alloc(size_t nbytes, cnn_device dev) {
   return be ? be->alloc(nbytes ? nbytes : 1, dev.index) : NULL;
 }
 
-static void raw_free(void *p, size_t nbytes, cnn_device dev) {
+static void raw_free(void *p, size_t nbytes, cnn_device dev, bool pinned) {
+  if (pinned) { /* the backend was loaded when the block was allocated */
+    const cnn_backend *be = cnn_backend_get(CNN_CUDA);
+    if (be) be->free_pinned(p);
+    return;
+  }
   if (dev.type == CNN_CPU) {
     cnn_host_free(p, cnn_host_block_size(nbytes));
     return;
@@ -75,13 +95,27 @@ static void raw_free(void *p, size_t nbytes, cnn_device dev) {
   if (be) be->free(p, dev.index);
 }
 
-static void *alloc_with_retry(size_t nbytes, cnn_device dev) {
-  if (dev.type == CNN_CUDA && !cnn_backend_get(CNN_CUDA)) return NULL; /* error set */
-  void *p = raw_alloc(nbytes, dev);
-  if (!p && dev.type == CNN_CPU && cnn_host_cache_clear() > 0) p = raw_alloc(nbytes, dev);
+/* -1 with "cuda:N does not exist (M devices)" for an ordinal the backend lacks:
+ * not an out-of-memory condition (no collection, no retry) */
+static int check_cuda_ordinal(cnn_device dev) {
+  const cnn_backend *be = cnn_backend_get(CNN_CUDA);
+  if (!be) return -1; /* error set */
+  int n = be->device_count();
+  if (dev.index >= 0 && dev.index < n) return 0;
+  cnn_set_error("cuda:%d does not exist (%d device%s)", dev.index, n, n == 1 ? "" : "s");
+  return -1;
+}
+
+static void *alloc_with_retry(size_t nbytes, cnn_device dev, bool pinned) {
+  if (dev.type == CNN_CUDA && check_cuda_ordinal(dev)) return NULL; /* error set */
+  if (pinned && !cnn_cuda_backend("pin_memory")) return NULL;        /* error set */
+  void *p = raw_alloc(nbytes, dev, pinned);
+  if (!p && dev.type == CNN_CPU && !pinned && cnn_host_cache_clear() > 0)
+    p = raw_alloc(nbytes, dev, pinned);
   if (!p && on_hooks_thread() && hooks.on_oom && hooks.on_oom(nbytes, hooks.ud))
-    p = raw_alloc(nbytes, dev);
-  if (!p) {
+    p = raw_alloc(nbytes, dev, pinned);
+  /* the backend's own message (free/total memory, the library's error) stays */
+  if (!p && dev.type == CNN_CPU && !pinned) {
     char dbuf[32];
     cnn_set_error("out of memory: cannot allocate %zu bytes (%.1f MiB) on %s", nbytes,
                   nbytes / 1048576.0, cnn_device_str(dev, dbuf));
@@ -103,7 +137,7 @@ static bool larger_than_machine(size_t nbytes, cnn_device dev) {
   return nbytes > machine_bytes;
 }
 
-cnn_storage *cnn_storage_new(size_t nbytes, cnn_device dev) {
+static cnn_storage *storage_new(size_t nbytes, cnn_device dev, bool pinned) {
   if (larger_than_machine(nbytes, dev)) {
     cnn_set_error("out of memory: cannot allocate %zu bytes (%.1f GiB), more than this machine's memory",
                   nbytes, nbytes / 1073741824.0);
@@ -111,14 +145,19 @@ cnn_storage *cnn_storage_new(size_t nbytes, cnn_device dev) {
   }
   cnn_storage *s = calloc(1, sizeof *s);
   if (!s) return cnn_set_error("out of memory: storage header"), NULL;
-  s->data = alloc_with_retry(nbytes, dev);
+  s->data = alloc_with_retry(nbytes, dev, pinned);
   if (!s->data) return free(s), NULL;
   s->refcount = 1;
   s->nbytes = nbytes;
   s->device = dev;
+  s->pinned = pinned;
   account(dev.type, (long long)nbytes);
   if (on_hooks_thread() && hooks.on_alloc) hooks.on_alloc(nbytes, hooks.ud);
   return s;
+}
+
+cnn_storage *cnn_storage_new(size_t nbytes, cnn_device dev) {
+  return storage_new(nbytes, dev, false);
 }
 
 void cnn_storage_retain(cnn_storage *s) {
@@ -128,8 +167,41 @@ void cnn_storage_retain(cnn_storage *s) {
 void cnn_storage_release(cnn_storage *s) {
   if (!s || __atomic_sub_fetch(&s->refcount, 1, __ATOMIC_ACQ_REL) != 0) return;
   if (!s->borrowed) {
-    raw_free(s->data, s->nbytes, s->device);
+    raw_free(s->data, s->nbytes, s->device, s->pinned);
     account(s->device.type, -(long long)s->nbytes);
   }
   free(s);
+}
+
+/* ---- pinned tensors ------------------------------------------------------------- */
+
+cnn_tensor *cnn_empty_pinned(int ndim, const int64_t *shape, cnn_dtype dt) {
+  int64_t n = cnn_check_shape("pin_memory", ndim, shape);
+  if (n < 0) return NULL;
+  if (dt >= CNN_NDTYPES) return cnn_set_error("pin_memory: unknown dtype %d", (int)dt), NULL;
+  cnn_storage *s = storage_new((size_t)n * cnn_dtype_size(dt), CNN_DEVICE_CPU, true);
+  return s ? cnn_tensor_wrap(s, ndim, shape, dt) : NULL;
+}
+
+bool cnn_is_pinned(const cnn_tensor *t) { return t && t->storage && t->storage->pinned; }
+
+/* the gradient of a pinned copy is the gradient itself */
+static int pin_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
+  gin[0] = cnn_grad_to_input(n, 0, g);
+  return gin[0] ? 0 : -1;
+}
+
+cnn_tensor *cnn_pin_memory(cnn_tensor *t) {
+  if (cnn_is_pinned(t) && cnn_tensor_is_contiguous(t)) return cnn_tensor_retain(t), t;
+  if (t->storage->device.type != CNN_CPU) {
+    char d[32];
+    cnn_set_error("pin_memory: the tensor is on %s; only cpu tensors can be pinned",
+                  cnn_device_str(t->storage->device, d));
+    return NULL;
+  }
+  cnn_tensor *out = cnn_empty_pinned(t->ndim, t->shape, t->dtype);
+  if (!out) return NULL;
+  if (cnn_copy_raw(out, t)) return cnn_tensor_release(out), NULL;
+  if (cnn_dtype_is_float(t->dtype)) cnn_autograd_record(out, "PinMemoryBackward", pin_backward, 1, &t);
+  return out;
 }

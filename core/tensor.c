@@ -60,6 +60,7 @@ size_t cnn_tensor_nbytes(const cnn_tensor *t) {
 }
 
 bool cnn_tensor_is_contiguous(const cnn_tensor *t) {
+  if (cnn_tensor_numel(t) == 0) return true; /* nothing to lay out */
   int64_t expected = 1;
   for (int i = t->ndim - 1; i >= 0; i--) {
     if (t->shape[i] != 1 && t->stride[i] != expected) return false;

@@ -14,7 +14,9 @@
  *
  * Reuse without events is safe because every op runs on the device's
  * default stream (gpu.h): work that used a freed block is ordered before
- * any later use of the block.
+ * any later use of the block.  Page-locked HOST blocks are the exception:
+ * the host may write a reused one while an asynchronous copy still reads
+ * it, so they are cached with events (the second half of this file).
  *
  * Invariants (under `mu`): every pointer handed out is in `live` with its
  * rounded size; every cached block is in exactly one free list; cached +
@@ -163,10 +165,13 @@ void *gpu_scratch(const char *op, size_t nbytes, int dev) {
   return gpu_alloc(nbytes, dev);
 }
 
+static void pinned_release_cached(void);
+
 void gpu_empty_cache(void) {
   pthread_mutex_lock(&mu);
   release_cache(-1);
   pthread_mutex_unlock(&mu);
+  pinned_release_cached();
 }
 
 int gpu_memory_info(int dev, int64_t *cached, int64_t *reserved, int64_t *free_b,
@@ -183,20 +188,236 @@ int gpu_memory_info(int dev, int64_t *cached, int64_t *reserved, int64_t *free_b
   return 0;
 }
 
-/* ---- page-locked host memory ------------------------------------------------------- */
+/* ---- page-locked host memory ----------------------------------------------------------
+ *
+ * Pinned blocks (the data loader's batches, cnn_pin_memory) are cached as
+ * well: cudaHostAlloc is slow and cudaFreeHost synchronises.  The hazard
+ * is copy_h2d_async: a batch may be released while the copy that reads it
+ * is still queued, and handing its block to the next batch at once would
+ * let the host overwrite data in flight.  So:
+ *  - gpu_copy_h2d_async marks, in the live block that holds `src`, the
+ *    device copied to (`used`, a bit per device);
+ *  - free records one event per such device on that device's legacy
+ *    default stream -- the stream of every copy and op (gpu.h), so the
+ *    event completes after the copy -- and moves the block to the cache
+ *    with those devices `pending`; a block never copied asynchronously is
+ *    ready at once;
+ *  - alloc reuses a cached block of a fitting size (at least the rounded
+ *    request, at most twice it) only when cudaEventQuery reports each
+ *    pending event done; otherwise it allocates a fresh block;
+ *  - empty_cache (and an allocation failure) waits for the events
+ *    (cudaEventSynchronize) and gives every cached block back.
+ * All of this runs on the caller's (Lua) thread: the data loader's worker
+ * never allocates or frees, so it never calls CUDA.
+ *
+ * Invariants (under pmu): every block handed out is in pinned_live, every
+ * cached one in pinned_cached (oldest first), never both; a cached block's
+ * `pending` bits name devices whose ev[] has a recorded event;
+ * pinned_cached_bytes is the sum of the cached sizes <= PINNED_CACHE_LIMIT
+ * after each free (older ready blocks are released to stay under it).
+ */
 
-void *gpu_alloc_pinned(size_t nbytes) {
+#define PINNED_ROUND ((size_t)4096)
+#define PINNED_CACHE_LIMIT ((size_t)512 << 20)
+
+typedef struct pinned {
+  char *ptr;
+  size_t size;                     /* rounded */
+  uint32_t used;                   /* live: devices it was copied to asynchronously */
+  uint32_t pending;                /* cached: devices with an event recorded */
+  cudaEvent_t ev[GPU_MAX_DEVICES]; /* created on first need, on that device */
+  struct pinned *next;
+} pinned;
+
+static pthread_mutex_t pmu = PTHREAD_MUTEX_INITIALIZER;
+static pinned *pinned_live, *pinned_cached;
+static size_t pinned_cached_bytes;
+
+static size_t pinned_round(size_t n) {
+  return ((n ? n : 1) + PINNED_ROUND - 1) / PINNED_ROUND * PINNED_ROUND;
+}
+
+/* the live block holding [p, p + n) (n == 0: the block starting at p),
+ * unlinked when `unlink` */
+static pinned *pinned_find(const void *p, size_t n, bool unlink) {
+  const char *c = (const char *)p;
+  for (pinned **pp = &pinned_live; *pp; pp = &(*pp)->next) {
+    pinned *b = *pp;
+    if (n ? (c < b->ptr || c + n > b->ptr + b->size) : c != b->ptr) continue;
+    if (unlink) *pp = b->next;
+    return b;
+  }
+  return NULL;
+}
+
+/* 1 when every pending event of b is done (clearing their bits), else 0 */
+static int pinned_ready(pinned *b) {
+  for (int d = 0; d < GPU_MAX_DEVICES && b->pending; d++) {
+    if (!(b->pending & (1u << d))) continue;
+    cudaError_t e = cudaEventQuery(b->ev[d]);
+    if (e == cudaSuccess) {
+      b->pending &= ~(1u << d);
+      continue;
+    }
+    /* cudaErrorNotReady is a state, not a failure: clear it as PyTorch does;
+     * another error leaves the block pending until empty_cache syncs it */
+    cudaGetLastError();
+    return 0;
+  }
+  return 1;
+}
+
+/* wait for b's events; 0, or -1 with an error set */
+static int pinned_wait(pinned *b) {
+  for (int d = 0; d < GPU_MAX_DEVICES && b->pending; d++) {
+    if (!(b->pending & (1u << d))) continue;
+    CUDA_CHECK("empty_cache", cudaEventSynchronize(b->ev[d]));
+    b->pending &= ~(1u << d);
+  }
+  return 0;
+}
+
+/* destroy b's events and give its memory back; -1 (error set) if a call failed */
+static int pinned_destroy(pinned *b) {
+  int rc = 0;
+  for (int d = 0; d < GPU_MAX_DEVICES; d++) {
+    if (!b->ev[d]) continue;
+    cudaError_t e = cudaEventDestroy(b->ev[d]);
+    if (e != cudaSuccess)
+      rc = gpu_fail("empty_cache", "CUDA", cudaGetErrorString(e), "cudaEventDestroy", __FILE__,
+                    __LINE__);
+  }
+  cudaError_t e = cudaFreeHost(b->ptr);
+  if (e != cudaSuccess)
+    rc = gpu_fail("empty_cache", "CUDA", cudaGetErrorString(e), "cudaFreeHost", __FILE__, __LINE__);
+  free(b);
+  return rc;
+}
+
+/* unlink and free cached blocks: all of them (waiting for their copies)
+ * when `all`, else the oldest ready ones until the cache fits its limit */
+static void pinned_trim(bool all) {
+  pinned **pp = &pinned_cached;
+  while (*pp && (all || pinned_cached_bytes > PINNED_CACHE_LIMIT)) {
+    pinned *b = *pp;
+    if (all ? pinned_wait(b) != 0 : !pinned_ready(b)) { /* still in flight (or broken): keep */
+      pp = &b->next;
+      continue;
+    }
+    *pp = b->next;
+    pinned_cached_bytes -= b->size;
+    pinned_destroy(b);
+  }
+}
+
+static void pinned_release_cached(void) {
+  pthread_mutex_lock(&pmu);
+  pinned_trim(true);
+  pthread_mutex_unlock(&pmu);
+}
+
+/* the smallest ready cached block of size..2*size, unlinked; caller holds pmu */
+static pinned *pinned_take(size_t size) {
+  pinned **best = NULL;
+  for (pinned **pp = &pinned_cached; *pp; pp = &(*pp)->next) {
+    pinned *b = *pp;
+    if (b->size < size || b->size > 2 * size || (best && (*best)->size <= b->size)) continue;
+    if (pinned_ready(b)) best = pp;
+  }
+  if (!best) return NULL;
+  pinned *b = *best;
+  *best = b->next;
+  pinned_cached_bytes -= b->size;
+  return b;
+}
+
+/* a new block from the driver (after emptying the cache once on failure) */
+static pinned *pinned_fresh(size_t size, size_t nbytes) {
   void *p = NULL;
-  cudaError_t e = cudaHostAlloc(&p, nbytes ? nbytes : 1, cudaHostAllocDefault);
-  if (e != cudaSuccess) {
+  cudaError_t e = cudaHostAlloc(&p, size, cudaHostAllocPortable);
+  if (e == cudaErrorMemoryAllocation) {
+    cudaGetLastError();
+    pinned_trim(true);
+    e = cudaHostAlloc(&p, size, cudaHostAllocPortable);
+  }
+  pinned *b = e == cudaSuccess ? (pinned *)calloc(1, sizeof *b) : NULL;
+  if (!b) {
+    if (e == cudaSuccess) cudaFreeHost(p);
     cudaGetLastError();
     gpu_core.set_error("out of memory: cannot allocate %zu bytes of page-locked host memory: %s",
-                       nbytes, cudaGetErrorString(e));
+                       nbytes, e == cudaSuccess ? "no memory for its record" : cudaGetErrorString(e));
     return NULL;
   }
-  return p;
+  b->ptr = (char *)p, b->size = size;
+  return b;
+}
+
+void *gpu_alloc_pinned(size_t nbytes) {
+  size_t size = pinned_round(nbytes);
+  pthread_mutex_lock(&pmu);
+  pinned *b = pinned_take(size);
+  if (!b) b = pinned_fresh(size, nbytes);
+  if (b) {
+    b->used = 0;
+    b->next = pinned_live;
+    pinned_live = b;
+  }
+  pthread_mutex_unlock(&pmu);
+  return b ? b->ptr : NULL;
+}
+
+/* record b's event on device d's legacy default stream; on failure wait
+ * for the device instead, so the block is never reused too early */
+static int pinned_record(pinned *b, int d) {
+  CUDA_CHECK("free_pinned", cudaSetDevice(d));
+  if (!b->ev[d]) CUDA_CHECK("free_pinned", cudaEventCreateWithFlags(&b->ev[d], cudaEventDisableTiming));
+  CUDA_CHECK("free_pinned", cudaEventRecord(b->ev[d], 0));
+  b->pending |= 1u << d;
+  return 0;
+}
+
+static void pinned_record_uses(pinned *b) {
+  int prev = 0;
+  if (cudaGetDevice(&prev) != cudaSuccess) prev = -1;
+  for (int d = 0; d < GPU_MAX_DEVICES; d++) {
+    if (!(b->used & (1u << d)) || pinned_record(b, d) == 0) continue;
+    cudaGetLastError();
+    if (cudaSetDevice(d) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess) cudaGetLastError();
+  }
+  if (prev >= 0 && cudaSetDevice(prev) != cudaSuccess) cudaGetLastError();
+  b->used = 0;
 }
 
 void gpu_free_pinned(void *p) {
-  if (p) cudaFreeHost(p);
+  if (!p) return;
+  pthread_mutex_lock(&pmu);
+  pinned *b = pinned_find(p, 0, true);
+  if (b) {
+    if (b->used) pinned_record_uses(b);
+    b->next = NULL;
+    pinned **pp = &pinned_cached; /* append: the list runs oldest first */
+    while (*pp) pp = &(*pp)->next;
+    *pp = b;
+    pinned_cached_bytes += b->size;
+    pinned_trim(false);
+  }
+  pthread_mutex_unlock(&pmu);
+}
+
+/* host -> device on the legacy default stream without waiting when src
+ * lies in a live pinned block (marked so free waits for the copy); any
+ * other source is copied synchronously. */
+int gpu_copy_h2d_async(void *dst, const void *src, size_t n, int dev) {
+  if (!n) return 0;
+  if (gpu_device("to(cuda)", dev)) return -1;
+  pthread_mutex_lock(&pmu);
+  pinned *b = pinned_find(src, n, false);
+  if (b) b->used |= 1u << dev;
+  pthread_mutex_unlock(&pmu);
+  if (!b) {
+    CUDA_CHECK("to(cuda)", cudaMemcpy(dst, src, n, cudaMemcpyHostToDevice));
+    return 0;
+  }
+  CUDA_CHECK("to(cuda)", cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, 0));
+  return 0;
 }

@@ -128,21 +128,32 @@ static int copy_d2d(void *dst, const void *src, size_t n, int dev) {
   return copy_kind("copy_", dst, src, n, dev, cudaMemcpyDeviceToDevice);
 }
 
+/* asynchronous host -> device copies live in allocator.cu, next to the
+ * pinned blocks they read (declaration to move into gpu.h) */
+
 /* ---- events (timers) -------------------------------------------------------------------- */
 
+/* Timers (core/timer.c): an event with timing enabled, recorded on the legacy
+ * default stream that every op uses; never waited for here.  Destroying an
+ * event still in flight is allowed (its resources go when it completes). */
 static void *event_record(int dev) {
   cudaEvent_t ev = NULL;
-  if (gpu_device("event", dev)) return NULL;
+  if (gpu_device("timer", dev)) return NULL;
   cudaError_t e = cudaEventCreate(&ev);
-  if (e == cudaSuccess) e = cudaEventRecord(ev, 0);
   if (e != cudaSuccess) {
-    if (ev) cudaEventDestroy(ev);
+    gpu_fail("timer", "CUDA", cudaGetErrorString(e), "cudaEventCreate", __FILE__, __LINE__);
+    return NULL;
+  }
+  e = cudaEventRecord(ev, 0);
+  if (e != cudaSuccess) {
+    cudaEventDestroy(ev);
     gpu_fail("timer", "CUDA", cudaGetErrorString(e), "cudaEventRecord", __FILE__, __LINE__);
     return NULL;
   }
   return (void *)ev;
 }
 
+/* waits for `end` only (start precedes it on the same stream) */
 static int event_elapsed(void *start, void *end, double *ms) {
   float f = 0;
   CUDA_CHECK("timer", cudaEventSynchronize((cudaEvent_t)end));
@@ -205,6 +216,7 @@ static void fill_table(void) {
   table.copy_h2d = copy_h2d;
   table.copy_d2h = copy_d2h;
   table.copy_d2d = copy_d2d;
+  table.copy_h2d_async = gpu_copy_h2d_async;
   table.synchronize = synchronize;
   table.device_count = device_count;
   table.set_device = set_device;

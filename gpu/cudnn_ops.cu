@@ -15,10 +15,21 @@
  * unbiased, as the CPU kernel; cuDNN saves mean and 1/sqrt(var + eps),
  * exactly what core keeps for backward.  cuDNN needs a scale and a bias:
  * missing ones are ones/zeros from the allocator; missing gradient outputs
- * go to scratch.  Eval forward is cudnnBatchNormalizationForwardInference
- * plus a small kernel that fills save_mean/save_invstd; eval backward
- * (fixed statistics) is our own kernels.  cuDNN refuses eps below
- * CUDNN_BN_MIN_EPSILON (1e-5): that is reported, not silently changed.
+ * go to scratch.  cuDNN takes the two running statistics both or neither
+ * ("both of these pointers can be NULL but only at the same time"): when
+ * core hands only one (the CPU kernel updates each it is given), the other
+ * is a scratch array whose update is dropped.  Eval forward is
+ * cudnnBatchNormalizationForwardInference plus a small kernel that fills
+ * save_mean/save_invstd; eval backward (fixed statistics) is our own
+ * kernels.  eps below CUDNN_BN_MIN_EPSILON (0.0 in cuDNN 9, cudnn_ops.h)
+ * is reported, not silently changed; the backward passes
+ * CUDNN_BN_MIN_EPSILON, unused since the saved mean and inverse std are
+ * given.  The legacy descriptors hold int sizes and strides: more than
+ * INT_MAX elements are refused with a message.
+ *
+ * Per-channel sums (batch norm's eval backward, every conv bias gradient)
+ * take float32/float64 and, for the conv bias under autocast, float16 /
+ * bfloat16; they accumulate in double, one block per channel.
  */
 #include <limits.h>
 #include <string.h>
@@ -32,8 +43,11 @@ static cudnnDataType_t ctype(cnn_dtype dt) {
   return dt == CNN_FLOAT64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
 }
 
+/* the whole tensor (and so every size and stride) fits cuDNN's int */
 static int fits_int(const char *op, int64_t a, int64_t b, int64_t c) {
-  if (a <= INT_MAX && b <= INT_MAX && c <= INT_MAX) return 0;
+  bool ok = a <= INT_MAX && b <= INT_MAX && c <= INT_MAX; /* then a*b cannot overflow int64 */
+  if (ok && a && b && c) ok = a * b <= INT_MAX && a * b * c <= INT_MAX;
+  if (ok) return 0;
   gpu_core.set_error("%s: sizes %lldx%lldx%lld too large for cuDNN", op, (long long)a,
                      (long long)b, (long long)c);
   return -1;
@@ -95,45 +109,56 @@ static int softmax_bwd(int dev, cnn_dtype dt, int64_t outer, int64_t D, int64_t 
 
 /* ---- per-channel sums and small kernels ---------------------------------------------------- */
 
-/* block c: s1 = sum dy, s2 = sum dy * (x - mean[c]) * invstd[c] over N x L */
+/* block c: s1 = sum dy, s2 = sum dy * (x - mean[c]) * invstd[c] over N x L
+ * (T any float type; mean/invstd/out of T; double accumulation) */
 template <typename T>
 __global__ void k_channel_sums(int64_t N, int64_t C, int64_t L, const T *dy, const T *x,
                                const T *mean, const T *invstd, T *out1, T *out2) {
   __shared__ double sh1[GPU_THREADS], sh2[GPU_THREADS];
   for (int64_t c = blockIdx.x; c < C; c += gridDim.x) {
-    double s1 = 0, s2 = 0, m = x ? (double)mean[c] : 0, is = x ? (double)invstd[c] : 0;
+    double s1 = 0, s2 = 0;
+    double m = x ? (double)gpu_widen(mean[c]) : 0, is = x ? (double)gpu_widen(invstd[c]) : 0;
     for (int64_t k = threadIdx.x; k < N * L; k += blockDim.x) {
       int64_t i = ((k / L) * C + c) * L + k % L;
-      double g = dy[i];
+      double g = gpu_widen(dy[i]);
       s1 += g;
-      if (x) s2 += g * ((double)x[i] - m) * is;
+      if (x) s2 += g * ((double)gpu_widen(x[i]) - m) * is;
     }
-    __syncthreads();
+    __syncthreads(); /* thread 0 has read the previous channel's sums */
     sh1[threadIdx.x] = s1, sh2[threadIdx.x] = s2;
     __syncthreads();
-    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) { /* blockDim.x is a power of two */
       if ((int)threadIdx.x < s) sh1[threadIdx.x] += sh1[threadIdx.x + s], sh2[threadIdx.x] += sh2[threadIdx.x + s];
       __syncthreads();
     }
     if (!threadIdx.x) {
-      if (out1) out1[c] = (T)sh1[0];
-      if (out2) out2[c] = (T)sh2[0];
+      if (out1) out1[c] = gpu_narrow<T>(sh1[0]);
+      if (out2) out2[c] = gpu_narrow<T>(sh2[0]);
     }
   }
+}
+
+template <typename T>
+static void launch_channel_sums(unsigned blocks, int64_t N, int64_t C, int64_t L, const void *dy,
+                                const void *x, const void *mean, const void *invstd, void *out1,
+                                void *out2) {
+  k_channel_sums<T><<<blocks, GPU_THREADS>>>(N, C, L, (const T *)dy, (const T *)x, (const T *)mean,
+                                             (const T *)invstd, (T *)out1, (T *)out2);
 }
 
 int gpu_channel_sums(const char *op, cnn_dtype dt, int64_t N, int64_t C, int64_t L,
                      const void *dy, const void *x, const void *mean, const void *invstd,
                      void *out1, void *out2) {
-  if (float_only(op, dt)) return -1;
+  if (dt != CNN_FLOAT32 && dt != CNN_FLOAT64 && dt != CNN_FLOAT16 && dt != CNN_BFLOAT16)
+    return float_only(op, dt);
   if (C <= 0) return 0;
   unsigned blocks = C < 65535 ? (unsigned)C : 65535;
-  if (dt == CNN_FLOAT32)
-    k_channel_sums<float><<<blocks, GPU_THREADS>>>(N, C, L, (const float *)dy, (const float *)x,
-        (const float *)mean, (const float *)invstd, (float *)out1, (float *)out2);
-  else
-    k_channel_sums<double><<<blocks, GPU_THREADS>>>(N, C, L, (const double *)dy, (const double *)x,
-        (const double *)mean, (const double *)invstd, (double *)out1, (double *)out2);
+  switch (dt) {
+  case CNN_FLOAT32: launch_channel_sums<float>(blocks, N, C, L, dy, x, mean, invstd, out1, out2); break;
+  case CNN_FLOAT64: launch_channel_sums<double>(blocks, N, C, L, dy, x, mean, invstd, out1, out2); break;
+  case CNN_FLOAT16: launch_channel_sums<__half>(blocks, N, C, L, dy, x, mean, invstd, out1, out2); break;
+  default: launch_channel_sums<__nv_bfloat16>(blocks, N, C, L, dy, x, mean, invstd, out1, out2); break;
+  }
   LAUNCH_CHECK(op);
   return 0;
 }
@@ -173,6 +198,7 @@ typedef struct {
   cudnnHandle_t h;
   cudnnTensorDescriptor_t x, p; /* data (N, C, L, 1) and per-channel (1, C, 1, 1) */
   void *ones, *zeros;           /* scratch scale/bias when gamma/beta are NULL */
+  void *stat;                   /* scratch for the running statistic core did not pass */
   int dev;
 } bn_ctx;
 
@@ -181,13 +207,26 @@ static void bn_done(bn_ctx *b) {
   if (b->p) cudnnDestroyTensorDescriptor(b->p);
   gpu_free(b->ones, b->dev);
   gpu_free(b->zeros, b->dev);
+  gpu_free(b->stat, b->dev);
+}
+
+/* cuDNN updates both running statistics or neither: when exactly one is
+ * given, the other becomes a zeroed scratch array (its update is dropped) */
+static int bn_running(bn_ctx *b, cnn_dtype dt, int64_t C, void **rm, void **rv) {
+  if (!*rm == !*rv) return 0;
+  size_t bytes = (size_t)C * gpu_dtype_size(dt);
+  if (!(b->stat = gpu_scratch("batch_norm", bytes, b->dev))) return -1;
+  CUDA_CHECK("batch_norm", cudaMemsetAsync(b->stat, 0, bytes, 0));
+  if (!*rm) *rm = b->stat;
+  else *rv = b->stat;
+  return 0;
 }
 
 static int bn_begin(bn_ctx *b, int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t L, double eps) {
   memset(b, 0, sizeof *b);
   b->dev = dev;
   if (float_only("batch_norm", dt) || fits_int("batch_norm", N, C, L)) return -1;
-  if (eps < CUDNN_BN_MIN_EPSILON) {
+  if (!(eps >= CUDNN_BN_MIN_EPSILON)) { /* NaN too */
     gpu_core.set_error("batch_norm: eps %g is below cuDNN's minimum %g on cuda", eps,
                        (double)CUDNN_BN_MIN_EPSILON);
     return -1;
@@ -215,6 +254,19 @@ static int bn_params(bn_ctx *b, cnn_dtype dt, int64_t C, const void **gamma, con
   return 0;
 }
 
+/* eval: save_mean = running_mean, save_invstd = 1/sqrt(running_var + eps)
+ * (either may be NULL); current device set by the caller */
+static int eval_stats(cnn_dtype dt, int64_t C, const void *rm, const void *rv, double eps,
+                      void *sm, void *si) {
+  if ((!sm && !si) || C <= 0) return 0;
+  if (dt == CNN_FLOAT64)
+    k_eval_stats<double><<<gpu_blocks(C), GPU_THREADS>>>(C, (const double *)rm, (const double *)rv, eps, (double *)sm, (double *)si);
+  else
+    k_eval_stats<float><<<gpu_blocks(C), GPU_THREADS>>>(C, (const float *)rm, (const float *)rv, eps, (float *)sm, (float *)si);
+  LAUNCH_CHECK("batch_norm");
+  return 0;
+}
+
 static int bn_forward_body(bn_ctx *b, cnn_dtype dt, int64_t C, const void *x, const void *gamma,
                            const void *beta, void *rm, void *rv, int training, double momentum,
                            double eps, void *y, void *sm, void *si) {
@@ -223,25 +275,26 @@ static int bn_forward_body(bn_ctx *b, cnn_dtype dt, int64_t C, const void *x, co
   bool f64 = dt == CNN_FLOAT64;
   const void *one = f64 ? (void *)&d1 : (void *)&f1, *zero = f64 ? (void *)&d0 : (void *)&f0;
   if (bn_params(b, dt, C, &gamma, &beta)) return -1;
-  if (training) {
+  if (training) { /* save_mean/save_invstd: both given by core, as cuDNN wants */
+    if (bn_running(b, dt, C, &rm, &rv)) return -1;
     CUDNN_CHECK("batch_norm", cudnnBatchNormalizationForwardTraining(
         b->h, CUDNN_BATCHNORM_SPATIAL, one, zero, b->x, x, b->x, y, b->p, gamma, beta, momentum,
-        rm, rm ? rv : NULL, eps, sm, si));
+        rm, rv, eps, sm, si));
     return 0;
   }
   CUDNN_CHECK("batch_norm", cudnnBatchNormalizationForwardInference(
       b->h, CUDNN_BATCHNORM_SPATIAL, one, zero, b->x, x, b->x, y, b->p, gamma, beta, rm, rv, eps));
-  if (!sm && !si) return 0;
-  if (f64) k_eval_stats<double><<<gpu_blocks(C), GPU_THREADS>>>(C, (const double *)rm, (const double *)rv, eps, (double *)sm, (double *)si);
-  else k_eval_stats<float><<<gpu_blocks(C), GPU_THREADS>>>(C, (const float *)rm, (const float *)rv, eps, (float *)sm, (float *)si);
-  LAUNCH_CHECK("batch_norm");
-  return 0;
+  return eval_stats(dt, C, rm, rv, eps, sm, si);
 }
 
 static int bn_forward(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t L, const void *x,
                       const void *gamma, const void *beta, void *rm, void *rv, int training,
                       double momentum, double eps, void *y, void *sm, void *si) {
-  if (N * C * L == 0) return 0;
+  if (N * C * L == 0) { /* no data: eval still reports the statistics it uses */
+    if (training) return 0; /* core refuses training with one value per channel */
+    if (float_only("batch_norm", dt) || gpu_device("batch_norm", dev)) return -1;
+    return eval_stats(dt, C, rm, rv, eps, sm, si);
+  }
   bn_ctx b;
   int rc = bn_begin(&b, dev, dt, N, C, L, eps);
   if (rc == 0) rc = bn_forward_body(&b, dt, C, x, gamma, beta, rm, rv, training, momentum, eps, y, sm, si);
@@ -284,8 +337,8 @@ static int bn_backward_eval(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t
                             void *dx, void *dg, void *db) {
   if (float_only("batch_norm", dt) || gpu_device("batch_norm", dev)) return -1;
   int64_t n = N * C * L;
-  if (n == 0) return 0;
-  if (dx) {
+  if (C <= 0) return 0;
+  if (dx && n > 0) {
     if (dt == CNN_FLOAT32)
       k_bn_eval_dx<float><<<gpu_blocks(n), GPU_THREADS>>>(n, C, L, (const float *)dy, (const float *)gamma, (const float *)si, (float *)dx);
     else
@@ -293,6 +346,7 @@ static int bn_backward_eval(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t
     LAUNCH_CHECK("batch_norm");
   }
   if (!dg && !db) return 0;
+  /* with N*L == 0 these are sums of nothing: zeros, never left unwritten */
   return gpu_channel_sums("batch_norm", dt, N, C, L, dy, dg ? x : NULL, sm, si, db, dg);
 }
 

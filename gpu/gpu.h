@@ -25,6 +25,8 @@
 #define CNN_GPU_H
 
 #include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
 #include <stdint.h>
@@ -75,6 +77,34 @@ cublasHandle_t gpu_cublas(const char *op, int dev);
 cudnnHandle_t gpu_cudnn(const char *op, int dev);
 void gpu_handles_destroy(void);
 
+/* cuDNN 9 statuses are a category (multiple of 1000) plus a detail
+ * (CUDNN_STATUS_NOT_SUPPORTED_SHAPE = 3002, ...; cudnn_graph.h): compare
+ * categories, never the bare enum, when a status selects a fallback. */
+static inline bool gpu_cudnn_is(cudnnStatus_t st, cudnnStatus_t category) {
+  return CUDNN_STATUS_CATEGORY((int)st) == (int)category;
+}
+
+/* Element conversions of the kernels that also take float16/bfloat16:
+ * gpu_widen loads one element as float (half types) or itself; gpu_narrow
+ * stores a double accumulator, rounding to nearest even (half types go
+ * through float, as the CPU's cnn_store_double).  gpu_acc<T>::type is the
+ * accumulator: double for float/double (as the CPU oracles), float for the
+ * half types (the precision their tensor-core paths use). */
+static __device__ __forceinline__ float gpu_widen(__half v) { return __half2float(v); }
+static __device__ __forceinline__ float gpu_widen(__nv_bfloat16 v) { return __bfloat162float(v); }
+static __device__ __forceinline__ float gpu_widen(float v) { return v; }
+static __device__ __forceinline__ double gpu_widen(double v) { return v; }
+template <typename T> struct gpu_acc { typedef double type; };
+template <> struct gpu_acc<__half> { typedef float type; };
+template <> struct gpu_acc<__nv_bfloat16> { typedef float type; };
+template <typename T> static __device__ __forceinline__ T gpu_narrow(double v) { return (T)v; }
+template <> __device__ __forceinline__ __half gpu_narrow<__half>(double v) {
+  return __float2half_rn((float)v);
+}
+template <> __device__ __forceinline__ __nv_bfloat16 gpu_narrow<__nv_bfloat16>(double v) {
+  return __float2bfloat16_rn((float)v);
+}
+
 /* blocks for n elements at GPU_THREADS per block (grid-stride loops) */
 static inline unsigned gpu_blocks(int64_t n) {
   int64_t b = (n + GPU_THREADS - 1) / GPU_THREADS;
@@ -93,6 +123,7 @@ int gpu_memory_info(int dev, int64_t *cached, int64_t *reserved, int64_t *free_b
                     int64_t *total_b);
 void *gpu_alloc_pinned(size_t nbytes);
 void gpu_free_pinned(void *p);
+int gpu_copy_h2d_async(void *dst, const void *src, size_t n, int dev);
 
 /* ---- the op entries, one group per file (signatures as in backend.h) ---- */
 void gpu_elementwise_register(cnn_backend *be); /* elementwise.cu */

@@ -55,7 +55,7 @@ __global__ void k_max_bwd(cnn_pool_shape s, const T *dy, const int64_t *idx, T *
   int64_t n = s.N * s.C * s.OH * s.OW;
   GRID_LOOP(i, n) {
     int64_t plane = i / (s.OW * s.OH), a = idx[i];
-    if (a >= 0) atomicAdd(dx + plane * s.H * s.W + a, dy[i]);
+    if (a >= 0 && a < s.H * s.W) atomicAdd(dx + plane * s.H * s.W + a, dy[i]); /* -1: empty window */
   }
 }
 

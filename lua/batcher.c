@@ -3,7 +3,7 @@
  * assembled in C on a background thread (core/io's cnn_batcher).
  *
  *   local b <close> = cnn.io.Batcher(images, labels, order, batch_size,
- *                                    drop_last, spec, label_offset)
+ *                                    drop_last, spec, label_offset [, pin_memory])
  *   local x, y = b:next()        -- nil when the epoch is done
  *   #b                           -- batches in the epoch
  *
@@ -11,7 +11,9 @@
  * spec: {scale=, mean=, std= (numbers or per-channel lists), crop_pad=,
  * hflip=} (stdlib's data.transform_spec); label_offset is added to int64
  * labels.  The transforms' seed is drawn from the core generator, so
- * cnn.manual_seed makes epochs reproducible.
+ * cnn.manual_seed makes epochs reproducible.  pin_memory = true hands out
+ * batches in page-locked memory (an error naming the reason when CUDA is
+ * not available; stdlib's DataLoader checks first and falls back).
  *
  * Like tensors, the userdata is created in a safe closed state before the
  * batcher, and __gc, __close and close() share one idempotent release
@@ -21,6 +23,7 @@
 
 #include "bind.h"
 #include "io/io.h"
+
 
 typedef struct {
   cnn_batcher *b;
@@ -96,7 +99,7 @@ static int64_t *read_order(lua_State *L, int arg, int64_t n, int64_t *norder) {
   return order;
 }
 
-/* cnn.io.Batcher(images, labels, order, batch_size, drop_last, spec, label_offset) */
+/* cnn.io.Batcher(images, labels, order, batch_size, drop_last, spec, label_offset, pin_memory) */
 static int f_batcher(lua_State *L) {
   cnn_tensor *images = cnn_lua_check_tensor(L, 1);
   cnn_tensor *labels = cnn_lua_opt_tensor(L, 2);
@@ -106,6 +109,7 @@ static int f_batcher(lua_State *L) {
   cnn_transform tf;
   read_spec(L, 6, &tf);
   int64_t offset = cnn_lua_opt_int(L, 7, 0);
+  bool pin = lua_toboolean(L, 8);
   int64_t norder;
   int64_t *order = read_order(L, 3, images->shape[0], &norder);
   batcher_box *box = lua_newuserdatauv(L, sizeof *box, 0);
@@ -113,6 +117,7 @@ static int f_batcher(lua_State *L) {
   luaL_setmetatable(L, CNN_BATCHER_MT);
   box->b = cnn_batcher_new(images, labels, order, norder, batch, drop_last, &tf, offset, cnn_rng_next());
   if (!box->b) return cnn_lua_error(L);
+  if (pin && cnn_batcher_set_pin_memory(box->b, true) < 0) return cnn_lua_error(L);
   return 1;
 }
 

@@ -55,6 +55,9 @@ static const doc_entry docs[] = {
     {"cnn.memory", "cnn.memory(['cpu' | 'cuda']) -> {live=, peak=, count=}\nBytes held by live tensors, the peak since start (or reset), and the number of storages."},
     {"cnn.reset_peak_memory", "cnn.reset_peak_memory()\nSets the peak of cnn.memory() to the current live bytes."},
     {"cnn.no_grad", "cnn.no_grad(fn, ...) -> fn's results\nRuns fn with gradient recording off; the previous mode is restored even on error."},
+    {"cnn.timer", "cnn.timer([device | tensor]) -> timer\n"
+                  "Marks on a device, read when asked: t:mark() -> n, t:elapsed(a [, b]) -> seconds, t:times() -> {0, s2, ...},\n"
+                  "t:reset(), #t, t:device(), t:close() (also local t <close>); CPU: the monotonic clock, CUDA: events recorded without waiting."},
     {"cnn.autocast", "cnn.autocast(dtype, fn, ...) -> fn's results;  cnn.autocast(dtype) -> guard for <close>\n"
                      "Mixed precision: conv2d and matrix products over float32 run in dtype ('float16' on a GPU,\n"
                      "'bfloat16' on a GPU or emulated on the CPU) with float32 accumulation and return float32.\n"
@@ -88,13 +91,15 @@ static const doc_entry docs[] = {
     {"Tensor:element_size", "x:element_size() -> bytes\nThe size of one element of x's dtype."},
     {"Tensor:item", "x:item() -> number\nThe value of a one-element tensor (an integer for integer dtypes)."},
     {"Tensor:totable", "x:totable() -> table\nThe values as nested Lua tables (a number for a 0-d tensor)."},
-    {"Tensor:to", "x:to(dtype | device | other | {dtype=, device=}) -> tensor\nConverts dtype and/or device ('float64', 'cuda', ...); x itself when nothing changes."},
+    {"Tensor:to", "x:to(dtype | device | other | {dtype=, device=, non_blocking=} [, {non_blocking=}]) -> tensor\nConverts dtype and/or device ('float64', 'cuda', ...); x itself when nothing changes."},
     {"Tensor:float", "x:float() -> tensor\nConverts to float32."},
     {"Tensor:double", "x:double() -> tensor\nConverts to float64."},
     {"Tensor:long", "x:long() -> tensor\nConverts to int64."},
     {"Tensor:byte", "x:byte() -> tensor\nConverts to uint8."},
     {"Tensor:cpu", "x:cpu() -> tensor\nCopies to the CPU (x itself if there already)."},
-    {"Tensor:cuda", "x:cuda([index=0]) -> tensor\nCopies to a GPU."},
+    {"Tensor:cuda", "x:cuda([index=0 | {device=, non_blocking=}]) -> tensor\nCopies to a GPU; non_blocking copies a pinned tensor asynchronously."},
+    {"Tensor:pin_memory", "x:pin_memory() -> tensor\nA copy in page-locked memory (x itself if already pinned); an error without CUDA."},
+    {"Tensor:is_pinned", "x:is_pinned() -> boolean\nWhether x lives in page-locked memory."},
     {"Tensor:type", "x:type() -> dtype name\nThe dtype as a string, as x.dtype."},
     {"Tensor:contiguous", "x:contiguous() -> tensor\nx itself if contiguous, else a contiguous copy."},
     {"Tensor:clone", "x:clone() -> tensor\nA contiguous copy (recorded by autograd)."},

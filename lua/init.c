@@ -303,8 +303,8 @@ static const char lazy_cnn_functions[] =
     "cnn.timeit = function(...) return require('gradcheck').timeit(...) end\n"
     "cnn.doc[cnn.gradcheck] = 'cnn.gradcheck(fn, inputs... [, opts]) -> ok, report\\n"
     "Compares autograd gradients of fn with central finite differences; reports the worst element.'\n"
-    "cnn.doc[cnn.timeit] = 'cnn.timeit(fn [, n]) -> {median=, min=, max=, mean=}\\n"
-    "Runs fn n times and returns its timings in seconds.'\n";
+    "cnn.doc[cnn.timeit] = 'cnn.timeit(fn [, n | {n=, device=}]) -> {median=, min=, max=, mean=}\\n"
+    "Runs fn n times and returns its timings in seconds (a cnn.timer: CUDA events when CUDA is available).'\n";
 
 static void install_lazy_cnn_functions(lua_State *L) {
   if (luaL_loadbuffer(L, lazy_cnn_functions, sizeof lazy_cnn_functions - 1, "=cnn") != LUA_OK) {

@@ -326,20 +326,32 @@ static int to_dtype(lua_State *L, cnn_tensor *t, cnn_dtype dt) {
   return cnn_lua_push_result(L, cnn_to_dtype(t, dt));
 }
 
-static int to_device(lua_State *L, cnn_tensor *t, cnn_device dev) {
-  return cnn_lua_push_result(L, cnn_to_device(t, dev));
+/* non_blocking: a pinned CPU tensor goes to the GPU asynchronously */
+static cnn_tensor *move(cnn_tensor *t, cnn_device dev, bool non_blocking) {
+  return non_blocking ? cnn_to_device_async(t, dev) : cnn_to_device(t, dev);
+}
+
+static int to_device(lua_State *L, cnn_tensor *t, cnn_device dev, bool non_blocking) {
+  return cnn_lua_push_result(L, move(t, dev, non_blocking));
+}
+
+/* the non_blocking field of an options table at arg (absent: false) */
+static bool opt_non_blocking(lua_State *L, int arg) {
+  if (lua_isnoneornil(L, arg)) return false;
+  luaL_checktype(L, arg, LUA_TTABLE);
+  return cnn_lua_opt_bool(L, arg, "non_blocking", false);
 }
 
 /* device first, then dtype; pushes the result */
-static int convert(lua_State *L, cnn_tensor *t, cnn_device dev, cnn_dtype dt) {
-  cnn_tensor *a = cnn_to_device(t, dev);
+static int convert(lua_State *L, cnn_tensor *t, cnn_device dev, cnn_dtype dt, bool non_blocking) {
+  cnn_tensor *a = move(t, dev, non_blocking);
   if (!a) return cnn_lua_error(L);
   cnn_tensor *b = cnn_to_dtype(a, dt);
   cnn_tensor_release(a);
   return cnn_lua_push_result(L, b);
 }
 
-/* x:to({dtype=, device=}) */
+/* x:to({dtype=, device=, non_blocking=}) */
 static int to_options(lua_State *L, cnn_tensor *t) {
   const char *devname = cnn_lua_opt_string(L, 2, "device", NULL);
   const char *dtname = cnn_lua_opt_string(L, 2, "dtype", NULL);
@@ -349,20 +361,21 @@ static int to_options(lua_State *L, cnn_tensor *t) {
     return cnn_lua_fail(L, "to: unknown device '%s' (cpu, cuda, cuda:N)", devname);
   if (dtname && cnn_dtype_from_name(dtname, &dt) != 0)
     return cnn_lua_fail(L, "to: unknown dtype '%s' (float32, float64, int64, uint8)", dtname);
-  return convert(L, t, dev, dt);
+  return convert(L, t, dev, dt, opt_non_blocking(L, 2));
 }
 
-/* x:to('float64' | 'cuda' | other_tensor | {dtype=, device=}) */
+/* x:to('float64' | 'cuda' | other_tensor | {dtype=, device=, non_blocking=}
+ *      [, {non_blocking = true}]) */
 static int m_to(lua_State *L) {
   cnn_tensor *t = cnn_lua_check_tensor(L, 1);
   cnn_tensor *other = cnn_lua_to_tensor(L, 2);
-  if (other) return convert(L, t, cnn_tensor_device(other), other->dtype);
+  if (other) return convert(L, t, cnn_tensor_device(other), other->dtype, opt_non_blocking(L, 3));
   if (lua_istable(L, 2)) return to_options(L, t);
   const char *s = luaL_checkstring(L, 2);
   cnn_dtype dt;
   cnn_device dev;
   if (cnn_dtype_from_name(s, &dt) == 0) return to_dtype(L, t, dt);
-  if (cnn_lua_parse_device(s, &dev) == 0) return to_device(L, t, dev);
+  if (cnn_lua_parse_device(s, &dev) == 0) return to_device(L, t, dev, opt_non_blocking(L, 3));
   return cnn_lua_fail(L, "to: '%s' is neither a dtype (float32, float64, int64, uint8) nor a "
                          "device (cpu, cuda, cuda:N)", s);
 }
@@ -371,12 +384,32 @@ static int m_float(lua_State *L) { return to_dtype(L, cnn_lua_check_tensor(L, 1)
 static int m_double(lua_State *L) { return to_dtype(L, cnn_lua_check_tensor(L, 1), CNN_FLOAT64); }
 static int m_long(lua_State *L) { return to_dtype(L, cnn_lua_check_tensor(L, 1), CNN_INT64); }
 static int m_byte(lua_State *L) { return to_dtype(L, cnn_lua_check_tensor(L, 1), CNN_UINT8); }
-static int m_cpu(lua_State *L) { return to_device(L, cnn_lua_check_tensor(L, 1), CNN_DEVICE_CPU); }
+static int m_cpu(lua_State *L) {
+  return to_device(L, cnn_lua_check_tensor(L, 1), CNN_DEVICE_CPU, false);
+}
 
+/* x:cuda([n]), x:cuda{device = n, non_blocking = true}, x:cuda(n, {non_blocking = true}) */
 static int m_cuda(lua_State *L) {
   cnn_tensor *t = cnn_lua_check_tensor(L, 1);
+  if (lua_istable(L, 2)) {
+    lua_getfield(L, 2, "device");
+    cnn_device dev = {CNN_CUDA, (int)luaL_optinteger(L, -1, 0)};
+    lua_pop(L, 1);
+    return to_device(L, t, dev, opt_non_blocking(L, 2));
+  }
   cnn_device dev = {CNN_CUDA, (int)cnn_lua_opt_int(L, 2, 0)};
-  return to_device(L, t, dev);
+  return to_device(L, t, dev, opt_non_blocking(L, 3));
+}
+
+/* x:pin_memory() -> a copy in page-locked memory (x itself if already);
+ * an error naming the reason when CUDA is unavailable, as in PyTorch */
+static int m_pin_memory(lua_State *L) {
+  return cnn_lua_push_result(L, cnn_pin_memory(cnn_lua_check_tensor(L, 1)));
+}
+
+static int m_is_pinned(lua_State *L) {
+  lua_pushboolean(L, cnn_is_pinned(cnn_lua_check_tensor(L, 1)));
+  return 1;
 }
 
 static int m_type(lua_State *L) {
@@ -409,6 +442,7 @@ const luaL_Reg cnn_lua_tensor_methods[] = {
     {"cpu", m_cpu},         {"cuda", m_cuda},         {"type", m_type},
     {"contiguous", m_contiguous},                     {"clone", m_clone},
     {"detach", m_detach},   {"release", m_release},   {"is_released", m_is_released},
+    {"pin_memory", m_pin_memory},                     {"is_pinned", m_is_pinned},
     {NULL, NULL}};
 
 /* ---- the type ---------------------------------------------------------------- */

@@ -27,6 +27,16 @@
 -- pixels, so the result would differ from torchvision's), Normalize before
 -- ToFloat, a transform given twice, RandomCrop to a size other than the
 -- images' own (the batcher crops windows of the original size).
+--
+-- pin_memory = true (as PyTorch's DataLoader) hands out every batch in
+-- page-locked memory: the batcher allocates its output tensors pinned, on
+-- the caller's thread (its worker only fills them), and Lua-batched
+-- datasets pin the stacked batch.  `x:cuda{non_blocking = true}` (train.fit
+-- and train.evaluate do this) then copies without waiting for the
+-- transfer.  Decision: without a usable CUDA device the option is ignored
+-- -- batches stay in ordinary memory and the loader's field `pin_memory`
+-- reads false -- so one script runs on both; PyTorch does the same (with a
+-- warning).  Tensor:pin_memory() itself raises without CUDA, as in PyTorch.
 local cnn = _G.cnn
 local doc = cnn.doc or {}
 
@@ -461,12 +471,16 @@ local function tensor_source(ds)
 end
 
 local function check_loader_opts(opts)
-  local known = { batch_size = true, shuffle = true, drop_last = true, transform = true }
+  local known = { batch_size = true, shuffle = true, drop_last = true, transform = true,
+                  pin_memory = true }
   for k in pairs(opts) do
     if not known[k] then
       error("data.DataLoader: unknown option '" .. tostring(k) ..
-            "' (options: batch_size, shuffle, drop_last, transform)", 3)
+            "' (options: batch_size, shuffle, drop_last, transform, pin_memory)", 3)
     end
+  end
+  if opts.pin_memory ~= nil and type(opts.pin_memory) ~= "boolean" then
+    error("data.DataLoader: pin_memory must be a boolean", 3)
   end
   local bs = opts.batch_size or 1
   if math.type(bs) ~= "integer" or bs < 1 then
@@ -475,12 +489,19 @@ local function check_loader_opts(opts)
   return bs
 end
 
--- DataLoader(ds, {batch_size = 1, shuffle = false, drop_last = false, transform =})
+-- pin_memory = true takes effect only where CUDA can be used (see the top).
+local function can_pin(requested)
+  return requested == true and cnn.cuda ~= nil and cnn.cuda.is_available() == true
+end
+
+-- DataLoader(ds, {batch_size = 1, shuffle = false, drop_last = false, transform =,
+--                 pin_memory = false})
 setmetatable(DataLoader, { __call = function(cls, ds, opts)
   opts = opts or {}
   if type(ds) ~= "table" then error("data.DataLoader: expected a dataset", 2) end
   local self = setmetatable({ dataset = ds, batch_size = check_loader_opts(opts),
-                              shuffle = opts.shuffle == true, drop_last = opts.drop_last == true }, cls)
+                              shuffle = opts.shuffle == true, drop_last = opts.drop_last == true,
+                              pin_memory = can_pin(opts.pin_memory) }, cls)
   self.source, self.map = tensor_source(ds)
   self.transform = opts.transform
   if self.transform == nil and self.source then self.transform = self.source.transform end
@@ -519,7 +540,7 @@ end
 function DataLoader:c_epoch()
   local src = self.source
   return cnn.io.Batcher(src.images, src.labels, self:epoch_order(), self.batch_size,
-                        self.drop_last, self.spec, 0)
+                        self.drop_last, self.spec, 0, self.pin_memory)
 end
 
 -- An epoch in Lua (datasets without tensors): an object with next/close.
@@ -536,8 +557,12 @@ function DataLoader:lua_epoch()
       ys[#ys + 1] = cnn.is_tensor(y) and y or (y ~= nil and cnn.tensor(y, math.type(y) == "integer" and "int64" or "float32")) or nil
     end
     pos = hi
-    local ty = #ys > 0 and cnn.stack(ys, 1) or nil
-    return cnn.stack(xs, 1), ty
+    local tx, ty = cnn.stack(xs, 1), #ys > 0 and cnn.stack(ys, 1) or nil
+    if self.pin_memory then
+      tx = tx:pin_memory()
+      if ty then ty = ty:pin_memory() end
+    end
+    return tx, ty
   end
   return { next = collect, close = function() pos = stop end }
 end
@@ -589,10 +614,13 @@ doc[data.Subset] = "data.Subset(ds, indices) -> dataset\nThe samples of ds at th
 doc[data.random_split] = "data.random_split(ds, {n1, n2, ...}) -> subset1, subset2, ...\nA random partition (counts, or fractions summing to 1), seeded by cnn.manual_seed."
 doc[data.randperm] = "data.randperm(n) -> table\nA random permutation of 1..n from the core generator."
 doc[DataLoader] = [[
-data.DataLoader(ds, {batch_size = 1, shuffle = false, drop_last = false, transform =}) -> loader
+data.DataLoader(ds, {batch_size = 1, shuffle = false, drop_last = false, transform =,
+                     pin_memory = false}) -> loader
 Batches ds; `for x, y in loader do` runs one epoch (batches assembled in C on a
 background thread); #loader is the number of batches.  The transform defaults to the
-dataset's; uint8 images always become float32 in [0, 1].]]
+dataset's; uint8 images always become float32 in [0, 1].  pin_memory = true gives
+batches in page-locked memory for x:cuda{non_blocking = true}; without CUDA it is
+ignored and loader.pin_memory reads false.]]
 doc[transforms.ToFloat] = "data.transforms.ToFloat([scale = 1/255])\nuint8 -> float32 times scale (implicit when absent)."
 doc[transforms.Normalize] = "data.transforms.Normalize(mean, std)\n(x - mean) / std per channel (numbers or lists); after ToFloat."
 doc[transforms.RandomCrop] = "data.transforms.RandomCrop(size, {padding = 0})\nZero-pad, then crop a random window of the image's own size."

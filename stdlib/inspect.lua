@@ -566,48 +566,60 @@ local function median(v)
 end
 inspect.median = median
 
--- A clock that, on a GPU, waits for queued work first (where it is read).
-local function make_clock(x)
-  local c = cnn.cuda
-  if x.device ~= "cpu" and type(c) == "table" and c.synchronize then
-    return function() c.synchronize() return cnn.clock() end
+-- Timing (DESIGN.md "Timing"): one cnn.timer on the input's device.  The
+-- hooks only record marks -- on the CPU a clock reading, on a GPU a CUDA
+-- event queued on the stream, which never waits -- and the marks are read
+-- after the iteration with timer:times(), one synchronization per iteration.
+-- Each record keeps mark numbers while the iteration runs (m0, m1, gout,
+-- gin, ...); resolve_marks turns them into seconds after the first mark.
+local function resolve_marks(recs, tm)
+  local T = tm:times()
+  for _, rec in ipairs(recs) do
+    rec.fwd = T[rec.m1] - T[rec.m0]
+    if rec.gout then rec.gout = T[rec.gout] end
+    if rec.gin then rec.gin = T[rec.gin] end
   end
-  return cnn.clock
+  recs.total_fwd = T[recs.m_fwd] - T[recs.m_start]
+  if recs.m_end then
+    recs.t_end = T[recs.m_end]
+    recs.total_bwd = recs.t_end - T[recs.m_fwd]
+  end
 end
 
--- One timed iteration: fills rec[k] (k-th leaf call) with fwd, gout, gin.
-local function profile_iter(net, x, backward, clock)
+-- One timed iteration: fills rec[k] (k-th leaf call) with fwd, gout, gin
+-- (seconds), using timer tm (reset here).
+local function profile_iter(net, x, backward, tm)
   local recs, stack, handles = {}, {}, {}
+  tm:reset()
   local function pre(_, m, xin)
     if not is_leaf_module(m) then return end
-    local rec = { t0 = clock(), m = m }
+    local rec = { m0 = tm:mark(), m = m }
     recs[#recs + 1] = rec
     stack[#stack + 1] = rec
     if backward and cnn.is_tensor(xin) and xin.requires_grad then
-      handles[#handles + 1] = xin:register_hook(function() rec.gin = clock() end)
+      handles[#handles + 1] = xin:register_hook(function() rec.gin = tm:mark() end)
     end
   end
   local function post(_, m, xin, out)
     if not is_leaf_module(m) then return end
     local rec = table.remove(stack)
-    rec.fwd = clock() - rec.t0
+    rec.m1 = tm:mark()
     local o = first_tensor(out)
     rec.out = o
     if backward and o and o.requires_grad then
-      handles[#handles + 1] = o:register_hook(function() rec.gout = clock() end)
+      handles[#handles + 1] = o:register_hook(function() rec.gout = tm:mark() end)
     end
   end
   local unhook = hook_all(net, pre, post)
   local ok, err = pcall(function()
-    local t0 = clock()
+    recs.m_start = tm:mark()
     local out = first_tensor(net(x))
-    local t1 = clock()
-    recs.total_fwd = t1 - t0
+    recs.m_fwd = tm:mark()
     if backward and out.requires_grad then
       out:sum():backward()
-      recs.t_end = clock()
-      recs.total_bwd = recs.t_end - t1
+      recs.m_end = tm:mark()
     end
+    resolve_marks(recs, tm)
   end)
   unhook()
   for _, h in ipairs(handles) do h:remove() end
@@ -669,7 +681,7 @@ function Module:profile(x, opts)
   local warmup = check.integer("profile", "warmup", opts.warmup or 2, 2, 0)
   local backward = check.boolean("profile", "backward", opts.backward, 2) ~= false
   check.boolean("profile", "print", opts.print, 2)
-  local clock = make_clock(x)
+  local tm <close> = cnn.timer(x)
   local names = {}
   for name, m in self:named_modules() do if names[m] == nil then names[m] = name end end
   local saved_grads, state = {}, save_state(self)
@@ -678,7 +690,7 @@ function Module:profile(x, opts)
   local ok, err = pcall(function()
     for i = 1, warmup + iters do
       for p in pairs(saved_grads) do p.grad = nil end
-      local recs = profile_iter(self, x, backward, clock)
+      local recs = profile_iter(self, x, backward, tm)
       if i > warmup then runs[#runs + 1] = recs end
     end
   end)
@@ -720,14 +732,16 @@ r.loss, r.text.  Parameter .grad holds this batch's gradients afterwards
 (for viz.gradflow); buffers and the RNG are restored.]==]
 doc[Module.profile] = [==[
 net:profile(x [, {iters = 10, warmup = 2, backward = true, print = true}]) -> r
-Per leaf layer: median forward ms (cnn.clock() in forward pre/post hooks),
-median backward ms (time between the gradient reaching the layer's output
-and reaching its input, seen by tensor hooks; the first layer ends when
-backward returns), share of the total and GFLOP/s (forward 2*MACs/time,
-backward 4*MACs/time).  The loss is out:sum().  On a GPU the clock
-synchronises the device where each time is read, which serialises the
-layers (fine for per-layer numbers; the totals then include that wait).
-Gradients, buffers and the RNG are restored.  r.rows (name, type, fwd_ms,
+Per leaf layer: median forward ms (marks of a cnn.timer on x's device in
+forward pre/post hooks), median backward ms (time between the gradient
+reaching the layer's output and reaching its input, seen by tensor hooks;
+the first layer ends when backward returns), share of the total and
+GFLOP/s (forward 2*MACs/time, backward 4*MACs/time).  The loss is
+out:sum().  On a GPU the marks are CUDA events recorded on the stream
+without waiting and read after each iteration (one synchronization per
+iteration), so the times are the device's own and the layers still
+overlap with the host as in training.  Gradients, buffers and the RNG
+are restored.  r.rows (name, type, fwd_ms,
 bwd_ms, share, macs, gflops_fwd, gflops_bwd), r.forward_ms, r.backward_ms.]==]
 doc[inspect] = [==[
 inspect -- net:summary(shape), net:trace(x [, target]), net:profile(x);

@@ -16,6 +16,10 @@
 --
 -- Classification figures (accuracy, confusion) are computed when the
 -- output is N x C and the targets are int64 class indices 1..C.
+--
+-- Batches move to the device of the model's first parameter with
+-- non_blocking = true: a pinned batch (DataLoader{pin_memory = true})
+-- is copied without waiting, any other synchronously.
 local cnn = _G.cnn
 local F = cnn.F
 local progress = require("progress")
@@ -25,6 +29,18 @@ local train = {}
 
 local function is_classification(out, y)
   return cnn.is_tensor(y) and out:dim() == 2 and y:dim() == 1 and y.dtype == "int64"
+end
+
+-- The device of net's parameters ("cpu" for a model without any).
+local function model_device(net)
+  local p = net:parameters()[1]
+  return p and p.device or "cpu"
+end
+
+-- t on `device` (non-tensors, e.g. nil labels, pass through).
+local function to_device(t, device)
+  if not cnn.is_tensor(t) or t.device == device then return t end
+  return t:to(device, { non_blocking = true })
 end
 
 -- Number of right predictions (argmax over dim 2 equals the 1-based label).
@@ -91,8 +107,10 @@ function train.evaluate(net, loader, opts)
   local was_training = net.training
   net:eval()
   local loss_sum, n, correct, conf = 0, 0, 0, nil
+  local device = model_device(net)
   cnn.no_grad(function()
     for x, y in loader do
+      x, y = to_device(x, device), to_device(y, device)
       local out = net(x)
       local b = x:size(1)
       loss_sum = loss_sum + loss_fn(out, y):item() * b
@@ -156,9 +174,10 @@ local function fit_epoch(net, loader, o, epoch)
   local opt, acc = o.optimizer, o.accumulate
   local bar = progress.new{ total = #loader, title = string.format("epoch %d/%d", epoch, o.last) }
   if o.progress == false then bar.quiet = true end
-  local k = 0
+  local k, device = 0, model_device(net)
   opt:zero_grad()
   for x, y in loader do
+    x, y = to_device(x, device), to_device(y, device)
     local out = net(x)
     local loss = o.loss(out, y)
     local scaled = acc > 1 and loss / acc or loss

@@ -15,6 +15,13 @@
  * so a free mid-batch returns quickly), joins the thread, then releases
  * whatever is still in the slot.
  *
+ * Pinned batches (DataLoader{pin_memory = true}, cnn_batcher_set_pin_memory):
+ * the caller's thread allocates the batch tensors in page-locked memory
+ * (cnn_empty_pinned, a CUDA call) exactly where it allocates them today, so
+ * the worker still never allocates and never calls CUDA.  Batch 0 is
+ * therefore submitted by the first cnn_batcher_next, not by the
+ * constructor, so that the flag can be set in between.
+ *
  * Randomness: sample at position p of `order` draws its crop offsets and
  * flip from splitmix64 seeded by (seed, p), so results depend on the seed
  * only, not on timing.  A sample's planes (channels) share one transform.
@@ -40,6 +47,7 @@ struct cnn_batcher {
   /* geometry of one sample: planes x h x w elements; labels: lab_elems each */
   int64_t planes, h, w, lab_elems;
   cnn_dtype out_dtype;
+  bool pinned;                 /* allocate batches in page-locked memory */
   double a[4], b[4];           /* value = raw * a[c] + b[c] per normalisation channel */
   /* the worker */
   pthread_t thread;
@@ -166,16 +174,20 @@ static int64_t batch_count(const cnn_batcher *b, int64_t k) {
   return left < b->batch_size ? left : b->batch_size;
 }
 
+static cnn_tensor *new_output(const cnn_batcher *b, int ndim, const int64_t *shape, cnn_dtype dt) {
+  return b->pinned ? cnn_empty_pinned(ndim, shape, dt) : cnn_empty(ndim, shape, dt, CNN_DEVICE_CPU);
+}
+
 /* allocate batch k's tensors here, on the caller's thread, and queue it */
 static int submit(cnn_batcher *b, int64_t k) {
   int64_t n = batch_count(b, k), shape[CNN_MAX_DIMS];
   memcpy(shape, b->images->shape, sizeof shape);
   shape[0] = n;
-  cnn_tensor *x = cnn_empty(b->images->ndim, shape, b->out_dtype, CNN_DEVICE_CPU), *y = NULL;
+  cnn_tensor *x = new_output(b, b->images->ndim, shape, b->out_dtype), *y = NULL;
   if (x && b->labels) {
     memcpy(shape, b->labels->shape, sizeof shape);
     shape[0] = n;
-    y = cnn_empty(b->labels->ndim, shape, b->labels->dtype, CNN_DEVICE_CPU);
+    y = new_output(b, b->labels->ndim, shape, b->labels->dtype);
   }
   if (!x || (b->labels && !y)) {
     if (x) cnn_tensor_release(x);
@@ -209,6 +221,18 @@ int cnn_batcher_next(cnn_batcher *b, cnn_tensor **x, cnn_tensor **y) {
 }
 
 int64_t cnn_batcher_len(const cnn_batcher *b) { return b ? b->nbatches : 0; }
+
+int cnn_batcher_set_pin_memory(cnn_batcher *b, bool on) {
+  if (!b) return cnn_set_error("batcher: no batcher"), -1;
+  const char *why = on ? cnn_cuda_unavailable_reason() : NULL;
+  if (why) return cnn_set_error("pin_memory: cuda is not available: %s", why), -1;
+  if (b->next > 0 || b->submitted >= 0) {
+    cnn_set_error("batcher: pin_memory must be set before the first batch");
+    return -1;
+  }
+  b->pinned = on;
+  return 0;
+}
 
 void cnn_batcher_free(cnn_batcher *b) {
   if (!b) return;
@@ -352,7 +376,7 @@ static int start(cnn_batcher *b) {
     return -1;
   }
   b->started = true;
-  return b->nbatches > 0 ? submit(b, 0) : 0;
+  return 0; /* batch 0 is submitted by the first cnn_batcher_next */
 }
 
 cnn_batcher *cnn_batcher_new(cnn_tensor *images, cnn_tensor *labels, const int64_t *order,

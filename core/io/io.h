@@ -127,6 +127,9 @@ cnn_batcher *cnn_batcher_new(cnn_tensor *images, cnn_tensor *labels, const int64
  * -1: error (cnn_error()). */
 int cnn_batcher_next(cnn_batcher *b, cnn_tensor **x, cnn_tensor **y);
 int64_t cnn_batcher_len(const cnn_batcher *b); /* number of batches in the epoch */
+/* Page-locked batches (DataLoader{pin_memory = true}); call before the first
+ * cnn_batcher_next.  -1 with "pin_memory: cuda is not available: ..." without CUDA. */
+int cnn_batcher_set_pin_memory(cnn_batcher *b, bool on);
 void cnn_batcher_free(cnn_batcher *b);         /* stops and joins the thread; NULL ok */
 
 #ifdef __cplusplus

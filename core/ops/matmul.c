@@ -15,8 +15,10 @@
  * float16/bfloat16 products run on a CUDA device (cnn.autocast hands the
  * products to core/autocast.c first).
  *
- * Devices: operands share a device; on a CUDA device every product is the
- * backend's gemm (cuBLAS) with the same layout flags (run_products_device).
+ * Devices: operands share a device; on a CUDA device the products are one
+ * backend gemm_batched call (cuBLAS strided batched) when each operand's
+ * batch offsets form an arithmetic progression (broadcast: step 0), else one
+ * gemm per batch, with the same layout flags (run_products_device).
  *
  * Autograd: one node per product (saved a and b); the backward reuses
  * matmul: dA = dC . B^T and dB = A^T . dC in the promoted (batch, m, n)
@@ -120,8 +122,22 @@ static void gemm(cnn_dtype dt, const mat_view *a, const mat_view *b, int64_t ao,
                 (int)a->ld, (const double *)b->t->storage->data + bo, (int)b->ld, 0.0, c, N);
 }
 
-/* The products on a CUDA device: one backend gemm per output batch (the
- * dispatch point; broadcast batches read the same matrix again). */
+/* The step between operand m's consecutive batch offsets when they form one
+ * arithmetic progression over the output batches (one batch dim, batch dims
+ * that collapse into one, or a broadcast operand: step 0); -1 otherwise. */
+static int64_t batch_step(const mat_view *m, int nb, const int64_t *bshape, int64_t nbatch) {
+  if (nbatch < 2) return 0;
+  int64_t o0 = batch_offset(m, nb, bshape, 0), step = batch_offset(m, nb, bshape, 1) - o0;
+  if (step < 0) return -1;
+  for (int64_t i = 2; i < nbatch; i++)
+    if (batch_offset(m, nb, bshape, i) != o0 + i * step) return -1;
+  return step;
+}
+
+/* The products on a CUDA device (the dispatch point): one strided-batched
+ * call (cublas<t>gemmStridedBatched) when both operands' batch offsets are
+ * progressions, else one backend gemm per output batch (broadcast batches
+ * read the same matrix again).  The output is contiguous: C's step is m*n. */
 static int run_products_device(cnn_dtype dt, const mat_view *a, const mat_view *b, int nb,
                                const int64_t *bshape, cnn_tensor *out) {
   const cnn_backend *be = cnn_cuda_backend("matmul");
@@ -129,14 +145,23 @@ static int run_products_device(cnn_dtype dt, const mat_view *a, const mat_view *
   if (!be->gemm) return cnn_backend_unsupported("matmul");
   int64_t nbatch = 1, m = a->rows, n = b->cols;
   for (int d = 0; d < nb; d++) nbatch *= bshape[d];
+  if (m == 0 || n == 0 || nbatch == 0) return 0;
   size_t es = cnn_dtype_size(dt);
   char *o = cnn_tensor_data(out);
+  const char *a0 = a->t->storage->data, *b0 = b->t->storage->data;
   int dev = cnn_tensor_device(out).index;
+  int64_t sa = be->gemm_batched && nbatch > 1 ? batch_step(a, nb, bshape, nbatch) : -1;
+  int64_t sb = sa >= 0 ? batch_step(b, nb, bshape, nbatch) : -1;
+  if (sa >= 0 && sb >= 0)
+    return be->gemm_batched(dev, dt, a->trans, b->trans, m, n, a->cols,
+                            a0 + batch_offset(a, nb, bshape, 0) * (int64_t)es, a->ld, sa,
+                            b0 + batch_offset(b, nb, bshape, 0) * (int64_t)es, b->ld, sb, o, n,
+                            m * n, nbatch);
   for (int64_t i = 0; i < nbatch; i++) {
-    const char *pa = (const char *)a->t->storage->data + batch_offset(a, nb, bshape, i) * (int64_t)es;
-    const char *pb = (const char *)b->t->storage->data + batch_offset(b, nb, bshape, i) * (int64_t)es;
+    const char *pa = a0 + batch_offset(a, nb, bshape, i) * (int64_t)es;
+    const char *pb = b0 + batch_offset(b, nb, bshape, i) * (int64_t)es;
     if (be->gemm(dev, dt, a->trans, b->trans, m, n, a->cols, pa, a->ld, pb, b->ld,
-                 o + (size_t)(i * m * n) * es, n ? n : 1))
+                 o + (size_t)(i * m * n) * es, n))
       return -1;
   }
   return 0;

@@ -57,16 +57,18 @@ static void compare(const char *op, const char *what, cnn_tensor *gpu, cnn_tenso
 }
 
 /* run f on inputs (grads for float inputs with needs[i]); returns y, fills grads */
-static cnn_tensor *run(op_fn f, const void *ctx, int nin, cnn_tensor **in, const bool *needs,
-                       cnn_tensor *r, cnn_tensor **grads) {
+static cnn_tensor *run(const char *op_name, op_fn f, const void *ctx, int nin, cnn_tensor **in,
+                       const bool *needs, cnn_tensor *r, cnn_tensor **grads) {
   for (int i = 0; i < nin; i++)
     if (needs[i]) cnn_set_requires_grad(in[i], true);
   cnn_tensor *y = f(in, ctx);
   if (!y) return NULL;
-  if (r && cnn_dtype_is_float(y->dtype)) {
+  bool any = false;
+  for (int i = 0; i < nin; i++) any |= needs[i];
+  if (any && r && cnn_dtype_is_float(y->dtype)) {
     cnn_tensor *p = cnn_binary(CNN_OP_MUL, y, r);
     cnn_tensor *l = p ? cnn_reduce(CNN_RED_SUM, p, 0, false, 0) : NULL;
-    if (!l || cnn_backward(l, NULL, false)) fprintf(stderr, "backward failed: %s\n", cnn_error());
+    if (!l || cnn_backward(l, NULL, false)) fprintf(stderr, "%s: backward failed: %s\n", op_name, cnn_error());
     cnn_tensor_release(p), cnn_tensor_release(l);
   }
   for (int i = 0; i < nin; i++) grads[i] = needs[i] ? in[i]->grad : NULL;
@@ -76,18 +78,20 @@ static cnn_tensor *run(op_fn f, const void *ctx, int nin, cnn_tensor **in, const
 static void parity(const char *op, op_fn f, const void *ctx, int nin, cnn_tensor **cpu_in,
                    const bool *needs, double atol, double rtol) {
   cnn_tensor *gin[MAXIN], *gc[MAXIN], *gg[MAXIN];
-  for (int i = 0; i < nin; i++) gin[i] = cnn_to_device(cpu_in[i], GPU);
-  cnn_tensor *yc = run(f, ctx, nin, cpu_in, needs, NULL, gc);
+  bool prev = cnn_set_grad_enabled(false); /* fresh device leaves, even for inputs reused */
+  for (int i = 0; i < nin; i++) gin[i] = cpu_in[i] ? cnn_to_device(cpu_in[i], GPU) : NULL;
+  cnn_set_grad_enabled(prev);
+  cnn_tensor *yc = run(op, f, ctx, nin, cpu_in, needs, NULL, gc);
   cnn_tensor *r = yc ? cnn_randn(yc->ndim, yc->shape, CNN_FLOAT32) : NULL;
   cnn_tensor *r64 = r && yc->dtype == CNN_FLOAT64 ? cnn_to_dtype(r, CNN_FLOAT64) : (r ? (cnn_tensor_retain(r), r) : NULL);
   cnn_tensor *rg = r64 ? cnn_to_device(r64, GPU) : NULL;
   cnn_tensor_release(yc);
   for (int i = 0; i < nin; i++) /* fresh leaves: the forward above recorded nothing we keep */
     if (needs[i]) cnn_tensor_release(cpu_in[i]->grad), cpu_in[i]->grad = NULL;
-  yc = run(f, ctx, nin, cpu_in, needs, r64, gc);
+  yc = run(op, f, ctx, nin, cpu_in, needs, r64, gc);
   CHECK(yc != NULL);
   if (!yc) fprintf(stderr, "%s: cpu failed: %s\n", op, cnn_error());
-  cnn_tensor *yg = yc ? run(f, ctx, nin, gin, needs, rg, gg) : NULL;
+  cnn_tensor *yg = yc ? run(op, f, ctx, nin, gin, needs, rg, gg) : NULL;
   if (yc) compare(op, "forward", yg, yc, atol, rtol);
   for (int i = 0; yc && yg && i < nin; i++) {
     if (!needs[i]) continue;
@@ -354,6 +358,8 @@ int main(void) {
     fprintf(stderr, "test_gpu_parity: skipped: %s\n", why ? why : cnn_error());
     return 77;
   }
+  const char *mod = cnn_cuda_module_info();
+  printf("test_gpu_parity: testing %s\n", mod ? mod : "(no module information)");
   cnn_manual_seed(7);
   elementwise();
   reductions();

@@ -33,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "autocast.h"
 #include "autograd.h"
 #include "backend.h"
 #include "cnn.h"
@@ -111,8 +112,23 @@ static int check_linear(cnn_tensor *x, cnn_tensor *w, cnn_tensor *b) {
   return 0;
 }
 
+/* Under cnn.autocast: the product runs, and differentiates, in the autocast
+ * dtype through matmul's own node (core/autocast.c); the bias is added in
+ * float32 (a separate recorded add). */
+static cnn_tensor *linear_autocast(cnn_tensor *x, cnn_tensor *w, cnn_tensor *b) {
+  cnn_tensor *wt = cnn_transpose(w, 0, 1);
+  cnn_tensor *y = wt ? cnn_matmul(x, wt) : NULL;
+  cnn_tensor_release(wt);
+  if (!y || !b) return y;
+  cnn_tensor *out = cnn_binary(CNN_OP_ADD, y, b);
+  cnn_tensor_release(y);
+  return out;
+}
+
 cnn_tensor *cnn_linear(cnn_tensor *x, cnn_tensor *w, cnn_tensor *b) {
   if (check_linear(x, w, b)) return NULL;
+  if (cnn_autocast_target((cnn_tensor *[]){x, w, b}, 3) != CNN_FLOAT32)
+    return linear_autocast(x, w, b);
   bool prev = cnn_set_grad_enabled(false);
   cnn_tensor *wt = cnn_transpose(w, 0, 1);
   cnn_tensor *y = wt ? cnn_matmul(x, wt) : NULL;

@@ -7,19 +7,7 @@
 package.path = "./?.lua;" .. package.path
 local H = require("helpers")
 
--- x rounded to bfloat16 (round to nearest even on the float32 bits)
-local function bf16(x)
-  local bits = string.unpack("<I4", string.pack("<f", x))
-  bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
-  return (string.unpack("<f", string.pack("<I4", bits)))
-end
-
-local function map(t, f)
-  if type(t) ~= "table" then return f(t) end
-  local out = {}
-  for i, v in ipairs(t) do out[i] = map(v, f) end
-  return out
-end
+local bf16, map, conv_ref = H.bf16, H.map, H.conv2d_ref
 
 local function transpose(a)
   local t = {}
@@ -28,38 +16,6 @@ local function transpose(a)
     for i = 1, #a do t[j][i] = a[i][j] end
   end
   return t
-end
-
--- naive conv2d, stride 1, zero padding `pad`, over nested tables
-local function conv_ref(x, w, b, pad)
-  local N, C, H_, W_ = #x, #x[1], #x[1][1], #x[1][1][1]
-  local K, R, S = #w, #w[1][1], #w[1][1][1]
-  local OH, OW = H_ + 2 * pad - R + 1, W_ + 2 * pad - S + 1
-  local y = {}
-  for n = 1, N do
-    y[n] = {}
-    for k = 1, K do
-      y[n][k] = {}
-      for oh = 1, OH do
-        y[n][k][oh] = {}
-        for ow = 1, OW do
-          local s = b and b[k] or 0
-          for c = 1, C do
-            for r = 1, R do
-              for q = 1, S do
-                local ih, iw = oh + r - 1 - pad, ow + q - 1 - pad
-                if ih >= 1 and ih <= H_ and iw >= 1 and iw <= W_ then
-                  s = s + x[n][c][ih][iw] * w[k][c][r][q]
-                end
-              end
-            end
-          end
-          y[n][k][oh][ow] = s
-        end
-      end
-    end
-  end
-  return y
 end
 
 -- the largest |a - b| between two nested tables
@@ -94,6 +50,13 @@ describe("cnn.autocast('bfloat16') on the CPU", function()
       local lin = F.linear(a, bm:t())            -- x w^T with w = bm^T
       H.assert_close(lin, H.matmul(ra, rb), 1e-5, 1e-5, "linear")
       assert.equal("float32", lin.dtype)
+      -- with a bias: the product is rounded, the bias is added in float32
+      local bias = cnn.tensor({ 1 + 2 ^ -20, -3 + 2 ^ -19, 0.1 })
+      local expected = H.matmul(ra, rb)
+      for i = 1, #expected do
+        for j = 1, 3 do expected[i][j] = expected[i][j] + bias[j]:item() end
+      end
+      H.assert_close(F.linear(a, bm:t(), bias), expected, 1e-5, 1e-6, "linear with bias")
     end)
     assert.is_true(max_diff(H.matmul(a:totable(), bm:totable()), H.matmul(ra, rb)) > 1e-3)
   end)

@@ -5,10 +5,9 @@
 -- :cpu(); mixing devices is an error naming both; state_dict save/load
 -- from cuda tensors.
 --
--- CTest runs it twice: lua_fake_device_spec (the glob over tests/lua, no
--- module: exits 77, skipped) and lua_fake_device (tests/gpu/CMakeLists.txt,
--- with CNNSH_CUDA_MODULE=libcnn_fake_cuda.so and CNNSH_FAKE_CUDA_REQUIRED=1:
--- it must run).
+-- CTest runs it as lua_fake_device (tests/gpu/CMakeLists.txt, with
+-- CNNSH_CUDA_MODULE=libcnn_fake_cuda.so and CNNSH_FAKE_CUDA_REQUIRED=1: it
+-- must run); without a module it exits 77 (skipped).
 -- Run: cd tests/lua && CNNSH_CUDA_MODULE=../../build/tests/gpu/libcnn_fake_cuda.so \
 --        ../../build/repl/cnnsh /usr/bin/busted fake_device_spec.lua
 

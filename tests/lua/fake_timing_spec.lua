@@ -7,10 +7,9 @@
 -- must fall within the test's own readings around them; a layer that
 -- busy-waits a known time must show at least that time.
 --
--- Like fake_device_spec.lua, CTest may run it twice: from the glob over
--- tests/lua without a module (exits 77, skipped) and with
--- CNNSH_CUDA_MODULE=libcnn_fake_cuda.so and CNNSH_FAKE_CUDA_REQUIRED=1
--- (it must run).  By hand:
+-- CTest runs it from tests/gpu/CMakeLists.txt (lua_fake_timing) with
+-- CNNSH_CUDA_MODULE=libcnn_fake_cuda.so and CNNSH_FAKE_CUDA_REQUIRED=1 (it
+-- must run); without a module it exits 77 (skipped).  By hand:
 --   cd tests/lua && CNNSH_CUDA_MODULE=../../build/tests/gpu/libcnn_fake_cuda.so \
 --     ../../build/repl/cnnsh /usr/bin/busted fake_timing_spec.lua
 

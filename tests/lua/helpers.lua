@@ -145,6 +145,45 @@ function H.map(t, f)
   return r
 end
 
+-- x rounded to bfloat16 (round to nearest even on the float32 bits)
+function H.bf16(x)
+  local bits = string.unpack("<I4", string.pack("<f", x))
+  bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+  return (string.unpack("<f", string.pack("<I4", bits)))
+end
+
+-- naive conv2d, stride 1, zero padding `pad`, over nested tables
+function H.conv2d_ref(x, w, b, pad)
+  local N, C, H_, W_ = #x, #x[1], #x[1][1], #x[1][1][1]
+  local K, R, S = #w, #w[1][1], #w[1][1][1]
+  local OH, OW = H_ + 2 * pad - R + 1, W_ + 2 * pad - S + 1
+  local y = {}
+  for n = 1, N do
+    y[n] = {}
+    for k = 1, K do
+      y[n][k] = {}
+      for oh = 1, OH do
+        y[n][k][oh] = {}
+        for ow = 1, OW do
+          local s = b and b[k] or 0
+          for c = 1, C do
+            for r = 1, R do
+              for q = 1, S do
+                local ih, iw = oh + r - 1 - pad, ow + q - 1 - pad
+                if ih >= 1 and ih <= H_ and iw >= 1 and iw <= W_ then
+                  s = s + x[n][c][ih][iw] * w[k][c][r][q]
+                end
+              end
+            end
+          end
+          y[n][k][oh][ow] = s
+        end
+      end
+    end
+  end
+  return y
+end
+
 -- Resident set size of this process in MiB (Linux /proc/self/statm).
 function H.rss_mb()
   local f = assert(io.open("/proc/self/statm"))

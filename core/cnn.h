@@ -189,6 +189,12 @@ cnn_tensor *cnn_flatten(cnn_tensor *t, int start_dim, int end_dim);
 cnn_tensor *cnn_contiguous(cnn_tensor *t); /* t itself (retained) if already */
 cnn_tensor *cnn_clone(cnn_tensor *t);
 cnn_tensor *cnn_detach(cnn_tensor *t);     /* shares storage, no graph */
+/* t becomes a view of src's storage with src's shape, strides and dtype, in
+ * place (torch's set_): every reference to t sees the new data, so moving
+ * a model's parameters keeps the optimizer's references valid.  t must be
+ * a leaf; one that requires grad only with grad mode off.  t's .grad is
+ * dropped when it no longer matches (shape, dtype or device). */
+int cnn_tensor_set_(cnn_tensor *t, cnn_tensor *src);
 cnn_tensor *cnn_to_dtype(cnn_tensor *t, cnn_dtype dt); /* t retained if same */
 cnn_tensor *cnn_to_device(cnn_tensor *t, cnn_device dev);
 

@@ -42,6 +42,26 @@ void cnn_tensor_release(cnn_tensor *t) {
   free(t);
 }
 
+int cnn_tensor_set_(cnn_tensor *t, cnn_tensor *src) {
+  if (t->grad_fn) return cnn_set_error("set_: only a leaf tensor can take new data"), -1;
+  if (t->requires_grad && cnn_grad_enabled())
+    return cnn_set_error("set_: a leaf tensor that requires grad takes new data only "
+                         "inside cnn.no_grad"), -1;
+  if (t == src) return 0;
+  cnn_storage_retain(src->storage);
+  cnn_storage_release(t->storage);
+  t->storage = src->storage;
+  t->offset = src->offset, t->ndim = src->ndim, t->dtype = src->dtype;
+  memcpy(t->shape, src->shape, sizeof t->shape);
+  memcpy(t->stride, src->stride, sizeof t->stride);
+  t->version = src->storage->version;
+  cnn_tensor *g = t->grad;
+  if (g && (!cnn_same_shape(g, t) || g->dtype != t->dtype ||
+            !cnn_device_equal(cnn_tensor_device(g), cnn_tensor_device(t))))
+    cnn_tensor_release(g), t->grad = NULL;
+  return 0;
+}
+
 void cnn_tensor_bump_version(cnn_tensor *t) {
   if (!t) return;
   t->version = ++t->storage->version;

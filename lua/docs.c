@@ -98,6 +98,7 @@ static const doc_entry docs[] = {
     {"Tensor:byte", "x:byte() -> tensor\nConverts to uint8."},
     {"Tensor:cpu", "x:cpu() -> tensor\nCopies to the CPU (x itself if there already)."},
     {"Tensor:cuda", "x:cuda([index=0 | {device=, non_blocking=}]) -> tensor\nCopies to a GPU; non_blocking copies a pinned tensor asynchronously."},
+    {"Tensor:set_", "x:set_(src) -> x\nx takes src's data, shape and dtype in place (torch's set_): every reference to x sees it.\nLeaves only; one that requires grad inside cnn.no_grad."},
     {"Tensor:pin_memory", "x:pin_memory() -> tensor\nA copy in page-locked memory (x itself if already pinned); an error without CUDA."},
     {"Tensor:is_pinned", "x:is_pinned() -> boolean\nWhether x lives in page-locked memory."},
     {"Tensor:type", "x:type() -> dtype name\nThe dtype as a string, as x.dtype."},

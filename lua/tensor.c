@@ -424,6 +424,14 @@ static int m_contiguous(lua_State *L) {
 static int m_clone(lua_State *L) { return cnn_lua_push_result(L, cnn_clone(cnn_lua_check_tensor(L, 1))); }
 static int m_detach(lua_State *L) { return cnn_lua_push_result(L, cnn_detach(cnn_lua_check_tensor(L, 1))); }
 
+/* x:set_(src) -> x, now sharing src's data (see cnn_tensor_set_) */
+static int m_set_(lua_State *L) {
+  cnn_tensor *t = cnn_lua_check_tensor(L, 1), *src = cnn_lua_check_tensor(L, 2);
+  if (cnn_tensor_set_(t, src)) return cnn_lua_error(L);
+  lua_settop(L, 1);
+  return 1;
+}
+
 /* x:release(): drop the tensor now (as <close> does); later use is an error */
 static int m_release(lua_State *L) { return tensor_release(L); }
 
@@ -441,7 +449,7 @@ const luaL_Reg cnn_lua_tensor_methods[] = {
     {"double", m_double},   {"long", m_long},         {"byte", m_byte},
     {"cpu", m_cpu},         {"cuda", m_cuda},         {"type", m_type},
     {"contiguous", m_contiguous},                     {"clone", m_clone},
-    {"detach", m_detach},   {"release", m_release},   {"is_released", m_is_released},
+    {"detach", m_detach},   {"set_", m_set_},         {"release", m_release},   {"is_released", m_is_released},
     {"pin_memory", m_pin_memory},                     {"is_pinned", m_is_pinned},
     {NULL, NULL}};
 

@@ -255,29 +255,29 @@ local function is_device(s)
   return s:match("^cpu") or s:match("^cuda")
 end
 
--- Converts every parameter and buffer of every module with `conv(t)`,
--- replacing the fields; parameters stay trainable leaves.
+-- Converts every parameter and buffer of every module with `conv(t)` in
+-- place (t:set_), as PyTorch's Module.to: the tensors keep their identity,
+-- so an optimizer built before the move still holds the model's
+-- parameters; parameters stay trainable leaves.
 local function convert_tensors(self, conv)
-  for _, m in ipairs(self:modules()) do
-    for _, listname in ipairs({ "_params", "_buffers" }) do
-      for name, t in iter_fields(m, rawget(m, listname), is_tensor) do
-        local nt = conv(t)
-        if nt ~= t then
-          if listname == "_params" then
-            nt = nt:detach()
-            nt.requires_grad = t.requires_grad
-          end
-          rawset(m, name, nt)
+  cnn.no_grad(function()
+    for _, m in ipairs(self:modules()) do
+      for _, listname in ipairs({ "_params", "_buffers" }) do
+        for _, t in iter_fields(m, rawget(m, listname), is_tensor) do
+          local nt = conv(t)
+          if nt ~= t then t:set_(nt) end
         end
       end
     end
-  end
+  end)
   return self
 end
 
 -- to(device_or_dtype): 'cpu', 'cuda', 'cuda:0', or a floating dtype
--- ('float32', 'float64'; integer buffers keep their dtype).  Parameters are
--- replaced by new leaf tensors: build the optimizer *after* moving a model.
+-- ('float32', 'float64'; integer buffers keep their dtype).  Parameters
+-- change in place (an optimizer made before keeps working; a .grad that no
+-- longer matches is dropped; optimizer state made before the move stays
+-- where it was: build optimizers after moving, as in PyTorch).
 function Module:to(what)
   assert(type(what) == "string", "Module:to: expected a device or dtype name")
   if is_device(what) then

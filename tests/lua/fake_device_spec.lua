@@ -142,4 +142,18 @@ describe("the fake CUDA device", function()
     cnn.cuda.synchronize()
     cnn.cuda.empty_cache()
   end)
+
+  it("moves a model in place: an optimizer built on the CPU trains it on cuda", function()
+    cnn.manual_seed(5)
+    local lin = nn.Linear(3, 2)
+    local opt = optim.SGD(lin:parameters(), { lr = 0.5 })
+    local w = lin.weight
+    lin:to("cuda")
+    assert.is_true(rawequal(w, lin.weight))
+    assert.are.equal("cuda:0", tostring(w.device))
+    local before = w:cpu():totable()
+    lin(cnn.ones(1, 3):cuda()):sum():backward()    -- dL/dW = 1 everywhere
+    opt:step()
+    H.assert_close(w:cpu(), H.map(before, function(v) return v - 0.5 end), 1e-6, 0)
+  end)
 end)

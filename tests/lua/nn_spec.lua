@@ -13,6 +13,7 @@ local function close(a, b, tol, what)
 end
 
 local flat = require("helpers").flat -- a tensor or nested table as a flat list
+local H = require("helpers")
 
 local function all_close(t, ref, tol, what)
   local a = flat(t)
@@ -203,6 +204,33 @@ describe("state dicts", function()
     assert.are.equal("float64", net[2].running_mean.dtype)
     assert.are.equal("int64", net[2].num_batches_tracked.dtype)
     assert.are.equal("float64", net(cnn.randn(2, 1, 4, 4, "float64")).dtype)
+  end)
+
+  it("converts in place: an optimizer built before the move still trains the model", function()
+    local lin = nn.Linear(3, 2)
+    local w = lin.weight
+    local opt = optim.SGD(lin:parameters(), { lr = 0.5 })
+    lin:to("float64")
+    assert.is_true(rawequal(w, lin.weight))           -- the same tensor object
+    assert.are.equal("float64", w.dtype)
+    local before = w:totable()
+    lin(cnn.ones(1, 3, "float64")):sum():backward()   -- dL/dW = 1 everywhere
+    opt:step()
+    H.assert_close(w, H.map(before, function(v) return v - 0.5 end), 1e-12, 0)
+  end)
+
+  it("set_ refuses non-leaves and trainable leaves outside no_grad", function()
+    local a = cnn.ones(2):requires_grad_()
+    H.raises(function() (a * 2):set_(cnn.zeros(3)) end, "set_: only a leaf tensor")
+    H.raises(function() a:set_(cnn.zeros(3)) end, "set_: a leaf tensor that requires grad", "cnn.no_grad")
+    a:sum():backward()
+    cnn.no_grad(function() a:set_(cnn.zeros(3, "float64")) end)
+    H.assert_shape(a, { 3 })
+    assert.are.equal("float64", a.dtype)
+    assert.is_nil(a.grad)                              -- the old 2-element grad no longer fits
+    local b = cnn.zeros(2)
+    b:set_(cnn.tensor({ 5, 6 }))
+    H.assert_close(b, { 5, 6 }, 0, 0)
   end)
 end)
 

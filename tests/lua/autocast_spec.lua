@@ -18,12 +18,7 @@ local function transpose(a)
   return t
 end
 
--- the largest |a - b| between two nested tables
-local function max_diff(a, b)
-  local fa, fb, m = H.flat(a), H.flat(b), 0
-  for i = 1, #fa do m = math.max(m, math.abs(fa[i] - fb[i])) end
-  return m
-end
+local max_diff = H.max_diff
 
 describe("cnn.autocast('bfloat16') on the CPU", function()
   it("runs conv2d on bfloat16-rounded operands with float32 accumulation", function()
@@ -129,27 +124,7 @@ describe("cnn.autocast('bfloat16') on the CPU", function()
   end)
 
   it("trains a small network with a GradScaler", function()
-    cnn.manual_seed(11)
-    local n = 64
-    local x = cnn.randn(n, 1, 6, 6)
-    local y = cnn.zeros(n, "int64")
-    for i = 1, n do                              -- class: which half is brighter
-      if i % 2 == 0 then x[i][1][{ { 1, 3 } }]:add_(1.5) y[i] = 2 else x[i][1][{ { 4, 6 } }]:add_(1.5) y[i] = 1 end
-    end
-    local net = nn.Sequential(nn.Conv2d(1, 4, 3, { padding = 1 }), nn.ReLU(), nn.Flatten(),
-                              nn.Linear(4 * 36, 2))
-    local opt = optim.SGD(net:parameters(), { lr = 0.05, momentum = 0.9 })
-    local scaler = optim.GradScaler{ init_scale = 256 }
-    local first, last
-    for step = 1, 40 do
-      opt:zero_grad()
-      local loss = cnn.autocast("bfloat16", function() return F.cross_entropy(net(x), y) end)
-      scaler:scale(loss):backward()
-      scaler:step(opt)
-      scaler:update()
-      first = first or loss:item()
-      last = loss:item()
-    end
+    local first, last, net = H.autocast_training("bfloat16", "cpu", 40, 256)
     for _, p in ipairs(net:parameters()) do assert.equal("float32", p.dtype) end
     assert.is_true(last < 0.2 * first, ("loss %g -> %g"):format(first, last))
   end)

@@ -9,24 +9,11 @@
 -- Run by tests/gpu/CMakeLists.txt (lua_fake_autocast) with
 -- CNNSH_CUDA_MODULE=libcnn_fake_cuda.so; without a module it exits 77.
 
-local available, why = cnn.cuda.is_available()
-if not available then
-  if os.getenv("CNNSH_FAKE_CUDA_REQUIRED") then
-    io.stderr:write("fake_autocast_spec: cuda is not available: ", tostring(why), "\n")
-    os.exit(1)
-  end
-  io.stderr:write("fake_autocast_spec: no CUDA module (set CNNSH_CUDA_MODULE); skipped\n")
-  os.exit(77)
-end
-
 package.path = "./?.lua;" .. package.path
 local H = require("helpers")
+H.need_cuda("fake_autocast_spec")
 
-local function max_diff(a, b)
-  local fa, fb, m = H.flat(a), H.flat(b), 0
-  for i = 1, #fa do m = math.max(m, math.abs(fa[i] - fb[i])) end
-  return m
-end
+local max_diff = H.max_diff
 
 describe("cnn.autocast on cuda (fake device)", function()
   it("bfloat16 conv2d: rounded operands, float32 accumulation, a bfloat16 result", function()
@@ -78,28 +65,7 @@ describe("cnn.autocast on cuda (fake device)", function()
   end
 
   it("trains a small network on cuda under float16 with a GradScaler", function()
-    cnn.manual_seed(23)
-    local n = 32
-    local x = cnn.randn(n, 1, 6, 6)
-    local y = cnn.zeros(n, "int64")
-    for i = 1, n do
-      if i % 2 == 0 then x[i][1][{ { 1, 3 } }]:add_(1.5) y[i] = 2 else x[i][1][{ { 4, 6 } }]:add_(1.5) y[i] = 1 end
-    end
-    x, y = x:cuda(), y:cuda()
-    local net = nn.Sequential(nn.Conv2d(1, 4, 3, { padding = 1 }), nn.ReLU(), nn.Flatten(),
-                              nn.Linear(4 * 36, 2)):to("cuda")
-    local opt = optim.SGD(net:parameters(), { lr = 0.05, momentum = 0.9 })
-    local scaler = optim.GradScaler{ init_scale = 1024 }
-    local first, last
-    for _ = 1, 30 do
-      opt:zero_grad()
-      local loss = cnn.autocast("float16", function() return F.cross_entropy(net(x), y) end)
-      scaler:scale(loss):backward()
-      scaler:step(opt)
-      scaler:update()
-      first = first or loss:item()
-      last = loss:item()
-    end
+    local first, last, net = H.autocast_training("float16", "cuda", 30, 1024)
     for _, p in ipairs(net:parameters()) do
       assert.equal("float32", p.dtype)
       assert.equal("cuda:0", tostring(p.device))

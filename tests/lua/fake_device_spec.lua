@@ -11,17 +11,9 @@
 -- Run: cd tests/lua && CNNSH_CUDA_MODULE=../../build/tests/gpu/libcnn_fake_cuda.so \
 --        ../../build/repl/cnnsh /usr/bin/busted fake_device_spec.lua
 
-local available, why = cnn.cuda.is_available()
-if not available then
-  if os.getenv("CNNSH_FAKE_CUDA_REQUIRED") then
-    io.stderr:write("fake_device_spec: cuda is not available: ", tostring(why), "\n")
-    os.exit(1)
-  end
-  io.stderr:write("fake_device_spec: no CUDA module (set CNNSH_CUDA_MODULE); skipped\n")
-  os.exit(77)
-end
-
+package.path = "./?.lua;" .. package.path
 local H = require("helpers")
+H.need_cuda("fake_device_spec")
 
 -- a small CNN: conv, batchnorm, relu, maxpool, linear; dropout present but off
 local function make_net()
@@ -69,7 +61,7 @@ end
 
 describe("the fake CUDA device", function()
   it("is available and names itself", function()
-    assert.is_true(available)
+    assert.is_true((cnn.cuda.is_available()))
     assert.equal(1, cnn.cuda.device_count())
     assert.truthy(cnn.version_info():find("fake CUDA device", 1, true))
   end)

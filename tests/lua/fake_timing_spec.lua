@@ -13,38 +13,16 @@
 --   cd tests/lua && CNNSH_CUDA_MODULE=../../build/tests/gpu/libcnn_fake_cuda.so \
 --     ../../build/repl/cnnsh /usr/bin/busted fake_timing_spec.lua
 
-local available, why = cnn.cuda.is_available()
-if not available then
-  if os.getenv("CNNSH_FAKE_CUDA_REQUIRED") then
-    io.stderr:write("fake_timing_spec: cuda is not available: ", tostring(why), "\n")
-    os.exit(1)
-  end
-  io.stderr:write("fake_timing_spec: no CUDA module (set CNNSH_CUDA_MODULE); skipped\n")
-  os.exit(77)
-end
+package.path = "./?.lua;" .. package.path
+local H = require("helpers")
+H.need_cuda("fake_timing_spec")
 
 require("inspect")
 local gc = require("gradcheck")
 
-local function spin(seconds)
-  local t0 = cnn.clock()
-  while cnn.clock() - t0 < seconds do end
-end
+local spin, Spin = H.spin, H.SpinLayer
 
-local Spin = nn.Module:extend("Spin")
-function Spin:init(ms) self.ms = ms end
-function Spin:forward(x)
-  spin(self.ms * 1e-3)
-  return x * 1
-end
-
-local function no_hooks_left(net)
-  for _, m in ipairs(net:modules()) do
-    local h = rawget(m, "_hooks")
-    if #h.pre + #h.fwd + #h.bwd > 0 then return false end
-  end
-  return true
-end
+local no_hooks_left = H.no_hooks_left
 
 describe("cnn.timer('cuda') on the fake device", function()
   it("records events whose times fall within the host's readings", function()

@@ -184,6 +184,82 @@ function H.conv2d_ref(x, w, b, pad)
   return y
 end
 
+-- The largest |a - b| over two tensors / nested tables of one size.
+function H.max_diff(a, b)
+  local fa, fb, m = H.flat(a), H.flat(b), 0
+  for i = 1, #fa do m = math.max(m, math.abs(fa[i] - fb[i])) end
+  return m
+end
+
+-- Busy-wait `seconds` on cnn.clock() (a known time for timing tests).
+function H.spin(seconds)
+  local t0 = cnn.clock()
+  while cnn.clock() - t0 < seconds do end
+end
+
+-- A layer that takes `ms` milliseconds in forward, then passes x on.
+function H.SpinLayer(ms)
+  H.Spin = H.Spin or nn.Module:extend("Spin")
+  function H.Spin:init(m) self.ms = m end
+  function H.Spin:forward(x)
+    H.spin(self.ms * 1e-3)
+    return x * 1
+  end
+  return H.Spin(ms)
+end
+
+-- True when no module of net keeps a hook (profile/trace clean up).
+function H.no_hooks_left(net)
+  for _, m in ipairs(net:modules()) do
+    local h = rawget(m, "_hooks")
+    if #h.pre + #h.fwd + #h.bwd > 0 then return false end
+  end
+  return true
+end
+
+-- For the specs of the fake CUDA device: exit 77 (skipped) without CUDA, or
+-- 1 when CNNSH_FAKE_CUDA_REQUIRED says the module must be there.
+function H.need_cuda(spec)
+  local available, why = cnn.cuda.is_available()
+  if available then return end
+  if os.getenv("CNNSH_FAKE_CUDA_REQUIRED") then
+    io.stderr:write(spec, ": cuda is not available: ", tostring(why), "\n")
+    os.exit(1)
+  end
+  io.stderr:write(spec, ": no CUDA module (set CNNSH_CUDA_MODULE); skipped\n")
+  os.exit(77)
+end
+
+-- Trains a small CNN under cnn.autocast(dtype) with a GradScaler on a
+-- synthetic task (class: which half of a 6x6 image is brighter) for
+-- `steps` SGD steps on `device`; returns the first and last loss and the net.
+function H.autocast_training(dtype, device, steps, init_scale)
+  cnn.manual_seed(11)
+  local n = 64
+  local x, y = cnn.randn(n, 1, 6, 6), cnn.zeros(n, "int64")
+  for i = 1, n do
+    local rows = i % 2 == 0 and { 1, 3 } or { 4, 6 }
+    x[i][1][{ rows }]:add_(1.5)
+    y[i] = i % 2 == 0 and 2 or 1
+  end
+  x, y = x:to(device), y:to(device)
+  local net = nn.Sequential(nn.Conv2d(1, 4, 3, { padding = 1 }), nn.ReLU(), nn.Flatten(),
+                            nn.Linear(4 * 36, 2)):to(device)
+  local opt = optim.SGD(net:parameters(), { lr = 0.05, momentum = 0.9 })
+  local scaler = optim.GradScaler{ init_scale = init_scale }
+  local first, last
+  for _ = 1, steps do
+    opt:zero_grad()
+    local loss = cnn.autocast(dtype, function() return F.cross_entropy(net(x), y) end)
+    scaler:scale(loss):backward()
+    scaler:step(opt)
+    scaler:update()
+    first = first or loss:item()
+    last = loss:item()
+  end
+  return first, last, net
+end
+
 -- Resident set size of this process in MiB (Linux /proc/self/statm).
 function H.rss_mb()
   local f = assert(io.open("/proc/self/statm"))

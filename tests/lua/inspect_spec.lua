@@ -7,8 +7,9 @@
 require("inspect")
 local gc = require("gradcheck")
 package.path = "./?.lua;" .. package.path
+local H = require("helpers")
 
-local flat = require("helpers").flat -- a tensor or nested table as a flat list
+local flat = H.flat -- a tensor or nested table as a flat list
 
 local function close(a, b, tol)
   return math.abs(a - b) <= (tol or 1e-5) * math.max(1, math.abs(b))
@@ -34,13 +35,7 @@ local function simple_cnn()
                        nn.Flatten(), nn.Linear(32 * 14 * 14, 10))
 end
 
-local function no_hooks_left(net)
-  for _, m in ipairs(net:modules()) do
-    local h = rawget(m, "_hooks")
-    if #h.pre + #h.fwd + #h.bwd > 0 then return false end
-  end
-  return true
-end
+local no_hooks_left = H.no_hooks_left
 
 describe("net:summary", function()
   it("reports the SimpleCNN's 63,050 parameters, shapes and MACs", function()

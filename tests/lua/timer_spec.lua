@@ -7,19 +7,10 @@
 -- tests/lua/fake_timing_spec.lua.
 require("inspect")
 local gc = require("gradcheck")
+package.path = "./?.lua;" .. package.path
+local H = require("helpers")
 
-local function spin(seconds)
-  local t0 = cnn.clock()
-  while cnn.clock() - t0 < seconds do end
-end
-
--- a layer that takes `ms` milliseconds in forward, then passes x on
-local Spin = nn.Module:extend("Spin")
-function Spin:init(ms) self.ms = ms end
-function Spin:forward(x)
-  spin(self.ms * 1e-3)
-  return x * 1
-end
+local spin, Spin = H.spin, H.SpinLayer
 
 describe("cnn.timer (cpu)", function()
   it("measures between marks within the test's own clock readings", function()

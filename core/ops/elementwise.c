@@ -17,6 +17,9 @@
  *              strides and broadcast scalars and then run plain loops that
  *              the compiler vectorises; the op is a compile-time constant in
  *              those loops (always_inline helpers behind one switch).
+ *              float32 exp, log, tanh and sigmoid call the vectorised
+ *              kernels of core/cpu/vector_math.c instead of libm per
+ *              element (the GPU keeps libm's formulas).
  *
  * Large iterations (> CNN_EW_PARALLEL elements) split the flat index range
  * among OpenMP threads; small ones stay on the calling thread so a
@@ -51,6 +54,7 @@
 #include "autograd.h"
 #include "backend.h"
 #include "cnn.h"
+#include "cpu/vector_math.h"
 #include "elementwise_math.h"
 #include "tensor_internal.h"
 #include "elementwise_ops.h"
@@ -448,10 +452,46 @@ AI void un_row_f64_op(int op, const ew_ctx *c, int64_t n, char *const *p, const 
   }
 }
 
+/* exp, log, tanh and sigmoid of float32 rows go to the vectorised kernels
+ * of core/cpu/vector_math.c (within 1 ulp of the correctly rounded result,
+ * libm's special values): directly on unit-stride rows (in place or not),
+ * through a stack buffer on strided ones, so that a value's result does
+ * not depend on the layout.  The CUDA kernels keep elementwise_ops.h. */
+typedef void (*vec_fn)(int64_t n, const float *x, float *y);
+
+static vec_fn vec_kernel(int op) {
+  switch (op) {
+  case CNN_OP_EXP: return cnn_cpu_exp_f32;
+  case CNN_OP_LOG: return cnn_cpu_log_f32;
+  case CNN_OP_TANH: return cnn_cpu_tanh_f32;
+  case CNN_OP_SIGMOID: return cnn_cpu_sigmoid_f32;
+  default: return NULL;
+  }
+}
+
+static bool un_row_f32_vec(int op, int64_t n, char *const *p, const int64_t *s) {
+  vec_fn f = vec_kernel(op);
+  if (!f) return false;
+  if (s[0] == 4 && s[1] == 4) {
+    f(n, (const float *)p[1], (float *)p[0]);
+    return true;
+  }
+  enum { CHUNK = 256 };
+  float buf[CHUNK];
+  for (int64_t i0 = 0; i0 < n; i0 += CHUNK) {
+    int64_t m = n - i0 < CHUNK ? n - i0 : CHUNK;
+    for (int64_t i = 0; i < m; i++) buf[i] = *(const float *)(p[1] + (i0 + i) * s[1]);
+    f(m, buf, buf);
+    for (int64_t i = 0; i < m; i++) *(float *)(p[0] + (i0 + i) * s[0]) = buf[i];
+  }
+  return true;
+}
+
 /* The hot ops get a loop of their own (vectorised); the rest share one
  * loop with the switch inside. */
 static void un_row_f32(const void *ctx, int64_t n, char *const *p, const int64_t *s) {
   const ew_ctx *c = ctx;
+  if (un_row_f32_vec(c->op, n, p, s)) return;
   switch (c->op) {
   case CNN_OP_NEG: un_row_f32_op(CNN_OP_NEG, c, n, p, s); break;
   case CNN_OP_RELU: un_row_f32_op(CNN_OP_RELU, c, n, p, s); break;

@@ -90,6 +90,8 @@ typedef struct {
 
 cnn_memory_stats cnn_memory(cnn_device_type dev);
 void cnn_memory_reset_peak(void);
+/* Gives the CPU's cached free blocks back to the system; the bytes freed. */
+size_t cnn_memory_empty_cache(void);
 
 /* Hooks the embedding (the Lua bindings) installs so the garbage collector
  * hears about native memory.  `on_alloc` runs after each allocation on the

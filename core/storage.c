@@ -65,6 +65,8 @@ cnn_memory_stats cnn_memory(cnn_device_type dev) {
   return s;
 }
 
+size_t cnn_memory_empty_cache(void) { return cnn_host_cache_clear(); }
+
 void cnn_memory_reset_peak(void) {
   for (int d = 0; d < 2; d++) atomic_store(&peak_bytes[d], atomic_load(&live_bytes[d]));
 }

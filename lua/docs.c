@@ -58,6 +58,7 @@ static const doc_entry docs[] = {
     {"cnn.timer", "cnn.timer([device | tensor]) -> timer\n"
                   "Marks on a device, read when asked: t:mark() -> n, t:elapsed(a [, b]) -> seconds, t:times() -> {0, s2, ...},\n"
                   "t:reset(), #t, t:device(), t:close() (also local t <close>); CPU: the monotonic clock, CUDA: events recorded without waiting."},
+    {"cnn.empty_cache", "cnn.empty_cache() -> bytes\nGives the CPU's cache of freed blocks (cnn.memory().cached) back to the system."},
     {"cnn.autocast", "cnn.autocast(dtype, fn, ...) -> fn's results;  cnn.autocast(dtype) -> guard for <close>\n"
                      "Mixed precision: conv2d and matrix products over float32 run in dtype ('float16' on a GPU,\n"
                      "'bfloat16' on a GPU or emulated on the CPU) with float32 accumulation and return float32.\n"

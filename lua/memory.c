@@ -1,6 +1,6 @@
 /*
  * memory.c -- telling Lua's collector about native tensor memory, and
- * cnn.memory().
+ * cnn.memory(), cnn.empty_cache().
  *
  * Lua sees a tensor as a userdata of 8 bytes while it may own megabytes
  * (DESIGN.md "Memory under a garbage collector").  Core calls on_alloc()
@@ -103,5 +103,13 @@ static int f_reset_peak_memory(lua_State *L) {
   return 0;
 }
 
-const luaL_Reg cnn_lua_memory_funcs[] = {
-    {"memory", f_memory}, {"reset_peak_memory", f_reset_peak_memory}, {NULL, NULL}};
+/* cnn.empty_cache() -> bytes given back (the CPU's cached free blocks) */
+static int f_empty_cache(lua_State *L) {
+  lua_pushinteger(L, (lua_Integer)cnn_memory_empty_cache());
+  return 1;
+}
+
+const luaL_Reg cnn_lua_memory_funcs[] = {{"memory", f_memory},
+                                         {"reset_peak_memory", f_reset_peak_memory},
+                                         {"empty_cache", f_empty_cache},
+                                         {NULL, NULL}};

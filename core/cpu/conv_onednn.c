@@ -30,6 +30,17 @@
  * into the arena, and the weight pass reads the data pass's copy (saves one
  * reorder of dy, ~5% of the backward of a 32->64 14x14 layer).
  *
+ * Large batches.  A forward pass whose input and output pass
+ * FWD_SPLIT_BYTES (16 MiB) runs as several calls over consecutive slices
+ * of the batch of at most FWD_CHUNK_BYTES (4 MiB) each, small enough that
+ * the blocked tensors stay in cache between the convolution and the
+ * reorders: at N=1000, 1->32 channels 28x28, the blocked output (100 MB)
+ * went to memory and came back for the reorder, which took ~55% of the
+ * layer's time; sliced, the layer runs ~1.35x faster.  Images are
+ * independent, so the results are the same; a slice and the remainder are
+ * two cache entries; errors name the slice's shape.  Training batches
+ * (64 images, 6.6 MB at that layer) stay one call.
+ *
  * Invariants: one global engine and in-order stream, created on first use;
  * `lock` serialises every use of the cache, the arena and the stream; an
  * entry's memory objects have their handles set right before each run.
@@ -46,6 +57,8 @@
 #include "cpu/kernels.h"
 
 #define CACHE_SIZE 64
+#define FWD_SPLIT_BYTES ((int64_t)16 << 20) /* forward: split batches above this ... */
+#define FWD_CHUNK_BYTES ((int64_t)4 << 20)  /* ... into slices of this (input + output) */
 #define ARENA_ALIGN 4096
 
 typedef enum { FWD = 0, BWD_DATA, BWD_WEIGHT } conv_kind;
@@ -437,9 +450,28 @@ static int conv_call(conv_kind kind, const cnn_conv_shape *s, const void *arrays
   return rc;
 }
 
+/* Images per forward call: all of them, unless the batch's input and
+ * output pass FWD_SPLIT_BYTES; then as many as fit in FWD_CHUNK_BYTES
+ * (see "Large batches"). */
+static int64_t forward_chunk(const cnn_conv_shape *s) {
+  int64_t per_image = (s->C * s->H * s->W + s->K * s->OH * s->OW) * (int64_t)sizeof(float);
+  if (per_image <= 0 || s->N * per_image <= FWD_SPLIT_BYTES) return s->N;
+  int64_t n = FWD_CHUNK_BYTES / per_image;
+  return n > 0 ? n : 1;
+}
+
 int cnn_cpu_conv2d_onednn_forward(const cnn_conv_shape *s, const float *x, const float *w,
                                   const float *b, float *y) {
-  return conv_call(FWD, s, (const void *[3]){x, w, y}, b);
+  int64_t chunk = forward_chunk(s);
+  for (int64_t n0 = 0; n0 < s->N; n0 += chunk) {
+    cnn_conv_shape part = *s;
+    part.N = s->N - n0 < chunk ? s->N - n0 : chunk;
+    const float *xp = x + n0 * s->C * s->H * s->W;
+    float *yp = y + n0 * s->K * s->OH * s->OW;
+    int rc = conv_call(FWD, &part, (const void *[3]){xp, w, yp}, b);
+    if (rc) return rc;
+  }
+  return 0;
 }
 
 int cnn_cpu_conv2d_onednn_backward_data(const cnn_conv_shape *s, const float *dy,

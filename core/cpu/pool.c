@@ -21,6 +21,15 @@
  * inner loops as a variable.  Bodies take the shape by value, a local copy
  * that stores through the output pointers cannot alias.
  * All backward passes OVERWRITE dx.
+ *
+ * Max pool has one specialised path, float32 2x2 windows of stride 2
+ * without padding on planes of even width (MaxPool2d(2), in nearly every
+ * CNN): the generic body spent ~8.7 ns per output on it (one thread),
+ * which made the two pools of the example network nearly half of its
+ * forward time, more than both convolutions.  The path applies the same
+ * rule (first maximum, NaN wins, last NaN's index) to the windows that lie
+ * inside the plane, at 1.6 ns per output on 28x28 planes and 3.4 on 14x14
+ * without indices (6.5 with); the generic body does the rest.
  */
 #include <math.h>
 
@@ -56,30 +65,107 @@ static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
 /* ---- max pool -------------------------------------------------------------------- */
 
+/* One output: the maximum of x (H x W) over the window of (oh, ow) and its
+ * argmax (-1 for a window that holds no input element).  PyTorch's rule:
+ * start at -inf with the window's first position, take v when v > best or
+ * v is NaN (so best stays NaN once it is).  Written without branches on the
+ * data -- a maximum, flags and integer masks -- since random data would
+ * mispredict every other compare. */
+ALWAYS_INLINE double max_window(int f64, const cnn_pool_shape *s, const void *x, int64_t oh,
+                                int64_t ow, int64_t *argp) {
+  int64_t h0 = max64(oh * s->sh - s->ph, 0), h1 = min64(oh * s->sh - s->ph + s->kh, s->H);
+  int64_t w0 = max64(ow * s->sw - s->pw, 0), w1 = min64(ow * s->sw - s->pw + s->kw, s->W);
+  int64_t arg = h0 < h1 && w0 < w1 ? h0 * s->W + w0 : -1;
+  double best = -INFINITY;
+  int seen_nan = 0;
+  for (int64_t h = h0; h < h1; h++)
+    for (int64_t w = w0; w < w1; w++) {
+      double v = cnn_cpu_ld(x, h * s->W + w, f64);
+      int is_nan = v != v, take = ((v > best) & !seen_nan) | is_nan;
+      arg += (h * s->W + w - arg) & -(int64_t)take;
+      best = v > best ? v : best;
+      seen_nan |= is_nan;
+    }
+  *argp = arg;
+  return seen_nan ? NAN : best;
+}
+
 /* One plane: y (OH x OW) = window maxima of x (H x W), argmax into idx (or
- * NULL).  PyTorch's rule: start at -inf with the window's first position,
- * take v when v > best or v is NaN (so best stays NaN once it is).
- * Written without branches on the data -- a maximum, flags and integer
- * masks -- since random data would mispredict every other compare. */
-ALWAYS_INLINE void max_plane(int f64, cnn_pool_shape s, const void *x, void *y, int64_t *idx) {
-  for (int64_t oh = 0; oh < s.OH; oh++) {
-    int64_t h0 = max64(oh * s.sh - s.ph, 0), h1 = min64(oh * s.sh - s.ph + s.kh, s.H);
-    for (int64_t ow = 0; ow < s.OW; ow++) {
-      int64_t w0 = max64(ow * s.sw - s.pw, 0), w1 = min64(ow * s.sw - s.pw + s.kw, s.W);
-      int64_t arg = h0 < h1 && w0 < w1 ? h0 * s.W + w0 : -1;
-      double best = -INFINITY;
-      int seen_nan = 0;
-      for (int64_t h = h0; h < h1; h++)
-        for (int64_t w = w0; w < w1; w++) {
-          double v = cnn_cpu_ld(x, h * s.W + w, f64);
-          int is_nan = v != v, take = ((v > best) & !seen_nan) | is_nan;
-          arg += (h * s.W + w - arg) & -(int64_t)take;
-          best = v > best ? v : best;
-          seen_nan |= is_nan;
-        }
-      cnn_cpu_st(y, oh * s.OW + ow, seen_nan ? NAN : best, f64);
+ * NULL).  Rows below oh1 start at column ow0: the 2x2 path below has
+ * filled their first ow0 outputs (oh1 = ow0 = 0 for the whole plane). */
+ALWAYS_INLINE void max_plane(int f64, cnn_pool_shape s, const void *x, void *y, int64_t *idx,
+                             int64_t oh1, int64_t ow0) {
+  for (int64_t oh = 0; oh < s.OH; oh++)
+    for (int64_t ow = oh < oh1 ? ow0 : 0; ow < s.OW; ow++) {
+      int64_t arg;
+      cnn_cpu_st(y, oh * s.OW + ow, max_window(f64, &s, x, oh, ow, &arg), f64);
       if (idx) idx[oh * s.OW + ow] = arg;
     }
+}
+
+/* The common case, float32 2x2 windows of stride 2 without padding (every
+ * MaxPool2d(2)) on planes of even width, for the FH x OW outputs whose
+ * windows lie inside the plane, in two flat passes the compiler vectorises:
+ * each pair of neighbours in a row first (a b, c d: hm = the first maximum
+ * of the pair, hb = 1 when it is the right one), then the pair above
+ * against the pair below.  That is max_window's rule over the taps
+ * a b c d in order: the first maximum wins and the last NaN is kept, since
+ * a later tap replaces the running best only when greater or NaN.  The
+ * pair results go through a stack buffer, CHUNK / W output rows at a time
+ * (so W <= CHUNK).  `with_idx` is a literal. */
+#define CHUNK 2048 /* pair results per chunk: 8 KB of floats + 2 KB of flags */
+ALWAYS_INLINE void max2x2_f32_plane(const float *x, float *y, int64_t *idx, int64_t W, int64_t FH,
+                                    int with_idx) {
+  int64_t OW = W / 2, rows = CHUNK / W; /* output rows per chunk */
+  float hm[CHUNK];
+  unsigned char hb[CHUNK];
+  for (int64_t k0 = 0; k0 < FH; k0 += rows) {
+    int64_t K = FH - k0 < rows ? FH - k0 : rows, n = 2 * K * OW;
+    const float *xs = x + 2 * k0 * W;
+#pragma omp simd
+    for (int64_t j = 0; j < n; j++) {
+      float a = xs[2 * j], b = xs[2 * j + 1];
+      int t = (b > a) | (b != b);
+      hm[j] = t ? b : a;
+      if (with_idx) hb[j] = (unsigned char)t;
+    }
+    for (int64_t k = 0; k < K; k++) {
+      const float *top = hm + 2 * k * OW, *bot = top + OW;
+      float *yr = y + (k0 + k) * OW;
+#pragma omp simd
+      for (int64_t ow = 0; ow < OW; ow++) {
+        int t = (bot[ow] > top[ow]) | (bot[ow] != bot[ow]);
+        yr[ow] = t ? bot[ow] : top[ow];
+        if (with_idx) {
+          int64_t up = hb[2 * k * OW + ow], down = hb[(2 * k + 1) * OW + ow];
+          int64_t h = 2 * (k0 + k) + t, right = t ? down : up;
+          idx[(k0 + k) * OW + ow] = h * W + 2 * ow + right;
+        }
+      }
+    }
+  }
+}
+
+static bool is_2x2_s2(cnn_dtype dt, const cnn_pool_shape *s) {
+  return dt == CNN_FLOAT32 && s->kh == 2 && s->kw == 2 && s->sh == 2 && s->sw == 2 && s->ph == 0 &&
+         s->pw == 0;
+}
+
+/* Plane p of x into plane p of y (and idx): the 2x2 path where it applies,
+ * the generic loops for the rest (ceil_mode's clipped last row). */
+static void max_pool_plane(cnn_dtype dt, const cnn_pool_shape *s, const void *x, void *y,
+                           int64_t *idx) {
+  if (is_2x2_s2(dt, s) && s->W % 2 == 0 && s->W <= CHUNK) {
+    int64_t FH = min64(s->OH, s->H / 2); /* OW == W/2 for an even W */
+    if (idx)
+      max2x2_f32_plane(x, y, idx, s->W, FH, 1);
+    else
+      max2x2_f32_plane(x, y, NULL, s->W, FH, 0);
+    if (FH < s->OH) max_plane(0, *s, x, y, idx, FH, s->OW);
+  } else if (dt == CNN_FLOAT64) {
+    max_plane(1, *s, x, y, idx, 0, 0);
+  } else {
+    max_plane(0, *s, x, y, idx, 0, 0);
   }
 }
 
@@ -88,15 +174,9 @@ int cnn_cpu_max_pool2d_forward(cnn_dtype dt, const cnn_pool_shape *s, const void
   if (check_pool("max_pool2d", dt, s)) return -1;
   int64_t HW = s->H * s->W, OP = s->OH * s->OW, esz = (int64_t)cnn_dtype_size(dt);
 #pragma omp parallel for schedule(static)
-  for (int64_t p = 0; p < s->N * s->C; p++) {
-    const void *xp = (const char *)x + p * HW * esz;
-    void *yp = (char *)y + p * OP * esz;
-    int64_t *ip = indices ? indices + p * OP : NULL;
-    if (dt == CNN_FLOAT64)
-      max_plane(1, *s, xp, yp, ip);
-    else
-      max_plane(0, *s, xp, yp, ip);
-  }
+  for (int64_t p = 0; p < s->N * s->C; p++)
+    max_pool_plane(dt, s, (const char *)x + p * HW * esz, (char *)y + p * OP * esz,
+                   indices ? indices + p * OP : NULL);
   return 0;
 }
 

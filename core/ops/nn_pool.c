@@ -4,9 +4,12 @@
  * Validation and output sizes (PyTorch's rules, including ceil_mode's "the
  * last window must start inside the input or left padding") live here; the
  * loops are in core/cpu/pool.c.  Max pooling saves the argmax indices for
- * backward; average pooling saves only the geometry.  The kernels of the
- * tensor's device are picked in the pool_* wrappers below (the dispatch
- * point: core/cpu/pool.c, or the CUDA backend's).
+ * backward; it computes them only when backward will need them or the
+ * caller asks (under no_grad they were an int64 array twice the output's
+ * size, 50 MB per 1000x32x28x28 input); average pooling saves only the
+ * geometry.  The kernels of the tensor's device are picked in the pool_*
+ * wrappers below (the dispatch point: core/cpu/pool.c, or the CUDA
+ * backend's).
  */
 #include "autograd.h"
 #include "backend.h"
@@ -123,12 +126,13 @@ cnn_tensor *cnn_max_pool2d(cnn_tensor *x, const cnn_pool_params *p, cnn_tensor *
   cnn_pool_shape s;
   if (pool_input_ok("max_pool2d", x) || pool_geometry("max_pool2d", x, p, &s)) return NULL;
   int64_t shape[4] = {s.N, s.C, s.OH, s.OW};
+  bool want_idx = indices || cnn_any_requires_grad(1, &x); /* else no int64 array at all */
   cnn_tensor *xc = cnn_contiguous(x);
   cnn_tensor *y = xc ? cnn_empty(4, shape, x->dtype, cnn_tensor_device(x)) : NULL;
-  cnn_tensor *idx = y ? cnn_empty(4, shape, CNN_INT64, cnn_tensor_device(x)) : NULL;
-  if (idx && pool_max_fwd(x, &s, cnn_tensor_data(xc), cnn_tensor_data(y), cnn_tensor_data(idx)))
-    cnn_tensor_release(idx), idx = NULL;
-  if (!idx) cnn_tensor_release(y), y = NULL;
+  cnn_tensor *idx = y && want_idx ? cnn_empty(4, shape, CNN_INT64, cnn_tensor_device(x)) : NULL;
+  if (y && want_idx && !idx) cnn_tensor_release(y), y = NULL;
+  if (y && pool_max_fwd(x, &s, cnn_tensor_data(xc), cnn_tensor_data(y), idx ? cnn_tensor_data(idx) : NULL))
+    cnn_tensor_release(y), y = NULL;
   cnn_node *n = y ? cnn_autograd_record(y, "MaxPool2dBackward", max_pool_backward, 1, &x) : NULL;
   if (n) {
     cnn_node_save(n, 0, idx);

@@ -21,6 +21,19 @@ describe("cnn.memory", function()
     t:release()
     assert.is_true(cnn.memory().live <= m1.live - 8000)
   end)
+
+  it("keeps freed large blocks in a cache that empty_cache gives back", function()
+    cnn.empty_cache()
+    assert.equal(0, cnn.memory().cached)
+    local big = cnn.empty(4 * 1024 * 1024)          -- 16 MiB: cached when freed
+    big:release()
+    assert.equal(16 * 1024 * 1024, cnn.memory().cached)
+    local again = cnn.empty(4 * 1024 * 1024)        -- the same size: reused
+    assert.equal(0, cnn.memory().cached)
+    again:release()
+    assert.equal(16 * 1024 * 1024, cnn.empty_cache())
+    assert.equal(0, cnn.memory().cached)
+  end)
 end)
 
 describe("the collector hears about native memory", function()

@@ -39,7 +39,7 @@
  *   fake_cuda_async.c, fake_cuda_batched.c   other owners' entries (hooks below)
  * Its own tests: tests/gpu/test_fake_cuda.c (protection, bad pointers, OOM,
  * half casts, gemm ld); it runs test_gpu_parity (gpu_parity_fake) and
- * tests/lua/fake_device_spec.lua (lua_fake_device).
+ * tests/lua/cuda_device_spec.lua (lua_fake_device).
  * Environment: CNNSH_FAKE_CUDA_MEMORY=<bytes> sizes the arena (tests of
  * out of memory); CNNSH_CUDA_MODULE=<path of libcnn_fake_cuda.so> selects it.
  *

@@ -1,4 +1,4 @@
--- fake_autocast_spec.lua -- cnn.autocast on a CUDA device, run on the fake
+-- cuda_autocast_spec.lua -- cnn.autocast on a CUDA device, in CI the fake
 -- device (tests/gpu/fake_cuda.h): there convolutions and products really
 -- run on float16/bfloat16 tensors (core's half-precision paths: conv2d and
 -- matmul accept half dtypes on cuda, the backend's half conv/gemm), the
@@ -6,12 +6,13 @@
 -- References: naive Lua loops over operands rounded to bfloat16 here
 -- (helpers.lua), and the CPU's float32 results within half tolerances.
 --
--- Run by tests/gpu/CMakeLists.txt (lua_fake_autocast) with
--- CNNSH_CUDA_MODULE=libcnn_fake_cuda.so; without a module it exits 77.
+-- Run by tests/gpu/CMakeLists.txt as lua_fake_autocast (with
+-- CNNSH_CUDA_MODULE=libcnn_fake_cuda.so) and gpu_lua_cuda_autocast_spec
+-- (label gpu: the real module; exits 77, skipped, without a device).
 
 package.path = "./?.lua;" .. package.path
 local H = require("helpers")
-H.need_cuda("fake_autocast_spec")
+H.need_cuda("cuda_autocast_spec")
 
 local max_diff = H.max_diff
 

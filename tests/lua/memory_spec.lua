@@ -27,6 +27,11 @@ describe("cnn.memory", function()
     assert.equal(0, cnn.memory().cached)
     local big = cnn.empty(4 * 1024 * 1024)          -- 16 MiB: cached when freed
     big:release()
+    if H.sanitized() then -- the sanitizer build frees at once (core/host_cache.c)
+      assert.equal(0, cnn.memory().cached)
+      assert.equal(0, cnn.empty_cache())
+      return
+    end
     assert.equal(16 * 1024 * 1024, cnn.memory().cached)
     local again = cnn.empty(4 * 1024 * 1024)        -- the same size: reused
     assert.equal(0, cnn.memory().cached)

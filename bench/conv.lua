@@ -9,13 +9,12 @@
 -- copy of each gradient into .grad but not the forward.
 -- Usage: cnnsh bench/conv.lua [--quick]
 
+local B = dofile((arg[0]:match("^(.*)/") or ".") .. "/common.lua")
+
 local quick = arg[1] == "--quick"
 local reps = quick and 3 or 7
 
-local function median(t)
-  table.sort(t)
-  return t[(#t + 1) // 2]
-end
+local median = B.median
 
 -- fn may return the seconds it measured itself (the part worth timing);
 -- otherwise the whole call is timed.
@@ -44,15 +43,7 @@ local layers = {
   {name = "conv4_128x256_8", c = 128, k = 256, hw = 8},
 }
 
-local function emit(fields)
-  local parts = {}
-  for _, kv in ipairs(fields) do
-    local v = kv[2]
-    parts[#parts + 1] = string.format("%q:%s", kv[1], type(v) == "string" and string.format("%q", v)
-      or string.format("%.4g", v))
-  end
-  print("{" .. table.concat(parts, ",") .. "}")
-end
+local emit = B.emit
 
 local peak = sgemm_gflops()
 emit({{"bench", "sgemm"}, {"n", 1024}, {"gflops", peak}})

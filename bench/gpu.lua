@@ -17,6 +17,8 @@
 -- and exits 0.  --quick: small sizes (for the fake device of the tests).
 -- Usage: cnnsh bench/gpu.lua [--quick]
 
+local B = dofile((arg[0]:match("^(.*)/") or ".") .. "/common.lua")
+
 local quick = arg and arg[1] == "--quick"
 local ok, why = cnn.cuda.is_available()
 if not ok then
@@ -31,20 +33,9 @@ print(string.format('{"bench":"gpu","device":%q}', device))
 local reps = quick and 2 or 10
 local timer <close> = cnn.timer("cuda")
 
-local function emit(fields)
-  local parts = {}
-  for _, kv in ipairs(fields) do
-    local v = kv[2]
-    parts[#parts + 1] = string.format("%q:%s", kv[1], type(v) == "string" and string.format("%q", v)
-      or string.format("%.4g", v))
-  end
-  print("{" .. table.concat(parts, ",") .. "}")
-end
+local emit = B.emit
 
-local function median(t)
-  table.sort(t)
-  return t[(#t + 1) // 2]
-end
+local median = B.median
 
 -- median seconds of fn() between two events (after one warm-up call)
 local function time_median(fn)
@@ -123,10 +114,7 @@ emit({ { "bench", "copy" }, { "bytes", bytes },
 
 local function train_rate(autocast_dtype)
   cnn.manual_seed(0)
-  local net = nn.Sequential(
-    nn.Conv2d(1, 32, 3, { padding = 1 }), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),
-    nn.Conv2d(32, 64, 3, { padding = 1 }), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(2),
-    nn.Flatten(), nn.Linear(64 * 7 * 7, 128), nn.ReLU(), nn.Dropout(0.3), nn.Linear(128, 10)):to("cuda")
+  local net = B.fmnist_cnn():to("cuda")
   local opt = optim.Adam(net:parameters(), { lr = 1e-3 })
   local scaler = optim.GradScaler{ enabled = autocast_dtype ~= nil }
   local nb = quick and 4 or 256

@@ -8,12 +8,11 @@
 -- own speed); the others include allocating the result (first-touch page
 -- faults of a fresh 64 MB buffer), which is what a user's expression costs.
 -- Usage: cnnsh bench/ops.lua [rounds]
+
+local B = dofile((arg[0]:match("^(.*)/") or ".") .. "/common.lua")
 local rounds = tonumber(arg and arg[1]) or 7
 
-local function median(t)
-  table.sort(t)
-  return t[(#t + 1) // 2]
-end
+local median = B.median
 
 local function emit(fmt, ...)
   io.write(string.format(fmt, ...), "\n")

@@ -10,6 +10,8 @@
 --   cnnsh bench/train.lua [--steps N] [--batch N] [--eval-batch N]
 -- Each figure is the median over 3 timed runs of N steps after one warm-up step.
 
+local B = dofile((arg[0]:match("^(.*)/") or ".") .. "/common.lua")
+
 local opts = { steps = 20, batch = 64, ["eval-batch"] = 1000 }
 local i = 1
 while arg and arg[i] do
@@ -20,10 +22,7 @@ while arg and arg[i] do
 end
 
 cnn.manual_seed(0)
-local net = nn.Sequential(
-  nn.Conv2d(1, 32, 3, { padding = 1 }), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),
-  nn.Conv2d(32, 64, 3, { padding = 1 }), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(2),
-  nn.Flatten(), nn.Linear(64 * 7 * 7, 128), nn.ReLU(), nn.Dropout(0.3), nn.Linear(128, 10))
+local net = B.fmnist_cnn()
 local opt = optim.Adam(net:parameters(), { lr = 1e-3 })
 
 local function train_step(x, y)
@@ -37,10 +36,7 @@ local function eval_step(x)
   cnn.no_grad(function() return net(x):argmax(2) end)
 end
 
-local function median(t)
-  table.sort(t)
-  return t[(#t + 1) // 2]
-end
+local median = B.median
 
 -- images/s of `step` over `opts.steps` calls with batches from next_batch()
 local function measure(step, next_batch)

@@ -14,6 +14,7 @@
 #ifndef CNN_ELEMENTWISE_OPS_H
 #define CNN_ELEMENTWISE_OPS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "cnn.h"
@@ -184,6 +185,19 @@ CNN_EW int64_t cnn_ew_binary_i64(int op, int64_t a, int64_t b) {
   case CNN_OP_POW: return cnn_ew_ipow(a, b);
   case CNN_OP_MAXIMUM: return a > b ? a : b;
   default: return a < b ? a : b;
+  }
+}
+
+/* A comparison op's result from c, the sign of (a - b): -1, 0, 1, or 2
+ * when unordered (a NaN: every comparison but NE is false). */
+CNN_EW bool cnn_ew_compare(int op, int c) {
+  switch (op) {
+  case CNN_OP_EQ: return c == 0;
+  case CNN_OP_NE: return c != 0;
+  case CNN_OP_LT: return c == -1;
+  case CNN_OP_LE: return c == -1 || c == 0;
+  case CNN_OP_GT: return c == 1;
+  default: return c == 1 || c == 0; /* GE */
   }
 }
 

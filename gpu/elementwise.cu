@@ -144,16 +144,6 @@ template <typename T> __device__ __forceinline__ T bin_float(int op, T a, T b) {
 }
 
 
-__device__ __forceinline__ bool cmp_apply(int op, int c) {
-  switch (op) {
-  case CNN_OP_EQ: return c == 0;
-  case CNN_OP_NE: return c != 0;
-  case CNN_OP_LT: return c == -1;
-  case CNN_OP_LE: return c == -1 || c == 0;
-  case CNN_OP_GT: return c == 1;
-  default: return c == 1 || c == 0;
-  }
-}
 
 /* ---- kernels ----------------------------------------------------------------------------------- */
 
@@ -198,7 +188,7 @@ __global__ void k_compare(int op, cnn_dtype dt, Space s, int64_t n, Ptr o, Ptr a
       int64_t x = ld_int(dt, a.p, eoff(s, a, i)), y = ld_int(dt, b.p, eoff(s, b, i));
       c = x < y ? -1 : x > y ? 1 : 0;
     }
-    ((uint8_t *)o.p)[eoff(s, o, i)] = cmp_apply(op, c);
+    ((uint8_t *)o.p)[eoff(s, o, i)] = cnn_ew_compare(op, c);
   }
 }
 

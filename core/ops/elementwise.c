@@ -395,16 +395,6 @@ static void bin_row_int(const void *ctx, int64_t n, char *const *p, const int64_
               cnn_ew_binary_i64(c->op, load_int(p[1] + i * s[1], c->dt), load_int(p[2] + i * s[2], c->dt)));
 }
 
-static bool cmp_apply(int op, int c) { /* c = sign of (a - b), 2 = unordered */
-  switch (op) {
-  case CNN_OP_EQ: return c == 0;
-  case CNN_OP_NE: return c != 0;
-  case CNN_OP_LT: return c == -1;
-  case CNN_OP_LE: return c == -1 || c == 0;
-  case CNN_OP_GT: return c == 1;
-  default: return c == 1 || c == 0; /* GE */
-  }
-}
 static int cmp_sign(const char *a, const char *b, cnn_dtype dt) {
   if (dt == CNN_FLOAT32 || dt == CNN_FLOAT64) {
     double x = dt == CNN_FLOAT32 ? *(const float *)a : *(const double *)a;
@@ -418,7 +408,7 @@ static void cmp_row(const void *ctx, int64_t n, char *const *p, const int64_t *s
   const ew_ctx *c = ctx;
   for (int64_t i = 0; i < n; i++)
     *(uint8_t *)(p[0] + i * s[0]) =
-        cmp_apply(c->op, cmp_sign(p[1] + i * s[1], p[2] + i * s[2], c->dt));
+        cnn_ew_compare(c->op, cmp_sign(p[1] + i * s[1], p[2] + i * s[2], c->dt));
 }
 
 static row_fn binary_row(cnn_binary_op op, cnn_dtype dt) {

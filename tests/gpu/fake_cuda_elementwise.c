@@ -89,14 +89,7 @@ static bool compare(cnn_binary_op op, cnn_dtype dt, const void *a, int64_t ia, c
     double x = fake_load(dt, a, ia), y = fake_load(dt, b, ib);
     c = x < y ? -1 : x > y ? 1 : x == y ? 0 : 2;
   }
-  switch (op) {
-  case CNN_OP_EQ: return c == 0;
-  case CNN_OP_NE: return c != 0;
-  case CNN_OP_LT: return c == -1;
-  case CNN_OP_LE: return c == -1 || c == 0;
-  case CNN_OP_GT: return c == 1;
-  default: return c == 1 || c == 0;
-  }
+  return cnn_ew_compare(op, c);
 }
 
 static void binary_elem(cnn_binary_op op, cnn_dtype dt, void *o, int64_t io, const void *a,

@@ -19,7 +19,8 @@
 -- nil, so `self.fc = other_module` replaces a child in place.
 --
 -- Calling an instance runs forward pre-hooks, `forward`, forward hooks and
--- attaches backward hooks to the output.  A failing forward is re-raised
+-- attaches backward hooks to the output; it returns exactly the values
+-- forward returned (one for a layer).  A failing forward is re-raised
 -- with the dotted path of the failing layer and its short description, e.g.
 -- "features.5 (Linear 9216->128): linear: input has 1600 features ...":
 -- each enclosing module adds its child's name on the way up (see
@@ -482,10 +483,12 @@ local function annotate_error(self, err)
   return info.msg
 end
 
+-- pcall's results as a table.pack: true, then as many values as forward
+-- returned (one for a layer; two for MaxPool2d with return_indices).
 local function run_forward(self, ...)
-  local ok, a, b, c = pcall(self.forward, self, ...)
-  if not ok then error(annotate_error(self, a), 0) end
-  return a, b, c
+  local r = table.pack(pcall(self.forward, self, ...))
+  if not r[1] then error(annotate_error(self, r[2]), 0) end
+  return r
 end
 
 function Module:__call(x, ...)
@@ -496,15 +499,15 @@ function Module:__call(x, ...)
       if r ~= nil then x = r end
     end
   end
-  local out, o2, o3 = run_forward(self, x, ...)
+  local res = run_forward(self, x, ...)
   if #hooks.fwd > 0 then
     for _, h in ipairs(snapshot(hooks.fwd)) do
-      local r = h.fn(self, x, out)
-      if r ~= nil then out = r end
+      local r = h.fn(self, x, res[2])
+      if r ~= nil then res[2] = r end
     end
   end
-  if #hooks.bwd > 0 then attach_backward_hooks(self, out) end
-  return out, o2, o3
+  if #hooks.bwd > 0 then attach_backward_hooks(self, res[2]) end
+  return table.unpack(res, 2, res.n) -- exactly forward's values, no trailing nils
 end
 
 -- ---- printing ----------------------------------------------------------------

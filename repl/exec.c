@@ -168,7 +168,8 @@ int cnn_repl_report(lua_State *L, int status, bool color)
   return status;
 }
 
-static bool incomplete(lua_State *L, int status)
+/* A syntax error at the end of the text ("... near <eof>"). */
+static bool at_eof(lua_State *L, int status)
 {
   if (status != LUA_ERRSYNTAX)
     return false;
@@ -179,26 +180,88 @@ static bool incomplete(lua_State *L, int status)
          strcmp(msg + len - (sizeof mark - 1), mark) == 0;
 }
 
-int cnn_repl_compile(lua_State *L, const char *code, size_t len, const char *name)
+/* Load text[0, n) as a check only: LUA_OK (nothing pushed) or the status
+ * with the message pushed. */
+static int check_syntax(lua_State *L, const char *text, size_t n, const char *name)
+{
+  int status = luaL_loadbuffer(L, text, n, name);
+  if (status == LUA_OK)
+    lua_pop(L, 1);
+  return status;
+}
+
+/* head .. code[0, len) pushed as one string */
+static const char *push_joined(lua_State *L, const char *head, const char *code, size_t len,
+                               size_t *n)
 {
   luaL_Buffer b;
   luaL_buffinit(L, &b);
-  luaL_addstring(&b, "return ");
+  luaL_addstring(&b, head);
   luaL_addlstring(&b, code, len);
   luaL_pushresult(&b);
-  size_t rlen;
-  const char *ret = lua_tolstring(L, -1, &rlen);
-  int status = luaL_loadbuffer(L, ret, rlen, name);
-  lua_remove(L, -2); /* the "return ..." string */
+  return lua_tolstring(L, -1, n);
+}
+
+/* "a = f(x); a.shape": the text before the last top-level ";" compiles
+ * alone, and with "return" after the ";" the whole does. */
+static bool split_compiles(lua_State *L, const char *code, size_t len, const cnn_chunk *c,
+                           const char *name)
+{
+  if (c->split < 0)
+    return false;
+  size_t at = (size_t)c->split + 1, n;
+  if (check_syntax(L, code, at, name) != LUA_OK) {
+    lua_pop(L, 1);
+    return false;
+  }
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  luaL_addlstring(&b, code, at);
+  luaL_addstring(&b, " return ");
+  luaL_addlstring(&b, code + at, len - at);
+  luaL_pushresult(&b);
+  const char *text = lua_tolstring(L, -1, &n);
+  int status = check_syntax(L, text, n, name);
+  lua_pop(L, status == LUA_OK ? 1 : 2);
+  return status == LUA_OK;
+}
+
+static int compile_scanned(lua_State *L, const char *code, size_t len, const char *name,
+                           const cnn_chunk *c)
+{
+  size_t n;
+  const char *ret = push_joined(L, "return ", code, len, &n);
+  int status = check_syntax(L, ret, n, name);
+  lua_remove(L, status == LUA_OK ? -1 : -2);
   if (status == LUA_OK)
-    return LUA_OK;
-  bool open_expr = incomplete(L, status); /* "1 +", "f(a," */
+    return cnn_session_load(L, code, len, name, c, NULL, "return ");
+  bool open_expr = at_eof(L, status); /* "1 +", "f(a," */
   lua_pop(L, 1);
-  status = luaL_loadbuffer(L, code, len, name);
-  if (status != LUA_OK && (open_expr || incomplete(L, status))) {
+  if (split_compiles(L, code, len, c, name)) {
+    cnn_edit ret = {(size_t)c->split + 1, 0, " return "};
+    return cnn_session_load(L, code, len, name, c, &ret, "");
+  }
+  status = check_syntax(L, code, len, name);
+  if (status == LUA_OK)
+    return cnn_session_load(L, code, len, name, c, NULL, "");
+  if ((open_expr || at_eof(L, status)) && c->can_continue) {
     lua_pop(L, 1);
     return CNN_EVAL_INCOMPLETE;
   }
+  return status;
+}
+
+int cnn_repl_compile(lua_State *L, const char *code, size_t len, const char *name)
+{
+  cnn_chunk c;
+  int status;
+  if (cnn_chunk_scan(code, len, &c) != 0) {
+    lua_pushliteral(L, "not enough memory");
+    status = LUA_ERRMEM;
+  } else {
+    status = compile_scanned(L, code, len, name, &c);
+  }
+  cnn_chunk_free(&c);
   return status;
 }
 
@@ -216,8 +279,13 @@ int cnn_repl_eval(lua_State *L, const char *code, bool color, bool color_err)
   int status = cnn_repl_compile(L, code, strlen(code), "=stdin");
   if (status == CNN_EVAL_INCOMPLETE)
     return status;
-  if (status == LUA_OK)
+  if (status == LUA_OK) {
+    lua_pushvalue(L, -1);
     status = cnn_repl_docall(L, 0, LUA_MULTRET);
+    if (status == LUA_OK)
+      cnn_session_commit(L, top + 1);
+    lua_remove(L, top + 1);
+  }
   int nres = lua_gettop(L) - top;
   if (status == LUA_OK && nres > 0) {
     cnn_print_opts o;

@@ -6,10 +6,14 @@
  * Pieces, in the order a typed line flows through them:
  *   prompt.c    readline (callback interface), Ctrl-C at the prompt,
  *               multi-line continuation, Tab glue
+ *   chunk.c     a lexer's view of typed text: can it continue, where a
+ *               top-level ";" splits it, its top-level `local`s
+ *   session.c   top-level locals typed at the prompt live on
  *   history.c   the history file: path, load + cap, append
  *   complete.c  completion candidates from a Lua state, raw access only
- *   exec.c      compiling "return <line>" or <line>, protected calls with a
- *               traceback, SIGINT while code runs (a Lua hook, as lua.c)
+ *   exec.c      compiling "return <line>", "<stmts>; return <expr>" or
+ *               <line>, protected calls with a traceback, SIGINT while
+ *               code runs (a Lua hook, as lua.c)
  *   print.c     pretty printer of results (tables, strings, tensors, ...)
  *   commands.c  :help :time :mem :load :reset :quit
  *   main.c      options, script mode, piped mode
@@ -42,6 +46,54 @@ typedef struct cnn_repl {
  * NULL (and a message on stderr) if it cannot be made. */
 lua_State *cnn_repl_newstate(bool ascii);
 
+/* ---- string lists (complete.c) --------------------------------------------- */
+
+typedef struct {
+  char **v; /* malloc'd strings */
+  int n, cap;
+} cnn_strlist;
+
+int cnn_strlist_add(cnn_strlist *l, const char *s, size_t len); /* copies; -1 on OOM */
+void cnn_strlist_clear(cnn_strlist *l);
+void cnn_strlist_sort_unique(cnn_strlist *l);
+
+/* ---- chunk.c: typed text before it is compiled ------------------------------ */
+
+typedef struct {
+  size_t at, del;  /* replace code[at, at + del) ... */
+  const char *ins; /* ... by this (a static string) */
+} cnn_edit;
+
+typedef struct {
+  bool can_continue; /* an open block, bracket or long string, or a trailing operator */
+  long split;        /* offset of the last top-level ";" with code after it, or -1 */
+  cnn_strlist names; /* identifiers used as variables (sorted, unique) */
+  cnn_strlist locals; /* names declared by the top-level `local`s rewritten below */
+  cnn_edit *edits;   /* sorted by offset: top-level `local` statements -> assignments */
+  int nedits, capedits;
+} cnn_chunk;
+
+/* Scan code (never fails on bad Lua); -1 when out of memory. */
+int cnn_chunk_scan(const char *code, size_t len, cnn_chunk *c);
+void cnn_chunk_free(cnn_chunk *c);
+/* code with c's edits and `extra` (NULL: none) applied; malloc'd. */
+char *cnn_chunk_rewrite(const char *code, size_t len, const cnn_chunk *c, const cnn_edit *extra,
+                        size_t *outlen);
+
+/* ---- session.c: top-level locals typed at the prompt live on ----------------- */
+
+/* Compile the scanned chunk as a function over the session's variables:
+ * `head` ("return " or "") before the rewritten code, `extra` one more
+ * edit (NULL: none).  Pushes the function (LUA_OK) or an error message. */
+int cnn_session_load(lua_State *L, const char *code, size_t len, const char *chunkname,
+                     const cnn_chunk *c, const cnn_edit *extra, const char *head);
+/* After the function at fidx ran without error: its new names become
+ * session variables. */
+void cnn_session_commit(lua_State *L, int fidx);
+/* Push the value of session variable `name` (raw: runs nothing); false
+ * (nothing pushed) when there is none. */
+bool cnn_session_push(lua_State *L, const char *name, size_t len);
+
 /* ---- exec.c: running code ------------------------------------------------- */
 
 enum { CNN_EVAL_OK = 0, CNN_EVAL_ERROR = 1, CNN_EVAL_INCOMPLETE = 2 };
@@ -60,10 +112,12 @@ int cnn_repl_report(lua_State *L, int status, bool color);
 bool cnn_repl_interrupted(void);
 /* Prompt side: a SIGINT arrived while no code ran; reading clears it. */
 bool cnn_repl_take_prompt_sigint(void);
-/* Compile a chunk typed at the prompt: "return <code>" first, then <code>.
- * Returns LUA_OK with the function pushed, CNN_EVAL_INCOMPLETE (nothing
- * pushed) when the input stops inside a statement, or LUA_ERRSYNTAX with
- * the message pushed. */
+/* Compile a chunk typed at the prompt: "return <code>" first, then
+ * "<stmts>; return <expr>" split at the last top-level ";", then <code>,
+ * over the session's variables (session.c).  Returns LUA_OK with the
+ * function pushed, CNN_EVAL_INCOMPLETE (nothing pushed) when the input can
+ * still become valid (chunk.c), or LUA_ERRSYNTAX with the message pushed.
+ * Call cnn_session_commit() on the function once it ran without error. */
 int cnn_repl_compile(lua_State *L, const char *code, size_t len, const char *name);
 /* Compile, run and print the results of one complete chunk; returns
  * CNN_EVAL_OK, CNN_EVAL_ERROR or CNN_EVAL_INCOMPLETE. */
@@ -88,14 +142,6 @@ void cnn_repl_print_values(lua_State *L, int first, const cnn_print_opts *o);
 
 /* ---- complete.c: Tab ------------------------------------------------------- */
 
-typedef struct {
-  char **v; /* malloc'd strings */
-  int n, cap;
-} cnn_strlist;
-
-int cnn_strlist_add(cnn_strlist *l, const char *s, size_t len); /* copies; -1 on OOM */
-void cnn_strlist_clear(cnn_strlist *l);
-void cnn_strlist_sort_unique(cnn_strlist *l);
 
 typedef enum {
   CNN_COMPLETE_EXPR,    /* a.b.c / a:b / a global name */

@@ -36,7 +36,16 @@ topic("commands", "the :commands and keys of the prompt", [[
 Keys: Tab completes names, fields, methods (x:su<Tab>), :commands and file
 names inside a string.  Ctrl-C stops running code (variables are kept) or
 clears the line; Up/Down walk the history (saved across sessions);
-Ctrl-R searches it.  A bare expression prints its value.]])
+Ctrl-R searches it.
+
+Typing: a bare expression prints its value, and so does the expression
+after a line's last ";" (out = net(x); out.shape).  Only an open block,
+bracket or long string, or a trailing operator, continues on ">>"; other
+syntax errors are reported at once.  A top-level `local` lives on:
+"local q = 5", then "q" prints 5.  It becomes a session variable, shared by
+every later line and every function defined at the prompt, but not a
+global: scripts, :load and dofile do not see it (scripts keep Lua's
+rules).  A `local x <close>` is closed when its line ends.]])
 
 topic("tensors", "creating tensors, dtypes, devices, math", [[
 x = cnn.randn(4, 3, 32, 32)        -- float32 on the CPU; sizes or a table

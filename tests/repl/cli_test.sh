@@ -91,7 +91,7 @@ kill -INT $pid
 wait $pid; check "SIGINT status" 130 $?
 check_match "SIGINT message" "interrupted" "$(cat "$tmp/err")"
 check "SIGINT unwinds (<close> ran)" "yes" "$([[ -e $tmp/closed ]] && echo yes || echo no)"
-printf 'io.stdout:write("looping\\n"); io.stdout:flush()\nwhile true do end\nprint("after")\n' >"$tmp/loop_in"
+printf 'io.stdout:write("looping\\n") io.stdout:flush()\nwhile true do end\nprint("after")\n' >"$tmp/loop_in"
 "$cnnsh" <"$tmp/loop_in" >"$tmp/out2" 2>/dev/null &
 pid=$!
 for _ in $(seq 100); do [[ -s "$tmp/out2" ]] && break; sleep 0.05; done

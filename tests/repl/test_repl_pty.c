@@ -77,6 +77,49 @@ static void test_multiline(void)
   quit(&p);
 }
 
+/* Issue 20: what people coming from PyTorch or a lab sheet type. */
+static void test_typed_as_people_do(void)
+{
+  pty_proc p;
+  if (start(&p, "h_people", false, NULL, NULL))
+    return;
+  /* a module call prints its one result, no trailing nils */
+  pty_send(&p, "m = nn.Sequential(nn.ReLU()); m(cnn.ones(2))\r");
+  CHECK(pty_expect(&p, "[cnn.Tensor 2 float32 cpu]", T) == 0);
+  CHECK(pty_expect(&p, "> ", T) == 0);
+  CHECK(!pty_saw(&p, "nil", 0.3));
+  /* "statement; expression" prints the expression */
+  pty_send(&p, "out = m(cnn.ones(2, 3)); out:sum()\r");
+  CHECK(pty_expect(&p, "6", T) == 0);
+  CHECK(pty_expect(&p, "\n> ", T) == 0);
+  /* an unterminated short string is an error at once, not ">>" */
+  pty_send(&p, "s = \"abc\r");
+  CHECK(pty_expect(&p, "unfinished string", T) == 0);
+  CHECK(pty_expect(&p, "\n> ", T) == 0);
+  /* so is a statement that cannot become valid */
+  pty_send(&p, "x = 1 out.shape\r");
+  CHECK(pty_expect(&p, "syntax error", T) == 0);
+  CHECK(pty_expect(&p, "\n> ", T) == 0);
+  /* a trailing operator and an open bracket continue */
+  pty_send(&p, "y = 40 +\r");
+  CHECK(pty_expect(&p, ">> ", T) == 0);
+  pty_send(&p, "2\r");
+  pty_send(&p, "print(y,\r");
+  CHECK(pty_expect(&p, ">> ", T) == 0);
+  pty_send(&p, "'done')\r");
+  CHECK(pty_expect(&p, "42\tdone", T) == 0);
+  /* a top-level local lives on, as a session variable */
+  pty_send(&p, "local q = 5\r");
+  pty_send(&p, "q\r");
+  CHECK(pty_expect(&p, "5", T) == 0);
+  pty_send(&p, "local function twice(v) return 2 * v end\r");
+  pty_send(&p, "twice(q)\r");
+  CHECK(pty_expect(&p, "10", T) == 0);
+  pty_send(&p, "rawget(_G, 'q')\r");
+  CHECK(pty_expect(&p, "nil", T) == 0);
+  quit(&p);
+}
+
 static void test_completion(void)
 {
   pty_proc p;
@@ -282,6 +325,7 @@ int main(int argc, char **argv)
     return 1;
   }
   test_multiline();
+  test_typed_as_people_do();
   test_completion();
   test_interrupt();
   test_history();

@@ -268,6 +268,89 @@ static void test_compile(void)
   lua_close(L);
 }
 
+/* What continues on ">>" and what is an error at once (issue 20, point 2). */
+static void test_continue_or_error(void)
+{
+  static const char *const more[] = {"x = 1 +", "f(a,", "t = {1, 2,", "if x then",
+                                     "for i = 1, 3 do", "x = --[[ a long\ncomment",
+                                     "s = [==[abc", "y = x and", "z = a ..", "local w =",
+                                     "repeat x = 1", "x.", "x = {f = function()", NULL};
+  static const char *const errors[] = {"s = \"abc", "x = 1 out.shape", "f() g", "foo bar", "x = = 1",
+                                       "1 + 2)", "end", "x = 1 -- just a comment: x.", NULL};
+  lua_State *L = state(NULL);
+  for (int i = 0; more[i]; i++) {
+    int st = cnn_repl_compile(L, more[i], strlen(more[i]), "=stdin");
+    if (st != CNN_EVAL_INCOMPLETE)
+      fprintf(stderr, "should continue: [%s] (%d)\n", more[i], st);
+    CHECK(st == CNN_EVAL_INCOMPLETE);
+    lua_settop(L, 0);
+  }
+  for (int i = 0; errors[i]; i++) {
+    int st = cnn_repl_compile(L, errors[i], strlen(errors[i]), "=stdin");
+    bool ok = i == 7 ? st == LUA_OK : st == LUA_ERRSYNTAX;
+    if (!ok)
+      fprintf(stderr, "should %s: [%s] (%d)\n", i == 7 ? "compile" : "fail", errors[i], st);
+    CHECK(ok);
+    lua_settop(L, 0);
+  }
+  lua_close(L);
+}
+
+/* Runs `code` as the prompt does; the first result as a string ("" when none). */
+static const char *typed(lua_State *L, const char *code)
+{
+  static char out[256];
+  out[0] = '\0';
+  int top = lua_gettop(L);
+  if (cnn_repl_compile(L, code, strlen(code), "=stdin") != LUA_OK) {
+    snprintf(out, sizeof out, "compile error: %s", lua_tostring(L, -1));
+  } else {
+    lua_pushvalue(L, -1);
+    if (lua_pcall(L, 0, 1, 0) != LUA_OK) {
+      snprintf(out, sizeof out, "error: %s", lua_tostring(L, -1));
+    } else {
+      cnn_session_commit(L, top + 1);
+      snprintf(out, sizeof out, "%s", luaL_tolstring(L, -1, NULL));
+    }
+  }
+  lua_settop(L, top);
+  return out;
+}
+
+/* "stmt; expr" returns expr; top-level locals live on as session
+ * variables, shared by closures; globals and scripts are untouched. */
+static void test_session(void)
+{
+  lua_State *L = state("x0 = 'global x0'");
+  CHECK_STR(typed(L, "a = 20; a + 1"), "21");
+  CHECK_STR(typed(L, "for i = 1, 2 do a = a + i; end"), "nil"); /* a ';' inside a block */
+  CHECK_STR(typed(L, "a"), "23");
+  CHECK_STR(typed(L, "local q = 5"), "nil");
+  CHECK_STR(typed(L, "q"), "5");
+  CHECK_STR(typed(L, "rawget(_G, 'q') == nil"), "true"); /* not a global */
+  CHECK_STR(typed(L, "function getq() return q end; q = q + 1; getq()"), "6");
+  CHECK_STR(typed(L, "q = 10"), "nil");
+  CHECK_STR(typed(L, "getq()"), "10"); /* one cell, shared with the closure */
+  CHECK_STR(typed(L, "local x0 = x0 .. '!'"), "nil"); /* the right side sees the global */
+  CHECK_STR(typed(L, "x0"), "global x0!");
+  CHECK_STR(typed(L, "rawget(_G, 'x0')"), "global x0");
+  CHECK_STR(typed(L, "local x0"), "nil"); /* shadows the global, as in Lua */
+  CHECK_STR(typed(L, "x0"), "nil");
+  CHECK_STR(typed(L, "local m, n <const> = 1, 2; m + n"), "3");
+  CHECK_STR(typed(L, "n * 10"), "20");
+  CHECK_STR(typed(L, "local function fact(k) return k < 2 and 1 or k * fact(k - 1) end"), "nil");
+  CHECK_STR(typed(L, "fact(5)"), "120");
+  CHECK_STR(typed(L, "local t <close> = nil; 7"), "7");
+  CHECK_STR(typed(L, "t"), "nil"); /* a <close> variable ends with its line */
+  CHECK_STR(typed(L, "local bad = error('expected by the test')"),
+            "error: stdin:1: expected by the test");
+  CHECK_STR(typed(L, "bad == nil and rawget(_G, 'bad') == nil"), "true");
+  CHECK_STR(typed(L, "do local inner = 1 end; inner"), "nil"); /* not top level */
+  CHECK_STR(typed(L, "load('return q')()"), "nil"); /* other chunks: Lua's rules */
+  CHECK_STR(typed(L, "local s = 'a;b'; s"), "a;b");
+  lua_close(L);
+}
+
 static void test_stream(void)
 {
   static char input[] = "a = 1\nb = a +\n  1\nerror('expected by the test')\nc = b * 3\n";
@@ -385,6 +468,8 @@ int main(void)
   test_commands_and_paths();
   test_print();
   test_compile();
+  test_continue_or_error();
+  test_session();
   test_stream();
   test_history();
   test_stats();

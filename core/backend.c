@@ -11,6 +11,8 @@
  * its table or NULL with a reason (driver missing, no device).  The
  * outcome is remembered; a module that loads but finds no device stays
  * loaded (its libraries are mapped once) and is never asked again.
+ * cnn_module_open() is that search for any module (core/dist.c loads the
+ * MPI and NCCL collectives with it).
  * Also here: the small helpers the dispatch points of core/ops share
  * (device checks, strided arguments, "not supported on cuda yet").
  */
@@ -42,20 +44,21 @@ static void *open_module(const char *path) {
   return dlopen(path, RTLD_NOW | RTLD_LOCAL);
 }
 
-static void *find_module(char *last_error, size_t n) {
+void *cnn_module_open(const char *env, const char *file, const char *build_path,
+                      char *last_error, size_t n) {
   char exe[PATH_MAX], cand[PATH_MAX + 64];
-  void *h = open_module(getenv("CNNSH_CUDA_MODULE"));
+  void *h = open_module(getenv(env));
   ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
   if (!h && len > 0) {
     exe[len] = 0;
     char *dir = dirname(exe);
-    snprintf(cand, sizeof cand, "%s/libcnn_cuda.so", dir);
+    snprintf(cand, sizeof cand, "%s/%s", dir, file);
     if (!(h = open_module(cand))) {
-      snprintf(cand, sizeof cand, "%s/../lib/cnnsh/libcnn_cuda.so", dir);
+      snprintf(cand, sizeof cand, "%s/../lib/cnnsh/%s", dir, file);
       h = open_module(cand);
     }
   }
-  if (!h) h = open_module(CNNSH_CUDA_MODULE_BUILD_PATH);
+  if (!h) h = open_module(build_path);
   if (!h) {
     const char *e = dlerror();
     snprintf(last_error, n, "%s", e ? e : "module not found");
@@ -63,12 +66,15 @@ static void *find_module(char *last_error, size_t n) {
   return h;
 }
 
+const cnn_core_api *cnn_core_api_get(void) { return &core_api; }
+
 static void load_cuda(void) {
   char err[400] = "";
   if (!*CNNSH_CUDA_MODULE_BUILD_PATH && !getenv("CNNSH_CUDA_MODULE")) {
     snprintf(cuda_reason, sizeof cuda_reason, "cnnsh was built without CUDA");
   }
-  void *h = find_module(err, sizeof err);
+  void *h = cnn_module_open("CNNSH_CUDA_MODULE", "libcnn_cuda.so", CNNSH_CUDA_MODULE_BUILD_PATH,
+                            err, sizeof err);
   if (!h) {
     if (*CNNSH_CUDA_MODULE_BUILD_PATH || getenv("CNNSH_CUDA_MODULE"))
       snprintf(cuda_reason, sizeof cuda_reason, "the CUDA module could not be loaded: %s", err);

@@ -228,6 +228,13 @@ typedef struct {
 } cnn_core_api;
 #define CNN_CORE_API_VERSION 2
 
+/* dlopen() a module: $env, then `file` next to the executable, then
+ * ../lib/cnnsh/`file` relative to it, then build_path; NULL with dlerror()'s
+ * message in last_error[n].  cnn_core_api_get() is what modules receive. */
+void *cnn_module_open(const char *env, const char *file, const char *build_path,
+                      char *last_error, size_t n);
+const cnn_core_api *cnn_core_api_get(void);
+
 /* The module's one exported symbol: its table, or NULL and a reason ("no
  * CUDA driver", "no CUDA device", ...) written into reason[len]. */
 typedef const cnn_backend *(*cnn_cuda_backend_init_fn)(const cnn_core_api *core, char *reason,

@@ -65,6 +65,8 @@ void cnn_lua_batcher_type(lua_State *L);
 /* cuda.c: push the cnn.cuda table; cnn.version_info and friends */
 void cnn_lua_cuda_push(lua_State *L);
 extern const luaL_Reg cnn_lua_cuda_funcs[];
+/* dist.c: push the cnn.dist table (collectives; stdlib/dist.lua wraps it) */
+void cnn_lua_dist_push(lua_State *L);
 /* fused.c: push the cnn.fused table (optimizer updates); docs into cnn.doc of the table at m */
 void cnn_lua_fused_push(lua_State *L, int m);
 /* docs.c: fill cnn.doc; cnn module table at index m */

@@ -15,7 +15,7 @@
  * no fallback to the embedded copy so a developer never runs stale code.
  *
  * Lazy globals: _G gets a metatable whose __index requires exactly nn,
- * optim, data, train, viz and help on first use and caches the result with
+ * optim, data, train, viz, help and dist on first use and caches the result with
  * rawset; any other missing global stays nil.
  */
 #include <stdio.h>
@@ -186,6 +186,8 @@ int luaopen_cnn(lua_State *L) {
   lua_setfield(L, m, "backends");
   cnn_lua_cuda_push(L);
   lua_setfield(L, m, "cuda");
+  cnn_lua_dist_push(L);
+  lua_setfield(L, m, "dist");
   lua_newtable(L);
   luaL_setfuncs(L, cnn_lua_io_module, 0);
   luaL_setfuncs(L, cnn_lua_batcher_funcs, 0);
@@ -257,7 +259,7 @@ static void install_searcher(lua_State *L) {
 
 /* ---- lazy globals ---------------------------------------------------------------------------------- */
 
-static const char *const lazy_names[] = {"nn", "optim", "data", "train", "viz", "help", NULL};
+static const char *const lazy_names[] = {"nn", "optim", "data", "train", "viz", "help", "dist", NULL};
 
 /* _G.__index(t, k): upvalue 1 = require */
 static int lazy_index(lua_State *L) {

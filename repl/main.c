@@ -22,6 +22,7 @@
 #include <lauxlib.h>
 
 #include "cnn.h"
+#include "dist.h"
 #include "repl.h"
 
 #define MAX_CHUNKS 64
@@ -286,6 +287,7 @@ int main(int argc, char **argv)
       r.history_path = cnn_history_path();
     rc = run(&r, &o, argc, argv);
   }
+  rc = cnn_dist_shutdown(rc); /* under mpirun: finalize, or stop every rank */
   fflush(stdout);
   lua_close(r.L);
   free(r.history_path);

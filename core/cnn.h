@@ -352,6 +352,7 @@ typedef struct {
   int kernel[2], stride[2], pad[2];
   bool ceil_mode;
   bool count_include_pad; /* avg pool */
+  int dilation[2];        /* max pool: spacing of the window's taps, >= 1 (avg pool: ignored) */
 } cnn_pool_params;
 /* indices (optional out): int64, flat 0-based position within each H*W plane */
 cnn_tensor *cnn_max_pool2d(cnn_tensor *x, const cnn_pool_params *p, cnn_tensor **indices);
@@ -373,8 +374,10 @@ cnn_tensor *cnn_nll_loss(cnn_tensor *logp, cnn_tensor *target, cnn_tensor *weigh
 cnn_tensor *cnn_cross_entropy(cnn_tensor *logits, cnn_tensor *target, cnn_tensor *weight,
                               cnn_reduction red, double label_smoothing, int64_t ignore_index);
 cnn_tensor *cnn_mse_loss(cnn_tensor *x, cnn_tensor *y, cnn_reduction red);
+/* pos_weight (weight of the positive term) and weight (rescales each
+ * element's loss) are optional and broadcast to x's shape, as PyTorch's */
 cnn_tensor *cnn_bce_with_logits(cnn_tensor *x, cnn_tensor *y, cnn_tensor *pos_weight,
-                                cnn_reduction red);
+                                cnn_tensor *weight, cnn_reduction red);
 
 /* ---- fused optimizer updates (ops/optim.c) -------------------------------------
  * In place, never recorded by autograd; torch.optim's formulas (see

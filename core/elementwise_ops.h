@@ -135,7 +135,7 @@ CNN_EW double cnn_ew_unary_deriv(int op, double v, double p0, double p1) {
   case CNN_OP_RSQRT: return -0.5 * v * v * v;      /* y */
   case CNN_OP_TANH: return 1 - v * v;              /* y */
   case CNN_OP_SIGMOID: return cnn_sigmoid_grad(v); /* y */
-  case CNN_OP_RELU: return v > 0 ? 1 : 0;
+  case CNN_OP_RELU: return v <= 0 ? 0 : 1; /* PyTorch's threshold_backward: NaN passes */
   case CNN_OP_SIN: return cos(v);
   case CNN_OP_COS: return -sin(v);
   case CNN_OP_RECIPROCAL: return -v * v;           /* y */
@@ -145,7 +145,7 @@ CNN_EW double cnn_ew_unary_deriv(int op, double v, double p0, double p1) {
   case CNN_OP_EXPM1: return v + 1;                 /* y */
   case CNN_OP_LEAKY_RELU: return cnn_leaky_relu_grad(v, p0);
   case CNN_OP_ELU: return cnn_elu_grad(v, p0);
-  case CNN_OP_CLAMP: return v >= p0 && v <= p1 ? 1 : 0;
+  case CNN_OP_CLAMP: return v >= p0 && v <= p1 ? 1 : 0; /* 1 at a bound, 0 at NaN (PyTorch) */
   case CNN_OP_POW_SCALAR: return p0 == 0 ? 0 : p0 * pow(v, p0 - 1);
   case CNN_OP_ADD_SCALAR: return 1;
   case CNN_OP_MUL_SCALAR: return p0;

@@ -6,7 +6,9 @@
  * of the argmax, which backward scatters through and which the user can
  * ask for), and follows PyTorch's ceil_mode windows and average divisors
  * (window clipped to the padded input), none of which cuDNN's pooling
- * exposes; PyTorch uses its own kernels for the same reasons.  The window
+ * exposes, and cuDNN's pooling has no dilation; PyTorch uses its own
+ * kernels for the same reasons.  A dilated max window takes every dh-th
+ * row and dw-th column, as on the CPU.  The window
  * rules are core/cpu/pool.c's, line for line: padding is -inf for max
  * (first maximum kept, a NaN wins and every later NaN moves the index, as
  * the CPU's branch-free loop does), average divides by the clipped padded
@@ -26,19 +28,27 @@
 __device__ __forceinline__ int64_t mx(int64_t a, int64_t b) { return a > b ? a : b; }
 __device__ __forceinline__ int64_t mn(int64_t a, int64_t b) { return a < b ? a : b; }
 
+/* the taps start, start + d, ... (k of them) inside [0, n), as [*lo, *hi) by d */
+__device__ __forceinline__ void taps(int64_t start, int k, int d, int64_t n, int64_t *lo, int64_t *hi) {
+  *lo = start < 0 ? start + (-start + d - 1) / d * d : start;
+  *hi = mn(start + (int64_t)(k - 1) * d + 1, n);
+}
+
+/* one thread per output; dilation dh x dw (1 x 1 for undilated windows) */
 template <typename T>
 __global__ void k_max_fwd(cnn_pool_shape s, const T *x, T *y, int64_t *idx) {
   int64_t n = s.N * s.C * s.OH * s.OW;
   GRID_LOOP(i, n) {
     int64_t ow = i % s.OW, oh = i / s.OW % s.OH, plane = i / (s.OW * s.OH);
-    int64_t h0 = mx(oh * s.sh - s.ph, 0), h1 = mn(oh * s.sh - s.ph + s.kh, s.H);
-    int64_t w0 = mx(ow * s.sw - s.pw, 0), w1 = mn(ow * s.sw - s.pw + s.kw, s.W);
+    int64_t h0, h1, w0, w1;
+    taps(oh * s.sh - s.ph, s.kh, s.dh, s.H, &h0, &h1);
+    taps(ow * s.sw - s.pw, s.kw, s.dw, s.W, &w0, &w1);
     const T *xp = x + plane * s.H * s.W;
     int64_t arg = h0 < h1 && w0 < w1 ? h0 * s.W + w0 : -1;
     double best = -INFINITY;
     bool seen_nan = false;
-    for (int64_t h = h0; h < h1; h++)
-      for (int64_t w = w0; w < w1; w++) {
+    for (int64_t h = h0; h < h1; h += s.dh)
+      for (int64_t w = w0; w < w1; w += s.dw) {
         double v = xp[h * s.W + w];
         bool is_nan = v != v;
         if ((v > best && !seen_nan) || is_nan) arg = h * s.W + w;
@@ -147,6 +157,10 @@ static int max_fwd(int dev, cnn_dtype dt, const cnn_pool_shape *s, const void *x
                    int64_t *idx) {
   int64_t n = s->N * s->C * s->OH * s->OW;
   if (begin("max_pool2d", dev, dt)) return -1;
+  if (s->dh < 1 || s->dw < 1) {
+    gpu_core.set_error("max_pool2d: dilation %dx%d must be >= 1", s->dh, s->dw);
+    return -1;
+  }
   if (!n) return 0;
   if (dt == CNN_FLOAT32) k_max_fwd<float><<<gpu_blocks(n), GPU_THREADS>>>(*s, (const float *)x, (float *)y, idx);
   else k_max_fwd<double><<<gpu_blocks(n), GPU_THREADS>>>(*s, (const double *)x, (double *)y, idx);

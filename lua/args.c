@@ -135,6 +135,30 @@ static const char *running_name(lua_State *L) {
   return "options";
 }
 
+static bool is_known(const char *key, const char *const *known) {
+  for (; *known; known++)
+    if (strcmp(key, *known) == 0) return true;
+  return false;
+}
+
+void cnn_lua_check_options(lua_State *L, int opts, const char *fn, const char *const *known) {
+  if (opts == 0 || !lua_istable(L, opts)) return;
+  lua_pushnil(L);
+  while (lua_next(L, opts)) {
+    lua_pop(L, 1); /* the value */
+    if (lua_type(L, -1) == LUA_TSTRING && is_known(lua_tostring(L, -1), known)) continue;
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    for (const char *const *k = known; *k; k++) {
+      if (k != known) luaL_addstring(&b, ", ");
+      luaL_addstring(&b, *k);
+    }
+    luaL_pushresult(&b);
+    const char *names = lua_tostring(L, -1), *bad = luaL_tolstring(L, -2, NULL);
+    cnn_lua_fail(L, "%s: unknown option '%s' (options: %s)", fn, bad, names);
+  }
+}
+
 /* Push field key of the options table (or nil); returns its type. */
 static int opt_field(lua_State *L, int opts, const char *key) {
   if (opts == 0 || !lua_istable(L, opts)) {

@@ -101,6 +101,10 @@ int cnn_lua_parse_device(const char *s, cnn_device *out);
  * tensor of a dtype suited to `like` (its dtype, or float32 when an integer
  * tensor meets a non-integer number). */
 cnn_tensor *cnn_lua_operand(lua_State *L, int idx, const cnn_tensor *like);
+/* The options table at index opts (0: none) holds only keys listed in
+ * `known` (NULL-terminated, sorted), else raises "fn: unknown option 'k'
+ * (options: a, b, ...)", as the nn constructors do (stdlib/check.lua). */
+void cnn_lua_check_options(lua_State *L, int opts, const char *fn, const char *const *known);
 /* Fields of an options table at index opts (0 or a non-table: defaults). */
 bool cnn_lua_opt_bool(lua_State *L, int opts, const char *key, bool def);
 double cnn_lua_opt_number(lua_State *L, int opts, const char *key, double def);

@@ -208,7 +208,7 @@ static const doc_entry docs[] = {
     /* functional */
     {"F.conv2d", "F.conv2d(x, w [, b] [, {stride=1, padding=0, dilation=1, groups=1}]) -> tensor\n2-D convolution of N x C x H x W input; stride/padding/dilation a number or {h, w}; padding also {top, bottom, left, right}."},
     {"F.linear", "F.linear(x, w [, b]) -> tensor\nx * w^T + b for w of shape out x in."},
-    {"F.max_pool2d", "F.max_pool2d(x, kernel [, stride] [, {stride=kernel, padding=0, ceil_mode=false, return_indices=false}]) -> tensor [, indices]\n2-D max pooling; indices are 1-based positions within each H*W plane."},
+    {"F.max_pool2d", "F.max_pool2d(x, kernel [, stride] [, {stride=kernel, padding=0, dilation=1, ceil_mode=false, return_indices=false}]) -> tensor [, indices]\n2-D max pooling; dilation spaces the window's taps (a 3x3 window of dilation 2 spans 5x5); indices are 1-based positions within each H*W plane."},
     {"F.avg_pool2d", "F.avg_pool2d(x, kernel [, stride] [, {stride=kernel, padding=0, ceil_mode=false, count_include_pad=true}]) -> tensor\n2-D average pooling."},
     {"F.adaptive_avg_pool2d", "F.adaptive_avg_pool2d(x, size | {h, w}) -> tensor\nAverage pooling to a fixed output size."},
     {"F.relu", "F.relu(x) -> tensor\nmax(x, 0)."},
@@ -228,7 +228,7 @@ static const doc_entry docs[] = {
     {"F.cross_entropy", "F.cross_entropy(logits, target [, {weight=, reduction='mean', label_smoothing=0, ignore_index=}]) -> tensor\nSoftmax cross-entropy of N x C logits against int64 class labels 1..C."},
     {"F.nll_loss", "F.nll_loss(logp, target [, {weight=, reduction='mean', ignore_index=}]) -> tensor\nNegative log-likelihood of log-probabilities against int64 class labels 1..C."},
     {"F.mse_loss", "F.mse_loss(x, y [, {reduction='mean'}]) -> tensor\nMean squared error."},
-    {"F.binary_cross_entropy_with_logits", "F.binary_cross_entropy_with_logits(x, y [, {pos_weight=, reduction='mean'}]) -> tensor\nSigmoid + binary cross-entropy, computed stably."},
+    {"F.binary_cross_entropy_with_logits", "F.binary_cross_entropy_with_logits(x, y [, {weight=, pos_weight=, reduction='mean'}]) -> tensor\nSigmoid + binary cross-entropy, computed stably; weight rescales each element's loss and pos_weight the positive term, both broadcast to x's shape (PyTorch's)."},
     {NULL, NULL}};
 
 static const char *const module_docs[][2] = {

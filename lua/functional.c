@@ -11,6 +11,7 @@
  */
 #include <limits.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "bind.h"
@@ -92,6 +93,8 @@ static int f_conv2d(lua_State *L) {
   cnn_tensor *x = cnn_lua_check_tensor(L, 1), *w = cnn_lua_check_tensor(L, 2);
   int opts = opts_index(L, 3);
   cnn_tensor *b = opts == 3 ? NULL : cnn_lua_opt_tensor(L, 3);
+  static const char *const known[] = {"dilation", "groups", "padding", "stride", NULL};
+  cnn_lua_check_options(L, opts, "F.conv2d", known);
   cnn_conv_params p = {{1, 1}, {0, 0, 0, 0}, {1, 1}, 1};
   opt_pair(L, opts, "conv2d", "stride", 1, 1, p.stride);
   opt_pair(L, opts, "conv2d", "dilation", 1, 1, p.dilation);
@@ -111,9 +114,13 @@ static int f_linear(lua_State *L) {
 
 /* ---- pooling ------------------------------------------------------------------------- */
 
-/* (x, kernel [, stride] [, opts]) -> params; stride defaults to kernel */
-static int pool_params(lua_State *L, const char *fn, cnn_pool_params *p) {
+/* (x, kernel [, stride] [, opts]) -> params; stride defaults to kernel;
+ * opts may hold only the keys in `known` */
+static int pool_params(lua_State *L, const char *fn, const char *const *known, cnn_pool_params *p) {
   int opts = opts_index(L, 3);
+  char qualified[64];
+  snprintf(qualified, sizeof qualified, "F.%s", fn);
+  cnn_lua_check_options(L, opts, qualified, known);
   int k[2];
   if (lua_isnoneornil(L, 2)) cnn_lua_fail(L, "%s: kernel size expected", fn);
   int_list(L, 2, fn, "kernel_size", 1, k, 2, 2);
@@ -129,12 +136,14 @@ static int pool_params(lua_State *L, const char *fn, cnn_pool_params *p) {
   return opts;
 }
 
-/* F.max_pool2d(x, kernel [, stride] [, {stride=, padding=, ceil_mode=, return_indices=}]) */
+/* F.max_pool2d(x, kernel [, stride] [, {stride=, padding=, dilation=, ceil_mode=, return_indices=}]) */
 static int f_max_pool2d(lua_State *L) {
   cnn_tensor *x = cnn_lua_check_tensor(L, 1);
   cnn_pool_params p;
   memset(&p, 0, sizeof p);
-  int opts = pool_params(L, "max_pool2d", &p);
+  static const char *const known[] = {"ceil_mode", "dilation", "padding", "return_indices", "stride", NULL};
+  int opts = pool_params(L, "max_pool2d", known, &p);
+  opt_pair(L, opts, "max_pool2d", "dilation", 1, 1, p.dilation);
   if (!cnn_lua_opt_bool(L, opts, "return_indices", false))
     return cnn_lua_push_result(L, cnn_max_pool2d(x, &p, NULL));
   cnn_tensor *idx = NULL;
@@ -150,7 +159,8 @@ static int f_avg_pool2d(lua_State *L) {
   cnn_tensor *x = cnn_lua_check_tensor(L, 1);
   cnn_pool_params p;
   memset(&p, 0, sizeof p);
-  pool_params(L, "avg_pool2d", &p);
+  static const char *const known[] = {"ceil_mode", "count_include_pad", "padding", "stride", NULL};
+  pool_params(L, "avg_pool2d", known, &p);
   return cnn_lua_push_result(L, cnn_avg_pool2d(x, &p));
 }
 
@@ -208,6 +218,8 @@ static int f_dropout(lua_State *L) {
 static int f_batch_norm(lua_State *L) {
   cnn_tensor *x = cnn_lua_check_tensor(L, 1);
   int opts = opts_index(L, 2);
+  static const char *const known[] = {"eps", "momentum", "training", NULL};
+  cnn_lua_check_options(L, opts, "F.batch_norm", known);
   cnn_tensor *t[4] = {NULL, NULL, NULL, NULL}; /* mean, var, weight, bias */
   for (int i = 0; i < 4 && !(opts && i + 2 >= opts); i++) t[i] = cnn_lua_opt_tensor(L, i + 2);
   bool training = cnn_lua_opt_bool(L, opts, "training", false);

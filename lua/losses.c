@@ -32,9 +32,11 @@ static cnn_tensor *opt_tensor_field(lua_State *L, int opts, const char *fn, cons
   return t;
 }
 
-static int trailing_opts(lua_State *L, int idx) {
+/* the options table at idx (0 when absent), holding only `known` keys */
+static int trailing_opts(lua_State *L, int idx, const char *fn, const char *const *known) {
   if (lua_isnoneornil(L, idx)) return 0;
   luaL_checktype(L, idx, LUA_TTABLE);
+  cnn_lua_check_options(L, idx, fn, known);
   return idx;
 }
 
@@ -100,7 +102,8 @@ static ignore_spec ignore_of(lua_State *L, int opts, const cnn_tensor *input) {
 /* F.cross_entropy(logits, target [, {weight=, reduction='mean', label_smoothing=0, ignore_index=}]) */
 static int f_cross_entropy(lua_State *L) {
   cnn_tensor *x = cnn_lua_check_tensor(L, 1);
-  int opts = trailing_opts(L, 3);
+  static const char *const known[] = {"ignore_index", "label_smoothing", "reduction", "weight", NULL};
+  int opts = trailing_opts(L, 3, "F.cross_entropy", known);
   cnn_reduction red = reduction_of(L, opts, "cross_entropy");
   double ls = cnn_lua_opt_number(L, opts, "label_smoothing", 0);
   if (!(ls >= 0 && ls <= 1)) return cnn_lua_fail(L, "cross_entropy: label_smoothing must be in [0, 1], got %g", ls);
@@ -115,7 +118,8 @@ static int f_cross_entropy(lua_State *L) {
 /* F.nll_loss(logp, target [, {weight=, reduction='mean', ignore_index=}]) */
 static int f_nll_loss(lua_State *L) {
   cnn_tensor *x = cnn_lua_check_tensor(L, 1);
-  int opts = trailing_opts(L, 3);
+  static const char *const known[] = {"ignore_index", "reduction", "weight", NULL};
+  int opts = trailing_opts(L, 3, "F.nll_loss", known);
   cnn_reduction red = reduction_of(L, opts, "nll_loss");
   cnn_tensor *w = opt_tensor_field(L, opts, "nll_loss", "weight");
   ignore_spec ig = ignore_of(L, opts, x);
@@ -128,17 +132,20 @@ static int f_nll_loss(lua_State *L) {
 /* F.mse_loss(x, y [, {reduction='mean'}]) */
 static int f_mse_loss(lua_State *L) {
   cnn_tensor *x = cnn_lua_check_tensor(L, 1), *y = cnn_lua_check_tensor(L, 2);
-  cnn_reduction red = reduction_of(L, trailing_opts(L, 3), "mse_loss");
+  static const char *const known[] = {"reduction", NULL};
+  cnn_reduction red = reduction_of(L, trailing_opts(L, 3, "F.mse_loss", known), "mse_loss");
   return cnn_lua_push_result(L, cnn_mse_loss(x, y, red));
 }
 
-/* F.binary_cross_entropy_with_logits(x, y [, {pos_weight=, reduction='mean'}]) */
+/* F.binary_cross_entropy_with_logits(x, y [, {weight=, pos_weight=, reduction='mean'}]) */
 static int f_bce_with_logits(lua_State *L) {
   cnn_tensor *x = cnn_lua_check_tensor(L, 1), *y = cnn_lua_check_tensor(L, 2);
-  int opts = trailing_opts(L, 3);
+  static const char *const known[] = {"pos_weight", "reduction", "weight", NULL};
+  int opts = trailing_opts(L, 3, "F.binary_cross_entropy_with_logits", known);
   cnn_reduction red = reduction_of(L, opts, "binary_cross_entropy_with_logits");
   cnn_tensor *pw = opt_tensor_field(L, opts, "binary_cross_entropy_with_logits", "pos_weight");
-  return cnn_lua_push_result(L, cnn_bce_with_logits(x, y, pw, red));
+  cnn_tensor *w = opt_tensor_field(L, opts, "binary_cross_entropy_with_logits", "weight");
+  return cnn_lua_push_result(L, cnn_bce_with_logits(x, y, pw, w, red));
 }
 
 const luaL_Reg cnn_lua_loss_funcs[] = {

@@ -114,10 +114,12 @@ typedef struct {
   int64_t N, C, H, W, OH, OW;   /* caller computes OH/OW (incl. ceil_mode) */
   int kh, kw, sh, sw, ph, pw;
   int count_include_pad;        /* avg pool */
+  int dh, dw;                   /* max pool dilation, >= 1 (avg pool: unused) */
 } cnn_pool_shape;
 
-/* x: N x C x H x W, y: N x C x OH x OW.  Padding counts as -inf; NaN
- * propagates.  indices (may be NULL): int64, the argmax's flat position
+/* x: N x C x H x W, y: N x C x OH x OW.  The window of output (oh, ow)
+ * takes rows oh*sh - ph + r*dh (r < kh) and columns likewise (PyTorch's
+ * dilation).  Padding counts as -inf; NaN propagates.  indices (may be NULL): int64, the argmax's flat position
  * h*W+w within its input plane (the first maximum), -1 for a window that
  * holds no input element (then y is -inf). */
 int cnn_cpu_max_pool2d_forward(cnn_dtype dt, const cnn_pool_shape *s, const void *x, void *y,

@@ -7,7 +7,8 @@
  *
  * Windows (as PyTorch): output row oh covers input rows
  *   [oh*sh - ph, oh*sh - ph + kh)  clipped to [0, H)
- * and likewise for columns.  Max pool treats padding as -inf (so it never
+ * and likewise for columns; a dilated max window takes every dh-th row of
+ * [oh*sh - ph, oh*sh - ph + (kh-1)*dh], those inside [0, H).  Max pool treats padding as -inf (so it never
  * wins), keeps the first maximum, and propagates NaN; its index is the
  * flat position h*W + w within the input plane.  Average pool divides by
  * the window clipped to the padded input [-ph, H+ph) when
@@ -65,6 +66,13 @@ static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
 /* ---- max pool -------------------------------------------------------------------- */
 
+/* The taps of a dilated window along one axis: start, start + d, ...
+ * (k taps) that fall inside [0, n), as [*lo, *hi) stepping by d. */
+static inline void window_taps(int64_t start, int k, int d, int64_t n, int64_t *lo, int64_t *hi) {
+  *lo = start < 0 ? start + (-start + d - 1) / d * d : start;
+  *hi = min64(start + (int64_t)(k - 1) * d + 1, n);
+}
+
 /* One output: the maximum of x (H x W) over the window of (oh, ow) and its
  * argmax (-1 for a window that holds no input element).  PyTorch's rule:
  * start at -inf with the window's first position, take v when v > best or
@@ -73,13 +81,14 @@ static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
  * mispredict every other compare. */
 ALWAYS_INLINE double max_window(int f64, const cnn_pool_shape *s, const void *x, int64_t oh,
                                 int64_t ow, int64_t *argp) {
-  int64_t h0 = max64(oh * s->sh - s->ph, 0), h1 = min64(oh * s->sh - s->ph + s->kh, s->H);
-  int64_t w0 = max64(ow * s->sw - s->pw, 0), w1 = min64(ow * s->sw - s->pw + s->kw, s->W);
+  int64_t h0, h1, w0, w1;
+  window_taps(oh * s->sh - s->ph, s->kh, s->dh, s->H, &h0, &h1);
+  window_taps(ow * s->sw - s->pw, s->kw, s->dw, s->W, &w0, &w1);
   int64_t arg = h0 < h1 && w0 < w1 ? h0 * s->W + w0 : -1;
   double best = -INFINITY;
   int seen_nan = 0;
-  for (int64_t h = h0; h < h1; h++)
-    for (int64_t w = w0; w < w1; w++) {
+  for (int64_t h = h0; h < h1; h += s->dh)
+    for (int64_t w = w0; w < w1; w += s->dw) {
       double v = cnn_cpu_ld(x, h * s->W + w, f64);
       int is_nan = v != v, take = ((v > best) & !seen_nan) | is_nan;
       arg += (h * s->W + w - arg) & -(int64_t)take;
@@ -148,7 +157,7 @@ ALWAYS_INLINE void max2x2_f32_plane(const float *x, float *y, int64_t *idx, int6
 
 static bool is_2x2_s2(cnn_dtype dt, const cnn_pool_shape *s) {
   return dt == CNN_FLOAT32 && s->kh == 2 && s->kw == 2 && s->sh == 2 && s->sw == 2 && s->ph == 0 &&
-         s->pw == 0;
+         s->pw == 0 && s->dh == 1 && s->dw == 1;
 }
 
 /* Plane p of x into plane p of y (and idx): the 2x2 path where it applies,
@@ -172,6 +181,10 @@ static void max_pool_plane(cnn_dtype dt, const cnn_pool_shape *s, const void *x,
 int cnn_cpu_max_pool2d_forward(cnn_dtype dt, const cnn_pool_shape *s, const void *x, void *y,
                                int64_t *indices) {
   if (check_pool("max_pool2d", dt, s)) return -1;
+  if (s->dh < 1 || s->dw < 1) {
+    cnn_set_error("max_pool2d: dilation %dx%d must be >= 1", s->dh, s->dw);
+    return -1;
+  }
   int64_t HW = s->H * s->W, OP = s->OH * s->OW, esz = (int64_t)cnn_dtype_size(dt);
 #pragma omp parallel for schedule(static)
   for (int64_t p = 0; p < s->N * s->C; p++)
@@ -310,7 +323,7 @@ static int check_adaptive(const char *op, cnn_dtype dt, int64_t N, int64_t C, in
 /* The adaptive problem as a pool shape: only N, C, H, W, OH, OW are used. */
 static cnn_pool_shape adaptive_shape(int64_t N, int64_t C, int64_t H, int64_t W, int64_t OH,
                                      int64_t OW) {
-  cnn_pool_shape s = {N, C, H, W, OH, OW, 0, 0, 0, 0, 0, 0, 0};
+  cnn_pool_shape s = {.N = N, .C = C, .H = H, .W = W, .OH = OH, .OW = OW};
   return s;
 }
 

@@ -638,28 +638,44 @@ static int bce_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
   return 0;
 }
 
-static int check_bce(cnn_tensor *x, cnn_tensor *y, cnn_tensor *pw) {
+/* w (pos_weight or weight, may be NULL) broadcasts to x's shape */
+static int check_bce_weight(const char *what, cnn_tensor *x, cnn_tensor *w) {
   const char *op = "binary_cross_entropy_with_logits";
   char s1[CNN_SHAPE_STR], s2[CNN_SHAPE_STR];
-  if (check_float(op, "input", x) || check_float(op, "target", y)) return -1;
-  if (pw && check_float(op, "pos_weight", pw)) return -1;
-  if (cnn_check_same_device(op, x, y) || cnn_check_same_device(op, x, pw)) return -1;
-  if (!cnn_same_shape(x, y))
-    return cnn_set_error("%s: target %s does not match input %s", op, cnn_tensor_shape_str(y, s1),
-                         cnn_tensor_shape_str(x, s2)), -1;
+  if (!w) return 0;
+  if (check_float(op, what, w) || cnn_check_same_device(op, x, w)) return -1;
   int nd;
   int64_t shape[CNN_MAX_DIMS];
-  if (pw && (cnn_broadcast_shape(op, pw, x, &nd, shape) || nd != x->ndim ||
-             memcmp(shape, x->shape, sizeof(int64_t) * nd)))
-    return cnn_set_error("%s: pos_weight %s cannot be broadcast to input %s", op,
-                         cnn_tensor_shape_str(pw, s1), cnn_tensor_shape_str(x, s2)), -1;
+  if (cnn_broadcast_shape(op, w, x, &nd, shape) || nd != x->ndim || memcmp(shape, x->shape, sizeof(int64_t) * nd))
+    return cnn_set_error("%s: %s %s cannot be broadcast to input %s", op, what, cnn_tensor_shape_str(w, s1),
+                         cnn_tensor_shape_str(x, s2)), -1;
   return 0;
 }
 
+static int check_bce(cnn_tensor *x, cnn_tensor *y, cnn_tensor *pw, cnn_tensor *w) {
+  const char *op = "binary_cross_entropy_with_logits";
+  char s1[CNN_SHAPE_STR], s2[CNN_SHAPE_STR];
+  if (check_float(op, "input", x) || check_float(op, "target", y)) return -1;
+  if (cnn_check_same_device(op, x, y)) return -1;
+  if (!cnn_same_shape(x, y))
+    return cnn_set_error("%s: target %s does not match input %s", op, cnn_tensor_shape_str(y, s1),
+                         cnn_tensor_shape_str(x, s2)), -1;
+  return check_bce_weight("pos_weight", x, pw) || check_bce_weight("weight", x, w) ? -1 : 0;
+}
+
+/* The per-element loss times weight (PyTorch's loss.mul_(weight)), recorded
+ * as an ordinary product so the gradient reaches weight too. */
+static cnn_tensor *bce_weighted(cnn_tensor *l, cnn_tensor *w) {
+  if (!l || !w) return l;
+  cnn_tensor *r = cnn_binary(CNN_OP_MUL, l, w);
+  cnn_tensor_release(l);
+  return r;
+}
+
 cnn_tensor *cnn_bce_with_logits(cnn_tensor *x, cnn_tensor *y, cnn_tensor *pos_weight,
-                                cnn_reduction red) {
+                                cnn_tensor *weight, cnn_reduction red) {
   bce_args b;
-  if (check_reduction("binary_cross_entropy_with_logits", red) || check_bce(x, y, pos_weight) ||
+  if (check_reduction("binary_cross_entropy_with_logits", red) || check_bce(x, y, pos_weight, weight) ||
       bce_make(x, y, pos_weight, &b))
     return NULL;
   cnn_tensor *l = cnn_empty(x->ndim, x->shape, x->dtype, cnn_tensor_device(x));
@@ -673,5 +689,6 @@ cnn_tensor *cnn_bce_with_logits(cnn_tensor *x, cnn_tensor *y, cnn_tensor *pos_we
                   : NULL;
   if (n) cnn_node_save(n, 0, b.x), cnn_node_save(n, 1, b.y), cnn_node_save(n, 2, b.pw);
   bce_free(&b);
+  l = bce_weighted(l, weight);
   return l ? apply_reduction(l, red) : NULL;
 }

@@ -2,7 +2,8 @@
  * nn_pool.c -- max_pool2d, avg_pool2d and adaptive_avg_pool2d on tensors.
  *
  * Validation and output sizes (PyTorch's rules, including ceil_mode's "the
- * last window must start inside the input or left padding") live here; the
+ * last window must start inside the input or left padding" and max
+ * pooling's dilation, which widens the window to (k-1)*d + 1) live here; the
  * loops are in core/cpu/pool.c.  Max pooling saves the argmax indices for
  * backward; it computes them only when backward will need them or the
  * caller asks (under no_grad they were an int64 array twice the output's
@@ -19,8 +20,10 @@
 
 #include <stdlib.h>
 
-static int64_t pool_out_size(int64_t in, int k, int s, int p, bool ceil_mode) {
-  int64_t span = in + 2 * p - k;
+/* PyTorch's pooling_output_shape; `ek` is the effective (dilated) kernel
+ * (k-1)*d + 1, and in + 2p >= ek has been checked. */
+static int64_t pool_out_size(int64_t in, int64_t ek, int s, int p, bool ceil_mode) {
+  int64_t span = in + 2 * p - ek;
   int64_t out = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
   if (ceil_mode && (out - 1) * s >= in + p) out--; /* last window must start inside */
   return out;
@@ -86,11 +89,13 @@ static int pool_adaptive(const cnn_tensor *t, int bwd, const int64_t *nchw, int6
   return cnn_backend_unsupported("adaptive_avg_pool2d");
 }
 
-static int pool_geometry(const char *op, const cnn_tensor *x, const cnn_pool_params *p, cnn_pool_shape *s) {
-  char a[CNN_SHAPE_STR];
+/* The kernel, stride, padding and dilation of p as PyTorch checks them
+ * (pool2d_shape_check): all positive but padding, padding at most half the
+ * kernel (undilated, as PyTorch). */
+static int pool_params_ok(const char *op, const cnn_pool_params *p, const int dil[2]) {
   if (p->kernel[0] < 1 || p->kernel[1] < 1 || p->stride[0] < 1 || p->stride[1] < 1 || p->pad[0] < 0 ||
-      p->pad[1] < 0) {
-    cnn_set_error("%s: kernel and stride must be positive, padding non-negative", op);
+      p->pad[1] < 0 || dil[0] < 1 || dil[1] < 1) {
+    cnn_set_error("%s: kernel, stride and dilation must be positive, padding non-negative", op);
     return -1;
   }
   if (p->pad[0] * 2 > p->kernel[0] || p->pad[1] * 2 > p->kernel[1]) {
@@ -98,15 +103,27 @@ static int pool_geometry(const char *op, const cnn_tensor *x, const cnn_pool_par
                   p->kernel[0], p->kernel[1]);
     return -1;
   }
-  if (x->shape[2] + 2 * p->pad[0] < p->kernel[0] || x->shape[3] + 2 * p->pad[1] < p->kernel[1]) {
-    cnn_set_error("%s: input %s (padded by %dx%d) is smaller than the kernel %dx%d", op,
-                  cnn_tensor_shape_str(x, a), p->pad[0], p->pad[1], p->kernel[0], p->kernel[1]);
+  return 0;
+}
+
+/* Validates p for x and fills s; dil is {1, 1} for average pooling. */
+static int pool_geometry(const char *op, const cnn_tensor *x, const cnn_pool_params *p, const int dil[2],
+                         cnn_pool_shape *s) {
+  char a[CNN_SHAPE_STR];
+  if (pool_params_ok(op, p, dil)) return -1;
+  int64_t ekh = (int64_t)(p->kernel[0] - 1) * dil[0] + 1, ekw = (int64_t)(p->kernel[1] - 1) * dil[1] + 1;
+  if (x->shape[2] + 2 * p->pad[0] < ekh || x->shape[3] + 2 * p->pad[1] < ekw) {
+    cnn_set_error("%s: input %s (padded by %dx%d) is smaller than the kernel %lldx%lld%s", op,
+                  cnn_tensor_shape_str(x, a), p->pad[0], p->pad[1], (long long)ekh, (long long)ekw,
+                  dil[0] > 1 || dil[1] > 1 ? " (dilated)" : "");
     return -1;
   }
-  *s = (cnn_pool_shape){x->shape[0], x->shape[1], x->shape[2], x->shape[3], 0, 0, p->kernel[0], p->kernel[1],
-                        p->stride[0], p->stride[1], p->pad[0], p->pad[1], p->count_include_pad};
-  s->OH = pool_out_size(s->H, s->kh, s->sh, s->ph, p->ceil_mode);
-  s->OW = pool_out_size(s->W, s->kw, s->sw, s->pw, p->ceil_mode);
+  *s = (cnn_pool_shape){.N = x->shape[0], .C = x->shape[1], .H = x->shape[2], .W = x->shape[3],
+                        .kh = p->kernel[0], .kw = p->kernel[1], .sh = p->stride[0], .sw = p->stride[1],
+                        .ph = p->pad[0], .pw = p->pad[1], .count_include_pad = p->count_include_pad,
+                        .dh = dil[0], .dw = dil[1]};
+  s->OH = pool_out_size(s->H, ekh, s->sh, s->ph, p->ceil_mode);
+  s->OW = pool_out_size(s->W, ekw, s->sw, s->pw, p->ceil_mode);
   if (s->OH > 0 && s->OW > 0) return 0;
   cnn_set_error("%s: input %s is smaller than the kernel %dx%d", op, cnn_tensor_shape_str(x, a), s->kh, s->kw);
   return -1;
@@ -124,7 +141,7 @@ static int max_pool_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
 
 cnn_tensor *cnn_max_pool2d(cnn_tensor *x, const cnn_pool_params *p, cnn_tensor **indices) {
   cnn_pool_shape s;
-  if (pool_input_ok("max_pool2d", x) || pool_geometry("max_pool2d", x, p, &s)) return NULL;
+  if (pool_input_ok("max_pool2d", x) || pool_geometry("max_pool2d", x, p, p->dilation, &s)) return NULL;
   int64_t shape[4] = {s.N, s.C, s.OH, s.OW};
   bool want_idx = indices || cnn_any_requires_grad(1, &x); /* else no int64 array at all */
   cnn_tensor *xc = cnn_contiguous(x);
@@ -159,7 +176,8 @@ static int avg_pool_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
 
 cnn_tensor *cnn_avg_pool2d(cnn_tensor *x, const cnn_pool_params *p) {
   cnn_pool_shape s;
-  if (pool_input_ok("avg_pool2d", x) || pool_geometry("avg_pool2d", x, p, &s)) return NULL;
+  static const int no_dilation[2] = {1, 1};
+  if (pool_input_ok("avg_pool2d", x) || pool_geometry("avg_pool2d", x, p, no_dilation, &s)) return NULL;
   int64_t shape[4] = {s.N, s.C, s.OH, s.OW};
   cnn_tensor *xc = cnn_contiguous(x);
   cnn_tensor *y = xc ? cnn_empty(4, shape, x->dtype, cnn_tensor_device(x)) : NULL;

@@ -336,7 +336,7 @@ static void record_reduce(cnn_reduce_op op, cnn_tensor *out, cnn_tensor *x, cons
   n->ip[0] = op, n->ip[1] = pl->dims, n->ip[2] = keepdim;
   n->p[0] = p;
   if (op != CNN_RED_SUM && op != CNN_RED_MEAN) cnn_node_save(n, 0, x);
-  if (op != CNN_RED_SUM && op != CNN_RED_MEAN && op != CNN_RED_VAR) cnn_node_save(n, 1, out);
+  if (op != CNN_RED_SUM && op != CNN_RED_MEAN && op != CNN_RED_VAR && op != CNN_RED_PROD) cnn_node_save(n, 1, out);
 }
 
 /* ---- public ------------------------------------------------------------------------------ */

@@ -5,8 +5,14 @@
  * input's shape with reduced dims of size 1), then broadcasts it against
  * the input with the elementwise ops:
  *   sum   g                       mean  g / R
- *   prod  g * y / x               (inputs containing 0 give NaN/inf: not special-cased)
- *   amax/amin  g * (x == y) / count(x == y)   (ties share the gradient)
+ *   prod  g * (the product of the others): g * p / x' where x' is x with
+ *         its zeros replaced by 1 and p = prod(x'); kept only where no other
+ *         element of the group is 0 (PyTorch's prod_safe_zeros_backward:
+ *         one zero -> the product of the others there, 0 elsewhere; two or
+ *         more -> 0 everywhere)
+ *   amax/amin  g * m / count(m), m = (x == y) | isnan(x)  (ties share the
+ *         gradient; a NaN maximum shares it among the NaNs, as PyTorch's
+ *         evenly_distribute_backward for max()/min())
  *   var   g * 2 (x - mean) / (R - correction)
  *   std   g * (x - mean) / ((R - correction) * y)
  *   norm  g * sign(x) |x|^(p-1) / y^(p-1)  (0 where y == 0); p = inf as amax of |x|
@@ -59,14 +65,22 @@ static cnn_tensor *spread(cnn_node *n, cnn_tensor *gk, double scale) {
   return r;
 }
 
-/* g * (v == yk) / count(v == yk) */
+/* The winners of max/min (or of |x| for the inf-norm) as 0/1 of gk's dtype:
+ * v == yk, or v is NaN (then yk is NaN too: NaN propagates). */
+static cnn_tensor *extremum_mask(cnn_tensor *gk, cnn_tensor *v, cnn_tensor *yk) {
+  cnn_tensor *eq = cnn_binary(CNN_OP_EQ, v, yk), *nan = cnn_binary(CNN_OP_NE, v, v);
+  cnn_tensor *eqf = eq ? cnn_to_dtype(eq, gk->dtype) : NULL, *nanf = nan ? cnn_to_dtype(nan, gk->dtype) : NULL;
+  cnn_tensor *r = eqf && nanf ? cnn_binary(CNN_OP_ADD, eqf, nanf) : NULL;
+  cnn_tensor_release(eq), cnn_tensor_release(nan), cnn_tensor_release(eqf), cnn_tensor_release(nanf);
+  return r;
+}
+
+/* g * m / count(m), m the winners (extremum_mask) */
 static cnn_tensor *extremum_grad(cnn_node *n, cnn_tensor *gk, cnn_tensor *v, cnn_tensor *yk) {
-  cnn_tensor *mask = cnn_binary(CNN_OP_EQ, v, yk);
-  cnn_tensor *mf = mask ? cnn_to_dtype(mask, gk->dtype) : NULL;
+  cnn_tensor *mf = extremum_mask(gk, v, yk);
   cnn_tensor *cnt = mf ? cnn_reduce(CNN_RED_SUM, mf, (uint32_t)n->ip[1], true, 0) : NULL;
   cnn_tensor *share = cnt ? cnn_binary(CNN_OP_DIV, gk, cnt) : NULL;
   cnn_tensor *r = share ? cnn_binary(CNN_OP_MUL, mf, share) : NULL;
-  cnn_tensor_release(mask);
   cnn_tensor_release(mf);
   cnn_tensor_release(cnt);
   cnn_tensor_release(share);
@@ -108,21 +122,37 @@ static cnn_tensor *norm_grad(cnn_node *n, cnn_tensor *gk, cnn_tensor *x, cnn_ten
   return r;
 }
 
+/* The gradient of prod with zeros handled (see the header); the number of
+ * zeros among the others is count(group) - (x == 0), and the gradient
+ * survives only where it is 0. */
+static cnn_tensor *prod_grad(cnn_node *n, cnn_tensor *gk, cnn_tensor *x) {
+  uint32_t dims = (uint32_t)n->ip[1];
+  cnn_tensor *zero = cnn_scalar(0, x->dtype, CNN_DEVICE_CPU), *one = cnn_scalar(1, x->dtype, CNN_DEVICE_CPU);
+  cnn_tensor *is0 = zero ? cnn_binary(CNN_OP_EQ, x, zero) : NULL;
+  cnn_tensor *zf = is0 ? cnn_to_dtype(is0, x->dtype) : NULL;
+  cnn_tensor *count = zf ? cnn_reduce(CNN_RED_SUM, zf, dims, true, 0) : NULL;
+  cnn_tensor *others0 = count ? bin2(CNN_OP_SUB, count, zf, false) : NULL;
+  cnn_tensor *keep = others0 ? cnn_binary(CNN_OP_EQ, others0, zero) : NULL;
+  cnn_tensor *x1 = one && is0 ? cnn_where(is0, one, x) : NULL;
+  cnn_tensor *p = x1 ? cnn_reduce(CNN_RED_PROD, x1, dims, true, 0) : NULL;
+  cnn_tensor *base = p ? bin2(CNN_OP_DIV, bin2(CNN_OP_MUL, p, gk, false), x1, false) : NULL;
+  cnn_tensor *r = base && keep ? cnn_where(keep, base, zero) : NULL;
+  cnn_tensor *tmp[] = {zero, one, is0, zf, others0, keep, x1, base};
+  for (size_t i = 0; i < sizeof tmp / sizeof tmp[0]; i++) cnn_tensor_release(tmp[i]);
+  return r;
+}
+
 static cnn_tensor *reduce_input_grad(cnn_node *n, cnn_reduce_op op, cnn_tensor *gk) {
   if (op == CNN_RED_SUM) return spread(n, gk, 1.0);
   if (op == CNN_RED_MEAN) return spread(n, gk, 1.0 / (double)reduced_count(n));
   cnn_tensor *x = cnn_node_saved(n, 0);
   if (!x) return NULL;
+  if (op == CNN_RED_PROD) return prod_grad(n, gk, x);
   cnn_tensor *y = op == CNN_RED_VAR ? NULL : cnn_node_saved(n, 1);
   if (op != CNN_RED_VAR && !y) return NULL;
   cnn_tensor *yk = y ? to_keepdim(n, y) : NULL, *r = NULL;
   if (y && !yk) return NULL;
   switch (op) {
-  case CNN_RED_PROD: {
-    cnn_tensor *gy = cnn_binary(CNN_OP_MUL, gk, yk);
-    r = bin2(CNN_OP_DIV, gy, x, false);
-    break;
-  }
   case CNN_RED_MAX: case CNN_RED_MIN: r = extremum_grad(n, gk, x, yk); break;
   case CNN_RED_VAR: r = var_grad(n, gk, x, NULL, false); break;
   case CNN_RED_STD: r = var_grad(n, gk, x, yk, true); break;

@@ -2,7 +2,7 @@
 --
 -- Parameters: weight (gamma, ones) and bias (beta, zeros) of size C when
 -- affine.  Buffers when track_running_stats: running_mean (zeros),
--- running_var (ones) and num_batches_tracked (a 1-element int64 tensor).
+-- running_var (ones) and num_batches_tracked (a 0-d int64 tensor, as PyTorch).
 -- In training mode the batch statistics normalise the input and F.batch_norm
 -- updates the running ones in place:
 --   running = (1 - momentum) * running + momentum * batch   (var unbiased);
@@ -46,7 +46,7 @@ function BatchNorm:init(num_features, opts)
   if self.track_running_stats then
     self:register_buffer("running_mean", cnn.zeros(num_features))
     self:register_buffer("running_var", cnn.ones(num_features))
-    self:register_buffer("num_batches_tracked", cnn.zeros({ 1 }, "int64"))
+    self:register_buffer("num_batches_tracked", cnn.tensor(0, "int64")) -- 0-d, as PyTorch
   end
 end
 

@@ -71,7 +71,7 @@ static int same_bits(float a, float b) {
 }
 
 static void test_shape(int64_t N, int64_t C, int64_t H, int64_t W, int ceil_mode) {
-  cnn_pool_shape s = {N, C, H, W, out_size(H, ceil_mode), out_size(W, ceil_mode), 2, 2, 2, 2, 0, 0, 0};
+  cnn_pool_shape s = {N, C, H, W, out_size(H, ceil_mode), out_size(W, ceil_mode), 2, 2, 2, 2, 0, 0, 0, 1, 1};
   int64_t P = N * C, nx = P * H * W, ny = P * s.OH * s.OW;
   float *x = malloc(nx * 4), *y = malloc(ny * 4), *y2 = malloc(ny * 4), *yr = malloc(ny * 4);
   int64_t *idx = malloc(ny * 8), *idxr = malloc(ny * 8);
@@ -103,7 +103,7 @@ static void test_shape(int64_t N, int64_t C, int64_t H, int64_t W, int ceil_mode
 static void test_tensor_level(void) {
   int64_t shape[4] = {3, 4, 9, 10}, n = 3 * 4 * 9 * 10, ny = 3 * 4 * 4 * 5;
   cnn_tensor *x = cnn_randn(4, shape, CNN_FLOAT32);
-  cnn_pool_params p = {{2, 2}, {2, 2}, {0, 0}, false, false};
+  cnn_pool_params p = {{2, 2}, {2, 2}, {0, 0}, false, false, {1, 1}};
   bool prev = cnn_set_grad_enabled(false);
   cnn_tensor *y0 = cnn_max_pool2d(x, &p, NULL);
   cnn_set_grad_enabled(prev);

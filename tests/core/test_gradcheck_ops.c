@@ -272,7 +272,10 @@ static cnn_tensor *f_mse(cnn_tensor **in, void *c) {
   return cnn_mse_loss(in[0], in[1], (cnn_reduction)((ctx_t *)c)->red);
 }
 static cnn_tensor *f_bce(cnn_tensor **in, void *c) {
-  return cnn_bce_with_logits(in[0], in[1], in[2], (cnn_reduction)((ctx_t *)c)->red);
+  return cnn_bce_with_logits(in[0], in[1], in[2], NULL, (cnn_reduction)((ctx_t *)c)->red);
+}
+static cnn_tensor *f_bce_weight(cnn_tensor **in, void *c) {
+  return cnn_bce_with_logits(in[0], in[1], in[2], in[3], (cnn_reduction)((ctx_t *)c)->red);
 }
 
 static void test_linear_dropout(void) {
@@ -332,6 +335,10 @@ static void test_regression_losses(void) {
     cnn_tensor *b2[3] = {gc_leaf_t(3, 4, -3, 3, 185), gc_leaf(2, SH(3, 4), 0, 1, 186), NULL};
     gradcheck("bce_with_logits 3x4(T)", f_bce, &c, 3, b2);
     gc_release(3, b2);
+    cnn_tensor *b3[4] = {gc_leaf(2, SH(3, 4), -3, 3, 187), gc_leaf(2, SH(3, 4), 0, 1, 188),
+                         gc_leaf(1, SH(4), 0.5, 3, 189), gc_leaf(2, SH(3, 1), -2, 2, 190)};
+    gradcheck("bce_with_logits 3x4, pos_weight 4, weight 3x1", f_bce_weight, &c, 4, b3);
+    gc_release(4, b3);
   }
 }
 

@@ -140,7 +140,7 @@ static void test_mse_bce(void) {
   cnn_tensor *prob = cnn_empty(2, SH(3, 4), CNN_FLOAT32, CNN_DEVICE_CPU);
   for (int i = 0; i < 12; i++) cnn_tensor_set(prob, i, (i % 5) / 4.0);
   cnn_tensor *pw = cnn_from_buffer(1, SH(4), CNN_FLOAT32, (float[]){1, 2, 0.5, 3});
-  cnn_tensor *l = cnn_bce_with_logits(x, prob, pw, CNN_REDUCTION_NONE);
+  cnn_tensor *l = cnn_bce_with_logits(x, prob, pw, NULL, CNN_REDUCTION_NONE);
   double got[12], want[12];
   for (int i = 0; i < 12; i++) {
     double xv = cnn_tensor_get(x, i), yv = cnn_tensor_get(prob, i), sg = 1 / (1 + exp(-xv));
@@ -149,9 +149,20 @@ static void test_mse_bce(void) {
     got[i] = cnn_tensor_get(l, i);
   }
   check_arrays("bce_with_logits pos_weight 3x4", got, want, 12, 1e-6, 1e-6);
-  cnn_tensor *lm = cnn_bce_with_logits(x, prob, NULL, CNN_REDUCTION_MEAN);
+  /* weight (3x1, broadcast over columns) rescales each element's loss; sum */
+  cnn_tensor *w = cnn_from_buffer(2, SH(3, 1), CNN_FLOAT32, (float[]){0.5, 2, 0});
+  cnn_tensor *lw = cnn_bce_with_logits(x, prob, pw, w, CNN_REDUCTION_SUM);
+  double wsum = 0;
+  for (int i = 0; i < 12; i++) wsum += (i / 4 == 0 ? 0.5 : i / 4 == 1 ? 2 : 0) * want[i];
+  CHECK(lw && lw->ndim == 0);
+  if (lw) CHECK_CLOSE(cnn_tensor_get(lw, 0), wsum, 1e-5);
+  cnn_tensor *wbad = cnn_from_buffer(1, SH(3), CNN_FLOAT32, (float[]){1, 2, 3});
+  CHECK(cnn_bce_with_logits(x, prob, NULL, wbad, CNN_REDUCTION_SUM) == NULL &&
+        strstr(cnn_error(), "binary_cross_entropy_with_logits: weight 3 cannot be broadcast to input 3x4"));
+  cnn_tensor_release(lw), cnn_tensor_release(w), cnn_tensor_release(wbad);
+  cnn_tensor *lm = cnn_bce_with_logits(x, prob, NULL, NULL, CNN_REDUCTION_MEAN);
   CHECK(lm && lm->ndim == 0);
-  CHECK(cnn_bce_with_logits(x, bad, NULL, CNN_REDUCTION_MEAN) == NULL &&
+  CHECK(cnn_bce_with_logits(x, bad, NULL, NULL, CNN_REDUCTION_MEAN) == NULL &&
         strstr(cnn_error(), "binary_cross_entropy_with_logits: target 5 does not match input 3x4"));
   cnn_tensor_release(lm), cnn_tensor_release(l), cnn_tensor_release(pw), cnn_tensor_release(prob);
   cnn_tensor_release(bad), cnn_tensor_release(x), cnn_tensor_release(y);

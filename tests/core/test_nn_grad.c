@@ -120,16 +120,18 @@ static cnn_tensor *adaptive_op(cnn_tensor **in, void *ctx) {
 }
 
 static void test_pool(void) {
-  cnn_pool_params p = {{3, 2}, {2, 2}, {1, 1}, true, true};
+  cnn_pool_params p = {{3, 2}, {2, 2}, {1, 1}, true, true, {1, 1}};
   cnn_tensor *x = randn64(4, (int64_t[]){2, 3, 7, 5});
   gradcheck("max_pool2d 3x2 stride 2 pad 1 ceil", max_pool_op, &x, 1, &p);
+  cnn_pool_params pd = {{3, 2}, {1, 2}, {1, 1}, true, true, {2, 3}};
+  gradcheck("max_pool2d 3x2 stride (1,2) pad 1 dilation (2,3) ceil", max_pool_op, &x, 1, &pd);
   gradcheck("avg_pool2d 3x2 stride 2 pad 1 ceil", avg_pool_op, &x, 1, &p);
   p.count_include_pad = false;
   gradcheck("avg_pool2d without pad count", avg_pool_op, &x, 1, &p);
   int64_t out[2] = {3, 2};
   gradcheck("adaptive_avg_pool2d 3x2", adaptive_op, &x, 1, out);
   cnn_tensor *idx = NULL;
-  cnn_pool_params q = {{2, 2}, {2, 2}, {0, 0}, false, true};
+  cnn_pool_params q = {{2, 2}, {2, 2}, {0, 0}, false, true, {1, 1}};
   cnn_tensor *y = cnn_max_pool2d(x, &q, &idx);
   CHECK(y && idx && y->shape[2] == 3 && y->shape[3] == 2 && idx->dtype == CNN_INT64);
   /* the index points at the maximum of its window */

@@ -8,7 +8,7 @@
  * floor/ceil for adaptive bins); backward passes against central finite
  * differences of the forward in float64; float32 against float64.
  * Shapes are odd (N=2, C=3, 7x5, 3x2 kernels, stride 2x1, padding,
- * ceil_mode-sized outputs).
+ * ceil_mode-sized outputs, max pooling with dilation).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -18,18 +18,24 @@
 #include "cnn.h"
 #include "cpu/kernels.h"
 
-/* Output size as PyTorch computes it (with ceil_mode). */
-static int64_t pool_out(int64_t in, int k, int s, int p, int ceil_mode) {
-  int64_t num = in + 2 * p - k, o = (ceil_mode ? (num + s - 1) / s : num / s) + 1;
+/* Output size as PyTorch computes it (with ceil_mode and dilation d). */
+static int64_t pool_out(int64_t in, int k, int s, int p, int d, int ceil_mode) {
+  int64_t num = in + 2 * p - d * (k - 1) - 1, o = (ceil_mode ? (num + s - 1) / s : num / s) + 1;
   if (ceil_mode && (o - 1) * s >= in + p) o--; /* last window must start inside */
   return o;
 }
 
+static cnn_pool_shape mk_dilated(int64_t N, int64_t C, int64_t H, int64_t W, int kh, int kw, int sh,
+                                 int sw, int ph, int pw, int ceil_mode, int include_pad, int dh, int dw) {
+  cnn_pool_shape s = {N,  C,  H,  W,  pool_out(H, kh, sh, ph, dh, ceil_mode),
+                      pool_out(W, kw, sw, pw, dw, ceil_mode),
+                      kh, kw, sh, sw, ph, pw, include_pad, dh, dw};
+  return s;
+}
+
 static cnn_pool_shape mk(int64_t N, int64_t C, int64_t H, int64_t W, int kh, int kw, int sh,
                          int sw, int ph, int pw, int ceil_mode, int include_pad) {
-  cnn_pool_shape s = {N, C, H, W, pool_out(H, kh, sh, ph, ceil_mode),
-                      pool_out(W, kw, sw, pw, ceil_mode), kh, kw, sh, sw, ph, pw, include_pad};
-  return s;
+  return mk_dilated(N, C, H, W, kh, kw, sh, sw, ph, pw, ceil_mode, include_pad, 1, 1);
 }
 
 /* ---- hand-computed ------------------------------------------------------------ */
@@ -76,6 +82,16 @@ static void test_hand(void) {
   check_arrays("hand avg exclude_pad", y, (double[]){15 / 4., 14 / 4., 26 / 4., 22 / 4.}, 4,
                1e-15, 0);
 
+  /* max 2x2 dilation 2 stride 1 on the 4x4 x: output 2x2, window (oh, ow)
+   * takes x[oh][ow], x[oh][ow+2], x[oh+2][ow], x[oh+2][ow+2]:
+   *   (0,0): 1 2 9 7 -> 9 at 8;  (0,1): 5 0 8 2 -> 8 at 9
+   *   (1,0): 3 1 0 9 -> 9 at 14; (1,1): 6 4 3 9 -> 9 at 15 */
+  s = mk_dilated(1, 1, 4, 4, 2, 2, 1, 1, 0, 0, 0, 0, 2, 2);
+  CHECK(s.OH == 2 && s.OW == 2);
+  CHECK(cnn_cpu_max_pool2d_forward(CNN_FLOAT64, &s, x, y, idx) == 0);
+  check_arrays("hand max dilated", y, (double[]){9, 8, 9, 9}, 4, 0, 0);
+  CHECK(idx[0] == 8 && idx[1] == 9 && idx[2] == 14 && idx[3] == 15);
+
   double row[5] = {1, 2, 3, 4, 5}, out[3];
   CHECK(cnn_cpu_adaptive_avg_pool2d_forward(CNN_FLOAT64, 1, 1, 1, 5, 1, 3, row, out) == 0);
   check_arrays("hand adaptive 5->3", out, (double[]){1.5, 3, 4.5}, 3, 1e-15, 0);
@@ -83,7 +99,8 @@ static void test_hand(void) {
 
 /* ---- references written another way --------------------------------------------- */
 
-/* Max over kernel taps (r, q) that land inside the image; first max wins. */
+/* Max over kernel taps (r, q), spaced by the dilation, that land inside the
+ * image; first max wins. */
 static void ref_max(const cnn_pool_shape *s, const double *x, double *y, int64_t *idx) {
   for (int64_t p = 0; p < s->N * s->C; p++)
     for (int64_t oh = 0; oh < s->OH; oh++)
@@ -92,7 +109,7 @@ static void ref_max(const cnn_pool_shape *s, const double *x, double *y, int64_t
         int64_t arg = -1;
         for (int r = 0; r < s->kh; r++)
           for (int q = 0; q < s->kw; q++) {
-            int64_t h = oh * s->sh - s->ph + r, w = ow * s->sw - s->pw + q;
+            int64_t h = oh * s->sh - s->ph + r * s->dh, w = ow * s->sw - s->pw + q * s->dw;
             if (h < 0 || h >= s->H || w < 0 || w >= s->W) continue;
             double v = x[(p * s->H + h) * s->W + w];
             if (arg < 0 || v > best) best = v, arg = h * s->W + w;
@@ -248,6 +265,9 @@ static void test_errors(void) {
   float x[16], y[16];
   CHECK(cnn_cpu_max_pool2d_forward(CNN_FLOAT32, &s, x, y, NULL) == -1);
   CHECK(strstr(cnn_error(), "max_pool2d: kernel 0x2") != NULL);
+  s = mk_dilated(1, 1, 4, 4, 2, 2, 1, 1, 0, 0, 0, 0, 0, 1);
+  CHECK(cnn_cpu_max_pool2d_forward(CNN_FLOAT32, &s, x, y, NULL) == -1);
+  CHECK(strstr(cnn_error(), "max_pool2d: dilation 0x1") != NULL);
   s = mk(1, 1, 4, 4, 2, 2, 1, 1, 0, 0, 0, 0);
   CHECK(cnn_cpu_avg_pool2d_forward(CNN_INT64, &s, x, y) == -1);
   CHECK(strstr(cnn_error(), "avg_pool2d: dtype int64") != NULL);
@@ -270,6 +290,15 @@ int main(void) {
       {"5x3 s3 p(2,1) exclude_pad", mk(1, 2, 9, 8, 5, 3, 3, 3, 2, 1, 0, 0)},
       {"1x1", mk(2, 3, 7, 5, 1, 1, 1, 1, 0, 0, 0, 1)},
   };
+  struct {
+    const char *name;
+    cnn_pool_shape s;
+  } d[] = {
+      {"2x2 s2 d2 (float32 2x2 path must not apply)", mk_dilated(2, 3, 8, 6, 2, 2, 2, 2, 0, 0, 0, 1, 2, 2)},
+      {"3x2 s(2,1) p(1,1) d(2,3)", mk_dilated(2, 3, 9, 8, 3, 2, 2, 1, 1, 1, 0, 1, 2, 3)},
+      {"3x3 s2 p1 d2 ceil", mk_dilated(2, 3, 8, 7, 3, 3, 2, 2, 1, 1, 1, 1, 2, 2)},
+      {"2x3 s3 p(1,1) d(3,1) ceil", mk_dilated(1, 2, 9, 8, 2, 3, 3, 3, 1, 1, 1, 1, 3, 1)},
+  };
   char name[128];
   for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
     test_max(c[i].name, &c[i].s);
@@ -279,10 +308,15 @@ int main(void) {
     snprintf(name, sizeof name, "avg_pool2d [%s]", c[i].name);
     test_backward(name, &(pool_op){AVG, c[i].s});
   }
+  for (size_t i = 0; i < sizeof d / sizeof d[0]; i++) { /* dilation: max pooling only */
+    test_max(d[i].name, &d[i].s);
+    snprintf(name, sizeof name, "max_pool2d [%s]", d[i].name);
+    test_backward(name, &(pool_op){MAX, d[i].s});
+  }
   int64_t a[][4] = {{7, 5, 3, 4}, {7, 5, 1, 1}, {3, 2, 5, 4}, {7, 5, 7, 5}, {6, 6, 4, 4}};
   for (size_t i = 0; i < sizeof a / sizeof a[0]; i++) {
     test_adaptive(2, 3, a[i][0], a[i][1], a[i][2], a[i][3]);
-    cnn_pool_shape s = {2, 3, a[i][0], a[i][1], a[i][2], a[i][3], 0, 0, 0, 0, 0, 0, 0};
+    cnn_pool_shape s = {.N = 2, .C = 3, .H = a[i][0], .W = a[i][1], .OH = a[i][2], .OW = a[i][3]};
     snprintf(name, sizeof name, "adaptive %lldx%lld -> %lldx%lld", (long long)a[i][0],
              (long long)a[i][1], (long long)a[i][2], (long long)a[i][3]);
     test_backward(name, &(pool_op){ADAPTIVE, s});

@@ -4,7 +4,8 @@
  *
  * Conventions (core/cpu/kernels.h, PyTorch's): x N x C x H x W viewed as
  * N*C planes; window of output (oh, ow) starts at oh*sh - ph (rows) and
- * ow*sw - pw (columns), kh x kw, clipped to the input.
+ * ow*sw - pw (columns), kh x kw, clipped to the input; a max window
+ * takes every dh-th row and dw-th column (dilation).
  *  - max: the window's first position starts as the argmax with value
  *    -inf; a later element is taken when it is greater (and no NaN was
  *    seen) or when it is NaN, so the result is NaN once a NaN is in the
@@ -30,15 +31,23 @@ static int check(const char *op, cnn_dtype dt, const void *a, int64_t na, const 
 
 /* ---- max ------------------------------------------------------------------------------- */
 
+/* The taps start, start + d, ... (k of them) inside [0, n): [*lo, *hi) by d. */
+static void taps(int64_t start, int k, int d, int64_t n, int64_t *lo, int64_t *hi) {
+  *lo = start;
+  while (*lo < 0) *lo += d;
+  *hi = min64(start + (int64_t)(k - 1) * d + 1, n);
+}
+
 static void max_window(const cnn_pool_shape *s, cnn_dtype dt, const void *x, int64_t plane,
                        int64_t oh, int64_t ow, double *best, int64_t *arg) {
-  int64_t h0 = max64(oh * s->sh - s->ph, 0), h1 = min64(oh * s->sh - s->ph + s->kh, s->H);
-  int64_t w0 = max64(ow * s->sw - s->pw, 0), w1 = min64(ow * s->sw - s->pw + s->kw, s->W);
+  int64_t h0, h1, w0, w1;
+  taps(oh * s->sh - s->ph, s->kh, s->dh, s->H, &h0, &h1);
+  taps(ow * s->sw - s->pw, s->kw, s->dw, s->W, &w0, &w1);
   bool nan = false;
   *best = -INFINITY;
   *arg = h0 < h1 && w0 < w1 ? h0 * s->W + w0 : -1;
-  for (int64_t h = h0; h < h1; h++)
-    for (int64_t w = w0; w < w1; w++) {
+  for (int64_t h = h0; h < h1; h += s->dh)
+    for (int64_t w = w0; w < w1; w += s->dw) {
       double v = fake_load(dt, x, plane * s->H * s->W + h * s->W + w);
       if (v != v || (!nan && v > *best)) *best = v, *arg = h * s->W + w;
       if (v != v) nan = true;
@@ -48,6 +57,10 @@ static void max_window(const cnn_pool_shape *s, cnn_dtype dt, const void *x, int
 static int max_forward(int dev, cnn_dtype dt, const cnn_pool_shape *s, const void *x, void *y,
                        int64_t *indices) {
   int64_t P = s->N * s->C, L = s->OH * s->OW;
+  if (s->dh < 1 || s->dw < 1) {
+    fake_core.set_error("max_pool2d: dilation %dx%d must be >= 1", s->dh, s->dw);
+    return -1;
+  }
   if (fake_float_dt("max_pool2d", dt, false) || fake_enter("max_pool2d", dev)) return -1;
   int rc = check("max_pool2d", dt, x, P * s->H * s->W, y, P * L) ||
                    (indices && fake_dev_n("max_pool2d", indices, P * L, CNN_INT64))

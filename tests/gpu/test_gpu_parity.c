@@ -158,7 +158,10 @@ static cnn_tensor *op_nll(cnn_tensor **in, const void *ctx) {
 }
 static cnn_tensor *op_mse(cnn_tensor **in, const void *ctx) { return cnn_mse_loss(in[0], in[1], CNN_REDUCTION_MEAN); }
 static cnn_tensor *op_bce(cnn_tensor **in, const void *ctx) {
-  return cnn_bce_with_logits(in[0], in[1], in[2], CNN_REDUCTION_SUM);
+  return cnn_bce_with_logits(in[0], in[1], in[2], NULL, CNN_REDUCTION_SUM);
+}
+static cnn_tensor *op_bce_weight(cnn_tensor **in, const void *ctx) {
+  return cnn_bce_with_logits(in[0], in[1], in[2], in[3], CNN_REDUCTION_MEAN);
 }
 static cnn_tensor *op_cat(cnn_tensor **in, const void *ctx) { return cnn_cat(2, in, 1); }
 static cnn_tensor *op_index_select(cnn_tensor **in, const void *ctx) { return cnn_index_select(in[0], 1, in[1]); }
@@ -271,9 +274,11 @@ static void convolutions(void) {
 
 static void nn_ops(void) {
   int64_t x[4] = {2, 3, 7, 5}, c[1] = {3}, r[2] = {6, 7};
-  cnn_pool_params mp = {{3, 2}, {2, 2}, {1, 0}, true, false}, ap = {{3, 3}, {2, 2}, {1, 1}, true, false};
+  cnn_pool_params mp = {{3, 2}, {2, 2}, {1, 0}, true, false, {1, 1}}, ap = {{3, 3}, {2, 2}, {1, 1}, true, false, {1, 1}};
+  cnn_pool_params dp = {{2, 3}, {1, 2}, {1, 1}, true, false, {3, 2}};
   cnn_tensor *in[5] = {randn(4, x), NULL, NULL, NULL, NULL};
   parity("max_pool2d (ceil_mode)", op_maxpool, &mp, 1, in, (bool[]){true}, 0, 0);
+  parity("max_pool2d (dilation 3x2, padding, ceil_mode)", op_maxpool, &dp, 1, in, (bool[]){true}, 1e-6, 1e-6);
   parity("avg_pool2d (ceil_mode, pad)", op_avgpool, &ap, 1, in, (bool[]){true}, 1e-6, 1e-5);
   ap.count_include_pad = true;
   parity("avg_pool2d (count_include_pad)", op_avgpool, &ap, 1, in, (bool[]){true}, 1e-6, 1e-5);
@@ -305,6 +310,11 @@ static void losses(void) {
   cnn_tensor_release(m[1]);
   m[1] = u, m[2] = cnn_rand(1, w, CNN_FLOAT32);
   parity("binary_cross_entropy_with_logits (pos_weight)", op_bce, NULL, 3, m, (bool[]){true, true, true}, 1e-4, 1e-5);
+  int64_t wc[2] = {6, 1};
+  cnn_tensor *mw[4] = {m[0], m[1], m[2], cnn_rand(2, wc, CNN_FLOAT32)};
+  parity("binary_cross_entropy_with_logits (pos_weight, weight 6x1)", op_bce_weight, NULL, 4, mw,
+         (bool[]){true, true, true, true}, 1e-4, 1e-5);
+  cnn_tensor_release(mw[3]);
   for (int i = 0; i < 3; i++) cnn_tensor_release(in[i]), cnn_tensor_release(m[i]);
 }
 

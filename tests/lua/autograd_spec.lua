@@ -178,3 +178,82 @@ describe("finite differences in float64", function()
     gradcheck(function(x) return (F.softmax(x, 2) * cnn.arange(1, 12, "float64"):view(3, 4)):sum() end, {a})
   end)
 end)
+
+describe("prod where inputs are 0", function()
+  -- the naive reference: d prod / d x_j = the product of the other elements
+  local function others(row, j)
+    local p = 1
+    for k, v in ipairs(row) do if k ~= j then p = p * v end end
+    return p
+  end
+
+  it("along a dim: no zero, one zero (the product of the others), two zeros (0)", function()
+    local rows = { {2, -3, 0.5, 4}, {1.5, 0, -2, 3}, {0, 2, 0, 5} }
+    local x = cnn.tensor(rows, "float64"):requires_grad_()
+    local g = {1, -2, 0.5}
+    ;(x:prod(2) * cnn.tensor(g, "float64")):sum():backward()
+    local want = {}
+    for i, row in ipairs(rows) do
+      want[i] = {}
+      for j = 1, #row do want[i][j] = g[i] * others(row, j) end
+    end
+    close(x.grad, want, 0, 0)
+    assert.are.equal(0, want[3][1]) -- two zeros: 0 everywhere
+    assert.are.equal(g[2] * (1.5 * -2 * 3), want[2][2]) -- one zero: the others' product
+    gradcheck(function(t) return (t:prod(2) * cnn.tensor(g, "float64")):sum() end, {cnn.tensor(rows, "float64")})
+    gradcheck(function(t) return t:prod(1, true):sum() end, {cnn.tensor(rows, "float64")})
+  end)
+
+  it("the whole tensor, with one and with two zeros, on float32 too", function()
+    for _, dt in ipairs({"float64", "float32"}) do
+      local x = cnn.tensor({{3, 0}, {-2, 5}}, dt):requires_grad_()
+      x:prod():backward()
+      close(x.grad, {{0, -30}, {0, 0}}, 0, 0)
+      local z = cnn.tensor({{3, 0}, {0, 5}}, dt):requires_grad_()
+      z:prod():backward()
+      close(z.grad, {{0, 0}, {0, 0}}, 0, 0)
+      local n = cnn.tensor({{3, 2}, {-2, 5}}, dt):requires_grad_()
+      n:prod():backward()
+      close(n.grad, {{-20, -30}, {30, -12}}, 1e-6, 0)
+    end
+    gradcheck(function(t) return t:prod() end, {cnn.tensor({{3, 0}, {-2, 5}}, "float64")})
+  end)
+end)
+
+-- PyTorch 2.x at the edges (tools/autograd/derivatives.yaml and
+-- FunctionsManual.cpp): clamp_backward passes the gradient where
+-- min <= x <= max (so at a bound, not at NaN); relu's threshold_backward
+-- zeroes it only where the output is <= 0 (so NaN passes it); max()/min()
+-- over all elements share it among the positions equal to the result, a
+-- NaN result matching the NaNs (evenly_distribute_backward); max/min along
+-- a dim send it to the returned index (the first NaN).
+describe("gradients at the edges, as PyTorch 2.x", function()
+  local nan = 0 / 0
+  local function grad_of(values, f)
+    local x = cnn.tensor(values, "float64"):requires_grad_()
+    f(x):backward()
+    return x.grad:totable()
+  end
+
+  it("clamp: 1 exactly at either bound, 0 outside and at NaN", function()
+    local g = grad_of({-1, -0.5, 1, 1.5, -2, nan}, function(x) return x:clamp(-1, 1):sum() end)
+    assert.are.same({1, 1, 1, 0, 0, 0}, g)
+    g = grad_of({0, -1, 2}, function(x) return x:clamp(0, nil):sum() end)
+    assert.are.same({1, 0, 1}, g)
+  end)
+
+  it("relu: 0 at 0 and below, 1 above and at NaN", function()
+    assert.are.same({0, 0, 1, 1}, grad_of({-1, 0, 2, nan}, function(x) return x:relu():sum() end))
+    assert.are.same({0, 0, 1, 1}, grad_of({-1, 0, 2, nan}, function(x) return F.relu(x):sum() end))
+  end)
+
+  it("max()/min() share the gradient among the NaNs; along a dim it goes to the first NaN", function()
+    assert.are.same({0, 0.5, 0, 0.5}, grad_of({1, nan, 3, nan}, function(x) return x:max() end))
+    assert.are.same({0, 0.5, 0, 0.5}, grad_of({1, nan, 3, nan}, function(x) return x:min() end))
+    assert.are.same({0, 0.5, 0.5}, grad_of({1, 3, 3}, function(x) return x:max() end)) -- ties share
+    local g = grad_of({{1, nan, 3, nan}, {4, 2, 9, 9}}, function(x) return (x:max(2)):sum() end)
+    assert.are.same({{0, 1, 0, 0}, {0, 0, 1, 0}}, g)
+    g = grad_of({{1, nan, 3, nan}}, function(x) return (x:min(2)):sum() end)
+    assert.are.same({{0, 1, 0, 0}}, g)
+  end)
+end)

@@ -1092,6 +1092,52 @@ describe("pooling windows larger than the input", function()
   end)
 end)
 
+describe("F.* options tables reject unknown keys", function()
+  -- one call per F function that takes options, with a misspelt key; the
+  -- message lists the known options (as nn constructors do)
+  local x4, w = cnn.randn(1, 1, 5, 5), cnn.randn(2, 1, 3, 3)
+  local logits, labels = cnn.randn(3, 4), cnn.tensor({ 1, 4, 2 }, "int64")
+  local rm, rv = cnn.zeros(1), cnn.ones(1)
+  local cases = {
+    conv2d = { function(o) return F.conv2d(x4, w, nil, o) end, "dilation, groups, padding, stride" },
+    max_pool2d = { function(o) return F.max_pool2d(x4, 2, o) end,
+                   "ceil_mode, dilation, padding, return_indices, stride" },
+    avg_pool2d = { function(o) return F.avg_pool2d(x4, 2, o) end, "ceil_mode, count_include_pad, padding, stride" },
+    batch_norm = { function(o) return F.batch_norm(x4, rm, rv, o) end, "eps, momentum, training" },
+    cross_entropy = { function(o) return F.cross_entropy(logits, labels, o) end,
+                      "ignore_index, label_smoothing, reduction, weight" },
+    nll_loss = { function(o) return F.nll_loss(logits, labels, o) end, "ignore_index, reduction, weight" },
+    mse_loss = { function(o) return F.mse_loss(logits, logits, o) end, "reduction" },
+    binary_cross_entropy_with_logits = { function(o) return F.binary_cross_entropy_with_logits(logits, logits:sigmoid(), o) end,
+                                         "pos_weight, reduction, weight" },
+  }
+
+  it("every F function whose signature has an options table is covered", function()
+    for name, f in pairs(F) do
+      local doc = cnn.doc[f]
+      local sig = doc and doc:match("^[^\n]*") or ""
+      if sig:find("[, {", 1, true) then
+        assert(cases[name], "F." .. name .. " takes options but is not swept here")
+      end
+    end
+  end)
+
+  for name, c in pairs(cases) do
+    it("F." .. name, function()
+      local err = raises(function() return c[1]({ paddding = 1 }) end, name, "unknown option 'paddding'",
+                         "(options: " .. c[2] .. ")")
+      assert(err:find("F." .. name, 1, true), err)
+      raises(function() return c[1]({ 1 }) end, name, "unknown option '1'")
+      assert.is_true(cnn.is_tensor((c[1]({})))) -- known keys and {} still work
+    end)
+  end
+
+  it("the issue's example no longer runs without padding", function()
+    raises(function() return F.conv2d(x4, w, nil, { paddding = 1 }) end, "conv2d", "unknown option 'paddding'")
+    assert.are.same({ 1, 2, 5, 5 }, H.flat(F.conv2d(x4, w, nil, { padding = 1 }).shape))
+  end)
+end)
+
 -- ---- afterwards ---------------------------------------------------------------------------------------
 
 describe("after all the bad input", function()

@@ -41,25 +41,26 @@ local function conv2d_ref(x, w, b, stride, pad, dil, groups)
 end
 
 -- pooling over N x C x H x W; mode "max" or "avg"
-local function pool_ref(x, k, s, pad, mode, ceil_mode, include_pad)
+local function pool_ref(x, k, s, pad, mode, ceil_mode, include_pad, dil)
   local N, C, Hh, W = #x, #x[1], #x[1][1], #x[1][1][1]
-  local function out(n, kk, ss, pp)
-    local o
+  dil = dil or {1, 1}
+  local function out(n, kk, ss, pp, dd)
+    local o, span = nil, n + 2 * pp - dd * (kk - 1) - 1
     if ceil_mode then
-      o = math.ceil((n + 2 * pp - kk) / ss) + 1
+      o = math.ceil(span / ss) + 1
       if (o - 1) * ss >= n + pp then o = o - 1 end
     else
-      o = (n + 2 * pp - kk) // ss + 1
+      o = span // ss + 1
     end
     return o
   end
-  local Ho, Wo = out(Hh, k[1], s[1], pad[1]), out(W, k[2], s[2], pad[2])
+  local Ho, Wo = out(Hh, k[1], s[1], pad[1], dil[1]), out(W, k[2], s[2], pad[2], dil[2])
   local y, idx = zeros4(N, C, Ho, Wo), zeros4(N, C, Ho, Wo)
   for n = 1, N do for c = 1, C do for i = 1, Ho do for j = 1, Wo do
     local best, bi, sum, cnt = -math.huge, 0, 0, 0
     local h0, w0 = (i - 1) * s[1] - pad[1], (j - 1) * s[2] - pad[2]
     for p = 1, k[1] do for q = 1, k[2] do
-      local hi, wi = h0 + p, w0 + q
+      local hi, wi = h0 + 1 + (p - 1) * dil[1], w0 + 1 + (q - 1) * dil[2]
       local inside = hi >= 1 and hi <= Hh and wi >= 1 and wi <= W
       local in_padded = hi >= 1 - pad[1] and hi <= Hh + pad[1] and wi >= 1 - pad[2] and wi <= W + pad[2]
       if inside then
@@ -183,6 +184,23 @@ describe("pooling", function()
     shape(F.max_pool2d(x, 2, {ceil_mode = true}), {2, 3, 4, 3})
   end)
 
+  it("max_pool2d honours dilation (F and nn.MaxPool2d), as PyTorch", function()
+    -- 3x3 taps spaced 2 apart span 5x5: 7x6 -> 3x2 at stride 1
+    local refd, idxd = pool_ref(xt, {3, 3}, {1, 1}, {0, 0}, "max", false, false, {2, 2})
+    local y, idx = F.max_pool2d(x, 3, {stride = 1, dilation = 2, return_indices = true})
+    shape(y, {2, 3, 3, 2})
+    close(y, refd)
+    close(idx, idxd)
+    local refp = pool_ref(xt, {2, 3}, {2, 1}, {1, 1}, "max", true, false, {3, 2})
+    close(F.max_pool2d(x, {2, 3}, {stride = {2, 1}, padding = 1, dilation = {3, 2}, ceil_mode = true}), refp)
+    local m = nn.MaxPool2d(3, {stride = 1, dilation = 2})
+    close(m(x), refd)
+    assert.truthy(tostring(m):find("dilation=2", 1, true))
+    raises(function() return F.max_pool2d(x, 3, {dilation = 0}) end, "max_pool2d", "dilation")
+    -- the dilated window (5 wide) must fit the padded input
+    raises(function() return F.max_pool2d(cnn.randn(1, 1, 4, 4), 3, {dilation = 2}) end, "max_pool2d", "dilated")
+  end)
+
   it("avg_pool2d with and without counting the padding", function()
     close(F.avg_pool2d(x, 2), (pool_ref(xt, {2, 2}, {2, 2}, {0, 0}, "avg")), 1e-12)
     close(F.avg_pool2d(x, 3, {stride = 2, padding = 1}),
@@ -212,6 +230,7 @@ describe("pooling", function()
   it("has correct gradients", function()
     local xs = cnn.randn(1, 2, 5, 5, "float64")
     gradcheck(function(a) return (F.max_pool2d(a, 3, {stride = 2, padding = 1}) ^ 2):sum() end, {xs})
+    gradcheck(function(a) return (F.max_pool2d(a, 2, {stride = 1, padding = 1, dilation = 2}) ^ 2):sum() end, {xs})
     gradcheck(function(a) return (F.avg_pool2d(a, 2, {ceil_mode = true}) ^ 2):sum() end, {xs})
     gradcheck(function(a) return (F.adaptive_avg_pool2d(a, {2, 3}) ^ 2):sum() end, {xs})
   end)
@@ -411,6 +430,20 @@ describe("losses", function()
     local pw = 3
     local refw = -(math.log(1 - sig(-1)) + pw * math.log(sig(0.5)) + pw * math.log(sig(2))) / 3
     close(F.binary_cross_entropy_with_logits(z, y, {pos_weight = cnn.tensor({pw}, "float64")}), refw, 1e-12)
+    -- weight rescales each element's loss (PyTorch), with pos_weight, any reduction
+    local w = {0.5, 2, 0}
+    local terms = {-math.log(1 - sig(-1)), -pw * math.log(sig(0.5)), -pw * math.log(sig(2))}
+    local opts = {weight = cnn.tensor(w, "float64"), pos_weight = cnn.tensor({pw}, "float64"), reduction = "none"}
+    close(F.binary_cross_entropy_with_logits(z, y, opts), {w[1] * terms[1], w[2] * terms[2], 0}, 1e-12)
+    opts.reduction = "sum"
+    close(F.binary_cross_entropy_with_logits(z, y, opts), w[1] * terms[1] + w[2] * terms[2], 1e-12)
+    -- a 2x1 weight broadcasts over the columns of a 2x3 input
+    local z2, y2 = cnn.stack({z, -z}), cnn.stack({y, y})
+    local l = F.binary_cross_entropy_with_logits(z2, y2, {weight = cnn.tensor({{1}, {3}}, "float64"), reduction = "none"})
+    local plain = F.binary_cross_entropy_with_logits(z2, y2, {reduction = "none"}):totable()
+    close(l, {plain[1], H.map(plain[2], function(v) return 3 * v end)}, 1e-12)
+    raises(function() return F.binary_cross_entropy_with_logits(z, y, {weight = cnn.ones(2, "float64")}) end,
+           "binary_cross_entropy_with_logits", "weight 2 cannot be broadcast to input 3")
   end)
 
   it("have correct gradients", function()
@@ -420,5 +453,8 @@ describe("losses", function()
     gradcheck(function(p, q) return F.mse_loss(p, q) end, {a, b})
     local y = cnn.tensor({0, 1, 1, 0, 1}, "float64")
     gradcheck(function(p) return F.binary_cross_entropy_with_logits(p, y) end, {a})
+    local pw, w = cnn.rand(5, "float64") + 0.5, cnn.rand(5, "float64") + 0.1
+    gradcheck(function(p, q, r) return F.binary_cross_entropy_with_logits(p, y, {pos_weight = q, weight = r}) end,
+              {a, pw, w})
   end)
 end)

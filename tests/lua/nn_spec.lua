@@ -544,13 +544,21 @@ describe("layers against references", function()
     end
     all_close(bn.running_mean, { 0.1 * mean[1], 0.1 * mean[2] }, 1e-5, "running_mean")
     all_close(bn.running_var, { 0.9 + 0.1 * uvar[1], 0.9 + 0.1 * uvar[2] }, 1e-5, "running_var")
-    assert.are.equal(1, bn.num_batches_tracked:totable()[1])
+    assert.are.equal(1, bn.num_batches_tracked:item())
+    assert.are.equal(0, bn.num_batches_tracked:dim()) -- 0-d int64, as PyTorch
+    assert.are.equal("int64", bn.num_batches_tracked.dtype)
     bn:eval()
     local rm, rv = bn.running_mean:totable(), bn.running_var:totable()
     local z = bn(x):totable()
     close(z[2][1][1][2], (X[2][1][1][2] - rm[1]) / math.sqrt(rv[1] + 1e-5), 1e-4, "eval bn")
     close(z[3][2][2][1], (X[3][2][2][1] - rm[2]) / math.sqrt(rv[2] + 1e-5), 1e-4, "eval bn")
-    assert.are.equal(1, bn.num_batches_tracked:totable()[1])
+    assert.are.equal(1, bn.num_batches_tracked:item())
+    -- a checkpoint from before (num_batches_tracked of shape {1}) still loads
+    local old = bn:state_dict()
+    old.num_batches_tracked = cnn.tensor({ 7 }, "int64")
+    bn:load_state_dict(old)
+    assert.are.equal(7, bn.num_batches_tracked:item())
+    assert.are.equal(0, bn.num_batches_tracked:dim())
     -- BatchNorm1d on N x C
     local bn1 = nn.BatchNorm1d(2, { affine = false })
     local y1 = flat(bn1(cnn.tensor({ { 1, 10 }, { 3, 20 } })))

@@ -57,8 +57,9 @@ function MaxPool2d:short_repr()
 end
 
 doc[MaxPool2d] = [[
-nn.MaxPool2d(k [, {stride = k, padding = 0, ceil_mode = false, return_indices = false}])
-Maximum over k x k windows of N x C x H x W input.  With return_indices the
+nn.MaxPool2d(k [, {stride = k, padding = 0, dilation = 1, ceil_mode = false, return_indices = false}])
+Maximum over k x k windows of N x C x H x W input; dilation spaces the
+window's taps (PyTorch's).  With return_indices the
 call returns the output and the (1-based) flat indices of the maxima.
   pool = nn.MaxPool2d(2)   -- halves H and W]]
 

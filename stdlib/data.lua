@@ -455,6 +455,7 @@ local DataLoader = {}
 DataLoader.__index = DataLoader
 DataLoader.__name = "DataLoader"
 data.DataLoader = DataLoader
+data.DistributedSampler = require("dist.sampler")
 
 -- The dataset that holds the tensors under (Subsets of) ds, with the index
 -- map from ds's positions to its samples (nil: the identity).
@@ -472,15 +473,22 @@ end
 
 local function check_loader_opts(opts)
   local known = { batch_size = true, shuffle = true, drop_last = true, transform = true,
-                  pin_memory = true }
+                  pin_memory = true, sampler = true, distributed = true, seed = true }
   for k in pairs(opts) do
     if not known[k] then
       error("data.DataLoader: unknown option '" .. tostring(k) ..
-            "' (options: batch_size, shuffle, drop_last, transform, pin_memory)", 3)
+            "' (options: batch_size, shuffle, drop_last, transform, pin_memory, sampler, " ..
+            "distributed, seed)", 3)
     end
   end
   if opts.pin_memory ~= nil and type(opts.pin_memory) ~= "boolean" then
     error("data.DataLoader: pin_memory must be a boolean", 3)
+  end
+  if opts.sampler ~= nil and (opts.distributed or opts.shuffle) then
+    error("data.DataLoader: sampler is exclusive with shuffle and distributed", 3)
+  end
+  if opts.seed ~= nil and not opts.distributed then
+    error("data.DataLoader: seed applies to distributed = true (else cnn.manual_seed)", 3)
   end
   local bs = opts.batch_size or 1
   if math.type(bs) ~= "integer" or bs < 1 then
@@ -502,6 +510,11 @@ setmetatable(DataLoader, { __call = function(cls, ds, opts)
   local self = setmetatable({ dataset = ds, batch_size = check_loader_opts(opts),
                               shuffle = opts.shuffle == true, drop_last = opts.drop_last == true,
                               pin_memory = can_pin(opts.pin_memory) }, cls)
+  self.sampler = opts.sampler
+  if opts.distributed then -- shuffling moves into the sampler (seeded by seed + epoch)
+    self.sampler = data.DistributedSampler(ds, { shuffle = self.shuffle, seed = opts.seed })
+    self.shuffle = false
+  end
   self.source, self.map = tensor_source(ds)
   self.transform = opts.transform
   if self.transform == nil and self.source then self.transform = self.source.transform end
@@ -513,7 +526,7 @@ setmetatable(DataLoader, { __call = function(cls, ds, opts)
 end })
 
 function DataLoader:__len()
-  local n = #self.dataset
+  local n = self.sampler and #self.sampler or #self.dataset
   if self.drop_last then return n // self.batch_size end
   return (n + self.batch_size - 1) // self.batch_size
 end
@@ -523,11 +536,22 @@ function DataLoader:__tostring()
     tostring(self.dataset), self.shuffle and ", shuffled" or "")
 end
 
--- The sample order of one epoch (positions in the dataset, 1-based).
+-- set_epoch(e): the distributed sampler's epoch (a new order every rank agrees on).
+function DataLoader:set_epoch(epoch)
+  if self.sampler and self.sampler.set_epoch then self.sampler:set_epoch(epoch) end
+end
+
+-- The positions of one epoch in the dataset (1-based), or nil for 1..#ds.
+function DataLoader:sample_order()
+  if self.sampler then return self.sampler:indices() end
+  if self.shuffle then return data.randperm(#self.dataset) end
+  return nil
+end
+
+-- The sample order of one epoch as indices into the source tensors.
 function DataLoader:epoch_order()
-  local n = #self.dataset
-  local order
-  if self.shuffle then order = data.randperm(n) end
+  local order = self:sample_order()
+  local n = order and #order or #self.dataset
   if self.map then
     local mapped = {}
     for p = 1, n do mapped[p] = self.map[order and order[p] or p] end
@@ -545,8 +569,9 @@ end
 
 -- An epoch in Lua (datasets without tensors): an object with next/close.
 function DataLoader:lua_epoch()
-  local ds, bs, n = self.dataset, self.batch_size, #self.dataset
-  local order = self.shuffle and data.randperm(n) or nil
+  local ds, bs = self.dataset, self.batch_size
+  local order = self:sample_order()
+  local n = order and #order or #ds
   local pos, stop = 0, self.drop_last and (n // bs) * bs or n
   local function collect()
     if pos >= stop then return nil end
@@ -615,12 +640,13 @@ doc[data.random_split] = "data.random_split(ds, {n1, n2, ...}) -> subset1, subse
 doc[data.randperm] = "data.randperm(n) -> table\nA random permutation of 1..n from the core generator."
 doc[DataLoader] = [[
 data.DataLoader(ds, {batch_size = 1, shuffle = false, drop_last = false, transform =,
-                     pin_memory = false}) -> loader
+                     pin_memory = false, distributed = false, seed = 0, sampler =}) -> loader
 Batches ds; `for x, y in loader do` runs one epoch (batches assembled in C on a
 background thread); #loader is the number of batches.  The transform defaults to the
 dataset's; uint8 images always become float32 in [0, 1].  pin_memory = true gives
 batches in page-locked memory for x:cuda{non_blocking = true}; without CUDA it is
-ignored and loader.pin_memory reads false.]]
+ignored and loader.pin_memory reads false.  distributed = true gives each rank
+its share (data.DistributedSampler, shuffled from seed + epoch: loader:set_epoch(e)).]]
 doc[transforms.ToFloat] = "data.transforms.ToFloat([scale = 1/255])\nuint8 -> float32 times scale (implicit when absent)."
 doc[transforms.Normalize] = "data.transforms.Normalize(mean, std)\n(x - mean) / std per channel (numbers or lists); after ToFloat."
 doc[transforms.RandomCrop] = "data.transforms.RandomCrop(size, {padding = 0})\nZero-pad, then crop a random window of the image's own size."

@@ -42,6 +42,7 @@ extern const luaL_Reg cnn_lua_misc_funcs[];       /* init.c */
 extern const luaL_Reg cnn_lua_io_funcs[];         /* io.c: cnn.save, cnn.load, viz_* */
 extern const luaL_Reg cnn_lua_io_module[];        /* io.c: cnn.io.* */
 extern const luaL_Reg cnn_lua_batcher_funcs[];    /* batcher.c: cnn.io.Batcher */
+extern const luaL_Reg cnn_lua_image_module[];     /* image.c: cnn.io.read_image, write_png, ... */
 
 /* tensor.c: create the "cnn.Tensor" metatable; leaves the method table on
  * the stack (the caller fills it). */

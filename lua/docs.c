@@ -78,8 +78,14 @@ static const doc_entry docs[] = {
     {"cnn.viz_term_width", "cnn.viz_term_width() -> columns | nil\nThe width of the terminal on stdout."},
     {"io.load_idx", "cnn.io.load_idx(path) -> tensor\nReads an IDX file (MNIST, Fashion-MNIST; gzipped or not); labels stay 0-based as stored."},
     {"io.load_cifar10", "cnn.io.load_cifar10(path) -> images, labels\nReads a CIFAR-10 binary batch: N x 3 x 32 x 32 uint8 and int64 labels (0-based as stored)."},
-    {"io.write_png", "cnn.io.write_png(path, img)\nWrites a uint8 H x W or H x W x C tensor as PNG, atomically."},
-    {"io.read_png", "cnn.io.read_png(path) -> tensor\nReads a PNG as a uint8 H x W x C tensor."},
+    {"io.write_png", "cnn.io.write_png(path, img)\nWrites a uint8 C x H x W tensor (C = 1 gray, 3 RGB, 4 RGBA) or an H x W one as PNG, atomically."},
+    {"io.read_png", "cnn.io.read_png(path [, {mode = 'unchanged'}]) -> tensor\nio.read_image for PNG files only (uint8 C x H x W)."},
+    {"io.read_image", "cnn.io.read_image(path [, {mode = 'unchanged'}]) -> uint8 C x H x W\n"
+                      "Decodes a PNG (libpng) or JPEG (libjpeg-turbo).  mode: 'unchanged' (the file's channels: 1 gray,\n"
+                      "2 gray+alpha, 3 RGB, 4 RGBA), 'gray', 'rgb' (alpha dropped) or 'rgba' (alpha 255 added).\n"
+                      "16-bit PNG is scaled to 8 bits (rounded), palettes expanded; no gamma conversion.\n"
+                      "Truncated, corrupt or non-image files are errors naming the file.  x:float() / 255 for [0, 1]."},
+    {"io.list_dir", "cnn.io.list_dir(path) -> names, kinds\nThe entries of a folder sorted by name (no . and ..); kinds[i] is 'file', 'dir' or 'other'."},
     {"io.isatty", "cnn.io.isatty([fd | file]) -> boolean\nWhether the descriptor (stdout by default) is a terminal."},
     {"io.Batcher", "cnn.io.Batcher(images, labels, order, batch_size, drop_last, spec, label_offset) -> batcher\nOne epoch of batches assembled on a background thread: b:next() -> x, y (nil at the end), #b, b:close()."},
     /* facts and conversions */

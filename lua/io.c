@@ -1,7 +1,7 @@
 /*
  * io.c -- files from Lua: cnn.save / cnn.load (safetensors checkpoints),
- * cnn.io.load_idx, cnn.io.load_cifar10, PNG (cnn.io.write_png, read_png,
- * and cnn.viz_png for stdlib/viz.lua), terminal queries (cnn.io.isatty,
+ * cnn.io.load_idx, cnn.io.load_cifar10, PNG for stdlib/viz.lua (cnn.viz_png,
+ * cnn.png_read; cnn.io's images are image.c), terminal queries (cnn.io.isatty,
  * cnn.viz_isatty, cnn.viz_term_width).  The data loader's batcher is its
  * own type (batcher.c).
  *
@@ -239,15 +239,14 @@ static int write_png(lua_State *L, const char *fn, int img, int p) {
   return 0;
 }
 
-static int f_write_png(lua_State *L) { return write_png(L, "write_png", 2, 1); }   /* (path, img) */
 static int f_viz_png(lua_State *L) { return write_png(L, "viz_png", 1, 2); }     /* (img, path) */
 
-/* cnn.io.read_png(path) -> uint8 H x W x C */
-static int f_read_png(lua_State *L) {
+/* uint8 H x W x C of the PNG at arg 1 */
+static int read_png_hwc(lua_State *L) {
   int64_t h, w;
   int c;
   uint8_t *px = cnn_png_read(luaL_checkstring(L, 1), &h, &w, &c);
-  if (!px) return cnn_lua_error(L);
+  if (!px) return cnn_lua_fail(L, "png_read: %s", cnn_error());
   cnn_tensor *t = cnn_from_buffer(3, (int64_t[]){h, w, c}, CNN_UINT8, px);
   free(px);
   return cnn_lua_push_result(L, t);
@@ -255,7 +254,7 @@ static int f_read_png(lua_State *L) {
 
 /* cnn.png_read(path) -> h, w, channels, uint8 H x W x C tensor */
 static int f_png_read(lua_State *L) {
-  f_read_png(L);
+  read_png_hwc(L);
   cnn_tensor *t = cnn_lua_check_tensor(L, -1);
   for (int i = 0; i < 3; i++) lua_pushinteger(L, t->shape[i]);
   lua_rotate(L, -4, -1);
@@ -293,8 +292,7 @@ const luaL_Reg cnn_lua_io_funcs[] = {
     {"viz_term_width", f_term_width}, {NULL, NULL}};
 
 const luaL_Reg cnn_lua_io_module[] = {
-    {"load_idx", f_load_idx}, {"load_cifar10", f_load_cifar10}, {"write_png", f_write_png},
-    {"read_png", f_read_png}, {"isatty", f_isatty}, {NULL, NULL}};
+    {"load_idx", f_load_idx}, {"load_cifar10", f_load_cifar10}, {"isatty", f_isatty}, {NULL, NULL}};
 
 void cnn_lua_io_type(lua_State *L) {
   luaL_newmetatable(L, FILE_MT);

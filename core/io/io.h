@@ -86,6 +86,34 @@ int cnn_png_write(const char *path, int64_t h, int64_t w, int channels, const ui
 /* malloc'd h x w x channels (8-bit gray, RGB or RGBA as stored); NULL on error */
 uint8_t *cnn_png_read(const char *path, int64_t *h, int64_t *w, int *channels);
 
+/* ---- decoding PNG and JPEG (image.c) ------------------------------------------------ */
+
+/* Decoded images are 8-bit, interleaved h x w x channels; the mode picks the
+ * channels (image.c has the conversion table): UNCHANGED keeps the file's
+ * (1 gray, 2 gray+alpha, 3 RGB, 4 RGBA), GRAY gives 1, RGB 3, RGBA 4.
+ * 16-bit PNG is scaled to 8 bits with rounding; palettes are expanded. */
+typedef enum { CNN_IMAGE_UNCHANGED, CNN_IMAGE_GRAY, CNN_IMAGE_RGB, CNN_IMAGE_RGBA } cnn_image_mode;
+typedef enum { CNN_IMAGE_UNKNOWN, CNN_IMAGE_PNG, CNN_IMAGE_JPEG } cnn_image_format;
+
+typedef struct {
+  int64_t h, w;
+  int channels;
+  uint8_t *px; /* malloc'd h*w*channels bytes, owned (cnn_image_free) */
+} cnn_image;
+
+/* Largest decoded image accepted (bytes), checked before allocating. */
+#define CNN_IMAGE_MAX_BYTES ((uint64_t)1 << 28)
+
+cnn_image_format cnn_image_sniff(const uint8_t *buf, size_t len);
+/* 0 with *out filled, or -1 with cnn_error() "png: <what>: <reason>" (or
+ * "jpeg: ...", "image: ... not a PNG or JPEG file") and *out zeroed.
+ * Thread-safe: the loader's workers call it. */
+int cnn_image_decode(const uint8_t *buf, size_t len, const char *what, cnn_image_mode mode, cnn_image *out);
+int cnn_image_load(const char *path, cnn_image_mode mode, cnn_image *out);
+void cnn_image_free(cnn_image *img); /* NULL ok, idempotent */
+/* A new uint8 C x H x W tensor of the image (calling thread: allocates). */
+cnn_tensor *cnn_image_to_tensor(const cnn_image *img);
+
 /* ---- background batch assembly (data.DataLoader) -------------------------------- */
 
 /* Per-sample transforms, applied in this order: random crop (zero padding

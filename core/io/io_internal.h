@@ -24,6 +24,8 @@
 
 /* op: "idx", ... for messages.  0 with *buf malloc'd (caller frees), -1. */
 int cnn_io_read_file(const char *op, const char *path, uint8_t **buf, size_t *len);
+/* The same for a plain (never gunzipped) file, in one allocation of its size. */
+int cnn_io_read_raw(const char *op, const char *path, uint8_t **buf, size_t *len);
 
 typedef struct {
   const char *op;   /* "save", "png" (messages) */

@@ -84,6 +84,42 @@ int cnn_io_read_file(const char *op, const char *path, uint8_t **buf, size_t *le
   return rc;
 }
 
+/* A plain file of known size, read with one allocation of exactly its
+ * size (the image loader reads many small files on worker threads). */
+static int read_fd(const char *op, const char *path, int fd, uint8_t **buf, size_t *len) {
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size > CNN_IO_MAX_FILE) {
+    cnn_set_error("%s: %s is %s", op, path, S_ISDIR(st.st_mode) ? "a folder, not a file" : "not a regular file of at most 8 GiB");
+    return -1;
+  }
+  size_t n = (size_t)st.st_size, got = 0;
+  uint8_t *b = malloc(n ? n : 1);
+  if (!b) return cnn_set_error("%s: out of memory reading %s (%zu bytes)", op, path, n), -1;
+  while (got < n) {
+    ssize_t r = read(fd, b + got, n - got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      cnn_set_error("%s: cannot read %s: %s", op, path, r < 0 ? strerror(errno) : "the file shrank while reading");
+      free(b);
+      return -1;
+    }
+    got += (size_t)r;
+  }
+  *buf = b, *len = n;
+  return 0;
+}
+
+int cnn_io_read_raw(const char *op, const char *path, uint8_t **buf, size_t *len) {
+  int fd = path ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+  if (fd < 0) {
+    cnn_set_error("%s: cannot open %s: %s", op, path ? path : "(no file name)", path ? strerror(errno) : "");
+    return -1;
+  }
+  int rc = read_fd(op, path, fd, buf, len);
+  close(fd);
+  return rc;
+}
+
 /* ---- the atomic writer ------------------------------------------------------ */
 
 int cnn_io_atomic_open(cnn_io_atomic *a, const char *op, const char *path) {

@@ -5,9 +5,9 @@
  * feeds the atomic writer (io_util.c), so an interrupted write never
  * leaves a partial image.  libpng reports errors by longjmp to the setjmp
  * in write_rows(); the error callback first records libpng's message in
- * our error buffer.  Reading uses libpng's simplified png_image API and
- * keeps the file's channel count (gray, gray+alpha is widened to RGBA,
- * RGB, RGBA); it is meant for tests and tools.
+ * our error buffer.  cnn_png_read (tests and tools, H x W x C) goes through
+ * image.c's decoder and keeps the file's channel count (gray, RGB, RGBA;
+ * gray+alpha is widened to RGBA).
  */
 #include "io_internal.h"
 
@@ -79,29 +79,12 @@ int cnn_png_write(const char *path, int64_t h, int64_t w, int channels, const ui
 }
 
 uint8_t *cnn_png_read(const char *path, int64_t *h, int64_t *w, int *channels) {
-  png_image img;
-  memset(&img, 0, sizeof img);
-  img.version = PNG_IMAGE_VERSION;
-  if (!path || !png_image_begin_read_from_file(&img, path)) {
-    cnn_set_error("png: cannot read %s: %s", path ? path : "(no file name)", path ? img.message : "");
-    return NULL;
+  cnn_image img;
+  if (cnn_image_load(path, CNN_IMAGE_UNCHANGED, &img) < 0) return NULL;
+  if (img.channels == 2) { /* gray + alpha is widened to RGBA */
+    cnn_image_free(&img);
+    if (cnn_image_load(path, CNN_IMAGE_RGBA, &img) < 0) return NULL;
   }
-  int c = img.format & PNG_FORMAT_FLAG_COLOR ? 3 : 1;
-  if (img.format & PNG_FORMAT_FLAG_ALPHA) c = 4;
-  img.format = c == 1 ? PNG_FORMAT_GRAY : c == 3 ? PNG_FORMAT_RGB : PNG_FORMAT_RGBA;
-  size_t n = PNG_IMAGE_SIZE(img);
-  uint8_t *px = malloc(n ? n : 1);
-  if (!px) {
-    png_image_free(&img);
-    cnn_set_error("png: out of memory reading %s (%zu bytes)", path, n);
-    return NULL;
-  }
-  if (!png_image_finish_read(&img, NULL, px, 0, NULL)) {
-    cnn_set_error("png: cannot read %s: %s", path, img.message);
-    free(px);
-    png_image_free(&img);
-    return NULL;
-  }
-  *h = img.height, *w = img.width, *channels = c;
-  return px;
+  *h = img.h, *w = img.w, *channels = img.channels;
+  return img.px;
 }

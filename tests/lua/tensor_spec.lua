@@ -730,11 +730,22 @@ describe("files", function()
 
   it("writes and reads PNG", function()
     local path = tmp("img.png")
-    local img = cnn.tensor({{{255, 0, 0}, {0, 255, 0}}, {{0, 0, 255}, {10, 20, 30}}}, "uint8")
+    -- C x H x W: the red plane, then green, then blue
+    local img = cnn.tensor({{{255, 0}, {0, 10}}, {{0, 255}, {0, 20}}, {{0, 0}, {255, 30}}}, "uint8")
     cnn.io.write_png(path, img)
     assert.same(img:totable(), cnn.io.read_png(path):totable())
-    cnn.viz_png(cnn.tensor({{0, 128}, {255, 7}}, "uint8"), path)
-    assert.same({{{0}, {128}}, {{255}, {7}}}, cnn.io.read_png(path):totable())
+    assert.same(img:totable(), cnn.io.read_image(path):totable())
+    assert.same({{{255, 0}, {0, 10}}, {{0, 255}, {0, 20}}, {{0, 0}, {255, 30}}, {{255, 255}, {255, 255}}},
+                cnn.io.read_image(path, {mode = "rgba"}):totable())
+    cnn.viz_png(cnn.tensor({{0, 128}, {255, 7}}, "uint8"), path) -- viz_png: H x W gray
+    assert.same({{{0, 128}, {255, 7}}}, cnn.io.read_png(path):totable())
+    assert.same({{{0, 128}, {255, 7}}, {{0, 128}, {255, 7}}, {{0, 128}, {255, 7}}},
+                cnn.io.read_image(path, {mode = "rgb"}):totable())
+    H.raises(function() cnn.io.read_image(path, {mode = "cmyk"}) end, "read_image", "mode")
+    H.raises(function() cnn.io.read_image(path, {mdoe = "rgb"}) end, "read_image", "mdoe")
+    cnn.io.write_png(path, cnn.tensor({{1, 2, 3}}, "uint8")) -- H x W
+    assert.same({{{1, 2, 3}}}, cnn.io.read_image(path):totable())
+    H.raises(function() cnn.io.write_png(path, cnn.zeros(2, 2, 2, "uint8")) end, "write_png", "C = 1, 3 or 4")
     H.raises(function() cnn.io.write_png(path, cnn.zeros(2, 2)) end, "write_png", "uint8")
     os.remove(path)
   end)

@@ -13,7 +13,7 @@ local nn = {}
 nn.Module = require("nn.module")
 
 local files = { "nn.container", "nn.conv", "nn.linear", "nn.pooling", "nn.activation",
-                "nn.normalization", "nn.dropout", "nn.flatten" }
+                "nn.normalization", "nn.dropout", "nn.flatten", "nn.distributed" }
 for _, f in ipairs(files) do
   for name, cls in pairs(require(f)) do nn[name] = cls end
 end
@@ -25,7 +25,7 @@ doc[nn] = [[
 nn -- layers and networks (PyTorch names, 1-based dims).
 Containers: Sequential, ModuleList; base class: Module (Module:extend("Name")).
 Layers: Conv2d, Linear, MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, BatchNorm2d,
-BatchNorm1d, Dropout, Flatten, Identity.
+BatchNorm1d, SyncBatchNorm, Dropout, Flatten, Identity; DistributedDataParallel (see dist).
 Activations: ReLU, LeakyReLU, ELU, GELU, Sigmoid, Tanh, Softmax, LogSoftmax.
 Also nn.init (initialisers) and nn.utils.clip_grad_norm.
   net = nn.Sequential(nn.Conv2d(1, 8, 3, {padding = 1}), nn.ReLU(),

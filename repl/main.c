@@ -7,6 +7,7 @@
  *   cnnsh -e CHUNK             run CHUNK (repeatable, in order, before FILE)
  *   cnnsh -i FILE              run FILE, then the prompt (-i alone: the prompt)
  *   cnnsh -                    chunks from stdin: no prompt, no echo
+ *   cnnsh --nproc N FILE       N ranks of FILE through mpirun (launch.c)
  *   --threads N, --seed N, --ascii, --version, --help
  *
  * Exit status: 0; 1 when a script, chunk or file failed; 2 for a bad
@@ -37,6 +38,8 @@ typedef struct {
   int threads;         /* 0: leave the default */
   long long seed;
   bool have_seed;
+  int nproc;           /* --nproc N: launch N ranks (0: no) */
+  int nproc_at, nproc_len; /* argv span of the --nproc option */
 } options;
 
 static void usage(FILE *f)
@@ -48,6 +51,7 @@ static void usage(FILE *f)
         "  -i [FILE]       run FILE, then enter the prompt\n"
         "  --threads N     CPU threads for tensor ops\n"
         "  --seed N        seed the random generator (cnn.manual_seed)\n"
+        "  --nproc N       run FILE as N processes through mpirun (see dist)\n"
         "  --ascii         plain ASCII pictures (sets cnn.ascii = true)\n"
         "  --version       print versions and exit\n"
         "  --help          print this and exit\n"
@@ -90,7 +94,14 @@ static int parse_value_option(int argc, char **argv, int *i, options *o)
 {
   const char *v;
   long long x;
-  if ((v = long_value(argc, argv, i, "--threads"))) {
+  int at = *i;
+  if ((v = long_value(argc, argv, i, "--nproc"))) {
+    if (!parse_int(v, 1, &x) || x > 4096)
+      return bad_option("--nproc wants a positive integer, got", v);
+    o->nproc = (int)x;
+    o->nproc_at = at;
+    o->nproc_len = *i - at + 1;
+  } else if ((v = long_value(argc, argv, i, "--threads"))) {
     if (!parse_int(v, 1, &x) || x > 4096)
       return bad_option("--threads wants a positive integer, got", v);
     o->threads = (int)x;
@@ -267,6 +278,8 @@ int main(int argc, char **argv)
     usage(stdout);
     return 0;
   }
+  if (o.nproc)
+    return cnn_launch_ranks(o.nproc, argc, argv, o.nproc_at, o.nproc_len);
   bool will_prompt = o.prompt_after ||
                      (!o.script && o.nchunks == 0 && !o.version && isatty(STDIN_FILENO));
   cnn_repl r = {.color = want_color(STDOUT_FILENO), .color_err = want_color(STDERR_FILENO),

@@ -197,4 +197,8 @@ int cnn_repl_run_prompt(cnn_repl *r);
  * results; returns 1 if any chunk failed (or 130 on SIGINT), else 0. */
 int cnn_repl_run_stream(cnn_repl *r, FILE *in);
 
+/* launch.c: exec mpirun with N copies of this cnnsh and argv without the
+ * --nproc option at argv[skip_at .. skip_at+skip_len); returns 2 on failure */
+int cnn_launch_ranks(int nproc, int argc, char **argv, int skip_at, int skip_len);
+
 #endif

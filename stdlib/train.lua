@@ -17,6 +17,10 @@
 -- Classification figures (accuracy, confusion) are computed when the
 -- output is N x C and the targets are int64 class indices 1..C.
 --
+-- Several processes (dist): only rank 0 (dist.is_main()) prints progress,
+-- validation lines and confusion matrices; a loader with set_epoch (a
+-- DataLoader{distributed = true}) gets set_epoch(epoch) before each epoch.
+--
 -- Batches move to the device of the model's first parameter with
 -- non_blocking = true: a pinned batch (DataLoader{pin_memory = true})
 -- is copied without waiting, any other synchronously.
@@ -127,11 +131,11 @@ function train.evaluate(net, loader, opts)
   if conf then
     r.accuracy = correct / n
     r.confusion = cnn.tensor(conf, "int64")
-    if opts.print ~= false then
+    if opts.print ~= false and require("dist").is_main() then
       train.print_confusion(conf, opts.classes or dataset_classes(loader))
       print(string.format("accuracy %.2f%% (%d/%d), loss %.4f", 100 * r.accuracy, correct, n, r.loss))
     end
-  elseif opts.print ~= false then
+  elseif opts.print ~= false and require("dist").is_main() then
     print(string.format("loss %.4f over %d samples", r.loss, n))
   end
   return r
@@ -173,7 +177,8 @@ local function fit_epoch(net, loader, o, epoch)
   net:train()
   local opt, acc = o.optimizer, o.accumulate
   local bar = progress.new{ total = #loader, title = string.format("epoch %d/%d", epoch, o.last) }
-  if o.progress == false then bar.quiet = true end
+  if o.progress == false or not require("dist").is_main() then bar.quiet = true end
+  if loader.set_epoch then loader:set_epoch(epoch) end -- a distributed loader's new order
   local k, device = 0, model_device(net)
   opt:zero_grad()
   for x, y in loader do
@@ -222,7 +227,7 @@ function train.fit(net, loader, opts)
     local t = fit_epoch(net, loader, o, epoch)
     if opts.scheduler then opts.scheduler:step() end
     local v = opts.val and train.evaluate(net, opts.val, { loss = opts.loss, print = false })
-    if v and opts.progress ~= false then
+    if v and opts.progress ~= false and require("dist").is_main() then
       print(string.format("epoch %d/%d: val loss %.4f%s  (%.1f s)", epoch, o.last, v.loss,
         v.accuracy and string.format("  val acc %.2f%%", 100 * v.accuracy) or "", t.seconds))
     end

@@ -17,3 +17,10 @@ set_target_properties(dnnl::dnnl PROPERTIES IMPORTED_LOCATION "${DNNL_LIBRARY}"
 
 find_path(READLINE_INCLUDE_DIR readline/readline.h REQUIRED)
 find_library(READLINE_LIBRARY readline REQUIRED)
+
+# ONNX (cnn.onnx): the protobuf C code is generated at build time by protoc-c
+# from the onnx.proto that Debian's libonnx-dev ships; libprotobuf-c packs
+# and unpacks it (core/io/onnx_*.c).
+pkg_check_modules(PROTOBUF_C REQUIRED IMPORTED_TARGET libprotobuf-c)
+find_program(PROTOC_C protoc-c REQUIRED)
+find_file(ONNX_PROTO onnx.proto PATHS /usr/include/onnx NO_DEFAULT_PATH REQUIRED)

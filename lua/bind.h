@@ -43,6 +43,7 @@ extern const luaL_Reg cnn_lua_io_funcs[];         /* io.c: cnn.save, cnn.load, v
 extern const luaL_Reg cnn_lua_io_module[];        /* io.c: cnn.io.* */
 extern const luaL_Reg cnn_lua_batcher_funcs[];    /* batcher.c: cnn.io.Batcher */
 extern const luaL_Reg cnn_lua_image_module[];     /* image.c: cnn.io.read_image, write_png, ... */
+extern const luaL_Reg cnn_lua_onnx_funcs[];       /* onnx.c: cnn.io.onnx_read, ... */
 
 /* tensor.c: create the "cnn.Tensor" metatable; leaves the method table on
  * the stack (the caller fills it). */
@@ -63,6 +64,7 @@ bool cnn_lua_memory_pause(bool on);
 void cnn_lua_hook_type(lua_State *L);
 void cnn_lua_io_type(lua_State *L);
 void cnn_lua_batcher_type(lua_State *L);
+void cnn_lua_onnx_type(lua_State *L); /* onnx.c */
 /* cuda.c: push the cnn.cuda table; cnn.version_info and friends */
 void cnn_lua_cuda_push(lua_State *L);
 extern const luaL_Reg cnn_lua_cuda_funcs[];

@@ -170,6 +170,7 @@ int luaopen_cnn(lua_State *L) {
   cnn_lua_hook_type(L);
   cnn_lua_io_type(L);
   cnn_lua_batcher_type(L);
+  cnn_lua_onnx_type(L);
   lua_newtable(L);
   int m = lua_gettop(L);
   build_methods(L);
@@ -192,6 +193,7 @@ int luaopen_cnn(lua_State *L) {
   luaL_setfuncs(L, cnn_lua_io_module, 0);
   luaL_setfuncs(L, cnn_lua_batcher_funcs, 0);
   luaL_setfuncs(L, cnn_lua_image_module, 0);
+  luaL_setfuncs(L, cnn_lua_onnx_funcs, 0);
   lua_setfield(L, m, "io");
   lua_pushstring(L, CNNSH_VERSION);
   lua_setfield(L, m, "version");

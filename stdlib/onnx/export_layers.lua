@@ -1,0 +1,138 @@
+-- onnx/export_layers.lua -- the ONNX nodes of each nn layer (cnn.onnx.export).
+--
+-- layers[class name] = function(g, m, out, x): the layer m was called on x
+-- and returned out (already computed, unrecorded); the exporter adds the
+-- nodes that compute out from x (g is onnx/export.lua's Graph: g:name_of
+-- names a tensor, g:node adds a node, g:bind names the output).  Weights
+-- are read through g:name_of, so they become initializers named after the
+-- state_dict ("features.1.weight").  Attributes use ONNX's names and order:
+-- pads list all begins then all ends ({top, left, bottom, right}).
+local cnn = _G.cnn
+
+local L = {}
+
+local function pair(v)
+  if type(v) == "number" then return { v, v } end
+  if #v == 1 then return { v[1], v[1] } end
+  return { v[1], v[2] }
+end
+
+-- cnnsh conv padding (a number, {h, w} or {top, bottom, left, right}) -> ONNX pads
+local function conv_pads(p)
+  if type(p) == "table" and #p == 4 then return { p[1], p[3], p[2], p[4] } end
+  local h, w = table.unpack(pair(p))
+  return { h, w, h, w }
+end
+
+function L.Conv2d(g, m, out, x)
+  local ins = { g:name_of(x), g:name_of(m.weight) }
+  if m.bias then ins[3] = g:name_of(m.bias) end
+  g:bind(out, g:node("Conv", ins, {
+    kernel_shape = m.kernel_size, strides = pair(m.stride), pads = conv_pads(m.padding),
+    dilations = pair(m.dilation), group = m.groups }))
+end
+
+function L.Linear(g, m, out, x)
+  local w = g:name_of(m.weight)
+  local y
+  if x:dim() == 2 then
+    local ins = { g:name_of(x), w }
+    if m.bias then ins[3] = g:name_of(m.bias) end
+    y = g:node("Gemm", ins, { transB = 1 })
+  else -- ... x in: MatMul with W^T, then the bias
+    y = g:node("MatMul", { g:name_of(x), g:node("Transpose", { w }, { perm = { 1, 0 } }) })
+    if m.bias then y = g:node("Add", { y, g:name_of(m.bias) }) end
+  end
+  g:bind(out, y)
+end
+
+local function batch_norm(g, m, out, x)
+  if not m.track_running_stats then
+    g:fail("layer %s (%s) keeps no running statistics: ONNX's BatchNormalization needs them", g:layer_path(), m.__name)
+  end
+  local c = m.num_features
+  local w = m.weight and g:name_of(m.weight) or g:const(cnn.ones(c))
+  local b = m.bias and g:name_of(m.bias) or g:const(cnn.zeros(c))
+  g:bind(out, g:node("BatchNormalization", { g:name_of(x), w, b, g:name_of(m.running_mean), g:name_of(m.running_var) },
+    { epsilon = m.eps + 0.0, momentum = 1.0 - (m.momentum or 0.1) }))
+end
+L.BatchNorm2d = batch_norm
+L.BatchNorm1d = batch_norm
+
+local function simple(op)
+  return function(g, m, out, x) g:bind(out, g:node(op, { g:name_of(x) })) end
+end
+L.ReLU = simple("Relu")
+L.Sigmoid = simple("Sigmoid")
+L.Tanh = simple("Tanh")
+L.Identity = simple("Identity")
+L.Dropout = simple("Identity") -- export is inference: dropout is the identity
+
+function L.LeakyReLU(g, m, out, x)
+  g:bind(out, g:node("LeakyRelu", { g:name_of(x) }, { alpha = m.negative_slope + 0.0 }))
+end
+
+function L.ELU(g, m, out, x)
+  g:bind(out, g:node("Elu", { g:name_of(x) }, { alpha = m.alpha + 0.0 }))
+end
+
+-- GELU (exact): x * 0.5 * (1 + erf(x / sqrt(2))); Gelu itself is opset 20.
+function L.GELU(g, m, out, x)
+  local xn = g:name_of(x)
+  local e = g:node("Erf", { g:node("Div", { xn, g:const(math.sqrt(2), x.dtype) }) })
+  local h = g:node("Mul", { g:node("Add", { e, g:const(1.0, x.dtype) }), g:const(0.5, x.dtype) })
+  g:bind(out, g:node("Mul", { xn, h }))
+end
+
+local function softmax(op)
+  return function(g, m, out, x)
+    local axis = m.dim < 0 and m.dim or m.dim - 1
+    g:bind(out, g:node(op, { g:name_of(x) }, { axis = axis }))
+  end
+end
+L.Softmax = softmax("Softmax")
+L.LogSoftmax = softmax("LogSoftmax")
+
+function L.MaxPool2d(g, m, out, x)
+  if m.return_indices then g:fail("layer %s: MaxPool2d with return_indices has no ONNX export here", g:layer_path()) end
+  local p = pair(m.padding)
+  g:bind(out, g:node("MaxPool", { g:name_of(x) }, {
+    kernel_shape = pair(m.kernel_size), strides = pair(m.stride), pads = { p[1], p[2], p[1], p[2] },
+    dilations = pair(m.dilation), ceil_mode = m.ceil_mode and 1 or 0 }))
+end
+
+function L.AvgPool2d(g, m, out, x)
+  local p = pair(m.padding)
+  g:bind(out, g:node("AveragePool", { g:name_of(x) }, {
+    kernel_shape = pair(m.kernel_size), strides = pair(m.stride), pads = { p[1], p[2], p[1], p[2] },
+    ceil_mode = m.ceil_mode and 1 or 0, count_include_pad = m.count_include_pad and 1 or 0 }))
+end
+
+-- Global average pooling when the output is 1x1; an AveragePool when the
+-- input divides evenly (fixed for the example's size); else an error.
+function L.AdaptiveAvgPool2d(g, m, out, x)
+  local o = pair(m.output_size)
+  local h, w = x:size(3), x:size(4)
+  if o[1] == 1 and o[2] == 1 then return g:bind(out, g:node("GlobalAveragePool", { g:name_of(x) })) end
+  if h % o[1] ~= 0 or w % o[2] ~= 0 then
+    g:fail("layer %s: AdaptiveAvgPool2d from %dx%d to %dx%d (not a whole factor) has no ONNX operator",
+      g:layer_path(), h, w, o[1], o[2])
+  end
+  local k = { h // o[1], w // o[2] }
+  g:bind(out, g:node("AveragePool", { g:name_of(x) }, { kernel_shape = k, strides = k }))
+end
+
+-- Flatten to 2-D is ONNX's Flatten; other ranges a Reshape to the traced shape.
+function L.Flatten(g, m, out, x)
+  local r = x:dim()
+  local s, e = m.start_dim, m.end_dim
+  if s < 0 then s = s + r + 1 end
+  if e < 0 then e = e + r + 1 end
+  if e == r and s >= 1 then
+    if s == 1 then return g:bind(out, g:node("Reshape", { g:name_of(x), g:ints({ -1 }) })) end
+    return g:bind(out, g:node("Flatten", { g:name_of(x) }, { axis = s - 1 }))
+  end
+  g:bind(out, g:node("Reshape", { g:name_of(x), g:ints(g:batch_shape(out.shape, x)) }))
+end
+
+return L

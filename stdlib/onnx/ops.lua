@@ -1,0 +1,324 @@
+-- onnx/ops.lua -- what each ONNX operator computes, in cnnsh ops.
+--
+-- ops[op_type] = function(node, a, b, ...) -> outputs.  `node` is the
+-- graph's node module (stdlib/onnx/load.lua): node.attrs holds the ONNX
+-- attributes, node.opset the model's opset, node.training the module's
+-- mode; a, b, ... are the node's inputs in order (nil for an omitted
+-- optional input).  Every op is a composition of differentiable cnnsh ops,
+-- so a loaded model trains.
+--
+-- ONNX counts axes from 0 (negatives from the end); cnnsh from 1: `dim`
+-- below converts.  ONNX pads list all begins then all ends
+-- ({top, left, bottom, right} for 2-D); F.conv2d takes {top, bottom, left,
+-- right} and F.pad {left, right, top, bottom} (the last dim first).
+-- supported_reason(node) says why a node cannot run (an attribute value
+-- cnnsh does not have), checked when the model is loaded.
+local cnn = _G.cnn
+local F = cnn.F
+
+local ops = {}
+local unsupported = {} -- op_type -> function(attrs, node) -> reason or nil
+
+local function dim(axis, rank)
+  if axis < 0 then axis = axis + rank end
+  return axis + 1
+end
+
+local function attr(node, name, default)
+  local v = node.attrs[name]
+  if v == nil then return default end
+  return v
+end
+
+local function fail(node, fmt, ...)
+  error(string.format("onnx %s: " .. fmt, node.op_type, ...), 0)
+end
+
+-- ---- padding -------------------------------------------------------------------------
+
+-- {begins..., ends...} for the spatial dims of x given auto_pad (SAME_UPPER,
+-- SAME_LOWER, VALID, NOTSET) and the effective kernel sizes.
+local function spatial_pads(node, x, kernel, strides, dilations)
+  local mode = attr(node, "auto_pad", "NOTSET")
+  local nsp = #kernel
+  if mode == "NOTSET" then
+    local p = attr(node, "pads", nil)
+    if p then return p end
+    local z = {}
+    for i = 1, 2 * nsp do z[i] = 0 end
+    return z
+  end
+  local pads = {}
+  for i = 1, nsp do
+    local size, s, d = x:size(2 + i), strides[i], dilations[i]
+    local total = 0
+    if mode ~= "VALID" then
+      local out = (size + s - 1) // s
+      total = math.max((out - 1) * s + (kernel[i] - 1) * d + 1 - size, 0)
+    end
+    local small = total // 2
+    if mode == "SAME_LOWER" then pads[i], pads[i + nsp] = total - small, small
+    else pads[i], pads[i + nsp] = small, total - small end
+  end
+  return pads
+end
+
+-- F.pad's list (last dim first) from ONNX spatial pads of a 4-D input.
+local function fpad_list(p)
+  return { p[2], p[4], p[1], p[3] }
+end
+
+local function ones_list(n, v)
+  local t = {}
+  for i = 1, n do t[i] = v or 1 end
+  return t
+end
+
+-- ---- convolution ----------------------------------------------------------------------
+
+function ops.Conv(node, x, w, b)
+  local nsp = x:dim() - 2
+  if nsp ~= 1 and nsp ~= 2 then fail(node, "only 1-D and 2-D convolutions run (input %s)", table.concat(x.shape, "x")) end
+  local k = { table.unpack(w.shape, 3) }
+  local strides = attr(node, "strides", ones_list(nsp))
+  local dil = attr(node, "dilations", ones_list(nsp))
+  local p = spatial_pads(node, x, k, strides, dil)
+  local squeeze = false
+  if nsp == 1 then
+    strides, dil = { 1, strides[1] }, { 1, dil[1] }
+    p = { 0, p[1], 0, p[2] }
+    x, w, squeeze = x:unsqueeze(3), w:unsqueeze(3), true
+  end
+  local y = F.conv2d(x, w, b, { stride = strides, dilation = dil, groups = attr(node, "group", 1),
+                                padding = { p[1], p[3], p[2], p[4] } })
+  if squeeze then y = y:squeeze(3) end
+  return y
+end
+
+unsupported.ConvTranspose = function()
+  return "ConvTranspose: cnnsh has no transposed convolution (nn.ConvTranspose2d) yet"
+end
+
+-- ---- matrix products -------------------------------------------------------------------
+
+function ops.Gemm(node, a, b, c)
+  if attr(node, "transA", 0) ~= 0 then a = a:t() end
+  if attr(node, "transB", 0) ~= 0 then b = b:t() end
+  local y = a:matmul(b)
+  local alpha, beta = attr(node, "alpha", 1.0), attr(node, "beta", 1.0)
+  if alpha ~= 1 then y = y * alpha end
+  if c then y = y + (beta ~= 1 and c * beta or c) end
+  return y
+end
+
+function ops.MatMul(node, a, b) return a:matmul(b) end
+
+-- ---- normalisation ----------------------------------------------------------------------
+
+function ops.BatchNormalization(node, x, scale, bias, mean, var)
+  return F.batch_norm(x, mean, var, scale, bias, { training = false, eps = attr(node, "epsilon", 1e-5) })
+end
+unsupported.BatchNormalization = function(node)
+  if attr(node, "training_mode", 0) ~= 0 or #node.outputs > 1 then
+    return "BatchNormalization: training_mode (running statistics as outputs) is not supported"
+  end
+end
+
+-- ---- pooling ----------------------------------------------------------------------------
+
+-- Window options shared by MaxPool and AveragePool, lifted to 2-D.
+local function pool_window(node, x)
+  local k = attr(node, "kernel_shape", nil)
+  if not k then fail(node, "kernel_shape is required") end
+  local nsp = #k
+  if nsp ~= x:dim() - 2 or (nsp ~= 1 and nsp ~= 2) then
+    fail(node, "only 1-D and 2-D pooling runs (kernel %s, input %s)", table.concat(k, "x"), table.concat(x.shape, "x"))
+  end
+  local s = attr(node, "strides", ones_list(nsp))
+  local d = attr(node, "dilations", ones_list(nsp))
+  local p = spatial_pads(node, x, k, s, d)
+  if nsp == 1 then
+    k, s, d, p = { 1, k[1] }, { 1, s[1] }, { 1, d[1] }, { 0, p[1], 0, p[2] }
+    x = x:unsqueeze(3)
+  end
+  return x, k, s, d, p, nsp == 1
+end
+
+-- pads F.max_pool2d / F.avg_pool2d can take themselves: symmetric, <= k / 2
+local function symmetric(p, k)
+  return p[1] == p[3] and p[2] == p[4] and p[1] <= k[1] // 2 and p[2] <= k[2] // 2
+end
+
+function ops.MaxPool(node, x)
+  local x2, k, s, d, p, one = pool_window(node, x)
+  local o = { stride = s, dilation = d, ceil_mode = attr(node, "ceil_mode", 0) ~= 0 }
+  if symmetric(p, k) then
+    o.padding = { p[1], p[2] }
+  else
+    x2 = F.pad(x2, fpad_list(p), -math.huge)
+  end
+  local y = F.max_pool2d(x2, k, o)
+  return one and y:squeeze(3) or y
+end
+unsupported.MaxPool = function(node)
+  if #node.outputs > 1 then return "MaxPool: the Indices output is not supported" end
+  if attr(node, "storage_order", 0) ~= 0 then return "MaxPool: storage_order = 1 is not supported" end
+end
+
+function ops.AveragePool(node, x)
+  local x2, k, s, d, p, one = pool_window(node, x)
+  local include = attr(node, "count_include_pad", 0) ~= 0
+  local o = { stride = s, ceil_mode = attr(node, "ceil_mode", 0) ~= 0, count_include_pad = include }
+  local y
+  if symmetric(p, k) then
+    o.padding = { p[1], p[2] }
+    y = F.avg_pool2d(x2, k, o)
+  elseif include then
+    y = F.avg_pool2d(F.pad(x2, fpad_list(p), 0), k, o)
+  else -- the mean over the real elements: pooled x over pooled ones
+    local ones = cnn.ones(x2.shape, x2.dtype)
+    o.count_include_pad = true
+    y = F.avg_pool2d(F.pad(x2, fpad_list(p), 0), k, o) / F.avg_pool2d(F.pad(ones, fpad_list(p), 0), k, o)
+  end
+  return one and y:squeeze(3) or y
+end
+unsupported.AveragePool = function(node)
+  local d = attr(node, "dilations", nil)
+  if d then for _, v in ipairs(d) do if v ~= 1 then return "AveragePool: dilations are not supported" end end end
+end
+
+local function spatial_dims(x)
+  local dims = {}
+  for i = 3, x:dim() do dims[#dims + 1] = i end
+  return dims
+end
+
+function ops.GlobalAveragePool(node, x) return x:mean(spatial_dims(x), true) end
+
+function ops.GlobalMaxPool(node, x)
+  for i = 3, x:dim() do x = x:max(i, true) end
+  return x
+end
+
+-- ---- activations and elementwise ops ---------------------------------------------------
+
+function ops.Relu(node, x) return F.relu(x) end
+function ops.Sigmoid(node, x) return F.sigmoid(x) end
+function ops.Tanh(node, x) return F.tanh(x) end
+function ops.LeakyRelu(node, x) return F.leaky_relu(x, attr(node, "alpha", 0.01)) end
+function ops.Elu(node, x) return F.elu(x, attr(node, "alpha", 1.0)) end
+function ops.Gelu(node, x) return F.gelu(x) end
+unsupported.Gelu = function(node)
+  if attr(node, "approximate", "none") ~= "none" then return "Gelu: approximate = 'tanh' is not supported" end
+end
+
+function ops.Add(node, a, b) return a + b end
+function ops.Sub(node, a, b) return a - b end
+function ops.Mul(node, a, b) return a * b end
+function ops.Div(node, a, b) return a / b end
+function ops.Abs(node, x) return x:abs() end
+function ops.Neg(node, x) return -x end
+function ops.Exp(node, x) return x:exp() end
+function ops.Log(node, x) return x:log() end
+function ops.Sqrt(node, x) return x:sqrt() end
+function ops.Reciprocal(node, x) return x:reciprocal() end
+
+-- Softmax and LogSoftmax: from opset 13 along one axis (default -1);
+-- before, over the input flattened to 2-D at axis (default 1).
+local function softmax_like(fn)
+  return function(node, x)
+    local r = x:dim()
+    if node.opset >= 13 then return fn(x, dim(attr(node, "axis", -1), r)) end
+    local axis = dim(attr(node, "axis", 1), r) - 1
+    local rows = 1
+    for i = 1, axis do rows = rows * x:size(i) end
+    local shape = x.shape
+    return fn(x:reshape(rows, x:numel() // math.max(rows, 1)), 2):reshape(shape)
+  end
+end
+ops.Softmax = softmax_like(F.softmax)
+ops.LogSoftmax = softmax_like(F.log_softmax)
+
+-- ---- shapes ----------------------------------------------------------------------------
+
+function ops.Concat(node, ...)
+  local xs = { ... }
+  return cnn.cat(xs, dim(attr(node, "axis", nil) or fail(node, "axis is required"), xs[1]:dim()))
+end
+
+function ops.Flatten(node, x)
+  local r = x:dim()
+  local axis = attr(node, "axis", 1)
+  if axis < 0 then axis = axis + r end
+  local rows = 1
+  for i = 1, axis do rows = rows * x:size(i) end
+  return x:reshape(rows, rows == 0 and 0 or x:numel() // rows)
+end
+
+function ops.Reshape(node, x, shape)
+  local s = shape:totable()
+  if attr(node, "allowzero", 0) == 0 then
+    for i, v in ipairs(s) do if v == 0 then s[i] = x:size(i) end end
+  end
+  return x:reshape(s)
+end
+
+function ops.Transpose(node, x)
+  local perm = attr(node, "perm", nil)
+  local p = {}
+  for i = 1, x:dim() do p[i] = perm and perm[i] + 1 or x:dim() - i + 1 end
+  return x:permute(p)
+end
+
+-- ---- padding and resizing --------------------------------------------------------------
+
+-- pads (tensor, opset >= 11, or attribute) -> F.pad's list, last dim first
+local function pad_list(node, x, pads, axes)
+  local p = pads and pads:totable() or attr(node, "pads", nil)
+  local r = x:dim()
+  local ax = {}
+  if axes then for i, a in ipairs(axes:totable()) do ax[i] = a < 0 and a + r or a end
+  else for i = 1, r do ax[i] = i - 1 end end
+  local full = {}
+  for i = 1, r do full[i] = { 0, 0 } end
+  for i, a in ipairs(ax) do full[a + 1] = { p[i], p[i + #ax] } end
+  local out = {}
+  for i = r, 1, -1 do out[#out + 1] = full[i][1]; out[#out + 1] = full[i][2] end
+  return out
+end
+
+function ops.Pad(node, x, pads, value, axes)
+  local v = value and value:item() or attr(node, "value", 0.0)
+  return F.pad(x, pad_list(node, x, pads, axes), v)
+end
+unsupported.Pad = function(node)
+  local mode = attr(node, "mode", "constant")
+  if mode ~= "constant" then return "Pad: mode '" .. mode .. "' is not supported (only 'constant')" end
+end
+
+function ops.Dropout(node, x, ratio, training)
+  local p = ratio and ratio:item() or attr(node, "ratio", 0.5)
+  local on = node.training and (training == nil or training:item() ~= 0)
+  if not on then return x end
+  return F.dropout(x, p, true)
+end
+unsupported.Dropout = function(node)
+  if #node.outputs > 1 and node.outputs[2] ~= "" then return "Dropout: the mask output is not supported" end
+end
+
+function ops.Identity(node, x) return x end
+
+function ops.Constant(node)
+  local a = node.attrs
+  if a.value ~= nil then return a.value:clone() end
+  if a.value_float then return cnn.tensor(a.value_float) end
+  if a.value_floats then return cnn.tensor(a.value_floats) end
+  if a.value_int then return cnn.tensor(a.value_int, "int64") end
+  if a.value_ints then return cnn.tensor(a.value_ints, "int64") end
+  fail(node, "a Constant needs value, value_float(s) or value_int(s) (sparse values and strings are not supported)")
+end
+
+local resize = require("onnx.resize")
+ops.Resize, unsupported.Resize = resize.run, resize.unsupported
+
+return { ops = ops, unsupported = unsupported, attr = attr, dim = dim }

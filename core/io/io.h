@@ -118,7 +118,8 @@ typedef struct {
 
 typedef struct {
   char *name;
-  int elem_type;     /* TensorProto.DataType (1 float, 7 int64, ...), 0 when not given */
+  int elem_type;     /* TensorProto.DataType (1 float, 7 int64, ...), 0 when not given,
+                      * -1 for a value that is not a tensor (sequence, map, optional) */
   int ndim;          /* -1 when the rank is not given */
   int64_t *dims;     /* -1 where a size is symbolic or not given */
   char **dim_params; /* per dim: the symbol ("batch") or NULL */

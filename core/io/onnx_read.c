@@ -151,6 +151,7 @@ static void read_value(reader *r, const Onnx__ValueInfoProto *v, cnn_onnx_value 
   o->name = dup_str(r, v->name);
   o->ndim = -1;
   const Onnx__TypeProto *tp = v->type;
+  if (tp && tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE) o->elem_type = -1; /* sequence, map, ... */
   if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !tp->tensor_type) return;
   const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
   o->elem_type = tt->has_elem_type ? tt->elem_type : 0;

@@ -88,7 +88,7 @@ function Graph:name_of(t, what)
   return name
 end
 
--- node(op_type, {inputs}, attrs [, n_outputs]) -> its output names
+-- node(op_type, {inputs}, attrs [, n_outputs]) -> the name of its first output
 function Graph:node(op, inputs, attrs, nout)
   local outs = {}
   for i = 1, nout or 1 do outs[i] = self:fresh() end
@@ -96,7 +96,7 @@ function Graph:node(op, inputs, attrs, nout)
   if self.node_names[name] then name = name .. "/" .. op .. "_" .. (#self.nodes + 1) end
   self.node_names[name] = true
   self.nodes[#self.nodes + 1] = { op_type = op, name = name, inputs = inputs, outputs = outs, attrs = attrs or {} }
-  return outs[1], outs
+  return outs[1]
 end
 
 -- A Reshape target for a result of shape `shape` made from x: with

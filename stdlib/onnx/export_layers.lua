@@ -95,10 +95,13 @@ L.LogSoftmax = softmax("LogSoftmax")
 
 function L.MaxPool2d(g, m, out, x)
   if m.return_indices then g:fail("layer %s: MaxPool2d with return_indices has no ONNX export here", g:layer_path()) end
-  local p = pair(m.padding)
+  local p, d = pair(m.padding), pair(m.dilation or 1)
+  if d[1] ~= 1 or d[2] ~= 1 then -- F.max_pool2d computes without dilation: no export that agrees
+    g:fail("layer %s: MaxPool2d with dilation has no export (F.max_pool2d does not apply dilation)", g:layer_path())
+  end
   g:bind(out, g:node("MaxPool", { g:name_of(x) }, {
     kernel_shape = pair(m.kernel_size), strides = pair(m.stride), pads = { p[1], p[2], p[1], p[2] },
-    dilations = pair(m.dilation), ceil_mode = m.ceil_mode and 1 or 0 }))
+    ceil_mode = m.ceil_mode and 1 or 0 }))
 end
 
 function L.AvgPool2d(g, m, out, x)

@@ -186,7 +186,18 @@ local function add_initializers(self, g)
   end
 end
 
+local function check_values(values, what, path)
+  for _, v in ipairs(values) do
+    if v.elem_type == -1 then
+      error(string.format("cnn.onnx.load: %s: graph %s %s is not a tensor (sequences, maps and optionals are not supported)",
+        path, what, v.name), 0)
+    end
+  end
+end
+
 function OnnxModel:init(model, path)
+  check_values(model.inputs, "input", path)
+  check_values(model.outputs, "output", path)
   rawset(self, "_steps", {})
   rawset(self, "_init_names", {})
   local g = { inits = {}, list = model.initializers, used = {}, opset = model.opset }
@@ -206,6 +217,7 @@ end
 -- env[name] = value for the inputs given to forward
 local function bind_inputs(self, args)
   local env = {}
+  while args.n > 0 and args[args.n] == nil do args.n = args.n - 1 end -- __call passes x = nil
   if args.n ~= #self.graph_inputs then
     error(string.format("OnnxModel: the graph takes %d input(s) (%s), got %d", #self.graph_inputs,
       table.concat((function() local t = {} for i, v in ipairs(self.graph_inputs) do t[i] = v.name end return t end)(), ", "),

@@ -34,6 +34,11 @@ local function fail(node, fmt, ...)
   error(string.format("onnx %s: " .. fmt, node.op_type, ...), 0)
 end
 
+-- an input cnnsh has no way to run (the conformance test counts it skipped)
+local function not_supported(node, fmt, ...)
+  error(string.format("onnx %s: not supported: " .. fmt, node.op_type, ...), 0)
+end
+
 -- ---- padding -------------------------------------------------------------------------
 
 -- {begins..., ends...} for the spatial dims of x given auto_pad (SAME_UPPER,
@@ -78,7 +83,7 @@ end
 
 function ops.Conv(node, x, w, b)
   local nsp = x:dim() - 2
-  if nsp ~= 1 and nsp ~= 2 then fail(node, "only 1-D and 2-D convolutions run (input %s)", table.concat(x.shape, "x")) end
+  if nsp ~= 1 and nsp ~= 2 then not_supported(node, "only 1-D and 2-D convolutions run (input %s)", table.concat(x.shape, "x")) end
   local k = { table.unpack(w.shape, 3) }
   local strides = attr(node, "strides", ones_list(nsp))
   local dil = attr(node, "dilations", ones_list(nsp))
@@ -132,7 +137,7 @@ local function pool_window(node, x)
   if not k then fail(node, "kernel_shape is required") end
   local nsp = #k
   if nsp ~= x:dim() - 2 or (nsp ~= 1 and nsp ~= 2) then
-    fail(node, "only 1-D and 2-D pooling runs (kernel %s, input %s)", table.concat(k, "x"), table.concat(x.shape, "x"))
+    not_supported(node, "only 1-D and 2-D pooling runs (kernel %s, input %s)", table.concat(k, "x"), table.concat(x.shape, "x"))
   end
   local s = attr(node, "strides", ones_list(nsp))
   local d = attr(node, "dilations", ones_list(nsp))
@@ -162,6 +167,9 @@ function ops.MaxPool(node, x)
 end
 unsupported.MaxPool = function(node)
   if #node.outputs > 1 then return "MaxPool: the Indices output is not supported" end
+  for _, v in ipairs(attr(node, "dilations", {})) do
+    if v ~= 1 then return "MaxPool: dilations are not supported (F.max_pool2d has none)" end
+  end
   if attr(node, "storage_order", 0) ~= 0 then return "MaxPool: storage_order = 1 is not supported" end
 end
 
@@ -215,13 +223,27 @@ end
 function ops.Add(node, a, b) return a + b end
 function ops.Sub(node, a, b) return a - b end
 function ops.Mul(node, a, b) return a * b end
-function ops.Div(node, a, b) return a / b end
+-- integer division truncates toward zero (C, ONNX); cnnsh's / gives floats
+function ops.Div(node, a, b)
+  if a.dtype ~= "int64" and a.dtype ~= "uint8" then return a / b end
+  local q = a:double() / b:double()
+  return (q:sign() * q:abs():floor()):to(a.dtype)
+end
 function ops.Abs(node, x) return x:abs() end
 function ops.Neg(node, x) return -x end
 function ops.Exp(node, x) return x:exp() end
 function ops.Log(node, x) return x:log() end
 function ops.Sqrt(node, x) return x:sqrt() end
 function ops.Reciprocal(node, x) return x:reciprocal() end
+
+-- erf by Abramowitz and Stegun 7.1.26 (absolute error < 1.5e-7), in
+-- differentiable ops: cnnsh has no erf kernel.  Exported GELUs use it.
+function ops.Erf(node, z)
+  local a = z:abs()
+  local t = (a * 0.3275911 + 1):reciprocal()
+  local poly = ((((t * 1.061405429 - 1.453152027) * t + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t
+  return z:sign() * (1 - poly * (-(z * z)):exp())
+end
 
 -- Softmax and LogSoftmax: from opset 13 along one axis (default -1);
 -- before, over the input flattened to 2-D at axis (default 1).
@@ -298,8 +320,10 @@ end
 
 function ops.Dropout(node, x, ratio, training)
   local p = ratio and ratio:item() or attr(node, "ratio", 0.5)
-  local on = node.training and (training == nil or training:item() ~= 0)
-  if not on then return x end
+  if training ~= nil and training:item() ~= 0 then
+    not_supported(node, "training_mode = true (cnnsh draws its own masks; m:train() turns dropout on)")
+  end
+  if not node.training then return x end
   return F.dropout(x, p, true)
 end
 unsupported.Dropout = function(node)

@@ -10,7 +10,8 @@
 --   pytorch_half_pixel  x = m > 1 and (o + 0.5) / s - 0.5 or 0
 --   align_corners       x = m > 1 and o * (n - 1) / (m - 1) or 0
 --   asymmetric          x = o / s
--- nearest rounds x by nearest_mode; linear mixes floor(x) and floor(x) + 1
+-- (m in align_corners and pytorch_half_pixel is n * s, unrounded, as in the
+-- ONNX reference); nearest rounds x by nearest_mode; linear mixes floor(x) and floor(x) + 1
 -- with weights 1 - f and f (f = x - floor(x)); indices clamp to [0, n - 1],
 -- which is the ONNX reference's edge padding.
 local cnn = _G.cnn
@@ -23,6 +24,7 @@ local function attr(node, name, default)
   return v
 end
 
+-- m here is n * s, the unrounded output size (the ONNX reference's)
 local function source_coord(mode, o, n, m, s)
   if mode == "half_pixel" then return (o + 0.5) / s - 0.5 end
   if mode == "pytorch_half_pixel" then return m > 1 and (o + 0.5) / s - 0.5 or 0 end
@@ -54,7 +56,7 @@ local function resize_axis(node, x, d, m, s)
   local round = ROUND[node.opset < 11 and "floor" or attr(node, "nearest_mode", "round_prefer_floor")]
   local i0, i1, w = {}, {}, {}
   for o = 0, m - 1 do
-    local c = source_coord(cmode, o, n, m, s)
+    local c = source_coord(cmode, o, n, n * s, s)
     if linear then
       local f = math.floor(c)
       i0[o + 1], i1[o + 1], w[o + 1] = clamp(f, n) + 1, clamp(f + 1, n) + 1, c - f

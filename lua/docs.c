@@ -86,6 +86,9 @@ static const doc_entry docs[] = {
                       "16-bit PNG is scaled to 8 bits (rounded), palettes expanded; no gamma conversion.\n"
                       "Truncated, corrupt or non-image files are errors naming the file.  x:float() / 255 for [0, 1]."},
     {"io.list_dir", "cnn.io.list_dir(path) -> names, kinds\nThe entries of a folder sorted by name (no . and ..); kinds[i] is 'file', 'dir' or 'other'."},
+    {"io.onnx_read", "cnn.io.onnx_read(path) -> model table\nReads an ONNX model as plain data: {opset, nodes = {{op_type, inputs, outputs, attrs}}, initializers, inputs, outputs}; cnn.onnx.load builds a module from it."},
+    {"io.onnx_write", "cnn.io.onnx_write(path, model)\nWrites a model table (as cnn.io.onnx_read returns) as an ONNX file, atomically; cnn.onnx.export builds one from a network."},
+    {"io.onnx_read_tensor", "cnn.io.onnx_read_tensor(path) -> tensor\nReads a serialized ONNX TensorProto (the ONNX test data's input_0.pb, output_0.pb)."},
     {"io.isatty", "cnn.io.isatty([fd | file]) -> boolean\nWhether the descriptor (stdout by default) is a terminal."},
     {"io.Batcher", "cnn.io.Batcher(images, labels, order, batch_size, drop_last, spec, label_offset) -> batcher\nOne epoch of batches assembled on a background thread: b:next() -> x, y (nil at the end), #b, b:close()."},
     /* facts and conversions */

@@ -154,13 +154,15 @@ static cnn_onnx_model **new_box(lua_State *L) {
 static int f_onnx_read(lua_State *L) {
   const char *path = luaL_checkstring(L, 1);
   cnn_onnx_model **box = new_box(L);
-  if (!(*box = cnn_onnx_load(path))) return cnn_lua_error(L);
+  if (!(*box = cnn_onnx_load(path))) return cnn_lua_fail(L, "onnx_read: %s", cnn_error());
   push_model(L, *box);
   return 1;
 }
 
 static int f_onnx_read_tensor(lua_State *L) {
-  return cnn_lua_push_result(L, cnn_onnx_tensor_load(luaL_checkstring(L, 1)));
+  cnn_tensor *t = cnn_onnx_tensor_load(luaL_checkstring(L, 1));
+  if (!t) return cnn_lua_fail(L, "onnx_read_tensor: %s", cnn_error());
+  return cnn_lua_push_result(L, t);
 }
 
 /* ---- writing ---------------------------------------------------------------------- */
@@ -367,7 +369,7 @@ static int f_onnx_write(lua_State *L) {
   cnn_onnx_model **box = new_box(L);
   *box = xcalloc(L, 1, sizeof **box);
   read_model(L, 2, *box);
-  if (cnn_onnx_save(path, *box) != 0) return cnn_lua_error(L);
+  if (cnn_onnx_save(path, *box) != 0) return cnn_lua_fail(L, "onnx_write: %s", cnn_error());
   cnn_onnx_model_free(*box);
   *box = NULL;
   return 0;

@@ -48,6 +48,9 @@ extern const luaL_Reg cnn_lua_onnx_funcs[];       /* onnx.c: cnn.io.onnx_read, .
 /* tensor.c: create the "cnn.Tensor" metatable; leaves the method table on
  * the stack (the caller fills it). */
 void cnn_lua_tensor_type(lua_State *L);
+/* shape.c: the "cnn.Shape" metatable; push a shape table (x.shape) */
+void cnn_lua_shape_type(lua_State *L);
+void cnn_lua_push_shape(lua_State *L, const int64_t *shape, int ndim);
 /* tensor_print.c: __tostring */
 int cnn_lua_tensor_tostring(lua_State *L);
 /* tensor_index.c: push t[key] (key at stack index k) / copy value v into it */

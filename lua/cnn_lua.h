@@ -33,6 +33,9 @@ cnn_tensor *cnn_lua_check_tensor(lua_State *L, int idx);
 void cnn_lua_push_tensor(lua_State *L, cnn_tensor *t);
 /* Raise cnn_error() as a Lua error (never returns). */
 int cnn_lua_error(lua_State *L);
+/* How often == compared two tensors (identity; tensor_math.c), so the
+ * prompt can point to x:eq(y) after a typed `x == y`. */
+unsigned long cnn_lua_tensor_eq_calls(void);
 
 #ifdef __cplusplus
 }

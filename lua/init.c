@@ -168,6 +168,7 @@ static void build_functional(lua_State *L) {
 int luaopen_cnn(lua_State *L) {
   cnn_lua_memory_install(L);
   cnn_lua_hook_type(L);
+  cnn_lua_shape_type(L);
   cnn_lua_io_type(L);
   cnn_lua_batcher_type(L);
   cnn_lua_onnx_type(L);

@@ -79,11 +79,7 @@ static int tensor_release(lua_State *L) {
 /* ---- fields ---------------------------------------------------------------- */
 
 static void push_shape(lua_State *L, const cnn_tensor *t) {
-  lua_createtable(L, t->ndim, 0);
-  for (int i = 0; i < t->ndim; i++) {
-    lua_pushinteger(L, t->shape[i]);
-    lua_rawseti(L, -2, i + 1);
-  }
+  cnn_lua_push_shape(L, t->shape, t->ndim);
 }
 
 static int field_shape(lua_State *L) {

@@ -47,6 +47,9 @@ static int64_t entry_int(lua_State *L, int idx, const cnn_tensor *t) {
 static void plan_select(lua_State *L, const cnn_tensor *t, int64_t i, int dim, int orig, index_step *s) {
   int64_t size = t->shape[dim];
   int64_t j = i < 0 ? i + size : i - 1;
+  if (i == 0)
+    cnn_lua_fail(L, "index: index 0 for dim %d of size %lld: indices are 1-based (1..%lld; -1 is the last)",
+                 orig, (long long)size, (long long)size);
   if (j < 0 || j >= size)
     cnn_lua_fail(L, "index: index %lld out of range for dim %d of size %lld", (long long)i, orig,
                  (long long)size);

@@ -226,6 +226,31 @@ const luaL_Reg cnn_lua_math_methods[] = {
 
 const luaL_Reg cnn_lua_math_funcs[] = {{"where", f_where}, {NULL, NULL}};
 
+/* ---- Lua's comparison operators ------------------------------------------------
+ * Lua's ==, <, <=, >, >= must give one boolean, so PyTorch's elementwise
+ * masks cannot be had through them.  Decision: == on two tensors is
+ * identity -- true when both name the same tensor (two Lua values of one
+ * tensor, such as x.grad read twice, included), never elementwise; a
+ * tensor and a number are never equal (Lua decides that without asking).
+ * The prompt points to x:eq(y) when a typed comparison reached here
+ * (cnn_lua_tensor_eq_calls).  <, <=, >, >= are errors naming x:lt(y),
+ * x:gt(0), ... */
+static unsigned long eq_calls;
+
+unsigned long cnn_lua_tensor_eq_calls(void) { return eq_calls; }
+
+static int meta_eq(lua_State *L) {
+  eq_calls++;
+  lua_pushboolean(L, cnn_lua_check_tensor(L, 1) == cnn_lua_check_tensor(L, 2));
+  return 1;
+}
+
+static int meta_order(lua_State *L) {
+  return luaL_error(L, "< > <= >= on a tensor: Lua's comparisons give one boolean, not a mask; use "
+                       "x:gt(0), x:lt(y), x:ge(y), x:le(y) (elementwise, uint8)");
+}
+
 const luaL_Reg cnn_lua_math_meta[] = {
     {"__add", m_add}, {"__sub", m_sub}, {"__mul", m_mul}, {"__div", m_div},
-    {"__pow", m_pow}, {"__unm", m_unm}, {NULL, NULL}};
+    {"__pow", m_pow}, {"__unm", m_unm}, {"__eq", meta_eq}, {"__lt", meta_order},
+    {"__le", meta_order}, {NULL, NULL}};

@@ -338,3 +338,41 @@ char *cnn_chunk_rewrite(const char *code, size_t len, const cnn_chunk *c, const 
   *outlen = n;
   return out;
 }
+
+/* ---- keyword arguments: nn.Conv2d(1, 32, 3, padding=1) ------------------------------ */
+
+/* PyTorch's keyword arguments written in Lua: the text with the first call
+ * that has "name = value" among its arguments rewritten to pass them in a
+ * table, "nn.Conv2d(1, 32, 3, {padding=1})"; NULL when there is none (or
+ * out of memory).  malloc'd. */
+char *cnn_chunk_keyword_call(const char *code, size_t len)
+{
+  lexer x = {code, len, 0, false, false};
+  enum { MAX_NEST = 64 };
+  size_t open_at[MAX_NEST], kw_at[MAX_NEST];
+  int depth = 0;
+  token prev = {TK_EOF, 0, 0}, t;
+  while ((t = next_token(&x)).kind != TK_EOF) {
+    int d = bracket_delta(&x, t);
+    if (d > 0 && depth < MAX_NEST) {
+      open_at[depth] = t.at, kw_at[depth] = (size_t)-1;
+      depth++;
+    } else if (d < 0 && depth > 0) {
+      depth--;
+      if (code[open_at[depth]] == '(' && kw_at[depth] != (size_t)-1) {
+        cnn_edit e[2] = {{kw_at[depth], 0, "{"}, {t.at, 0, "}"}};
+        cnn_chunk c = {.edits = e, .nedits = 2};
+        size_t n;
+        return cnn_chunk_rewrite(code, len, &c, NULL, &n);
+      }
+    } else if (t.kind == TK_NAME && depth > 0 && code[open_at[depth - 1]] == '(' &&
+               (tok_is(&x, prev, "(") || tok_is(&x, prev, ","))) {
+      lexer look = x;
+      token eq = next_token(&look);
+      if (tok_is(&look, eq, "=") && kw_at[depth - 1] == (size_t)-1)
+        kw_at[depth - 1] = t.at;
+    }
+    prev = t;
+  }
+  return NULL;
+}

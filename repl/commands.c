@@ -4,6 +4,7 @@
  *   :help [topic]   help() from stdlib/help.lua (falls back to a list here)
  *   :time <expr>    runs expr repeatedly, reports median and min
  *   :mem            cnn.memory(): live and peak tensor bytes
+ *   :bt             the full traceback of the last error
  *   :load file.lua  runs a file in this session
  *   :reset          a fresh Lua state (history stays)
  *   :quit           leaves (as Ctrl-D)
@@ -33,13 +34,14 @@
 #define TIME_MAX_SAMPLES 1000
 #define TIME_MAX_BATCH 1000000
 
-const char *const cnn_repl_command_names[] = {":help", ":time", ":mem", ":load", ":reset",
-                                              ":quit", NULL};
+const char *const cnn_repl_command_names[] = {":help", ":time", ":mem", ":bt", ":load",
+                                              ":reset", ":quit", NULL};
 
 static const char *const command_help[] = {
     ":help [topic]   this list, or help on a topic or name (help(obj) works too)",
     ":time <expr>    run <expr> repeatedly; median and min time",
     ":mem            live and peak tensor memory (cnn.memory())",
+    ":bt             the full traceback of the last error",
     ":load file.lua  run a file in this session",
     ":reset          start over with a fresh Lua state",
     ":quit           leave cnnsh (Ctrl-D works too)",
@@ -253,6 +255,16 @@ static void cmd_help(cnn_repl *r, const char *topic)
   lua_pop(L, 1);
 }
 
+static void cmd_bt(cnn_repl *r)
+{
+  if (lua_getfield(r->L, LUA_REGISTRYINDEX, CNN_LAST_TRACEBACK) == LUA_TSTRING)
+    printf("%s\n", lua_tostring(r->L, -1));
+  else
+    printf("no error yet in this session\n");
+  lua_pop(r->L, 1);
+  fflush(stdout);
+}
+
 static void cmd_load(cnn_repl *r, const char *arg)
 {
   char path[4096];
@@ -323,6 +335,8 @@ int cnn_repl_command(cnn_repl *r, const char *line)
   else if (strcmp(cmd, ":mem") == 0)
     cnn_repl_report(r->L, (lua_pushcfunction(r->L, mem_query), cnn_repl_docall(r->L, 0, 0)),
                     r->color_err);
+  else if (strcmp(cmd, ":bt") == 0)
+    cmd_bt(r);
   else if (strcmp(cmd, ":load") == 0)
     cmd_load(r, argbuf);
   else if (strcmp(cmd, ":reset") == 0)

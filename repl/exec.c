@@ -122,6 +122,103 @@ static void push_short_traceback(lua_State *L, const char *msg)
   lua_remove(L, -2); /* the full traceback */
 }
 
+/* ---- where an error happened ------------------------------------------------------ */
+
+static volatile sig_atomic_t short_errors; /* the prompt: message + the user's frame */
+
+void cnn_repl_short_errors(bool on) { short_errors = on; }
+
+/* Is `source` (a chunk name) part of cnnsh's own Lua: the embedded stdlib
+ * ("@stdlib/..."), the stdlib under CNNSH_STDLIB, or the "=cnn" glue? */
+static bool library_source(const char *source)
+{
+  if (strncmp(source, "@stdlib/", 8) == 0 || strcmp(source, "=cnn") == 0)
+    return true;
+  const char *dir = getenv("CNNSH_STDLIB");
+  size_t n = dir ? strlen(dir) : 0;
+  return n > 0 && source[0] == '@' && strncmp(source + 1, dir, n) == 0;
+}
+
+/* The innermost frame of the user's own Lua code (not C, not the stdlib);
+ * false when there is none. */
+static bool user_frame(lua_State *L, lua_Debug *ar)
+{
+  for (int level = 1; lua_getstack(L, level, ar); level++) {
+    lua_getinfo(L, "Sln", ar);
+    if (ar->currentline > 0 && strcmp(ar->what, "C") != 0 && !library_source(ar->source))
+      return true;
+  }
+  return false;
+}
+
+/* Was the error raised inside the library (its innermost Lua frame)? */
+static bool raised_in_library(lua_State *L)
+{
+  lua_Debug ar;
+  for (int level = 1; lua_getstack(L, level, &ar); level++) {
+    lua_getinfo(L, "S", &ar);
+    if (strcmp(ar.what, "C") != 0)
+      return library_source(ar.source);
+  }
+  return false;
+}
+
+/* Length of a leading "file:line: " in msg, 0 if none. */
+static size_t position_len(const char *msg)
+{
+  const char *colon = strchr(msg, ':');
+  while (colon && colon[1] >= '0' && colon[1] <= '9') {
+    const char *p = colon + 1;
+    while (*p >= '0' && *p <= '9')
+      p++;
+    if (p[0] == ':' && p[1] == ' ' && memchr(msg, '\n', (size_t)(colon - msg)) == NULL)
+      return (size_t)(p + 2 - msg);
+    colon = strchr(colon + 1, ':');
+  }
+  return 0;
+}
+
+/* An error raised inside the stdlib names the user's call site: its
+ * "stdlib/check.lua:12: " (or no position) becomes "stdin:3: ". */
+static const char *push_user_position(lua_State *L, const char *msg)
+{
+  lua_Debug ar;
+  size_t pos = position_len(msg);
+  if (!raised_in_library(L) || !user_frame(L, &ar))
+    return lua_pushstring(L, msg);
+  if (pos > 0) {
+    char *src = strndup(msg, pos);
+    bool ours = src == NULL;
+    for (int level = 1; src && !ours && lua_getstack(L, level, &ar); level++) {
+      lua_getinfo(L, "S", &ar);
+      ours = library_source(ar.source) && strncmp(src, ar.short_src, strlen(ar.short_src)) == 0;
+    }
+    free(src);
+    if (!ours)
+      return lua_pushstring(L, msg);
+    user_frame(L, &ar);
+  }
+  return lua_pushfstring(L, "%s:%d: %s", ar.short_src, ar.currentline, msg + pos);
+}
+
+/* The full traceback, kept for :bt; the message and the user's frame are
+ * what the prompt prints. */
+static void push_prompt_error(lua_State *L, const char *msg)
+{
+  luaL_traceback(L, L, msg, 1);
+  lua_setfield(L, LUA_REGISTRYINDEX, CNN_LAST_TRACEBACK);
+  lua_Debug ar;
+  if (!user_frame(L, &ar)) {
+    lua_pushfstring(L, "%s\n  (:bt shows the traceback)", msg);
+  } else if (ar.name && strcmp(ar.what, "main") != 0) {
+    lua_pushfstring(L, "%s\n  at %s:%d, in function '%s'  (:bt shows the traceback)", msg,
+                    ar.short_src, ar.currentline, ar.name);
+  } else {
+    lua_pushfstring(L, "%s\n  at %s:%d  (:bt shows the traceback)", msg, ar.short_src,
+                    ar.currentline);
+  }
+}
+
 static int msghandler(lua_State *L)
 {
   const char *msg = lua_tostring(L, 1);
@@ -130,7 +227,12 @@ static int msghandler(lua_State *L)
       return 1; /* an error object that prints itself */
     msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
   }
-  push_short_traceback(L, msg);
+  msg = push_user_position(L, msg);
+  msg = cnn_repl_push_hinted(L, msg);
+  if (short_errors)
+    push_prompt_error(L, msg);
+  else
+    push_short_traceback(L, msg);
   return 1;
 }
 
@@ -226,6 +328,8 @@ static bool split_compiles(lua_State *L, const char *code, size_t len, const cnn
   return status == LUA_OK;
 }
 
+#define RETURN_VALUES "return " CNN_SESSION_VALUES "("
+
 static int compile_scanned(lua_State *L, const char *code, size_t len, const char *name,
                            const cnn_chunk *c)
 {
@@ -234,16 +338,16 @@ static int compile_scanned(lua_State *L, const char *code, size_t len, const cha
   int status = check_syntax(L, ret, n, name);
   lua_remove(L, status == LUA_OK ? -1 : -2);
   if (status == LUA_OK)
-    return cnn_session_load(L, code, len, name, c, NULL, "return ");
+    return cnn_session_load(L, code, len, name, c, NULL, RETURN_VALUES, "\n)");
   bool open_expr = at_eof(L, status); /* "1 +", "f(a," */
   lua_pop(L, 1);
   if (split_compiles(L, code, len, c, name)) {
-    cnn_edit ret = {(size_t)c->split + 1, 0, " return "};
-    return cnn_session_load(L, code, len, name, c, &ret, "");
+    cnn_edit ret = {(size_t)c->split + 1, 0, " " RETURN_VALUES};
+    return cnn_session_load(L, code, len, name, c, &ret, "", "\n)");
   }
   status = check_syntax(L, code, len, name);
   if (status == LUA_OK)
-    return cnn_session_load(L, code, len, name, c, NULL, "");
+    return cnn_session_load(L, code, len, name, c, NULL, "", "");
   if ((open_expr || at_eof(L, status)) && c->can_continue) {
     lua_pop(L, 1);
     return CNN_EVAL_INCOMPLETE;
@@ -273,35 +377,58 @@ static int print_results(lua_State *L)
   return 0;
 }
 
+/* Run the compiled chunk at top + 1, leaving its results from top + 1. */
+static int run_chunk(lua_State *L, int top)
+{
+  lua_pushvalue(L, top + 1);
+  int status = cnn_repl_docall(L, 0, LUA_MULTRET);
+  if (status == LUA_OK)
+    cnn_session_commit(L, top + 1);
+  lua_remove(L, top + 1);
+  return status;
+}
+
+/* Print the results from top + 1; the first becomes the global `_`. */
+static int print_and_keep(lua_State *L, int top, bool color)
+{
+  int nres = lua_gettop(L) - top;
+  if (nres == 0)
+    return LUA_OK;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_GLOBALS);
+  lua_pushvalue(L, top + 1);
+  lua_setfield(L, -2, "_"); /* _G has no __newindex: a raw set */
+  lua_pop(L, 1);
+  cnn_print_opts o;
+  cnn_print_opts_init(&o, color);
+  lua_pushlightuserdata(L, &o);
+  lua_pushcclosure(L, print_results, 1);
+  lua_insert(L, top + 1);
+  return cnn_repl_docall(L, nres, 0);
+}
+
 int cnn_repl_eval(lua_State *L, const char *code, bool color, bool color_err)
 {
   int top = lua_gettop(L);
   int status = cnn_repl_compile(L, code, strlen(code), "=stdin");
   if (status == CNN_EVAL_INCOMPLETE)
     return status;
-  if (status == LUA_OK) {
+  unsigned long eq_calls = cnn_lua_tensor_eq_calls();
+  if (status == LUA_OK)
+    status = run_chunk(L, top);
+  if (status == LUA_OK)
+    status = print_and_keep(L, top, color);
+  if (status == LUA_ERRSYNTAX) { /* no traceback: :bt shows the message */
+    cnn_repl_push_syntax_hint(L, code);
     lua_pushvalue(L, -1);
-    status = cnn_repl_docall(L, 0, LUA_MULTRET);
-    if (status == LUA_OK)
-      cnn_session_commit(L, top + 1);
-    lua_remove(L, top + 1);
+    lua_setfield(L, LUA_REGISTRYINDEX, CNN_LAST_TRACEBACK);
   }
-  int nres = lua_gettop(L) - top;
-  if (status == LUA_OK && nres > 0) {
-    cnn_print_opts o;
-    cnn_print_opts_init(&o, color);
-    lua_pushlightuserdata(L, &o);
-    lua_pushcclosure(L, print_results, 1);
-    lua_insert(L, top + 1);
-    status = cnn_repl_docall(L, nres, 0);
-  }
-  if (status != LUA_OK) {
-    cnn_repl_report(L, status, color_err);
-    lua_settop(L, top);
-    return CNN_EVAL_ERROR;
-  }
+  cnn_repl_report(L, status, color_err);
+  if (status == LUA_OK && cnn_lua_tensor_eq_calls() != eq_calls &&
+      (strstr(code, "==") || strstr(code, "~=")))
+    printf("(== on two tensors asks whether they are the same tensor; x:eq(y) compares "
+           "elementwise)\n");
   lua_settop(L, top);
-  return CNN_EVAL_OK;
+  return status == LUA_OK ? CNN_EVAL_OK : CNN_EVAL_ERROR;
 }
 
 /* ---- fresh states ----------------------------------------------------------- */

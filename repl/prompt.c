@@ -238,6 +238,7 @@ static void run_command(cnn_repl *r, const char *line)
 int cnn_repl_run_prompt(cnn_repl *r)
 {
   setup_readline(r);
+  cnn_repl_short_errors(true);
   cnn_history_load(r->history_path);
   printf("cnnsh %s (%s)  :help for help, Ctrl-D to exit\n", CNNSH_VERSION, LUA_RELEASE);
   fflush(stdout);
@@ -255,6 +256,14 @@ int cnn_repl_run_prompt(cnn_repl *r)
     }
     if (buf.n == 0 && is_command(line)) {
       run_command(r, line);
+      free(line);
+      continue;
+    }
+    const char *hint = buf.n == 0 ? cnn_repl_typed_hint(r->L, line) : NULL;
+    if (hint) {
+      printf("%s\n", hint);
+      fflush(stdout);
+      cnn_history_add(r->history_path, line);
       free(line);
       continue;
     }
@@ -289,11 +298,17 @@ int cnn_repl_run_stream(cnn_repl *r, FILE *in)
   size_t cap = 0;
   ssize_t len;
   bool failed = false;
+  cnn_repl_short_errors(true);
   while (!r->quit && !cnn_repl_interrupted() && (len = getline(&line, &cap, in)) >= 0) {
     if (len > 0 && line[len - 1] == '\n')
       line[len - 1] = '\0';
     if (buf.n == 0 && is_command(line)) {
       cnn_repl_command(r, line);
+      continue;
+    }
+    const char *hint = buf.n == 0 ? cnn_repl_typed_hint(r->L, line) : NULL;
+    if (hint) {
+      printf("%s\n", hint);
       continue;
     }
     if (!text_add(&buf, line, true))

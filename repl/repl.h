@@ -9,6 +9,7 @@
  *   chunk.c     a lexer's view of typed text: can it continue, where a
  *               top-level ";" splits it, its top-level `local`s
  *   session.c   top-level locals typed at the prompt live on
+ *   hints.c     hints for PyTorch and Python habits
  *   history.c   the history file: path, load + cap, append
  *   complete.c  completion candidates from a Lua state, raw access only
  *   exec.c      compiling "return <line>", "<stmts>; return <expr>" or
@@ -80,13 +81,30 @@ void cnn_chunk_free(cnn_chunk *c);
 char *cnn_chunk_rewrite(const char *code, size_t len, const cnn_chunk *c, const cnn_edit *extra,
                         size_t *outlen);
 
+/* The text with the first call using PyTorch's keyword arguments rewritten
+ * to pass a table: "f(1, padding=1)" -> "f(1, {padding=1})"; NULL if none. */
+char *cnn_chunk_keyword_call(const char *code, size_t len);
+
+/* ---- hints.c: for habits from PyTorch and Python ------------------------------ */
+
+/* msg, with a hint added when it comes from a method called with "." or
+ * from `torch`; pushed.  Call from a message handler (it reads the stack). */
+const char *cnn_repl_push_hinted(lua_State *L, const char *msg);
+/* Replace the syntax error on top with one that shows keyword arguments
+ * passed as a table, when `code` has them; returns the message on top. */
+const char *cnn_repl_push_syntax_hint(lua_State *L, const char *code);
+/* "exit", "quit()" ... typed alone (and not defined): the hint, else NULL. */
+const char *cnn_repl_typed_hint(lua_State *L, const char *line);
+
 /* ---- session.c: top-level locals typed at the prompt live on ----------------- */
 
 /* Compile the scanned chunk as a function over the session's variables:
- * `head` ("return " or "") before the rewritten code, `extra` one more
- * edit (NULL: none).  Pushes the function (LUA_OK) or an error message. */
+ * `head` and `tail` around the rewritten code, `extra` one more edit (NULL:
+ * none).  Pushes the function (LUA_OK) or an error message. */
+#define CNN_SESSION_VALUES "__cnnsh_values" /* the wrapper's identity function */
 int cnn_session_load(lua_State *L, const char *code, size_t len, const char *chunkname,
-                     const cnn_chunk *c, const cnn_edit *extra, const char *head);
+                     const cnn_chunk *c, const cnn_edit *extra, const char *head,
+                     const char *tail);
 /* After the function at fidx ran without error: its new names become
  * session variables. */
 void cnn_session_commit(lua_State *L, int fidx);
@@ -98,6 +116,12 @@ bool cnn_session_push(lua_State *L, const char *name, size_t len);
 
 enum { CNN_EVAL_OK = 0, CNN_EVAL_ERROR = 1, CNN_EVAL_INCOMPLETE = 2 };
 
+/* The prompt (and piped input) print an error as its message and the
+ * frame of the user's own code, keeping the traceback for :bt (registry
+ * field CNN_LAST_TRACEBACK); scripts print a traceback.  Either way an
+ * error raised inside the stdlib names the user's call site. */
+#define CNN_LAST_TRACEBACK "cnnsh.last_traceback"
+void cnn_repl_short_errors(bool on);
 /* Install the SIGINT handler.  In script mode a second Ctrl-C kills the
  * process; at the prompt it is routed to prompt.c while no code runs. */
 void cnn_repl_signals_init(bool script_mode);

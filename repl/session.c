@@ -4,7 +4,8 @@
  *
  * Design.  chunk.c rewrote the chunk's top-level `local` statements into
  * assignments.  Here the chunk is wrapped as
- *     local a, b; local c, d = c, d; return function(...) <chunk>
+ *     local a, b; local c, d = c, d; local V = function(...) return ... end;
+ *     return function(...) <chunk>
  *     end
  * where a, b are session variables the chunk names and c, d the new names
  * its `local`s declare (each starts as the global of that name, so `local
@@ -16,7 +17,9 @@
  * name, as Lua locals would.  After the chunk ran without error, its new
  * names become session variables: the registry table SESSION maps name ->
  * {function, upvalue index} of a function holding the cell.  A line that
- * fails declares nothing.
+ * fails declares nothing.  Values are returned as "return V(<expr>)", not
+ * "return <expr>": a tail call would drop the frame of the typed line from
+ * tracebacks (the prompt names that frame in every error).
  *
  * Globals are untouched: scripts, :load and dofile never see session
  * variables (Lua's rules), and reading a global at the prompt costs what it
@@ -103,9 +106,16 @@ static void add_header(lua_State *L, luaL_Buffer *b, const cnn_chunk *c)
   }
   if (fresh.n)
     luaL_addstring(b, "; ");
+  luaL_addstring(b, "local " CNN_SESSION_VALUES " = function(...) return ... end; ");
   luaL_addstring(b, "return function(...) ");
   cnn_strlist_clear(&old);
   cnn_strlist_clear(&fresh);
+}
+
+/* Not _ENV, not the wrapper's own helper. */
+static bool session_name(const char *name)
+{
+  return strcmp(name, "_ENV") != 0 && strcmp(name, CNN_SESSION_VALUES) != 0;
 }
 
 /* Join the upvalues of the function on top that are session variables. */
@@ -115,7 +125,7 @@ static void join_cells(lua_State *L)
   const char *name;
   for (int i = 1; (name = lua_getupvalue(L, f, i)) != NULL; i++) {
     lua_pop(L, 1);
-    if (strcmp(name, "_ENV") == 0 || !push_entry(L, name, strlen(name)))
+    if (!session_name(name) || !push_entry(L, name, strlen(name)))
       continue;
     lua_rawgeti(L, -1, 1);
     lua_rawgeti(L, -2, 2);
@@ -125,7 +135,8 @@ static void join_cells(lua_State *L)
 }
 
 int cnn_session_load(lua_State *L, const char *code, size_t len, const char *chunkname,
-                     const cnn_chunk *c, const cnn_edit *extra, const char *head)
+                     const cnn_chunk *c, const cnn_edit *extra, const char *head,
+                     const char *tail)
 {
   size_t n;
   char *body = cnn_chunk_rewrite(code, len, c, extra, &n);
@@ -138,6 +149,7 @@ int cnn_session_load(lua_State *L, const char *code, size_t len, const char *chu
   add_header(L, &b, c);
   luaL_addstring(&b, head);
   luaL_addlstring(&b, body, n);
+  luaL_addstring(&b, tail);
   luaL_addstring(&b, "\nend");
   luaL_pushresult(&b);
   free(body);
@@ -162,7 +174,7 @@ void cnn_session_commit(lua_State *L, int fidx)
   for (int i = 1; (name = lua_getupvalue(L, fidx, i)) != NULL; i++) {
     lua_pop(L, 1);
     lua_pushstring(L, name);
-    if (strcmp(name, "_ENV") == 0 || lua_rawget(L, -2) != LUA_TNIL) {
+    if (!session_name(name) || lua_rawget(L, -2) != LUA_TNIL) {
       lua_pop(L, 1);
       continue;
     }

@@ -97,7 +97,14 @@ end
 -- keys are all in the list `known` (a typo such as `pading` is an error).
 function check.options(fname, opts, known, level)
   if opts == nil then return {} end
-  if type(opts) ~= "table" then check.fail(fname, "the options", "a table", opts, level + 1) end
+  if type(opts) ~= "table" then
+    if (type(opts) == "number" or type(opts) == "boolean") and known[1] then -- nn.MaxPool2d(2, 2)
+      error(string.format("%s: the options must be a table, got %s: PyTorch's extra positional " ..
+                          "arguments are named options here, as in %s(..., {%s = %s})", fname,
+                          show(opts), fname, known[1], tostring(opts)), level + 1)
+    end
+    check.fail(fname, "the options", "a table", opts, level + 1)
+  end
   local set = {}
   for _, k in ipairs(known) do set[k] = true end
   for k in pairs(opts) do

@@ -29,6 +29,7 @@ topic("commands", "the :commands and keys of the prompt", [[
 :help [topic]   this overview, or a topic, or help on a name (:help F.relu)
 :time <expr>    run <expr> repeatedly; prints the median and min time
 :mem            live and peak tensor memory (cnn.memory())
+:bt             the full traceback of the last error
 :load file.lua  run a file in this session
 :reset          start over with a fresh Lua state (history stays)
 :quit           leave cnnsh (Ctrl-D works too)
@@ -45,7 +46,9 @@ syntax errors are reported at once.  A top-level `local` lives on:
 "local q = 5", then "q" prints 5.  It becomes a session variable, shared by
 every later line and every function defined at the prompt, but not a
 global: scripts, :load and dofile do not see it (scripts keep Lua's
-rules).  A `local x <close>` is closed when its line ends.]])
+rules).  A `local x <close>` is closed when its line ends.  `_` holds the
+last printed value.  An error shows its message and the line of your own
+code it came from; :bt shows the whole traceback.]])
 
 topic("tensors", "creating tensors, dtypes, devices, math", [[
 x = cnn.randn(4, 3, 32, 32)        -- float32 on the CPU; sizes or a table
@@ -55,8 +58,11 @@ arange(a, b [, step]) (b included), linspace, eye, *_like
 dtypes: 'float32' (default) 'float64' 'int64' 'uint8';  x:to('float64'),
 x:double(), x:float(), x:long(), x:byte();  devices: 'cpu', 'cuda'
 fields: x.shape x.dtype x.device x.ndim x.requires_grad x.grad
+x.shape and x:size() print as {4, 3, 32, 32}; x.shape[1], #x.shape and
+x.shape == {4, 3, 32, 32} work.
 math: + - * / ^ and methods (add, exp, relu, clamp, ...) with NumPy
-broadcasting; comparisons x:gt(0) give uint8 masks (Lua's < > cannot);
+broadcasting; comparisons x:gt(0), x:eq(y) give uint8 masks (Lua's < >
+on tensors are errors; x == y asks whether x and y are the same tensor);
 reductions x:sum(dim [, keepdim]), mean, max (values, indices), argmax...
 help(x) lists a tensor's methods; help('Tensor:sum') explains one.]])
 

@@ -266,7 +266,7 @@ local function convert_tensors(self, conv)
       for _, listname in ipairs({ "_params", "_buffers" }) do
         for _, t in iter_fields(m, rawget(m, listname), is_tensor) do
           local nt = conv(t)
-          if nt ~= t then t:set_(nt) end
+          if not rawequal(nt, t) then t:set_(nt) end
         end
       end
     end

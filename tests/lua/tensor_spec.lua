@@ -423,6 +423,38 @@ describe("elementwise math", function()
     close(cnn.where(m, 1, 0), {0, 0, 1, 1})
     assert.is_false(x == cnn.tensor({1, 2, 3, 4}), "== is identity")
     assert.is_true(x == x)
+    assert.is_false(x == 1)
+    local w = cnn.ones(2)
+    w.requires_grad = true
+    w:sum():backward()
+    assert.is_true(w.grad == w.grad, "two Lua values of one tensor") -- distinct userdata
+    assert.is_false(rawequal(w.grad, w.grad))
+    for _, f in ipairs({ function() return x > 0 end, function() return 0 < x end,
+                         function() return x <= x:clone() end, function() return x >= 1 end }) do
+      local ok, err = pcall(f)
+      assert.is_false(ok)
+      assert.truthy(err:find("x:gt(0)", 1, true), err)
+    end
+  end)
+
+  it("shapes read as {2, 3}: print, .., #, [i] and == with shapes and tables", function()
+    local x = cnn.zeros(2, 3)
+    assert.equal("{2, 3}", tostring(x.shape))
+    assert.equal("{2, 3}", tostring(x:size()))
+    assert.equal("{}", tostring(cnn.tensor(5).shape))
+    assert.equal("shape {2, 3}!", "shape " .. x.shape .. "!")
+    assert.equal(2, #x.shape)
+    assert.equal(3, x.shape[2])
+    assert.is_true(x.shape == { 2, 3 })
+    assert.is_true({ 2, 3 } == x:size())
+    assert.is_true(x.shape == cnn.ones(2, 3).shape)
+    assert.is_false(x.shape == { 3, 2 })
+    assert.is_false(x.shape == { 2, 3, 1 })
+    assert.is_false(x.shape == "{2, 3}")
+    assert.same({ 2, 3 }, { table.unpack(x.shape) })
+    assert.equal("2x3", table.concat(x.shape, "x"))
+    assert.same({ 2, 3 }, cnn.zeros(x.shape).shape) -- sizes taken from a shape
+    assert.has_error(function() return x.shape .. {} end)
   end)
 
   it("in-place variants modify and return the tensor", function()

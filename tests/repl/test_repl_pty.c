@@ -70,7 +70,10 @@ static void test_multiline(void)
   pty_send(&p, "t\r");
   CHECK(pty_expect(&p, "{\"x\", n = 3}", T) == 0);
   pty_send(&p, "error('boom')\r");
-  CHECK(pty_expect(&p, "boom", T) == 0);
+  CHECK(pty_expect(&p, "stdin:1: boom", T) == 0);
+  CHECK(pty_expect(&p, "at stdin:1  (:bt shows the traceback)", T) == 0);
+  CHECK(!pty_saw(&p, "stack traceback", 0.3)); /* at the prompt: on demand */
+  pty_send(&p, ":bt\r");
   CHECK(pty_expect(&p, "stack traceback", T) == 0);
   pty_send(&p, "twice(2)\r"); /* the session lives on */
   CHECK(pty_expect(&p, "4", T) == 0);
@@ -117,6 +120,38 @@ static void test_typed_as_people_do(void)
   CHECK(pty_expect(&p, "10", T) == 0);
   pty_send(&p, "rawget(_G, 'q')\r");
   CHECK(pty_expect(&p, "nil", T) == 0);
+  /* errors: the message, then the user's own frame; stdlib errors name the
+   * line typed, not stdlib/check.lua */
+  pty_send(&p, "function build() local c = nn.Conv2d(1, 2, 3, {paddding = 1}); return c end\r");
+  pty_send(&p, "build()\r");
+  CHECK(pty_expect(&p, "stdin:1: nn.Conv2d: unknown option 'paddding'", T) == 0);
+  CHECK(pty_expect(&p, "at stdin:1, in function 'build'  (:bt shows the traceback)", T) == 0);
+  pty_send(&p, ":bt\r");
+  CHECK(pty_expect(&p, "stdlib/check.lua", T) == 0); /* the whole traceback on demand */
+  /* PyTorch habits get hints */
+  pty_send(&p, "t = cnn.zeros(3); t[0]\r");
+  CHECK(pty_expect(&p, "indices are 1-based (1..3; -1 is the last)", T) == 0);
+  pty_send(&p, "t.view(-1)\r");
+  CHECK(pty_expect(&p, "hint: call methods with ':' -- x:view(...)", T) == 0);
+  pty_send(&p, "lin = nn.Linear(2, 3); lin.train()\r");
+  CHECK(pty_expect(&p, "hint: call methods with ':' -- x:train(...)", T) == 0);
+  pty_send(&p, "torch.randn(2)\r");
+  CHECK(pty_expect(&p, "hint: there is no torch here: tensors are cnn.*", T) == 0);
+  pty_send(&p, "t > 0\r");
+  CHECK(pty_expect(&p, "use x:gt(0)", T) == 0);
+  pty_send(&p, "t == cnn.zeros(3)\r");
+  CHECK(pty_expect(&p, "false", T) == 0);
+  CHECK(pty_expect(&p, "x:eq(y) compares elementwise", T) == 0);
+  pty_send(&p, "nn.Conv2d(1, 32, 3, padding=1)\r");
+  CHECK(pty_expect(&p, "pass options in a table: nn.Conv2d(1, 32, 3, {padding=1})", T) == 0);
+  pty_send(&p, "nn.MaxPool2d(2, 2)\r");
+  CHECK(pty_expect(&p, "as in nn.MaxPool2d(..., {stride = 2})", T) == 0);
+  pty_send(&p, "exit\r");
+  CHECK(pty_expect(&p, "to leave cnnsh, type :quit or press Ctrl-D", T) == 0);
+  pty_send(&p, "40 + 2\r");
+  CHECK(pty_expect(&p, "42", T) == 0);
+  pty_send(&p, "_ + 1\r"); /* _ is the last printed value */
+  CHECK(pty_expect(&p, "43", T) == 0);
   quit(&p);
 }
 

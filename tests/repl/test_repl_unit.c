@@ -142,7 +142,7 @@ static void test_expr(void)
 static void test_commands_and_paths(void)
 {
   CHECK_STR(completions(NULL, ":t"), ":time");
-  CHECK_STR(completions(NULL, ":"), ":help :load :mem :quit :reset :time");
+  CHECK_STR(completions(NULL, ":"), ":bt :help :load :mem :quit :reset :time");
   char path[4200], line[4300];
   snprintf(path, sizeof path, "%s/alps", tmpdir);
   mkdir(path, 0700);

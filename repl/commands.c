@@ -2,7 +2,7 @@
  * commands.c -- the ":commands" of the cnnsh prompt.
  *
  *   :help [topic]   help() from stdlib/help.lua (falls back to a list here)
- *   :time <expr>    runs expr repeatedly, reports median and min
+ *   :time <expr>    runs expr repeatedly, reports min, median and max
  *   :mem            cnn.memory(): live and peak tensor bytes
  *   :bt             the full traceback of the last error
  *   :load file.lua  runs a file in this session
@@ -17,6 +17,11 @@
  * TIME_MAX_SAMPLES, and stops at TIME_HARD_CAP seconds: a slow
  * expression may then get fewer than 3 runs, and the report says so.
  * Everything runs inside one protected call, so Ctrl-C stops it.
+ * The report gives min, median and max, and warns when the middle half of
+ * the samples spans more than TIME_BUSY_SPREAD x the median (another
+ * program took the cores).  A statement (":time x = f()") runs as often as
+ * an expression, and what it does stays done: the report says how many
+ * times it ran.  Nothing is undone (a copy of the session cannot be had).
  */
 #include <math.h>
 #include <stdio.h>
@@ -33,13 +38,15 @@
 #define TIME_MIN_SAMPLE 1e-3
 #define TIME_MAX_SAMPLES 1000
 #define TIME_MAX_BATCH 1000000
+#define TIME_MIN_FOR_SPREAD 5 /* samples before the spread means anything */
+#define TIME_BUSY_SPREAD 0.2  /* quartiles further apart than this x median: busy */
 
 const char *const cnn_repl_command_names[] = {":help", ":time", ":mem", ":bt", ":load",
                                               ":reset", ":quit", NULL};
 
 static const char *const command_help[] = {
     ":help [topic]   this list, or help on a topic or name (help(obj) works too)",
-    ":time <expr>    run <expr> repeatedly; median and min time",
+    ":time <expr>    run <expr> repeatedly; min, median and max time",
     ":mem            live and peak tensor memory (cnn.memory())",
     ":bt             the full traceback of the last error",
     ":load file.lua  run a file in this session",
@@ -64,10 +71,27 @@ static int cmp_double(const void *a, const void *b)
 
 double cnn_time_median(double *v, int n)
 {
+  return cnn_time_quantile(v, n, 0.5);
+}
+
+/* Linear interpolation between the closest ranks (NumPy's default). */
+double cnn_time_quantile(double *v, int n, double q)
+{
   if (n <= 0)
     return NAN;
   qsort(v, (size_t)n, sizeof *v, cmp_double);
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  double pos = q * (n - 1);
+  int lo = (int)floor(pos);
+  int hi = lo + 1 < n ? lo + 1 : lo;
+  return v[lo] + (pos - lo) * (v[hi] - v[lo]);
+}
+
+bool cnn_time_busy(double *v, int n)
+{
+  if (n < TIME_MIN_FOR_SPREAD)
+    return false;
+  double q1 = cnn_time_quantile(v, n, 0.25), q3 = cnn_time_quantile(v, n, 0.75);
+  return q3 - q1 > TIME_BUSY_SPREAD * cnn_time_median(v, n);
 }
 
 /* value in a unit from `units` (each 1000x the previous), 3 significant digits */
@@ -104,6 +128,7 @@ typedef struct {
   double samples[TIME_MAX_SAMPLES]; /* seconds per single run */
   int n;
   long batch;
+  long calibration_runs; /* runs that are not in a sample */
 } timing;
 
 static void run_batch(lua_State *L, long batch)
@@ -129,12 +154,14 @@ static int time_loop(lua_State *L)
   double per_sample = time_batch(L, 1);
   t->batch = 1;
   t->n = 0;
+  t->calibration_runs = 1;
   if (per_sample >= TIME_MIN_SAMPLE)
-    t->samples[t->n++] = per_sample; /* slow: the first run counts */
+    t->samples[t->n++] = per_sample, t->calibration_runs = 0; /* slow: the first run counts */
   while (per_sample < TIME_MIN_SAMPLE && t->batch < TIME_MAX_BATCH) { /* calibrate */
     double grow = fmin(fmax(1.5 * TIME_MIN_SAMPLE / fmax(per_sample, 1e-9), 2), 100);
     t->batch = (long)fmin((double)t->batch * grow, TIME_MAX_BATCH);
     per_sample = time_batch(L, t->batch);
+    t->calibration_runs += t->batch;
   }
   double begin = now(); /* sampling stops once TIME_TARGET is spent here */
   while (t->n < TIME_MAX_SAMPLES && now() - start < TIME_HARD_CAP &&
@@ -143,22 +170,39 @@ static int time_loop(lua_State *L)
   return 0;
 }
 
-static void report_time(const timing *t)
+static void report_time(const timing *t, bool statement)
 {
-  double v[TIME_MAX_SAMPLES], lo = INFINITY;
-  for (int i = 0; i < t->n; i++)
-    v[i] = t->samples[i], lo = fmin(lo, v[i]);
-  double med = cnn_time_median(v, t->n);
-  char a[32], b[32];
-  printf("median %s, min %s", cnn_time_str(med, a, sizeof a), cnn_time_str(lo, b, sizeof b));
+  double v[TIME_MAX_SAMPLES];
+  memcpy(v, t->samples, sizeof *v * (size_t)t->n);
+  double med = cnn_time_median(v, t->n); /* sorts v */
+  char a[32], b[32], c[32];
+  printf("min %s, median %s, max %s", cnn_time_str(v[0], a, sizeof a),
+         cnn_time_str(med, b, sizeof b), cnn_time_str(v[t->n - 1], c, sizeof c));
   if (t->batch > 1)
     printf("  (%d samples of %ld runs)\n", t->n, t->batch);
   else
     printf("  (%d run%s)\n", t->n, t->n == 1 ? "" : "s");
+  if (statement)
+    printf("(a statement: it ran %ld times, and what it did stays done)\n",
+           t->n * t->batch + t->calibration_runs);
+  fflush(stdout);
   if (t->n * t->batch < 3)
     fprintf(stderr, "warning: only %ld run%s fit in %.0f s; the figures are rough\n",
             t->n * t->batch, t->n * t->batch == 1 ? "" : "s", TIME_HARD_CAP);
-  fflush(stdout);
+  else if (cnn_time_busy(v, t->n))
+    fprintf(stderr, "warning: the runs disagree (the middle half spans %s to %s): the machine "
+                    "seems busy; trust the min, or time again\n",
+            cnn_time_str(cnn_time_quantile(v, t->n, 0.25), a, sizeof a),
+            cnn_time_str(cnn_time_quantile(v, t->n, 0.75), b, sizeof b));
+}
+
+/* Does expr compile only as a statement (not as an expression)? */
+static bool is_statement(lua_State *L, const char *expr)
+{
+  lua_pushfstring(L, "return %s", expr);
+  bool stmt = luaL_loadstring(L, lua_tostring(L, -1)) != LUA_OK;
+  lua_pop(L, 2);
+  return stmt;
 }
 
 static void cmd_time(cnn_repl *r, const char *expr)
@@ -182,12 +226,13 @@ static void cmd_time(cnn_repl *r, const char *expr)
     lua_pop(L, 1);
     return;
   }
+  bool statement = is_statement(L, expr);
   lua_pushlightuserdata(L, t);
   lua_pushcclosure(L, time_loop, 1);
   lua_insert(L, -2);
   status = cnn_repl_docall(L, 1, 0);
   if (status == LUA_OK)
-    report_time(t);
+    report_time(t, statement);
   else
     cnn_repl_report(L, status, r->color_err);
   free(t);

@@ -209,6 +209,9 @@ extern const char *const cnn_repl_command_names[];
 
 /* Statistics of :time samples (seconds), exposed for tests. */
 double cnn_time_median(double *v, int n); /* sorts v */
+double cnn_time_quantile(double *v, int n, double q); /* sorts v; q in [0, 1] */
+/* Do the samples disagree so much that the machine looks busy? (sorts v) */
+bool cnn_time_busy(double *v, int n);
 /* "12.3 ms", "850 ns", ... into buf (at least 32 bytes). */
 const char *cnn_time_str(double seconds, char *buf, size_t size);
 const char *cnn_bytes_str(double bytes, char *buf, size_t size);

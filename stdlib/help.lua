@@ -27,7 +27,8 @@ end
 
 topic("commands", "the :commands and keys of the prompt", [[
 :help [topic]   this overview, or a topic, or help on a name (:help F.relu)
-:time <expr>    run <expr> repeatedly; prints the median and min time
+:time <expr>    run <expr> repeatedly; min, median and max time (a
+                statement runs as often, and its effects stay)
 :mem            live and peak tensor memory (cnn.memory())
 :bt             the full traceback of the last error
 :load file.lua  run a file in this session

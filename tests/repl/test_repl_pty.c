@@ -313,8 +313,18 @@ static void test_commands(void)
   CHECK(pty_expect(&p, ":time", T) == 0);
   CHECK(pty_expect(&p, "> ", T) == 0);
   pty_send(&p, ":time 1 + 1\r");
-  CHECK(pty_expect(&p, "median", T) == 0);
-  CHECK(pty_expect(&p, "min", T) == 0);
+  CHECK(pty_expect(&p, "min ", T) == 0);
+  CHECK(pty_expect(&p, ", median ", T) == 0);
+  CHECK(pty_expect(&p, ", max ", T) == 0);
+  CHECK(pty_expect(&p, "\n> ", T) == 0);
+  CHECK(!pty_saw(&p, "a statement", 0.2)); /* an expression: nothing to say */
+  /* a statement runs as often as it is timed, and says so */
+  pty_send(&p, "timed = 0\r");
+  pty_send(&p, ":time timed = timed + 1\r");
+  CHECK(pty_expect(&p, "(a statement: it ran ", T) == 0);
+  CHECK(pty_expect(&p, " times, and what it did stays done)", T) == 0);
+  pty_send(&p, "timed > 3\r");
+  CHECK(pty_expect(&p, "true", T) == 0);
   pty_send(&p, "keep = 5\r");
   pty_send(&p, ":reset\r");
   CHECK(pty_expect(&p, "fresh Lua state", T) == 0);

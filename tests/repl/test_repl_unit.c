@@ -446,6 +446,14 @@ static void test_stats(void)
   double a[] = {3, 1, 2}, b[] = {4, 1, 3, 2};
   CHECK(cnn_time_median(a, 3) == 2);
   CHECK(cnn_time_median(b, 4) == 2.5);
+  double c[] = {5, 1, 4, 2, 3};
+  CHECK(cnn_time_quantile(c, 5, 0.25) == 2 && cnn_time_quantile(c, 5, 0.75) == 4);
+  CHECK(cnn_time_quantile(b, 4, 0.25) == 1.75); /* between ranks: 1 + 0.75 * (2 - 1) */
+  double quiet[] = {1.00, 1.01, 1.02, 1.00, 1.03, 1.01, 1.02, 2.5}; /* one outlier */
+  CHECK(!cnn_time_busy(quiet, 8));
+  double busy[] = {1.0, 1.6, 1.1, 2.0, 1.3, 1.8, 1.0, 2.2};
+  CHECK(cnn_time_busy(busy, 8));
+  CHECK(!cnn_time_busy(busy, 4)); /* too few samples to say */
   char buf[32];
   CHECK_STR(cnn_time_str(1.234e-3, buf, sizeof buf), "1.23 ms");
   CHECK_STR(cnn_time_str(850e-9, buf, sizeof buf), "850 ns");

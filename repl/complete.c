@@ -15,7 +15,10 @@
  * __index is never called, so Tab never runs user code.  The one exception
  * is a lazily-required stdlib global (nn, optim, ...), which is required.
  * Candidates are whole replacements of the word: "string.format(" with "("
- * after functions and "." after tables; "a:b" offers functions only.
+ * after functions and classes (nn.Conv2d(), "." after other tables.  After
+ * "x." come fields: x's own keys and __fields, not the functions of its
+ * metatables (its methods); after "x:" come methods (functions only).
+ * Session variables (top-level locals typed earlier) resolve first.
  * Names starting with "_" are offered only when the prefix starts with "_".
  */
 #include <dirent.h>
@@ -158,6 +161,8 @@ cnn_complete_kind cnn_complete_context(const char *line, int point, int *start)
  * required.  Returns false (nothing pushed) when absent. */
 static bool push_global(lua_State *L, const char *name, size_t len)
 {
+  if (cnn_session_push(L, name, len)) /* a top-level local typed earlier */
+    return true;
   lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_GLOBALS);
   lua_pushlstring(L, name, len);
   if (lua_rawget(L, -2) != LUA_TNIL) {
@@ -256,7 +261,8 @@ typedef struct {
   size_t baselen;
   const char *prefix;
   size_t prefixlen;
-  bool methods_only;
+  bool methods_only; /* after "x:": functions, from anywhere */
+  bool fields_only;  /* after "x.": no functions from the metatables (methods) */
 } collector;
 
 static bool is_identifier(const char *s)
@@ -287,15 +293,35 @@ static void offer(collector *c, const char *name, const char *suffix)
   free(buf);
 }
 
-/* Offer the string keys of the table on top (raw), by the kind of value. */
-static void offer_keys(lua_State *L, collector *c)
+/* A class: a table with a raw __index that its metatable makes callable
+ * (nn.Conv2d, optim.Adam).  Instances are callable too but have no
+ * __index of their own. */
+static bool is_class(lua_State *L, int idx)
+{
+  if (!lua_istable(L, idx) || !lua_getmetatable(L, idx))
+    return false;
+  lua_pushliteral(L, "__call");
+  bool callable = lua_rawget(L, -2) != LUA_TNIL;
+  lua_pop(L, 2);
+  lua_pushliteral(L, "__index");
+  bool has_index = lua_rawget(L, idx < 0 ? idx - 1 : idx) != LUA_TNIL;
+  lua_pop(L, 1);
+  return callable && has_index;
+}
+
+/* Offer the string keys of the table on top (raw), by the kind of value:
+ * "(" after functions and classes, "." after other tables.  `own`: the
+ * table is the value itself, not one of its metatables' method tables. */
+static void offer_keys(lua_State *L, collector *c, bool own)
 {
   lua_pushnil(L);
   while (lua_next(L, -2)) {
     int t = lua_type(L, -1);
-    if (lua_type(L, -2) == LUA_TSTRING && (!c->methods_only || t == LUA_TFUNCTION)) {
-      const char *suffix = t == LUA_TFUNCTION ? "(" : t == LUA_TTABLE ? "." : "";
-      offer(c, lua_tostring(L, -2), suffix);
+    bool wanted = c->methods_only ? t == LUA_TFUNCTION
+                                  : !(c->fields_only && !own && t == LUA_TFUNCTION);
+    if (lua_type(L, -2) == LUA_TSTRING && wanted) {
+      bool call = t == LUA_TFUNCTION || is_class(L, -1);
+      offer(c, lua_tostring(L, -2), call ? "(" : t == LUA_TTABLE ? "." : "");
     }
     lua_pop(L, 1);
   }
@@ -322,13 +348,13 @@ static void offer_fields(lua_State *L, collector *c)
 {
   for (int level = 0; level < MAX_CHAIN; level++) {
     if (lua_istable(L, -1))
-      offer_keys(L, c);
+      offer_keys(L, c, level == 0);
     if (!lua_getmetatable(L, -1))
       break;
     lua_remove(L, -2);
     lua_pushliteral(L, "__methods");
     if (lua_rawget(L, -2) == LUA_TTABLE)
-      offer_keys(L, c);
+      offer_keys(L, c, false);
     lua_pop(L, 1);
     offer_field_names(L, c);
     lua_pushliteral(L, "__index");
@@ -370,6 +396,7 @@ int cnn_complete_expr(lua_State *L, const char *word, cnn_strlist *out)
     c.prefix = sep + 1;
     c.prefixlen = strlen(sep + 1);
     c.methods_only = *sep == ':';
+    c.fields_only = *sep == '.';
     offer_fields(L, &c);
   }
   lua_settop(L, top);

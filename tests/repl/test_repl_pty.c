@@ -206,6 +206,12 @@ static void test_completion(void)
     pty_send(&p, "\025x:nume\t)\r");
     CHECK(pty_expect(&p, "x:numel()", T) == 0);
     CHECK(pty_expect(&p, "6", T) == 0);
+    pty_send(&p, "x.sha\t\r"); /* after ".": fields */
+    CHECK(pty_expect(&p, "{2, 3}", T) == 0);
+    pty_send(&p, "lin = nn.Linea\t2, 3)\r"); /* a class completes with "(" */
+    CHECK(pty_expect(&p, "lin = nn.Linear(2, 3)", T) == 0);
+    pty_send(&p, "lin.wei\t.shape\r");
+    CHECK(pty_expect(&p, "{3, 2}", T) == 0);
   }
   quit(&p);
 }

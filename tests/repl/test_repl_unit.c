@@ -111,17 +111,23 @@ static void test_expr(void)
       "nested = {inner = {leaf = 1}, ['not id'] = 2, [1] = 3, _hidden = 4}\n"
       "proxy = setmetatable({}, {__index = function() error('ran') end})\n"
       "package.preload.nn = function() return {Linear = function() end, init = {}} end\n"
-      "s = 'abc'");
+      "s = 'abc'\n"
+      "lib = {Conv = setmetatable({forward = function() end}, {__call = function() end})}\n"
+      "lib.Conv.__index = lib.Conv\n"
+      "inst = setmetatable({}, lib.Conv); lib.Conv.__call = function() end");
   push_fake_tensor_type(L);
   CHECK_STR(completions(L, "string.fo"), "string.format(");
   CHECK_STR(completions(L, "x:su"), "x:sub( x:sum(");
   CHECK_STR(completions(L, "x:v"), "x:view(");
   CHECK_STR(completions(L, "x.d"), "x.device x.dtype");  /* __fields, no "(" */
   CHECK_STR(completions(L, "x:d"), "");                  /* fields are not methods */
-  CHECK_STR(completions(L, "x.su"), "x.sub( x.sum(");
+  CHECK_STR(completions(L, "x.su"), "");                 /* after ".": fields, not methods */
   CHECK(index_calls == 0);
   CHECK_STR(completions(L, "obj:"), "obj:basemethod( obj:method(");
-  CHECK_STR(completions(L, "obj."), "obj.basefield obj.basemethod( obj.method( obj.own.");
+  CHECK_STR(completions(L, "obj."), "obj.basefield obj.own.");
+  CHECK_STR(completions(L, "lib.Con"), "lib.Conv(");     /* a class completes with "(" */
+  CHECK_STR(completions(L, "inst"), "inst.");            /* an instance does not */
+  CHECK_STR(completions(L, "lib.Conv.fo"), "lib.Conv.forward(");
   CHECK_STR(completions(L, "nested."), "nested.inner.");
   CHECK_STR(completions(L, "nested._"), "nested._hidden");
   CHECK_STR(completions(L, "nested.inner.l"), "nested.inner.leaf");
@@ -348,6 +354,8 @@ static void test_session(void)
   CHECK_STR(typed(L, "do local inner = 1 end; inner"), "nil"); /* not top level */
   CHECK_STR(typed(L, "load('return q')()"), "nil"); /* other chunks: Lua's rules */
   CHECK_STR(typed(L, "local s = 'a;b'; s"), "a;b");
+  CHECK_STR(typed(L, "local tbl = {alpha = 1}"), "nil");
+  CHECK_STR(completions(L, "tbl.al"), "tbl.alpha"); /* Tab sees session variables */
   lua_close(L);
 }
 

@@ -19,6 +19,7 @@ for _, f in ipairs(files) do
 end
 
 nn.init = require("nn.init_fns")
+nn.Fused = require("nn.fuse").Fused -- also adds net:fuse() to nn.Module
 nn.utils = require("nn.utils")
 
 doc[nn] = [[

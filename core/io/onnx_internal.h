@@ -20,6 +20,10 @@ cnn_tensor *cnn_onnx_tensor_from_proto(const Onnx__TensorProto *p, const char *w
  * (release it after packing).  0, or -1 with cnn_error(). */
 int cnn_onnx_tensor_to_proto(cnn_tensor *t, const char *name, Onnx__TensorProto *p, cnn_tensor **keep);
 
+/* Whether buf's framing is sound and its messages nest at most 64 deep
+ * (protobuf-c recurses without a limit): run before every unpack. */
+bool cnn_onnx_nesting_ok(const uint8_t *buf, size_t len, const ProtobufCMessageDescriptor *desc);
+
 /* TensorProto.DataType of a cnnsh dtype */
 int cnn_onnx_elem_type(cnn_dtype dt);
 

@@ -60,12 +60,12 @@ static void fail(reader *r, const char *fmt, const char *a, const char *b) {
 /* a protobuf `bytes` field as a C string (refused if it holds a NUL) */
 static char *dup_bytes(reader *r, ProtobufCBinaryData b, const char *attr) {
   if (r->failed) return NULL;
-  if (memchr(b.data, 0, b.len)) {
+  if (b.len && memchr(b.data, 0, b.len)) {
     fail(r, "attribute '%s' holds a string with a NUL byte%s", attr, "");
     return NULL;
   }
   char *s = alloc_n(r, b.len + 1, 1);
-  if (s) memcpy(s, b.data, b.len);
+  if (s && b.len) memcpy(s, b.data, b.len);
   return s;
 }
 
@@ -206,6 +206,10 @@ static void read_model(reader *r, const Onnx__ModelProto *p, cnn_onnx_model *m) 
 }
 
 cnn_onnx_model *cnn_onnx_parse(const uint8_t *buf, size_t len, const char *what) {
+  if (!cnn_onnx_nesting_ok(buf, len, &onnx__model_proto__descriptor)) {
+    cnn_set_error("onnx: %s: not a valid ONNX model (broken framing, or messages nested too deep)", what);
+    return NULL;
+  }
   Onnx__ModelProto *p = onnx__model_proto__unpack(NULL, len, buf);
   if (!p) {
     cnn_set_error("onnx: %s: not a valid ONNX model (protobuf decoding failed)", what);

@@ -207,7 +207,8 @@ cnn_tensor *cnn_onnx_tensor_from_proto(const Onnx__TensorProto *p, const char *w
 }
 
 cnn_tensor *cnn_onnx_tensor_parse(const uint8_t *buf, size_t len, const char *what) {
-  Onnx__TensorProto *p = onnx__tensor_proto__unpack(NULL, len, buf);
+  Onnx__TensorProto *p = cnn_onnx_nesting_ok(buf, len, &onnx__tensor_proto__descriptor)
+                             ? onnx__tensor_proto__unpack(NULL, len, buf) : NULL;
   if (!p) {
     cnn_set_error("onnx: %s: not a valid TensorProto (protobuf decoding failed)", what);
     return NULL;

@@ -342,6 +342,8 @@ function ops.Constant(node)
   fail(node, "a Constant needs value, value_float(s) or value_int(s) (sparse values and strings are not supported)")
 end
 
+for name, fn in pairs(require("onnx.ops_shape")) do ops[name] = fn end
+
 local resize = require("onnx.resize")
 ops.Resize, unsupported.Resize = resize.run, resize.unsupported
 

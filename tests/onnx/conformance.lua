@@ -81,6 +81,12 @@ local function run_case(case)
   local path = dir .. "/" .. case
   local ok, model = pcall(cnn.io.onnx_read, path .. "/model.onnx")
   if not ok then return is_skip(model) and "skip" or "fail", model end
+  for _, v in ipairs(model.inputs) do
+    if v.elem_type == 16 then return "skip", "the test data stores bfloat16 values as UINT16 tensors (not compared)" end
+  end
+  for _, v in ipairs(model.outputs) do
+    if v.elem_type == 16 then return "skip", "the test data stores bfloat16 values as UINT16 tensors (not compared)" end
+  end
   local ok2, m = pcall(cnn.onnx.load, path .. "/model.onnx")
   if not ok2 then return is_skip(m) and "skip" or "fail", m end
   for _, set in ipairs(list("ls -d " .. path .. "/test_data_set_* 2>/dev/null")) do

@@ -100,6 +100,7 @@ int cnn_dist_init(const char *backend) {
     cnn_set_error("dist.init: already initialised with backend '%s'", cnn_dist_backend());
     return -1;
   }
+  if (want_nccl && !cnn_cuda_backend("dist.init{backend = 'nccl'}")) return -1; /* before MPI */
   if (!mpi_table && init_mpi()) return -1;
   if (want_nccl && !nccl_table && init_nccl()) return -1;
   return 0;

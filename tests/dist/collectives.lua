@@ -3,10 +3,22 @@
 -- the formula each rank used to fill its tensor; then the errors: shapes,
 -- dtypes, collectives or arguments that differ between ranks fail on every
 -- rank naming both (no hang), and bad arguments fail with the op's name.
--- Run by ctest as `mpirun -np 2 cnnsh collectives.lua`.
+-- Run by ctest as `mpirun -np 2 cnnsh collectives.lua`; with `nccl` the
+-- tensors live on CUDA (one GPU per rank) and NCCL moves them, with
+-- `mpi-cuda` they live on CUDA and MPI moves them through host memory.
+-- Those two exit 77 (skipped) without enough GPUs.
 local H = dofile(arg[0]:match("^(.*)/[^/]*$") .. "/helpers.lua")
-local rank, world = dist.init()
-H.check(world >= 2, "world size %d: run under mpirun -np 2", world)
+local mode = arg[1] or "mpi"
+local device = mode == "mpi" and "cpu" or "cuda"
+if device == "cuda" then
+  local world_env = tonumber(os.getenv("OMPI_COMM_WORLD_SIZE") or "1")
+  if not cnn.cuda.is_available() or cnn.cuda.device_count() < (mode == "nccl" and world_env or 1) then
+    print("skipped: needs " .. world_env .. " CUDA device(s)")
+    os.exit(77)
+  end
+end
+local rank, world = dist.init{ backend = mode == "nccl" and "nccl" or "mpi" }
+H.check(world >= 2 or device == "cuda", "world size %d: run under mpirun -np 2", world)
 
 local DTYPES = { "float32", "float64", "int64", "uint8", "float16", "bfloat16" }
 local FLOAT = { float32 = true, float64 = true, float16 = true, bfloat16 = true }
@@ -29,13 +41,13 @@ local function make(dt, r, rows, cols, strided)
     t[i] = {}
     for j = 1, cols do t[i][j] = value(dt, r, (i - 1) * cols + j) end
   end
-  if not strided then return cnn.tensor(t, dt == "int64" and "int64" or "float64"):to(dt) end
+  if not strided then return cnn.tensor(t, dt == "int64" and "int64" or "float64"):to(dt):to(device) end
   local tt = {}
   for j = 1, cols do
     tt[j] = {}
     for i = 1, rows do tt[j][i] = t[i][j] end
   end
-  local base = cnn.tensor(tt, dt == "int64" and "int64" or "float64"):to(dt)
+  local base = cnn.tensor(tt, dt == "int64" and "int64" or "float64"):to(dt):to(device)
   local v = base:t()
   H.check(not v:is_contiguous(), "view should be strided")
   return v
@@ -67,7 +79,7 @@ for _, dt in ipairs(DTYPES) do
         local t = make(dt, rank, 3, 5, strided)
         local r = dist.all_reduce(t, op)
         H.check(r == t, "all_reduce returns its tensor")
-        H.check(t.dtype == dt, "all_reduce keeps the dtype")
+        H.check(t.dtype == dt and t.device:sub(1, #device) == device, "all_reduce keeps dtype and device")
         H.expect("all_reduce " .. op .. " " .. what, t, reduce(dt, op, 15), tol(dt))
       end
     end
@@ -103,22 +115,26 @@ for _, dt in ipairs(DTYPES) do
     end
   end
   -- empty tensors: nothing moves, shapes come back right
-  local e = cnn.zeros({ 0, 4 }, dt)
+  local e = cnn.zeros({ 0, 4 }, dt):to(device)
   H.check(dist.all_reduce(e, "max"):numel() == 0, "empty all_reduce")
   dist.broadcast(e, 0)
   local ge = dist.all_gather(e)
   H.check(ge:dim() == 3 and ge:size(1) == world and ge:numel() == 0, "empty all_gather")
-  local se = dist.reduce_scatter(cnn.zeros({ 0, 3 }, dt))
+  local se = dist.reduce_scatter(cnn.zeros({ 0, 3 }, dt):to(device))
   H.check(se:size(1) == 0 and se:size(2) == 3, "empty reduce_scatter")
 end
 
 -- a 0-d tensor and a mean of floats that do not divide exactly
-local s = cnn.tensor(rank + 0.25, "float64")
+local s = cnn.tensor(rank + 0.25, "float64"):to(device)
 dist.all_reduce(s, "mean")
 local m = 0
 for r = 0, world - 1 do m = m + r + 0.25 end
 H.expect("0-d mean", s, { m / world }, 1e-15)
 
+if world < 2 then -- one GPU: the disagreements need two ranks
+  if rank == 0 then print("collectives (" .. mode .. "): ok on 1 rank") end
+  return
+end
 -- ---- disagreements: every rank gets the error, and the job goes on ------------------
 H.expect_error("shapes differ", function()
   dist.all_reduce(rank == 0 and cnn.zeros(3, 4) or cnn.zeros(4, 3))
@@ -153,4 +169,4 @@ local ok = cnn.ones(4)
 dist.all_reduce(ok)
 H.expect("after errors", ok, { world, world, world, world }, 0)
 dist.barrier()
-if rank == 0 then print("collectives: ok on " .. world .. " ranks") end
+if rank == 0 then print("collectives (" .. mode .. "): ok on " .. world .. " ranks") end

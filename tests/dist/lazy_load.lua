@@ -20,6 +20,10 @@ H.expect_error("before init", function() dist.all_reduce(cnn.ones(2)) end,
 H.expect_error("bad backend", function() dist.init{ backend = "gloo" } end,
   { "dist.init: unknown backend 'gloo'" })
 H.expect_error("bad option", function() dist.init{ world = 2 } end, { "unknown option 'world'" })
+if not cnn.cuda.is_available() then
+  H.expect_error("nccl without CUDA", function() dist.init{ backend = "nccl" } end,
+    { "dist.init{backend = 'nccl'}: cuda is not available" })
+end
 H.check(not mpi_mapped(), "failed init maps libmpi")
 
 local r, w = dist.init()

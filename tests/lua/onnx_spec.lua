@@ -191,6 +191,27 @@ describe("cnn.onnx.load", function()
     assert.matches("Linear", s.text)
   end)
 
+  it("works with trace and profile, and trains", function()
+    local net = trained_cnn()
+    local path = tmp("train")
+    cnn.onnx.export(net, cnn.randn(2, 1, 12, 12), path)
+    local m = cnn.onnx.load(path)
+    local x, y = cnn.randn(4, 1, 12, 12), cnn.tensor({ 1, 2, 3, 4 }, "int64")
+    assert.are.equal(15, #m:trace(x, y, { print = false }).rows) -- 14 layers + the output Identity
+    assert.are.equal(15, #m:profile(x, { print = false }).rows)
+    m:train()
+    local opt = optim.SGD(m:parameters(), { lr = 0.05 })
+    local first, last
+    for i = 1, 8 do
+      opt:zero_grad()
+      local loss = F.nll_loss(m(x), y)
+      loss:backward()
+      opt:step()
+      first, last = first or loss:item(), loss:item()
+    end
+    assert(last < first, string.format("loss went from %g to %g", first, last))
+  end)
+
   it("names an unsupported operator", function()
     local path = tmp("unsupported")
     gemm_model(path, { op_type = "Hardmax", inputs = { "y" }, outputs = { "z" } })

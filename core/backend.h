@@ -84,6 +84,9 @@ typedef struct cnn_backend {
   int (*memory_info)(int device, int64_t *cached, int64_t *reserved, int64_t *free_b,
                      int64_t *total_b);
   void (*empty_cache)(void);
+  /* bytes lost to the caching allocator's rounding in live blocks (block
+   * size minus bytes asked for); NULL if not tracked */
+  int (*memory_waste)(int device, int64_t *waste);
   const char *(*version_info)(void); /* lines: module, CUDA, cuDNN, cuBLAS, device */
   void (*set_benchmark)(bool on);    /* cudnn.benchmark: search conv algorithms */
   /* events for timers: record returns an opaque event; elapsed in ms */

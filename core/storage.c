@@ -114,7 +114,10 @@ static void *alloc_with_retry(size_t nbytes, cnn_device dev, bool pinned) {
   void *p = raw_alloc(nbytes, dev, pinned);
   if (!p && dev.type == CNN_CPU && !pinned && cnn_host_cache_clear() > 0)
     p = raw_alloc(nbytes, dev, pinned);
-  if (!p && on_hooks_thread() && hooks.on_oom && hooks.on_oom(nbytes, hooks.ud))
+  /* a device error other than out of memory (a sticky CUDA error: the
+   * context is gone) is not helped by a collection: no retry */
+  bool oom = dev.type == CNN_CPU || strncmp(cnn_error(), "out of memory", 13) == 0;
+  if (!p && oom && on_hooks_thread() && hooks.on_oom && hooks.on_oom(nbytes, hooks.ud))
     p = raw_alloc(nbytes, dev, pinned);
   /* the backend's own message (free/total memory, the library's error) stays */
   if (!p && dev.type == CNN_CPU && !pinned) {

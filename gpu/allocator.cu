@@ -3,14 +3,20 @@
  *
  * cudaMalloc/cudaFree synchronise the device and cost tens of microseconds,
  * so freed blocks are kept per device in size-class free lists and handed
- * out again.  Sizes are rounded up: to 512 bytes below 1 MiB, to 2 MiB
- * above.  A request takes the smallest cached block of at least its
- * rounded size and at most twice it (so a huge cached block is not wasted
- * on a small tensor).  On cudaErrorMemoryAllocation the whole cache of the
- * device is released and the allocation retried once; a second failure
- * sets "out of memory: ..." with the size and the device's free memory and
- * returns NULL (core then runs the garbage collector and retries, see
- * core/storage.c, which also keeps the live/peak accounting).
+ * out again.  Sizes are rounded up: to 512 bytes below 1 MiB, to 256 KiB
+ * above (2 MiB before: a 1.1 MiB tensor held 2 MiB).  A request takes the
+ * smallest cached block of at least its rounded size and at most twice it
+ * below 1 MiB, at most 1.25 times it above (so a big cached block is not
+ * wasted on a smaller tensor).  The bytes lost that way -- rounded block
+ * size minus the bytes asked for, over live blocks -- are counted per
+ * device and shown as `waste` by cnn.cuda.memory() (memory_waste).  On cudaErrorMemoryAllocation -- and only then
+ * (recover.h, status.h) -- the whole cache of the device is released and
+ * the allocation retried once; a second failure sets "out of memory: ..."
+ * with the size and the device's free memory and returns NULL (core then
+ * runs the garbage collector and retries, see core/storage.c, which also
+ * keeps the live/peak accounting).  Any other error names itself; a sticky
+ * one (illegal address, launch timeout) says the process must restart, and
+ * core does not collect and retry for it (no "out of memory" prefix).
  *
  * Reuse without events is safe because every op runs on the device's
  * default stream (gpu.h): work that used a freed block is ordered before
@@ -30,12 +36,13 @@
 
 #define SMALL_LIMIT (1u << 20)
 #define SMALL_ROUND 512u
-#define LARGE_ROUND (2u << 20)
+#define LARGE_ROUND (256u << 10)
 #define NBUCKETS 4096
 
 typedef struct block {
   void *ptr;
-  size_t size;  /* rounded */
+  size_t size;      /* rounded */
+  size_t requested; /* live: the bytes asked for (size - requested is waste) */
   int dev;
   struct block *next;
 } block;
@@ -44,6 +51,7 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static block *free_list[GPU_MAX_DEVICES]; /* sorted by size, ascending */
 static block *live[NBUCKETS];             /* pointer -> block, chained */
 static int64_t cached_bytes[GPU_MAX_DEVICES], reserved_bytes[GPU_MAX_DEVICES];
+static int64_t waste_bytes[GPU_MAX_DEVICES]; /* over live blocks: size - requested */
 
 static size_t round_size(size_t n) {
   if (n < SMALL_LIMIT) return (n + SMALL_ROUND - 1) / SMALL_ROUND * SMALL_ROUND;
@@ -55,13 +63,16 @@ static unsigned bucket_of(const void *p) {
   return (unsigned)((u ^ (u >> 13)) % NBUCKETS);
 }
 
-/* the smallest cached block fitting `size` (and not more than twice it) */
+/* the most a cached block may exceed a request of `size` rounded bytes */
+static size_t reuse_limit(size_t size) { return size < SMALL_LIMIT ? 2 * size : size + size / 4; }
+
+/* the smallest cached block fitting `size` (and within reuse_limit) */
 static block *take_cached(int dev, size_t size) {
   block **pp = &free_list[dev];
   for (; *pp; pp = &(*pp)->next) {
     block *b = *pp;
     if (b->size < size) continue;
-    if (b->size > 2 * size) return NULL; /* sorted: nothing better follows */
+    if (b->size > reuse_limit(size)) return NULL; /* sorted: nothing better follows */
     *pp = b->next;
     cached_bytes[dev] -= (int64_t)b->size;
     return b;
@@ -77,45 +88,77 @@ static void put_cached(block *b) {
   cached_bytes[b->dev] += (int64_t)b->size;
 }
 
-/* release every cached block of dev (dev < 0: all devices); caller holds mu */
-static void release_cache(int dev) {
+/* release every cached block of dev (dev < 0: all devices); caller holds mu.
+ * A failing cudaFree is reported (the first failure's status is returned,
+ * the runtime's last error cleared); the block's bookkeeping goes anyway:
+ * after a sticky error the memory is gone with the context. */
+static cudaError_t release_cache(int dev) {
+  cudaError_t first = cudaSuccess;
   for (int d = 0; d < GPU_MAX_DEVICES; d++) {
     if (dev >= 0 && d != dev) continue;
     block *b = free_list[d];
     free_list[d] = NULL;
-    if (b) cudaSetDevice(d);
+    if (b && cudaSetDevice(d) != cudaSuccess) cudaGetLastError();
     while (b) {
       block *next = b->next;
-      cudaFree(b->ptr);
+      cudaError_t e = cudaFree(b->ptr);
+      if (e != cudaSuccess) {
+        gpu_cuda_failed(e);
+        if (first == cudaSuccess) first = e;
+      }
       reserved_bytes[d] -= (int64_t)b->size;
       free(b);
       b = next;
     }
     cached_bytes[d] = 0;
   }
+  return first;
 }
 
+/* one cudaMalloc for fresh_block, through recover.h's retry policy */
+typedef struct {
+  int dev;
+  size_t size;
+  void *p;
+  cudaError_t err;
+} malloc_try;
+
+static gpu_fault malloc_attempt(void *ctx) {
+  malloc_try *t = (malloc_try *)ctx;
+  t->err = cudaMalloc(&t->p, t->size);
+  return gpu_cuda_failed(t->err); /* clears the last error on failure */
+}
+
+static void malloc_release(void *ctx) {
+  malloc_try *t = (malloc_try *)ctx;
+  release_cache(t->dev);
+  if (cudaSetDevice(t->dev) != cudaSuccess) cudaGetLastError();
+}
+
+/* a new block from the driver: on cudaErrorMemoryAllocation (only) the
+ * device's cache is released and the call tried once more; a sticky or
+ * other error is returned at once (*err), never retried */
 static void *fresh_block(int dev, size_t size, cudaError_t *err) {
-  void *p = NULL;
-  *err = cudaMalloc(&p, size);
-  if (*err == cudaErrorMemoryAllocation) {
-    cudaGetLastError(); /* clear it, free the cache, try once more */
-    release_cache(dev);
-    cudaSetDevice(dev);
-    *err = cudaMalloc(&p, size);
-  }
-  if (*err != cudaSuccess) {
-    cudaGetLastError();
-    return NULL;
-  }
+  malloc_try t = {dev, size, NULL, cudaSuccess};
+  gpu_fault f = gpu_retry_once(malloc_attempt, malloc_release, &t);
+  *err = t.err;
+  if (f != GPU_FAULT_NONE) return NULL;
   reserved_bytes[dev] += (int64_t)size;
-  return p;
+  return t.p;
 }
 
-static void report_oom(int dev, size_t n, cudaError_t err) {
+/* "out of memory: ..." only for cudaErrorMemoryAllocation (core runs the
+ * collector and retries on that prefix); any other error names itself and,
+ * when sticky, says the process must restart */
+static void report_alloc_failure(int dev, size_t n, cudaError_t err) {
+  gpu_fault f = gpu_cuda_fault(err);
+  if (f != GPU_FAULT_MEMORY) {
+    gpu_core.set_error("alloc: CUDA error: %s (%s) allocating %zu bytes on cuda:%d%s",
+                       cudaGetErrorString(err), cudaGetErrorName(err), n, dev, gpu_fault_advice(f));
+    return;
+  }
   size_t fr = 0, tot = 0;
-  cudaMemGetInfo(&fr, &tot);
-  cudaGetLastError();
+  if (cudaMemGetInfo(&fr, &tot) != cudaSuccess) cudaGetLastError();
   gpu_core.set_error("out of memory: cannot allocate %zu bytes (%.1f MiB) on cuda:%d: %s "
                      "(%.1f MiB free of %.1f MiB; %.1f MiB held by live tensors)", n,
                      n / 1048576.0, dev, cudaGetErrorString(err), fr / 1048576.0,
@@ -132,13 +175,16 @@ void *gpu_alloc(size_t nbytes, int dev) {
     void *p = fresh_block(dev, size, &err);
     b = p ? (block *)malloc(sizeof *b) : NULL;
     if (!b) {
-      if (p) cudaFree(p), reserved_bytes[dev] -= (int64_t)size;
-      report_oom(dev, nbytes, p ? cudaErrorMemoryAllocation : err);
+      if (p && cudaFree(p) != cudaSuccess) cudaGetLastError();
+      if (p) reserved_bytes[dev] -= (int64_t)size;
+      report_alloc_failure(dev, nbytes, p ? cudaErrorMemoryAllocation : err);
       pthread_mutex_unlock(&mu);
       return NULL;
     }
     b->ptr = p, b->size = size, b->dev = dev;
   }
+  b->requested = nbytes;
+  waste_bytes[dev] += (int64_t)(b->size - nbytes);
   unsigned h = bucket_of(b->ptr);
   b->next = live[h];
   live[h] = b;
@@ -154,6 +200,7 @@ void gpu_free(void *p, int dev) {
   block *b = *pp;
   if (b) {
     *pp = b->next;
+    waste_bytes[b->dev] -= (int64_t)(b->size - b->requested);
     put_cached(b);
   }
   pthread_mutex_unlock(&mu);
@@ -167,11 +214,25 @@ void *gpu_scratch(const char *op, size_t nbytes, int dev) {
 
 static void pinned_release_cached(void);
 
+/* empty_cache has no status to return (backend.h): a failing cudaFree is
+ * left in core's error buffer for whoever looks */
 void gpu_empty_cache(void) {
   pthread_mutex_lock(&mu);
-  release_cache(-1);
+  cudaError_t e = release_cache(-1);
   pthread_mutex_unlock(&mu);
+  if (e != cudaSuccess)
+    gpu_fail_fault("empty_cache", "CUDA", cudaGetErrorString(e), gpu_cuda_fault(e), "cudaFree",
+                   __FILE__, __LINE__);
   pinned_release_cached();
+}
+
+/* release dev's cached blocks so that a library (cuBLAS, cuDNN) that
+ * failed to allocate may try again (recover.h) */
+void gpu_release_cached(int dev) {
+  pthread_mutex_lock(&mu);
+  release_cache(dev);
+  pthread_mutex_unlock(&mu);
+  if (cudaSetDevice(dev) != cudaSuccess) cudaGetLastError();
 }
 
 int gpu_memory_info(int dev, int64_t *cached, int64_t *reserved, int64_t *free_b,
@@ -185,6 +246,14 @@ int gpu_memory_info(int dev, int64_t *cached, int64_t *reserved, int64_t *free_b
   pthread_mutex_unlock(&mu);
   *free_b = (int64_t)fr;
   *total_b = (int64_t)tot;
+  return 0;
+}
+
+int gpu_memory_waste(int dev, int64_t *waste) {
+  if (gpu_device("memory", dev)) return -1;
+  pthread_mutex_lock(&mu);
+  *waste = waste_bytes[dev];
+  pthread_mutex_unlock(&mu);
   return 0;
 }
 

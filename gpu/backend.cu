@@ -10,7 +10,10 @@
  *
  * Invariants: init runs once (core calls it under pthread_once); the table
  * is static and complete before it is returned; handles are created lazily
- * per device, under a mutex, and live until exit.
+ * per device, under a mutex, and live until the process ends: nothing
+ * destroys them (nor the convolution cache's descriptors), since CUDA
+ * calls from exit handlers may run after the runtime has been torn down,
+ * and the driver reclaims a process's handles and memory when it exits.
  */
 #include <pthread.h>
 #include <stdarg.h>
@@ -35,6 +38,28 @@ int gpu_fail(const char *op, const char *lib, const char *msg, const char *what,
     gpu_core.set_error("%s: %s error: %s (in %s at %s:%d)", op, lib, msg, what,
                        base ? base + 1 : file, line);
   return -1;
+}
+
+int gpu_fail_fault(const char *op, const char *lib, const char *msg, gpu_fault f,
+                   const char *what, const char *file, int line) {
+  const char *base = strrchr(file, '/');
+  if (gpu_core.set_error)
+    gpu_core.set_error("%s: %s error: %s (in %s at %s:%d)%s", op, lib, msg, what,
+                       base ? base + 1 : file, line, gpu_fault_advice(f));
+  return -1;
+}
+
+gpu_fault gpu_cuda_failed(cudaError_t e) {
+  cudaGetLastError();
+  return gpu_cuda_fault(e);
+}
+
+gpu_fault gpu_cublas_failed(cublasStatus_t s) {
+  return gpu_cublas_fault(s, cudaGetLastError());
+}
+
+gpu_fault gpu_cudnn_failed(cudnnStatus_t s) {
+  return gpu_cudnn_fault(s, cudaGetLastError());
 }
 
 const char *gpu_cublas_str(cublasStatus_t s) {
@@ -63,13 +88,67 @@ int gpu_device(const char *op, int dev) {
   return 0;
 }
 
+/* ---- handle creation: our cache released and one more try when it fails ------ */
+
+typedef struct {
+  int dev;
+  cublasStatus_t blas;
+  cudnnStatus_t dnn;
+} handle_try;
+
+/* A handle that cannot be created is treated as out of memory (its
+ * creation allocates device memory; cublasCreate reports a failed
+ * allocation as ALLOC_FAILED or NOT_INITIALIZED), unless the context is
+ * broken for good: then there is nothing to retry. */
+static gpu_fault creation_fault(gpu_fault f) {
+  return f == GPU_FAULT_NONE || f == GPU_FAULT_STICKY ? f : GPU_FAULT_MEMORY;
+}
+static gpu_fault cublas_attempt(void *ctx) {
+  handle_try *t = (handle_try *)ctx;
+  t->blas = cublasCreate(&cublas_h[t->dev]);
+  return t->blas == CUBLAS_STATUS_SUCCESS ? GPU_FAULT_NONE : creation_fault(gpu_cublas_failed(t->blas));
+}
+static gpu_fault cudnn_attempt(void *ctx) {
+  handle_try *t = (handle_try *)ctx;
+  t->dnn = cudnnCreate(&cudnn_h[t->dev]);
+  return t->dnn == CUDNN_STATUS_SUCCESS ? GPU_FAULT_NONE : creation_fault(gpu_cudnn_failed(t->dnn));
+}
+static void handle_release(void *ctx) { gpu_release_cached(((handle_try *)ctx)->dev); }
+
+/* cuBLAS's workspace from our allocator (cublasSetWorkspace): the size
+ * the cuBLAS documentation recommends, 32 MiB on Hopper and later, 4 MiB
+ * before; our blocks are 512-byte aligned (cuBLAS asks for 256).  Without
+ * it cuBLAS allocates its own pool, which our cache cannot give back when
+ * memory runs short.  If ours cannot be had, cuBLAS keeps its default.
+ * The block stays live as long as the handle: until the process ends. */
+
+static void give_cublas_workspace(int dev) {
+  cudaDeviceProp p;
+  size_t size = (size_t)4 << 20;
+  if (cudaGetDeviceProperties(&p, dev) == cudaSuccess && p.major >= 9) size = (size_t)32 << 20;
+  else cudaGetLastError();
+  void *ws = gpu_alloc(size, dev);
+  if (!ws) return; /* the allocation's message is dropped: cuBLAS still works */
+  if (cublasSetWorkspace(cublas_h[dev], ws, size) != CUBLAS_STATUS_SUCCESS) {
+    cudaGetLastError();
+    gpu_free(ws, dev);
+  }
+}
+
 static int make_cublas(const char *op, int dev) {
-  CUBLAS_CHECK(op, cublasCreate(&cublas_h[dev]));
+  handle_try t = {dev, CUBLAS_STATUS_SUCCESS, CUDNN_STATUS_SUCCESS};
+  gpu_fault f = gpu_retry_once(cublas_attempt, handle_release, &t);
+  if (f != GPU_FAULT_NONE)
+    return gpu_fail_fault(op, "cuBLAS", gpu_cublas_str(t.blas), f, "cublasCreate", __FILE__, __LINE__);
+  give_cublas_workspace(dev);
   return 0;
 }
 
 static int make_cudnn(const char *op, int dev) {
-  CUDNN_CHECK(op, cudnnCreate(&cudnn_h[dev]));
+  handle_try t = {dev, CUBLAS_STATUS_SUCCESS, CUDNN_STATUS_SUCCESS};
+  gpu_fault f = gpu_retry_once(cudnn_attempt, handle_release, &t);
+  if (f != GPU_FAULT_NONE)
+    return gpu_fail_fault(op, "cuDNN", cudnnGetErrorString(t.dnn), f, "cudnnCreate", __FILE__, __LINE__);
   return 0;
 }
 
@@ -89,13 +168,6 @@ cudnnHandle_t gpu_cudnn(const char *op, int dev) {
   cudnnHandle_t h = cudnn_h[dev];
   pthread_mutex_unlock(&handle_mu);
   return h;
-}
-
-void gpu_handles_destroy(void) {
-  for (int d = 0; d < GPU_MAX_DEVICES; d++) {
-    if (cublas_h[d]) cublasDestroy(cublas_h[d]), cublas_h[d] = NULL;
-    if (cudnn_h[d]) cudnnDestroy(cudnn_h[d]), cudnn_h[d] = NULL;
-  }
 }
 
 static int device_count(void) { return ndevices; }
@@ -222,6 +294,7 @@ static void fill_table(void) {
   table.set_device = set_device;
   table.memory_info = gpu_memory_info;
   table.empty_cache = gpu_empty_cache;
+  table.memory_waste = gpu_memory_waste;
   table.version_info = version_info;
   table.set_benchmark = gpu_conv_set_benchmark;
   table.event_record = event_record;
@@ -250,6 +323,41 @@ static void probe_reason(cudaError_t e, char *reason, size_t len) {
              cudaGetErrorName(e));
 }
 
+/* The kernel the start-up probe asks about: any of ours would do, since
+ * every .cu file is built for the same architectures (CMakeLists.txt). */
+__global__ void k_probe(int *p) {
+  if (p) *p = 1;
+}
+
+/* 0 when device d can run our kernels; else -1 with the reason: a GPU
+ * whose architecture the module has no code for reports
+ * cudaErrorNoKernelImageForDevice (cudaErrorInvalidDeviceFunction from
+ * older runtimes), and the PTX statuses mean the driver could not JIT the
+ * compute_120 PTX (a driver older than the toolkit). */
+static int probe_kernel_image(int d, char *reason, size_t len) {
+  cudaFuncAttributes attr;
+  cudaDeviceProp p;
+  cudaError_t e = cudaSetDevice(d);
+  if (e == cudaSuccess) e = cudaFuncGetAttributes(&attr, (const void *)k_probe);
+  if (e == cudaSuccess) return 0;
+  cudaGetLastError();
+  int major = 0, minor = 0;
+  if (cudaGetDeviceProperties(&p, d) == cudaSuccess) major = p.major, minor = p.minor;
+  cudaGetLastError();
+  bool no_image = e == cudaErrorNoKernelImageForDevice || e == cudaErrorInvalidDeviceFunction ||
+                  e == cudaErrorUnsupportedPtxVersion || e == cudaErrorInvalidPtx ||
+                  e == cudaErrorJitCompilerNotFound || e == cudaErrorJitCompilationDisabled;
+  if (no_image)
+    snprintf(reason, len, "no kernel image for sm_%d%d (cuda:%d): libcnn_cuda.so was built for %s "
+             "(%s: %s); rebuild with -DCNNSH_CUDA_ARCHITECTURES including %d%d-real",
+             major, minor, d, CNNSH_CUDA_ARCH_TEXT, cudaGetErrorName(e), cudaGetErrorString(e),
+             major, minor);
+  else
+    snprintf(reason, len, "CUDA initialisation failed on cuda:%d: %s (%s)", d,
+             cudaGetErrorString(e), cudaGetErrorName(e));
+  return -1;
+}
+
 extern "C" __attribute__((visibility("default"))) const cnn_backend *
 cnn_cuda_backend_init(const cnn_core_api *core, char *reason, size_t len) {
   if (!core || core->version != CNN_CORE_API_VERSION) {
@@ -266,6 +374,9 @@ cnn_cuda_backend_init(const cnn_core_api *core, char *reason, size_t len) {
     return NULL;
   }
   ndevices = n > GPU_MAX_DEVICES ? GPU_MAX_DEVICES : n;
+  for (int d = 0; d < ndevices; d++)
+    if (probe_kernel_image(d, reason, len)) return NULL;
+  if (cudaSetDevice(0) != cudaSuccess) cudaGetLastError();
   fill_table();
   return &table;
 }

@@ -24,6 +24,11 @@
  * overlap, which core guarantees (contiguous output, stride M*N).
  * m, n, k, the lds and batchCount are int in this API: larger values are
  * refused with a message, never truncated.
+ *
+ * Memory: each handle's workspace comes from our caching allocator
+ * (cublasSetWorkspace, backend.cu), and a product that still reports
+ * CUBLAS_STATUS_ALLOC_FAILED runs once more after our cache is released
+ * (CUBLAS_CHECK_RETRY, recover.h).
  */
 #include <limits.h>
 
@@ -39,12 +44,12 @@ static int check_dims(int64_t M, int64_t N, int64_t K, int64_t lda, int64_t ldb,
   return 0;
 }
 
-static int gemm_half(cublasHandle_t h, cnn_dtype dt, cublasOperation_t ob, cublasOperation_t oa,
+static int gemm_half(int dev, cublasHandle_t h, cnn_dtype dt, cublasOperation_t ob, cublasOperation_t oa,
                      int m, int n, int k, const void *B, int ldb, const void *A, int lda, void *C,
                      int ldc) {
   float one = 1.0f, zero = 0.0f;
   cudaDataType_t t = dt == CNN_FLOAT16 ? CUDA_R_16F : CUDA_R_16BF;
-  CUBLAS_CHECK("matmul", cublasGemmEx(h, ob, oa, m, n, k, &one, B, t, ldb, A, t, lda, &zero, C, t,
+  CUBLAS_CHECK_RETRY("matmul", dev, cublasGemmEx(h, ob, oa, m, n, k, &one, B, t, ldb, A, t, lda, &zero, C, t,
                                       ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   return 0;
 }
@@ -64,14 +69,14 @@ static int gemm(int dev, cnn_dtype dt, bool ta, bool tb, int64_t M, int64_t N, i
   int m = (int)N, n = (int)M, k = (int)K; /* column-major problem: C^T = op(B)^T op(A)^T */
   if (dt == CNN_FLOAT32) {
     float one = 1.0f, zero = 0.0f;
-    CUBLAS_CHECK("matmul", cublasSgemm(h, ob, oa, m, n, k, &one, (const float *)B, (int)ldb,
+    CUBLAS_CHECK_RETRY("matmul", dev, cublasSgemm(h, ob, oa, m, n, k, &one, (const float *)B, (int)ldb,
                                        (const float *)A, (int)lda, &zero, (float *)C, (int)ldc));
   } else if (dt == CNN_FLOAT64) {
     double one = 1.0, zero = 0.0;
-    CUBLAS_CHECK("matmul", cublasDgemm(h, ob, oa, m, n, k, &one, (const double *)B, (int)ldb,
+    CUBLAS_CHECK_RETRY("matmul", dev, cublasDgemm(h, ob, oa, m, n, k, &one, (const double *)B, (int)ldb,
                                        (const double *)A, (int)lda, &zero, (double *)C, (int)ldc));
   } else if (dt == CNN_FLOAT16 || dt == CNN_BFLOAT16) {
-    return gemm_half(h, dt, ob, oa, m, n, k, B, (int)ldb, A, (int)lda, C, (int)ldc);
+    return gemm_half(dev, h, dt, ob, oa, m, n, k, B, (int)ldb, A, (int)lda, C, (int)ldc);
   } else {
     gpu_core.set_error("matmul: dtype %s is not supported on cuda", gpu_core.dtype_name(dt));
     return -1;
@@ -83,7 +88,7 @@ static int gemm(int dev, cnn_dtype dt, bool ta, bool tb, int64_t M, int64_t N, i
 
 typedef struct {
   cublasOperation_t ob, oa;
-  int m, n, k, ldb, lda, ldc, batch;
+  int dev, m, n, k, ldb, lda, ldc, batch;
   long long sb, sa, sc;
 } batched_args;
 
@@ -91,7 +96,7 @@ static int batched_half(cublasHandle_t h, cnn_dtype dt, const batched_args *g, c
                         const void *A, void *C) {
   float one = 1.0f, zero = 0.0f;
   cudaDataType_t t = dt == CNN_FLOAT16 ? CUDA_R_16F : CUDA_R_16BF;
-  CUBLAS_CHECK("matmul", cublasGemmStridedBatchedEx(h, g->ob, g->oa, g->m, g->n, g->k, &one, B, t,
+  CUBLAS_CHECK_RETRY("matmul", g->dev, cublasGemmStridedBatchedEx(h, g->ob, g->oa, g->m, g->n, g->k, &one, B, t,
                                                     g->ldb, g->sb, A, t, g->lda, g->sa, &zero, C,
                                                     t, g->ldc, g->sc, g->batch,
                                                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
@@ -103,7 +108,7 @@ static int batched_call(cublasHandle_t h, cnn_dtype dt, const batched_args *g, c
                         const void *A, void *C) {
   if (dt == CNN_FLOAT32) {
     float one = 1.0f, zero = 0.0f;
-    CUBLAS_CHECK("matmul", cublasSgemmStridedBatched(
+    CUBLAS_CHECK_RETRY("matmul", g->dev, cublasSgemmStridedBatched(
                                h, g->ob, g->oa, g->m, g->n, g->k, &one, (const float *)B, g->ldb,
                                g->sb, (const float *)A, g->lda, g->sa, &zero, (float *)C, g->ldc,
                                g->sc, g->batch));
@@ -111,7 +116,7 @@ static int batched_call(cublasHandle_t h, cnn_dtype dt, const batched_args *g, c
   }
   if (dt == CNN_FLOAT64) {
     double one = 1.0, zero = 0.0;
-    CUBLAS_CHECK("matmul", cublasDgemmStridedBatched(
+    CUBLAS_CHECK_RETRY("matmul", g->dev, cublasDgemmStridedBatched(
                                h, g->ob, g->oa, g->m, g->n, g->k, &one, (const double *)B, g->ldb,
                                g->sb, (const double *)A, g->lda, g->sa, &zero, (double *)C, g->ldc,
                                g->sc, g->batch));
@@ -148,6 +153,7 @@ static int gemm_batched(int dev, cnn_dtype dt, bool ta, bool tb, int64_t M, int6
   cublasHandle_t h = gpu_cublas("matmul", dev);
   if (!h) return -1;
   batched_args g;
+  g.dev = dev;
   g.ob = tb ? CUBLAS_OP_T : CUBLAS_OP_N, g.oa = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
   g.m = (int)N, g.n = (int)M, g.k = (int)K; /* column-major problem, as gemm */
   g.ldb = (int)ldb, g.lda = (int)lda, g.ldc = (int)ldc, g.batch = (int)batch;

@@ -7,16 +7,27 @@
  * deprecation warning for this file alone (gpu/CMakeLists.txt); the graph
  * API is the way forward (DESIGN.md "Backends", gpu/README.md).
  *
- * Cache.  Key: device, dtype and every field of cnn_conv_shape (compared
- * field by field: the struct has padding bytes that core does not clear).
- * Entry: the four descriptors and, per direction, the algorithm and math
- * type chosen on first use (cudnnFind*Algorithm in benchmark mode -- it
- * times every algorithm; if it fails, e.g. for memory, the heuristics --,
- * else the heuristics of cudnnGet*Algorithm_v7), most recently used first,
- * at most CACHE_MAX entries.  Candidates are tried in the order cuDNN
- * ranks them; one whose workspace cannot be allocated or which reports a
- * status of the CUDNN_STATUS_NOT_SUPPORTED category (cuDNN 9 statuses carry
- * a detail: 3000 + n) is skipped.
+ * Cache.  Key: device, dtype, the benchmark flag and every field of
+ * cnn_conv_shape (gpu_conv_key, conv_plan.h: compared field by field, the
+ * struct has padding bytes that core does not clear; the flag is in the
+ * key since an entry found by the heuristics must not serve benchmark mode
+ * nor the reverse).  Entry: the four descriptors and, per direction, the
+ * algorithm and math type chosen on first use (cudnnFind*Algorithm in
+ * benchmark mode -- it times every algorithm; if it fails, e.g. for
+ * memory, the heuristics --, else the heuristics of
+ * cudnnGet*Algorithm_v7), most recently used first, at most CACHE_MAX
+ * entries.  `mu` is held for a whole convolution, so an entry is never
+ * trimmed or re-typed while another host thread uses it.  Entries live
+ * until the process ends (backend.cu: no CUDA calls at exit).
+ *
+ * Candidates are tried in the order cuDNN ranks them; one whose workspace
+ * cannot be allocated, which reports a status of the NOT_SUPPORTED
+ * category (cuDNN 9 statuses carry a detail: 3000 + n) or
+ * BAD_PARAM_MISALIGNED_POINTER is skipped (recover.h,
+ * gpu_fault_next_algorithm).  If every candidate refused an operand's
+ * alignment, the operands are copied into fresh (512-byte aligned) blocks
+ * and the search runs once more.  A run that reports one of cuDNN's
+ * allocation failures runs once more after our cache is released.
  *
  * Math mode: float32/float64 always run with CUDNN_FMA_MATH (no TF32: GPU
  * results match the CPU to float32 rounding, like
@@ -25,44 +36,56 @@
  * math and run each algorithm with the math type cuDNN returned with it
  * (cuDNN ranks algorithm + math type pairs; the descriptor must be updated
  * to the pair's math type before the run), with float32 accumulation.
- * Padding must be symmetric for cuDNN; asymmetric padding,
- * CNN_CONV_NAIVE ('direct') and problems with a zero N, C or K (which
- * cuDNN's descriptors refuse) go to direct_conv.cu.  The bias is added by
- * our own kernel (every dtype, including the half types); its gradient is
- * a per-channel sum (cudnn_ops.cu).  Workspaces come from the caching
- * allocator.  cuDNN's legacy descriptors take int sizes and strides:
- * tensors of more than INT_MAX elements are refused with a message.
+ * Every search first resets the descriptor to the entry's starting math
+ * type, so the type the previous direction's run set does not leak into
+ * the next direction's ranking.
+ *
+ * Padding must be symmetric for cuDNN: asymmetric padding runs over a
+ * padded copy (conv_pad.cu).  CNN_CONV_NAIVE ('direct') and problems with
+ * a zero N, C or K (which cuDNN's descriptors refuse) go to
+ * direct_conv.cu.  The bias is added by our own kernel (every dtype,
+ * including the half types); its gradient is a per-channel sum
+ * (cudnn_ops.cu).  Workspaces come from the caching allocator.  cuDNN's
+ * legacy descriptors take int sizes and strides: tensors of more than
+ * INT_MAX elements are refused with a message.
  */
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "conv_plan.h"
 #include "gpu.h"
 
 #define CACHE_MAX 64
 #define NCAND 16
 
-enum { FWD = 0, BWD_DATA = 1, BWD_FILTER = 2 };
+enum { FWD = GPU_CONV_FWD, BWD_DATA = GPU_CONV_BWD_DATA, BWD_FILTER = GPU_CONV_BWD_FILTER };
 
 typedef struct conv_entry {
-  int dev;
-  cnn_dtype dt;
-  cnn_conv_shape s;
+  gpu_conv_key key;              /* device, dtype, benchmark flag, shape (conv_plan.h) */
   cudnnTensorDescriptor_t x, y;
   cudnnFilterDescriptor_t w;
   cudnnConvolutionDescriptor_t conv;
-  int algo[3]; /* -1: not chosen yet */
+  cudnnMathType_t math0;   /* the math type every algorithm search starts from */
+  int algo[3];             /* -1: not chosen yet */
   cudnnMathType_t math[3]; /* the math type algo[d] runs with */
-  size_t ws[3];
   struct conv_entry *next;
 } conv_entry;
 
+/* `mu` is held for a whole convolution (lookup, search, run): an entry in
+ * use is never trimmed nor its descriptor's math type changed by another
+ * host thread, and cuDNN's handle is used by one thread at a time. */
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static conv_entry *cache;
 static bool benchmark;
 
-void gpu_conv_set_benchmark(bool on) { benchmark = on; }
+void gpu_conv_set_benchmark(bool on) {
+  pthread_mutex_lock(&mu);
+  benchmark = on;
+  pthread_mutex_unlock(&mu);
+}
 
 static cudnnDataType_t cudnn_type(cnn_dtype dt) {
   switch (dt) {
@@ -82,29 +105,11 @@ static void entry_free(conv_entry *e) {
   free(e);
 }
 
-void gpu_conv_cache_clear(void) {
-  pthread_mutex_lock(&mu);
-  while (cache) {
-    conv_entry *n = cache->next;
-    entry_free(cache);
-    cache = n;
-  }
-  pthread_mutex_unlock(&mu);
-}
-
 static bool is_half(cnn_dtype dt) { return dt == CNN_FLOAT16 || dt == CNN_BFLOAT16; }
 
 /* the math type to run an algorithm that cuDNN ranked with `ranked` */
 static cudnnMathType_t math_for(cnn_dtype dt, cudnnMathType_t ranked) {
   return is_half(dt) ? ranked : CUDNN_FMA_MATH;
-}
-
-/* every field: memcmp would also compare the struct's padding bytes */
-static bool same_shape(const cnn_conv_shape *a, const cnn_conv_shape *b) {
-  return a->N == b->N && a->C == b->C && a->H == b->H && a->W == b->W && a->K == b->K &&
-         a->R == b->R && a->S == b->S && a->OH == b->OH && a->OW == b->OW && a->sh == b->sh &&
-         a->sw == b->sw && a->pt == b->pt && a->pb == b->pb && a->pl == b->pl && a->pr == b->pr &&
-         a->dh == b->dh && a->dw == b->dw && a->groups == b->groups;
 }
 
 /* cuDNN's legacy descriptors hold int sizes and strides */
@@ -120,9 +125,9 @@ static int fits_cudnn(const cnn_conv_shape *s) {
 }
 
 static int describe(conv_entry *e) {
-  const cnn_conv_shape *s = &e->s;
-  cudnnDataType_t t = cudnn_type(e->dt);
-  cudnnDataType_t compute = e->dt == CNN_FLOAT64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
+  const cnn_conv_shape *s = &e->key.s;
+  cudnnDataType_t t = cudnn_type(e->key.dt);
+  cudnnDataType_t compute = e->key.dt == CNN_FLOAT64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
   CUDNN_CHECK("conv2d", cudnnCreateTensorDescriptor(&e->x));
   CUDNN_CHECK("conv2d", cudnnCreateTensorDescriptor(&e->y));
   CUDNN_CHECK("conv2d", cudnnCreateFilterDescriptor(&e->w));
@@ -136,19 +141,18 @@ static int describe(conv_entry *e) {
   CUDNN_CHECK("conv2d", cudnnSetConvolution2dDescriptor(e->conv, s->pt, s->pl, s->sh, s->sw, s->dh,
                                                         s->dw, CUDNN_CROSS_CORRELATION, compute));
   CUDNN_CHECK("conv2d", cudnnSetConvolutionGroupCount(e->conv, s->groups));
-  cudnnMathType_t m = is_half(e->dt) ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
+  cudnnMathType_t m = is_half(e->key.dt) ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
   CUDNN_CHECK("conv2d", cudnnSetConvolutionMathType(e->conv, m));
+  e->math0 = m;
   for (int d = 0; d < 3; d++) e->algo[d] = -1, e->math[d] = m;
   return 0;
 }
 
-/* The cached entry for (dev, dt, s), moved to the front, or a new one. */
-static conv_entry *lookup(int dev, cnn_dtype dt, const cnn_conv_shape *s) {
-  pthread_mutex_lock(&mu);
+/* The cached entry for key, moved to the front, or a new one; caller holds mu. */
+static conv_entry *lookup(const gpu_conv_key *key) {
   conv_entry **pp = &cache, *e = NULL;
-  int n = 0;
-  for (; *pp; pp = &(*pp)->next, n++) {
-    if ((*pp)->dev == dev && (*pp)->dt == dt && same_shape(&(*pp)->s, s)) {
+  for (; *pp; pp = &(*pp)->next) {
+    if (gpu_conv_key_equal(&(*pp)->key, key)) {
       e = *pp;
       *pp = e->next;
       break;
@@ -156,10 +160,9 @@ static conv_entry *lookup(int dev, cnn_dtype dt, const cnn_conv_shape *s) {
   }
   if (!e) {
     e = (conv_entry *)calloc(1, sizeof *e);
-    if (!e || (e->dev = dev, e->dt = dt, e->s = *s, describe(e))) {
+    if (!e || (e->key = *key, describe(e))) {
       if (!e) gpu_core.set_error("conv2d: out of memory (descriptor cache)");
       entry_free(e);
-      pthread_mutex_unlock(&mu);
       return NULL;
     }
   }
@@ -177,8 +180,6 @@ static conv_entry *lookup(int dev, cnn_dtype dt, const cnn_conv_shape *s) {
       rest = nx;
     }
   }
-  pthread_mutex_unlock(&mu);
-  (void)n;
   return e;
 }
 
@@ -230,9 +231,12 @@ static int candidates(cudnnHandle_t h, conv_entry *e, int dir, cand *c, int *n) 
   cudnnStatus_t (*rank)(cudnnHandle_t, conv_entry *, bool, cand *, int *) =
       dir == FWD ? rank_fwd : dir == BWD_DATA ? rank_bwd_data : rank_bwd_filter;
   *n = 0;
+  /* every search starts from the entry's own math type: the descriptor
+   * still holds the one the last run (maybe of another direction) set */
+  CUDNN_CHECK("conv2d", cudnnSetConvolutionMathType(e->conv, e->math0));
   /* Find allocates its buffers with cudaMalloc next to our cache: when it
    * fails (memory, or an algorithm it cannot time) the heuristics still rank */
-  cudnnStatus_t st = benchmark ? rank(h, e, true, c, n) : CUDNN_STATUS_NOT_SUPPORTED;
+  cudnnStatus_t st = e->key.benchmark ? rank(h, e, true, c, n) : CUDNN_STATUS_NOT_SUPPORTED;
   if (st != CUDNN_STATUS_SUCCESS) st = rank(h, e, false, c, n);
   CUDNN_CHECK("conv2d", st);
   if (*n > NCAND) *n = NCAND;
@@ -257,8 +261,8 @@ static cudnnStatus_t run(cudnnHandle_t h, conv_entry *e, int dir, int algo, void
                          const void *a, const void *b, void *out) {
   double d1 = 1.0, d0 = 0.0;
   float f1 = 1.0f, f0 = 0.0f;
-  const void *one = e->dt == CNN_FLOAT64 ? (const void *)&d1 : (const void *)&f1;
-  const void *zero = e->dt == CNN_FLOAT64 ? (const void *)&d0 : (const void *)&f0;
+  const void *one = e->key.dt == CNN_FLOAT64 ? (const void *)&d1 : (const void *)&f1;
+  const void *zero = e->key.dt == CNN_FLOAT64 ? (const void *)&d0 : (const void *)&f0;
   if (dir == FWD) /* a = x, b = w, out = y */
     return cudnnConvolutionForward(h, one, e->x, a, e->w, b, e->conv, (cudnnConvolutionFwdAlgo_t)algo,
                                    ws, wsz, zero, e->y, out);
@@ -270,28 +274,52 @@ static cudnnStatus_t run(cudnnHandle_t h, conv_entry *e, int dir, int algo, void
                                         (cudnnConvolutionBwdFilterAlgo_t)algo, ws, wsz, zero, e->w, out);
 }
 
+/* what happened to one candidate (try_algo) */
+typedef struct {
+  bool no_ws;      /* a workspace could not be had */
+  bool misaligned; /* cuDNN refused an operand's alignment */
+} try_notes;
+
+/* one run with its workspace; on a MEMORY fault (cuDNN's own buffers) our
+ * cache is released and the run repeated once (recover.h) */
+static cudnnStatus_t run_with_workspace(cudnnHandle_t h, conv_entry *e, int dir, int algo,
+                                        size_t wsz, const void *a, const void *b, void *out,
+                                        bool *no_ws) {
+  cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
+  for (int attempt = 0; attempt < 2; attempt++) {
+    void *ws = wsz ? gpu_scratch("conv2d", wsz, e->key.dev) : NULL;
+    if (wsz && !ws) { /* too big now: the next candidate may need less */
+      *no_ws = true;
+      return CUDNN_STATUS_NOT_SUPPORTED;
+    }
+    st = run(h, e, dir, algo, ws, wsz, a, b, out);
+    gpu_free(ws, e->key.dev); /* one stream: the run is ordered before any reuse */
+    if (st == CUDNN_STATUS_SUCCESS || attempt || !gpu_fault_retry(gpu_cudnn_failed(st))) break;
+    gpu_release_cached(e->key.dev);
+  }
+  return st;
+}
+
 /* try candidate c: math type, workspace, run; 1 = not usable (skip), 0 =
- * done, -1 = error.  *no_ws is set when a workspace could not be had. */
+ * done, -1 = error.  Skipping follows gpu_fault_next_algorithm. */
 static int try_algo(cudnnHandle_t h, conv_entry *e, int dir, cand c, const void *a, const void *b,
-                    void *out, bool *no_ws) {
-  cudnnMathType_t m = math_for(e->dt, c.math);
+                    void *out, try_notes *notes) {
+  cudnnMathType_t m = math_for(e->key.dt, c.math);
   CUDNN_CHECK("conv2d", cudnnSetConvolutionMathType(e->conv, m));
   size_t wsz = 0;
   cudnnStatus_t st = workspace_size(h, e, dir, c.algo, &wsz);
   if (gpu_cudnn_is(st, CUDNN_STATUS_NOT_SUPPORTED) || gpu_cudnn_is(st, CUDNN_STATUS_BAD_PARAM)) return 1;
   CUDNN_CHECK("conv2d", st);
-  void *ws = wsz ? gpu_scratch("conv2d", wsz, e->dev) : NULL;
-  if (wsz && !ws) { /* too big now: the next candidate may need less */
-    *no_ws = true;
-    return 1;
+  st = run_with_workspace(h, e, dir, c.algo, wsz, a, b, out, &notes->no_ws);
+  if (st != CUDNN_STATUS_SUCCESS) {
+    gpu_fault f = gpu_cudnn_failed(st);
+    if (f == GPU_FAULT_MISALIGNED) notes->misaligned = true;
+    if (gpu_fault_next_algorithm(f)) return 1;
+    return gpu_fail_fault("conv2d", "cuDNN", cudnnGetErrorString(st), f, "the convolution",
+                          __FILE__, __LINE__);
   }
-  st = run(h, e, dir, c.algo, ws, wsz, a, b, out);
-  gpu_free(ws, e->dev); /* one stream: the run is ordered before any reuse */
-  if (gpu_cudnn_is(st, CUDNN_STATUS_NOT_SUPPORTED)) return 1;
-  CUDNN_CHECK("conv2d", st);
   e->algo[dir] = c.algo;
   e->math[dir] = m;
-  e->ws[dir] = wsz;
   return 0;
 }
 
@@ -306,15 +334,12 @@ static int no_algorithm(const cnn_conv_shape *s, cnn_dtype dt, bool no_ws) {
   return -1;
 }
 
-static int conv_run(int dev, cnn_dtype dt, const cnn_conv_shape *s, int dir, const void *a,
-                    const void *b, void *out) {
-  if (fits_cudnn(s)) return -1;
-  cudnnHandle_t h = gpu_cudnn("conv2d", dev); /* makes dev current */
-  conv_entry *e = h ? lookup(dev, dt, s) : NULL;
-  if (!e) return -1;
-  bool no_ws = false;
+/* the cached algorithm, else cuDNN's candidates in rank order; 0 = done,
+ * -1 = error, 1 = none could run (notes say why); caller holds mu */
+static int search_and_run(cudnnHandle_t h, conv_entry *e, int dir, const void *a, const void *b,
+                          void *out, try_notes *notes) {
   if (e->algo[dir] >= 0) {
-    int rc = try_algo(h, e, dir, (cand){e->algo[dir], e->math[dir]}, a, b, out, &no_ws);
+    int rc = try_algo(h, e, dir, (cand){e->algo[dir], e->math[dir]}, a, b, out, notes);
     if (rc <= 0) return rc;
   }
   cand c[NCAND];
@@ -322,10 +347,65 @@ static int conv_run(int dev, cnn_dtype dt, const cnn_conv_shape *s, int dir, con
   if (candidates(h, e, dir, c, &n)) return -1;
   for (int i = 0; i < n; i++) {
     if (c[i].algo < 0) continue;
-    int rc = try_algo(h, e, dir, c[i], a, b, out, &no_ws);
+    int rc = try_algo(h, e, dir, c[i], a, b, out, notes);
     if (rc <= 0) return rc;
   }
-  return no_algorithm(s, dt, no_ws);
+  return 1;
+}
+
+/* bytes of the operands a, b and out of direction dir */
+static void operand_bytes(const cnn_conv_shape *s, cnn_dtype dt, int dir, size_t sz[3]) {
+  size_t es = gpu_dtype_size(dt);
+  size_t x = (size_t)(s->N * s->C * s->H * s->W) * es, y = (size_t)(s->N * s->K * s->OH * s->OW) * es;
+  size_t w = (size_t)(s->K * (s->C / s->groups) * s->R * s->S) * es;
+  sz[0] = dir == FWD ? x : y;          /* x, or dy */
+  sz[1] = dir == BWD_FILTER ? x : w;   /* w, or x */
+  sz[2] = dir == FWD ? y : dir == BWD_DATA ? x : w;
+}
+
+/* Every algorithm refused an operand's alignment (a batch slice of a half
+ * tensor can be 2-byte aligned): run again on copies in fresh blocks (512-
+ * byte aligned).  The output is written with beta = 0, so it is not copied
+ * in, only out. */
+static int run_aligned(cudnnHandle_t h, conv_entry *e, int dir, const void *a, const void *b,
+                       void *out, try_notes *notes) {
+  size_t sz[3];
+  operand_bytes(&e->key.s, e->key.dt, dir, sz);
+  int dev = e->key.dev, rc = -1;
+  void *ca = gpu_scratch("conv2d", sz[0], dev), *cb = gpu_scratch("conv2d", sz[1], dev);
+  void *co = gpu_scratch("conv2d", sz[2], dev);
+  if (ca && cb && co && cudaMemcpy(ca, a, sz[0], cudaMemcpyDeviceToDevice) == cudaSuccess &&
+      cudaMemcpy(cb, b, sz[1], cudaMemcpyDeviceToDevice) == cudaSuccess) {
+    rc = search_and_run(h, e, dir, ca, cb, co, notes);
+    if (rc == 0 && cudaMemcpy(out, co, sz[2], cudaMemcpyDeviceToDevice) != cudaSuccess) rc = -2;
+  } else if (ca && cb && co) {
+    rc = -2;
+  }
+  if (rc == -2) { /* a copy failed: name it */
+    cudaError_t err = cudaGetLastError();
+    rc = gpu_fail_fault("conv2d", "CUDA", cudaGetErrorString(err), gpu_cuda_fault(err),
+                        "cudaMemcpy (aligned copies)", __FILE__, __LINE__);
+  }
+  gpu_free(ca, dev), gpu_free(cb, dev), gpu_free(co, dev);
+  return rc;
+}
+
+int gpu_cudnn_conv(int dev, cnn_dtype dt, const cnn_conv_shape *s, int dir, const void *a,
+                   const void *b, void *out) {
+  if (fits_cudnn(s)) return -1;
+  cudnnHandle_t h = gpu_cudnn("conv2d", dev); /* makes dev current */
+  if (!h) return -1;
+  pthread_mutex_lock(&mu);
+  gpu_conv_key key;
+  memset(&key, 0, sizeof key);
+  key.dev = dev, key.dt = dt, key.benchmark = benchmark, key.s = *s;
+  conv_entry *e = lookup(&key);
+  try_notes notes = {false, false};
+  int rc = e ? search_and_run(h, e, dir, a, b, out, &notes) : -1;
+  if (rc == 1 && notes.misaligned) rc = run_aligned(h, e, dir, a, b, out, &notes);
+  if (rc == 1) rc = no_algorithm(s, dt, notes.no_ws);
+  pthread_mutex_unlock(&mu);
+  return rc;
 }
 
 /* ---- bias ------------------------------------------------------------------------------- */
@@ -360,29 +440,35 @@ static int add_bias(int dev, cnn_dtype dt, const cnn_conv_shape *s, const void *
 
 /* ---- the entries ------------------------------------------------------------------------ */
 
-/* the direct kernel: asked for, asymmetric padding, or a zero N, C or K
- * (cuDNN refuses descriptors with a zero dimension) */
+/* the direct kernel: asked for, or a zero N, C or K (cuDNN refuses
+ * descriptors with a zero dimension).  Asymmetric padding runs cuDNN over
+ * a padded copy (conv_pad.cu). */
 static bool use_direct(cnn_conv_algo algo, const cnn_conv_shape *s) {
-  return algo == CNN_CONV_NAIVE || s->pt != s->pb || s->pl != s->pr || !s->N || !s->C || !s->K;
+  return algo == CNN_CONV_NAIVE || !s->N || !s->C || !s->K;
 }
 
 static int fwd(int dev, cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_shape *s, const void *x,
                const void *w, const void *b, void *y) {
   if (use_direct(algo, s)) return gpu_direct_conv2d_forward(dev, dt, s, x, w, b, y);
-  if (conv_run(dev, dt, s, FWD, x, w, y)) return -1;
+  int rc = gpu_conv_asymmetric(s) ? gpu_conv_padded(dev, dt, s, FWD, x, w, y)
+                                  : gpu_cudnn_conv(dev, dt, s, FWD, x, w, y);
+  if (rc) return -1;
   return b ? add_bias(dev, dt, s, b, y) : 0;
 }
 
 static int bwd_data(int dev, cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_shape *s,
                     const void *dy, const void *w, void *dx) {
   if (use_direct(algo, s)) return gpu_direct_conv2d_backward_data(dev, dt, s, dy, w, dx);
-  return conv_run(dev, dt, s, BWD_DATA, dy, w, dx);
+  return gpu_conv_asymmetric(s) ? gpu_conv_padded(dev, dt, s, BWD_DATA, dy, w, dx)
+                                : gpu_cudnn_conv(dev, dt, s, BWD_DATA, dy, w, dx);
 }
 
 static int bwd_weight(int dev, cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_shape *s,
                       const void *dy, const void *x, void *dw, void *db) {
   if (use_direct(algo, s)) return gpu_direct_conv2d_backward_weight(dev, dt, s, dy, x, dw, db);
-  if (conv_run(dev, dt, s, BWD_FILTER, dy, x, dw)) return -1;
+  int rc = gpu_conv_asymmetric(s) ? gpu_conv_padded(dev, dt, s, BWD_FILTER, dy, x, dw)
+                                  : gpu_cudnn_conv(dev, dt, s, BWD_FILTER, dy, x, dw);
+  if (rc) return -1;
   if (!db) return 0;
   if (gpu_device("conv2d", dev)) return -1;
   return gpu_channel_sums("conv2d", dt, s->N, s->K, s->OH * s->OW, dy, NULL, NULL, NULL, db, NULL);

@@ -69,6 +69,24 @@ static int desc4(const char *op, cudnnTensorDescriptor_t *d, cnn_dtype dt, int64
 
 /* ---- softmax ---------------------------------------------------------------------------- */
 
+/* the cuDNN call of softmax forward (dy == NULL: y = softmax(a)) or
+ * backward (a = y, dy), retried once after releasing our cache when cuDNN
+ * could not allocate (gpu.h, CUDNN_CHECK_RETRY) */
+static int softmax_call(cudnnHandle_t h, int dev, const char *op, int log, bool f64,
+                        cudnnTensorDescriptor_t d, const void *a, const void *dy, void *out) {
+  double d1 = 1, d0 = 0;
+  float f1 = 1, f0 = 0;
+  const void *one = f64 ? (void *)&d1 : (void *)&f1, *zero = f64 ? (void *)&d0 : (void *)&f0;
+  cudnnSoftmaxAlgorithm_t algo = log ? CUDNN_SOFTMAX_LOG : CUDNN_SOFTMAX_ACCURATE;
+  if (!dy)
+    CUDNN_CHECK_RETRY(op, dev, cudnnSoftmaxForward(h, algo, CUDNN_SOFTMAX_MODE_CHANNEL, one, d, a,
+                                                   zero, d, out));
+  else
+    CUDNN_CHECK_RETRY(op, dev, cudnnSoftmaxBackward(h, algo, CUDNN_SOFTMAX_MODE_CHANNEL, one, d,
+                                                    a, d, dy, zero, d, out));
+  return 0;
+}
+
 static int softmax_fwd(int dev, cnn_dtype dt, int64_t outer, int64_t D, int64_t inner, int log,
                        const void *x, void *y) {
   const char *op = log ? "log_softmax" : "softmax";
@@ -77,15 +95,9 @@ static int softmax_fwd(int dev, cnn_dtype dt, int64_t outer, int64_t D, int64_t 
   cudnnHandle_t h = gpu_cudnn(op, dev);
   cudnnTensorDescriptor_t d = NULL;
   if (!h || desc4(op, &d, dt, outer, D, inner, 1)) return cudnnDestroyTensorDescriptor(d), -1;
-  double d1 = 1, d0 = 0;
-  float f1 = 1, f0 = 0;
-  bool f64 = dt == CNN_FLOAT64;
-  cudnnStatus_t st = cudnnSoftmaxForward(h, log ? CUDNN_SOFTMAX_LOG : CUDNN_SOFTMAX_ACCURATE,
-                                         CUDNN_SOFTMAX_MODE_CHANNEL, f64 ? (void *)&d1 : (void *)&f1,
-                                         d, x, f64 ? (void *)&d0 : (void *)&f0, d, y);
+  int rc = softmax_call(h, dev, op, log, dt == CNN_FLOAT64, d, x, NULL, y);
   cudnnDestroyTensorDescriptor(d);
-  CUDNN_CHECK(op, st);
-  return 0;
+  return rc;
 }
 
 static int softmax_bwd(int dev, cnn_dtype dt, int64_t outer, int64_t D, int64_t inner, int log,
@@ -96,15 +108,9 @@ static int softmax_bwd(int dev, cnn_dtype dt, int64_t outer, int64_t D, int64_t 
   cudnnHandle_t h = gpu_cudnn(op, dev);
   cudnnTensorDescriptor_t d = NULL;
   if (!h || desc4(op, &d, dt, outer, D, inner, 1)) return cudnnDestroyTensorDescriptor(d), -1;
-  double d1 = 1, d0 = 0;
-  float f1 = 1, f0 = 0;
-  bool f64 = dt == CNN_FLOAT64;
-  cudnnStatus_t st = cudnnSoftmaxBackward(h, log ? CUDNN_SOFTMAX_LOG : CUDNN_SOFTMAX_ACCURATE,
-                                          CUDNN_SOFTMAX_MODE_CHANNEL, f64 ? (void *)&d1 : (void *)&f1,
-                                          d, y, d, dy, f64 ? (void *)&d0 : (void *)&f0, d, dx);
+  int rc = softmax_call(h, dev, op, log, dt == CNN_FLOAT64, d, y, dy, dx);
   cudnnDestroyTensorDescriptor(d);
-  CUDNN_CHECK(op, st);
-  return 0;
+  return rc;
 }
 
 /* ---- per-channel sums and small kernels ---------------------------------------------------- */
@@ -277,12 +283,12 @@ static int bn_forward_body(bn_ctx *b, cnn_dtype dt, int64_t C, const void *x, co
   if (bn_params(b, dt, C, &gamma, &beta)) return -1;
   if (training) { /* save_mean/save_invstd: both given by core, as cuDNN wants */
     if (bn_running(b, dt, C, &rm, &rv)) return -1;
-    CUDNN_CHECK("batch_norm", cudnnBatchNormalizationForwardTraining(
+    CUDNN_CHECK_RETRY("batch_norm", b->dev, cudnnBatchNormalizationForwardTraining(
         b->h, CUDNN_BATCHNORM_SPATIAL, one, zero, b->x, x, b->x, y, b->p, gamma, beta, momentum,
         rm, rv, eps, sm, si));
     return 0;
   }
-  CUDNN_CHECK("batch_norm", cudnnBatchNormalizationForwardInference(
+  CUDNN_CHECK_RETRY("batch_norm", b->dev, cudnnBatchNormalizationForwardInference(
       b->h, CUDNN_BATCHNORM_SPATIAL, one, zero, b->x, x, b->x, y, b->p, gamma, beta, rm, rv, eps));
   return eval_stats(dt, C, rm, rv, eps, sm, si);
 }
@@ -302,6 +308,24 @@ static int bn_forward(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t L, co
   return rc;
 }
 
+/* cudnnBatchNormalizationBackward with the saved statistics, retried once
+ * after releasing our cache when cuDNN could not allocate.  Epsilon: the
+ * saved inverse std already holds it (cuDNN reads epsilon only when the
+ * saved statistics are NULL), and the table's entry does not carry it, so
+ * cuDNN's minimum is passed (gpu/README.md, "cuDNN details"). */
+static int bn_backward_call(bn_ctx *b, cnn_dtype dt, const void *dy, const void *x,
+                            const void *gamma, const void *sm, const void *si, void *dx, void *dg,
+                            void *db) {
+  double d1 = 1, d0 = 0;
+  float f1 = 1, f0 = 0;
+  bool f64 = dt == CNN_FLOAT64;
+  const void *one = f64 ? (void *)&d1 : (void *)&f1, *zero = f64 ? (void *)&d0 : (void *)&f0;
+  CUDNN_CHECK_RETRY("batch_norm", b->dev, cudnnBatchNormalizationBackward(
+      b->h, CUDNN_BATCHNORM_SPATIAL, one, zero, one, zero, b->x, x, b->x, dy, b->x, dx, b->p, gamma,
+      dg, db, CUDNN_BN_MIN_EPSILON, sm, si));
+  return 0;
+}
+
 static int bn_backward(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t L, const void *dy,
                        const void *x, const void *gamma, const void *sm, const void *si, void *dx,
                        void *dg, void *db) {
@@ -314,19 +338,7 @@ static int bn_backward(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t L, c
   if (rc == 0 && !dx) rc = (dx = tdx = gpu_scratch("batch_norm", (size_t)(N * C * L) * gpu_dtype_size(dt), dev)) ? 0 : -1;
   if (rc == 0 && !dg) rc = (dg = tdg = gpu_scratch("batch_norm", cb, dev)) ? 0 : -1;
   if (rc == 0 && !db) rc = (db = tdb = gpu_scratch("batch_norm", cb, dev)) ? 0 : -1;
-  if (rc == 0) {
-    double d1 = 1, d0 = 0;
-    float f1 = 1, f0 = 0;
-    bool f64 = dt == CNN_FLOAT64;
-    const void *one = f64 ? (void *)&d1 : (void *)&f1, *zero = f64 ? (void *)&d0 : (void *)&f0;
-    /* epsilon is unused when the saved mean and inverse std are passed */
-    cudnnStatus_t st = cudnnBatchNormalizationBackward(
-        b.h, CUDNN_BATCHNORM_SPATIAL, one, zero, one, zero, b.x, x, b.x, dy, b.x, dx, b.p, gamma,
-        dg, db, CUDNN_BN_MIN_EPSILON, sm, si);
-    if (st != CUDNN_STATUS_SUCCESS)
-      rc = gpu_fail("batch_norm", "cuDNN", cudnnGetErrorString(st), "cudnnBatchNormalizationBackward",
-                    __FILE__, __LINE__);
-  }
+  if (rc == 0) rc = bn_backward_call(&b, dt, dy, x, gamma, sm, si, dx, dg, db);
   gpu_free(tdx, dev), gpu_free(tdg, dev), gpu_free(tdb, dev);
   bn_done(&b);
   return rc;

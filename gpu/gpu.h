@@ -32,6 +32,8 @@
 #include <stdint.h>
 
 #include "backend.h"
+#include "recover.h"
+#include "status.h"
 
 #define GPU_MAX_DEVICES 16
 #define GPU_THREADS 256
@@ -44,28 +46,66 @@ static inline __host__ __device__ size_t gpu_dtype_size(cnn_dtype dt) {
   return dt == CNN_FLOAT64 || dt == CNN_INT64 ? 8 : dt == CNN_FLOAT32 ? 4 : dt == CNN_UINT8 ? 1 : 2;
 }
 
-/* "<op>: <lib> error: <msg> in <what> (<file>:<line>)"; returns -1 */
+/* "<op>: <lib> error: <msg> (in <what> at <file>:<line>)<advice>"; returns -1.
+ * The advice (recover.h) says when the context is broken for good. */
 int gpu_fail(const char *op, const char *lib, const char *msg, const char *what,
              const char *file, int line);
+int gpu_fail_fault(const char *op, const char *lib, const char *msg, gpu_fault f,
+                   const char *what, const char *file, int line);
+/* classify a failed call and clear the runtime's last error, so a later,
+ * unrelated launch does not report this one (a sticky error stays: the
+ * runtime keeps it until the process ends) */
+gpu_fault gpu_cuda_failed(cudaError_t e);
+gpu_fault gpu_cublas_failed(cublasStatus_t s);
+gpu_fault gpu_cudnn_failed(cudnnStatus_t s);
 const char *gpu_cublas_str(cublasStatus_t s);
 
-#define CUDA_CHECK(op, call)                                                         \
-  do {                                                                               \
-    cudaError_t e_ = (call);                                                         \
-    if (e_ != cudaSuccess)                                                           \
-      return gpu_fail(op, "CUDA", cudaGetErrorString(e_), #call, __FILE__, __LINE__); \
+#define CUDA_CHECK(op, call)                                                              \
+  do {                                                                                    \
+    cudaError_t e_ = (call);                                                              \
+    if (e_ != cudaSuccess)                                                                \
+      return gpu_fail_fault(op, "CUDA", cudaGetErrorString(e_), gpu_cuda_failed(e_), #call, \
+                            __FILE__, __LINE__);                                          \
   } while (0)
-#define CUDNN_CHECK(op, call)                                                          \
-  do {                                                                                 \
-    cudnnStatus_t e_ = (call);                                                         \
-    if (e_ != CUDNN_STATUS_SUCCESS)                                                    \
-      return gpu_fail(op, "cuDNN", cudnnGetErrorString(e_), #call, __FILE__, __LINE__); \
+#define CUDNN_CHECK(op, call)                                                             \
+  do {                                                                                    \
+    cudnnStatus_t e_ = (call);                                                            \
+    if (e_ != CUDNN_STATUS_SUCCESS)                                                       \
+      return gpu_fail_fault(op, "cuDNN", cudnnGetErrorString(e_), gpu_cudnn_failed(e_),   \
+                            #call, __FILE__, __LINE__);                                   \
   } while (0)
-#define CUBLAS_CHECK(op, call)                                                        \
-  do {                                                                                \
-    cublasStatus_t e_ = (call);                                                       \
-    if (e_ != CUBLAS_STATUS_SUCCESS)                                                  \
-      return gpu_fail(op, "cuBLAS", gpu_cublas_str(e_), #call, __FILE__, __LINE__);   \
+#define CUBLAS_CHECK(op, call)                                                            \
+  do {                                                                                    \
+    cublasStatus_t e_ = (call);                                                           \
+    if (e_ != CUBLAS_STATUS_SUCCESS)                                                      \
+      return gpu_fail_fault(op, "cuBLAS", gpu_cublas_str(e_), gpu_cublas_failed(e_), #call, \
+                            __FILE__, __LINE__);                                          \
+  } while (0)
+/* The same checks for library calls that may allocate device memory of
+ * their own (cuBLAS's workspace, cuDNN's internal buffers): on a MEMORY
+ * fault our cache on `dev` is released and `call` runs ONCE more
+ * (recover.h); `call` is evaluated at most twice. */
+#define CUBLAS_CHECK_RETRY(op, dev, call)                                                   \
+  do {                                                                                      \
+    cublasStatus_t e_ = (call);                                                             \
+    if (e_ != CUBLAS_STATUS_SUCCESS && gpu_fault_retry(gpu_cublas_failed(e_))) {             \
+      gpu_release_cached(dev);                                                              \
+      e_ = (call);                                                                          \
+    }                                                                                       \
+    if (e_ != CUBLAS_STATUS_SUCCESS)                                                        \
+      return gpu_fail_fault(op, "cuBLAS", gpu_cublas_str(e_), gpu_cublas_failed(e_), #call, \
+                            __FILE__, __LINE__);                                            \
+  } while (0)
+#define CUDNN_CHECK_RETRY(op, dev, call)                                                     \
+  do {                                                                                       \
+    cudnnStatus_t e_ = (call);                                                               \
+    if (e_ != CUDNN_STATUS_SUCCESS && gpu_fault_retry(gpu_cudnn_failed(e_))) {                \
+      gpu_release_cached(dev);                                                               \
+      e_ = (call);                                                                           \
+    }                                                                                        \
+    if (e_ != CUDNN_STATUS_SUCCESS)                                                          \
+      return gpu_fail_fault(op, "cuDNN", cudnnGetErrorString(e_), gpu_cudnn_failed(e_),      \
+                            #call, __FILE__, __LINE__);                                      \
   } while (0)
 /* after a <<<...>>> launch: configuration errors surface here */
 #define LAUNCH_CHECK(op) CUDA_CHECK(op, cudaGetLastError())
@@ -75,7 +115,6 @@ int gpu_device(const char *op, int dev);
 /* per-device library handles, created on first use (NULL + error) */
 cublasHandle_t gpu_cublas(const char *op, int dev);
 cudnnHandle_t gpu_cudnn(const char *op, int dev);
-void gpu_handles_destroy(void);
 
 /* cuDNN 9 statuses are a category (multiple of 1000) plus a detail
  * (CUDNN_STATUS_NOT_SUPPORTED_SHAPE = 3002, ...; cudnn_graph.h): compare
@@ -105,6 +144,31 @@ template <> __device__ __forceinline__ __nv_bfloat16 gpu_narrow<__nv_bfloat16>(d
   return __float2bfloat16_rn((float)v);
 }
 
+/* Block-wide sum / maximum of one double per thread over sh[blockDim.x]
+ * (a power of two, at most GPU_THREADS); every thread of the block must
+ * call, and every thread gets the result.  The maximum ignores NaN (a > m
+ * is false for it), as the CPU's row loops do. */
+static __device__ __forceinline__ double gpu_block_sum(double v, double *sh) {
+  __syncthreads();
+  sh[threadIdx.x] = v;
+  __syncthreads();
+  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+    if ((int)threadIdx.x < s) sh[threadIdx.x] += sh[threadIdx.x + s];
+    __syncthreads();
+  }
+  return sh[0];
+}
+static __device__ __forceinline__ double gpu_block_max(double v, double *sh) {
+  __syncthreads();
+  sh[threadIdx.x] = v;
+  __syncthreads();
+  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+    if ((int)threadIdx.x < s && sh[threadIdx.x + s] > sh[threadIdx.x]) sh[threadIdx.x] = sh[threadIdx.x + s];
+    __syncthreads();
+  }
+  return sh[0];
+}
+
 /* blocks for n elements at GPU_THREADS per block (grid-stride loops) */
 static inline unsigned gpu_blocks(int64_t n) {
   int64_t b = (n + GPU_THREADS - 1) / GPU_THREADS;
@@ -119,6 +183,10 @@ void gpu_free(void *p, int dev);
 /* scratch (workspace) from the caching allocator, released with gpu_free */
 void *gpu_scratch(const char *op, size_t nbytes, int dev);
 void gpu_empty_cache(void);
+/* bytes lost to rounding and reuse in dev's live blocks */
+int gpu_memory_waste(int dev, int64_t *waste);
+/* give dev's cached blocks back to the driver (a library's allocation failed) */
+void gpu_release_cached(int dev);
 int gpu_memory_info(int dev, int64_t *cached, int64_t *reserved, int64_t *free_b,
                     int64_t *total_b);
 void *gpu_alloc_pinned(size_t nbytes);
@@ -135,8 +203,17 @@ void gpu_pool_register(cnn_backend *be);        /* pool.cu */
 void gpu_loss_register(cnn_backend *be);        /* loss.cu */
 void gpu_index_register(cnn_backend *be);       /* index.cu */
 void gpu_optim_register(cnn_backend *be);       /* optim.cu */
-void gpu_conv_cache_clear(void);                /* cudnn_conv.cu */
 void gpu_conv_set_benchmark(bool on);           /* cudnn_conv.cu */
+
+/* cudnn_conv.cu: one direction of a convolution with symmetric padding
+ * through cuDNN and the algorithm cache: a = x or dy, b = w or x, out =
+ * y, dx or dw (as in run()); conv_pad.cu: the same for asymmetric padding,
+ * over a padded copy of the input */
+enum { GPU_CONV_FWD = 0, GPU_CONV_BWD_DATA = 1, GPU_CONV_BWD_FILTER = 2 };
+int gpu_cudnn_conv(int dev, cnn_dtype dt, const cnn_conv_shape *s, int dir, const void *a,
+                   const void *b, void *out);
+int gpu_conv_padded(int dev, cnn_dtype dt, const cnn_conv_shape *s, int dir, const void *a,
+                    const void *b, void *out);
 
 /* direct_conv.cu: the teaching kernel (float32/float64, groups, dilation) */
 int gpu_direct_conv2d_forward(int dev, cnn_dtype dt, const cnn_conv_shape *s, const void *x,

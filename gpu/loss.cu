@@ -3,8 +3,11 @@
  * binary cross-entropy with logits, and the dropout mask.
  *
  * Class losses follow core/ops/loss.c's formulas exactly (see its header):
- * one thread per row, in double; cross_entropy's log-softmax subtracts the
- * row maximum; the backward recomputes it from the saved logits.  Core
+ * one block per row (grid-stride over rows), in double: the block's
+ * threads stride over the classes and combine through shared memory
+ * (gpu_block_sum / gpu_block_max, gpu.h); cross_entropy's log-softmax
+ * subtracts the row maximum; the backward recomputes it from the saved
+ * logits.  Core
  * validates the targets (range, ignore_index) before calling.  BCE uses
  * elementwise_math.h's cnn_bce_logits* (the functions the CPU runs).
  *
@@ -23,27 +26,40 @@ template <typename T> __device__ __forceinline__ double wt(const T *w, int64_t c
   return w ? (double)w[c] : 1.0;
 }
 
-/* log-sum-exp of row x[0..C) (max subtracted) */
-template <typename T> __device__ double row_lse(const T *x, int64_t C) {
+/* log-sum-exp of row x[0..C) (max subtracted), by the whole block; a NaN
+ * never becomes the maximum but makes the sum NaN, as the CPU's loop */
+template <typename T> __device__ double row_lse(const T *x, int64_t C, double *sh) {
   double m = -INFINITY, s = 0;
-  for (int64_t c = 0; c < C; c++) m = (double)x[c] > m ? (double)x[c] : m;
-  for (int64_t c = 0; c < C; c++) s += exp((double)x[c] - m);
-  return m + log(s);
+  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) m = (double)x[c] > m ? (double)x[c] : m;
+  m = gpu_block_max(m, sh);
+  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) s += exp((double)x[c] - m);
+  return m + log(gpu_block_sum(s, sh));
 }
 
+/* sum over the classes of w(c) * (x[c] - lse) (label smoothing), by the block */
+template <typename T>
+__device__ double row_smooth(const T *x, const T *w, int64_t C, double lse, double *sh) {
+  double s = 0;
+  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) s -= wt(w, c) * ((double)x[c] - lse);
+  return gpu_block_sum(s, sh);
+}
+
+/* every branch below is taken by the whole block (it depends on the row
+ * only), so the block-wide reductions are reached by all threads */
 template <typename T>
 __global__ void k_class_fwd(cnn_be_class_loss a, const T *x, const int64_t *t, const T *w, T *loss,
                             T *wsum) {
-  GRID_LOOP(i, a.N) {
+  __shared__ double sh[GPU_THREADS];
+  for (int64_t i = blockIdx.x; i < a.N; i += gridDim.x) {
     int64_t ti = t[i];
     if (ti == a.ignore) {
-      loss[i] = 0, wsum[i] = 0;
+      if (!threadIdx.x) loss[i] = 0, wsum[i] = 0;
       continue;
     }
     const T *row = x + i * a.C;
-    double lse = a.logits ? row_lse(row, a.C) : 0.0, e = a.logits ? a.smoothing : 0.0;
-    double smooth = 0;
-    for (int64_t c = 0; e != 0 && c < a.C; c++) smooth -= wt(w, c) * ((double)row[c] - lse);
+    double lse = a.logits ? row_lse(row, a.C, sh) : 0.0, e = a.logits ? a.smoothing : 0.0;
+    double smooth = e != 0 ? row_smooth(row, w, a.C, lse, sh) : 0.0;
+    if (threadIdx.x) continue;
     double wti = wt(w, ti);
     loss[i] = (T)((1 - e) * (-wti * ((double)row[ti] - lse)) + (e / (double)a.C) * smooth);
     wsum[i] = (T)wti;
@@ -53,22 +69,24 @@ __global__ void k_class_fwd(cnn_be_class_loss a, const T *x, const int64_t *t, c
 template <typename T>
 __global__ void k_class_bwd(cnn_be_class_loss a, const T *x, const int64_t *t, const T *w,
                             const T *g, int per_row, double scale, T *gx) {
-  GRID_LOOP(i, a.N) {
+  __shared__ double sh[GPU_THREADS];
+  for (int64_t i = blockIdx.x; i < a.N; i += gridDim.x) {
     int64_t ti = t[i];
     T *out = gx + i * a.C;
     if (ti == a.ignore) {
-      for (int64_t c = 0; c < a.C; c++) out[c] = 0;
+      for (int64_t c = threadIdx.x; c < a.C; c += blockDim.x) out[c] = 0;
       continue;
     }
     double s = per_row ? (double)g[i] : (double)g[0] * scale, wti = wt(w, ti);
     if (!a.logits) {
-      for (int64_t c = 0; c < a.C; c++) out[c] = (T)(c == ti ? -wti * s : 0.0);
+      for (int64_t c = threadIdx.x; c < a.C; c += blockDim.x) out[c] = (T)(c == ti ? -wti * s : 0.0);
       continue;
     }
     const T *row = x + i * a.C;
-    double lse = row_lse(row, a.C), e = a.smoothing, W = 0;
-    for (int64_t c = 0; c < a.C; c++) W += wt(w, c);
-    for (int64_t c = 0; c < a.C; c++) {
+    double lse = row_lse(row, a.C, sh), e = a.smoothing, W = 0;
+    for (int64_t c = threadIdx.x; c < a.C; c += blockDim.x) W += wt(w, c);
+    W = gpu_block_sum(W, sh);
+    for (int64_t c = threadIdx.x; c < a.C; c += blockDim.x) {
       double p = exp((double)row[c] - lse);
       double d = (1 - e) * wti * (p - (c == ti)) + (e / (double)a.C) * (W * p - wt(w, c));
       out[c] = (T)(s * d);
@@ -117,6 +135,9 @@ static int begin(const char *op, int dev, cnn_dtype dt) {
   return gpu_device(op, dev);
 }
 
+/* one block per row, at most gpu_blocks' cap (rows stride) */
+static unsigned row_blocks(int64_t N) { return N < 65535 * 8 ? (unsigned)N : 65535 * 8; }
+
 static const char *class_name(const cnn_be_class_loss *c) {
   return c->logits ? "cross_entropy" : "nll_loss";
 }
@@ -126,9 +147,9 @@ static int class_fwd(int dev, cnn_dtype dt, const cnn_be_class_loss *c, const vo
   if (begin(class_name(c), dev, dt)) return -1;
   if (!c->N) return 0;
   if (dt == CNN_FLOAT32)
-    k_class_fwd<float><<<gpu_blocks(c->N), GPU_THREADS>>>(*c, (const float *)x, t, (const float *)w, (float *)loss, (float *)wsum);
+    k_class_fwd<float><<<row_blocks(c->N), GPU_THREADS>>>(*c, (const float *)x, t, (const float *)w, (float *)loss, (float *)wsum);
   else
-    k_class_fwd<double><<<gpu_blocks(c->N), GPU_THREADS>>>(*c, (const double *)x, t, (const double *)w, (double *)loss, (double *)wsum);
+    k_class_fwd<double><<<row_blocks(c->N), GPU_THREADS>>>(*c, (const double *)x, t, (const double *)w, (double *)loss, (double *)wsum);
   LAUNCH_CHECK(class_name(c));
   return 0;
 }
@@ -139,9 +160,9 @@ static int class_bwd(int dev, cnn_dtype dt, const cnn_be_class_loss *c, const vo
   if (begin(class_name(c), dev, dt)) return -1;
   if (!c->N) return 0;
   if (dt == CNN_FLOAT32)
-    k_class_bwd<float><<<gpu_blocks(c->N), GPU_THREADS>>>(*c, (const float *)x, t, (const float *)w, (const float *)g, per_row, scale, (float *)gx);
+    k_class_bwd<float><<<row_blocks(c->N), GPU_THREADS>>>(*c, (const float *)x, t, (const float *)w, (const float *)g, per_row, scale, (float *)gx);
   else
-    k_class_bwd<double><<<gpu_blocks(c->N), GPU_THREADS>>>(*c, (const double *)x, t, (const double *)w, (const double *)g, per_row, scale, (double *)gx);
+    k_class_bwd<double><<<row_blocks(c->N), GPU_THREADS>>>(*c, (const double *)x, t, (const double *)w, (const double *)g, per_row, scale, (double *)gx);
   LAUNCH_CHECK(class_name(c));
   return 0;
 }

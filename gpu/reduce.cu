@@ -3,8 +3,14 @@
  * cnn_reduce permutes the reduced dims last and makes the input contiguous,
  * on the device, before calling this; see core/ops/reduce.c).
  *
- * Design.  One block per row (grid-stride over rows); the block's threads
- * stride over the row and combine through shared memory.  Semantics are
+ * Design.  gpu_reduce_plan (reduce_plan.h) picks one of three layouts:
+ * one block per row (grid-stride over rows; the block's threads stride
+ * over the row and combine through shared memory: k_reduce_rows), one warp
+ * per short row (k_reduce_warp_rows), or, for few long rows, each row split
+ * over several blocks that write partial results merged by a second pass
+ * (k_reduce_split + k_reduce_merge).  The two newer kernels keep their
+ * state in reduce_plan.h's gpu_red_part and combine it with its merge
+ * rule, which the host test replays grid by grid.  Semantics are
  * the CPU's: floating sums, means, products, variances and norms
  * accumulate in double; integer sum/prod in wrapping int64 (exact: modular
  * arithmetic does not depend on the order); max/min/argmax/argmin return
@@ -16,6 +22,7 @@
 #include <math.h>
 
 #include "gpu.h"
+#include "reduce_plan.h"
 
 struct Ext {
   double v;
@@ -41,27 +48,13 @@ __device__ __forceinline__ void rst(cnn_dtype dt, void *base, int64_t i, double 
   }
 }
 
-/* b better than a?  NaN first, then value, then the lower index */
+/* b better than a?  NaN first, then value, then the lower index (reduce_plan.h) */
 __device__ __forceinline__ bool ext_better(Ext a, Ext b, bool is_min) {
-  if (b.i < 0) return false;
-  if (a.i < 0) return true;
-  bool an = a.v != a.v, bn = b.v != b.v;
-  if (an || bn) return bn && (!an || b.i < a.i);
-  if (b.v == a.v) return b.i < a.i;
-  return is_min ? b.v < a.v : b.v > a.v;
+  return gpu_ext_better(a.v, a.i, b.v, b.i, is_min);
 }
 
-/* block-wide sum of one double per thread (all threads call) */
-__device__ double block_sum(double v, double *sh) {
-  __syncthreads();
-  sh[threadIdx.x] = v;
-  __syncthreads();
-  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-    if ((int)threadIdx.x < s) sh[threadIdx.x] += sh[threadIdx.x + s];
-    __syncthreads();
-  }
-  return sh[0];
-}
+/* block-wide sum of one double per thread (gpu.h) */
+__device__ __forceinline__ double block_sum(double v, double *sh) { return gpu_block_sum(v, sh); }
 
 __device__ int64_t block_int(int64_t v, bool prod, int64_t *sh) {
   __syncthreads();
@@ -89,15 +82,8 @@ __device__ Ext block_ext(Ext e, bool is_min, Ext *sh) {
   return sh[0];
 }
 
-/* the p-norm accumulation of the CPU's row_norm */
-__device__ __forceinline__ double norm_acc(double acc, double a, double p) {
-  if (p == INFINITY) return (a > acc || a != a) ? a : acc;
-  if (p == -INFINITY) return (a < acc || a != a) ? a : acc;
-  if (p == 0) return acc + (a != 0);
-  if (p == 1) return acc + a;
-  if (p == 2) return acc + a * a;
-  return acc + pow(a, p);
-}
+/* the p-norm accumulation of the CPU's row_norm (reduce_plan.h) */
+__device__ __forceinline__ double norm_acc(double acc, double a, double p) { return gpu_norm_acc(acc, a, p); }
 
 struct RowArgs {
   int op;
@@ -200,6 +186,118 @@ __global__ void k_reduce_rows(RowArgs a) {
   }
 }
 
+/* ---- short rows and split rows: gpu_red_part states (reduce_plan.h) ---------------------- */
+
+__device__ __forceinline__ bool red_integer(const RowArgs &a) {
+  return a.dt == CNN_INT64 || a.dt == CNN_UINT8;
+}
+
+/* element `col` of row m into r */
+__device__ __forceinline__ void part_add(const RowArgs &a, gpu_red_part *r, int64_t m, int64_t col) {
+  int64_t at = m * a.R + col;
+  bool integer = red_integer(a);
+  uint64_t iv = integer ? (uint64_t)rld_int(a.dt, a.x, at) : 0;
+  gpu_red_add(r, a.op, integer, a.p, rld(a.dt, a.x, at), iv, col);
+}
+
+/* row m's result from its merged state (as k_reduce_rows stores it) */
+__device__ void part_store(const RowArgs &a, int64_t m, const gpu_red_part &r) {
+  if (gpu_red_is_ext(a.op)) {
+    int64_t best = r.ei < 0 ? 0 : r.ei;
+    if (a.op == CNN_RED_ARGMAX || a.op == CNN_RED_ARGMIN) {
+      ((int64_t *)a.out)[m] = best;
+      return;
+    }
+    size_t es = gpu_dtype_size(a.dt); /* the winning element, bit for bit */
+    const char *src = (const char *)a.x + (m * a.R + best) * es;
+    char *dst = (char *)a.out + m * es;
+    for (size_t k = 0; k < es; k++) dst[k] = src[k];
+  } else if (red_integer(a) && (a.op == CNN_RED_SUM || a.op == CNN_RED_PROD)) {
+    ((int64_t *)a.out)[m] = (int64_t)r.iacc;
+  } else {
+    rst(a.odt, a.out, m, gpu_red_final(&r, a.op, a.R, a.p));
+  }
+}
+
+/* one warp per row (R <= GPU_RED_WARP_MAX), 8 rows per block; lane 0
+ * merges its warp's 32 states in lane order */
+__global__ void k_reduce_warp_rows(RowArgs a) {
+  __shared__ gpu_red_part sh[GPU_RED_THREADS];
+  const int64_t w = threadIdx.x / GPU_RED_WARP, lane = threadIdx.x % GPU_RED_WARP;
+  for (int64_t pass = 0;; pass++) {
+    int64_t m = gpu_red_warp_row(blockIdx.x, w, pass, gridDim.x);
+    if (m >= a.M) break; /* whole warps leave together */
+    gpu_red_part r = gpu_red_init(a.op, a.p);
+    for (int64_t col = lane; col < a.R; col += GPU_RED_WARP) part_add(a, &r, m, col);
+    sh[threadIdx.x] = r;
+    __syncwarp();
+    if (lane == 0) {
+      for (int l = 1; l < GPU_RED_WARP; l++)
+        gpu_red_merge(&sh[threadIdx.x], &sh[threadIdx.x + l], a.op, red_integer(a), a.p);
+      part_store(a, m, sh[threadIdx.x]);
+    }
+    __syncwarp();
+  }
+}
+
+/* pass 1 of a split row: block b = (row b / chunks, chunk b % chunks)
+ * reduces its chunk into parts[b] (a tree over the block's threads) */
+__global__ void k_reduce_split(RowArgs a, gpu_red_plan pl, gpu_red_part *parts) {
+  __shared__ gpu_red_part sh[GPU_RED_THREADS];
+  const int64_t total = a.M * pl.chunks;
+  for (int64_t b = blockIdx.x; b < total; b += gridDim.x) {
+    int64_t m = b / pl.chunks, lo, hi;
+    gpu_red_chunk(&pl, a.R, b % pl.chunks, &lo, &hi);
+    gpu_red_part r = gpu_red_init(a.op, a.p);
+    for (int64_t col = lo + threadIdx.x; col < hi; col += blockDim.x) part_add(a, &r, m, col);
+    __syncthreads();
+    sh[threadIdx.x] = r;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+      if ((int)threadIdx.x < s) gpu_red_merge(&sh[threadIdx.x], &sh[threadIdx.x + s], a.op, red_integer(a), a.p);
+      __syncthreads();
+    }
+    if (!threadIdx.x) parts[b] = sh[0];
+  }
+}
+
+/* pass 2: one thread per row merges its chunks in order and stores */
+__global__ void k_reduce_merge(RowArgs a, int64_t chunks, const gpu_red_part *parts) {
+  for (int64_t m = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; m < a.M;
+       m += (int64_t)gridDim.x * blockDim.x) {
+    gpu_red_part r = parts[m * chunks];
+    for (int64_t c = 1; c < chunks; c++) gpu_red_merge(&r, &parts[m * chunks + c], a.op, red_integer(a), a.p);
+    part_store(a, m, r);
+  }
+}
+
+/* the device's SM count, asked once per device */
+static int sm_count(int dev) {
+  static int sms[GPU_MAX_DEVICES];
+  if (!sms[dev] && cudaDeviceGetAttribute(&sms[dev], cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+    cudaGetLastError();
+    sms[dev] = 0;
+  }
+  return sms[dev] > 0 ? sms[dev] : 1;
+}
+
+static int launch_split(const char *name, int dev, const RowArgs &a, const gpu_red_plan &pl) {
+  size_t bytes = (size_t)(a.M * pl.chunks) * sizeof(gpu_red_part);
+  gpu_red_part *parts = (gpu_red_part *)gpu_scratch(name, bytes, dev);
+  if (!parts) return -1;
+  k_reduce_split<<<pl.blocks, GPU_RED_THREADS>>>(a, pl, parts);
+  cudaError_t e = cudaGetLastError();
+  if (e == cudaSuccess) {
+    k_reduce_merge<<<gpu_blocks(a.M), GPU_THREADS>>>(a, pl.chunks, parts);
+    e = cudaGetLastError();
+  }
+  gpu_free(parts, dev); /* one stream: both passes are ordered before any reuse */
+  if (e != cudaSuccess)
+    return gpu_fail_fault(name, "CUDA", cudaGetErrorString(e), gpu_cuda_failed(e), "k_reduce_split",
+                          __FILE__, __LINE__);
+  return 0;
+}
+
 static int reduce(int dev, cnn_reduce_op op, cnn_dtype dt, cnn_dtype odt, int64_t M, int64_t R,
                   const void *x, void *out, double p) {
   static const char *const names[CNN_NREDUCE] = {"sum", "mean", "max", "min", "prod",
@@ -216,8 +314,10 @@ static int reduce(int dev, cnn_reduce_op op, cnn_dtype dt, cnn_dtype odt, int64_
   if (M <= 0) return 0;
   if (gpu_device(name, dev)) return -1;
   RowArgs a = {(int)op, dt, odt, M, R, x, out, p};
-  unsigned blocks = M < 65535 * 8 ? (unsigned)M : 65535 * 8;
-  k_reduce_rows<<<blocks, GPU_THREADS>>>(a);
+  gpu_red_plan pl = gpu_reduce_plan(M, R, sm_count(dev));
+  if (pl.mode == GPU_RED_SPLIT) return launch_split(name, dev, a, pl);
+  if (pl.mode == GPU_RED_WARP_ROWS) k_reduce_warp_rows<<<pl.blocks, GPU_RED_THREADS>>>(a);
+  else k_reduce_rows<<<pl.blocks, GPU_THREADS>>>(a);
   LAUNCH_CHECK(name);
   return 0;
 }

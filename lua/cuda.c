@@ -6,7 +6,8 @@
  *   cnn.cuda.device_count()   -> n (0 without CUDA)
  *   cnn.cuda.set_device(i)    -- 0-based, as in "cuda:0"
  *   cnn.cuda.synchronize([i]) -- wait for the device's queued work
- *   cnn.cuda.memory([i])      -> {live=, peak=, count=, cached=, reserved=, free=, total=}
+ *   cnn.cuda.memory([i])      -> {live=, peak=, count=, cached=, reserved=, free=, total=,
+ *                                 waste= (bytes lost to the allocator's rounding, where tracked)}
  *   cnn.cuda.empty_cache()    -- give cached blocks back to the driver
  *   cnn.cuda.benchmark(on)    -- cudnn.benchmark: time conv algorithms per shape
  *   cnn.version_info()        -> lines for `cnnsh --version` (CUDA module, cuDNN, cuBLAS)
@@ -98,7 +99,7 @@ static int memory(lua_State *L) {
   int64_t cached = 0, reserved = 0, fr = 0, tot = 0;
   if (be->memory_info(d, &cached, &reserved, &fr, &tot)) return cnn_lua_error(L);
   cnn_memory_stats s = cnn_memory(CNN_CUDA);
-  lua_createtable(L, 0, 7);
+  lua_createtable(L, 0, 8);
   set_int(L, "live", s.live);
   set_int(L, "peak", s.peak);
   set_int(L, "count", s.count);
@@ -106,6 +107,8 @@ static int memory(lua_State *L) {
   set_int(L, "reserved", reserved);
   set_int(L, "free", fr);
   set_int(L, "total", tot);
+  int64_t waste = 0;
+  if (be->memory_waste && be->memory_waste(d, &waste) == 0) set_int(L, "waste", waste);
   return 1;
 }
 

@@ -37,6 +37,8 @@
  *   fake_cuda_index.c     index_select/add, gather/scatter_add
  *   fake_cuda_optim.c     SGD/Adam/RMSprop steps
  *   fake_cuda_async.c, fake_cuda_batched.c   other owners' entries (hooks below)
+ *   fake_cuda_fault.c     injected failures: wraps alloc, gemm and conv2d with
+ *                         gpu/recover.h's policies and conv_plan.h's padding
  * Its own tests: tests/gpu/test_fake_cuda.c (protection, bad pointers, OOM,
  * half casts, gemm ld); it runs test_gpu_parity (gpu_parity_fake) and
  * tests/lua/cuda_device_spec.lua (lua_fake_device).
@@ -135,5 +137,8 @@ void fake_optim_register(cnn_backend *be);
 void fake_register_async(cnn_backend *be) __attribute__((weak));
 void fake_register_batched(cnn_backend *be) __attribute__((weak));
 void fake_register_extra(cnn_backend *be) __attribute__((weak));
+/* fake_cuda_fault.c: wraps entries of the finished table (injected
+ * failures, the module's recovery paths); called last */
+void fake_register_faults(cnn_backend *be) __attribute__((weak));
 
 #endif /* FAKE_CUDA_H */

@@ -175,6 +175,7 @@ static void fill_table(void) {
   if (fake_register_async) fake_register_async(&table);
   if (fake_register_batched) fake_register_batched(&table);
   if (fake_register_extra) fake_register_extra(&table);
+  if (fake_register_faults) fake_register_faults(&table);
 }
 
 EXPORT const cnn_backend *cnn_cuda_backend_init(const cnn_core_api *core, char *reason,

@@ -10,9 +10,18 @@
  *  - float16/bfloat16 casts on the device round to nearest even: known bit
  *    patterns (1, 65504, 65520 -> inf, subnormals, ties);
  *  - gemm honours leading dimensions (a padded row-major A) against a
- *    naive loop here; events give a non-negative elapsed time.
+ *    naive loop here; events give a non-negative elapsed time;
+ *  - injected failures (fake_cuda_fault.c) take the real module's recovery
+ *    paths (gpu/recover.h): out of memory in alloc or in a library call
+ *    releases the cache and retries exactly once, and core's collector
+ *    hook runs only for "out of memory"; a sticky error is never retried
+ *    and says to restart; a convolution skips candidates that report a
+ *    misaligned pointer or no support, and runs on aligned copies when
+ *    every candidate refused the alignment -- each result checked against
+ *    the CPU.
  * It exits 1 (not 77) when the module cannot be loaded: it must run.
  */
+#include <dlfcn.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +32,7 @@
 #include "backend.h"
 #include "check.h"
 #include "cnn.h"
+#include "recover.h"
 
 static const cnn_device GPU = {CNN_CUDA, 0};
 
@@ -140,6 +150,122 @@ static void events(const cnn_backend *be) {
   be->event_free(a), be->event_free(b);
 }
 
+/* ---- injected failures (fake_cuda_fault.c) ------------------------------------------- */
+
+static int (*inject)(const char *site, int fault, int count);
+static int (*counts)(const char *site, int *attempts, int *releases, int *aligned);
+
+static bool load_injection(void) {
+  void *h = dlopen(getenv("CNNSH_CUDA_MODULE"), RTLD_NOW | RTLD_NOLOAD);
+  if (h) {
+    *(void **)&inject = dlsym(h, "fake_cuda_inject");
+    *(void **)&counts = dlsym(h, "fake_cuda_fault_counts");
+  }
+  CHECK(inject != NULL && counts != NULL);
+  return inject && counts;
+}
+
+/* attempts, releases and aligned-copy runs at site since its injection */
+static void expect_counts(const char *what, const char *site, int attempts, int releases, int aligned) {
+  int a = -1, r = -1, al = -1;
+  CHECK(counts(site, &a, &r, &al) == 0);
+  bool ok = a == attempts && r == releases && al == aligned;
+  CHECK(ok);
+  if (!ok)
+    fprintf(stderr, "%s: %d attempts, %d releases, %d aligned runs; want %d, %d, %d\n", what, a, r,
+            al, attempts, releases, aligned);
+}
+
+static int oom_hook_calls;
+static int count_oom(size_t nbytes, void *ud) {
+  (void)nbytes, (void)ud;
+  oom_hook_calls++;
+  return 1;
+}
+
+static cnn_tensor *try_gpu_alloc(void) {
+  int64_t n = 16;
+  return cnn_empty(1, &n, CNN_FLOAT32, GPU);
+}
+
+static void alloc_recovery(void) {
+  cnn_alloc_hooks h = {NULL, count_oom, NULL};
+  cnn_set_alloc_hooks(&h);
+  inject("alloc", GPU_FAULT_MEMORY, 1); /* the module's own retry suffices */
+  oom_hook_calls = 0;
+  cnn_tensor *t = try_gpu_alloc();
+  CHECK(t != NULL && oom_hook_calls == 0);
+  expect_counts("alloc, one OOM", "alloc", 2, 1, 0);
+  cnn_tensor_release(t);
+  inject("alloc", GPU_FAULT_MEMORY, 2); /* module retry fails too: core collects and retries */
+  t = try_gpu_alloc();
+  CHECK(t != NULL && oom_hook_calls == 1);
+  expect_counts("alloc, two OOMs", "alloc", 3, 1, 0);
+  cnn_tensor_release(t);
+  inject("alloc", GPU_FAULT_STICKY, 5); /* no retry anywhere, and it says why */
+  oom_hook_calls = 0;
+  t = try_gpu_alloc();
+  CHECK(t == NULL && oom_hook_calls == 0);
+  CHECK(strstr(cnn_error(), "restart") != NULL && strncmp(cnn_error(), "out of memory", 13) != 0);
+  expect_counts("alloc, sticky", "alloc", 1, 0, 0);
+  inject("alloc", GPU_FAULT_NONE, 0);
+  cnn_set_alloc_hooks(NULL);
+}
+
+static void gemm_recovery(const cnn_backend *be) {
+  float A[6] = {1, 2, 3, 4, 5, 6}, B[6] = {1, -1, 2, 0, 0.5f, 3}, C[4] = {0};
+  void *dA = be->alloc(sizeof A, 0), *dB = be->alloc(sizeof B, 0), *dC = be->alloc(sizeof C, 0);
+  CHECK(be->copy_h2d(dA, A, sizeof A, 0) == 0 && be->copy_h2d(dB, B, sizeof B, 0) == 0);
+  inject("gemm", GPU_FAULT_MEMORY, 1); /* CUBLAS_STATUS_ALLOC_FAILED once */
+  CHECK(be->gemm(0, CNN_FLOAT32, false, false, 2, 2, 3, dA, 3, dB, 2, dC, 2) == 0);
+  expect_counts("gemm, one OOM", "gemm", 2, 1, 0);
+  CHECK(be->copy_d2h(C, dC, sizeof C, 0) == 0);
+  double want[4] = {1 * 1 + 2 * 2 + 3 * 0.5, 1 * -1 + 2 * 0 + 3 * 3, 4 * 1 + 5 * 2 + 6 * 0.5,
+                    4 * -1 + 5 * 0 + 6 * 3},
+         got[4] = {C[0], C[1], C[2], C[3]};
+  check_arrays("gemm after a retried ALLOC_FAILED", got, want, 4, 1e-6, 1e-6);
+  inject("gemm", GPU_FAULT_STICKY, 1);
+  CHECK(be->gemm(0, CNN_FLOAT32, false, false, 2, 2, 3, dA, 3, dB, 2, dC, 2) == -1);
+  CHECK(strstr(cnn_error(), "matmul") != NULL && strstr(cnn_error(), "restart") != NULL);
+  expect_counts("gemm, sticky", "gemm", 1, 0, 0);
+  inject("gemm", GPU_FAULT_NONE, 0);
+  be->free(dA, 0), be->free(dB, 0), be->free(dC, 0);
+}
+
+/* conv2d of x (2x3x7x5) with w (4x3x3x2) on the device against the CPU */
+static void conv_case(const char *what, int fault, int count, int attempts, int aligned, bool ok) {
+  int64_t xs[4] = {2, 3, 7, 5}, ws[4] = {4, 3, 3, 2};
+  cnn_conv_params p = {{2, 1}, {1, 1, 0, 0}, {1, 1}, 1};
+  cnn_tensor *x = cnn_randn(4, xs, CNN_FLOAT32), *w = cnn_randn(4, ws, CNN_FLOAT32);
+  cnn_tensor *gx = cnn_to_device(x, GPU), *gw = cnn_to_device(w, GPU);
+  cnn_tensor *ref = cnn_conv2d(x, w, NULL, &p);
+  inject("conv", fault, count);
+  cnn_tensor *gy = gx && gw ? cnn_conv2d(gx, gw, NULL, &p) : NULL;
+  CHECK((gy != NULL) == ok);
+  if (!ok) CHECK(strstr(cnn_error(), "conv2d") != NULL);
+  if (gy && ref) {
+    int64_t n = cnn_tensor_numel(ref);
+    float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
+    double *da = malloc(n * sizeof *da), *db = malloc(n * sizeof *db);
+    CHECK(cnn_tensor_copy_to_host(gy, a) == 0 && cnn_tensor_copy_to_host(ref, b) == 0);
+    for (int64_t i = 0; i < n; i++) da[i] = a[i], db[i] = b[i];
+    check_arrays(what, da, db, n, 1e-5, 1e-5);
+    free(a), free(b), free(da), free(db);
+  }
+  expect_counts(what, "conv", attempts, 0, aligned);
+  inject("conv", GPU_FAULT_NONE, 0);
+  cnn_tensor_release(x), cnn_tensor_release(w), cnn_tensor_release(gx), cnn_tensor_release(gw);
+  cnn_tensor_release(ref), cnn_tensor_release(gy);
+}
+
+static void conv_recovery(void) {
+  conv_case("conv, first candidate misaligned", GPU_FAULT_MISALIGNED, 1, 2, 0, true);
+  conv_case("conv, first two not supported", GPU_FAULT_UNSUPPORTED, 2, 3, 0, true);
+  conv_case("conv, all misaligned: aligned copies", GPU_FAULT_MISALIGNED, 3, 4, 1, true);
+  conv_case("conv, none supported", GPU_FAULT_UNSUPPORTED, 3, 3, 0, false);
+  conv_case("conv, an error stops the search", GPU_FAULT_OTHER, 1, 1, 0, false);
+}
+
 int main(void) {
   const cnn_backend *be = cnn_backend_get(CNN_CUDA);
   const char *info = cnn_cuda_module_info();
@@ -153,5 +279,10 @@ int main(void) {
   half_casts();
   gemm_ld(be);
   events(be);
+  if (load_injection()) {
+    alloc_recovery();
+    gemm_recovery(be);
+    conv_recovery();
+  }
   return check_report("fake_cuda");
 }

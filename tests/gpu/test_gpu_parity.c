@@ -268,7 +268,14 @@ static void convolutions(void) {
   cnn_set_conv_algo(CNN_CONV_AUTO);
   cnn_tensor_release(in[1]), cnn_tensor_release(in[2]);
   in[1] = randn(4, w1), in[2] = randn(1, b1);
+  /* asymmetric padding: a padded copy + symmetric cuDNN + cropped input
+   * gradient (gpu/conv_pad.cu; the fake device runs the same plan) */
+  parity("conv2d (asymmetric padding: padded copy)", op_conv, &asym, 3, in, (bool[]){true, true, true}, 1e-4, 1e-4);
+  cnn_conv_params asym2 = {{2, 1}, {2, 0, 1, 3}, {1, 2}, 1}; /* top/right heavy, stride, dilation */
+  parity("conv2d (asymmetric padding, stride, dilation)", op_conv, &asym2, 3, in, (bool[]){true, true, true}, 1e-4, 1e-4);
+  cnn_set_conv_algo(CNN_CONV_NAIVE);
   parity("conv2d (asymmetric padding: direct)", op_conv, &asym, 3, in, (bool[]){true, true, true}, 1e-4, 1e-4);
+  cnn_set_conv_algo(CNN_CONV_AUTO);
   for (int i = 0; i < 3; i++) cnn_tensor_release(in[i]);
 }
 

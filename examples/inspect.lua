@@ -14,8 +14,11 @@
 -- dataset-fashion-mnist) it trains on random data: the pictures then show noise.
 require("inspect") -- adds summary/trace/profile to nn.Module (nn loads it too)
 
-local steps = tonumber(arg and arg[1]) or 300
-local out_dir = (arg and arg[2]) or "."
+local args = require("cli").parse(arg, {
+  usage = "cnnsh examples/inspect.lua [steps] [out_dir]   (defaults: 300 and .)",
+  positional = { { "steps", 300, "integer" }, { "out_dir", ".", "string" } },
+})
+local steps, out_dir = args.steps, args.out_dir
 cnn.manual_seed(0)
 
 -- 1. Data: Fashion-MNIST if installed, else random images.  epoch() gives

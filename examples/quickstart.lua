@@ -7,6 +7,8 @@
 -- (about a minute on two cores; it trains on 10,000 images, once).
 -- `cnn`, `F`, `nn`, `optim` and `data` are globals in cnnsh: nothing to require.
 
+require("cli").parse(arg, { usage = "cnnsh examples/quickstart.lua   (no arguments)" })
+
 -- 1. Reproducible randomness: the same seed gives the same run.
 cnn.manual_seed(0)
 

@@ -99,5 +99,29 @@ kill -INT $pid
 wait $pid; check "SIGINT in piped input: status" 130 $?
 check "SIGINT in piped input: stops reading" "looping" "$(cat "$tmp/out2")"
 
+# the example scripts: --help/-h print the usage and exit 0; a bad value
+# exits 2 with the problem and the usage, no traceback (issue 20, point 12)
+examples=$(cd "$(dirname "$0")/../../examples" && pwd)
+for ex in fashion_mnist inspect quickstart; do
+  for h in --help -h; do
+    out=$("$cnnsh" "$examples/$ex.lua" $h 2>"$tmp/err"); st=$?
+    check "$ex $h status" 0 $st
+    check_match "$ex $h usage" "^usage: cnnsh examples/$ex.lua" "$out"
+    check "$ex $h quiet stderr" "" "$(cat "$tmp/err")"
+  done
+done
+for bad in "fashion_mnist --epochs abc" "fashion_mnist --lr" "fashion_mnist --bogus 1" \
+           "inspect abc" "inspect 10 out extra" "quickstart x"; do
+  set -- $bad
+  ex=$1; shift
+  "$cnnsh" "$examples/$ex.lua" "$@" >"$tmp/out" 2>"$tmp/err"; st=$?
+  check "$bad: status" 2 $st
+  check_match "$bad: usage" "usage: cnnsh examples/$ex.lua" "$(cat "$tmp/err")"
+  check "$bad: no traceback" "no" "$(grep -q 'stack traceback' "$tmp/err" && echo yes || echo no)"
+  check "$bad: nothing on stdout" "" "$(cat "$tmp/out")"
+done
+check_match "the problem is named" "--epochs wants an integer, got 'abc'" \
+  "$("$cnnsh" "$examples/fashion_mnist.lua" --epochs abc 2>&1)"
+
 echo "repl_cli: $((checks - fails)) of $checks checks passed"
 [[ $fails -eq 0 ]]

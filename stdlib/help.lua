@@ -52,8 +52,10 @@ last printed value.  An error shows its message and the line of your own
 code it came from; :bt shows the whole traceback.]])
 
 topic("tensors", "creating tensors, dtypes, devices, math", [[
-x = cnn.randn(4, 3, 32, 32)        -- float32 on the CPU; sizes or a table
-t = cnn.tensor{{1, 2}, {3, 4}}     -- from nested tables
+Lines starting with "> " are examples to type at the prompt.
+> x = cnn.randn(4, 3, 32, 32)      -- float32 on the CPU; sizes or a table
+> t = cnn.tensor{{1, 2}, {3, 4}}   -- from nested tables
+> x.shape, x:size(2), t:double():sum()
 cnn.zeros, ones, full, empty, rand, randn, randint(lo, hi, sizes),
 arange(a, b [, step]) (b included), linspace, eye, *_like
 dtypes: 'float32' (default) 'float64' 'int64' 'uint8';  x:to('float64'),
@@ -65,54 +67,60 @@ math: + - * / ^ and methods (add, exp, relu, clamp, ...) with NumPy
 broadcasting; comparisons x:gt(0), x:eq(y) give uint8 masks (Lua's < >
 on tensors are errors; x == y asks whether x and y are the same tensor);
 reductions x:sum(dim [, keepdim]), mean, max (values, indices), argmax...
+> (t + cnn.tensor{10, 20}):sum(1)  -- broadcasting, then a sum over dim 1
+> t:gt(2), t:max(2)                -- a uint8 mask; values and 1-based indices
 help(x) lists a tensor's methods; help('Tensor:sum') explains one.]])
 
 topic("indexing", "1-based indices, slices, views", [[
 Indices and dims are 1-based; negatives count from the end; ranges are
 inclusive, as in Lua and Torch7.
-x[1]                  first slice along dim 1 (a view)
-x[-1]                 the last one
-x[{2, 3}]             element (2, 3) (a 0-d tensor: use :item() for a number)
-x[{ {}, {2, 3} }]     all rows, columns 2..3
-x[{ {1, -2}, 1 }]     rows 1..n-1 of column 1
-x[{ {}, 2 }] = 0      assignment into a view (number or broadcastable tensor)
+> x = cnn.arange(1, 12):view(3, 4)
+> x[1]                -- first slice along dim 1 (a view)
+> x[-1]               -- the last one
+> x[{2, 3}]           -- element (2, 3): a 0-d tensor (:item() gives a number)
+> x[{ {}, {2, 3} }]   -- all rows, columns 2..3
+> x[{ {1, -2}, 1 }]   -- rows 1..n-1 of column 1
+> x[{ {}, 2 }] = 0    -- assignment into a view (number or broadcastable tensor)
 views share memory: view/reshape, transpose, permute, narrow(d, start, len),
 select(d, i), squeeze, unsqueeze, expand, flatten; :contiguous() copies.]])
 
 topic("autograd", "gradients, backward, no_grad, hooks", [[
-w = cnn.randn(3, 3); w.requires_grad = true
-y = (w * w):sum(); y:backward()
-w.grad                 -- 2 * w
-h = w:matmul(w); h:retain_grad()   -- keep an intermediate's gradient
-w:register_hook(function(g) return g * 0.5 end)  -- see or change gradients
-cnn.no_grad(function() ... end)   -- no graph is recorded inside
+> w = cnn.randn(3, 3); w.requires_grad = true
+> y = (w * w):sum(); y:backward()
+> w.grad               -- 2 * w
+> h = w:matmul(w); h:retain_grad()   -- keep an intermediate's gradient
+> w:register_hook(function(g) return g * 0.5 end)  -- see or change gradients
+> cnn.no_grad(function() return w * 2 end)   -- no graph is recorded inside
 w.grad = nil (or w:zero_grad()) before the next backward.]])
 
 topic("nn", "layers, networks, custom modules", [[
-net = nn.Sequential(nn.Conv2d(1, 32, 3, {padding = 1}), nn.ReLU(),
-                    nn.MaxPool2d(2), nn.Flatten(), nn.Linear(32*14*14, 10))
-net                      -- prints the tree;  net[1] is the first layer
-out = net(x)             -- forward
+> net = nn.Sequential(nn.Conv2d(1, 32, 3, {padding = 1}), nn.ReLU(),
+>>                   nn.MaxPool2d(2), nn.Flatten(), nn.Linear(32*14*14, 10))
+> net                    -- prints the tree;  net[1] is the first layer
+> out = net(cnn.randn(8, 1, 28, 28)); out.shape   -- forward: {8, 10}
 net:parameters(), net:named_parameters(), net:state_dict(),
 net:load_state_dict(sd), net:train(), net:eval(), net:to('cuda')
 A custom module:
-  local Block = nn.Module:extend("Block")
-  function Block:init(c) self.conv = nn.Conv2d(c, c, 3, {padding = 1}) end
-  function Block:forward(x) return F.relu(x + self.conv(x)) end
+> local Block = nn.Module:extend("Block")
+> function Block:init(c) self.conv = nn.Conv2d(c, c, 3, {padding = 1}) end
+> function Block:forward(x) return F.relu(x + self.conv(x)) end
+> Block(4)(cnn.randn(2, 4, 8, 8)).shape
 help(nn) lists the layers; help(nn.Conv2d) explains one.]])
 
 topic("training", "optimizers, data, a training loop, checkpoints", [[
-opt = optim.Adam(net:parameters(), {lr = 1e-3})
-loader = data.DataLoader(data.FashionMNIST{train = true},
-                         {batch_size = 128, shuffle = true})
-for x, y in loader do                -- y: int64 labels 1..10
-  opt:zero_grad()
-  local loss = F.cross_entropy(net(x), y)
-  loss:backward(); opt:step()
-end
-cnn.save("net.safetensors", net:state_dict())   -- atomic; PyTorch-readable
-net:load_state_dict(cnn.load("net.safetensors"))
-cnn.manual_seed(42) makes runs reproducible.]])
+> cnn.manual_seed(42)               -- runs are reproducible
+> opt = optim.Adam(net:parameters(), {lr = 1e-3})
+> train_set = data.FashionMNIST{train = true}   -- 60,000 images; a part of them:
+> part = data.Subset(train_set, table.move(data.randperm(#train_set), 1, 2000, 1, {}))
+> loader = data.DataLoader(part, {batch_size = 100, shuffle = true})
+> for x, y in loader do              -- y: int64 labels 1..10
+>>   opt:zero_grad()
+>>   local loss = F.cross_entropy(net(x), y)
+>>   loss:backward(); opt:step()
+>> end
+> cnn.save("net.safetensors", net:state_dict())   -- atomic; PyTorch-readable
+> net:load_state_dict(cnn.load("net.safetensors"))
+train.fit(net, loader, {epochs = 3}) runs such a loop with a progress bar.]])
 
 topic("labels", "class labels are 1..C (not 0-based)", [[
 Class labels follow Lua: 1..C.  The targets of cross_entropy and nll_loss,
@@ -124,11 +132,13 @@ subtract nothing, add nothing.]])
 topic("memory", "tensor memory and the garbage collector", [[
 :mem or cnn.memory() -> {live =, peak =, count =} (bytes held by tensors).
 The collector is told about tensor memory, so loops stay flat without
-collectgarbage().  To free at once:  do local t <close> = cnn.zeros(4096,
-4096) ... end  (released at `end`; using it later is an error).]])
+collectgarbage().  To free at once, a <close> variable is released at `end`
+(using it later is an error):
+> do local big <close> = cnn.zeros(4096, 4096); print(big:sum():item()) end
+> cnn.memory().live]])
 
 topic("gpu", "CUDA", [[
-cnn.cuda.is_available()   -- true, or false and the reason
+> cnn.cuda.is_available()   -- true, or false and the reason
 x = x:cuda(); net:to('cuda')    -- the same code runs on the GPU
 The CUDA backend loads on first use, so CPU-only work starts fast.]])
 

@@ -3,7 +3,7 @@
 -- "Several processes").
 --
 --   cnnsh --nproc 2 examples/fashion_mnist_ddp.lua [--epochs N] [--subset N]
---        [--batch-size N] [--lr X] [--seed N] [--out PATH] [--resume PATH]
+--        [--batch-size N] [--lr X] [--dropout P] [--seed N] [--out PATH] [--resume PATH]
 --        [--sync-bn 0|1] [--test-subset N]
 --   mpirun -np 2 cnnsh examples/fashion_mnist_ddp.lua ...      (the same)
 --   cnnsh examples/fashion_mnist_ddp.lua ...                   (one process)
@@ -21,21 +21,15 @@
 -- counts are summed over the ranks.
 
 -- ---- command line ---------------------------------------------------------------
-local args = { epochs = 6, subset = 0, out = "fmnist_ddp.safetensors", ["batch-size"] = 64,
-               lr = 2e-3, dropout = 0.25, seed = 1, resume = "", ["sync-bn"] = 1,
-               ["test-subset"] = 0 }
-local i = 1
-while arg and arg[i] do
-  local key = arg[i]:match("^%-%-(.+)$")
-  if not key or args[key] == nil then
-    error("usage: cnnsh [--nproc N] examples/fashion_mnist_ddp.lua [--epochs N] [--subset N] " ..
-          "[--batch-size N] [--lr X] [--seed N] [--out PATH] [--resume PATH] [--sync-bn 0|1] " ..
-          "[--test-subset N]  (unknown argument '" .. arg[i] .. "')", 0)
-  end
-  local v = arg[i + 1] or error("--" .. key .. " needs a value", 0)
-  args[key] = (key == "out" or key == "resume") and v or (math.tointeger(tonumber(v)) or tonumber(v))
-  i = i + 2
-end
+local args = require("cli").parse(arg, {
+  usage = "cnnsh examples/fashion_mnist_ddp.lua [--epochs N] [--subset N] " ..
+          "[--batch-size N] [--lr X] [--dropout P] [--seed N] [--out PATH] [--resume PATH] " ..
+          "[--sync-bn 0|1] [--test-subset N]\n(N processes: cnnsh --nproc N examples/fashion_mnist_ddp.lua ...)",
+  options = { { "epochs", 6, "integer" }, { "subset", 0, "integer" },
+              { "out", "fmnist_ddp.safetensors", "string" }, { "batch-size", 64, "integer" },
+              { "lr", 2e-3, "number" }, { "dropout", 0.25, "number" }, { "seed", 1, "integer" },
+              { "resume", "", "string" }, { "sync-bn", 1, "integer" }, { "test-subset", 0, "integer" } },
+})
 
 local rank, world = dist.init()
 local progress = require("progress")

@@ -300,9 +300,11 @@ int main(int argc, char **argv)
       r.history_path = cnn_history_path();
     rc = run(&r, &o, argc, argv);
   }
-  rc = cnn_dist_shutdown(rc); /* under mpirun: finalize, or stop every rank */
+  if (rc)
+    cnn_dist_shutdown(rc); /* under mpirun: a failed rank stops every rank now */
   fflush(stdout);
   lua_close(r.L);
+  rc = cnn_dist_shutdown(rc); /* finalize MPI once nothing can use it */
   free(r.history_path);
   return rc;
 }

@@ -269,9 +269,11 @@ int cnn_dist_work_test(cnn_dist_work *w, bool *done) {
   return *done ? cnn_dist_work_wait(w) : 0;
 }
 
+/* After MPI is finalized a pending request can no longer be waited for (a
+ * script that exits without waiting): it is abandoned, not touched. */
 void cnn_dist_work_free(cnn_dist_work *w) {
   if (!w) return;
-  if (w->req) cnn_dist_work_wait(w);
+  if (w->req && cnn_dist_is_initialized()) cnn_dist_work_wait(w);
   cnn_tensor_release(w->buf);
   cnn_tensor_release(w->t);
   free(w);

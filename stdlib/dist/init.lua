@@ -54,6 +54,7 @@ local function wrap_exit()
   os.exit = function(code, close)
     local status = (code == nil or code == true) and 0 or (code == false and 1 or code)
     io.stdout:flush()
+    if status == 0 then collectgarbage() end -- forgotten works finish while MPI runs
     status = C.shutdown(math.tointeger(status) or 1)
     return exit(status, close)
   end

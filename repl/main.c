@@ -278,6 +278,8 @@ int main(int argc, char **argv)
     usage(stdout);
     return 0;
   }
+  if (o.nproc && (!o.script || strcmp(argv[o.script], "-") == 0))
+    return bad_option("--nproc runs a script FILE, got", o.script ? argv[o.script] : "no FILE");
   if (o.nproc)
     return cnn_launch_ranks(o.nproc, argc, argv, o.nproc_at, o.nproc_len);
   bool will_prompt = o.prompt_after ||

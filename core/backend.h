@@ -161,14 +161,15 @@ typedef struct cnn_backend {
                             void *running_mean, void *running_var, int training,
                             double momentum, double eps, void *y, void *save_mean,
                             void *save_invstd);
+  /* eps: the forward's (cuDNN's backward asks for the same value) */
   int (*batch_norm_backward)(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t L,
                              const void *dy, const void *x, const void *gamma,
                              const void *save_mean, const void *save_invstd, void *dx,
-                             void *dgamma, void *dbeta);
+                             void *dgamma, void *dbeta, double eps);
   int (*batch_norm_backward_eval)(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t L,
                                   const void *dy, const void *x, const void *gamma,
                                   const void *save_mean, const void *save_invstd, void *dx,
-                                  void *dgamma, void *dbeta);
+                                  void *dgamma, void *dbeta, double eps);
   int (*softmax_forward)(int dev, cnn_dtype dt, int64_t outer, int64_t D, int64_t inner,
                          int log, const void *x, void *y);
   int (*softmax_backward)(int dev, cnn_dtype dt, int64_t outer, int64_t D, int64_t inner,

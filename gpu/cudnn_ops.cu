@@ -308,37 +308,35 @@ static int bn_forward(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t L, co
   return rc;
 }
 
-/* cudnnBatchNormalizationBackward with the saved statistics, retried once
- * after releasing our cache when cuDNN could not allocate.  Epsilon: the
- * saved inverse std already holds it (cuDNN reads epsilon only when the
- * saved statistics are NULL), and the table's entry does not carry it, so
- * cuDNN's minimum is passed (gpu/README.md, "cuDNN details"). */
+/* cudnnBatchNormalizationBackward with the saved statistics and the
+ * forward's epsilon ("Same epsilon as forward pass", cudnn_ops.h), retried
+ * once after releasing our cache when cuDNN could not allocate */
 static int bn_backward_call(bn_ctx *b, cnn_dtype dt, const void *dy, const void *x,
                             const void *gamma, const void *sm, const void *si, void *dx, void *dg,
-                            void *db) {
+                            void *db, double eps) {
   double d1 = 1, d0 = 0;
   float f1 = 1, f0 = 0;
   bool f64 = dt == CNN_FLOAT64;
   const void *one = f64 ? (void *)&d1 : (void *)&f1, *zero = f64 ? (void *)&d0 : (void *)&f0;
   CUDNN_CHECK_RETRY("batch_norm", b->dev, cudnnBatchNormalizationBackward(
       b->h, CUDNN_BATCHNORM_SPATIAL, one, zero, one, zero, b->x, x, b->x, dy, b->x, dx, b->p, gamma,
-      dg, db, CUDNN_BN_MIN_EPSILON, sm, si));
+      dg, db, eps, sm, si));
   return 0;
 }
 
 static int bn_backward(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t L, const void *dy,
                        const void *x, const void *gamma, const void *sm, const void *si, void *dx,
-                       void *dg, void *db) {
+                       void *dg, void *db, double eps) {
   if (N * C * L == 0) return 0;
   bn_ctx b;
-  int rc = bn_begin(&b, dev, dt, N, C, L, CUDNN_BN_MIN_EPSILON);
+  int rc = bn_begin(&b, dev, dt, N, C, L, eps);
   size_t cb = (size_t)C * gpu_dtype_size(dt);
   void *tdx = NULL, *tdg = NULL, *tdb = NULL;
   if (rc == 0) rc = bn_params(&b, dt, C, &gamma, NULL);
   if (rc == 0 && !dx) rc = (dx = tdx = gpu_scratch("batch_norm", (size_t)(N * C * L) * gpu_dtype_size(dt), dev)) ? 0 : -1;
   if (rc == 0 && !dg) rc = (dg = tdg = gpu_scratch("batch_norm", cb, dev)) ? 0 : -1;
   if (rc == 0 && !db) rc = (db = tdb = gpu_scratch("batch_norm", cb, dev)) ? 0 : -1;
-  if (rc == 0) rc = bn_backward_call(&b, dt, dy, x, gamma, sm, si, dx, dg, db);
+  if (rc == 0) rc = bn_backward_call(&b, dt, dy, x, gamma, sm, si, dx, dg, db, eps);
   gpu_free(tdx, dev), gpu_free(tdg, dev), gpu_free(tdb, dev);
   bn_done(&b);
   return rc;
@@ -346,7 +344,8 @@ static int bn_backward(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t L, c
 
 static int bn_backward_eval(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t L, const void *dy,
                             const void *x, const void *gamma, const void *sm, const void *si,
-                            void *dx, void *dg, void *db) {
+                            void *dx, void *dg, void *db, double eps) {
+  (void)eps; /* the saved inverse std holds it; no cuDNN call here */
   if (float_only("batch_norm", dt) || gpu_device("batch_norm", dev)) return -1;
   int64_t n = N * C * L;
   if (C <= 0) return 0;

@@ -85,28 +85,21 @@ const char *gpu_cublas_str(cublasStatus_t s);
  * their own (cuBLAS's workspace, cuDNN's internal buffers): on a MEMORY
  * fault our cache on `dev` is released and `call` runs ONCE more
  * (recover.h); `call` is evaluated at most twice. */
+#define GPU_LIB_CHECK_RETRY(op, dev, lib, status_t, ok, failed, str, call)              \
+  do {                                                                                    \
+    status_t e_ = (call);                                                                 \
+    if (e_ != ok && gpu_fault_retry(failed(e_))) {                                        \
+      gpu_release_cached(dev);                                                            \
+      e_ = (call);                                                                        \
+    }                                                                                     \
+    if (e_ != ok) return gpu_fail_fault(op, lib, str(e_), failed(e_), #call, __FILE__, __LINE__); \
+  } while (0)
 #define CUBLAS_CHECK_RETRY(op, dev, call)                                                   \
-  do {                                                                                      \
-    cublasStatus_t e_ = (call);                                                             \
-    if (e_ != CUBLAS_STATUS_SUCCESS && gpu_fault_retry(gpu_cublas_failed(e_))) {             \
-      gpu_release_cached(dev);                                                              \
-      e_ = (call);                                                                          \
-    }                                                                                       \
-    if (e_ != CUBLAS_STATUS_SUCCESS)                                                        \
-      return gpu_fail_fault(op, "cuBLAS", gpu_cublas_str(e_), gpu_cublas_failed(e_), #call, \
-                            __FILE__, __LINE__);                                            \
-  } while (0)
-#define CUDNN_CHECK_RETRY(op, dev, call)                                                     \
-  do {                                                                                       \
-    cudnnStatus_t e_ = (call);                                                               \
-    if (e_ != CUDNN_STATUS_SUCCESS && gpu_fault_retry(gpu_cudnn_failed(e_))) {                \
-      gpu_release_cached(dev);                                                               \
-      e_ = (call);                                                                           \
-    }                                                                                        \
-    if (e_ != CUDNN_STATUS_SUCCESS)                                                          \
-      return gpu_fail_fault(op, "cuDNN", cudnnGetErrorString(e_), gpu_cudnn_failed(e_),      \
-                            #call, __FILE__, __LINE__);                                      \
-  } while (0)
+  GPU_LIB_CHECK_RETRY(op, dev, "cuBLAS", cublasStatus_t, CUBLAS_STATUS_SUCCESS,            \
+                      gpu_cublas_failed, gpu_cublas_str, call)
+#define CUDNN_CHECK_RETRY(op, dev, call)                                                    \
+  GPU_LIB_CHECK_RETRY(op, dev, "cuDNN", cudnnStatus_t, CUDNN_STATUS_SUCCESS,               \
+                      gpu_cudnn_failed, cudnnGetErrorString, call)
 /* after a <<<...>>> launch: configuration errors surface here */
 #define LAUNCH_CHECK(op) CUDA_CHECK(op, cudaGetLastError())
 

@@ -13,6 +13,8 @@
 #include "cpu/kernels.h"
 #include "tensor_internal.h"
 
+#include <string.h>
+
 static int channel_vector_ok(const char *what, const cnn_tensor *v, const cnn_tensor *x, int64_t C) {
   char a[CNN_SHAPE_STR], b[CNN_SHAPE_STR];
   if (!v) return 0;
@@ -64,19 +66,19 @@ static int bn_forward_call(const cnn_tensor *x, int64_t N, int64_t C, int64_t L,
                                 training, momentum, eps, y, mean, invstd);
 }
 
-static int bn_backward_call(const cnn_tensor *x, bool training, int64_t N, int64_t C, int64_t L, const void *dy,
-                            const void *xd, const void *gamma, const void *mean, const void *invstd, void *dx,
-                            void *dg, void *db) {
+static int bn_backward_call(const cnn_tensor *x, bool training, double eps, int64_t N, int64_t C, int64_t L,
+                            const void *dy, const void *xd, const void *gamma, const void *mean,
+                            const void *invstd, void *dx, void *dg, void *db) {
   if (!cnn_on_cuda(x))
     return (training ? cnn_cpu_batch_norm_backward : cnn_cpu_batch_norm_backward_eval)(
         x->dtype, N, C, L, dy, xd, gamma, mean, invstd, dx, dg, db);
   const cnn_backend *be = cnn_cuda_backend("batch_norm");
   if (!be) return -1;
   int (*fn)(int, cnn_dtype, int64_t, int64_t, int64_t, const void *, const void *, const void *,
-            const void *, const void *, void *, void *, void *) =
+            const void *, const void *, void *, void *, void *, double) =
       training ? be->batch_norm_backward : be->batch_norm_backward_eval;
   if (!fn) return cnn_backend_unsupported("batch_norm");
-  return fn(cnn_tensor_device(x).index, x->dtype, N, C, L, dy, xd, gamma, mean, invstd, dx, dg, db);
+  return fn(cnn_tensor_device(x).index, x->dtype, N, C, L, dy, xd, gamma, mean, invstd, dx, dg, db, eps);
 }
 
 static int bn_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
@@ -92,7 +94,9 @@ static int bn_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
   if ((gin[0] || !n->needs[0]) && (gin[1] || !n->needs[1]) && (gin[2] || !n->needs[2])) {
     void *dx = gin[0] ? cnn_tensor_data(gin[0]) : NULL, *dg = gin[1] ? cnn_tensor_data(gin[1]) : NULL;
     void *db = gin[2] ? cnn_tensor_data(gin[2]) : NULL, *gamma = w ? cnn_tensor_data(w) : NULL;
-    rc = bn_backward_call(x, n->ip[0], N, C, L, cnn_tensor_data(dy), cnn_tensor_data(x), gamma,
+    double eps;
+    memcpy(&eps, &n->ip[1], sizeof eps);
+    rc = bn_backward_call(x, n->ip[0], eps, N, C, L, cnn_tensor_data(dy), cnn_tensor_data(x), gamma,
                           cnn_tensor_data(mean), cnn_tensor_data(invstd), dx, dg, db);
   }
   cnn_tensor_release(dy);
@@ -118,6 +122,7 @@ cnn_tensor *cnn_batch_norm(cnn_tensor *x, cnn_tensor *rm, cnn_tensor *rv, cnn_te
   if (n) {
     cnn_node_save(n, 0, xc), cnn_node_save(n, 1, w), cnn_node_save(n, 2, mean), cnn_node_save(n, 3, invstd);
     n->ip[0] = training;
+    memcpy(&n->ip[1], &eps, sizeof eps); /* the forward's eps, for cuDNN's backward */
   }
   cnn_tensor_release(xc), cnn_tensor_release(mean), cnn_tensor_release(invstd);
   return y;

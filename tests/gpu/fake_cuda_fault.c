@@ -17,6 +17,9 @@
  *    into scratch arena memory, the symmetric problem, the input gradient
  *    cropped -- so gpu_parity_fake checks that arithmetic against the CPU.
  *
+ * Batch norm's backward records the eps core passes (fake_cuda_last_bn_eps):
+ * the forward's, which the real module hands to cuDNN.
+ *
  * Injection (tests/gpu/test_fake_cuda.c): the exported
  * fake_cuda_inject(site, fault, count) makes the next `count` attempts at
  * `site` ("alloc", "gemm", "conv") fail with `fault` (a gpu_fault) before
@@ -257,6 +260,26 @@ static int conv_weight(int dev, cnn_conv_algo algo, cnn_dtype dt, const cnn_conv
   return conv(2, dev, algo, dt, s, dy, x, NULL, dw, db);
 }
 
+/* ---- batch norm: the eps core hands to the backward (cudnn_ops.cu passes it on) ---------- */
+
+static double last_bn_eps = -1;
+
+EXPORT double fake_cuda_last_bn_eps(void) {
+  pthread_mutex_lock(&mu);
+  double e = last_bn_eps;
+  pthread_mutex_unlock(&mu);
+  return e;
+}
+
+static int bn_backward(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t L, const void *dy,
+                       const void *x, const void *gamma, const void *sm, const void *si, void *dx,
+                       void *dg, void *db, double eps) {
+  pthread_mutex_lock(&mu);
+  last_bn_eps = eps;
+  pthread_mutex_unlock(&mu);
+  return orig.batch_norm_backward(dev, dt, N, C, L, dy, x, gamma, sm, si, dx, dg, db, eps);
+}
+
 void fake_register_faults(cnn_backend *be) {
   orig = *be;
   be->alloc = alloc;
@@ -264,4 +287,5 @@ void fake_register_faults(cnn_backend *be) {
   be->conv2d_forward = conv_fwd;
   be->conv2d_backward_data = conv_data;
   be->conv2d_backward_weight = conv_weight;
+  be->batch_norm_backward = bn_backward;
 }

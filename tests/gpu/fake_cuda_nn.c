@@ -134,15 +134,18 @@ static int bn_backward_any(bool training, int dev, cnn_dtype dt, int64_t N, int6
   return rc;
 }
 
+/* eps: the saved inverse std already holds it (the host math needs no other) */
 static int bn_backward(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t L, const void *dy,
                        const void *x, const void *gamma, const void *sm, const void *si, void *dx,
-                       void *dgamma, void *dbeta) {
+                       void *dgamma, void *dbeta, double eps) {
+  (void)eps;
   return bn_backward_any(true, dev, dt, N, C, L, dy, x, gamma, sm, si, dx, dgamma, dbeta);
 }
 
 static int bn_backward_eval(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t L, const void *dy,
                             const void *x, const void *gamma, const void *sm, const void *si,
-                            void *dx, void *dgamma, void *dbeta) {
+                            void *dx, void *dgamma, void *dbeta, double eps) {
+  (void)eps;
   return bn_backward_any(false, dev, dt, N, C, L, dy, x, gamma, sm, si, dx, dgamma, dbeta);
 }
 

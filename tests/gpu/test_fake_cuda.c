@@ -18,7 +18,7 @@
  *    and says to restart; a convolution skips candidates that report a
  *    misaligned pointer or no support, and runs on aligned copies when
  *    every candidate refused the alignment -- each result checked against
- *    the CPU.
+ *    the CPU; batch norm's backward entry receives the forward's eps.
  * It exits 1 (not 77) when the module cannot be loaded: it must run.
  */
 #include <dlfcn.h>
@@ -155,8 +155,10 @@ static void events(const cnn_backend *be) {
 static int (*inject)(const char *site, int fault, int count);
 static int (*counts)(const char *site, int *attempts, int *releases, int *aligned);
 
+static void *fake_module(void) { return dlopen(getenv("CNNSH_CUDA_MODULE"), RTLD_NOW | RTLD_NOLOAD); }
+
 static bool load_injection(void) {
-  void *h = dlopen(getenv("CNNSH_CUDA_MODULE"), RTLD_NOW | RTLD_NOLOAD);
+  void *h = fake_module();
   if (h) {
     *(void **)&inject = dlsym(h, "fake_cuda_inject");
     *(void **)&counts = dlsym(h, "fake_cuda_fault_counts");
@@ -266,6 +268,22 @@ static void conv_recovery(void) {
   conv_case("conv, an error stops the search", GPU_FAULT_OTHER, 1, 1, 0, false);
 }
 
+/* the batch-norm backward receives the forward's eps (cuDNN wants the same) */
+static void bn_eps(void *module) {
+  double (*last_eps)(void) = NULL;
+  *(void **)&last_eps = dlsym(module, "fake_cuda_last_bn_eps");
+  CHECK(last_eps != NULL);
+  if (!last_eps) return;
+  int64_t xs[4] = {2, 3, 4, 5};
+  cnn_tensor *x = cnn_randn(4, xs, CNN_FLOAT32), *gx = cnn_to_device(x, GPU);
+  CHECK(gx && cnn_set_requires_grad(gx, true) == 0);
+  cnn_tensor *y = gx ? cnn_batch_norm(gx, NULL, NULL, NULL, NULL, true, 0.1, 1e-3) : NULL;
+  cnn_tensor *g = y ? cnn_full(4, xs, 1.0, CNN_FLOAT32, GPU) : NULL;
+  CHECK(g && cnn_backward(y, g, false) == 0);
+  CHECK(last_eps() == 1e-3);
+  cnn_tensor_release(x), cnn_tensor_release(gx), cnn_tensor_release(y), cnn_tensor_release(g);
+}
+
 int main(void) {
   const cnn_backend *be = cnn_backend_get(CNN_CUDA);
   const char *info = cnn_cuda_module_info();
@@ -283,6 +301,7 @@ int main(void) {
     alloc_recovery();
     gemm_recovery(be);
     conv_recovery();
+    bn_eps(fake_module());
   }
   return check_report("fake_cuda");
 }

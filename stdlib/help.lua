@@ -52,7 +52,6 @@ last printed value.  An error shows its message and the line of your own
 code it came from; :bt shows the whole traceback.]])
 
 topic("tensors", "creating tensors, dtypes, devices, math", [[
-Lines starting with "> " are examples to type at the prompt.
 > x = cnn.randn(4, 3, 32, 32)      -- float32 on the CPU; sizes or a table
 > t = cnn.tensor{{1, 2}, {3, 4}}   -- from nested tables
 > x.shape, x:size(2), t:double():sum()
@@ -265,7 +264,8 @@ end
 local function overview()
   write("cnnsh: Lua 5.4 with tensors (cnn, F) and networks (nn, optim, data, train, viz).\n\n")
   print_doc("Commands:\n" .. TOPICS.commands.text:match("^(.-)\n\n"))
-  write("\nTopics (:help <topic> or help('<topic>')):\n")
+  write("\nTopics (:help <topic> or help('<topic>'); lines starting with \"> \" are\n",
+        "examples to type at the prompt, in order):\n")
   for _, name in ipairs(TOPIC_ORDER) do
     write(string.format("  %-10s %s\n", name, TOPICS[name].summary))
   end

@@ -292,7 +292,8 @@ int cnn_chunk_scan(const char *code, size_t len, cnn_chunk *c)
     prev = t;
   }
   cnn_strlist_sort_unique(&c->names);
-  qsort(c->edits, (size_t)c->nedits, sizeof *c->edits, cmp_edit);
+  if (c->nedits > 1)
+    qsort(c->edits, (size_t)c->nedits, sizeof *c->edits, cmp_edit);
   c->can_continue = x.open_long ||
                     (!x.open_short && (depth > 0 || brackets > 0 || wants_more(&x, prev)));
   return rc;

@@ -13,6 +13,10 @@
 --                  the same architecture (strict load_state_dict), and that
 --                  network classifies 1,000 test images better than chance
 --                  (> 25%; ~40% after 512 images); epoch and RNG state are there
+--   deploy         trains 512 images (no checkpoint), fuses, exports, loads
+--                  the ONNX file back: the three accuracies on 1,000 test
+--                  images beat chance and agree within 0.3 points; the
+--                  file reads back with a dynamic batch dim
 --   inspect        20 steps; both PNG files it writes are fresh, readable
 --                  and of a plausible size
 -- Outputs from an earlier run are deleted first, so a stale file never
@@ -90,6 +94,24 @@ function checks.fashion_mnist()
   assert(n == 1000, "evaluated " .. n .. " images")
   assert(correct / n > 0.25, ("the restored network is right on %d of 1000 test images"):format(correct))
   os.remove(ckpt)
+end
+
+function checks.deploy()
+  if not have_fmnist() then os.exit(77) end
+  local onnx_path = out .. "/deploy_example.onnx"
+  os.remove(onnx_path)
+  local text = run("deploy.lua", { "--train-subset", "512", "--test", "1000", "--out", onnx_path,
+                                   "--checkpoint", out .. "/no_checkpoint.safetensors" })
+  local acc = {}
+  for name, a in text:gmatch("\n([%w %(%),]-)%s+([%d.]+)%%") do acc[#acc + 1] = tonumber(a) end
+  assert(#acc == 3, "deploy printed " .. #acc .. " accuracies, expected 3 (fp32, fused, ONNX)")
+  assert(acc[1] > 25, ("deploy: accuracy %.2f%% after 512 images"):format(acc[1]))
+  -- folding changes the float rounding only: the predictions agree
+  assert(math.abs(acc[2] - acc[1]) <= 0.3 and math.abs(acc[3] - acc[2]) <= 0.3,
+         ("deploy: accuracies %.2f / %.2f / %.2f differ"):format(acc[1], acc[2], acc[3]))
+  local model = cnn.io.onnx_read(onnx_path) -- the exported file is there and reads back
+  assert(#model.nodes > 0 and model.inputs[1].shape[1] == "batch", "deploy: the ONNX file lacks its graph")
+  os.remove(onnx_path)
 end
 
 function checks.inspect()

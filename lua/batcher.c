@@ -3,7 +3,10 @@
  * assembled in C on a background thread (core/io's cnn_batcher).
  *
  *   local b <close> = cnn.io.Batcher(images, labels, order, batch_size,
- *                                    drop_last, spec, label_offset [, pin_memory])
+ *                                    drop_last, spec, label_offset [, pin_memory [, opts]])
+ *   local b <close> = cnn.io.FileBatcher(paths, labels, order, batch_size, drop_last,
+ *                                        pipeline, out_shape, mode, label_offset, pin_memory, opts)
+ *   b:skipped()                  -- bad samples dropped so far, the first message
  *   local x, y = b:next()        -- nil when the epoch is done
  *   #b                           -- batches in the epoch
  *
@@ -14,6 +17,12 @@
  * cnn.manual_seed makes epochs reproducible.  pin_memory = true hands out
  * batches in page-locked memory (an error naming the reason when CUDA is
  * not available; stdlib's DataLoader checks first and falls back).
+ *
+ * opts: {num_workers = 1, prefetch_factor = 2, skip_bad = false, pipeline =,
+ * out_shape = {C, H, W}}: the worker pool (0: on this thread), the bound on
+ * batches assembled ahead, and (tensors) the general transform pipeline
+ * (transform.c) instead of spec.  FileBatcher decodes paths[i] (mode
+ * "unchanged", "gray", "rgb", "rgba") through the pipeline.
  *
  * Like tensors, the userdata is created in a safe closed state before the
  * batcher, and __gc, __close and close() share one idempotent release
@@ -99,8 +108,35 @@ static int64_t *read_order(lua_State *L, int arg, int64_t n, int64_t *norder) {
   return order;
 }
 
-/* cnn.io.Batcher(images, labels, order, batch_size, drop_last, spec, label_offset, pin_memory) */
+/* the loader options at arg opts: {num_workers =, prefetch_factor =, skip_bad =,
+ * pipeline =, out_shape =} (pipeline only for a tensor source here) */
+static void apply_opts(lua_State *L, cnn_batcher *b, int opts, bool tensors) {
+  if (lua_isnoneornil(L, opts)) return;
+  luaL_checktype(L, opts, LUA_TTABLE);
+  int nw = (int)cnn_lua_opt_number(L, opts, "num_workers", 1);
+  int pf = (int)cnn_lua_opt_number(L, opts, "prefetch_factor", 2);
+  if (cnn_batcher_set_workers(b, nw, pf) < 0) cnn_lua_error(L);
+  if (cnn_batcher_set_skip_bad(b, cnn_lua_opt_bool(L, opts, "skip_bad", false)) < 0) cnn_lua_error(L);
+  if (!tensors || lua_getfield(L, opts, "pipeline") == LUA_TNIL) return;
+  cnn_pipeline p;
+  int64_t shape[3];
+  cnn_lua_read_pipeline(L, lua_gettop(L), &p);
+  lua_getfield(L, opts, "out_shape");
+  cnn_lua_read_shape3(L, lua_gettop(L), shape);
+  if (cnn_batcher_set_pipeline(b, &p, shape) < 0) cnn_lua_error(L);
+  lua_pop(L, 2);
+}
+
+static batcher_box *new_box(lua_State *L) {
+  batcher_box *box = lua_newuserdatauv(L, sizeof *box, 0);
+  box->b = NULL;
+  luaL_setmetatable(L, CNN_BATCHER_MT);
+  return box;
+}
+
+/* cnn.io.Batcher(images, labels, order, batch_size, drop_last, spec, label_offset, pin_memory, opts) */
 static int f_batcher(lua_State *L) {
+  lua_settop(L, 9); /* absent arguments read as nil */
   cnn_tensor *images = cnn_lua_check_tensor(L, 1);
   cnn_tensor *labels = cnn_lua_opt_tensor(L, 2);
   if (images->ndim < 1) return cnn_lua_fail(L, "Batcher: images must have a sample dim");
@@ -112,13 +148,66 @@ static int f_batcher(lua_State *L) {
   bool pin = lua_toboolean(L, 8);
   int64_t norder;
   int64_t *order = read_order(L, 3, images->shape[0], &norder);
-  batcher_box *box = lua_newuserdatauv(L, sizeof *box, 0);
-  box->b = NULL;
-  luaL_setmetatable(L, CNN_BATCHER_MT);
+  batcher_box *box = new_box(L);
+  int top = lua_gettop(L);
   box->b = cnn_batcher_new(images, labels, order, norder, batch, drop_last, &tf, offset, cnn_rng_next());
   if (!box->b) return cnn_lua_error(L);
   if (pin && cnn_batcher_set_pin_memory(box->b, true) < 0) return cnn_lua_error(L);
+  apply_opts(L, box->b, 9, true);
+  lua_settop(L, top);
   return 1;
+}
+
+/* the strings of the list at arg (anchored by it) into a GC'd array */
+static const char **read_paths(lua_State *L, int arg, int64_t *n) {
+  luaL_checktype(L, arg, LUA_TTABLE);
+  lua_Integer len = luaL_len(L, arg);
+  const char **paths = lua_newuserdatauv(L, sizeof *paths * (size_t)(len > 0 ? len : 1), 0);
+  for (lua_Integer i = 1; i <= len; i++) {
+    lua_geti(L, arg, i);
+    paths[i - 1] = lua_tostring(L, -1);
+    if (!paths[i - 1]) cnn_lua_fail(L, "FileBatcher: paths[%lld] is not a string", (long long)i);
+    lua_pop(L, 1); /* the list keeps the string alive */
+  }
+  *n = len;
+  return paths;
+}
+
+/* cnn.io.FileBatcher(paths, labels, order, batch_size, drop_last, pipeline, out_shape, mode,
+ *                    label_offset, pin_memory, opts) */
+static int f_file_batcher(lua_State *L) {
+  static const char *const modes[] = {"unchanged", "gray", "rgb", "rgba", NULL};
+  int64_t npaths, norder, shape[3];
+  lua_settop(L, 11); /* absent arguments read as nil */
+  const char **paths = read_paths(L, 1, &npaths);
+  cnn_tensor *labels = cnn_lua_opt_tensor(L, 2);
+  int64_t batch = cnn_lua_check_int(L, 4);
+  bool drop_last = lua_toboolean(L, 5);
+  cnn_pipeline p;
+  cnn_lua_read_pipeline(L, 6, &p);
+  cnn_lua_read_shape3(L, 7, shape);
+  cnn_image_mode mode = (cnn_image_mode)luaL_checkoption(L, 8, "rgb", modes);
+  int64_t offset = cnn_lua_opt_int(L, 9, 0);
+  bool pin = lua_toboolean(L, 10);
+  int64_t *order = read_order(L, 3, npaths, &norder);
+  batcher_box *box = new_box(L);
+  int top = lua_gettop(L);
+  box->b = cnn_batcher_new_files(paths, npaths, mode, labels, order, norder, batch, drop_last, &p, shape, offset,
+                                 cnn_rng_next());
+  if (!box->b) return cnn_lua_error(L);
+  if (pin && cnn_batcher_set_pin_memory(box->b, true) < 0) return cnn_lua_error(L);
+  apply_opts(L, box->b, 11, false);
+  lua_settop(L, top);
+  return 1;
+}
+
+/* b:skipped() -> count, first message (nil when none) */
+static int m_skipped(lua_State *L) {
+  const char *first;
+  lua_pushinteger(L, cnn_batcher_skipped(check_batcher(L), &first));
+  if (first) lua_pushstring(L, first);
+  else lua_pushnil(L);
+  return 2;
 }
 
 /* b:next() -> x, y | nil */
@@ -154,12 +243,20 @@ static int m_tostring(lua_State *L) {
   return 1;
 }
 
-const luaL_Reg cnn_lua_batcher_funcs[] = {{"Batcher", f_batcher}, {NULL, NULL}};
+/* cnn.io.default_workers() -> the number of cores (DataLoader's num_workers default) */
+static int f_default_workers(lua_State *L) {
+  lua_pushinteger(L, cnn_batcher_default_workers());
+  return 1;
+}
+
+const luaL_Reg cnn_lua_batcher_funcs[] = {{"Batcher", f_batcher}, {"FileBatcher", f_file_batcher},
+                                          {"default_workers", f_default_workers}, {NULL, NULL}};
 
 void cnn_lua_batcher_type(lua_State *L) {
   static const luaL_Reg meta[] = {{"__gc", m_close}, {"__close", m_close}, {"__len", m_len},
                                   {"__tostring", m_tostring}, {NULL, NULL}};
-  static const luaL_Reg methods[] = {{"next", m_next}, {"close", m_close}, {"len", m_len}, {NULL, NULL}};
+  static const luaL_Reg methods[] = {{"next", m_next}, {"close", m_close}, {"len", m_len},
+                                     {"skipped", m_skipped}, {NULL, NULL}};
   luaL_newmetatable(L, CNN_BATCHER_MT);
   luaL_setfuncs(L, meta, 0);
   luaL_newlib(L, methods);

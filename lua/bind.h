@@ -18,6 +18,7 @@
 
 #include "cnn.h"
 #include "cnn_lua.h"
+#include "io/io.h"
 
 #define CNN_TENSOR_MT "cnn.Tensor"
 #define CNN_HOOK_MT "cnn.HookHandle"
@@ -44,6 +45,7 @@ extern const luaL_Reg cnn_lua_io_module[];        /* io.c: cnn.io.* */
 extern const luaL_Reg cnn_lua_batcher_funcs[];    /* batcher.c: cnn.io.Batcher */
 extern const luaL_Reg cnn_lua_image_module[];     /* image.c: cnn.io.read_image, write_png, ... */
 extern const luaL_Reg cnn_lua_onnx_funcs[];       /* onnx.c: cnn.io.onnx_read, ... */
+extern const luaL_Reg cnn_lua_transform_module[]; /* transform.c: cnn.io.transform, transform_shape */
 
 /* tensor.c: create the "cnn.Tensor" metatable; leaves the method table on
  * the stack (the caller fills it). */
@@ -78,6 +80,9 @@ void cnn_lua_fused_push(lua_State *L, int m);
 /* docs.c: fill cnn.doc; cnn module table at index m */
 void cnn_lua_docs_register(lua_State *L, int m);
 
+/* transform.c: a pipeline spec table at idx (raises on bad specs); {C, H, W} at arg */
+void cnn_lua_read_pipeline(lua_State *L, int spec, cnn_pipeline *p);
+void cnn_lua_read_shape3(lua_State *L, int arg, int64_t out[3]);
 /* ---- helpers (tensor.c, args.c) ----------------------------------------- */
 /* A live tensor at idx, or NULL if the value is not one (no error). */
 cnn_tensor *cnn_lua_to_tensor(lua_State *L, int idx);

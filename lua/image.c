@@ -5,6 +5,8 @@
  *
  *   img = cnn.io.read_image(path [, {mode = "unchanged"}])   -- uint8 C x H x W
  *   cnn.io.write_png(path, img)             -- uint8 C x H x W (C = 1, 3, 4) or H x W
+ *   cnn.io.write_jpeg(path, img [, {quality = 90}])  -- C = 1 or 3
+ *   cnn.io.mkdir(path)                      -- mkdir -p
  *   names, kinds = cnn.io.list_dir(path)    -- sorted; kinds[i] "file" | "dir" | "other"
  *
  * mode: "unchanged" (the file's channels: 1 gray, 2 gray+alpha, 3 RGB,
@@ -66,27 +68,76 @@ static int f_read_png(lua_State *L) {
   return push_image(L, "read_png", path, mode);
 }
 
-/* cnn.io.write_png(path, img): uint8 C x H x W (C = 1, 3 or 4) or H x W */
-static int f_write_png(lua_State *L) {
-  const char *path = luaL_checkstring(L, 1);
-  cnn_tensor *t = cnn_lua_check_tensor(L, 2);
+/* The uint8 C x H x W (or H x W) image at arg as contiguous H x W x C bytes
+ * on the CPU (the tensors are left on the stack); *c = channels. */
+static const uint8_t *hwc_pixels(lua_State *L, const char *fn, int arg, const char *allowed, int64_t *h,
+                                 int64_t *w, int *c) {
+  cnn_tensor *t = cnn_lua_check_tensor(L, arg);
   char s[CNN_SHAPE_STR];
-  int64_t c = t->ndim == 3 ? t->shape[0] : 1;
-  if (t->dtype != CNN_UINT8 || (t->ndim != 2 && t->ndim != 3) || (c != 1 && c != 3 && c != 4))
-    return cnn_lua_fail(L, "write_png: expects a uint8 C x H x W tensor with C = 1, 3 or 4 (or H x W), got %s %s",
-                        cnn_tensor_shape_str(t, s), cnn_dtype_name(t->dtype));
+  int64_t ch = t->ndim == 3 ? t->shape[0] : 1;
+  if (t->dtype != CNN_UINT8 || (t->ndim != 2 && t->ndim != 3) || ch < 1 || ch > 4 || !strchr(allowed, '0' + (int)ch))
+    cnn_lua_fail(L, "%s: expects a uint8 C x H x W tensor with C = %s (or H x W), got %s %s", fn,
+                 allowed[1] == '3' && allowed[2] == '4' ? "1, 3 or 4" : "1 or 3", cnn_tensor_shape_str(t, s),
+                 cnn_dtype_name(t->dtype));
   cnn_tensor *hwc = t;
   if (t->ndim == 3) {
-    cnn_tensor *p = cnn_permute(t, (int[]){1, 2, 0});
-    cnn_lua_push_result(L, p);
-    hwc = p;
+    hwc = cnn_permute(t, (int[]){1, 2, 0});
+    cnn_lua_push_result(L, hwc);
   }
   cnn_tensor *cpu = cnn_to_device(hwc, CNN_DEVICE_CPU);
   cnn_lua_push_result(L, cpu);
   cnn_tensor *cc = cnn_contiguous(cpu);
   cnn_lua_push_result(L, cc);
-  int64_t h = t->shape[t->ndim - 2], w = t->shape[t->ndim - 1];
-  if (cnn_png_write(path, h, w, (int)c, cnn_tensor_data(cc)) != 0) return cnn_lua_error(L);
+  *h = t->shape[t->ndim - 2], *w = t->shape[t->ndim - 1], *c = (int)ch;
+  return cnn_tensor_data(cc);
+}
+
+/* cnn.io.write_png(path, img): uint8 C x H x W (C = 1, 3 or 4) or H x W */
+static int f_write_png(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  int64_t h, w;
+  int c;
+  const uint8_t *px = hwc_pixels(L, "write_png", 2, "134", &h, &w, &c);
+  if (cnn_png_write(path, h, w, c, px) != 0) return cnn_lua_fail(L, "write_png: %s", cnn_error());
+  return 0;
+}
+
+/* cnn.io.write_jpeg(path, img [, {quality = 90}]): uint8 C x H x W (C = 1 or 3) or H x W */
+static int f_write_jpeg(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  if (lua_istable(L, 3)) {
+    lua_pushnil(L);
+    while (lua_next(L, 3)) {
+      if (lua_type(L, -2) != LUA_TSTRING || strcmp(lua_tostring(L, -2), "quality") != 0)
+        return cnn_lua_fail(L, "write_jpeg: unknown option '%s' (options: quality)", luaL_tolstring(L, -2, NULL));
+      lua_pop(L, 1);
+    }
+  }
+  double q = cnn_lua_opt_number(L, lua_istable(L, 3) ? 3 : 0, "quality", 90);
+  if (!(q >= 1 && q <= 100) || q != (int)q) return cnn_lua_fail(L, "write_jpeg: quality must be an integer in [1, 100], got %g", q);
+  int64_t h, w;
+  int c;
+  const uint8_t *px = hwc_pixels(L, "write_jpeg", 2, "13", &h, &w, &c);
+  if (cnn_jpeg_write(path, h, w, c, px, (int)q) != 0) return cnn_lua_fail(L, "write_jpeg: %s", cnn_error());
+  return 0;
+}
+
+/* cnn.io.mkdir(path): creates the folder and its parents (mkdir -p); fine if it exists */
+static int f_mkdir(lua_State *L) {
+  size_t n;
+  const char *path = luaL_checklstring(L, 1, &n);
+  char *p = lua_newuserdatauv(L, n + 1, 0);
+  memcpy(p, path, n + 1);
+  for (size_t i = 1; i <= n; i++) {
+    if (p[i] != '/' && p[i] != 0) continue;
+    char saved = p[i];
+    p[i] = 0;
+    struct stat st;
+    if (mkdir(p, 0777) != 0 && errno != EEXIST)
+      return cnn_lua_fail(L, "mkdir: cannot create %s: %s", p, strerror(errno));
+    if (stat(p, &st) != 0 || !S_ISDIR(st.st_mode)) return cnn_lua_fail(L, "mkdir: %s exists and is not a folder", p);
+    p[i] = saved;
+  }
   return 0;
 }
 
@@ -137,4 +188,5 @@ static int f_list_dir(lua_State *L) {
 
 const luaL_Reg cnn_lua_image_module[] = {{"read_image", f_read_image}, {"read_png", f_read_png},
                                          {"write_png", f_write_png},   {"list_dir", f_list_dir},
+                                         {"write_jpeg", f_write_jpeg}, {"mkdir", f_mkdir},
                                          {NULL, NULL}};

@@ -195,6 +195,7 @@ int luaopen_cnn(lua_State *L) {
   luaL_setfuncs(L, cnn_lua_batcher_funcs, 0);
   luaL_setfuncs(L, cnn_lua_image_module, 0);
   luaL_setfuncs(L, cnn_lua_onnx_funcs, 0);
+  luaL_setfuncs(L, cnn_lua_transform_module, 0);
   lua_setfield(L, m, "io");
   lua_pushstring(L, CNNSH_VERSION);
   lua_setfield(L, m, "version");

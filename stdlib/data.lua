@@ -99,134 +99,13 @@ function data.randperm(n)
   return p
 end
 
--- ---- transforms -------------------------------------------------------------------------
+-- ---- transforms (stdlib/transforms.lua) ---------------------------------------------------
 
-local transforms = {}
+local transforms = require("transforms")
 data.transforms = transforms
 
-local Transform = {}
-Transform.__index = Transform
-Transform.__tostring = function(t) return t.repr end
-
-local function transform(kind, repr, fields)
-  fields.kind, fields.repr = kind, repr
-  return setmetatable(fields, Transform)
-end
-
-function transforms.ToFloat(scale)
-  if type(scale) == "table" then scale = scale.scale end
-  scale = scale or 1 / 255
-  return transform("tofloat", string.format("ToFloat(scale=%g)", scale), { scale = scale })
-end
-
--- A finite number (or, for std, a positive one) or a list of 1 to 4 of them.
-local function per_channel(name, v)
-  local function ok(x)
-    return type(x) == "number" and x == x and x > -math.huge and x < math.huge and (name ~= "std" or x > 0)
-  end
-  local list = type(v) == "table" and #v >= 1 and #v <= 4
-  for i = 1, list and #v or 0 do list = list and ok(v[i]) end
-  if ok(v) or list then return v end
-  error("data.transforms.Normalize: " .. name .. " must be a " .. (name == "std" and "positive" or "finite") ..
-        " number or a list of 1 to 4 of them, got " .. tostring(v), 3)
-end
-
-local function channels_str(v)
-  return type(v) == "table" and "{" .. table.concat(v, ", ") .. "}" or tostring(v)
-end
-
-function transforms.Normalize(mean, std)
-  mean, std = per_channel("mean", mean), per_channel("std", std)
-  local nm = type(mean) == "table" and #mean or 1
-  local ns = type(std) == "table" and #std or 1
-  if nm ~= ns then error("data.transforms.Normalize: mean and std have different lengths", 2) end
-  return transform("normalize", "Normalize(mean=" .. channels_str(mean) .. ", std=" .. channels_str(std) .. ")",
-    { mean = mean, std = std })
-end
-
-function transforms.RandomCrop(size, opts)
-  opts = opts or {}
-  local pad = opts.padding or 0
-  if math.type(pad) ~= "integer" or pad < 0 then
-    error("data.transforms.RandomCrop: padding must be a non-negative integer", 2)
-  end
-  local h, w = size, size
-  if type(size) == "table" then h, w = size[1], size[2] end
-  if math.type(h) ~= "integer" or math.type(w) ~= "integer" or h < 1 or w < 1 then
-    error("data.transforms.RandomCrop: size must be a positive integer or {h, w}", 2)
-  end
-  return transform("crop", string.format("RandomCrop(%dx%d, padding=%d)", h, w, pad),
-    { h = h, w = w, padding = pad })
-end
-
-function transforms.RandomHorizontalFlip(p)
-  if p ~= nil and p ~= 0.5 then
-    error("data.transforms.RandomHorizontalFlip: only p = 0.5 is supported", 2)
-  end
-  return transform("hflip", "RandomHorizontalFlip(p=0.5)", {})
-end
-
-function transforms.Compose(list)
-  if type(list) ~= "table" then error("data.transforms.Compose: expected a list of transforms", 2) end
-  local parts = {}
-  for i, t in ipairs(list) do
-    if getmetatable(t) ~= Transform then
-      error(string.format("data.transforms.Compose: item %d is not a data.transforms object", i), 2)
-    end
-    parts[i] = t.repr
-  end
-  return transform("compose", "Compose{" .. table.concat(parts, ", ") .. "}", { list = list })
-end
-
--- Stage of each kind in the batcher's fixed order.
-local stage = { crop = 1, hflip = 1, tofloat = 2, normalize = 3 }
-
-local function flat_list(tf, out)
-  if tf.kind == "compose" then
-    for _, t in ipairs(tf.list) do flat_list(t, out) end
-  else
-    out[#out + 1] = tf
-  end
-  return out
-end
-
-local function check_order(list)
-  local seen, last = {}, 0
-  for _, t in ipairs(list) do
-    if seen[t.kind] then error("data: transform " .. t.repr .. " is given twice", 4) end
-    seen[t.kind] = true
-    if stage[t.kind] < last then
-      error("data: unsupported transform order: " .. t.repr .. " after " ..
-            (last == 3 and "Normalize" or "ToFloat") ..
-            " (supported: RandomCrop/RandomHorizontalFlip, then ToFloat, then Normalize)", 4)
-    end
-    last = stage[t.kind]
-  end
-end
-
--- The C batcher's spec {scale, mean, std, crop_pad, hflip} for a transform
--- (nil: to-float only) and images of height h, width w and the given
--- dtype (the implicit ToFloat scales uint8 only).
-function data.transform_spec(tf, h, w, dtype)
-  local spec = { scale = (dtype == nil or dtype == "uint8") and 1 / 255 or nil }
-  if tf == nil then return spec end
-  if getmetatable(tf) ~= Transform then error("data: transform must be a data.transforms object", 3) end
-  local list = flat_list(tf, {})
-  check_order(list)
-  for _, t in ipairs(list) do
-    if t.kind == "tofloat" then spec.scale = t.scale
-    elseif t.kind == "normalize" then spec.mean, spec.std = t.mean, t.std
-    elseif t.kind == "hflip" then spec.hflip = true
-    elseif t.kind == "crop" then
-      if h and (t.h ~= h or t.w ~= w) then
-        error(string.format("data: %s on %dx%d images: the crop size must equal the image size " ..
-          "(the batcher pads, then crops a window of the original size)", t.repr, h, w), 3)
-      end
-      spec.crop_pad = t.padding
-    end
-  end
-  return spec
-end
+-- The fixed path's spec for images of h x w and dtype (nil: needs the pipeline).
+data.transform_spec = transforms.fixed_spec
 
 -- ---- datasets ------------------------------------------------------------------------------
 
@@ -273,12 +152,18 @@ function TensorDataset:get(i)
   return x, label_value(self.labels, i)
 end
 
--- Sample i through the dataset's transform (one-sample batch in C).
+-- Sample i through the dataset's transform (one-sample batch in C on the
+-- fixed path, else the pipeline on a C x H x W view).
 function TensorDataset:transformed(i)
   local shape = self.images.shape
   local spec = data.transform_spec(self.transform, shape[#shape - 1], shape[#shape], self.images.dtype)
-  local b <close> = cnn.io.Batcher(self.images, nil, { i }, 1, false, spec, 0)
-  return b:next()[1]
+  if spec then
+    local b <close> = cnn.io.Batcher(self.images, nil, { i }, 1, false, spec, 0)
+    return b:next()[1]
+  end
+  local x = self.images[i]
+  if x:dim() == 2 then x = x:view(1, shape[#shape - 1], shape[#shape]) end
+  return cnn.io.transform(x, transforms.pipeline_spec(self.transform, self.images.dtype))
 end
 
 function TensorDataset:repr()
@@ -332,8 +217,12 @@ end
 
 -- ---- image datasets --------------------------------------------------------------------------
 
+-- data.ImageFolder and data.export_images (stdlib/image_folder.lua)
+require("image_folder")(data)
+
+-- The class of FashionMNIST, MNIST and CIFAR10 (not public: those are
+-- its constructors; your own images are data.ImageFolder).
 local ImageDataset = class("ImageDataset", TensorDataset)
-data.ImageDataset = ImageDataset
 
 function ImageDataset:init(name, images, labels, classes, opts)
   self.__name = name -- instance field: shows in errors and tostring
@@ -457,13 +346,14 @@ DataLoader.__name = "DataLoader"
 data.DataLoader = DataLoader
 data.DistributedSampler = require("dist.sampler")
 
--- The dataset that holds the tensors under (Subsets of) ds, with the index
--- map from ds's positions to its samples (nil: the identity).
-local function tensor_source(ds)
-  if cnn.is_tensor(rawget(ds, "images")) then return ds, nil end
+-- The dataset that holds the samples under (Subsets of) ds -- tensors
+-- (`images`) or image files (`paths`) -- with the index map from ds's
+-- positions to its samples (nil: the identity).
+local function sample_source(ds)
+  if cnn.is_tensor(rawget(ds, "images")) or type(rawget(ds, "paths")) == "table" then return ds, nil end
   local inner, idx = rawget(ds, "dataset"), rawget(ds, "indices")
   if inner == nil or idx == nil then return nil end
-  local root, map = tensor_source(inner)
+  local root, map = sample_source(inner)
   if not root then return nil end
   if not map then return root, idx end
   local composed = {}
@@ -473,13 +363,21 @@ end
 
 local function check_loader_opts(opts)
   local known = { batch_size = true, shuffle = true, drop_last = true, transform = true,
-                  pin_memory = true, sampler = true, distributed = true, seed = true }
+                  pin_memory = true, sampler = true, distributed = true, seed = true,
+                  num_workers = true, prefetch_factor = true }
   for k in pairs(opts) do
     if not known[k] then
       error("data.DataLoader: unknown option '" .. tostring(k) ..
             "' (options: batch_size, shuffle, drop_last, transform, pin_memory, sampler, " ..
-            "distributed, seed)", 3)
+            "distributed, seed, num_workers, prefetch_factor)", 3)
     end
+  end
+  local nw, pf = opts.num_workers, opts.prefetch_factor
+  if nw ~= nil and (math.type(nw) ~= "integer" or nw < 0 or nw > 256) then
+    error("data.DataLoader: num_workers must be an integer in [0, 256], got " .. tostring(nw), 3)
+  end
+  if pf ~= nil and (math.type(pf) ~= "integer" or pf < 1 or pf > 64) then
+    error("data.DataLoader: prefetch_factor must be an integer in [1, 64], got " .. tostring(pf), 3)
   end
   if opts.pin_memory ~= nil and type(opts.pin_memory) ~= "boolean" then
     error("data.DataLoader: pin_memory must be a boolean", 3)
@@ -515,15 +413,33 @@ setmetatable(DataLoader, { __call = function(cls, ds, opts)
     self.sampler = data.DistributedSampler(ds, { shuffle = self.shuffle, seed = opts.seed })
     self.shuffle = false
   end
-  self.source, self.map = tensor_source(ds)
+  self.num_workers = opts.num_workers or cnn.io.default_workers()
+  self.prefetch_factor = opts.prefetch_factor or 2
+  self.source, self.map = sample_source(ds)
   self.transform = opts.transform
   if self.transform == nil and self.source then self.transform = self.source.transform end
-  if self.source then
-    local s = self.source.images.shape
-    self.spec = data.transform_spec(self.transform, s[#s - 1], s[#s], self.source.images.dtype)
-  end
+  if self.source then self:plan_transform() end
   return self
 end })
+
+-- The C path of the transform: the fixed spec of tensor datasets when it
+-- can (self.spec), else the pipeline (self.pipeline; self.out_shape, the
+-- C x H x W of every sample, found now for tensors, at the first epoch for
+-- files, from one decoded image).
+function DataLoader:plan_transform()
+  local src = self.source
+  if src.paths then
+    self.pipeline = transforms.pipeline_spec(self.transform, "uint8")
+    return
+  end
+  local s, dt = src.images.shape, src.images.dtype
+  self.spec = data.transform_spec(self.transform, s[#s - 1], s[#s], dt)
+  if self.spec then return end
+  local c = 1
+  for d = 2, #s - 2 do c = c * s[d] end
+  self.pipeline = transforms.pipeline_spec(self.transform, dt)
+  self.out_shape = cnn.io.transform_shape(self.pipeline, { c, s[#s - 1], s[#s] })
+end
 
 function DataLoader:__len()
   local n = self.sampler and #self.sampler or #self.dataset
@@ -560,11 +476,30 @@ function DataLoader:epoch_order()
   return order -- nil: 1..n in order
 end
 
--- An epoch in C: a cnn.io.Batcher over the source tensors.
+-- An epoch in C: a cnn.io.Batcher over the source tensors, or a
+-- cnn.io.FileBatcher over the source's image files.
 function DataLoader:c_epoch()
   local src = self.source
+  local opts = { num_workers = self.num_workers, prefetch_factor = self.prefetch_factor,
+                 skip_bad = rawget(src, "skip_bad") == true }
+  if src.paths then
+    self.out_shape = self.out_shape or src:output_shape(self.pipeline)
+    return cnn.io.FileBatcher(src.paths, src.labels, self:epoch_order(), self.batch_size, self.drop_last,
+                              self.pipeline, self.out_shape, src.mode, 0, self.pin_memory, opts)
+  end
+  opts.pipeline, opts.out_shape = self.pipeline, self.out_shape
   return cnn.io.Batcher(src.images, src.labels, self:epoch_order(), self.batch_size,
-                        self.drop_last, self.spec, 0, self.pin_memory)
+                        self.drop_last, self.spec or {}, 0, self.pin_memory, opts)
+end
+
+-- At the end of an epoch: a warning counting the bad files skip_bad skipped.
+local function report_skipped(self, epoch)
+  if not epoch.skipped then return end
+  local n, first = epoch:skipped()
+  if n > 0 then
+    io.stderr:write(string.format("warning: %s: skipped %d bad file%s this epoch (first: %s)\n",
+      tostring(self.source.__name), n, n == 1 and "" or "s", first))
+  end
 end
 
 -- An epoch in Lua (datasets without tensors): an object with next/close.
@@ -597,7 +532,11 @@ end
 function DataLoader:iter()
   local epoch = self.source and self:c_epoch() or self:lua_epoch()
   local closer = setmetatable({}, { __close = function() epoch:close() end })
-  return function() return epoch:next() end, nil, nil, closer
+  return function()
+    local x, y = epoch:next()
+    if x == nil then report_skipped(self, epoch) end
+    return x, y
+  end, nil, nil, closer
 end
 
 -- `for x, y in loader do`: Lua calls loader(nil, control) each iteration.
@@ -610,6 +549,7 @@ function DataLoader:__call(_, control)
   end
   local x, y = self.epoch:next()
   if x == nil then
+    report_skipped(self, self.epoch)
     self.epoch:close()
     self.epoch = nil
   end

@@ -1,170 +1,103 @@
 /*
- * batcher.c -- background batch assembly for data.DataLoader.
+ * batcher.c -- batch assembly for data.DataLoader on a pool of worker
+ * threads: the ring of batch slots, the workers' loop, the caller's side
+ * (submit, take, skip bad samples) and construction.  One sample is
+ * filled by batch_fill.c; the design and the invariants of the ring are in
+ * batcher_internal.h.
  *
- * One worker pthread per batcher and one job slot: while the caller trains
- * on batch k, the worker fills batch k+1.  The caller's thread allocates
- * every output tensor (the allocator's hooks may call into Lua, which is
- * not thread-safe) and hands the empty tensors to the worker, which only
- * writes into them.  So the worker never allocates, never fails and never
- * touches cnn_error(); errors all happen on the caller's thread.
+ * The caller's thread allocates every output tensor (the allocator's hooks
+ * may call into Lua, which is not thread-safe) and hands the empty tensors
+ * to the pool, which only writes into them.  The pool starts at the first
+ * cnn_batcher_next, so that pin_memory, the worker count, the pipeline
+ * and skip_bad can be set in between.  num_workers = 0 fills each batch
+ * on the caller's thread inside cnn_batcher_next (no thread at all).
  *
- * Slot protocol (under `mu`): IDLE -> (caller submits) PENDING -> (worker
- * fills) DONE -> (caller takes) IDLE.  The worker sleeps on `cv` until a
- * job is PENDING or `stop` is set; the caller sleeps on `cv` until the job
- * is DONE.  cnn_batcher_free() sets `stop` (also polled between samples,
- * so a free mid-batch returns quickly), joins the thread, then releases
- * whatever is still in the slot.
+ * A sample that fails (a corrupt file, a wrong size) marks itself bad in
+ * its slot and records the first message.  When the caller takes the
+ * batch: without skip_bad the batch is dropped and the message returned
+ * as the error; with skip_bad the good samples are packed into a smaller
+ * batch (a batch with none left is skipped) and the failures are counted
+ * (cnn_batcher_skipped).
  *
- * Pinned batches (DataLoader{pin_memory = true}, cnn_batcher_set_pin_memory):
- * the caller's thread allocates the batch tensors in page-locked memory
- * (cnn_empty_pinned, a CUDA call) exactly where it allocates them today, so
- * the worker still never allocates and never calls CUDA.  Batch 0 is
- * therefore submitted by the first cnn_batcher_next, not by the
- * constructor, so that the flag can be set in between.
- *
- * Randomness: sample at position p of `order` draws its crop offsets and
- * flip from splitmix64 seeded by (seed, p), so results depend on the seed
- * only, not on timing.  A sample's planes (channels) share one transform.
+ * cnn_batcher_free() sets `stop` (also polled by workers between
+ * samples), wakes and joins every worker, then releases the slots.
  */
-#include "io_internal.h"
+#include "batcher_internal.h"
 
 #include <math.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-enum { SLOT_IDLE, SLOT_PENDING, SLOT_DONE };
+/* ---- the workers ------------------------------------------------------------ */
 
-struct cnn_batcher {
-  cnn_tensor *images, *labels; /* contiguous CPU references (labels may be NULL) */
-  int64_t *order, norder, batch_size, nbatches;
-  int64_t next;                /* the batch the caller gets next */
-  int64_t submitted;           /* the batch in the slot, or -1 */
-  cnn_transform tf;
-  int64_t label_offset;
-  uint64_t seed;
-  /* geometry of one sample: planes x h x w elements; labels: lab_elems each */
-  int64_t planes, h, w, lab_elems;
-  cnn_dtype out_dtype;
-  bool pinned;                 /* allocate batches in page-locked memory */
-  double a[4], b[4];           /* value = raw * a[c] + b[c] per normalisation channel */
-  /* the worker */
-  pthread_t thread;
-  bool started;
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
-  int slot;
-  cnn_tensor *slot_x, *slot_y;
-  atomic_bool stop;
-  int64_t *map;                /* worker scratch: h*w source offsets (-1: padding) */
-};
-
-/* ---- randomness ------------------------------------------------------------ */
-
-static uint64_t splitmix64(uint64_t *s) {
-  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-/* ---- per-sample filling (worker thread) ----------------------------------------- */
-
-/* map[i]: the source offset (in the h x w plane) of output pixel i, or -1.
- * Returns the map, or NULL when the transform is the identity. */
-static const int64_t *sample_map(cnn_batcher *b, int64_t pos) {
-  if (!b->tf.crop_pad && !b->tf.hflip) return NULL;
-  uint64_t s = b->seed ^ (0xD1B54A32D192ED03ull * (uint64_t)(pos + 1));
-  int64_t dy = 0, dx = 0, span = 2 * (int64_t)b->tf.crop_pad + 1;
-  if (b->tf.crop_pad) {
-    dy = (int64_t)(splitmix64(&s) % (uint64_t)span) - b->tf.crop_pad;
-    dx = (int64_t)(splitmix64(&s) % (uint64_t)span) - b->tf.crop_pad;
+/* Record the outcome of sample j of slot sl (under mu). */
+static void finish_sample(cnn_batcher *b, batch_slot *sl, int64_t j, bool failed) {
+  if (failed) {
+    sl->bad[j] = 1;
+    if (!sl->err[0]) snprintf(sl->err, sizeof sl->err, "%s", cnn_error());
   }
-  bool flip = b->tf.hflip && (splitmix64(&s) >> 63);
-  for (int64_t y = 0; y < b->h; y++)
-    for (int64_t x = 0; x < b->w; x++) {
-      int64_t sy = y + dy, sx = (flip ? b->w - 1 - x : x) + dx;
-      bool in = sy >= 0 && sy < b->h && sx >= 0 && sx < b->w;
-      b->map[y * b->w + x] = in ? sy * b->w + sx : -1;
-    }
-  return b->map;
+  if (--sl->remaining == 0) pthread_cond_broadcast(&b->done_cv);
 }
 
-#define SRC(i) (map ? (map[i] < 0 ? 0 : src[map[i]]) : src[i])
-
-static void plane_u8(const uint8_t *src, float *dst, const int64_t *map, int64_t n, double a, double b) {
-  float fa = (float)a, fb = (float)b;
-  for (int64_t i = 0; i < n; i++) dst[i] = (float)SRC(i) * fa + fb;
-}
-
-static void plane_f32(const float *src, float *dst, const int64_t *map, int64_t n, double a, double b) {
-  float fa = (float)a, fb = (float)b;
-  for (int64_t i = 0; i < n; i++) dst[i] = SRC(i) * fa + fb;
-}
-
-static void plane_f64(const double *src, double *dst, const int64_t *map, int64_t n, double a, double b) {
-  for (int64_t i = 0; i < n; i++) dst[i] = SRC(i) * a + b;
-}
-
-static void plane_i64(const int64_t *src, int64_t *dst, const int64_t *map, int64_t n) {
-  for (int64_t i = 0; i < n; i++) dst[i] = SRC(i);
-}
-
-#undef SRC
-
-static void fill_sample(cnn_batcher *b, int64_t pos, int64_t j, cnn_tensor *x) {
-  int64_t idx = b->order[pos], n = b->h * b->w, per = b->planes * n;
-  const int64_t *map = sample_map(b, pos);
-  size_t isz = cnn_dtype_size(b->images->dtype), osz = cnn_dtype_size(b->out_dtype);
-  const char *src = (const char *)cnn_tensor_data(b->images) + (size_t)(idx * per) * isz;
-  char *dst = (char *)cnn_tensor_data(x) + (size_t)(j * per) * osz;
-  for (int64_t p = 0; p < b->planes; p++) {
-    int c = b->tf.normalize && b->tf.nchan > 1 ? (int)p : 0;
-    const void *s = src + (size_t)(p * n) * isz;
-    void *d = dst + (size_t)(p * n) * osz;
-    switch (b->images->dtype) {
-    case CNN_UINT8: plane_u8(s, d, map, n, b->a[c], b->b[c]); break;
-    case CNN_FLOAT32: plane_f32(s, d, map, n, b->a[c], b->b[c]); break;
-    case CNN_FLOAT64: plane_f64(s, d, map, n, b->a[c], b->b[c]); break;
-    default: plane_i64(s, d, map, n); break;
-    }
-  }
-}
-
-static void fill_label(cnn_batcher *b, int64_t pos, int64_t j, cnn_tensor *y) {
-  size_t sz = cnn_dtype_size(b->labels->dtype), row = (size_t)b->lab_elems * sz;
-  const char *src = (const char *)cnn_tensor_data(b->labels) + (size_t)b->order[pos] * row;
-  char *dst = (char *)cnn_tensor_data(y) + (size_t)j * row;
-  memcpy(dst, src, row);
-  if (b->labels->dtype == CNN_INT64 && b->label_offset)
-    for (int64_t e = 0; e < b->lab_elems; e++) ((int64_t *)dst)[e] += b->label_offset;
-}
-
-static void fill_batch(cnn_batcher *b, int64_t k, cnn_tensor *x, cnn_tensor *y) {
-  int64_t first = k * b->batch_size, count = x->shape[0];
-  for (int64_t j = 0; j < count && !atomic_load(&b->stop); j++) {
-    fill_sample(b, first + j, j, x);
-    if (y) fill_label(b, first + j, j, y);
-  }
-}
+typedef struct {
+  cnn_batcher *b;
+  int id;
+} worker_arg;
 
 static void *worker(void *arg) {
-  cnn_batcher *b = arg;
+  cnn_batcher *b = ((worker_arg *)arg)->b;
+  worker_scratch *ws = &b->scratch[((worker_arg *)arg)->id];
+  free(arg);
   pthread_mutex_lock(&b->mu);
   for (;;) {
-    while (!atomic_load(&b->stop) && b->slot != SLOT_PENDING) pthread_cond_wait(&b->cv, &b->mu);
+    while (!atomic_load(&b->stop) && b->claim >= b->avail) pthread_cond_wait(&b->work_cv, &b->mu);
     if (atomic_load(&b->stop)) break;
-    int64_t k = b->submitted;
-    cnn_tensor *x = b->slot_x, *y = b->slot_y;
+    int64_t pos = b->claim++, k = pos / b->batch_size, j = pos - k * b->batch_size;
+    batch_slot *sl = &b->slots[k % b->nslots];
+    cnn_tensor *x = sl->x, *y = sl->y;
     pthread_mutex_unlock(&b->mu);
-    fill_batch(b, k, x, y);
+    bool failed = cnn_batcher_fill(b, ws, pos, j, x, y) < 0;
     pthread_mutex_lock(&b->mu);
-    b->slot = SLOT_DONE;
-    pthread_cond_broadcast(&b->cv);
+    finish_sample(b, sl, j, failed);
   }
   pthread_mutex_unlock(&b->mu);
   return NULL;
+}
+
+static int start_pool(cnn_batcher *b) {
+  int n = b->nworkers;
+  b->threads = calloc((size_t)(n ? n : 1), sizeof *b->threads);
+  if (!b->threads) return cnn_set_error("batcher: out of memory"), -1;
+  for (int i = 0; i < n; i++) {
+    worker_arg *a = malloc(sizeof *a);
+    if (!a) return cnn_set_error("batcher: out of memory"), -1;
+    a->b = b, a->id = i;
+    if (pthread_create(&b->threads[i], NULL, worker, a) != 0) {
+      free(a);
+      return cnn_set_error("batcher: cannot start loader thread %d of %d", i + 1, n), -1;
+    }
+    b->nstarted++;
+  }
+  return 0;
+}
+
+/* scratch and slots, sized now that the worker count is known */
+static int configure(cnn_batcher *b) {
+  int nscratch = b->nworkers ? b->nworkers : 1;
+  b->scratch = calloc((size_t)nscratch, sizeof *b->scratch);
+  b->slots = calloc((size_t)b->nslots, sizeof *b->slots);
+  if (!b->scratch || !b->slots) return cnn_set_error("batcher: out of memory"), -1;
+  for (int i = 0; i < nscratch; i++)
+    if (!b->use_pipe && (b->tf.crop_pad || b->tf.hflip) &&
+        !(b->scratch[i].map = malloc((size_t)(b->h * b->w + 1) * sizeof *b->scratch[i].map)))
+      return cnn_set_error("batcher: out of memory"), -1;
+  for (int i = 0; i < b->nslots; i++) {
+    b->slots[i].k = -1;
+    if (!(b->slots[i].bad = calloc((size_t)b->batch_size, 1))) return cnn_set_error("batcher: out of memory"), -1;
+  }
+  b->configured = true;
+  return start_pool(b);
 }
 
 /* ---- the caller's side ------------------------------------------------------------ */
@@ -178,26 +111,128 @@ static cnn_tensor *new_output(const cnn_batcher *b, int ndim, const int64_t *sha
   return b->pinned ? cnn_empty_pinned(ndim, shape, dt) : cnn_empty(ndim, shape, dt, CNN_DEVICE_CPU);
 }
 
-/* allocate batch k's tensors here, on the caller's thread, and queue it */
-static int submit(cnn_batcher *b, int64_t k) {
-  int64_t n = batch_count(b, k), shape[CNN_MAX_DIMS];
-  memcpy(shape, b->images->shape, sizeof shape);
-  shape[0] = n;
-  cnn_tensor *x = new_output(b, b->images->ndim, shape, b->out_dtype), *y = NULL;
-  if (x && b->labels) {
+/* x and y for a batch of n samples (y NULL without labels); -1 on failure */
+static int new_batch(const cnn_batcher *b, int64_t n, cnn_tensor **x, cnn_tensor **y) {
+  int64_t shape[CNN_MAX_DIMS];
+  int ndim = 4;
+  if (b->use_pipe) {
+    shape[0] = n, shape[1] = b->out_shape[0], shape[2] = b->out_shape[1], shape[3] = b->out_shape[2];
+  } else {
+    memcpy(shape, b->images->shape, sizeof shape);
+    ndim = b->images->ndim, shape[0] = n;
+  }
+  *x = new_output(b, ndim, shape, b->out_dtype), *y = NULL;
+  if (*x && b->labels) {
     memcpy(shape, b->labels->shape, sizeof shape);
     shape[0] = n;
-    y = new_output(b, b->labels->ndim, shape, b->labels->dtype);
+    *y = new_output(b, b->labels->ndim, shape, b->labels->dtype);
   }
-  if (!x || (b->labels && !y)) {
-    if (x) cnn_tensor_release(x);
+  if (!*x || (b->labels && !*y)) {
+    if (*x) cnn_tensor_release(*x);
+    *x = NULL;
     return -1;
   }
-  pthread_mutex_lock(&b->mu);
-  b->slot_x = x, b->slot_y = y, b->submitted = k, b->slot = SLOT_PENDING;
-  pthread_cond_broadcast(&b->cv);
-  pthread_mutex_unlock(&b->mu);
   return 0;
+}
+
+/* fill batch k's slot on this thread (num_workers = 0) */
+static void fill_here(cnn_batcher *b, batch_slot *sl) {
+  for (int64_t j = 0; j < sl->count; j++) {
+    bool failed = cnn_batcher_fill(b, &b->scratch[0], sl->k * b->batch_size + j, j, sl->x, sl->y) < 0;
+    finish_sample(b, sl, j, failed);
+  }
+}
+
+/* allocate the next batch's tensors here and hand it to the pool */
+static int submit(cnn_batcher *b) {
+  int64_t k = b->submitted, n = batch_count(b, k);
+  cnn_tensor *x, *y;
+  if (new_batch(b, n, &x, &y) < 0) return -1;
+  batch_slot *sl = &b->slots[k % b->nslots];
+  pthread_mutex_lock(&b->mu);
+  sl->k = k, sl->x = x, sl->y = y, sl->count = n, sl->remaining = n, sl->err[0] = 0;
+  memset(sl->bad, 0, (size_t)b->batch_size);
+  b->submitted++;
+  b->avail = k * b->batch_size + n;
+  pthread_cond_broadcast(&b->work_cv);
+  pthread_mutex_unlock(&b->mu);
+  if (b->nworkers == 0) fill_here(b, sl);
+  return 0;
+}
+
+/* keep the ring full: batches next .. next+nslots-1 submitted */
+static int refill(cnn_batcher *b) {
+  while (b->submitted < b->nbatches && b->submitted < b->next + b->nslots)
+    if (submit(b) < 0) return -1;
+  return 0;
+}
+
+static void release_slot(batch_slot *sl) {
+  if (sl->x) cnn_tensor_release(sl->x);
+  if (sl->y) cnn_tensor_release(sl->y);
+  sl->x = sl->y = NULL, sl->k = -1;
+}
+
+/* copy row `from` of t into row `to` (to < from) */
+static void move_row(cnn_tensor *t, int64_t from, int64_t to) {
+  size_t row = (size_t)(cnn_tensor_numel(t) / t->shape[0]) * cnn_dtype_size(t->dtype);
+  char *d = cnn_tensor_data(t);
+  memmove(d + (size_t)to * row, d + (size_t)from * row, row);
+}
+
+/* pack the good samples of sl to the front; returns how many are good */
+static int64_t pack_good(cnn_batcher *b, batch_slot *sl) {
+  int64_t good = 0;
+  for (int64_t j = 0; j < sl->count; j++) {
+    if (sl->bad[j]) {
+      if (b->skipped++ == 0) snprintf(b->first_bad, sizeof b->first_bad, "%s", sl->err);
+      continue;
+    }
+    if (good != j) {
+      move_row(sl->x, j, good);
+      if (sl->y) move_row(sl->y, j, good);
+    }
+    good++;
+  }
+  return good;
+}
+
+/* hand out slot sl's batch: 1 (outputs set), 0 (every sample skipped), -1 */
+static int take(cnn_batcher *b, batch_slot *sl, cnn_tensor **x, cnn_tensor **y) {
+  int64_t nbad = 0;
+  for (int64_t j = 0; j < sl->count; j++) nbad += sl->bad[j];
+  if (nbad && !b->skip_bad) {
+    cnn_set_error("%s", sl->err);
+    release_slot(sl);
+    return -1;
+  }
+  int64_t good = nbad ? pack_good(b, sl) : sl->count;
+  cnn_tensor *tx = sl->x, *ty = sl->y;
+  if (good < sl->count) {
+    tx = good ? cnn_narrow(sl->x, 0, 0, good) : NULL;
+    ty = good && sl->y ? cnn_narrow(sl->y, 0, 0, good) : NULL;
+    release_slot(sl);
+    if (!good) return 0;
+    if (!tx || (sl->y && !ty)) return -1;
+  }
+  sl->x = sl->y = NULL, sl->k = -1;
+  *x = tx;
+  if (y) *y = ty;
+  else if (ty) cnn_tensor_release(ty);
+  return 1;
+}
+
+static int next_batch(cnn_batcher *b, cnn_tensor **x, cnn_tensor **y) {
+  if (refill(b) < 0) return -1;
+  batch_slot *sl = &b->slots[b->next % b->nslots];
+  pthread_mutex_lock(&b->mu);
+  while (sl->remaining > 0) pthread_cond_wait(&b->done_cv, &b->mu);
+  pthread_mutex_unlock(&b->mu);
+  b->next++;
+  int rc = take(b, sl, x, y);
+  /* prefetch; if this allocation fails, the next call retries and reports it */
+  if (rc >= 0) (void)refill(b);
+  return rc;
 }
 
 int cnn_batcher_next(cnn_batcher *b, cnn_tensor **x, cnn_tensor **y) {
@@ -205,52 +240,77 @@ int cnn_batcher_next(cnn_batcher *b, cnn_tensor **x, cnn_tensor **y) {
     cnn_set_error("batcher: no batcher or no output");
     return -1;
   }
-  if (b->next >= b->nbatches) return 0;
-  if (b->submitted != b->next && submit(b, b->next) < 0) return -1;
-  pthread_mutex_lock(&b->mu);
-  while (b->slot != SLOT_DONE) pthread_cond_wait(&b->cv, &b->mu);
-  *x = b->slot_x;
-  if (y) *y = b->slot_y;
-  else if (b->slot_y) cnn_tensor_release(b->slot_y);
-  b->slot_x = b->slot_y = NULL, b->slot = SLOT_IDLE, b->submitted = -1;
-  pthread_mutex_unlock(&b->mu);
-  b->next++;
-  /* prefetch; if this allocation fails, the next call retries and reports it */
-  if (b->next < b->nbatches) (void)submit(b, b->next);
-  return 1;
+  if (!b->configured && configure(b) < 0) return -1;
+  while (b->next < b->nbatches) {
+    int rc = next_batch(b, x, y);
+    if (rc != 0) return rc; /* 0: a batch of bad samples only, skipped */
+  }
+  return 0;
 }
 
 int64_t cnn_batcher_len(const cnn_batcher *b) { return b ? b->nbatches : 0; }
+
+int64_t cnn_batcher_skipped(const cnn_batcher *b, const char **first) {
+  if (first) *first = b && b->skipped ? b->first_bad : NULL;
+  return b ? b->skipped : 0;
+}
+
+static int check_unstarted(cnn_batcher *b, const char *what) {
+  if (!b) return cnn_set_error("batcher: no batcher"), -1;
+  if (b->configured) return cnn_set_error("batcher: %s must be set before the first batch", what), -1;
+  return 0;
+}
 
 int cnn_batcher_set_pin_memory(cnn_batcher *b, bool on) {
   if (!b) return cnn_set_error("batcher: no batcher"), -1;
   const char *why = on ? cnn_cuda_unavailable_reason() : NULL;
   if (why) return cnn_set_error("pin_memory: cuda is not available: %s", why), -1;
-  if (b->next > 0 || b->submitted >= 0) {
-    cnn_set_error("batcher: pin_memory must be set before the first batch");
-    return -1;
-  }
+  if (check_unstarted(b, "pin_memory") < 0) return -1;
   b->pinned = on;
   return 0;
 }
 
+int cnn_batcher_set_workers(cnn_batcher *b, int nworkers, int prefetch) {
+  if (check_unstarted(b, "num_workers") < 0) return -1;
+  if (nworkers < 0 || nworkers > 256)
+    return cnn_set_error("batcher: num_workers = %d is out of range (0..256)", nworkers), -1;
+  if (prefetch < 1 || prefetch > 64)
+    return cnn_set_error("batcher: prefetch_factor = %d is out of range (1..64)", prefetch), -1;
+  b->nworkers = nworkers;
+  b->nslots = nworkers ? prefetch * nworkers : 1;
+  return 0;
+}
+
+int cnn_batcher_set_skip_bad(cnn_batcher *b, bool on) {
+  if (check_unstarted(b, "skip_bad") < 0) return -1;
+  b->skip_bad = on;
+  return 0;
+}
+
+int cnn_batcher_default_workers(void) {
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n < 1 ? 1 : n > 64 ? 64 : (int)n;
+}
+
 void cnn_batcher_free(cnn_batcher *b) {
   if (!b) return;
-  if (b->started) {
-    pthread_mutex_lock(&b->mu);
-    atomic_store(&b->stop, true);
-    pthread_cond_broadcast(&b->cv);
-    pthread_mutex_unlock(&b->mu);
-    pthread_join(b->thread, NULL);
-  }
+  pthread_mutex_lock(&b->mu);
+  atomic_store(&b->stop, true);
+  pthread_cond_broadcast(&b->work_cv);
+  pthread_mutex_unlock(&b->mu);
+  for (int i = 0; i < b->nstarted; i++) pthread_join(b->threads[i], NULL);
   pthread_mutex_destroy(&b->mu);
-  pthread_cond_destroy(&b->cv);
-  if (b->slot_x) cnn_tensor_release(b->slot_x);
-  if (b->slot_y) cnn_tensor_release(b->slot_y);
+  pthread_cond_destroy(&b->work_cv);
+  pthread_cond_destroy(&b->done_cv);
+  for (int i = 0; b->slots && i < b->nslots; i++) release_slot(&b->slots[i]), free(b->slots[i].bad);
+  for (int i = 0; b->scratch && i < (b->nworkers ? b->nworkers : 1); i++) {
+    free(b->scratch[i].map);
+    cnn_pipeline_scratch_free(&b->scratch[i].s);
+  }
+  for (int64_t i = 0; i < b->npaths; i++) free(b->paths[i]);
   if (b->images) cnn_tensor_release(b->images);
   if (b->labels) cnn_tensor_release(b->labels);
-  free(b->order);
-  free(b->map);
+  free(b->paths), free(b->slots), free(b->scratch), free(b->threads), free(b->order);
   free(b);
 }
 
@@ -355,28 +415,38 @@ static void set_coefficients(cnn_batcher *b) {
   }
 }
 
-static int copy_inputs(cnn_batcher *b, cnn_tensor *images, cnn_tensor *labels, const int64_t *order) {
+static int copy_order(cnn_batcher *b, const int64_t *order) {
   b->order = malloc((b->norder > 0 ? (size_t)b->norder : 1) * sizeof *b->order);
-  b->map = (b->tf.crop_pad || b->tf.hflip) ? malloc((size_t)(b->h * b->w + 1) * sizeof *b->map) : NULL;
-  if (!b->order || ((b->tf.crop_pad || b->tf.hflip) && !b->map)) {
-    cnn_set_error("batcher: out of memory");
-    return -1;
-  }
+  if (!b->order) return cnn_set_error("batcher: out of memory"), -1;
   for (int64_t i = 0; i < b->norder; i++) b->order[i] = order ? order[i] : i;
-  if (!(b->images = cnn_contiguous(images))) return -1;
+  return 0;
+}
+
+static int copy_inputs(cnn_batcher *b, cnn_tensor *images, cnn_tensor *labels, const int64_t *order) {
+  if (copy_order(b, order) < 0) return -1;
+  if (images && !(b->images = cnn_contiguous(images))) return -1;
   if (labels && !(b->labels = cnn_contiguous(labels))) return -1;
   b->lab_elems = 1;
   for (int d = 1; labels && d < labels->ndim; d++) b->lab_elems *= labels->shape[d];
   return 0;
 }
 
-static int start(cnn_batcher *b) {
-  if (pthread_create(&b->thread, NULL, worker, b) != 0) {
-    cnn_set_error("batcher: cannot start the loader thread");
-    return -1;
+/* the common part of both constructors: NULL only when out of memory */
+static cnn_batcher *new_batcher(int64_t norder, int64_t batch_size, bool drop_last, int64_t label_offset,
+                                uint64_t seed) {
+  cnn_batcher *b = calloc(1, sizeof *b);
+  if (!b) {
+    cnn_set_error("batcher: out of memory");
+    return NULL;
   }
-  b->started = true;
-  return 0; /* batch 0 is submitted by the first cnn_batcher_next */
+  pthread_mutex_init(&b->mu, NULL);
+  pthread_cond_init(&b->work_cv, NULL);
+  pthread_cond_init(&b->done_cv, NULL);
+  atomic_init(&b->stop, false);
+  b->norder = norder, b->batch_size = batch_size, b->label_offset = label_offset, b->seed = seed;
+  b->nbatches = norder / batch_size + (!drop_last && norder % batch_size != 0);
+  b->nworkers = 1, b->nslots = 2; /* one loader thread, one batch ahead: cnn_batcher_set_workers */
+  return b;
 }
 
 cnn_batcher *cnn_batcher_new(cnn_tensor *images, cnn_tensor *labels, const int64_t *order,
@@ -385,26 +455,66 @@ cnn_batcher *cnn_batcher_new(cnn_tensor *images, cnn_tensor *labels, const int64
   static const cnn_transform identity = {0};
   if (check_data(images, labels) < 0 || check_order(order, norder, batch_size, images->shape[0]) < 0)
     return NULL;
-  cnn_batcher *b = calloc(1, sizeof *b);
-  if (!b) {
-    cnn_set_error("batcher: out of memory");
-    return NULL;
-  }
-  pthread_mutex_init(&b->mu, NULL);
-  pthread_cond_init(&b->cv, NULL);
-  atomic_init(&b->stop, false);
+  cnn_batcher *b = new_batcher(norder, batch_size, drop_last, label_offset, seed);
+  if (!b) return NULL;
   b->tf = tf ? *tf : identity;
-  b->norder = norder, b->batch_size = batch_size, b->label_offset = label_offset, b->seed = seed;
-  b->nbatches = norder / batch_size + (!drop_last && norder % batch_size != 0);
-  b->submitted = -1, b->slot = SLOT_IDLE;
   b->out_dtype = images->dtype == CNN_UINT8 ? CNN_FLOAT32 : images->dtype;
   set_geometry(b, images);
   if (check_transform(b, &b->tf, images) < 0 || copy_inputs(b, images, labels, order) < 0) {
     cnn_batcher_free(b);
     return NULL;
   }
-  set_coefficients(b); /* before the worker starts: it reads them unlocked */
-  if (start(b) < 0) {
+  set_coefficients(b); /* before the workers start: they read them unlocked */
+  return b;
+}
+
+static int check_pipeline(const cnn_pipeline *pipe, const int64_t out_shape[3]) {
+  if (!pipe || !out_shape) return cnn_set_error("batcher: no pipeline or output shape"), -1;
+  if (cnn_pipeline_check(pipe) < 0) return -1;
+  if (!cnn_io_shape_ok(3, out_shape) || out_shape[0] < 1 || out_shape[1] < 1 || out_shape[2] < 1)
+    return cnn_set_error("batcher: output shape %lldx%lldx%lld is out of range", (long long)out_shape[0],
+                         (long long)out_shape[1], (long long)out_shape[2]), -1;
+  return 0;
+}
+
+int cnn_batcher_set_pipeline(cnn_batcher *b, const cnn_pipeline *pipe, const int64_t out_shape[3]) {
+  if (check_unstarted(b, "the pipeline") < 0 || check_pipeline(pipe, out_shape) < 0) return -1;
+  if (!b->paths && b->images->dtype == CNN_INT64)
+    return cnn_set_error("batcher: int64 images cannot be transformed; convert them to float first"), -1;
+  b->use_pipe = true, b->pipe = *pipe, b->out_dtype = CNN_FLOAT32;
+  memcpy(b->out_shape, out_shape, sizeof b->out_shape);
+  return 0;
+}
+
+static int copy_paths(cnn_batcher *b, const char *const *paths, int64_t npaths) {
+  b->paths = calloc((size_t)(npaths > 0 ? npaths : 1), sizeof *b->paths);
+  if (!b->paths) return cnn_set_error("batcher: out of memory"), -1;
+  b->npaths = npaths;
+  for (int64_t i = 0; i < npaths; i++) {
+    if (!paths[i]) return cnn_set_error("batcher: file %lld has no name", (long long)i + 1), -1;
+    if (!(b->paths[i] = strdup(paths[i]))) return cnn_set_error("batcher: out of memory"), -1;
+  }
+  return 0;
+}
+
+cnn_batcher *cnn_batcher_new_files(const char *const *paths, int64_t npaths, cnn_image_mode mode,
+                                   cnn_tensor *labels, const int64_t *order, int64_t norder, int64_t batch_size,
+                                   bool drop_last, const cnn_pipeline *pipe, const int64_t out_shape[3],
+                                   int64_t label_offset, uint64_t seed) {
+  char s[CNN_SHAPE_STR];
+  if (!paths || npaths < 0) return cnn_set_error("batcher: no file list"), NULL;
+  if (check_order(order, norder, batch_size, npaths) < 0 || check_pipeline(pipe, out_shape) < 0) return NULL;
+  if (mode < CNN_IMAGE_UNCHANGED || mode > CNN_IMAGE_RGBA) return cnn_set_error("batcher: bad image mode"), NULL;
+  if (labels && (labels->ndim < 1 || labels->shape[0] != npaths || cnn_tensor_device(labels).type != CNN_CPU)) {
+    cnn_set_error("batcher: labels %s do not match %lld files on the cpu", cnn_tensor_shape_str(labels, s),
+                  (long long)npaths);
+    return NULL;
+  }
+  cnn_batcher *b = new_batcher(norder, batch_size, drop_last, label_offset, seed);
+  if (!b) return NULL;
+  b->mode = mode, b->use_pipe = true, b->pipe = *pipe, b->out_dtype = CNN_FLOAT32;
+  memcpy(b->out_shape, out_shape, sizeof b->out_shape);
+  if (copy_paths(b, paths, npaths) < 0 || copy_inputs(b, NULL, labels, order) < 0) {
     cnn_batcher_free(b);
     return NULL;
   }

@@ -219,3 +219,30 @@ cnn_tensor *cnn_image_to_tensor(const cnn_image *img) {
     for (int64_t i = 0; i < hw; i++) dst[ch * hw + i] = img->px[i * c + ch];
   return t;
 }
+
+/* ---- JPEG out (data.export_images) ---------------------------------------------- */
+
+int cnn_jpeg_write(const char *path, int64_t h, int64_t w, int channels, const uint8_t *pixels, int quality) {
+  if (!path || !pixels) return cnn_set_error("jpeg: no %s", path ? "pixels" : "file name"), -1;
+  if (channels != 1 && channels != 3) return cnn_set_error("jpeg: %d channels (expected 1 gray or 3 RGB)", channels), -1;
+  if (h < 1 || w < 1 || h > 65535 || w > 65535)
+    return cnn_set_error("jpeg: image size %lldx%lld is out of range (1..65535)", (long long)h, (long long)w), -1;
+  if (quality < 1 || quality > 100) return cnn_set_error("jpeg: quality %d is out of range (1..100)", quality), -1;
+  tjhandle tj = tjInitCompress();
+  unsigned char *out = NULL;
+  unsigned long len = 0;
+  int pf = channels == 1 ? TJPF_GRAY : TJPF_RGB, sub = channels == 1 ? TJSAMP_GRAY : TJSAMP_420;
+  if (!tj || tjCompress2(tj, pixels, (int)w, 0, (int)h, pf, &out, &len, sub, quality, 0) != 0) {
+    cnn_set_error("jpeg: cannot encode %s: %s", path, tj ? tjGetErrorStr2(tj) : "no encoder");
+    if (tj) tjDestroy(tj);
+    tjFree(out);
+    return -1;
+  }
+  tjDestroy(tj);
+  cnn_io_atomic a;
+  int rc = cnn_io_atomic_open(&a, "jpeg", path);
+  if (rc == 0 && cnn_io_atomic_write(&a, out, len) < 0) rc = -1;
+  else if (rc == 0) rc = cnn_io_atomic_commit(&a);
+  tjFree(out);
+  return rc;
+}

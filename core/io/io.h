@@ -179,6 +179,69 @@ int cnn_image_load(const char *path, cnn_image_mode mode, cnn_image *out);
 void cnn_image_free(cnn_image *img); /* NULL ok, idempotent */
 /* A new uint8 C x H x W tensor of the image (calling thread: allocates). */
 cnn_tensor *cnn_image_to_tensor(const cnn_image *img);
+/* JPEG out: 8-bit gray (1) or RGB (3, 4:2:0 subsampled), pixels h x w x
+ * channels, quality 1..100 (libjpeg's scale).  Atomic.  0 or -1. */
+int cnn_jpeg_write(const char *path, int64_t h, int64_t w, int channels, const uint8_t *pixels, int quality);
+
+/* ---- image transforms (image_ops.c: kernels; pipeline.c: data.transforms) ------- */
+
+/* Kernels on one float32 C x H x W image; outputs never alias inputs.
+ * resize: PIL's bilinear filter, widened when shrinking if antialias; tmp
+ * holds c x h x ow floats; 0 or -1 (out of memory). */
+int cnn_image_resize(const float *src, int64_t c, int64_t h, int64_t w, float *dst, int64_t oh, int64_t ow,
+                     bool antialias, float *tmp);
+void cnn_image_crop(const float *src, int64_t c, int64_t h, int64_t w, float *dst, int64_t top, int64_t left,
+                    int64_t oh, int64_t ow); /* zero outside the image */
+void cnn_image_hflip(float *img, int64_t c, int64_t h, int64_t w);                 /* in place */
+void cnn_image_rotate(const float *src, int64_t c, int64_t h, int64_t w, float *dst, double degrees);
+void cnn_image_grayscale(const float *src, int64_t c, int64_t hw, float *dst, int64_t out_c);
+void cnn_image_brightness(float *img, int64_t n, double factor);                   /* in place */
+void cnn_image_contrast(float *img, int64_t c, int64_t hw, double factor);         /* in place */
+void cnn_image_saturation(float *img, int64_t c, int64_t hw, double factor);       /* in place */
+
+typedef enum {
+  CNN_TF_RESIZE = 1, CNN_TF_CENTER_CROP, CNN_TF_RANDOM_CROP, CNN_TF_RANDOM_RESIZED_CROP, CNN_TF_HFLIP,
+  CNN_TF_ROTATION, CNN_TF_COLOR_JITTER, CNN_TF_GRAYSCALE, CNN_TF_NORMALIZE
+} cnn_tf_kind;
+
+typedef struct {
+  cnn_tf_kind kind;
+  int64_t h, w;     /* output size of the resizes and crops; RESIZE with w = 0: shorter edge to h */
+  int64_t pad;      /* RANDOM_CROP: zero padding on every side */
+  bool antialias;   /* RESIZE, RANDOM_RESIZED_CROP */
+  double p;         /* HFLIP: probability */
+  double lo, hi;    /* ROTATION: angle range (degrees); RANDOM_RESIZED_CROP: area scale range */
+  double rlo, rhi;  /* RANDOM_RESIZED_CROP: aspect ratio range */
+  double jitter[3]; /* COLOR_JITTER: brightness, contrast, saturation (0: off) */
+  int channels;     /* GRAYSCALE: output channels (1, 3); NORMALIZE: values in mean/std (1..4) */
+  double mean[4], std[4];
+} cnn_tf_op;
+
+#define CNN_PIPELINE_MAX 16
+/* Samples become float32 times `scale` (1/255 for uint8 in [0, 1]), then
+ * go through ops[0..n-1] in order. */
+typedef struct {
+  double scale;
+  int n;
+  cnn_tf_op ops[CNN_PIPELINE_MAX];
+} cnn_pipeline;
+
+typedef struct {
+  float *a, *b, *t; /* the image (a), the other buffer, resize's temporary */
+  size_t cap_a, cap_b, cap_t;
+} cnn_pipeline_scratch; /* zero-initialise; grown as needed */
+
+int cnn_pipeline_check(const cnn_pipeline *p); /* 0 or -1 naming the op */
+/* The shape (C, H, W) a C x H x W input leaves with; -1 when an op cannot apply. */
+int cnn_pipeline_out_shape(const cnn_pipeline *p, const int64_t in[3], int64_t out[3]);
+/* The decoded image into s->a as float C x H x W times scale. */
+int cnn_pipeline_load_image(cnn_pipeline_scratch *s, const cnn_image *img, double scale, int64_t shape[3]);
+int cnn_pipeline_reserve(cnn_pipeline_scratch *s, int64_t n); /* s->a holds at least n floats */
+/* Runs the ops on s->a (shape updated); randomness from `seed` only. */
+int cnn_pipeline_run(const cnn_pipeline *p, cnn_pipeline_scratch *s, int64_t shape[3], uint64_t seed);
+void cnn_pipeline_scratch_free(cnn_pipeline_scratch *s);
+/* The seed of the sample at position pos of an epoch seeded by `seed`. */
+uint64_t cnn_sample_seed(uint64_t seed, int64_t pos);
 
 /* ---- background batch assembly (data.DataLoader) -------------------------------- */
 
@@ -210,8 +273,8 @@ typedef struct cnn_batcher cnn_batcher;
  * randomness, a function of (seed, position in order) only, so the same
  * seed gives the same batches whatever the threads' timing.
  *
- * The next batch is assembled on a background pthread while the caller
- * consumes the current one.  Output tensors are allocated on the calling
+ * Batches are assembled ahead on a pool of worker threads (batcher.c)
+ * while the caller consumes the current one.  Output tensors are allocated on the calling
  * thread (the allocator's hooks may call into Lua); the worker only fills
  * them.  images and labels are retained (images made contiguous). */
 cnn_batcher *cnn_batcher_new(cnn_tensor *images, cnn_tensor *labels, const int64_t *order,
@@ -224,7 +287,28 @@ int64_t cnn_batcher_len(const cnn_batcher *b); /* number of batches in the epoch
 /* Page-locked batches (DataLoader{pin_memory = true}); call before the first
  * cnn_batcher_next.  -1 with "pin_memory: cuda is not available: ..." without CUDA. */
 int cnn_batcher_set_pin_memory(cnn_batcher *b, bool on);
-void cnn_batcher_free(cnn_batcher *b);         /* stops and joins the thread; NULL ok */
+/* Decoding and transforms on `nworkers` threads (0: on the caller's thread
+ * inside cnn_batcher_next), at most prefetch * nworkers batches assembled
+ * ahead (memory bound).  Default: 1 worker, 2 batches.  Before the first
+ * batch; 0 or -1. */
+int cnn_batcher_set_workers(cnn_batcher *b, int nworkers, int prefetch);
+int cnn_batcher_default_workers(void); /* the number of online cores (1..64) */
+/* Tensor source: run the general pipeline on each C x H x W sample instead
+ * of the fixed transform; every sample must come out out_shape. */
+int cnn_batcher_set_pipeline(cnn_batcher *b, const cnn_pipeline *pipe, const int64_t out_shape[3]);
+/* Bad samples (a corrupt file, a wrong size): with on, dropped from their
+ * batch (which gets smaller) and counted; otherwise the batch is an error
+ * naming the file.  Before the first batch. */
+int cnn_batcher_set_skip_bad(cnn_batcher *b, bool on);
+/* samples skipped so far; *first (borrowed) the first one's message or NULL */
+int64_t cnn_batcher_skipped(const cnn_batcher *b, const char **first);
+/* Files: paths[i] decoded in `mode`, through `pipe`, each out_shape
+ * (C x H x W float32); labels N x ... (or NULL); the rest as cnn_batcher_new. */
+cnn_batcher *cnn_batcher_new_files(const char *const *paths, int64_t npaths, cnn_image_mode mode,
+                                   cnn_tensor *labels, const int64_t *order, int64_t norder, int64_t batch_size,
+                                   bool drop_last, const cnn_pipeline *pipe, const int64_t out_shape[3],
+                                   int64_t label_offset, uint64_t seed);
+void cnn_batcher_free(cnn_batcher *b);         /* stops and joins the workers; NULL ok */
 
 #ifdef __cplusplus
 }

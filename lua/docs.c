@@ -85,12 +85,19 @@ static const doc_entry docs[] = {
                       "2 gray+alpha, 3 RGB, 4 RGBA), 'gray', 'rgb' (alpha dropped) or 'rgba' (alpha 255 added).\n"
                       "16-bit PNG is scaled to 8 bits (rounded), palettes expanded; no gamma conversion.\n"
                       "Truncated, corrupt or non-image files are errors naming the file.  x:float() / 255 for [0, 1]."},
+    {"io.write_jpeg", "cnn.io.write_jpeg(path, img [, {quality = 90}])\nWrites a uint8 C x H x W (C = 1 or 3) or H x W tensor as JPEG (libjpeg-turbo), atomically."},
+    {"io.mkdir", "cnn.io.mkdir(path)\nCreates a folder and its parents (mkdir -p); an existing folder is fine."},
+    {"io.transform", "cnn.io.transform(img, spec [, seed]) -> float32 C x H x W\nRuns a transform pipeline spec (data.transforms' pipeline_spec) on one image."},
+    {"io.transform_shape", "cnn.io.transform_shape(spec, {C, H, W}) -> {C, H, W}\nThe shape a pipeline spec gives an image of the given shape."},
+    {"io.FileBatcher", "cnn.io.FileBatcher(paths, labels, order, batch_size, drop_last, spec, out_shape, mode, label_offset, pin_memory, opts) -> batcher\n"
+                       "One epoch of batches decoded from image files on worker threads (data.ImageFolder's loader); b:skipped() counts bad files."},
+    {"io.default_workers", "cnn.io.default_workers() -> n\nThe number of cores: DataLoader's default num_workers."},
     {"io.list_dir", "cnn.io.list_dir(path) -> names, kinds\nThe entries of a folder sorted by name (no . and ..); kinds[i] is 'file', 'dir' or 'other'."},
     {"io.onnx_read", "cnn.io.onnx_read(path) -> model table\nReads an ONNX model as plain data: {opset, nodes = {{op_type, inputs, outputs, attrs}}, initializers, inputs, outputs}; cnn.onnx.load builds a module from it."},
     {"io.onnx_write", "cnn.io.onnx_write(path, model)\nWrites a model table (as cnn.io.onnx_read returns) as an ONNX file, atomically; cnn.onnx.export builds one from a network."},
     {"io.onnx_read_tensor", "cnn.io.onnx_read_tensor(path) -> tensor\nReads a serialized ONNX TensorProto (the ONNX test data's input_0.pb, output_0.pb)."},
     {"io.isatty", "cnn.io.isatty([fd | file]) -> boolean\nWhether the descriptor (stdout by default) is a terminal."},
-    {"io.Batcher", "cnn.io.Batcher(images, labels, order, batch_size, drop_last, spec, label_offset) -> batcher\nOne epoch of batches assembled on a background thread: b:next() -> x, y (nil at the end), #b, b:close()."},
+    {"io.Batcher", "cnn.io.Batcher(images, labels, order, batch_size, drop_last, spec, label_offset [, pin_memory, opts]) -> batcher\nOne epoch of batches assembled on worker threads (opts: num_workers, prefetch_factor, skip_bad, pipeline, out_shape): b:next() -> x, y (nil at the end), #b, b:close()."},
     /* facts and conversions */
     {"Tensor:size", "x:size([dim]) -> n | {sizes}\nThe size of one dim (1-based, negatives from the end) or all sizes as a table."},
     {"Tensor:stride", "x:stride([dim]) -> n | {strides}\nThe stride (in elements) of one dim or all."},

@@ -564,9 +564,12 @@ data -- datasets, transforms and the DataLoader (labels are 1-based: 1..C).
   loader = data.DataLoader(train, {batch_size = 128, shuffle = true,
     transform = data.transforms.Normalize(0.2860, 0.3530)})
   for x, y in loader do ... end                    -- x: 128x1x28x28 float32, y: int64
-Datasets: FashionMNIST, MNIST, CIFAR10, TensorDataset(x, y), Subset(ds, idx),
-random_split(ds, {n1, n2}); #ds, ds:get(i) -> x, y, ds[i] -> {x, y}.
-Transforms (data.transforms): ToFloat, Normalize, RandomCrop, RandomHorizontalFlip, Compose.]]
+  photos = data.ImageFolder{root = "photos", transform = data.transforms.Compose{
+    data.transforms.Resize(64), data.transforms.CenterCrop(64)}}   -- photos/<class>/<image>.png|jpg
+Datasets: FashionMNIST, MNIST, CIFAR10, ImageFolder, TensorDataset(x, y), Subset(ds, idx),
+random_split(ds, {n1, n2}); #ds, ds:get(i) -> x, y, ds[i] -> {x, y}; export_images(ds, dir).
+Transforms (data.transforms): Resize, CenterCrop, RandomCrop, RandomResizedCrop,
+RandomHorizontalFlip, RandomRotation, ColorJitter, Grayscale, ToFloat, Normalize, Compose.]]
 doc[data.FashionMNIST] = [[
 data.FashionMNIST{train = true, root =, transform =} -> dataset
 Fashion-MNIST from Debian's dataset-fashion-mnist (/usr/share/datasets/fashion-mnist),
@@ -574,25 +577,60 @@ root= or $CNNSH_DATA.  ds.images: N x 1 x 28 x 28 uint8, ds.labels: int64 N in 1
 ds.classes: {"T-shirt/top", "Trouser", ...}.]]
 doc[data.MNIST] = "data.MNIST{root =, train = true, transform =} -> dataset\nMNIST from the IDX files in root (or $CNNSH_DATA/mnist); labels 1..10 for digits 0..9."
 doc[data.CIFAR10] = "data.CIFAR10{root =, train = true, transform =} -> dataset\nCIFAR-10's binary batches in root: images N x 3 x 32 x 32 uint8, labels 1..10."
+doc[data.ImageFolder] = [[
+data.ImageFolder{root =, transform =, mode = "rgb", skip_bad = false} -> dataset
+PNG and JPEG files in root/<class>/... (subfolders sorted by name: labels 1..C; hidden
+folders and other files ignored).  ds.classes, ds.class_to_idx, ds.paths, ds.targets,
+ds.labels (int64).  Samples: float32 C x H x W in [0, 1] before Normalize; C = 3 (rgb),
+1 (gray) or 4 (rgba).  Images may differ in size if the transform makes them one size.
+The DataLoader decodes on its worker threads: nothing is held decoded.  A bad file is an
+error naming it; skip_bad = true drops it from its batch and warns with a count.]]
+doc[data.export_images] = [[
+data.export_images(ds, dir [, {format = "png", quality = 90}]) -> count
+Writes every sample of ds as dir/<label>_<class>/<i>.png (or .jpg; labels zero-padded so
+that ImageFolder gives the same labels back).  uint8 samples are written as they are,
+floats are taken as [0, 1].]]
 doc[data.TensorDataset] = "data.TensorDataset(x [, y]) -> dataset\nSample i is x[i], y[i]; uint8 x becomes float32 in the loader."
 doc[data.Subset] = "data.Subset(ds, indices) -> dataset\nThe samples of ds at the given 1-based indices (a table or a tensor)."
 doc[data.random_split] = "data.random_split(ds, {n1, n2, ...}) -> subset1, subset2, ...\nA random partition (counts, or fractions summing to 1), seeded by cnn.manual_seed."
 doc[data.randperm] = "data.randperm(n) -> table\nA random permutation of 1..n from the core generator."
 doc[DataLoader] = [[
 data.DataLoader(ds, {batch_size = 1, shuffle = false, drop_last = false, transform =,
-                     pin_memory = false, distributed = false, seed = 0, sampler =}) -> loader
-Batches ds; `for x, y in loader do` runs one epoch (batches assembled in C on a
-background thread); #loader is the number of batches.  The transform defaults to the
-dataset's; uint8 images always become float32 in [0, 1].  pin_memory = true gives
-batches in page-locked memory for x:cuda{non_blocking = true}; without CUDA it is
-ignored and loader.pin_memory reads false.  distributed = true gives each rank
-its share (data.DistributedSampler, shuffled from seed + epoch: loader:set_epoch(e)).]]
-doc[transforms.ToFloat] = "data.transforms.ToFloat([scale = 1/255])\nuint8 -> float32 times scale (implicit when absent)."
-doc[transforms.Normalize] = "data.transforms.Normalize(mean, std)\n(x - mean) / std per channel (numbers or lists); after ToFloat."
-doc[transforms.RandomCrop] = "data.transforms.RandomCrop(size, {padding = 0})\nZero-pad, then crop a random window of the image's own size."
-doc[transforms.RandomHorizontalFlip] = "data.transforms.RandomHorizontalFlip()\nMirror left-right with probability 0.5."
-doc[transforms.Compose] = [[
+                     pin_memory = false, num_workers = <cores>, prefetch_factor = 2}) -> loader
+Batches ds; `for x, y in loader do` runs one epoch; #loader is the number of batches.
+Tensor datasets and ImageFolder are batched in C: num_workers threads decode and
+transform samples (0: on this thread), at most prefetch_factor * num_workers batches ahead
+(memory stays bounded).  The batches are the same for the same seed (cnn.manual_seed)
+whatever num_workers.  Other datasets are batched in Lua with ds:get.  The transform
+defaults to the dataset's; uint8 images always become float32 in [0, 1].
+pin_memory = true gives page-locked batches for x:cuda{non_blocking = true}; without
+CUDA it is ignored and loader.pin_memory reads false.]]
+local T = transforms
+doc[T.ToFloat] = "data.transforms.ToFloat([scale = 1/255])\nuint8 -> float32 times scale (implicit: 1/255 for uint8, 1 for floats); before Normalize/ColorJitter."
+doc[T.Normalize] = "data.transforms.Normalize(mean, std)\n(x - mean) / std per channel (numbers or lists of 1 to 4)."
+doc[T.RandomCrop] = "data.transforms.RandomCrop(size, {padding = 0})\nZero-pad every side, then crop a random size (n or {h, w}) window (torchvision's)."
+doc[T.CenterCrop] = "data.transforms.CenterCrop(size)\nThe centre size (n or {h, w}) window; zero-padded when larger than the image."
+doc[T.Resize] = [[
+data.transforms.Resize(size [, {antialias = true}])
+Bilinear resize as PIL/torchvision: size n sets the shorter edge (aspect kept), {h, w}
+sets both; shrinking is antialiased (the filter widens with the factor).]]
+doc[T.RandomResizedCrop] = [[
+data.transforms.RandomResizedCrop(size [, {scale = {0.08, 1}, ratio = {3/4, 4/3}}])
+A random window of area scale * H * W and aspect ratio in ratio (torchvision's 10 tries,
+then the centre), resized (bilinear, antialiased) to size.]]
+doc[T.RandomHorizontalFlip] = "data.transforms.RandomHorizontalFlip([p = 0.5])\nMirror left-right with probability p."
+doc[T.RandomRotation] = "data.transforms.RandomRotation(degrees)\nRotate by U(-degrees, degrees) (or {min, max}) counter-clockwise about the centre; bilinear, zero fill, same size."
+doc[T.ColorJitter] = [[
+data.transforms.ColorJitter{brightness = 0, contrast = 0, saturation = 0}  (or (b, c, s))
+Each factor ~ U(max(0, 1 - v), 1 + v), applied in a random order as torchvision's
+adjust_brightness/contrast/saturation on [0, 1] values (clamped).]]
+doc[T.Grayscale] = "data.transforms.Grayscale([num_output_channels = 1])\n0.299 R + 0.587 G + 0.114 B, as 1 or 3 channels."
+doc[T.pipeline_spec] = "data.transforms.pipeline_spec(tf, dtype) -> spec\nThe {scale, ops} table cnn.io.transform and the C loader run for a transform."
+doc[T.fixed_spec] = "data.transforms.fixed_spec(tf, h, w, dtype) -> spec | nil\nThe tensor loader's fast-path spec, or nil when the transform needs the pipeline."
+doc[T.Compose] = [[
 data.transforms.Compose{t1, t2, ...}
-Supported order: RandomCrop / RandomHorizontalFlip, then ToFloat, then Normalize.]]
+Runs the transforms in the order given (in C, on the loader's worker threads); every
+random choice is seeded per sample from cnn.manual_seed.  tf(img [, seed]) applies a
+transform to one C x H x W image.]]
 
 return data

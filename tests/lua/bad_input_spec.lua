@@ -165,6 +165,8 @@ local SKIP = {
   set_conv_algo = "global state (hand-written cases below)",
   save = "writes files (hand-written cases below)", write_png = "writes files",
   viz_png = "writes files", Batcher = "starts a thread (hand-written cases below)",
+  write_jpeg = "writes files", mkdir = "creates folders",
+  FileBatcher = "starts threads (image_folder_spec)",
 }
 
 -- Functions whose sweep currently fails, with the repro: the sweep still

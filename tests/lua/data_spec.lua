@@ -317,17 +317,29 @@ describe("data.DataLoader", function()
     assert.is_true(n >= 3, "only " .. n .. " distinct offsets")
   end)
 
-  it("rejects unsupported transform combinations", function()
+  it("transforms beyond the fixed path run in the pipeline, in the order given", function()
     local T = data.transforms
-    local imgs = cnn.zeros(2, 1, 4, 4, "uint8")
+    local imgs = (cnn.rand(2, 1, 4, 4) * 255):round():to("uint8")
     local ds = data.TensorDataset(imgs)
-    assert.has_error(function()
-      data.DataLoader(ds, { transform = T.Compose{ T.Normalize(0.5, 0.5), T.RandomHorizontalFlip() } })
-    end)
+    -- Normalize before a flip (p = 1): the mirror of the normalised image
+    local loader = data.DataLoader(ds, { transform = T.Compose{ T.Normalize(0.5, 0.5), T.RandomHorizontalFlip(1) },
+                                         batch_size = 2 })
+    assert.is_nil(loader.spec)
+    local raw = imgs:totable()
+    for x in loader do
+      local got = x:totable()
+      for i = 1, 2 do for y = 1, 4 do for c = 1, 4 do
+        local want = (raw[i][1][y][5 - c] / 255 - 0.5) / 0.5
+        assert.is_true(math.abs(got[i][1][y][c] - want) < 1e-6)
+      end end end
+    end
+    -- a crop smaller than the image
+    for x in data.DataLoader(ds, { transform = T.RandomCrop(3, { padding = 1 }), batch_size = 2 }) do
+      assert.same({ 2, 1, 3, 3 }, { x:size(1), x:size(2), x:size(3), x:size(4) })
+    end
     assert.has_error(function()
       data.DataLoader(ds, { transform = T.Compose{ T.Normalize(0.5, 0.5), T.ToFloat() } })
     end)
-    assert.has_error(function() data.DataLoader(ds, { transform = T.RandomCrop(3, { padding = 1 }) }) end)
     assert.has_error(function() data.DataLoader(ds, { batch_size = 0 }) end)
     assert.has_error(function() data.DataLoader(ds, { batchsize = 4 }) end)
   end)

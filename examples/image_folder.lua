@@ -2,14 +2,15 @@
 -- images: a folder with one subfolder per class.
 --
 --   cnnsh examples/image_folder.lua [--root DIR] [--epochs N] [--size N] [--batch-size N]
---                                   [--workers N] [--gray] [--seed N]
+--                                   [--workers N] [--gray] [--seed N] [--demo N]
 --
 --   photos/                 (--root photos)
 --     cats/  a.jpg b.png ...
 --     dogs/  c.jpg ...
 --
--- Without --root it first writes 2,000 Fashion-MNIST images as PNG files
--- into a folder of that layout (data.export_images) and trains on that.
+-- Without --root it first writes 2,000 (--demo N) Fashion-MNIST images as
+-- PNG files into a folder of that layout (data.export_images) and trains
+-- on that.
 -- Every image is resized (shorter edge) and centre-cropped to --size, so
 -- the pictures may differ in size; training adds random crops and flips.
 -- 10% of the images are held out to measure the accuracy.  Decoding and
@@ -17,9 +18,10 @@
 
 -- ---- command line ---------------------------------------------------------------
 local usage = "usage: cnnsh examples/image_folder.lua [--root DIR] [--epochs N] [--size N] " ..
-              "[--batch-size N] [--workers N] [--gray] [--seed N]"
-local args = { root = nil, epochs = 3, size = 28, ["batch-size"] = 64, workers = nil, gray = false, seed = 1 }
-local numeric = { epochs = true, size = true, ["batch-size"] = true, workers = true, seed = true }
+              "[--batch-size N] [--workers N] [--gray] [--seed N] [--demo N]"
+local args = { root = nil, epochs = 3, size = 28, ["batch-size"] = 64, workers = nil, gray = false, seed = 1,
+               demo = 2000 }
+local numeric = { epochs = true, size = true, ["batch-size"] = true, workers = true, seed = true, demo = true }
 local i = 1
 while arg and arg[i] do
   local a = arg[i]
@@ -50,9 +52,10 @@ if not root then
   os.remove(root:gsub("_fmnist_folder$", ""))
   local fm = data.FashionMNIST{ train = true }
   local pick = data.randperm(#fm)
-  data.export_images(data.Subset(fm, table.move(pick, 1, 2000, 1, {})), root)
+  local n = math.max(20, math.min(args.demo, #fm))
+  data.export_images(data.Subset(fm, table.move(pick, 1, n, 1, {})), root)
   args.gray = true
-  print("wrote 2000 Fashion-MNIST images as PNG under " .. root)
+  print(string.format("wrote %d Fashion-MNIST images as PNG under %s", n, root))
 end
 
 local T = data.transforms

@@ -3,7 +3,7 @@
 --
 --   cnnsh tests/examples/run_example.lua EXAMPLES_DIR NAME OUT_DIR
 --
--- NAME is quickstart, fashion_mnist or inspect.  The driver sets `arg` as
+-- NAME is quickstart, fashion_mnist, inspect, image_folder or cifar10_resnet.  The driver sets `arg` as
 -- the command line would, runs the example with dofile() in this state,
 -- then checks its output with independent means:
 --   quickstart     its printed test accuracy is at least 60% (10 classes:
@@ -51,6 +51,43 @@ local function run(file, args)
 end
 
 local checks = {}
+
+-- image_folder: 600 Fashion-MNIST images exported as PNG, one epoch;
+-- the validation accuracy it prints beats chance (10 classes: 10%)
+function checks.image_folder()
+  if not have_fmnist() then os.exit(77) end
+  local text = run("image_folder.lua", { "--demo", "600", "--epochs", "1", "--workers", "2" })
+  assert(text:find("wrote 600 Fashion-MNIST images", 1, true), "image_folder did not write its folder")
+  local acc = tonumber(text:match("validation accuracy ([%d.]+)%%"))
+  assert(acc and acc > 25, "image_folder: validation accuracy " .. tostring(acc) .. "% <= 25%")
+end
+
+-- cifar10_resnet: synthetic files in CIFAR-10's binary format (records of
+-- a label byte and 3072 pixel bytes); one epoch must run, print the
+-- parameter count of ResNet-20 with projection shortcuts (272,474,
+-- counted by hand: stem 464, stage 1 14,016, stage 2 51,648, stage 3
+-- 205,696, classifier 650) and a test accuracy.
+function checks.cifar10_resnet()
+  local root = out .. "/cifar_synthetic"
+  cnn.io.mkdir(root)
+  math.randomseed(3)
+  local function batch(path, n)
+    local parts = {}
+    for r = 1, n do
+      local px = {}
+      for k = 1, 3072 do px[k] = string.char(math.random(0, 255)) end
+      parts[r] = string.char((r - 1) % 10) .. table.concat(px)
+    end
+    local f = assert(io.open(path, "wb"))
+    f:write(table.concat(parts))
+    f:close()
+  end
+  for b = 1, 5 do batch(root .. "/data_batch_" .. b .. ".bin", 6) end
+  batch(root .. "/test_batch.bin", 10)
+  local text = run("cifar10_resnet.lua", { "--root", root, "--epochs", "1", "--batch-size", "8", "--workers", "2" })
+  assert(text:find("ResNet-20: 272474 parameters", 1, true), "cifar10_resnet: wrong parameter count")
+  assert(text:match("epoch 1: train loss [%d.]+, test accuracy [%d.]+%%"), "cifar10_resnet printed no epoch line")
+end
 
 function checks.quickstart()
   if not have_fmnist() then os.exit(77) end

@@ -20,27 +20,13 @@
 -- The paper's 91.25% takes 160+ epochs (hours on a CPU, minutes on a GPU).
 
 -- ---- command line ---------------------------------------------------------------
-local usage = "usage: cnnsh examples/cifar10_resnet.lua [--root DIR] [--epochs N] [--subset N] " ..
-              "[--batch-size N] [--lr X] [--workers N] [--seed N]"
-local args = { root = nil, epochs = 10, subset = nil, ["batch-size"] = 128, lr = 0.1, workers = nil, seed = 1 }
-local kinds = { root = "folder", epochs = "int", subset = "int", ["batch-size"] = "int", lr = "number",
-                workers = "int", seed = "int" }
-local i = 1
-while arg and arg[i] do
-  local a = arg[i]
-  if a == "--help" or a == "-h" then print(usage); os.exit(0) end
-  local key = a:match("^%-%-(.+)$")
-  local kind = key and kinds[key]
-  local v = arg[i + 1]
-  if kind == "int" then v = math.tointeger(tonumber(v or "")) elseif kind == "number" then v = tonumber(v or "") end
-  if not kind or v == nil or (kind ~= "folder" and v < 0) then
-    io.stderr:write(string.format("cifar10_resnet.lua: %s\n%s\n",
-      kind and ("--" .. key .. " needs a " .. (kind == "folder" and "folder" or "number")) or
-      ("unknown argument '" .. a .. "'"), usage))
-    os.exit(2)
-  end
-  args[key], i = v, i + 2
-end
+local args = require("cli").parse(arg, {
+  usage = "cnnsh examples/cifar10_resnet.lua [--root DIR] [--epochs N] [--subset N] [--batch-size N] " ..
+          "[--lr X] [--workers N] [--seed N]",
+  options = { { "root", nil, "string" }, { "epochs", 10, "integer" }, { "subset", nil, "integer" },
+              { "batch-size", 128, "integer" }, { "lr", 0.1, "number" }, { "workers", nil, "integer" },
+              { "seed", 1, "integer" } },
+})
 cnn.manual_seed(args.seed)
 
 -- ---- data --------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 -- images: a folder with one subfolder per class.
 --
 --   cnnsh examples/image_folder.lua [--root DIR] [--epochs N] [--size N] [--batch-size N]
---                                   [--workers N] [--gray] [--seed N] [--demo N]
+--                                   [--workers N] [--mode rgb|gray] [--seed N] [--demo N]
 --
 --   photos/                 (--root photos)
 --     cats/  a.jpg b.png ...
@@ -17,31 +17,17 @@
 -- augmentation run on --workers threads (default: every core).
 
 -- ---- command line ---------------------------------------------------------------
-local usage = "usage: cnnsh examples/image_folder.lua [--root DIR] [--epochs N] [--size N] " ..
-              "[--batch-size N] [--workers N] [--gray] [--seed N] [--demo N]"
-local args = { root = nil, epochs = 3, size = 28, ["batch-size"] = 64, workers = nil, gray = false, seed = 1,
-               demo = 2000 }
-local numeric = { epochs = true, size = true, ["batch-size"] = true, workers = true, seed = true, demo = true }
-local i = 1
-while arg and arg[i] do
-  local a = arg[i]
-  if a == "--help" or a == "-h" then print(usage); os.exit(0) end
-  local key = a:match("^%-%-(.+)$")
-  if key == "gray" then
-    args.gray, i = true, i + 1
-  elseif key == "root" or numeric[key] then
-    local v = arg[i + 1]
-    if key ~= "root" then v = math.tointeger(tonumber(v or "")) end
-    if v == nil or (key ~= "root" and v < 0) then
-      io.stderr:write("image_folder.lua: --" .. key .. " needs a " .. (key == "root" and "folder" or "whole number") ..
-                      "\n" .. usage .. "\n")
-      os.exit(2)
-    end
-    args[key], i = v, i + 2
-  else
-    io.stderr:write("image_folder.lua: unknown argument '" .. a .. "'\n" .. usage .. "\n")
-    os.exit(2)
-  end
+local usage = "cnnsh examples/image_folder.lua [--root DIR] [--epochs N] [--size N] [--batch-size N] " ..
+              "[--workers N] [--mode rgb|gray] [--seed N] [--demo N]"
+local args = require("cli").parse(arg, {
+  usage = usage,
+  options = { { "root", nil, "string" }, { "epochs", 3, "integer" }, { "size", 28, "integer" },
+              { "batch-size", 64, "integer" }, { "workers", nil, "integer" }, { "mode", "rgb", "string" },
+              { "seed", 1, "integer" }, { "demo", 2000, "integer" } },
+})
+if args.mode ~= "rgb" and args.mode ~= "gray" then
+  io.stderr:write("--mode must be rgb or gray, got '" .. args.mode .. "'\nusage: " .. usage .. "\n")
+  os.exit(2)
 end
 cnn.manual_seed(args.seed)
 
@@ -54,13 +40,13 @@ if not root then
   local pick = data.randperm(#fm)
   local n = math.max(20, math.min(args.demo, #fm))
   data.export_images(data.Subset(fm, table.move(pick, 1, n, 1, {})), root)
-  args.gray = true
+  args.mode = "gray"
   print(string.format("wrote %d Fashion-MNIST images as PNG under %s", n, root))
 end
 
 local T = data.transforms
-local size, mode = args.size, args.gray and "gray" or "rgb"
-local channels = args.gray and 1 or 3
+local size, mode = args.size, args.mode
+local channels = mode == "gray" and 1 or 3
 local train_tf = T.Compose{ T.Resize(size), T.CenterCrop(size), T.RandomCrop(size, { padding = 2 }),
                             T.RandomHorizontalFlip(), T.Normalize(0.5, 0.25) }
 local eval_tf = T.Compose{ T.Resize(size), T.CenterCrop(size), T.Normalize(0.5, 0.25) }

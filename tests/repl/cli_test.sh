@@ -102,7 +102,7 @@ check "SIGINT in piped input: stops reading" "looping" "$(cat "$tmp/out2")"
 # the example scripts: --help/-h print the usage and exit 0; a bad value
 # exits 2 with the problem and the usage, no traceback (issue 20, point 12)
 examples=$(cd "$(dirname "$0")/../../examples" && pwd)
-for ex in fashion_mnist fashion_mnist_ddp inspect quickstart; do
+for ex in fashion_mnist fashion_mnist_ddp inspect quickstart image_folder cifar10_resnet; do
   for h in --help -h; do
     out=$("$cnnsh" "$examples/$ex.lua" $h 2>"$tmp/err"); st=$?
     check "$ex $h status" 0 $st
@@ -111,7 +111,8 @@ for ex in fashion_mnist fashion_mnist_ddp inspect quickstart; do
   done
 done
 for bad in "fashion_mnist --epochs abc" "fashion_mnist --lr" "fashion_mnist --bogus 1" \
-           "inspect abc" "inspect 10 out extra" "quickstart x" "fashion_mnist_ddp --sync-bn x"; do
+           "inspect abc" "inspect 10 out extra" "quickstart x" "fashion_mnist_ddp --sync-bn x" \
+           "image_folder --epochs abc" "image_folder --mode cmyk" "cifar10_resnet --bogus 1" "cifar10_resnet --lr x"; do
   set -- $bad
   ex=$1; shift
   "$cnnsh" "$examples/$ex.lua" "$@" >"$tmp/out" 2>"$tmp/err"; st=$?

@@ -3,7 +3,7 @@
 --
 --   cnnsh tests/examples/run_example.lua EXAMPLES_DIR NAME OUT_DIR
 --
--- NAME is quickstart, fashion_mnist, inspect, image_folder or cifar10_resnet.  The driver sets `arg` as
+-- NAME is quickstart, fashion_mnist, inspect, deploy, image_folder or cifar10_resnet.  The driver sets `arg` as
 -- the command line would, runs the example with dofile() in this state,
 -- then checks its output with independent means:
 --   quickstart     its printed test accuracy is at least 60% (10 classes:

@@ -44,35 +44,13 @@ static cnn_batcher *check_batcher(lua_State *L) {
   return box->b;
 }
 
-/* per-channel list or number at spec field key into out[]; returns count */
-static int channel_values(lua_State *L, int spec, const char *key, double *out) {
-  int t = lua_getfield(L, spec, key);
-  int n = 0;
-  if (t == LUA_TNUMBER) {
-    out[n++] = lua_tonumber(L, -1);
-  } else if (t == LUA_TTABLE) {
-    lua_Integer len = luaL_len(L, -1);
-    if (len < 1 || len > 4) cnn_lua_fail(L, "Batcher: %s takes 1 to 4 channel values, got %d", key, (int)len);
-    for (int i = 1; i <= len; i++) {
-      lua_geti(L, -1, i);
-      if (!lua_isnumber(L, -1)) cnn_lua_fail(L, "Batcher: %s[%d] is not a number", key, i);
-      out[n++] = lua_tonumber(L, -1);
-      lua_pop(L, 1);
-    }
-  } else if (t != LUA_TNIL) {
-    cnn_lua_fail(L, "Batcher: %s must be a number or a list", key);
-  }
-  lua_pop(L, 1);
-  return n;
-}
-
 static void read_spec(lua_State *L, int spec, cnn_transform *tf) {
   memset(tf, 0, sizeof *tf);
   if (lua_isnoneornil(L, spec)) return;
   luaL_checktype(L, spec, LUA_TTABLE);
   tf->scale = cnn_lua_opt_number(L, spec, "scale", 0);
-  int nm = channel_values(L, spec, "mean", tf->mean);
-  int ns = channel_values(L, spec, "std", tf->std);
+  int nm = cnn_lua_channel_values(L, "Batcher", spec, "mean", tf->mean);
+  int ns = cnn_lua_channel_values(L, "Batcher", spec, "std", tf->std);
   if (nm || ns) {
     if (nm != ns) cnn_lua_fail(L, "Batcher: mean has %d values but std has %d", nm, ns);
     for (int i = 0; i < ns; i++)

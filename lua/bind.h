@@ -83,6 +83,8 @@ void cnn_lua_docs_register(lua_State *L, int m);
 /* transform.c: a pipeline spec table at idx (raises on bad specs); {C, H, W} at arg */
 void cnn_lua_read_pipeline(lua_State *L, int spec, cnn_pipeline *p);
 void cnn_lua_read_shape3(lua_State *L, int arg, int64_t out[3]);
+/* mean/std-like field: a number or 1..4 numbers into out; the count (0: absent) */
+int cnn_lua_channel_values(lua_State *L, const char *fn, int t, const char *key, double *out);
 /* ---- helpers (tensor.c, args.c) ----------------------------------------- */
 /* A live tensor at idx, or NULL if the value is not one (no error). */
 cnn_tensor *cnn_lua_to_tensor(lua_State *L, int idx);

@@ -34,20 +34,24 @@ static double num_field(lua_State *L, int t, const char *key, double def) {
   return v;
 }
 
-/* mean/std: a number or a list of 1..4; returns the count */
-static int channel_list(lua_State *L, int t, const char *key, double *out) {
+/* mean/std at field key of the table at t: a number or a list of 1..4
+ * numbers into out[]; returns the count (0 when absent).  Shared with
+ * batcher.c's fixed-path spec. */
+int cnn_lua_channel_values(lua_State *L, const char *fn, int t, const char *key, double *out) {
   int ty = lua_getfield(L, t, key), n = 0;
   if (ty == LUA_TNUMBER) {
     out[n++] = lua_tonumber(L, -1);
   } else if (ty == LUA_TTABLE) {
     lua_Integer len = luaL_len(L, -1);
-    if (len < 1 || len > 4) cnn_lua_fail(L, "transform: %s takes 1 to 4 values, got %d", key, (int)len);
+    if (len < 1 || len > 4) cnn_lua_fail(L, "%s: %s takes 1 to 4 channel values, got %d", fn, key, (int)len);
     for (int i = 1; i <= len; i++) {
       lua_geti(L, -1, i);
-      if (!lua_isnumber(L, -1)) cnn_lua_fail(L, "transform: %s[%d] is not a number", key, i);
+      if (!lua_isnumber(L, -1)) cnn_lua_fail(L, "%s: %s[%d] is not a number", fn, key, i);
       out[n++] = lua_tonumber(L, -1);
       lua_pop(L, 1);
     }
+  } else if (ty != LUA_TNIL) {
+    cnn_lua_fail(L, "%s: %s must be a number or a list", fn, key);
   }
   lua_pop(L, 1);
   return n;
@@ -72,7 +76,8 @@ static void read_op(lua_State *L, int t, cnn_tf_op *op) {
   op->jitter[2] = num_field(L, t, "saturation", 0);
   op->channels = (int)num_field(L, t, "channels", 1);
   if (op->kind == CNN_TF_NORMALIZE) {
-    int nm = channel_list(L, t, "mean", op->mean), ns = channel_list(L, t, "std", op->std);
+    int nm = cnn_lua_channel_values(L, "transform", t, "mean", op->mean);
+    int ns = cnn_lua_channel_values(L, "transform", t, "std", op->std);
     if (nm != ns) cnn_lua_fail(L, "transform: mean has %d values but std has %d", nm, ns);
     op->channels = nm;
   }

@@ -60,27 +60,21 @@ gpu_fault gpu_cublas_failed(cublasStatus_t s);
 gpu_fault gpu_cudnn_failed(cudnnStatus_t s);
 const char *gpu_cublas_str(cublasStatus_t s);
 
-#define CUDA_CHECK(op, call)                                                              \
-  do {                                                                                    \
-    cudaError_t e_ = (call);                                                              \
-    if (e_ != cudaSuccess)                                                                \
-      return gpu_fail_fault(op, "CUDA", cudaGetErrorString(e_), gpu_cuda_failed(e_), #call, \
-                            __FILE__, __LINE__);                                          \
+/* one status check: on failure classify it (clearing the runtime's last
+ * error), set the message and return -1 from the calling function */
+#define GPU_LIB_CHECK(op, lib, status_t, ok, failed, str, call)                                  \
+  do {                                                                                         \
+    status_t e_ = (call);                                                                      \
+    if (e_ != ok) return gpu_fail_fault(op, lib, str(e_), failed(e_), #call, __FILE__, __LINE__); \
   } while (0)
-#define CUDNN_CHECK(op, call)                                                             \
-  do {                                                                                    \
-    cudnnStatus_t e_ = (call);                                                            \
-    if (e_ != CUDNN_STATUS_SUCCESS)                                                       \
-      return gpu_fail_fault(op, "cuDNN", cudnnGetErrorString(e_), gpu_cudnn_failed(e_),   \
-                            #call, __FILE__, __LINE__);                                   \
-  } while (0)
-#define CUBLAS_CHECK(op, call)                                                            \
-  do {                                                                                    \
-    cublasStatus_t e_ = (call);                                                           \
-    if (e_ != CUBLAS_STATUS_SUCCESS)                                                      \
-      return gpu_fail_fault(op, "cuBLAS", gpu_cublas_str(e_), gpu_cublas_failed(e_), #call, \
-                            __FILE__, __LINE__);                                          \
-  } while (0)
+#define CUDA_CHECK(op, call) \
+  GPU_LIB_CHECK(op, "CUDA", cudaError_t, cudaSuccess, gpu_cuda_failed, cudaGetErrorString, call)
+#define CUDNN_CHECK(op, call)                                                               \
+  GPU_LIB_CHECK(op, "cuDNN", cudnnStatus_t, CUDNN_STATUS_SUCCESS, gpu_cudnn_failed,          \
+                cudnnGetErrorString, call)
+#define CUBLAS_CHECK(op, call)                                                              \
+  GPU_LIB_CHECK(op, "cuBLAS", cublasStatus_t, CUBLAS_STATUS_SUCCESS, gpu_cublas_failed,      \
+                gpu_cublas_str, call)
 /* The same checks for library calls that may allocate device memory of
  * their own (cuBLAS's workspace, cuDNN's internal buffers): on a MEMORY
  * fault our cache on `dev` is released and `call` runs ONCE more

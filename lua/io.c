@@ -11,10 +11,15 @@
  * name so the same table always gives the same file; numbers, strings and
  * booleans go to __metadata__ as strings with a type prefix: "i:42"
  * (integer), "n:0.1" (float, %.17g so it round-trips), "s:text",
- * "b:true".  cnn.load rebuilds the nesting: a name component made of
- * digits (no leading zero) becomes an integer key, so features[1].weight
- * round-trips; metadata without a known prefix (files from other tools)
- * stays a plain string.  cnn.load(path, {flat = true}) keeps dotted names.
+ * "b:true".  So that cnn.load gives back exactly the table that was saved
+ * (nested stays nested, a dotted key stays one key, an integer key stays an
+ * integer and a string "1" a string), the metadata entry "__cnnsh_keys__"
+ * records every entry's key path: per entry the number of keys, then each
+ * key as s<len>:<bytes> (a string) or i<len>:<digits> (an integer), entries
+ * back to back.  A file without it (written by another program) loads as
+ * it is: its names stay flat; metadata without a known prefix stays a plain
+ * string.  cnn.load(path, {flat = true}) gives the dotted names.  A module
+ * (anything with a state_dict method) is refused: save m:state_dict().
  *
  * The loaded file is held by a box with __gc while the Lua table is built,
  * so a Lua error never leaks it.
@@ -33,37 +38,84 @@
 
 /* ---- save ------------------------------------------------------------------ */
 
-/* flat[prefix .. key] = value for every entry of the table at t (recursive);
- * flat at index f, a set of visited tables at index seen. */
-static void flatten(lua_State *L, int t, const char *prefix, int f, int seen, int depth) {
+#define KEYS_META "__cnnsh_keys__"
+
+/* Refuses an object with a state_dict method (a module, an optimizer): its
+ * fields are internals, not a checkpoint. */
+static void refuse_object(lua_State *L, int t, const char *where) {
+  if (lua_getfield(L, t, "state_dict") != LUA_TFUNCTION) {
+    lua_pop(L, 1);
+    return;
+  }
+  lua_getfield(L, t, "__name");
+  const char *cls = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "object";
+  if (*where)
+    cnn_lua_fail(L, "save: '%s' is a %s (it has a state_dict method), not a table of tensors: save its "
+                 "state_dict() instead", where, cls);
+  cnn_lua_fail(L, "save: got a %s (it has a state_dict method), not a table of tensors: save "
+               "net:state_dict() instead, as in cnn.save(path, net:state_dict())", cls);
+}
+
+/* Pushes the record of one key ("s<len>:<bytes>" or "i<len>:<digits>"),
+ * the key being at idx. */
+static void push_key_record(lua_State *L, int idx) {
+  bool is_int = lua_type(L, idx) == LUA_TNUMBER;
+  lua_pushvalue(L, idx);
+  size_t n;
+  lua_tolstring(L, -1, &n); /* converts the copy, not the key */
+  lua_pushfstring(L, "%c%d:", is_int ? 'i' : 's', (int)n);
+  lua_insert(L, -2);
+  lua_concat(L, 2);
+}
+
+typedef struct {
+  int flat, paths, seen; /* stack indices: name -> value, name -> key record, visited tables */
+} flat_ctx;
+
+/* flat[prefix .. key] = value for every entry of the table at t
+ * (recursive), paths[name] = the key records of its path (rec_prefix, at
+ * stack index rec, holds those of t's own path, depth keys). */
+static void flatten(lua_State *L, int t, const char *prefix, int rec, const flat_ctx *c, int depth) {
   if (depth > MAX_DEPTH) cnn_lua_fail(L, "save: tables nested deeper than %d levels", MAX_DEPTH);
+  refuse_object(L, t, prefix);
   lua_pushvalue(L, t);
-  if (lua_rawget(L, seen) != LUA_TNIL) cnn_lua_fail(L, "save: the table under '%s' contains itself", prefix);
+  if (lua_rawget(L, c->seen) != LUA_TNIL) cnn_lua_fail(L, "save: the table under '%s' contains itself", prefix);
   lua_pop(L, 1);
   lua_pushvalue(L, t);
   lua_pushboolean(L, 1);
-  lua_rawset(L, seen);
-  luaL_checkstack(L, 8, "save: nesting");
+  lua_rawset(L, c->seen);
+  luaL_checkstack(L, 12, "save: nesting");
   lua_pushnil(L);
   while (lua_next(L, t)) {
-    int kt = lua_type(L, -2);
+    int kt = lua_type(L, -2), top = lua_gettop(L);
     if (kt != LUA_TSTRING && !(kt == LUA_TNUMBER && lua_isinteger(L, -2)))
       cnn_lua_fail(L, "save: key of type %s under '%s' (keys must be strings or integers)",
                    lua_typename(L, kt), prefix);
     lua_pushvalue(L, -2);
     const char *k = lua_tostring(L, -1); /* converts the copy, not the key */
     const char *name = *prefix ? lua_pushfstring(L, "%s.%s", prefix, k) : lua_pushstring(L, k);
-    int vt = lua_type(L, -3);
-    if (vt == LUA_TTABLE) {
-      flatten(L, lua_gettop(L) - 2, name, f, seen, depth + 1);
-    } else if (cnn_lua_to_tensor(L, -3) || vt == LUA_TNUMBER || vt == LUA_TSTRING || vt == LUA_TBOOLEAN) {
-      lua_pushvalue(L, -3);
-      lua_setfield(L, f, name);
+    lua_pushvalue(L, rec);
+    push_key_record(L, top - 1);
+    lua_concat(L, 2); /* top + 3: the records of this entry's path */
+    int vt = lua_type(L, top);
+    if (vt == LUA_TTABLE && !cnn_lua_to_tensor(L, top)) {
+      flatten(L, top, name, top + 3, c, depth + 1);
+    } else if (cnn_lua_to_tensor(L, top) || vt == LUA_TNUMBER || vt == LUA_TSTRING || vt == LUA_TBOOLEAN) {
+      if (strcmp(name, KEYS_META) == 0) cnn_lua_fail(L, "save: the name '%s' is reserved", name);
+      if (lua_getfield(L, c->flat, name) != LUA_TNIL)
+        cnn_lua_fail(L, "save: two entries are both named '%s' (a nested key and a dotted one)", name);
+      lua_pop(L, 1);
+      lua_pushvalue(L, top);
+      lua_setfield(L, c->flat, name);
+      lua_pushfstring(L, "%d", depth + 1);
+      lua_pushvalue(L, top + 3);
+      lua_concat(L, 2);
+      lua_setfield(L, c->paths, name);
     } else {
       cnn_lua_fail(L, "save: '%s' is a %s (only tensors, numbers, strings, booleans and tables)", name,
-                   luaL_typename(L, -3));
+                   luaL_typename(L, top));
     }
-    lua_pop(L, 3);
+    lua_settop(L, top - 1);
   }
 }
 
@@ -84,22 +136,35 @@ static const char *meta_string(lua_State *L, int idx) {
   }
 }
 
+/* The key records of every entry in `names` order, concatenated (pushed). */
+static void push_keys_record(lua_State *L, int paths, const char **names, int n) {
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  for (int i = 0; i < n; i++) {
+    lua_getfield(L, paths, names[i]);
+    luaL_addvalue(&b);
+  }
+  luaL_pushresult(&b);
+}
+
 /* cnn.save(path, tbl) */
 static int f_save(lua_State *L) {
   const char *path = luaL_checkstring(L, 1);
   luaL_checktype(L, 2, LUA_TTABLE);
   lua_settop(L, 2);
   lua_newtable(L); /* 3: flat */
-  lua_newtable(L); /* 4: seen */
-  flatten(L, 2, "", 3, 4, 0);
+  lua_newtable(L); /* 4: paths */
+  lua_newtable(L); /* 5: seen */
+  lua_pushliteral(L, ""); /* 6: the (empty) path of the root */
+  flatten(L, 2, "", 6, &(flat_ctx){3, 4, 5}, 0);
   int n = 0;
   lua_pushnil(L);
   while (lua_next(L, 3)) n++, lua_pop(L, 1);
-  const char **names = lua_newuserdatauv(L, sizeof *names * (size_t)(n + 1), 0);   /* 5 */
-  cnn_tensor **ts = lua_newuserdatauv(L, sizeof *ts * (size_t)(n + 1), 0);         /* 6 */
-  const char **keys = lua_newuserdatauv(L, sizeof *keys * (size_t)(n + 1), 0);     /* 7 */
-  const char **vals = lua_newuserdatauv(L, sizeof *vals * (size_t)(n + 1), 0);     /* 8 */
-  lua_newtable(L);                                                                  /* 9: anchors */
+  const char **names = lua_newuserdatauv(L, sizeof *names * (size_t)(n + 1), 0);   /* 7 */
+  cnn_tensor **ts = lua_newuserdatauv(L, sizeof *ts * (size_t)(n + 1), 0);         /* 8 */
+  const char **keys = lua_newuserdatauv(L, sizeof *keys * (size_t)(n + 2), 0);     /* 9 */
+  const char **vals = lua_newuserdatauv(L, sizeof *vals * (size_t)(n + 2), 0);     /* 10 */
+  lua_newtable(L);                                                                  /* 11: anchors */
   int i = 0;
   lua_pushnil(L);
   while (lua_next(L, 3)) names[i++] = lua_tostring(L, -2), lua_pop(L, 1);
@@ -109,15 +174,24 @@ static int f_save(lua_State *L) {
     lua_getfield(L, 3, names[i]);
     cnn_tensor *t = cnn_lua_to_tensor(L, -1);
     if (t) {
-      names[nt] = names[i], ts[nt++] = t; /* names[nt] <= names[i]: in place */
+      ts[nt++] = t;
     } else {
       keys[nm] = names[i];
       vals[nm++] = meta_string(L, -1);
-      lua_rawseti(L, 9, nm);
+      lua_rawseti(L, 11, nm);
     }
     lua_pop(L, 1);
   }
-  if (cnn_safetensors_save(path, nt, names, ts, nm, keys, vals) != 0) return cnn_lua_error(L);
+  push_keys_record(L, 4, names, n); /* in sorted-name order: tensors and metadata interleaved */
+  keys[nm] = KEYS_META, vals[nm++] = lua_tostring(L, -1);
+  lua_rawseti(L, 11, nm);
+  const char **tnames = lua_newuserdatauv(L, sizeof *tnames * (size_t)(nt + 1), 0);
+  for (i = 0, nt = 0; i < n; i++) {
+    lua_getfield(L, 3, names[i]);
+    if (cnn_lua_to_tensor(L, -1)) tnames[nt++] = names[i];
+    lua_pop(L, 1);
+  }
+  if (cnn_safetensors_save(path, nt, tnames, ts, nm, keys, vals) != 0) return cnn_lua_error(L);
   return 0;
 }
 
@@ -139,21 +213,63 @@ static void push_meta(lua_State *L, const char *v) {
   else lua_pushstring(L, v);
 }
 
-/* push the key for one name component: an integer for canonical digits */
-static void push_component(lua_State *L, const char *s, size_t n) {
-  bool digits = n > 0 && n < 18 && (s[0] != '0' || n == 1);
-  for (size_t i = 0; digits && i < n; i++) digits = s[i] >= '0' && s[i] <= '9';
-  if (digits) lua_pushinteger(L, strtoll(s, NULL, 10));
-  else lua_pushlstring(L, s, n);
+static void corrupt_record(lua_State *L) { cnn_lua_fail(L, "load: corrupt %s record", KEYS_META); }
+
+/* Parses one key record at *r ("s<len>:<bytes>" or "i<len>:<digits>"; the
+ * record ends at lim), pushes the key and advances *r. */
+static void push_recorded_key(lua_State *L, const char **r, const char *lim) {
+  char kind = **r, *end;
+  long len = kind ? strtol(*r + 1, &end, 10) : -1;
+  if ((kind != 's' && kind != 'i') || len < 0 || end == *r + 1 || *end != ':' || len > lim - (end + 1))
+    corrupt_record(L);
+  lua_pushlstring(L, end + 1, (size_t)len);
+  if (kind == 'i' && !(lua_stringtonumber(L, lua_tostring(L, -1)) && lua_isinteger(L, -1))) corrupt_record(L);
+  if (kind == 'i') lua_remove(L, -2);
+  *r = end + 1 + len;
 }
 
-/* root[a][b]... = value at top (popped); name "a.b.c" */
-static void insert_nested(lua_State *L, int root, const char *name) {
-  int v = lua_gettop(L);
+/* The key records of KEYS_META, parsed: a table flat name -> {key, key,
+ * ...} (pushed), or false when f has no record (another program's file).
+ * A malformed record is an error. */
+static void push_key_paths(lua_State *L, const cnn_tensor_file *f) {
+  const char *r = cnn_tensor_file_meta(f, KEYS_META);
+  if (!r) {
+    lua_pushboolean(L, 0);
+    return;
+  }
+  const char *lim = r + strlen(r);
+  lua_newtable(L);
+  int map = lua_gettop(L);
+  luaL_checkstack(L, 2 * MAX_DEPTH + 8, "load: key record");
+  while (*r) {
+    char *end;
+    long depth = strtol(r, &end, 10);
+    if (end == r || depth < 1 || depth > MAX_DEPTH + 1) corrupt_record(L);
+    r = end;
+    lua_createtable(L, (int)depth, 0);
+    int keys = lua_gettop(L);
+    for (int i = 1; i <= depth; i++) {
+      push_recorded_key(L, &r, lim);
+      lua_rawseti(L, keys, i);
+    }
+    for (int i = 1; i <= depth; i++) { /* the flat name: the keys joined by dots */
+      if (i > 1) lua_pushliteral(L, ".");
+      lua_rawgeti(L, keys, i);
+      luaL_tolstring(L, -1, NULL);
+      lua_remove(L, -2);
+    }
+    lua_concat(L, 2 * (int)depth - 1);
+    lua_insert(L, keys);
+    lua_rawset(L, map);
+  }
+}
+
+/* root[k1][k2]... = value at top (popped), the keys from the list at keys */
+static void insert_path(lua_State *L, int root, int keys, const char *name) {
+  int v = lua_gettop(L), n = (int)lua_rawlen(L, keys);
   lua_pushvalue(L, root);
-  const char *p = name;
-  for (const char *dot; (dot = strchr(p, '.')); p = dot + 1) {
-    push_component(L, p, (size_t)(dot - p));
+  for (int i = 1; i < n; i++) {
+    lua_rawgeti(L, keys, i);
     lua_pushvalue(L, -1);
     int t = lua_rawget(L, -3);
     if (t == LUA_TNIL) {
@@ -163,28 +279,36 @@ static void insert_nested(lua_State *L, int root, const char *name) {
       lua_pushvalue(L, -2);
       lua_rawset(L, -5);
     } else if (t != LUA_TTABLE) {
-      cnn_lua_fail(L, "load: '%s' is both a value and a prefix of '%s'", lua_pushlstring(L, name, (size_t)(dot - name)), name);
+      cnn_lua_fail(L, "load: '%s' is both a value and a table", name);
     }
     lua_remove(L, -2); /* key */
     lua_remove(L, -2); /* parent */
   }
-  push_component(L, p, strlen(p));
-  lua_pushvalue(L, -1);
-  if (lua_rawget(L, -3) != LUA_TNIL) cnn_lua_fail(L, "load: '%s' appears twice", name);
-  lua_pop(L, 1);
+  lua_rawgeti(L, keys, n);
   lua_pushvalue(L, v);
   lua_rawset(L, -3);
   lua_settop(L, v - 1);
 }
 
-static void put(lua_State *L, int root, const char *name, bool flat) {
-  if (flat) lua_setfield(L, root, name);
-  else insert_nested(L, root, name);
+/* root[name] = value at top (popped): along the recorded path when paths
+ * (a table, or false) has one and flat is off, else as the flat name */
+static void put(lua_State *L, int root, int paths, const char *name, bool flat) {
+  if (!flat && lua_istable(L, paths) && lua_getfield(L, paths, name) == LUA_TTABLE) {
+    int keys = lua_gettop(L);
+    lua_pushvalue(L, keys - 1);
+    insert_path(L, root, keys, name);
+    lua_pop(L, 2);
+    return;
+  }
+  if (!flat && lua_istable(L, paths)) lua_pop(L, 1);
+  lua_setfield(L, root, name);
 }
 
 /* cnn.load(path [, {flat = false}]) -> table */
 static int f_load(lua_State *L) {
   const char *path = luaL_checkstring(L, 1);
+  static const char *const known[] = {"flat", NULL};
+  cnn_lua_check_options(L, lua_istable(L, 2) ? 2 : 0, "load", known);
   bool flat = cnn_lua_opt_bool(L, lua_istable(L, 2) ? 2 : 0, "flat", false);
   cnn_tensor_file **box = lua_newuserdatauv(L, sizeof *box, 0);
   *box = NULL;
@@ -192,16 +316,19 @@ static int f_load(lua_State *L) {
   cnn_tensor_file *f = cnn_safetensors_load(path);
   if (!f) return cnn_lua_error(L);
   *box = f;
+  push_key_paths(L, f);
+  int paths = lua_gettop(L);
   lua_newtable(L);
   int root = lua_gettop(L);
   for (int i = 0; i < f->ntensors; i++) {
     cnn_tensor_retain(f->tensors[i].tensor);
     cnn_lua_push_tensor(L, f->tensors[i].tensor);
-    put(L, root, f->tensors[i].name, flat);
+    put(L, root, paths, f->tensors[i].name, flat);
   }
   for (int i = 0; i < f->nmeta; i++) {
+    if (strcmp(f->meta[i].key, KEYS_META) == 0) continue;
     push_meta(L, f->meta[i].value);
-    put(L, root, f->meta[i].key, flat);
+    put(L, root, paths, f->meta[i].key, flat);
   }
   return 1;
 }

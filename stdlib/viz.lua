@@ -63,12 +63,26 @@ local NUMERIC = {
 }
 local CHOICES = { mode = { "color", "grey", "ascii" }, cmap = { "viridis", "gray", "grey" } }
 
--- check_opts(fname, opts) -> opts (or {} for nil), after checking the type
--- and range of every option above that it holds.
+-- The options each function takes; any other key is an error.
+local KNOWN = {
+  ["viz.show"] = { "cmap", "mode", "rgb", "scale", "title", "vmax", "vmin", "width" },
+  ["viz.grid"] = { "cmap", "max", "mode", "normalize", "rgb", "scale", "shrink", "title", "vmax", "vmin", "width" },
+  ["viz.hist"] = { "bins", "mode", "vmax", "vmin", "width" },
+  ["viz.plot"] = { "height", "mode", "names", "title", "width" },
+  ["viz.gradflow"] = { "mode", "width" },
+  ["viz.graph"] = { "dot", "mode", "names" },
+  ["viz.save_png"] = { "normalize", "nrow", "pad_value", "padding", "rgb", "scale", "vmax", "vmin" },
+}
+
+-- check_opts(fname, opts) -> opts (or {} for nil), after checking that
+-- every key is one fname takes (KNOWN) and the type and range of every
+-- option above that it holds.
 local function check_opts(fname, opts)
   if opts == nil then return {} end
   local L = user_level()
   if type(opts) ~= "table" or cnn.is_tensor(opts) then check.fail(fname, "the options", "a table", opts, L) end
+  check.options(fname, opts, KNOWN[fname], L)
+  if opts.rgb ~= nil then check.boolean(fname, "rgb", opts.rgb, L) end
   for k, r in pairs(NUMERIC) do
     local v = opts[k]
     if v ~= nil and r[1] == "integer" then check.integer(fname, k, v, L, r[2], r[3])
@@ -287,6 +301,81 @@ local function render(v, h, w, lo, hi, mode, cmap)
 end
 viz.render = render
 
+-- Small maps (a 3x3 filter) are enlarged by default to about LEGIBLE
+-- pixels a side, as far as `cols` columns allow; opts.scale overrides.
+local LEGIBLE = 12
+local function default_scale(h, w, cols, mode)
+  local k = LEGIBLE // math.max(h, w, 1)
+  local fit = cols // math.max(1, w * pixel_cols(mode))
+  return math.max(1, math.min(k, fit))
+end
+
+-- Nearest-neighbour enlargement of an h x w list by k (each value k x k).
+local function enlarge(v, h, w, k)
+  if k <= 1 then return v, h, w end
+  local out, W = {}, w * k
+  for y = 0, h * k - 1 do
+    local row = (y // k) * w
+    for x = 0, W - 1 do out[y * W + x + 1] = v[row + x // k + 1] end
+  end
+  return out, h * k, W
+end
+
+-- Shrinks by f (f > 1) or else enlarges by k: the list drawn.
+local function resample(v, h, w, f, k)
+  if f > 1 then return shrink(v, h, w, f) end
+  return enlarge(v, h, w, k)
+end
+
+-- The three planes (h x w lists) of an RGB image held in v (3 x h x w).
+local function planes_of(v, h, w)
+  local n = h * w
+  return { table.move(v, 1, n, 1, {}), table.move(v, n + 1, 2 * n, 1, {}), table.move(v, 2 * n + 1, 3 * n, 1, {}) }
+end
+
+-- r, g, b (0..255) of pixel i of the planes over [lo, hi]; NaN is red.
+local function rgb_at(p, i, lo, hi)
+  local r, g, b = unit(p[1][i], lo, hi), unit(p[2][i], lo, hi), unit(p[3][i], lo, hi)
+  if not (r and g and b) then return 255, 0, 0 end
+  return math.floor(r * 255 + 0.5), math.floor(g * 255 + 0.5), math.floor(b * 255 + 0.5)
+end
+
+-- Lines drawing RGB planes (h x w each) over [lo, hi]: true colour half
+-- blocks, or the ramp of the luminance (0.299 r + 0.587 g + 0.114 b).
+local function render_rgb(p, h, w, lo, hi, mode)
+  local lines = {}
+  if mode == "color" then
+    for y = 0, h - 1, 2 do
+      local parts = {}
+      for x = 0, w - 1 do
+        local up = fg(rgb_at(p, y * w + x + 1, lo, hi))
+        parts[#parts + 1] = up .. (y + 1 < h and bg(rgb_at(p, (y + 1) * w + x + 1, lo, hi)) or "\27[49m") .. "▀"
+      end
+      lines[#lines + 1] = table.concat(parts) .. RESET
+    end
+    return lines
+  end
+  local luma = {}
+  for i = 1, h * w do
+    local r, g, b = p[1][i], p[2][i], p[3][i]
+    luma[i] = 0.299 * r + 0.587 * g + 0.114 * b
+  end
+  return render_ramp(luma, h, w, lo, hi, mode == "ascii" and ASCII_RAMP or GREY_RAMP)
+end
+
+-- Resamples the planes by f or k; returns the planes, h, w.
+local function resample_rgb(p, h, w, f, k)
+  local out, nh, nw = {}, h, w
+  for c = 1, 3 do out[c], nh, nw = resample(p[c], h, w, f, k) end
+  return out, nh, nw
+end
+
+-- lo, hi of an RGB tensor: 0..255 for uint8, else its finite range (or vmin/vmax).
+local function rgb_range(t, v, opts)
+  if t.dtype == "uint8" then return opts.vmin or 0, opts.vmax or 255 end
+  return range_of(v, opts)
+end
+
 -- The scale line: the colours (or the ramp) from lo to hi, with the values.
 local function scale_line(lo, hi, mode, cmap)
   local bar
@@ -320,19 +409,39 @@ local function as_2d(t, fn)
         "; use viz.grid for N x C x H x W", 3)
 end
 
+-- h, w of t when it is a 3 x H x W image (leading size-1 dims dropped), else nil.
+local function as_rgb(t, opts)
+  if opts.rgb == false then return nil end
+  local s = {}
+  for _, n in ipairs(t.shape) do s[#s + 1] = n end
+  while #s > 3 and s[1] == 1 do table.remove(s, 1) end
+  if #s == 3 and s[1] == 3 then return s[2], s[3] end
+end
+
+-- The lines of t's picture and its scale line (shrunk by f or enlarged by k).
+local function show_lines(t, opts, mode)
+  local v, rh, rw = values(t), as_rgb(t, opts)
+  local h, w = rh, rw
+  if not rh then h, w = as_2d(t, "viz.show") end
+  local f = math.max(1, math.ceil(w * pixel_cols(mode) / viz.width(opts)))
+  local k = opts.scale or default_scale(h, w, viz.width(opts), mode)
+  if rh then
+    local lo, hi = rgb_range(t, v, opts)
+    local p, sh, sw = resample_rgb(planes_of(v, h, w), h, w, f, k)
+    return render_rgb(p, sh, sw, lo, hi, mode), "RGB, channels from " .. fmt(lo) .. " to " .. fmt(hi), f
+  end
+  local lo, hi = range_of(v, opts)
+  local sv, sh, sw = resample(v, h, w, f, k)
+  return render(sv, sh, sw, lo, hi, mode, opts.cmap), scale_line(lo, hi, mode, opts.cmap), f
+end
+
 function viz.show_str(t, opts)
   assert(cnn.is_tensor(t), "viz.show: expected a tensor")
   opts = check_opts("viz.show", opts)
-  local h, w = as_2d(t, "viz.show")
-  local mode = viz.mode(opts)
-  local v = values(t)
-  local lo, hi = range_of(v, opts)
-  local f = math.max(1, math.ceil(w * pixel_cols(mode) / viz.width(opts)))
-  local sv, sh, sw = shrink(v, h, w, f)
-  local lines = render(sv, sh, sw, lo, hi, mode, opts.cmap)
+  local lines, scale, f = show_lines(t, opts, viz.mode(opts))
   if opts.title then table.insert(lines, 1, opts.title) end
   local note = f > 1 and string.format("  (%s shown 1:%d)", shape_str(t), f) or ""
-  lines[#lines + 1] = scale_line(lo, hi, mode, opts.cmap) .. note
+  lines[#lines + 1] = scale .. note
   return table.concat(lines, "\n") .. "\n"
 end
 
@@ -379,17 +488,25 @@ local function join_row(tiles, labels, tw, slot)
   return out
 end
 
--- Renders every tile of v (count tiles of h x w), `per` per row in slots
--- of `slot` columns.
+-- Renders every tile of v (count tiles of h x w, or of 3 x h x w when
+-- opts.rgb_tiles), `per` per row in slots of `slot` columns.
 local function grid_lines(v, count, h, w, labels, per, slot, lo, hi, mode, opts)
-  local f = opts.shrink
   local lines, row, rlabels = {}, {}, {}
+  local size = (opts.rgb_tiles and 3 or 1) * h * w
   for k = 1, count do
-    local tv = table.move(v, (k - 1) * h * w + 1, k * h * w, 1, {})
+    local tv = table.move(v, (k - 1) * size + 1, k * size, 1, {})
     local lo_k, hi_k = lo, hi
     if opts.normalize == "each" then lo_k, hi_k = range_of(tv, opts) end
-    local sv, sh, sw = shrink(tv, h, w, f)
-    row[#row + 1] = render(sv, sh, sw, lo_k, hi_k, mode, opts.cmap)
+    local sw
+    if opts.rgb_tiles then
+      local p, sh
+      p, sh, sw = resample_rgb(planes_of(tv, h, w), h, w, opts.shrink, opts.enlarge)
+      row[#row + 1] = render_rgb(p, sh, sw, lo_k, hi_k, mode)
+    else
+      local sv, sh
+      sv, sh, sw = resample(tv, h, w, opts.shrink, opts.enlarge)
+      row[#row + 1] = render(sv, sh, sw, lo_k, hi_k, mode, opts.cmap)
+    end
     rlabels[#rlabels + 1] = labels[k]
     if #row == per or k == count then
       local tw = sw * pixel_cols(mode)
@@ -402,28 +519,36 @@ end
 
 -- opts: max (tiles shown, 64), normalize ("global" or "each"), shrink (an
 -- integer: average k x k pixel blocks; default only what the width needs),
--- mode, width, cmap, vmin, vmax, title.
+-- scale (an integer: each pixel k x k; default enlarges small maps), rgb
+-- (false: one tile per channel even when C = 3), mode, width, cmap, vmin,
+-- vmax, title.
 function viz.grid_str(t, opts)
   assert(cnn.is_tensor(t), "viz.grid: expected a tensor")
   opts = setmetatable({}, { __index = check_opts("viz.grid", opts) })
   local N, C, h, w = tile_layout(t)
+  opts.rgb_tiles = C == 3 and #t.shape >= 3 and opts.rgb ~= false
+  if opts.rgb_tiles then C = 1 end
   local total, count = N * C, math.min(N * C, opts.max or 64)
-  local flat = t:reshape(total, h, w):narrow(1, 1, count)
+  local flat = t:reshape(total, opts.rgb_tiles and 3 or 1, h, w):narrow(1, 1, count)
   local v = values(flat)
   local mode, width = viz.mode(opts), viz.width(opts)
   opts.shrink = opts.shrink or math.max(1, math.ceil(w * pixel_cols(mode) / width))
-  local labels, slot = {}, math.ceil(w / opts.shrink) * pixel_cols(mode)
+  opts.enlarge = opts.shrink > 1 and 1 or (opts.scale or default_scale(h, w, width, mode))
+  local tile_w = opts.shrink > 1 and math.ceil(w / opts.shrink) or w * opts.enlarge
+  local labels, slot = {}, tile_w * pixel_cols(mode)
   for k = 1, count do
     labels[k] = tile_label((k - 1) // C + 1, (k - 1) % C + 1, N, C)
     slot = math.max(slot, #labels[k])
   end
   local per = math.max(1, math.floor((width + 1) / (slot + 1)))
-  local lo, hi = range_of(v, opts)
+  local lo, hi
+  if opts.rgb_tiles then lo, hi = rgb_range(t, v, opts) else lo, hi = range_of(v, opts) end
   local lines = grid_lines(v, count, h, w, labels, per, slot, lo, hi, mode, opts)
   local head = opts.title or (shape_str(t) .. (count < total and
     string.format(" (first %d of %d maps)", count, total) or ""))
   table.insert(lines, 1, head)
   local scale = opts.normalize == "each" and "each map scaled to its own min..max"
+                or opts.rgb_tiles and ("RGB, channels from " .. fmt(lo) .. " to " .. fmt(hi))
                 or scale_line(lo, hi, mode, opts.cmap)
   lines[#lines + 1] = scale
   return table.concat(lines, "\n") .. "\n"
@@ -900,15 +1025,20 @@ a grey ramp " ░▒▓█" when NO_COLOR is set or stdout is not a terminal; th
 ASCII ramp " .:-=+*#%@" under cnnsh --ascii (cnn.ascii = true).  Options
 common to all: {mode = "color"|"grey"|"ascii", width = columns}.]]
 doc[viz.show] = [[
-viz.show(t [, {vmin=, vmax=, cmap="viridis"|"gray", mode=, width=, title=}])
+viz.show(t [, {vmin=, vmax=, cmap="viridis"|"gray", scale=, rgb=true, mode=, width=, title=}])
 Draws a 2-D tensor (leading size-1 dims are dropped) as a heatmap, then a
-line with the colour scale, min and max.  Wide images are shrunk to fit.]]
+line with the colour scale, min and max; a 3 x H x W tensor is an RGB image,
+drawn in its own colours (rgb = false: refuse it as 3-D).  Wide images are
+shrunk to fit; small ones (a 3x3 filter) are enlarged to about 12 pixels a
+side, scale = k draws each value k x k.  Unknown options are errors.]]
 doc[viz.grid] = [[
-viz.grid(t [, {max=64, normalize="global"|"each", shrink=k, mode=, width=, cmap=}])
+viz.grid(t [, {max=64, normalize="global"|"each", shrink=k, scale=k, rgb=true, mode=, width=, cmap=}])
 Lays out the maps of an N x C x H x W (or C x H x W) tensor side by side to
-fit the terminal, labelled n.c (or by index).  One colour scale for all
-maps unless normalize = "each"; shrink = 2 averages 2x2 pixel blocks so
-more maps fit across.
+fit the terminal, labelled n.c (or by index).  With C = 3 each of the N
+tiles is an RGB image in colour (rgb = false: one tile per channel).  One
+colour scale for all maps unless normalize = "each"; shrink = 2 averages
+2x2 pixel blocks so more maps fit across; small maps (3x3 filters) are
+enlarged by default, scale = k sets the factor.  Unknown options are errors.
   viz.grid(net[1].weight)                        -- the filters
   viz.grid(net[1](x[1]:view(1, 1, 28, 28)))      -- feature maps of one image]]
 doc[viz.hist] = "viz.hist(t [, {bins=20, vmin=, vmax=}])\nA histogram of t's values (NaN/Inf counted apart)."

@@ -4,13 +4,16 @@
  * Reading: cnn_io_read_file() slurps a whole file into a malloc'd buffer,
  * through zlib's gzread, which reads gzipped and plain files alike.
  *
- * Writing: an atomic writer.  cnn_io_atomic_open() creates
- * "<path>.tmp.XXXXXX" next to the target (mkstemp, so concurrent writers
- * never share a temporary); cnn_io_atomic_write() appends; commit flushes,
- * fsyncs, renames over the target and fsyncs the folder; abort (and any
- * failed commit) unlinks the temporary.  Invariant: between open and
- * commit/abort the target is never touched; after either, no temporary
- * remains (except when the process dies, which is what the rename is for).
+ * Writing: an atomic writer (atomic_write.c).  cnn_io_atomic_open()
+ * creates a temporary next to the target, unnamed where the file system
+ * allows (O_TMPFILE), else "<path>.tmp.<pid>.XXXXXX" (so concurrent writers
+ * never share one), after removing the target's stale temporaries;
+ * cnn_io_atomic_write() appends; commit flushes, fsyncs, names the
+ * temporary if it has no name, renames it over the target and fsyncs the
+ * folder; abort (and any failed commit) removes the temporary.  Invariant:
+ * between open and commit/abort the target is never touched; after either,
+ * no temporary remains; a process killed mid-save leaves none behind
+ * (unnamed), or one that the next save of the same target removes.
  */
 #ifndef CNN_IO_INTERNAL_H
 #define CNN_IO_INTERNAL_H
@@ -30,8 +33,8 @@ int cnn_io_read_raw(const char *op, const char *path, uint8_t **buf, size_t *len
 typedef struct {
   const char *op;   /* "save", "png" (messages) */
   const char *path; /* the target (borrowed) */
-  char *tmp;        /* the temporary's path (owned) */
-  int fd;           /* open on tmp, or -1 */
+  char *tmp;        /* the temporary's path (owned), NULL while unnamed */
+  int fd;           /* open on the temporary, or -1 */
 } cnn_io_atomic;
 
 int cnn_io_atomic_open(cnn_io_atomic *a, const char *op, const char *path);

@@ -1,11 +1,6 @@
 /*
- * io_util.c -- whole-file reading and the atomic writer of core/io.
- *
- * See io_internal.h for the contract.  The atomic writer's temporary lives
- * in the target's folder (a rename across file systems is not atomic), has
- * the target's permissions when the target exists (0644 otherwise), and is
- * fsynced before the rename; the folder is fsynced after it, so the new
- * name survives a power cut too.  EINTR and short writes are retried.
+ * io_util.c -- whole-file reading for core/io (the atomic writer is
+ * atomic_write.c).  See io_internal.h for the contract.
  */
 #define _GNU_SOURCE
 #include "io_internal.h"
@@ -118,86 +113,4 @@ int cnn_io_read_raw(const char *op, const char *path, uint8_t **buf, size_t *len
   int rc = read_fd(op, path, fd, buf, len);
   close(fd);
   return rc;
-}
-
-/* ---- the atomic writer ------------------------------------------------------ */
-
-int cnn_io_atomic_open(cnn_io_atomic *a, const char *op, const char *path) {
-  a->op = op, a->path = path, a->fd = -1, a->tmp = NULL;
-  if (!path || !*path) {
-    cnn_set_error("%s: empty file name", op);
-    return -1;
-  }
-  if (asprintf(&a->tmp, "%s.tmp.XXXXXX", path) < 0) {
-    a->tmp = NULL;
-    cnn_set_error("%s: out of memory", op);
-    return -1;
-  }
-  a->fd = mkstemp(a->tmp);
-  if (a->fd < 0) {
-    cnn_set_error("%s: cannot create %s: %s", op, a->tmp, strerror(errno));
-    free(a->tmp), a->tmp = NULL;
-    return -1;
-  }
-  struct stat st;
-  mode_t mode = stat(path, &st) == 0 ? (st.st_mode & 07777) : 0644;
-  if (fchmod(a->fd, mode) != 0) { /* not fatal: the file is still ours */ }
-  return 0;
-}
-
-int cnn_io_atomic_write(cnn_io_atomic *a, const void *data, size_t n) {
-  const uint8_t *p = data;
-  while (n > 0) {
-    ssize_t w = write(a->fd, p, n > (1u << 30) ? (1u << 30) : n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) {
-      cnn_set_error("%s: cannot write %s: %s", a->op, a->path, w < 0 ? strerror(errno) : "short write");
-      cnn_io_atomic_abort(a);
-      return -1;
-    }
-    p += w, n -= (size_t)w;
-  }
-  return 0;
-}
-
-static void fsync_folder(const char *path) {
-  char *dir = strdup(path);
-  if (!dir) return;
-  char *slash = strrchr(dir, '/');
-  const char *name = dir;
-  if (!slash) name = ".";
-  else if (slash == dir) slash[1] = '\0';
-  else *slash = '\0';
-  int fd = open(name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd >= 0) {
-    fsync(fd); /* best effort: some file systems refuse it */
-    close(fd);
-  }
-  free(dir);
-}
-
-int cnn_io_atomic_commit(cnn_io_atomic *a) {
-  if (a->fd < 0) {
-    cnn_set_error("%s: %s: nothing to commit", a->op, a->path);
-    return -1;
-  }
-  const char *what = NULL;
-  int err = 0;
-  if (fsync(a->fd) != 0) what = "flush", err = errno;
-  if (close(a->fd) != 0 && !what) what = "close", err = errno;
-  a->fd = -1;
-  if (!what && rename(a->tmp, a->path) != 0) what = "rename the temporary over", err = errno;
-  if (what) {
-    cnn_set_error("%s: cannot %s %s: %s", a->op, what, a->path, strerror(err));
-    cnn_io_atomic_abort(a);
-    return -1;
-  }
-  free(a->tmp), a->tmp = NULL;
-  fsync_folder(a->path);
-  return 0;
-}
-
-void cnn_io_atomic_abort(cnn_io_atomic *a) {
-  if (a->fd >= 0) close(a->fd), a->fd = -1;
-  if (a->tmp) unlink(a->tmp), free(a->tmp), a->tmp = NULL;
 }

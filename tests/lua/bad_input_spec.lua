@@ -1024,7 +1024,7 @@ describe("cnn.save and cnn.load with hostile input", function()
     assert.equal("BAD_INPUT_PWNED = true", t.x)
     assert.equal("return os.exit(3)", t.y)
     assert.equal("string", type(t.z))
-    assert.equal(1.5, t.os["exit(3)"]:item())
+    assert.equal(1.5, t["os.exit(3)"]:item()) -- another program's file: names stay flat
     assert.is_nil(_G.BAD_INPUT_PWNED)
     os.remove(p)
   end)

@@ -19,19 +19,19 @@ describe("viz.show", function()
   it("draws a known 2x2 tensor in ASCII", function()
     local t = cnn.tensor{{0, 1}, {2, 3}}
     -- u = 0, 1/3, 2/3, 1 -> levels 0, 3, 6, 9 of " .:-=+*#%@", two columns each
-    assert.are.equal("  --\n**@@\nmin 0 [ .:-=+*#%@] max 3\n", viz.show_str(t, { mode = "ascii" }))
+    assert.are.equal("  --\n**@@\nmin 0 [ .:-=+*#%@] max 3\n", viz.show_str(t, { mode = "ascii", scale = 1 }))
   end)
 
   it("draws the grey ramp with vmin/vmax and a 1-D tensor as a row", function()
     local t = cnn.tensor{ -1, 0, 0.5, 1, 5 }
     -- over [0, 1] with 5 shades: clamp(-1) -> 0, 0 -> 0, 0.5 -> level 2, 1 -> 4, 5 -> 4
-    local s = viz.show_str(t, { mode = "grey", vmin = 0, vmax = 1 })
+    local s = viz.show_str(t, { mode = "grey", vmin = 0, vmax = 1, scale = 1 })
     assert.are.equal("    ▒▒████\nmin 0 [ ░▒▓█] max 1\n", s)
   end)
 
   it("uses 24-bit half blocks: upper pixel as foreground, lower as background", function()
     local t = cnn.tensor{{0}, {1}}
-    local s = viz.show_str(t, { mode = "color" })
+    local s = viz.show_str(t, { mode = "color", scale = 1 })
     local first = s:match("^[^\n]*")
     -- viridis ends: (68, 1, 84) at 0 and (253, 231, 37) at 1
     assert.are.equal("\27[38;2;68;1;84m\27[48;2;253;231;37m▀\27[0m", first)
@@ -42,7 +42,7 @@ describe("viz.show", function()
 
   it("marks NaN with ?", function()
     local t = cnn.tensor{{0, 0 / 0, 1}}
-    assert.are.equal("  ??@@\nmin 0 [ .:-=+*#%@] max 1\n", viz.show_str(t, { mode = "ascii" }))
+    assert.are.equal("  ??@@\nmin 0 [ .:-=+*#%@] max 1\n", viz.show_str(t, { mode = "ascii", scale = 1 }))
   end)
 
   it("shrinks images wider than the terminal", function()
@@ -80,11 +80,11 @@ describe("viz.grid", function()
       "  .. ::-- ++++ ##%%",
       "..:: ==== **## %%@@",
       "min 0 [ .:-=+*#%@] max 15", "" }, "\n")
-    assert.are.equal(expected, viz.grid_str(t, { mode = "ascii", width = 20 }))
+    assert.are.equal(expected, viz.grid_str(t, { mode = "ascii", width = 20, scale = 1 }))
   end)
 
   it("wraps to the width", function()
-    local s = viz.grid_str(t, { mode = "ascii", width = 10 })
+    local s = viz.grid_str(t, { mode = "ascii", width = 10, scale = 1 })
     local lines = {}
     for l in s:gmatch("[^\n]*\n") do lines[#lines + 1] = l end
     -- title, 2 x (labels + 2 rows), scale
@@ -93,7 +93,7 @@ describe("viz.grid", function()
   end)
 
   it("labels n.c when both N and C exceed 1, and limits the count", function()
-    local s = viz.grid_str(cnn.zeros(3, 2, 2, 2), { mode = "ascii", width = 80, max = 4 })
+    local s = viz.grid_str(cnn.zeros(3, 2, 2, 2), { mode = "ascii", width = 80, max = 4, scale = 1 })
     assert.truthy(s:find("1.1  1.2  2.1  2.2", 1, true))
     assert.truthy(s:find("first 4 of 6 maps", 1, true))
   end)
@@ -211,6 +211,90 @@ describe("viz.graph", function()
 
   it("says so for a leaf", function()
     assert.truthy(viz.graph_str(cnn.zeros(2)):find("no graph", 1, true))
+  end)
+end)
+
+describe("colour images, enlargement and options (issue 20, point 18)", function()
+  -- the picture at scale 1, every character pair repeated k times across
+  -- and every line k times down: the oracle of the enlargement
+  local function enlarged(small, k)
+    local out = {}
+    for line in small:gmatch("[^\n]+") do
+      if line:find("^min ") then break end
+      local wide = line:gsub("(..)", function(pair) return pair:rep(k) end)
+      for _ = 1, k do out[#out + 1] = wide end
+    end
+    return out
+  end
+  local function picture_lines(s)
+    local out = {}
+    for line in s:gmatch("[^\n]+") do if not line:find("^min ") then out[#out + 1] = line end end
+    return out
+  end
+  local f3 = cnn.tensor{{0, 1, 2}, {3, 4, 5}, {6, 7, 8}}
+
+  it("enlarges a 3x3 filter to 12x12 by default; scale sets the factor", function()
+    local one = viz.show_str(f3, { mode = "ascii", scale = 1 })
+    assert.are.same(enlarged(one, 4), picture_lines(viz.show_str(f3, { mode = "ascii" })))
+    assert.are.same(enlarged(one, 2), picture_lines(viz.show_str(f3, { mode = "ascii", scale = 2 })))
+    -- a 28x28 map stays as it is; the width still limits the enlargement
+    assert.are.equal(28, #picture_lines(viz.show_str(cnn.zeros(28, 28), { mode = "ascii" })))
+    assert.are.same(enlarged(one, 2), picture_lines(viz.show_str(f3, { mode = "ascii", width = 13 })))
+  end)
+
+  it("enlarges small grid tiles too", function()
+    local filters = cnn.arange(0, 17):float():reshape(2, 1, 3, 3)
+    local s = viz.grid_str(filters, { mode = "ascii", width = 80 })
+    local lines = {}
+    for l in s:gmatch("[^\n]*") do lines[#lines + 1] = l end
+    assert.are.equal(24 + 1 + 24, #lines[3]) -- two 12-pixel tiles, two columns a pixel, one space
+    assert.are.equal(1 + 1 + 12, #picture_lines(s)) -- title, labels, 12 rows (the scale line left out)
+  end)
+
+  it("draws a 3 x H x W image in its own colours", function()
+    -- uint8 RGB: top pixel red, bottom pixel blue
+    local img = cnn.tensor({ { { 255 }, { 0 } }, { { 0 }, { 0 } }, { { 0 }, { 255 } } }, "uint8")
+    local s = viz.show_str(img, { mode = "color", scale = 1 })
+    assert.are.equal("\27[38;2;255;0;0m\27[48;2;0;0;255m▀\27[0m", s:match("^[^\n]*"))
+    assert.truthy(s:find("RGB, channels from 0 to 255", 1, true))
+    -- float images over their range; grey mode draws the luminance
+    local g = viz.show_str(cnn.ones(3, 1, 2), { mode = "grey", scale = 1, vmin = 0, vmax = 1 })
+    assert.are.equal("████", g:match("^[^\n]*"))
+    -- rgb = false: a 3-D tensor is refused as before
+    local ok, err = pcall(viz.show_str, img, { rgb = false })
+    assert.is_false(ok)
+    assert.truthy(tostring(err):find("viz.grid", 1, true))
+  end)
+
+  it("grid draws N x 3 x H x W as N colour tiles (rgb = false: one per channel)", function()
+    local imgs = cnn.rand(2, 3, 4, 4)
+    local s = viz.grid_str(imgs, { mode = "color", scale = 1, width = 80 })
+    assert.truthy(s:find("1    2", 1, true))
+    assert.truthy(s:find("RGB, channels", 1, true))
+    local r, g, b = imgs[{ 1, 1, 1, 1 }]:item(), imgs[{ 1, 2, 1, 1 }]:item(), imgs[{ 1, 3, 1, 1 }]:item()
+    local lo, hi = imgs:min():item(), imgs:max():item()
+    local function byte(v) return math.floor((v - lo) / (hi - lo) * 255 + 0.5) end
+    local first_tile = s:match("\n[^\n]*\n([^\n]*)")
+    assert.truthy(first_tile:find(string.format("\27[38;2;%d;%d;%dm", byte(r), byte(g), byte(b)), 1, true))
+    local per_channel = viz.grid_str(imgs, { mode = "ascii", scale = 1, rgb = false, width = 200 })
+    assert.truthy(per_channel:find("1.1", 1, true) and per_channel:find("2.3", 1, true))
+  end)
+
+  it("unknown options are errors listing the known ones", function()
+    for name, call in pairs({
+      show = function(o) return viz.show_str(f3, o) end,
+      grid = function(o) return viz.grid_str(f3, o) end,
+      hist = function(o) return viz.hist_str(f3, o) end,
+      plot = function(o) return viz.plot_str({ 1, 2 }, o) end,
+      save_png = function(o) return viz.save_png(f3, os.tmpname(), o) end,
+    }) do
+      local ok, err = pcall(call, { scael = 2 })
+      assert.is_false(ok, name)
+      assert.truthy(tostring(err):find("viz." .. name .. ": unknown option 'scael' (options:", 1, true), err)
+    end
+    local ok, err = pcall(viz.show_str, f3, { scale = 0 })
+    assert.is_false(ok)
+    assert.truthy(tostring(err):find("scale", 1, true))
   end)
 end)
 

@@ -183,7 +183,7 @@ static int m_zero_grad(lua_State *L) {
 
 /* ---- graph walking (stdlib/viz.lua) ------------------------------------------------ */
 
-/* cnn.grad_fn_inputs(t) -> {tensors} the inputs of the node that made t that
+/* internal.grad_fn_inputs(t) -> {tensors} the inputs of the node that made t that
  * need a gradient, in the op's order; {} for leaves */
 static int f_grad_fn_inputs(lua_State *L) {
   cnn_tensor *t = cnn_lua_check_tensor(L, 1);
@@ -200,7 +200,7 @@ static int f_grad_fn_inputs(lua_State *L) {
   return 1;
 }
 
-/* cnn.viz_node_key(t) -> a key equal for every userdata of the same tensor
+/* internal.node_key(t) -> a key equal for every userdata of the same tensor
  * (a light userdata: valid only while the tensor lives) */
 static int f_node_key(lua_State *L) {
   lua_pushlightuserdata(L, cnn_lua_check_tensor(L, 1));
@@ -242,6 +242,8 @@ const luaL_Reg cnn_lua_autograd_funcs[] = {
     {"enable_grad", f_enable_grad},
     {"is_grad_enabled", f_is_grad_enabled},
     {"set_grad_enabled", f_set_grad_enabled},
-    {"grad_fn_inputs", f_grad_fn_inputs},
-    {"viz_node_key", f_node_key},
     {NULL, NULL}};
+
+/* stdlib's helpers (viz.graph), in the private table cnn.internal */
+const luaL_Reg cnn_lua_autograd_internal[] = {
+    {"grad_fn_inputs", f_grad_fn_inputs}, {"node_key", f_node_key}, {NULL, NULL}};

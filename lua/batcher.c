@@ -12,7 +12,7 @@
  *
  * order: nil (1..N) or a table of 1-based sample indices (repeats allowed);
  * spec: {scale=, mean=, std= (numbers or per-channel lists), crop_pad=,
- * hflip=} (stdlib's data.transform_spec); label_offset is added to int64
+ * hflip=} (stdlib/data.lua's transform_spec); label_offset is added to int64
  * labels.  The transforms' seed is drawn from the core generator, so
  * cnn.manual_seed makes epochs reproducible.  pin_memory = true hands out
  * batches in page-locked memory (an error naming the reason when CUDA is

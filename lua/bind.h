@@ -34,13 +34,15 @@ extern const luaL_Reg cnn_lua_reduce_methods[];   /* tensor_reduce.c */
 extern const luaL_Reg cnn_lua_join_funcs[];       /* tensor_reduce.c: cat, stack */
 extern const luaL_Reg cnn_lua_autograd_methods[]; /* autograd.c */
 extern const luaL_Reg cnn_lua_autograd_funcs[];   /* autograd.c */
+extern const luaL_Reg cnn_lua_autograd_internal[]; /* autograd.c: for stdlib, in cnn.internal */
 extern const luaL_Reg cnn_lua_autocast_funcs[];   /* autocast.c: cnn.autocast */
 extern const luaL_Reg cnn_lua_creation_funcs[];   /* creation.c */
 extern const luaL_Reg cnn_lua_memory_funcs[];     /* memory.c */
 extern const luaL_Reg cnn_lua_functional_funcs[]; /* functional.c */
 extern const luaL_Reg cnn_lua_loss_funcs[];       /* losses.c (also in F) */
 extern const luaL_Reg cnn_lua_misc_funcs[];       /* init.c */
-extern const luaL_Reg cnn_lua_io_funcs[];         /* io.c: cnn.save, cnn.load, viz_* */
+extern const luaL_Reg cnn_lua_io_funcs[];         /* io.c: cnn.save, cnn.load */
+extern const luaL_Reg cnn_lua_io_internal[];      /* io.c: PNG and terminal helpers, in cnn.internal */
 extern const luaL_Reg cnn_lua_io_module[];        /* io.c: cnn.io.* */
 extern const luaL_Reg cnn_lua_batcher_funcs[];    /* batcher.c: cnn.io.Batcher */
 extern const luaL_Reg cnn_lua_image_module[];     /* image.c: cnn.io.read_image, write_png, ... */

@@ -165,6 +165,19 @@ static void build_functional(lua_State *L) {
   luaL_setfuncs(L, cnn_lua_join_funcs, 0);
 }
 
+/* package.loaded["cnn.internal"]: the bindings' helpers for stdlib (viz's
+ * PNG, terminal and graph walking), kept out of the public tables so that
+ * completion and help list only what users call.  stdlib's Lua modules add
+ * their own private helpers to it. */
+static void register_internal(lua_State *L) {
+  luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
+  lua_newtable(L);
+  luaL_setfuncs(L, cnn_lua_autograd_internal, 0);
+  luaL_setfuncs(L, cnn_lua_io_internal, 0);
+  lua_setfield(L, -2, "cnn.internal");
+  lua_pop(L, 1);
+}
+
 int luaopen_cnn(lua_State *L) {
   cnn_lua_memory_install(L);
   cnn_lua_hook_type(L);
@@ -202,6 +215,7 @@ int luaopen_cnn(lua_State *L) {
   cnn_lua_docs_register(L, m);
   cnn_lua_fused_push(L, m);
   lua_setfield(L, m, "fused");
+  register_internal(L);
   return 1;
 }
 
@@ -302,12 +316,13 @@ static void install_lazy_globals(lua_State *L) {
   lua_pop(L, 4);
 }
 
-/* cnn.gradcheck and cnn.timeit live in stdlib/gradcheck.lua (Lua, for
- * students to read); these forwarders load it on first use. */
+/* cnn.gradcheck and cnn.timeit live in stdlib/gradcheck.lua and
+ * stdlib/timeit.lua (Lua, for students to read); these forwarders load
+ * them on first use. */
 static const char lazy_cnn_functions[] =
     "local cnn = ...\n"
     "cnn.gradcheck = function(...) return require('gradcheck').gradcheck(...) end\n"
-    "cnn.timeit = function(...) return require('gradcheck').timeit(...) end\n"
+    "cnn.timeit = function(...) return require('timeit').timeit(...) end\n"
     "cnn.onnx = setmetatable({}, {__index = function(t, k)\n"
     "  for name, v in pairs(require('onnx')) do rawset(t, name, v) end\n"
     "  return rawget(t, k) end})\n"

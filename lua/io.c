@@ -1,9 +1,9 @@
 /*
  * io.c -- files from Lua: cnn.save / cnn.load (safetensors checkpoints),
- * cnn.io.load_idx, cnn.io.load_cifar10, PNG for stdlib/viz.lua (cnn.viz_png,
- * cnn.png_read; cnn.io's images are image.c), terminal queries (cnn.io.isatty,
- * cnn.viz_isatty, cnn.viz_term_width).  The data loader's batcher is its
- * own type (batcher.c).
+ * cnn.io.load_idx, cnn.io.load_cifar10, cnn.io.isatty (cnn.io's images are
+ * image.c); and for stdlib/viz.lua, in the private table
+ * require("cnn.internal"): write_png (img, path), png_read, isatty and
+ * term_width.  The data loader's batcher is its own type (batcher.c).
  *
  * Checkpoint layout: a nested Lua table is flattened to dotted names
  * ("features.1.weight"; keys that already hold dots, as in a flat state
@@ -366,7 +366,7 @@ static int write_png(lua_State *L, const char *fn, int img, int p) {
   return 0;
 }
 
-static int f_viz_png(lua_State *L) { return write_png(L, "viz_png", 1, 2); }     /* (img, path) */
+static int f_img_png(lua_State *L) { return write_png(L, "write_png", 1, 2); }    /* (img, path) */
 
 /* uint8 H x W x C of the PNG at arg 1 */
 static int read_png_hwc(lua_State *L) {
@@ -379,7 +379,7 @@ static int read_png_hwc(lua_State *L) {
   return cnn_lua_push_result(L, t);
 }
 
-/* cnn.png_read(path) -> h, w, channels, uint8 H x W x C tensor */
+/* internal.png_read(path) -> h, w, channels, uint8 H x W x C tensor */
 static int f_png_read(lua_State *L) {
   read_png_hwc(L);
   cnn_tensor *t = cnn_lua_check_tensor(L, -1);
@@ -404,9 +404,7 @@ static int f_isatty(lua_State *L) {
   return 1;
 }
 
-static int f_viz_isatty(lua_State *L) { return f_isatty(L); }
-
-/* cnn.viz_term_width() -> columns of the terminal on stdout, or nil */
+/* internal.term_width() -> columns of the terminal on stdout, or nil */
 static int f_term_width(lua_State *L) {
   struct winsize ws;
   if (ioctl(1, TIOCGWINSZ, &ws) != 0 || ws.ws_col == 0) return 0;
@@ -414,9 +412,11 @@ static int f_term_width(lua_State *L) {
   return 1;
 }
 
-const luaL_Reg cnn_lua_io_funcs[] = {
-    {"save", f_save}, {"load", f_load}, {"viz_png", f_viz_png}, {"png_read", f_png_read}, {"viz_isatty", f_viz_isatty},
-    {"viz_term_width", f_term_width}, {NULL, NULL}};
+const luaL_Reg cnn_lua_io_funcs[] = {{"save", f_save}, {"load", f_load}, {NULL, NULL}};
+
+const luaL_Reg cnn_lua_io_internal[] = {
+    {"write_png", f_img_png}, {"png_read", f_png_read}, {"isatty", f_isatty}, {"term_width", f_term_width},
+    {NULL, NULL}};
 
 const luaL_Reg cnn_lua_io_module[] = {
     {"load_idx", f_load_idx}, {"load_cifar10", f_load_cifar10}, {"isatty", f_isatty}, {NULL, NULL}};

@@ -42,23 +42,27 @@ local doc = cnn.doc or {}
 
 local data = {}
 
--- ---- small class helper -------------------------------------------------------------
+-- ---- dataset classes (stdlib/class.lua) ----------------------------------------------
 
--- A class whose instances answer ds[i] with {ds:get(i)} and find methods
--- in the class (then its parents).
+local classes = require("class")
+
+local function construct(c, ...)
+  local self = setmetatable({}, c)
+  self:init(...)
+  return self
+end
+
+-- A dataset class whose instances answer ds[i] with {ds:get(i)} and find
+-- methods in the class (then its parents); parent nil: the root.
 local function class(name, parent)
-  local cls = { __name = name, super = parent }
+  local cls = parent and classes.extend(parent, name, { __index = false }) or classes.new(name, construct)
   cls.__index = function(self, k)
     if math.type(k) == "integer" then return { self:get(k) } end
     return cls[k]
   end
   cls.__len = function(self) return self:len() end
   cls.__tostring = function(self) return self:repr() end
-  return setmetatable(cls, { __index = parent, __call = function(c, ...)
-    local self = setmetatable({}, c)
-    self:init(...)
-    return self
-  end })
+  return cls
 end
 
 -- i (1-based, negatives from the end) checked against n; returns 1..n.
@@ -105,7 +109,7 @@ local transforms = require("transforms")
 data.transforms = transforms
 
 -- The fixed path's spec for images of h x w and dtype (nil: needs the pipeline).
-data.transform_spec = transforms.fixed_spec
+local transform_spec = transforms.fixed_spec
 
 -- ---- datasets ------------------------------------------------------------------------------
 
@@ -156,7 +160,7 @@ end
 -- fixed path, else the pipeline on a C x H x W view).
 function TensorDataset:transformed(i)
   local shape = self.images.shape
-  local spec = data.transform_spec(self.transform, shape[#shape - 1], shape[#shape], self.images.dtype)
+  local spec = transform_spec(self.transform, shape[#shape - 1], shape[#shape], self.images.dtype)
   if spec then
     local b <close> = cnn.io.Batcher(self.images, nil, { i }, 1, false, spec, 0)
     return b:next()[1]

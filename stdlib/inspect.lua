@@ -35,12 +35,7 @@ inspect.EXPLODING = 1e3
 
 -- ---- formatting --------------------------------------------------------------
 
-local function shape_str(t)
-  if not cnn.is_tensor(t) then return "-" end
-  local s = t.shape
-  if #s == 0 then return "scalar" end
-  return table.concat(s, "x")
-end
+local shape_str = require("fmt").shape_str
 
 -- 63050 -> "63,050"
 local function commas(n)

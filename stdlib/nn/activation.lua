@@ -9,6 +9,7 @@
 local cnn = _G.cnn
 local F = cnn.F
 local Module = require("nn.module")
+local fmt = require("fmt")
 local check = require("check")
 local doc = cnn.doc or {}
 
@@ -45,7 +46,7 @@ function LeakyReLU:init(negative_slope)
   self.negative_slope = option(LeakyReLU, negative_slope, "negative_slope", 0.01)
 end
 function LeakyReLU:forward(x) return F.leaky_relu(x, self.negative_slope) end
-function LeakyReLU:extra_repr() return "negative_slope=" .. Module.fmt_num(self.negative_slope) end
+function LeakyReLU:extra_repr() return "negative_slope=" .. fmt.num(self.negative_slope) end
 doc[LeakyReLU] = "nn.LeakyReLU([negative_slope = 0.01])\nx if x > 0 else negative_slope * x."
 M.LeakyReLU = LeakyReLU
 
@@ -54,7 +55,7 @@ function ELU:init(alpha)
   self.alpha = option(ELU, alpha, "alpha", 1.0)
 end
 function ELU:forward(x) return F.elu(x, self.alpha) end
-function ELU:extra_repr() return "alpha=" .. Module.fmt_num(self.alpha + 0.0) end
+function ELU:extra_repr() return "alpha=" .. fmt.num(self.alpha + 0.0) end
 doc[ELU] = "nn.ELU([alpha = 1])\nx if x > 0 else alpha * (exp(x) - 1)."
 M.ELU = ELU
 

@@ -12,7 +12,8 @@
 local cnn = _G.cnn
 local F = cnn.F
 local Module = require("nn.module")
-local init = require("nn.init_fns")
+local fmt = require("fmt")
+local init = require("nn.weight_init")
 local check = require("check")
 local doc = cnn.doc or {}
 
@@ -84,12 +85,12 @@ local function is_default(v, d)
 end
 
 local function as_pair(v)
-  return Module.fmt_pair(type(v) == "number" and { v, v } or v)
+  return fmt.pair(type(v) == "number" and { v, v } or v)
 end
 
 function Conv2d:extra_repr()
   local s = string.format("%d, %d, kernel_size=%s, stride=%s", self.in_channels,
-    self.out_channels, Module.fmt_pair(self.kernel_size), as_pair(self.stride))
+    self.out_channels, fmt.pair(self.kernel_size), as_pair(self.stride))
   if not is_default(self.padding, 0) then s = s .. ", padding=" .. as_pair(self.padding) end
   if not is_default(self.dilation, 1) then s = s .. ", dilation=" .. as_pair(self.dilation) end
   if self.groups ~= 1 then s = s .. ", groups=" .. self.groups end

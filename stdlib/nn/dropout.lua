@@ -4,6 +4,7 @@
 local cnn = _G.cnn
 local F = cnn.F
 local Module = require("nn.module")
+local fmt = require("fmt")
 local check = require("check")
 local doc = cnn.doc or {}
 
@@ -20,7 +21,7 @@ function Dropout:forward(x)
 end
 
 function Dropout:extra_repr()
-  return "p=" .. Module.fmt_num(self.p + 0.0) .. ", inplace=False"
+  return "p=" .. fmt.num(self.p + 0.0) .. ", inplace=False"
 end
 
 doc[Dropout] = [[

@@ -1,8 +1,10 @@
--- nn/init.lua -- the "nn" module: layers and networks as Lua classes.
+-- nn/init.lua -- the "nn" package itself (Lua's init.lua convention), NOT
+-- nn.init: the weight initialisers nn.init are in nn/weight_init.lua.
 --
 -- Wires the per-concept files together; each class lives in its own file
 -- (nn/module.lua holds the base class and is the place to start reading).
--- nn.init holds the weight initialisers (file nn/init_fns.lua), nn.utils
+-- Layers and networks as Lua classes. nn.init holds the weight
+-- initialisers (file nn/weight_init.lua), nn.utils
 -- gradient clipping; inspect.lua adds summary/trace/profile to nn.Module.
 -- Every public class carries a doc string (help(nn.X)).
 local cnn = _G.cnn
@@ -18,7 +20,7 @@ for _, f in ipairs(files) do
   for name, cls in pairs(require(f)) do nn[name] = cls end
 end
 
-nn.init = require("nn.init_fns")
+nn.init = require("nn.weight_init")
 nn.Fused = require("nn.fuse").Fused -- also adds net:fuse() to nn.Module
 nn.utils = require("nn.utils")
 

@@ -7,7 +7,8 @@
 local cnn = _G.cnn
 local F = cnn.F
 local Module = require("nn.module")
-local init = require("nn.init_fns")
+local fmt = require("fmt")
+local init = require("nn.weight_init")
 local check = require("check")
 local doc = cnn.doc or {}
 
@@ -45,7 +46,7 @@ end
 
 function Linear:extra_repr()
   return string.format("in_features=%d, out_features=%d, bias=%s",
-    self.in_features, self.out_features, Module.fmt_bool(self.bias ~= nil))
+    self.in_features, self.out_features, fmt.bool(self.bias ~= nil))
 end
 
 function Linear:short_repr()

@@ -28,9 +28,7 @@
 local cnn = _G.cnn
 local doc = cnn.doc or {}
 
-local Module = {}
-Module.__index = Module
-Module.__name = "Module"
+local Module -- the class, made in "classes" below
 
 local function is_module(v)
   return type(v) == "table" and rawget(v, "_children") ~= nil
@@ -40,15 +38,11 @@ local function is_tensor(v)
   return cnn.is_tensor(v)
 end
 
-local function shape_str(t)
-  local s = t.shape
-  if #s == 0 then return "scalar" end
-  return table.concat(s, "x")
-end
+local shape_str = require("fmt").shape_str
 
 -- ---- classes ---------------------------------------------------------------
 
-local METAMETHODS = { "__call", "__tostring", "__newindex", "__len", "__close" }
+local class = require("class")
 
 local function construct(cls, ...)
   local self = setmetatable({}, cls)
@@ -61,29 +55,14 @@ local function construct(cls, ...)
   return self
 end
 
--- Module:extend(name) -> a new class inheriting from self.
-function Module:extend(name)
-  assert(type(name) == "string", "extend: the class needs a name (a string)")
-  local cls = {}
-  for _, k in ipairs(METAMETHODS) do cls[k] = rawget(self, k) end
-  cls.__index = cls
-  cls.__name = name
-  cls.super = self
-  return setmetatable(cls, { __index = self, __call = construct,
-                             __tostring = function() return "class nn." .. name end })
-end
-setmetatable(Module, { __call = construct,
-                       __tostring = function() return "class nn.Module" end })
+Module = class.new("Module", construct, "nn.")
+
+-- Module:extend(name) -> a new class inheriting from self (stdlib/class.lua).
+function Module:extend(name) return class.extend(self, name) end
 
 -- Whether `obj` is an instance of `cls` (or of a subclass).
 function Module.is_instance(obj, cls)
-  if not is_module(obj) then return false end
-  local c = getmetatable(obj)
-  while c do
-    if c == cls then return true end
-    c = rawget(c, "super")
-  end
-  return false
+  return is_module(obj) and class.is_instance(obj, cls)
 end
 
 function Module:init() end
@@ -539,28 +518,6 @@ end
 -- ---- helpers shared by the layer files -----------------------------------------
 
 Module.is_module = is_module
-Module.shape_str = shape_str
-
--- Formats a number as Python prints it in reprs: 1.0, 0.1, 1e-05, 3.
-function Module.fmt_num(v)
-  if math.type(v) == "integer" then return tostring(v) end
-  if v == math.floor(v) and math.abs(v) < 1e15 then return string.format("%.1f", v) end
-  return string.format("%g", v)
-end
-
--- A pair as Python's repr of a tuple: "(3, 3)".
-function Module.fmt_pair(p)
-  if type(p) == "table" then
-    local parts = {}
-    for i, v in ipairs(p) do parts[i] = Module.fmt_num(v) end
-    return "(" .. table.concat(parts, ", ") .. ")"
-  end
-  return Module.fmt_num(p)
-end
-
-function Module.fmt_bool(b)
-  return b and "True" or "False"
-end
 
 doc[Module] = [[
 nn.Module -- the base class of layers and networks.

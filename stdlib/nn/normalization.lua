@@ -14,6 +14,7 @@
 local cnn = _G.cnn
 local F = cnn.F
 local Module = require("nn.module")
+local fmt = require("fmt")
 local check = require("check")
 local doc = cnn.doc or {}
 
@@ -64,7 +65,7 @@ function BatchNorm:check_input(x)
   local nd = x:dim()
   if not self.accepted_dims[nd] then
     error(string.format("%s: expected %s input (got %dD input, %s)", self.__name,
-      self.accepted_text, nd, Module.shape_str(x)), 0)
+      self.accepted_text, nd, fmt.shape_str(x)), 0)
   end
 end
 
@@ -83,10 +84,10 @@ function BatchNorm:forward(x)
 end
 
 function BatchNorm:extra_repr()
-  local m = self.momentum == nil and "None" or Module.fmt_num(self.momentum + 0.0)
+  local m = self.momentum == nil and "None" or fmt.num(self.momentum + 0.0)
   return string.format("%d, eps=%s, momentum=%s, affine=%s, track_running_stats=%s",
-    self.num_features, Module.fmt_num(self.eps + 0.0), m, Module.fmt_bool(self.affine),
-    Module.fmt_bool(self.track_running_stats))
+    self.num_features, fmt.num(self.eps + 0.0), m, fmt.bool(self.affine),
+    fmt.bool(self.track_running_stats))
 end
 
 function BatchNorm:short_repr()

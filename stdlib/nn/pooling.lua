@@ -12,7 +12,8 @@ local Module = require("nn.module")
 local check = require("check")
 local doc = cnn.doc or {}
 
-local fmt = Module.fmt_pair
+local fmt = require("fmt")
+local fmt_pair = fmt.pair
 
 -- ---- MaxPool2d -----------------------------------------------------------------
 
@@ -48,12 +49,12 @@ end
 
 function MaxPool2d:extra_repr()
   return string.format("kernel_size=%s, stride=%s, padding=%s, dilation=%s, ceil_mode=%s",
-    fmt(self.kernel_size), fmt(self.stride), fmt(self.padding), fmt(self.dilation),
-    Module.fmt_bool(self.ceil_mode))
+    fmt_pair(self.kernel_size), fmt_pair(self.stride), fmt_pair(self.padding), fmt_pair(self.dilation),
+    fmt.bool(self.ceil_mode))
 end
 
 function MaxPool2d:short_repr()
-  return "MaxPool2d " .. fmt(self.kernel_size)
+  return "MaxPool2d " .. fmt_pair(self.kernel_size)
 end
 
 doc[MaxPool2d] = [[
@@ -78,12 +79,12 @@ function AvgPool2d:forward(x)
 end
 
 function AvgPool2d:extra_repr()
-  return string.format("kernel_size=%s, stride=%s, padding=%s", fmt(self.kernel_size),
-                       fmt(self.stride), fmt(self.padding))
+  return string.format("kernel_size=%s, stride=%s, padding=%s", fmt_pair(self.kernel_size),
+                       fmt_pair(self.stride), fmt_pair(self.padding))
 end
 
 function AvgPool2d:short_repr()
-  return "AvgPool2d " .. fmt(self.kernel_size)
+  return "AvgPool2d " .. fmt_pair(self.kernel_size)
 end
 
 doc[AvgPool2d] = [[
@@ -106,7 +107,7 @@ function AdaptiveAvgPool2d:forward(x)
 end
 
 function AdaptiveAvgPool2d:extra_repr()
-  return "output_size=" .. fmt(self.output_size)
+  return "output_size=" .. fmt_pair(self.output_size)
 end
 
 doc[AdaptiveAvgPool2d] = [[

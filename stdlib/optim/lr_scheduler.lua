@@ -14,9 +14,9 @@ local cnn = _G.cnn
 local check = require("check")
 local doc = cnn.doc or {}
 
-local LRScheduler = {}
-LRScheduler.__index = LRScheduler
-LRScheduler.__name = "LRScheduler"
+local class = require("class")
+
+local LRScheduler -- the class, made below (class.new)
 
 local function construct(cls, optimizer, ...)
   if type(optimizer) ~= "table" or optimizer.param_groups == nil then
@@ -34,11 +34,10 @@ local function construct(cls, optimizer, ...)
   return self
 end
 
-function LRScheduler:extend(name)
-  local cls = { __name = name, super = self }
-  cls.__index = cls
-  return setmetatable(cls, { __index = self, __call = construct })
-end
+LRScheduler = class.new("LRScheduler", construct)
+
+-- LRScheduler:extend(name) -> a subclass (stdlib/class.lua)
+function LRScheduler:extend(name) return class.extend(self, name) end
 
 function LRScheduler:init() end
 

@@ -23,11 +23,9 @@
 local cnn = _G.cnn
 local check = require("check")
 
-local Optimizer = {}
-Optimizer.__index = Optimizer
-Optimizer.__name = "Optimizer"
-Optimizer.defaults = {}
-Optimizer.ranges = {}
+local class = require("class")
+
+local Optimizer -- the class, made in "classes" below
 
 local FLOATING = { float32 = true, float64 = true }
 
@@ -39,13 +37,14 @@ local function construct(cls, params, opts)
   return self
 end
 
--- Optimizer:extend(name, defaults [, ranges]) -> a subclass; ranges =
--- {lr = {0}, ...} bounds numeric options ({lo [, hi]}, inclusive).
+Optimizer = class.new("Optimizer", construct)
+Optimizer.defaults = {}
+Optimizer.ranges = {}
+
+-- Optimizer:extend(name, defaults [, ranges]) -> a subclass (stdlib/class.lua);
+-- ranges = {lr = {0}, ...} bounds numeric options ({lo [, hi]}, inclusive).
 function Optimizer:extend(name, defaults, ranges)
-  local cls = { defaults = defaults or {}, ranges = ranges or {}, __name = name, super = self,
-                __tostring = self.__tostring }
-  cls.__index = cls
-  return setmetatable(cls, { __index = self, __call = construct })
+  return class.extend(self, name, { defaults = defaults or {}, ranges = ranges or {} })
 end
 
 -- ---- construction ----------------------------------------------------------------

@@ -156,7 +156,7 @@ function checks.inspect()
   for _, f in ipairs(files) do os.remove(f) end
   run("inspect.lua", { "20", out })
   for _, f in ipairs(files) do
-    local h, w, c = cnn.png_read(f)
+    local h, w, c = require("cnn.internal").png_read(f)
     assert(h >= 8 and w >= 8 and (c == 1 or c == 3 or c == 4), ("%s: %dx%dx%d"):format(f, h, w, c))
     os.remove(f)
   end

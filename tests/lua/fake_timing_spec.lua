@@ -18,7 +18,7 @@ local H = require("helpers")
 H.need_cuda("fake_timing_spec")
 
 require("inspect")
-local gc = require("gradcheck")
+local gc = require("timeit") -- gc.timeit (stdlib/timeit.lua)
 
 local spin, Spin = H.spin, H.SpinLayer
 

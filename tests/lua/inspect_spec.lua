@@ -338,7 +338,7 @@ describe("gradcheck", function()
 
   it("timeit returns positive timings", function()
     local calls = 0
-    local r = gc.timeit(function() calls = calls + 1 end, 5)
+    local r = require("timeit").timeit(function() calls = calls + 1 end, 5)
     assert.are.equal(5, r.n)
     assert.are.equal(6, calls) -- one warm-up run
     assert.is_true(r.min >= 0 and r.median >= r.min and r.max >= r.median)

@@ -769,7 +769,7 @@ describe("files", function()
     assert.same(img:totable(), cnn.io.read_image(path):totable())
     assert.same({{{255, 0}, {0, 10}}, {{0, 255}, {0, 20}}, {{0, 0}, {255, 30}}, {{255, 255}, {255, 255}}},
                 cnn.io.read_image(path, {mode = "rgba"}):totable())
-    cnn.viz_png(cnn.tensor({{0, 128}, {255, 7}}, "uint8"), path) -- viz_png: H x W gray
+    require("cnn.internal").write_png(cnn.tensor({{0, 128}, {255, 7}}, "uint8"), path) -- H x W gray
     assert.same({{{0, 128}, {255, 7}}}, cnn.io.read_png(path):totable())
     assert.same({{{0, 128}, {255, 7}}, {{0, 128}, {255, 7}}, {{0, 128}, {255, 7}}},
                 cnn.io.read_image(path, {mode = "rgb"}):totable())

@@ -2,9 +2,10 @@
 --
 -- Pictures are compared with strings worked out by hand from the documented
 -- mapping (level = floor(u * (n - 1) + 0.5) over the ramp), PNG files are
--- decoded again with cnn.png_read (libpng) and compared with pixel values
--- computed here from round(255 * (v - min) / (max - min)).
+-- decoded again with the private png_read (libpng) and compared with pixel
+-- values computed here from round(255 * (v - min) / (max - min)).
 local viz = require("viz")
+local internal = require("cnn.internal") -- the private helpers (issue 20, point 7)
 package.path = "./?.lua;" .. package.path
 
 local tmpdir = os.getenv("CNNSH_TEST_TMP") or "/tmp"
@@ -55,11 +56,11 @@ describe("viz.show", function()
   it("picks the mode from cnn.ascii and NO_COLOR", function()
     local saved = cnn.ascii
     cnn.ascii = true
-    assert.are.equal("ascii", viz.mode())
+    assert.are.equal("ascii", internal.viz.mode())
     cnn.ascii = saved
     local nc = os.getenv("NO_COLOR")
-    if nc and nc ~= "" then assert.are.equal("grey", viz.mode()) end
-    assert.are.equal("color", viz.mode({ mode = "color" }))
+    if nc and nc ~= "" then assert.are.equal("grey", internal.viz.mode()) end
+    assert.are.equal("color", internal.viz.mode({ mode = "color" }))
   end)
 
   it("refuses 4-D input and points at viz.grid", function()
@@ -302,7 +303,7 @@ describe("viz.save_png", function()
   it("writes a 2-D map normalised to 0..255", function()
     local path = tmpfile("map.png")
     viz.save_png(cnn.tensor{{ 0, 1, 2 }, { 3, 4, 5 }}, path)
-    local h, w, c, img = cnn.png_read(path)
+    local h, w, c, img = internal.png_read(path)
     assert.are.same({ 2, 3, 1 }, { h, w, c })
     local expected = {}
     for v = 0, 5 do expected[#expected + 1] = math.floor(255 * v / 5 + 0.5) end
@@ -314,7 +315,7 @@ describe("viz.save_png", function()
     local path = tmpfile("rgb.png")
     local t = cnn.tensor{ {{ 0, 1 }}, {{ 0.5, 0 }}, {{ 1, 0.2 }} } -- 3 x 1 x 2
     viz.save_png(t, path, { normalize = false })
-    local h, w, c, img = cnn.png_read(path)
+    local h, w, c, img = internal.png_read(path)
     assert.are.same({ 1, 2, 3 }, { h, w, c })
     -- pixel 1 = (0, 0.5, 1) * 255, pixel 2 = (1, 0, 0.2) * 255, rounded
     assert.are.same({ 0, 128, 255, 255, 0, 51 }, flat(img))
@@ -325,7 +326,7 @@ describe("viz.save_png", function()
     local path = tmpfile("montage.png")
     local t = cnn.tensor{ {{{ 0, 0 }, { 0, 0 }}}, {{{ 1, 1 }, { 1, 1 }}} } -- 2x1x2x2
     viz.save_png(t, path)
-    local h, w, c, img = cnn.png_read(path)
+    local h, w, c, img = internal.png_read(path)
     assert.are.same({ 4, 7, 1 }, { h, w, c })
     local v = flat(img)
     local function px(y, x) return v[(y - 1) * 7 + x] end
@@ -339,33 +340,60 @@ describe("viz.save_png", function()
   it("enlarges pixels with scale", function()
     local path = tmpfile("scale.png")
     viz.save_png(cnn.tensor{{ 0, 1 }}, path, { scale = 3 })
-    local h, w, _, img = cnn.png_read(path)
+    local h, w, _, img = internal.png_read(path)
     assert.are.same({ 3, 6 }, { h, w })
     local v = flat(img)
     assert.are.same({ 0, 0, 0, 255, 255, 255 }, { table.unpack(v, 13, 18) })
     os.remove(path)
   end)
 
-  it("round-trips uint8 through cnn.viz_png", function()
+  it("round-trips uint8 through the private write_png", function()
     local path = tmpfile("u8.png")
     local t = cnn.tensor({ {{ 1, 2, 3 }, { 4, 5, 6 }} }, "uint8") -- 1 x 2 x 3 (H x W x C)
-    cnn.viz_png(t, path)
-    local h, w, c, img = cnn.png_read(path)
+    internal.write_png(t, path)
+    local h, w, c, img = internal.png_read(path)
     assert.are.same({ 1, 2, 3 }, { h, w, c })
     assert.are.same({ 1, 2, 3, 4, 5, 6 }, flat(img))
     os.remove(path)
   end)
 
   it("raises clear errors", function()
-    local ok, err = pcall(cnn.viz_png, cnn.zeros(2, 2), tmpfile("x.png"))
+    local ok, err = pcall(internal.write_png, cnn.zeros(2, 2), tmpfile("x.png"))
     assert.is_false(ok)
-    assert.truthy(tostring(err):find("viz_png", 1, true))
+    assert.truthy(tostring(err):find("write_png", 1, true))
     assert.truthy(tostring(err):find("uint8", 1, true))
-    ok, err = pcall(cnn.viz_png, cnn.zeros({ 2, 2, 5 }, "uint8"), tmpfile("x.png"))
+    ok, err = pcall(internal.write_png, cnn.zeros({ 2, 2, 5 }, "uint8"), tmpfile("x.png"))
     assert.is_false(ok)
     assert.truthy(tostring(err):find("channels", 1, true))
-    ok = pcall(cnn.png_read, tmpfile("does_not_exist.png"))
+    ok = pcall(internal.png_read, tmpfile("does_not_exist.png"))
     assert.is_false(ok)
+  end)
+end)
+
+describe("internal helpers are private (issue 20, point 7)", function()
+  it("are not in the public tables but stdlib reaches them", function()
+    for _, k in ipairs({ "viz_isatty", "viz_node_key", "grad_fn_inputs", "viz_png", "png_read", "viz_term_width" }) do
+      assert.is_nil(cnn[k], "cnn." .. k)
+    end
+    for _, k in ipairs({ "bin_counts", "colour", "finite_range", "fmt", "grad_rows", "render", "values", "mode", "width" }) do
+      assert.is_nil(viz[k], "viz." .. k)
+      assert.is_function(internal.viz[k], "internal.viz." .. k)
+    end
+    local net = nn.Linear(2, 2)
+    for _, k in ipairs({ "fmt_bool", "fmt_num", "fmt_pair", "shape_str" }) do
+      assert.is_nil(net[k], "net:" .. k)
+      assert.is_nil(nn.Module[k], "nn.Module." .. k)
+    end
+    assert.is_nil(data.transform_spec)
+    for _, k in ipairs({ "grad_fn_inputs", "node_key", "write_png", "png_read", "isatty", "term_width" }) do
+      assert.is_function(internal[k], "internal." .. k)
+    end
+    -- every public function of viz is documented: nothing undocumented is left
+    for k, v in pairs(viz) do
+      if type(v) == "function" and not k:find("_str$") and k ~= "graph_dot" then
+        assert.is_string(cnn.doc[v], "viz." .. k .. " is public but has no help")
+      end
+    end
   end)
 end)
 

@@ -1,4 +1,5 @@
--- nn/init_fns.lua -- nn.init: in-place weight initialisers, as torch.nn.init.
+-- nn/weight_init.lua -- nn.init (this file, not nn/init.lua: that one is the "nn"
+-- package itself): in-place weight initialisers, as torch.nn.init.
 --
 -- Each function fills a tensor in place (under no_grad, so it works on
 -- parameters that require grad) and returns it.  Random draws come from the

@@ -31,6 +31,7 @@
 -- global batch instead.
 local cnn = _G.cnn
 local Module = require("nn.module")
+local fmt = require("fmt")
 local check = require("check")
 local BatchNorm2d = require("nn.normalization").BatchNorm2d
 local doc = cnn.doc or {}
@@ -247,7 +248,7 @@ end
 
 function DDP:extra_repr()
   return string.format("buckets=%d, bucket_cap_mb=%s, world_size=%d", #rawget(self, "_ddp").buckets,
-                       Module.fmt_num(self.bucket_cap_mb + 0.0), rawget(self, "_ddp").dist.world_size())
+                       fmt.num(self.bucket_cap_mb + 0.0), rawget(self, "_ddp").dist.world_size())
 end
 
 -- ---- SyncBatchNorm -------------------------------------------------------------------

@@ -551,14 +551,7 @@ end
 
 -- ---- profile -----------------------------------------------------------------------------
 
-local function median(v)
-  if #v == 0 then return 0 end
-  local s = table.move(v, 1, #v, 1, {})
-  table.sort(s)
-  local m = #s // 2
-  if #s % 2 == 1 then return s[m + 1] end
-  return (s[m] + s[m + 1]) / 2
-end
+local median = require("timeit").median
 inspect.median = median
 
 -- Timing (DESIGN.md "Timing"): one cnn.timer on the input's device.  The

@@ -8,13 +8,18 @@ local doc = cnn.doc or {}
 
 local M = {}
 
+-- The median of a list of numbers (0 for an empty list); inspect's
+-- profile uses it too.
 local function median(v)
+  if #v == 0 then return 0 end
   local s = table.move(v, 1, #v, 1, {})
   table.sort(s)
   local m = #s // 2
   if #s % 2 == 1 then return s[m + 1] end
   return (s[m] + s[m + 1]) / 2
 end
+
+M.median = median
 
 local function ms(s)
   if s >= 1 then return string.format("%.3f s", s) end

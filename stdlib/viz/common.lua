@@ -364,6 +364,11 @@ local function scale_line(lo, hi, mode, cmap)
   return "min " .. fmt(lo) .. " " .. bar .. " max " .. fmt(hi)
 end
 
+-- The scale line of an RGB picture: the range its channels were mapped from.
+local function rgb_scale_line(lo, hi)
+  return "RGB, channels from " .. fmt(lo) .. " to " .. fmt(hi)
+end
+
 -- ---- layout helpers --------------------------------------------------------
 
 -- H x W view of t: 2-D as is, 1-D as one row, leading size-1 dims dropped.
@@ -417,6 +422,7 @@ C.resample = resample
 C.resample_rgb = resample_rgb
 C.rgb_at = rgb_at
 C.rgb_range = rgb_range
+C.rgb_scale_line = rgb_scale_line
 C.scale_line = scale_line
 C.shape_str = shape_str
 C.shrink = shrink

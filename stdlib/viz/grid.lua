@@ -3,7 +3,8 @@
 local cnn = _G.cnn
 local doc = cnn.doc or {}
 local C = require("viz.common")
-local P, check_opts, default_scale, fmt, pad = C.P, C.check_opts, C.default_scale, C.fmt, C.pad
+local rgb_scale_line = C.rgb_scale_line
+local P, check_opts, default_scale, pad = C.P, C.check_opts, C.default_scale, C.pad
 local pixel_cols, planes_of, range_of, render, render_rgb = C.pixel_cols, C.planes_of, C.range_of, C.render, C.render_rgb
 local resample, resample_rgb, rgb_range, scale_line, shape_str = C.resample, C.resample_rgb, C.rgb_range, C.scale_line, C.shape_str
 local shrink, values = C.shrink, C.values
@@ -103,7 +104,7 @@ function viz.grid_str(t, opts)
     string.format(" (first %d of %d maps)", count, total) or ""))
   table.insert(lines, 1, head)
   local scale = opts.normalize == "each" and "each map scaled to its own min..max"
-                or opts.rgb_tiles and ("RGB, channels from " .. fmt(lo) .. " to " .. fmt(hi))
+                or opts.rgb_tiles and rgb_scale_line(lo, hi)
                 or scale_line(lo, hi, mode, opts.cmap)
   lines[#lines + 1] = scale
   return table.concat(lines, "\n") .. "\n"

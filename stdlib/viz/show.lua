@@ -3,7 +3,8 @@
 local cnn = _G.cnn
 local doc = cnn.doc or {}
 local C = require("viz.common")
-local P, as_2d, check_opts, default_scale, fmt = C.P, C.as_2d, C.check_opts, C.default_scale, C.fmt
+local rgb_scale_line = C.rgb_scale_line
+local P, as_2d, check_opts, default_scale = C.P, C.as_2d, C.check_opts, C.default_scale
 local pixel_cols, planes_of, range_of, render, render_rgb = C.pixel_cols, C.planes_of, C.range_of, C.render, C.render_rgb
 local resample, resample_rgb, rgb_range, scale_line, shape_str = C.resample, C.resample_rgb, C.rgb_range, C.scale_line, C.shape_str
 local values = C.values
@@ -31,7 +32,7 @@ local function show_lines(t, opts, mode)
   if rh then
     local lo, hi = rgb_range(t, v, opts)
     local p, sh, sw = resample_rgb(planes_of(v, h, w), h, w, f, k)
-    return render_rgb(p, sh, sw, lo, hi, mode), "RGB, channels from " .. fmt(lo) .. " to " .. fmt(hi), f
+    return render_rgb(p, sh, sw, lo, hi, mode), rgb_scale_line(lo, hi), f
   end
   local lo, hi = range_of(v, opts)
   local sv, sh, sw = resample(v, h, w, f, k)

@@ -244,7 +244,7 @@ static const doc_entry docs[] = {
 static const char *const module_docs[][2] = {
     {"cnn", "cnn\nThe tensor library: creation (cnn.zeros, cnn.tensor, ...), every tensor method as cnn.<name>(x, ...), autograd, memory, rng."},
     {"io", "cnn.io\nFile formats: IDX and CIFAR-10 datasets, PNG, safetensors (cnn.save/cnn.load), the data loader's Batcher."},
-    {"F", "F\nFunctional network ops and losses (conv2d, max_pool2d, cross_entropy, ...)."},
+    {"F", "F\nFunctional network ops and losses (conv2d, max_pool2d, cross_entropy, ...); options go in a trailing table with PyTorch's names, and an unknown key is an error listing the known ones."},
     {"Tensor", "cnn.Tensor\nThe tensor type: methods (x:add(y), x:sum(1), ...), fields (shape, dtype, device, requires_grad, grad, grad_fn, is_leaf, ndim), operators + - * / ^ and indexing x[i], x[{i, {a, b}}]."},
 };
 

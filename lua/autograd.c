@@ -181,7 +181,7 @@ static int m_zero_grad(lua_State *L) {
   return 1;
 }
 
-/* ---- graph walking (stdlib/viz.lua) ------------------------------------------------ */
+/* ---- graph walking (stdlib/viz/graph.lua) ----------------------------------------------- */
 
 /* internal.grad_fn_inputs(t) -> {tensors} the inputs of the node that made t that
  * need a gradient, in the op's order; {} for leaves */

@@ -1,7 +1,7 @@
 /*
  * io.c -- files from Lua: cnn.save / cnn.load (safetensors checkpoints),
  * cnn.io.load_idx, cnn.io.load_cifar10, cnn.io.isatty (cnn.io's images are
- * image.c); and for stdlib/viz.lua, in the private table
+ * image.c); and for stdlib/viz/, in the private table
  * require("cnn.internal"): write_png (img, path), png_read, isatty and
  * term_width.  The data loader's batcher is its own type (batcher.c).
  *

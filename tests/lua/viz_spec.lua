@@ -1,4 +1,4 @@
--- viz_spec.lua -- terminal pictures and PNG output of stdlib/viz.lua.
+-- viz_spec.lua -- terminal pictures and PNG output of stdlib/viz/ (one renderer a file).
 --
 -- Pictures are compared with strings worked out by hand from the documented
 -- mapping (level = floor(u * (n - 1) + 0.5) over the ramp), PNG files are

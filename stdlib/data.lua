@@ -437,7 +437,7 @@ function DataLoader:plan_transform()
     return
   end
   local s, dt = src.images.shape, src.images.dtype
-  self.spec = data.transform_spec(self.transform, s[#s - 1], s[#s], dt)
+  self.spec = transform_spec(self.transform, s[#s - 1], s[#s], dt)
   if self.spec then return end
   local c = 1
   for d = 2, #s - 2 do c = c * s[d] end

@@ -13,8 +13,9 @@
  * loaded (its libraries are mapped once) and is never asked again.
  * cnn_module_open() is that search for any module (core/dist.c loads the
  * MPI and NCCL collectives with it).
- * Also here: the small helpers the dispatch points of core/ops share
- * (device checks, strided arguments, "not supported on cuda yet").
+ * Also here: cnn_backend_of(), the one place where an op picks the table
+ * of its tensor's device, and the small helpers the ops share (device
+ * checks, strided arguments, "not supported on cuda yet").
  */
 #include "backend.h"
 
@@ -100,7 +101,7 @@ const char *cnn_cuda_module_info(void) {
 }
 
 const cnn_backend *cnn_backend_get(cnn_device_type type) {
-  if (type == CNN_CPU) return NULL; /* the CPU paths are called directly */
+  if (type == CNN_CPU) return &cnn_cpu_backend;
   const char *why = cnn_cuda_unavailable_reason();
   if (why) {
     cnn_set_error("cuda: %s", why);
@@ -109,7 +110,12 @@ const cnn_backend *cnn_backend_get(cnn_device_type type) {
   return cuda_backend;
 }
 
-/* ---- helpers for the dispatch points in core/ops ------------------------------ */
+/* ---- the dispatch point of core/ops ------------------------------------------- */
+
+const cnn_backend *cnn_backend_of(const cnn_tensor *t, const char *op) {
+  if (t->storage->device.type == CNN_CPU) return &cnn_cpu_backend;
+  return cnn_cuda_backend(op);
+}
 
 const cnn_backend *cnn_cuda_backend(const char *op) {
   const char *why = cnn_cuda_unavailable_reason();

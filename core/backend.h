@@ -1,17 +1,24 @@
 /*
- * backend.h -- core-internal: the device backend table.
+ * backend.h -- core-internal: the device backend table, and the one place
+ * where an op picks the table of its tensor's device.
  *
- * The CPU backend is built in (core/cpu and the loops in core/ops); the CUDA
- * backend lives in gpu/ as a shared module that core loads with dlopen() the
- * first time a CUDA tensor is needed (cnn_backend_get(CNN_CUDA)), so
- * CPU-only users never load cuDNN.  A backend is a small table: memory entry
- * points plus op entries that mirror the CPU kernels (core/cpu/kernels.h)
- * over raw DEVICE pointers.  core/ops validates, allocates outputs on the
- * input's device and calls exactly one entry per op family; an entry a
- * backend leaves NULL is reported as "<op>: not supported on cuda yet"
- * (cnn_backend_op_missing).
+ * A backend is a small table: memory entry points plus op entries over raw
+ * pointers.  There are two, mirroring each other:
+ *  - the CPU backend, cnn_cpu_backend (core/cpu/backend_cpu.c), built in:
+ *    its entries are the loops of core/cpu (OpenMP, OpenBLAS, oneDNN);
+ *  - the CUDA backend in gpu/, a shared module that core loads with
+ *    dlopen() the first time a CUDA tensor is needed, so CPU-only users
+ *    never load cuDNN.
+ * core/ops validates, allocates outputs on the input's device, records the
+ * autograd node and calls the entries of cnn_backend_of(tensor, op) -- the
+ * dispatch point -- through CNN_BE_CALL, which reports an entry a backend
+ * leaves NULL as "<op>: not supported on cuda yet".  The CPU table fills
+ * every op entry; its memory entries are NULL (storage.c owns host memory)
+ * and `dev` is ignored.  An op family never asks which device it runs on:
+ * what differs between the backends is in the table (an optional entry,
+ * a capability flag such as `half`).
  *
- * Conventions of the op entries (same as the CPU kernels):
+ * Conventions of the op entries:
  *  - `dev` is the device ordinal of every pointer passed.
  *  - Strided entries (elementwise, copy, fill) take a shape and, per
  *    operand, a pointer to its element 0 and its strides IN ELEMENTS over
@@ -23,8 +30,8 @@
  *    are int64_t, 0-based and already validated by core.
  *  - All return 0, or -1 with cnn_set_error("<op>: ...") naming the op and,
  *    for CUDA/cuDNN/cuBLAS failures, the library's message, file and line.
- *    Kernels are asynchronous on the device's stream: a later copy to the
- *    host (or synchronize) observes their results.
+ *    CUDA kernels are asynchronous on the device's stream: a later copy to
+ *    the host (or synchronize) observes their results.
  */
 #ifndef CNN_BACKEND_H
 #define CNN_BACKEND_H
@@ -58,7 +65,8 @@ typedef struct {
 } cnn_be_class_loss;
 
 typedef struct cnn_backend {
-  const char *name; /* "cuda" */
+  const char *name; /* "cpu", "cuda" */
+  bool half;        /* runs float16/bfloat16 convolutions and products */
 
   /* ---- memory and devices ---- */
   /* alloc returns NULL with cnn_set_error() on failure (after emptying the
@@ -117,6 +125,11 @@ typedef struct cnn_backend {
    * out_dt (core's reduce_dtype); p as cnn_reduce() ---- */
   int (*reduce)(int dev, cnn_reduce_op op, cnn_dtype dt, cnn_dtype out_dt, int64_t M, int64_t R,
                 const void *x, void *out, double p);
+  /* sum (mean when `mean`) over the leading dims of a contiguous float
+   * tensor seen as R x M: out[m] = sum_r x[r, m], no permuted copy (bias
+   * gradients, sum_to).  Optional: NULL makes core permute x to rows. */
+  int (*reduce_leading)(int dev, cnn_dtype dt, cnn_dtype out_dt, int64_t R, int64_t M,
+                        const void *x, void *out, bool mean);
 
   /* ---- matrix product, row-major: C[M x N] = op(A) op(B), op(A) M x K;
    * lda/ldb/ldc are row strides of the matrices as stored ---- */
@@ -141,6 +154,12 @@ typedef struct cnn_backend {
   int (*conv2d_backward_weight)(int dev, cnn_conv_algo algo, cnn_dtype dt,
                                 const cnn_conv_shape *s, const void *dy, const void *x,
                                 void *dw, void *db);
+  /* Both backward passes in one call (dx, or dw and db, may be NULL for a
+   * pass not wanted): the CPU's oneDNN reorders dy once for both.
+   * Optional: NULL makes core call the two entries above. */
+  int (*conv2d_backward)(int dev, cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_shape *s,
+                         const void *dy, const void *x, const void *w, void *dx, void *dw,
+                         void *db);
 
   /* ---- pooling, batch norm, softmax: the CPU kernels' signatures ---- */
   int (*max_pool2d_forward)(int dev, cnn_dtype dt, const cnn_pool_shape *s, const void *x,
@@ -244,9 +263,35 @@ const cnn_core_api *cnn_core_api_get(void);
 typedef const cnn_backend *(*cnn_cuda_backend_init_fn)(const cnn_core_api *core, char *reason,
                                                         size_t len);
 
-/* The backend of a device type; for CUDA, loads the module on first use
- * (NULL with an error saying why: built without CUDA, no driver, no device).
- * For CNN_CPU it returns NULL without an error: CPU paths are called directly. */
+/* The CPU backend (core/cpu/backend_cpu.c). */
+extern const cnn_backend cnn_cpu_backend;
+
+/* The dispatch point of the ops: the backend of t's device -- the CPU
+ * table, or the CUDA one (loading the module on first use) -- or NULL with
+ * "<op>: cuda is not available: <why>" set. */
+const cnn_backend *cnn_backend_of(const cnn_tensor *t, const char *op);
+/* Whether t's backend runs float16/bfloat16 convolutions and products. */
+static inline bool cnn_backend_half(const cnn_tensor *t) {
+  const cnn_backend *be = cnn_backend_of(t, "half");
+  return be && be->half;
+}
+/* t's device ordinal: the `dev` argument of the entries */
+static inline int cnn_backend_dev(const cnn_tensor *t) { return t->storage->device.index; }
+/* Entry `e` of backend `be` called with the arguments that follow, or -1
+ * and "<op>: not supported on cuda yet" where the backend leaves it NULL. */
+#define CNN_BE_CALL(be, op, e, ...) \
+  ((be)->e ? (be)->e(__VA_ARGS__) : cnn_backend_unsupported(op))
+/* CNN_BE_CALL on the backend of tensor t: -1 with the error set where t's
+ * device has no backend (CUDA unavailable) or the backend no such entry. */
+#define CNN_TENSOR_CALL(t, op, e, ...)                                           \
+  (cnn_backend_of((t), (op)) ? CNN_BE_CALL(cnn_backend_of((t), (op)), (op), e, \
+                                           __VA_ARGS__)                        \
+                             : -1)
+/* Sets "<op>: not supported on cuda yet" and returns -1 (a NULL entry). */
+int cnn_backend_unsupported(const char *op);
+
+/* The backend of a device type (the CPU table; for CUDA, loads the module:
+ * NULL with an error saying why: built without CUDA, no driver, no device). */
 const cnn_backend *cnn_backend_get(cnn_device_type type);
 /* Why CUDA is unavailable, or NULL when it is available. */
 const char *cnn_cuda_unavailable_reason(void);
@@ -254,11 +299,10 @@ const char *cnn_cuda_unavailable_reason(void);
  * loaded, the device) -- loads the module; works without a device; NULL
  * when there is no module. */
 const char *cnn_cuda_module_info(void);
-/* For an op on a tensor already known to be on a CUDA device: the backend,
- * or NULL with "<op>: <why CUDA is unavailable>". */
+/* For a tensor already known to be on a CUDA device (copies, pinned memory,
+ * timers: the memory entries): the backend, or NULL with "<op>: <why CUDA
+ * is unavailable>". */
 const cnn_backend *cnn_cuda_backend(const char *op);
-/* Sets "<op>: not supported on cuda yet" and returns -1 (a NULL entry). */
-int cnn_backend_unsupported(const char *op);
 static inline bool cnn_on_cuda(const cnn_tensor *t) {
   return t && t->storage && t->storage->device.type == CNN_CUDA;
 }

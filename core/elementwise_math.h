@@ -1,7 +1,8 @@
 /*
  * elementwise_math.h -- per-element math shared by the CPU loops and the
  * CUDA kernels: activations and their derivatives, the numerically stable
- * pieces of binary-cross-entropy-with-logits, and the optimizer updates.
+ * pieces of binary-cross-entropy-with-logits, the dropout mask, and the
+ * optimizer updates.
  *
  * Design: every function is `static inline` and marked CNN_HD
  * (__host__ __device__ under nvcc), takes scalars (and, for optimizers,
@@ -18,12 +19,29 @@
 #define CNN_ELEMENTWISE_MATH_H
 
 #include <math.h>
+#include <stdint.h>
 
 #ifdef __CUDACC__
 #define CNN_HD __host__ __device__
 #else
 #define CNN_HD
 #endif
+
+/* ---- dropout ------------------------------------------------------------- */
+
+/* Element i of a dropout mask drawn with `seed`: 0 with probability p, else
+ * 1/(1-p).  Counter-based -- u(seed, i) is a 24-bit uniform from
+ * splitmix64(seed ^ golden*(i+1)) -- so a mask needs no generator state
+ * and the CPU and a GPU give the same mask for one seed. */
+CNN_HD static inline double cnn_dropout_value(uint64_t seed, int64_t i, double p) {
+  uint64_t z = seed ^ (0x9e3779b97f4a7c15ull * (uint64_t)(i + 1));
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  double u = (double)(z >> 40) * (1.0 / 16777216.0);
+  return u < p ? 0.0 : 1.0 / (1.0 - p);
+}
 
 /* ---- activations --------------------------------------------------------- */
 

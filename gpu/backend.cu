@@ -281,6 +281,7 @@ static const char *version_info(void) { return cnn_cuda_version_info(); }
 
 static void fill_table(void) {
   table.name = "cuda";
+  table.half = true;
   table.alloc = gpu_alloc;
   table.free = gpu_free;
   table.alloc_pinned = gpu_alloc_pinned;

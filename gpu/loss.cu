@@ -2,7 +2,7 @@
  * loss.cu -- the losses' own kernels: nll_loss / cross_entropy rows,
  * binary cross-entropy with logits, and the dropout mask.
  *
- * Class losses follow core/ops/loss.c's formulas exactly (see its header):
+ * Class losses follow core/cpu/loss.c's formulas exactly (see its header):
  * one block per row (grid-stride over rows), in double: the block's
  * threads stride over the classes and combine through shared memory
  * (gpu_block_sum / gpu_block_max, gpu.h); cross_entropy's log-softmax
@@ -11,11 +11,9 @@
  * validates the targets (range, ignore_index) before calling.  BCE uses
  * elementwise_math.h's cnn_bce_logits* (the functions the CPU runs).
  *
- * Dropout is counter-based: element i of a mask drawn with `seed` keeps
- * when u(seed, i) >= p, u a 24-bit uniform from splitmix64(seed ^ golden*i),
- * so the mask needs no generator state on the device and a seed taken
- * from core's generator reproduces it (it differs from the CPU's mask,
- * which draws from the generator in element order).
+ * Dropout is counter-based (elementwise_math.h's cnn_dropout_value, the
+ * CPU's too): the mask needs no generator state on the device and a seed
+ * taken from core's generator reproduces it.
  */
 #include "gpu.h"
 
@@ -109,20 +107,8 @@ __global__ void k_bce(int64_t n, int which, bool fwd, const T *x, const T *y, co
   }
 }
 
-__device__ __forceinline__ uint64_t splitmix64(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
 template <typename T> __global__ void k_dropout(int64_t n, double p, uint64_t seed, T *mask) {
-  double keep = 1.0 / (1.0 - p);
-  GRID_LOOP(i, n) {
-    double u = (double)(splitmix64(seed ^ (0x9e3779b97f4a7c15ull * (uint64_t)(i + 1))) >> 40) *
-               (1.0 / 16777216.0);
-    mask[i] = (T)(u < p ? 0.0 : keep);
-  }
+  GRID_LOOP(i, n) mask[i] = (T)cnn_dropout_value(seed, i, p);
 }
 
 /* ---- launchers ------------------------------------------------------------------------- */

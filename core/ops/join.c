@@ -5,10 +5,10 @@
  * Design.  cat/stack/pad allocate the result and copy each input into a
  * view of it (narrow/select) with cnn_copy_raw, which handles any strides
  * and casts to the common dtype (promotion uint8 < int64 < float32 <
- * float64).  index_select and gather are direct loops: index_select copies
- * contiguous slabs (outer x index x inner), gather walks the index tensor
- * and reads the input through its strides.  All indices are int64 and
- * 0-based here and are validated (range) before anything is allocated.
+ * float64).  index_select and gather (and their scatter-adds) are entries
+ * of the device's backend (core/cpu/index.c on the CPU).  All indices are
+ * int64 and 0-based here and are validated (range, on a host copy) before
+ * anything is allocated.
  *
  * Autograd: cat and stack record one node whose inputs are the tensors
  * (at most CNN_NODE_MAX_INPUTS per node: longer lists that need gradients
@@ -17,9 +17,7 @@
  * gradient back; pad narrows it.
  *
  * Devices: the tensors of one call share a device and results live there.
- * cat/stack/pad need nothing more (cnn_copy_raw copies on the device); the
- * index loops have CUDA counterparts called from the *_device helpers (the
- * dispatch points); indices are validated on a host copy.
+ * cat/stack/pad need nothing more (cnn_copy_raw copies on the device).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -40,13 +38,6 @@ static int check_tensor(const char *op, const cnn_tensor *t) {
   if (dtype_rank(t->dtype) < 0)
     return cnn_set_error("%s: dtype %s not supported", op, cnn_dtype_name(t->dtype)), -1;
   return 0;
-}
-
-/* the backend for an index op on a CUDA tensor; NULL + error */
-static const cnn_backend *index_backend(const char *op, bool have) {
-  const cnn_backend *be = cnn_cuda_backend(op);
-  if (be && !have) return cnn_backend_unsupported(op), NULL;
-  return be;
 }
 
 static int check_dim(const char *op, const cnn_tensor *t, int dim, int ndim) {
@@ -193,12 +184,6 @@ cnn_tensor *cnn_stack(int n, cnn_tensor *const *ts, int dim) { return join("stac
 
 /* ---- scatter-add (backward of index_select, gather, max along a dim) ------------------ */
 
-static void add_elem(cnn_dtype dt, void *dst, int64_t di, const void *src, int64_t si) {
-  if (dt == CNN_FLOAT32) ((float *)dst)[di] += ((const float *)src)[si];
-  else if (dt == CNN_FLOAT64) ((double *)dst)[di] += ((const double *)src)[si];
-  else cnn_store_double(dt, dst, di, cnn_load_double(dt, dst, di) + cnn_load_double(dt, src, si));
-}
-
 /* zeros(shape) with out[.., index[i..], ..] += src[i..] along dim; index
  * and src have the same shape (index already validated). */
 cnn_tensor *cnn_scatter_add_new(int ndim, const int64_t *shape, int dim, cnn_tensor *index,
@@ -206,32 +191,10 @@ cnn_tensor *cnn_scatter_add_new(int ndim, const int64_t *shape, int dim, cnn_ten
   cnn_tensor *out = cnn_zeros(ndim, shape, src->dtype, cnn_tensor_device(src));
   cnn_tensor *ic = out ? contig(index) : NULL, *sc = ic ? contig(src) : NULL;
   if (!sc) return cnn_tensor_release(out), cnn_tensor_release(ic), NULL;
-  if (cnn_on_cuda(out)) { /* scatter-add on the device */
-    const cnn_backend *be = cnn_cuda_backend("gather");
-    be = be ? index_backend("gather", be->scatter_add != NULL) : NULL;
-    int rc = be ? be->scatter_add(cnn_tensor_device(out).index, src->dtype, ndim, shape, ic->shape, dim,
-                                  cnn_tensor_data(ic), cnn_tensor_data(sc), cnn_tensor_data(out)) : -1;
-    cnn_tensor_release(ic), cnn_tensor_release(sc);
-    if (rc) return cnn_tensor_release(out), NULL;
-    return out;
-  }
-  const int64_t *ix = cnn_tensor_data(ic);
-  int64_t n = cnn_tensor_numel(ic), pos[CNN_MAX_DIMS] = {0};
-  void *o = cnn_tensor_data(out);
-  for (int64_t i = 0; i < n; i++) {
-    int64_t off = 0, stride = 1;
-    for (int d = ndim - 1; d >= 0; d--) {
-      off += (d == dim ? ix[i] : pos[d]) * stride;
-      stride *= shape[d];
-    }
-    add_elem(src->dtype, o, off, cnn_tensor_data(sc), i);
-    for (int d = ndim - 1; d >= 0; d--) { /* next position in index's shape */
-      if (++pos[d] < ic->shape[d]) break;
-      pos[d] = 0;
-    }
-  }
-  cnn_tensor_release(ic);
-  cnn_tensor_release(sc);
+  int rc = CNN_TENSOR_CALL(out, "gather", scatter_add, cnn_backend_dev(out), src->dtype, ndim, shape, ic->shape,
+                           dim, cnn_tensor_data(ic), cnn_tensor_data(sc), cnn_tensor_data(out));
+  cnn_tensor_release(ic), cnn_tensor_release(sc);
+  if (rc) return cnn_tensor_release(out), NULL;
   return out;
 }
 
@@ -246,9 +209,9 @@ static void split3(const int64_t *shape, int ndim, int dim, int64_t *outer, int6
 static int check_indices(const char *op, const cnn_tensor *x, int dim, cnn_tensor *ic) {
   char s[CNN_SHAPE_STR];
   if (cnn_check_same_device(op, x, ic)) return -1;
-  cnn_tensor *host = cnn_on_cuda(ic) ? cnn_to_device(ic, CNN_DEVICE_CPU) : NULL;
-  if (cnn_on_cuda(ic) && !host) return -1;
-  const int64_t *ix = cnn_tensor_data(host ? host : ic);
+  cnn_tensor *host = cnn_to_device(ic, CNN_DEVICE_CPU); /* ic itself on the CPU */
+  if (!host) return -1;
+  const int64_t *ix = cnn_tensor_data(host);
   int64_t n = cnn_tensor_numel(ic), size = x->ndim ? x->shape[dim] : 1;
   int rc = 0;
   for (int64_t i = 0; rc == 0 && i < n; i++)
@@ -270,23 +233,10 @@ static int index_select_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
   if (!out) return cnn_tensor_release(gc), -1;
   int64_t outer, inner, k = cnn_tensor_numel(idx), size = n->in_shape[0][dim];
   split3(n->in_shape[0], nd, dim, &outer, &inner);
-  const int64_t *ix = cnn_tensor_data(idx);
-  if (cnn_on_cuda(out)) {
-    const cnn_backend *be = cnn_cuda_backend("index_select");
-    be = be ? index_backend("index_select", be->index_add != NULL) : NULL;
-    int rc = be ? be->index_add(cnn_tensor_device(out).index, g->dtype, outer, size, k, inner, cnn_tensor_data(gc),
-                                ix, cnn_tensor_data(out)) : -1;
-    cnn_tensor_release(gc);
-    if (rc) return cnn_tensor_release(out), -1;
-    gin[0] = out;
-    return 0;
-  }
-  for (int64_t o = 0; o < outer; o++)
-    for (int64_t j = 0; j < k; j++)
-      for (int64_t i = 0; i < inner; i++)
-        add_elem(g->dtype, cnn_tensor_data(out), (o * size + ix[j]) * inner + i,
-                 cnn_tensor_data(gc), (o * k + j) * inner + i);
+  int rc = CNN_TENSOR_CALL(out, "index_select", index_add, cnn_backend_dev(out), g->dtype, outer, size, k, inner,
+                           cnn_tensor_data(gc), cnn_tensor_data(idx), cnn_tensor_data(out));
   cnn_tensor_release(gc);
+  if (rc) return cnn_tensor_release(out), -1;
   gin[0] = out;
   return 0;
 }
@@ -305,23 +255,12 @@ cnn_tensor *cnn_index_select(cnn_tensor *x, int dim, cnn_tensor *index) {
   if (x->ndim) shape[dim] = k;
   cnn_tensor *xc = contig(x);
   cnn_tensor *out = xc ? cnn_empty(x->ndim, shape, x->dtype, cnn_tensor_device(x)) : NULL;
-  if (out && cnn_on_cuda(out)) {
-    split3(x->shape, x->ndim, dim, &outer, &inner);
-    const cnn_backend *be = cnn_cuda_backend("index_select");
-    be = be ? index_backend("index_select", be->index_select != NULL) : NULL;
-    if (!be || be->index_select(cnn_tensor_device(out).index, x->dtype, outer, x->ndim ? x->shape[dim] : 1, k,
-                                inner, cnn_tensor_data(xc), cnn_tensor_data(ic), cnn_tensor_data(out)))
-      cnn_tensor_release(out), out = NULL;
-  }
+  split3(x->shape, x->ndim, dim, &outer, &inner);
+  if (out && CNN_TENSOR_CALL(out, "index_select", index_select, cnn_backend_dev(out), x->dtype, outer,
+                             x->ndim ? x->shape[dim] : 1, k, inner, cnn_tensor_data(xc), cnn_tensor_data(ic),
+                             cnn_tensor_data(out)))
+    cnn_tensor_release(out), out = NULL;
   if (out) {
-    split3(x->shape, x->ndim, dim, &outer, &inner);
-    size_t es = cnn_dtype_size(x->dtype), slab = (size_t)inner * es;
-    int64_t size = x->ndim ? x->shape[dim] : 1;
-    const int64_t *ix = cnn_tensor_data(ic);
-    for (int64_t o = 0; !cnn_on_cuda(out) && o < outer; o++)
-      for (int64_t j = 0; j < k; j++)
-        memcpy((char *)cnn_tensor_data(out) + (o * k + j) * slab,
-               (const char *)cnn_tensor_data(xc) + (o * size + ix[j]) * slab, slab);
     cnn_node *n = cnn_dtype_is_float(x->dtype)
                       ? cnn_autograd_record(out, "IndexSelectBackward", index_select_backward, 1, &x)
                       : NULL;
@@ -363,27 +302,9 @@ cnn_tensor *cnn_gather(cnn_tensor *x, int dim, cnn_tensor *index) {
   if (!ic || check_indices("gather", x, dim, ic)) return cnn_tensor_release(ic), NULL;
   cnn_tensor *out = cnn_empty(ic->ndim, ic->shape, x->dtype, cnn_tensor_device(x));
   if (!out) return cnn_tensor_release(ic), NULL;
-  const int64_t *ix = cnn_tensor_data(ic);
-  int64_t n = cnn_tensor_numel(ic), pos[CNN_MAX_DIMS] = {0};
-  if (cnn_on_cuda(out)) {
-    const cnn_backend *be = cnn_cuda_backend("gather");
-    be = be ? index_backend("gather", be->gather != NULL) : NULL;
-    if (!be || be->gather(cnn_tensor_device(out).index, x->dtype, x->ndim, ic->shape, dim, cnn_tensor_data(x),
-                          x->stride, ix, cnn_tensor_data(out)))
-      return cnn_tensor_release(ic), cnn_tensor_release(out), NULL;
-    n = 0; /* done on the device */
-  }
-  size_t es = cnn_dtype_size(x->dtype);
-  const char *xd = cnn_tensor_data(x);
-  for (int64_t i = 0; i < n; i++) {
-    int64_t off = 0;
-    for (int d = 0; d < x->ndim; d++) off += (d == dim ? ix[i] : pos[d]) * x->stride[d];
-    memcpy((char *)cnn_tensor_data(out) + i * es, xd + off * (int64_t)es, es);
-    for (int d = x->ndim - 1; d >= 0; d--) {
-      if (++pos[d] < ic->shape[d]) break;
-      pos[d] = 0;
-    }
-  }
+  if (CNN_TENSOR_CALL(out, "gather", gather, cnn_backend_dev(out), x->dtype, x->ndim, ic->shape, dim,
+                      cnn_tensor_data(x), x->stride, cnn_tensor_data(ic), cnn_tensor_data(out)))
+    return cnn_tensor_release(ic), cnn_tensor_release(out), NULL;
   cnn_node *node = cnn_dtype_is_float(x->dtype)
                        ? cnn_autograd_record(out, "GatherBackward", gather_backward, 1, &x)
                        : NULL;

@@ -5,27 +5,28 @@
  * (strictly 2-D) and bmm (strictly 3-D, equal batches).
  *
  * Design.  Operands are viewed as (batch..., rows, cols) matrices.  For each
- * output batch the product is one ?gemm call (core/blas.c): a matrix whose column
+ * output batch the product is one gemm entry of the device's backend
+ * (OpenBLAS through core/blas.c on the CPU, cuBLAS): a matrix whose column
  * stride is 1 is passed as is (NoTrans, ld = row stride) and one whose row
  * stride is 1 as its transpose (Trans, ld = column stride), so transposed
  * views need no copy; any other layout (expanded rows, gathered columns)
  * is made contiguous first.  Broadcast batch dims read the same matrix
  * again (stride 0); the output is always contiguous.  Only float32 and
  * float64 (mixed operands promote); integer products are refused;
- * float16/bfloat16 products run on a CUDA device (cnn.autocast hands the
- * products to core/autocast.c first).
+ * float16/bfloat16 products run on a backend with `half` (CUDA;
+ * cnn.autocast hands the products to core/autocast.c first).
  *
- * Devices: operands share a device; on a CUDA device the products are one
- * backend gemm_batched call (cuBLAS strided batched) when each operand's
- * batch offsets form an arithmetic progression (broadcast: step 0), else one
- * gemm per batch, with the same layout flags (run_products_device).
+ * Devices: operands share a device; the products are one backend
+ * gemm_batched call (cuBLAS strided batched) where the backend has it and
+ * each operand's batch offsets form an arithmetic progression (broadcast:
+ * step 0), else one gemm per batch, with the same layout flags
+ * (run_products).
  *
  * Autograd: one node per product (saved a and b); the backward reuses
  * matmul: dA = dC . B^T and dB = A^T . dC in the promoted (batch, m, n)
  * form, summed over broadcast batch dims (cnn_sum_to) and reshaped back to
  * the operands' shapes.
  */
-#include "blas.h"
 #include <limits.h>
 #include <string.h>
 
@@ -110,18 +111,6 @@ static int64_t batch_offset(const mat_view *m, int nb, const int64_t *bshape, in
   return off;
 }
 
-static void gemm(cnn_dtype dt, const mat_view *a, const mat_view *b, int64_t ao, int64_t bo,
-                 void *c, int64_t n) {
-  bool ta = a->trans, tb = b->trans;
-  int M = (int)a->rows, K = (int)a->cols, N = (int)n;
-  if (dt == CNN_FLOAT32)
-    cnn_blas_sgemm(ta, tb, M, N, K, 1.0f, (const float *)a->t->storage->data + ao,
-                (int)a->ld, (const float *)b->t->storage->data + bo, (int)b->ld, 0.0f, c, N);
-  else
-    cnn_blas_dgemm(ta, tb, M, N, K, 1.0, (const double *)a->t->storage->data + ao,
-                (int)a->ld, (const double *)b->t->storage->data + bo, (int)b->ld, 0.0, c, N);
-}
-
 /* The step between operand m's consecutive batch offsets when they form one
  * arithmetic progression over the output batches (one batch dim, batch dims
  * that collapse into one, or a broadcast operand: step 0); -1 otherwise. */
@@ -134,13 +123,14 @@ static int64_t batch_step(const mat_view *m, int nb, const int64_t *bshape, int6
   return step;
 }
 
-/* The products on a CUDA device (the dispatch point): one strided-batched
- * call (cublas<t>gemmStridedBatched) when both operands' batch offsets are
- * progressions, else one backend gemm per output batch (broadcast batches
- * read the same matrix again).  The output is contiguous: C's step is m*n. */
-static int run_products_device(cnn_dtype dt, const mat_view *a, const mat_view *b, int nb,
-                               const int64_t *bshape, cnn_tensor *out) {
-  const cnn_backend *be = cnn_cuda_backend("matmul");
+/* The products in the backend of out's device: one gemm_batched call
+ * (cuBLAS strided batched) where the backend has it and both operands'
+ * batch offsets are progressions, else one gemm per output batch
+ * (broadcast batches read the same matrix again).  The output is
+ * contiguous: C's step is m*n.  An empty inner dim (K = 0) gives zeros. */
+static int run_products(cnn_dtype dt, const mat_view *a, const mat_view *b, int nb,
+                        const int64_t *bshape, cnn_tensor *out) {
+  const cnn_backend *be = cnn_backend_of(out, "matmul");
   if (!be) return -1;
   if (!be->gemm) return cnn_backend_unsupported("matmul");
   int64_t nbatch = 1, m = a->rows, n = b->cols;
@@ -149,7 +139,7 @@ static int run_products_device(cnn_dtype dt, const mat_view *a, const mat_view *
   size_t es = cnn_dtype_size(dt);
   char *o = cnn_tensor_data(out);
   const char *a0 = a->t->storage->data, *b0 = b->t->storage->data;
-  int dev = cnn_tensor_device(out).index;
+  int dev = cnn_backend_dev(out);
   int64_t sa = be->gemm_batched && nbatch > 1 ? batch_step(a, nb, bshape, nbatch) : -1;
   int64_t sb = sa >= 0 ? batch_step(b, nb, bshape, nbatch) : -1;
   if (sa >= 0 && sb >= 0)
@@ -167,22 +157,6 @@ static int run_products_device(cnn_dtype dt, const mat_view *a, const mat_view *
   return 0;
 }
 
-static void run_products(cnn_dtype dt, const mat_view *a, const mat_view *b, int nb,
-                         const int64_t *bshape, cnn_tensor *out) {
-  int64_t nbatch = 1, m = a->rows, n = b->cols;
-  for (int d = 0; d < nb; d++) nbatch *= bshape[d];
-  size_t es = cnn_dtype_size(dt);
-  char *o = cnn_tensor_data(out);
-  if (a->cols == 0) { /* empty inner dim: zeros */
-    memset(o, 0, (size_t)(nbatch * m * n) * es);
-    return;
-  }
-  if (m == 0 || n == 0) return;
-  for (int64_t i = 0; i < nbatch; i++)
-    gemm(dt, a, b, batch_offset(a, nb, bshape, i), batch_offset(b, nb, bshape, i),
-         o + (size_t)(i * m * n) * es, n);
-}
-
 /* ---- validation --------------------------------------------------------------------- */
 
 static int check_operands(const char *op, const cnn_tensor *a, const cnn_tensor *b) {
@@ -190,8 +164,8 @@ static int check_operands(const char *op, const cnn_tensor *a, const cnn_tensor 
   if (!a || !b) return cnn_set_error("%s: missing tensor argument", op), -1;
   const cnn_tensor *bad = !cnn_dtype_is_float(a->dtype) ? a : !cnn_dtype_is_float(b->dtype) ? b : NULL;
   if (cnn_check_same_device(op, a, b)) return -1;
-  bool half_on_gpu = a->dtype == b->dtype && a->dtype > CNN_FLOAT64 && cnn_on_cuda(a);
-  if (bad || ((a->dtype > CNN_FLOAT64 || b->dtype > CNN_FLOAT64) && !half_on_gpu))
+  bool half_ok = a->dtype == b->dtype && a->dtype > CNN_FLOAT64 && cnn_backend_half(a);
+  if (bad || ((a->dtype > CNN_FLOAT64 || b->dtype > CNN_FLOAT64) && !half_ok))
     return cnn_set_error("%s: %s not supported, use :float()%s", op,
                          cnn_dtype_name(bad ? bad->dtype : a->dtype > CNN_FLOAT64 ? a->dtype : b->dtype),
                          bad ? "" : " (half precision products run on a CUDA device, under cnn.autocast)"), -1;
@@ -314,14 +288,10 @@ static cnn_tensor *matmul_impl(const char *op, const char *node_name, cnn_tensor
   }
   out = cnn_empty(nd, shape, dt, cnn_tensor_device(a));
   if (!out) goto done;
-  if (cnn_on_cuda(out)) {
-    if (run_products_device(dt, &ma, &mb, nb, shape, out)) {
-      cnn_tensor_release(out);
-      out = NULL;
-      goto done;
-    }
-  } else {
-    run_products(dt, &ma, &mb, nb, shape, out);
+  if (run_products(dt, &ma, &mb, nb, shape, out)) {
+    cnn_tensor_release(out);
+    out = NULL;
+    goto done;
   }
   cnn_node *n = cnn_autograd_record(out, node_name, matmul_backward, 2, (cnn_tensor *[]){a, b});
   if (n) cnn_node_save(n, 0, a), cnn_node_save(n, 1, b);

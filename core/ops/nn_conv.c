@@ -4,17 +4,17 @@
  * The arithmetic is in core/cpu (naive oracle, im2col + GEMM, oneDNN),
  * chosen by cnn_get_conv_algo().  Inputs are made contiguous NCHW first.
  * The node saves x and w (what the two backward passes need) and the
- * geometry in n->geometry.  On the CPU both backward passes are one call
- * (cnn_cpu_conv2d_backward: oneDNN reorders dy once).  On a CUDA device the three passes are the
- * backend's (cuDNN, or its direct kernel for CNN_CONV_NAIVE): conv_call()
- * is the one dispatch point.  float16/bfloat16 run on a CUDA device only
- * (autocast); under cnn.autocast the op hands itself to core/autocast.c.
+ * geometry in n->geometry.  The passes are the backend's conv entries
+ * (the CPU's conv.c; cuDNN, or the direct kernel for CNN_CONV_NAIVE, on a
+ * CUDA device); where the backend has conv2d_backward both backward passes
+ * are one call (the CPU's oneDNN reorders dy once).  float16/bfloat16 run
+ * only on a backend with `half` (CUDA; autocast); under cnn.autocast the
+ * op hands itself to core/autocast.c.
  */
 #include "autocast.h"
 #include "autograd.h"
 #include "backend.h"
 #include "cnn.h"
-#include "cpu/kernels.h"
 #include "tensor_internal.h"
 
 #include <stdlib.h>
@@ -22,7 +22,7 @@
 static int conv_dtype_ok(const cnn_tensor *x, const cnn_tensor *w, const cnn_tensor *b) {
   char d1[32], d2[32];
   bool half = x->dtype == CNN_FLOAT16 || x->dtype == CNN_BFLOAT16;
-  if (half && !cnn_on_cuda(x)) {
+  if (half && !cnn_backend_half(x)) {
     cnn_set_error("conv2d: %s convolutions run on a CUDA device only (on the CPU use float32, "
                   "or cnn.autocast('bfloat16', ...))", cnn_dtype_name(x->dtype));
     return -1;
@@ -85,23 +85,17 @@ static int conv_geometry(const cnn_tensor *x, const cnn_tensor *w, const cnn_con
   return -1;
 }
 
-/* pass 0 forward (a = x, b = w, c = bias, out = y), 1 backward data (a = dy,
- * b = w, out = dx), 2 backward weight (a = dy, b = x, out = dw, c = db) */
-static int conv_call(int pass, const cnn_tensor *like, cnn_conv_algo algo, cnn_dtype dt,
-                     const cnn_conv_shape *s, const void *a, const void *b, void *c, void *out) {
-  if (!cnn_on_cuda(like)) {
-    if (pass == 0) return cnn_cpu_conv2d_forward(algo, dt, s, a, b, c, out);
-    if (pass == 1) return cnn_cpu_conv2d_backward_data(algo, dt, s, a, b, out);
-    return cnn_cpu_conv2d_backward_weight(algo, dt, s, a, b, out, c);
-  }
-  const cnn_backend *be = cnn_cuda_backend("conv2d");
-  if (!be) return -1;
-  int dev = cnn_tensor_device(like).index;
-  if (pass == 0 && be->conv2d_forward) return be->conv2d_forward(dev, algo, dt, s, a, b, c, out);
-  if (pass == 1 && be->conv2d_backward_data) return be->conv2d_backward_data(dev, algo, dt, s, a, b, out);
-  if (pass == 2 && be->conv2d_backward_weight)
-    return be->conv2d_backward_weight(dev, algo, dt, s, a, b, out, c);
-  return cnn_backend_unsupported("conv2d");
+/* Both backward passes: one entry where the backend has it (the CPU's
+ * oneDNN reorders dy once for both), else the two passes in turn. */
+static int conv_backward_call(const cnn_backend *be, int dev, cnn_conv_algo algo, cnn_dtype dt,
+                              const cnn_conv_shape *s, const void *dy, const void *x,
+                              const void *w, void *dx, void *dw, void *db) {
+  if (be->conv2d_backward) return be->conv2d_backward(dev, algo, dt, s, dy, x, w, dx, dw, db);
+  int rc = 0;
+  if (dx) rc = CNN_BE_CALL(be, "conv2d", conv2d_backward_data, dev, algo, dt, s, dy, w, dx);
+  if (rc == 0 && dw)
+    rc = CNN_BE_CALL(be, "conv2d", conv2d_backward_weight, dev, algo, dt, s, dy, x, dw, db);
+  return rc;
 }
 
 /* Allocates the gradients the node needs: gin[0] = dx, *dw (also when only
@@ -125,17 +119,12 @@ static int conv_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
   if (!x || !w) return -1;
   cnn_tensor *dy = cnn_contiguous(g);
   if (!dy) return -1;
-  cnn_conv_algo algo = cnn_get_conv_algo();
-  int rc = backward_outputs(n, x, w, s, gin, &dw);
-  void *pdy = cnn_tensor_data(dy), *pdx = data_or_null(gin[0]), *pdw = data_or_null(dw),
-       *pdb = data_or_null(gin[2]);
-  if (rc == 0 && !cnn_on_cuda(x)) /* one call: oneDNN reorders dy once for both passes */
-    rc = cnn_cpu_conv2d_backward(algo, x->dtype, s, pdy, cnn_tensor_data(x), cnn_tensor_data(w),
-                                 pdx, pdw, pdb);
-  else if (rc == 0) {
-    if (pdx) rc = conv_call(1, x, algo, x->dtype, s, pdy, cnn_tensor_data(w), NULL, pdx);
-    if (rc == 0 && pdw) rc = conv_call(2, x, algo, x->dtype, s, pdy, cnn_tensor_data(x), pdb, pdw);
-  }
+  const cnn_backend *be = cnn_backend_of(x, "conv2d");
+  int rc = be ? backward_outputs(n, x, w, s, gin, &dw) : -1;
+  if (rc == 0)
+    rc = conv_backward_call(be, cnn_backend_dev(x), cnn_get_conv_algo(), x->dtype, s, cnn_tensor_data(dy),
+                            cnn_tensor_data(x), cnn_tensor_data(w), data_or_null(gin[0]), data_or_null(dw),
+                            data_or_null(gin[2]));
   if (n->needs[1]) gin[1] = dw; else cnn_tensor_release(dw);
   cnn_tensor_release(dy);
   return rc;
@@ -154,8 +143,10 @@ cnn_tensor *cnn_conv2d(cnn_tensor *x, cnn_tensor *w, cnn_tensor *b, const cnn_co
   cnn_tensor *xc = cnn_contiguous(x), *wc = cnn_contiguous(w), *bc = b ? cnn_contiguous(b) : NULL;
   int64_t shape[4] = {s.N, s.K, s.OH, s.OW};
   cnn_tensor *y = xc && wc && (bc || !b) ? cnn_empty(4, shape, x->dtype, cnn_tensor_device(x)) : NULL;
-  if (y && conv_call(0, x, cnn_get_conv_algo(), x->dtype, &s, cnn_tensor_data(xc), cnn_tensor_data(wc),
-                     bc ? cnn_tensor_data(bc) : NULL, cnn_tensor_data(y)))
+  const cnn_backend *be = y ? cnn_backend_of(x, "conv2d") : NULL;
+  if (y && (!be || CNN_BE_CALL(be, "conv2d", conv2d_forward, cnn_backend_dev(x), cnn_get_conv_algo(), x->dtype,
+                               &s, cnn_tensor_data(xc), cnn_tensor_data(wc), bc ? cnn_tensor_data(bc) : NULL,
+                               cnn_tensor_data(y))))
     cnn_tensor_release(y), y = NULL;
   cnn_node *n = y ? cnn_autograd_record(y, "Conv2dBackward", conv_backward, b ? 3 : 2, (cnn_tensor *[]){x, w, b}) : NULL;
   if (n) {

@@ -10,7 +10,6 @@
 #include "autograd.h"
 #include "backend.h"
 #include "cnn.h"
-#include "cpu/kernels.h"
 #include "tensor_internal.h"
 
 #include <string.h>
@@ -51,34 +50,16 @@ static int bn_inputs_ok(cnn_tensor *x, cnn_tensor *rm, cnn_tensor *rv, cnn_tenso
   return 0;
 }
 
-/* ---- the kernels of x's device (the dispatch point) ---------------------------------------- */
-
-static int bn_forward_call(const cnn_tensor *x, int64_t N, int64_t C, int64_t L, const void *xd, const void *gamma,
-                           const void *beta, void *rm, void *rv, bool training, double momentum, double eps,
-                           void *y, void *mean, void *invstd) {
-  if (!cnn_on_cuda(x))
-    return cnn_cpu_batch_norm_forward(x->dtype, N, C, L, xd, gamma, beta, rm, rv, training, momentum, eps, y,
-                                      mean, invstd);
-  const cnn_backend *be = cnn_cuda_backend("batch_norm");
-  if (!be) return -1;
-  if (!be->batch_norm_forward) return cnn_backend_unsupported("batch_norm");
-  return be->batch_norm_forward(cnn_tensor_device(x).index, x->dtype, N, C, L, xd, gamma, beta, rm, rv,
-                                training, momentum, eps, y, mean, invstd);
-}
+/* ---- the backward entry of the mode ------------------------------------------------------- */
 
 static int bn_backward_call(const cnn_tensor *x, bool training, double eps, int64_t N, int64_t C, int64_t L,
                             const void *dy, const void *xd, const void *gamma, const void *mean,
                             const void *invstd, void *dx, void *dg, void *db) {
-  if (!cnn_on_cuda(x))
-    return (training ? cnn_cpu_batch_norm_backward : cnn_cpu_batch_norm_backward_eval)(
-        x->dtype, N, C, L, dy, xd, gamma, mean, invstd, dx, dg, db);
-  const cnn_backend *be = cnn_cuda_backend("batch_norm");
-  if (!be) return -1;
-  int (*fn)(int, cnn_dtype, int64_t, int64_t, int64_t, const void *, const void *, const void *,
-            const void *, const void *, void *, void *, void *, double) =
-      training ? be->batch_norm_backward : be->batch_norm_backward_eval;
-  if (!fn) return cnn_backend_unsupported("batch_norm");
-  return fn(cnn_tensor_device(x).index, x->dtype, N, C, L, dy, xd, gamma, mean, invstd, dx, dg, db, eps);
+  if (training)
+    return CNN_TENSOR_CALL(x, "batch_norm", batch_norm_backward, cnn_backend_dev(x), x->dtype, N, C, L, dy, xd,
+                           gamma, mean, invstd, dx, dg, db, eps);
+  return CNN_TENSOR_CALL(x, "batch_norm", batch_norm_backward_eval, cnn_backend_dev(x), x->dtype, N, C, L, dy, xd,
+                         gamma, mean, invstd, dx, dg, db, eps);
 }
 
 static int bn_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
@@ -111,10 +92,11 @@ cnn_tensor *cnn_batch_norm(cnn_tensor *x, cnn_tensor *rm, cnn_tensor *rv, cnn_te
   cnn_tensor *y = xc ? cnn_empty(x->ndim, x->shape, x->dtype, cnn_tensor_device(x)) : NULL;
   cnn_tensor *mean = y ? cnn_empty(1, &C, x->dtype, cnn_tensor_device(x)) : NULL;
   cnn_tensor *invstd = mean ? cnn_empty(1, &C, x->dtype, cnn_tensor_device(x)) : NULL;
-  int rc = invstd ? bn_forward_call(x, N, C, L, cnn_tensor_data(xc), w ? cnn_tensor_data(w) : NULL,
-                                    b ? cnn_tensor_data(b) : NULL, rm ? cnn_tensor_data(rm) : NULL,
-                                    rv ? cnn_tensor_data(rv) : NULL, training, momentum, eps, cnn_tensor_data(y),
-                                    cnn_tensor_data(mean), cnn_tensor_data(invstd))
+  int rc = invstd ? CNN_TENSOR_CALL(x, "batch_norm", batch_norm_forward, cnn_backend_dev(x), x->dtype, N, C, L,
+                                    cnn_tensor_data(xc), w ? cnn_tensor_data(w) : NULL, b ? cnn_tensor_data(b) : NULL,
+                                    rm ? cnn_tensor_data(rm) : NULL, rv ? cnn_tensor_data(rv) : NULL, training,
+                                    momentum, eps, cnn_tensor_data(y), cnn_tensor_data(mean),
+                                    cnn_tensor_data(invstd))
                   : -1;
   if (rc) cnn_tensor_release(y), y = NULL;
   if (y && training && rm) cnn_tensor_bump_version(rm), cnn_tensor_bump_version(rv);

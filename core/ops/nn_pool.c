@@ -8,14 +8,12 @@
  * backward; it computes them only when backward will need them or the
  * caller asks (under no_grad they were an int64 array twice the output's
  * size, 50 MB per 1000x32x28x28 input); average pooling saves only the
- * geometry.  The kernels of the tensor's device are picked in the pool_*
- * wrappers below (the dispatch point: core/cpu/pool.c, or the CUDA
- * backend's).
+ * geometry.  The kernels are the pooling entries of the tensor's backend
+ * (core/cpu/pool.c on the CPU), called through POOL_CALL.
  */
 #include "autograd.h"
 #include "backend.h"
 #include "cnn.h"
-#include "cpu/kernels.h"
 #include "tensor_internal.h"
 
 #include <stdlib.h>
@@ -42,52 +40,9 @@ static int pool_input_ok(const char *op, const cnn_tensor *x) {
   return 0;
 }
 
-/* ---- the kernels of t's device ------------------------------------------------------ */
-
-static int pool_max_fwd(const cnn_tensor *t, const cnn_pool_shape *s, const void *x, void *y, int64_t *idx) {
-  if (!cnn_on_cuda(t)) return cnn_cpu_max_pool2d_forward(t->dtype, s, x, y, idx);
-  const cnn_backend *be = cnn_cuda_backend("max_pool2d");
-  if (!be) return -1;
-  if (!be->max_pool2d_forward) return cnn_backend_unsupported("max_pool2d");
-  return be->max_pool2d_forward(cnn_tensor_device(t).index, t->dtype, s, x, y, idx);
-}
-
-static int pool_max_bwd(const cnn_tensor *t, const cnn_pool_shape *s, const void *dy, const int64_t *idx, void *dx) {
-  if (!cnn_on_cuda(t)) return cnn_cpu_max_pool2d_backward(t->dtype, s, dy, idx, dx);
-  const cnn_backend *be = cnn_cuda_backend("max_pool2d");
-  if (!be) return -1;
-  if (!be->max_pool2d_backward) return cnn_backend_unsupported("max_pool2d");
-  return be->max_pool2d_backward(cnn_tensor_device(t).index, t->dtype, s, dy, idx, dx);
-}
-
-/* average pooling: forward when `bwd` is 0 (in = x, out = y), else backward (in = dy, out = dx) */
-static int pool_avg(const cnn_tensor *t, int bwd, const cnn_pool_shape *s, const void *in, void *out) {
-  if (!cnn_on_cuda(t))
-    return bwd ? cnn_cpu_avg_pool2d_backward(t->dtype, s, in, out) : cnn_cpu_avg_pool2d_forward(t->dtype, s, in, out);
-  const cnn_backend *be = cnn_cuda_backend("avg_pool2d");
-  if (!be) return -1;
-  int dev = cnn_tensor_device(t).index;
-  if (!bwd && be->avg_pool2d_forward) return be->avg_pool2d_forward(dev, t->dtype, s, in, out);
-  if (bwd && be->avg_pool2d_backward) return be->avg_pool2d_backward(dev, t->dtype, s, in, out);
-  return cnn_backend_unsupported("avg_pool2d");
-}
-
-/* adaptive average pooling of N x C planes H x W <-> OH x OW, as pool_avg */
-static int pool_adaptive(const cnn_tensor *t, int bwd, const int64_t *nchw, int64_t oh, int64_t ow,
-                         const void *in, void *out) {
-  int64_t N = nchw[0], C = nchw[1], H = nchw[2], W = nchw[3];
-  if (!cnn_on_cuda(t))
-    return bwd ? cnn_cpu_adaptive_avg_pool2d_backward(t->dtype, N, C, H, W, oh, ow, in, out)
-               : cnn_cpu_adaptive_avg_pool2d_forward(t->dtype, N, C, H, W, oh, ow, in, out);
-  const cnn_backend *be = cnn_cuda_backend("adaptive_avg_pool2d");
-  if (!be) return -1;
-  int dev = cnn_tensor_device(t).index;
-  if (!bwd && be->adaptive_avg_pool2d_forward)
-    return be->adaptive_avg_pool2d_forward(dev, t->dtype, N, C, H, W, oh, ow, in, out);
-  if (bwd && be->adaptive_avg_pool2d_backward)
-    return be->adaptive_avg_pool2d_backward(dev, t->dtype, N, C, H, W, oh, ow, in, out);
-  return cnn_backend_unsupported("adaptive_avg_pool2d");
-}
+/* entry `e` of the backend of t's device, on t's device and dtype */
+#define POOL_CALL(t, op, e, ...) \
+  CNN_TENSOR_CALL(t, op, e, cnn_backend_dev(t), (t)->dtype, __VA_ARGS__)
 
 /* The kernel, stride, padding and dilation of p as PyTorch checks them
  * (pool2d_shape_check): all positive but padding, padding at most half the
@@ -134,7 +89,9 @@ static int max_pool_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
   cnn_tensor *idx = cnn_node_saved(n, 0), *dy = cnn_contiguous(g);
   if (!idx || !dy) return cnn_tensor_release(dy), -1;
   gin[0] = cnn_empty(n->in_ndim[0], n->in_shape[0], g->dtype, cnn_tensor_device(g));
-  int rc = gin[0] ? pool_max_bwd(dy, s, cnn_tensor_data(dy), cnn_tensor_data(idx), cnn_tensor_data(gin[0])) : -1;
+  int rc = gin[0] ? POOL_CALL(dy, "max_pool2d", max_pool2d_backward, s, cnn_tensor_data(dy), cnn_tensor_data(idx),
+                              cnn_tensor_data(gin[0]))
+                  : -1;
   cnn_tensor_release(dy);
   return rc;
 }
@@ -148,7 +105,8 @@ cnn_tensor *cnn_max_pool2d(cnn_tensor *x, const cnn_pool_params *p, cnn_tensor *
   cnn_tensor *y = xc ? cnn_empty(4, shape, x->dtype, cnn_tensor_device(x)) : NULL;
   cnn_tensor *idx = y && want_idx ? cnn_empty(4, shape, CNN_INT64, cnn_tensor_device(x)) : NULL;
   if (y && want_idx && !idx) cnn_tensor_release(y), y = NULL;
-  if (y && pool_max_fwd(x, &s, cnn_tensor_data(xc), cnn_tensor_data(y), idx ? cnn_tensor_data(idx) : NULL))
+  if (y && POOL_CALL(x, "max_pool2d", max_pool2d_forward, &s, cnn_tensor_data(xc), cnn_tensor_data(y),
+                     idx ? cnn_tensor_data(idx) : NULL))
     cnn_tensor_release(y), y = NULL;
   cnn_node *n = y ? cnn_autograd_record(y, "MaxPool2dBackward", max_pool_backward, 1, &x) : NULL;
   if (n) {
@@ -165,11 +123,14 @@ static int avg_pool_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
   cnn_tensor *dy = cnn_contiguous(g);
   if (!dy) return -1;
   gin[0] = cnn_empty(n->in_ndim[0], n->in_shape[0], g->dtype, cnn_tensor_device(g));
+  const int64_t *in = n->in_shape[0];
   int rc = -1;
   if (gin[0] && n->ip[0] == 0)
-    rc = pool_avg(dy, 1, (const cnn_pool_shape *)n->geometry, cnn_tensor_data(dy), cnn_tensor_data(gin[0]));
+    rc = POOL_CALL(dy, "avg_pool2d", avg_pool2d_backward, (const cnn_pool_shape *)n->geometry, cnn_tensor_data(dy),
+                   cnn_tensor_data(gin[0]));
   else if (gin[0])
-    rc = pool_adaptive(dy, 1, n->in_shape[0], g->shape[2], g->shape[3], cnn_tensor_data(dy), cnn_tensor_data(gin[0]));
+    rc = POOL_CALL(dy, "adaptive_avg_pool2d", adaptive_avg_pool2d_backward, in[0], in[1], in[2], in[3], g->shape[2],
+                   g->shape[3], cnn_tensor_data(dy), cnn_tensor_data(gin[0]));
   cnn_tensor_release(dy);
   return rc;
 }
@@ -181,7 +142,7 @@ cnn_tensor *cnn_avg_pool2d(cnn_tensor *x, const cnn_pool_params *p) {
   int64_t shape[4] = {s.N, s.C, s.OH, s.OW};
   cnn_tensor *xc = cnn_contiguous(x);
   cnn_tensor *y = xc ? cnn_empty(4, shape, x->dtype, cnn_tensor_device(x)) : NULL;
-  if (y && pool_avg(x, 0, &s, cnn_tensor_data(xc), cnn_tensor_data(y)))
+  if (y && POOL_CALL(x, "avg_pool2d", avg_pool2d_forward, &s, cnn_tensor_data(xc), cnn_tensor_data(y)))
     cnn_tensor_release(y), y = NULL;
   cnn_node *n = y ? cnn_autograd_record(y, "AvgPool2dBackward", avg_pool_backward, 1, &x) : NULL;
   if (n) cnn_node_set_geometry(n, &s, sizeof s), n->ip[0] = 0;
@@ -198,7 +159,8 @@ cnn_tensor *cnn_adaptive_avg_pool2d(cnn_tensor *x, int64_t oh, int64_t ow) {
   int64_t shape[4] = {x->shape[0], x->shape[1], oh, ow};
   cnn_tensor *xc = cnn_contiguous(x);
   cnn_tensor *y = xc ? cnn_empty(4, shape, x->dtype, cnn_tensor_device(x)) : NULL;
-  if (y && pool_adaptive(x, 0, x->shape, oh, ow, cnn_tensor_data(xc), cnn_tensor_data(y)))
+  if (y && POOL_CALL(x, "adaptive_avg_pool2d", adaptive_avg_pool2d_forward, x->shape[0], x->shape[1], x->shape[2],
+                     x->shape[3], oh, ow, cnn_tensor_data(xc), cnn_tensor_data(y)))
     cnn_tensor_release(y), y = NULL;
   cnn_node *n = y ? cnn_autograd_record(y, "AdaptiveAvgPool2dBackward", avg_pool_backward, 1, &x) : NULL;
   if (n) n->ip[0] = 1;

@@ -2,13 +2,13 @@
  * nn_softmax.c -- softmax and log_softmax along one dimension.
  *
  * The input is viewed as outer x D x inner around the chosen dimension; the
- * stable kernels (subtract the max) are in core/cpu/softmax.c.  The node
+ * stable kernels (subtract the max) are the backend's (core/cpu/softmax.c
+ * on the CPU).  The node
  * saves the output: both backward formulas need only y and dy.
  */
 #include "autograd.h"
 #include "backend.h"
 #include "cnn.h"
-#include "cpu/kernels.h"
 #include "tensor_internal.h"
 
 static void split_at(const cnn_tensor *x, int dim, int64_t *outer, int64_t *D, int64_t *inner) {
@@ -17,21 +17,7 @@ static void split_at(const cnn_tensor *x, int dim, int64_t *outer, int64_t *D, i
   for (int i = dim + 1; i < x->ndim; i++) *inner *= x->shape[i];
 }
 
-/* the kernels of t's device (the dispatch point): forward when dy is NULL */
-static int softmax_call(const cnn_tensor *t, int64_t outer, int64_t D, int64_t inner, int log,
-                        const void *in, const void *dy, void *out) {
-  if (!cnn_on_cuda(t))
-    return dy ? cnn_cpu_softmax_backward(t->dtype, outer, D, inner, log, in, dy, out)
-              : cnn_cpu_softmax_forward(t->dtype, outer, D, inner, log, in, out);
-  const char *op = log ? "log_softmax" : "softmax";
-  const cnn_backend *be = cnn_cuda_backend(op);
-  if (!be) return -1;
-  int dev = cnn_tensor_device(t).index;
-  if (!dy && be->softmax_forward) return be->softmax_forward(dev, t->dtype, outer, D, inner, log, in, out);
-  if (dy && be->softmax_backward)
-    return be->softmax_backward(dev, t->dtype, outer, D, inner, log, in, dy, out);
-  return cnn_backend_unsupported(op);
-}
+static const char *op_name(int log) { return log ? "log_softmax" : "softmax"; }
 
 static int softmax_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
   cnn_tensor *y = cnn_node_saved(n, 0), *dy = cnn_contiguous(g);
@@ -39,8 +25,10 @@ static int softmax_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
   int64_t outer, D, inner;
   split_at(y, (int)n->ip[0], &outer, &D, &inner);
   gin[0] = cnn_empty(y->ndim, y->shape, y->dtype, cnn_tensor_device(y));
-  int rc = gin[0] ? softmax_call(y, outer, D, inner, (int)n->ip[1], cnn_tensor_data(y), cnn_tensor_data(dy),
-                                 cnn_tensor_data(gin[0])) : -1;
+  int log = (int)n->ip[1];
+  int rc = gin[0] ? CNN_TENSOR_CALL(y, op_name(log), softmax_backward, cnn_backend_dev(y), y->dtype, outer, D,
+                                    inner, log, cnn_tensor_data(y), cnn_tensor_data(dy), cnn_tensor_data(gin[0]))
+                  : -1;
   cnn_tensor_release(dy);
   return rc;
 }
@@ -60,7 +48,8 @@ static cnn_tensor *softmax_common(const char *op, cnn_tensor *x, int dim, int lo
   split_at(x, dim, &outer, &D, &inner);
   cnn_tensor *xc = cnn_contiguous(x);
   cnn_tensor *y = xc ? cnn_empty(x->ndim, x->shape, x->dtype, cnn_tensor_device(x)) : NULL;
-  if (y && softmax_call(x, outer, D, inner, log, cnn_tensor_data(xc), NULL, cnn_tensor_data(y)))
+  if (y && CNN_TENSOR_CALL(x, op, softmax_forward, cnn_backend_dev(x), x->dtype, outer, D, inner, log,
+                           cnn_tensor_data(xc), cnn_tensor_data(y)))
     cnn_tensor_release(y), y = NULL;
   cnn_node *n = y ? cnn_autograd_record(y, log ? "LogSoftmaxBackward" : "SoftmaxBackward", softmax_backward, 1, &x)
                   : NULL;

@@ -2,17 +2,16 @@
  * optim.c -- fused optimizer updates: one pass over a parameter, its
  * gradient and its state tensors per step, instead of a chain of tensor ops.
  *
- * The per-element arithmetic is elementwise_math.h's (cnn_sgd_step,
- * cnn_adam_step, cnn_rmsprop_step), the same functions the CUDA kernels run
- * (gpu/optim.cu), so the CPU tests of the optimizers cover the GPU's update
- * too (DESIGN.md).  Updates are in place and never recorded by autograd.
+ * The update runs in the backend of the parameter's device (core/cpu/optim.c,
+ * gpu/optim.cu), both over elementwise_math.h's per-element functions, so
+ * the CPU tests of the optimizers cover the GPU's update too.  Updates are
+ * in place and never recorded by autograd.
  * Validation: parameter and state tensors contiguous, same shape, dtype
  * (float32/float64) and device; the gradient may be any layout of the same
  * shape (it is made contiguous and cast to the parameter's dtype).
  */
 #include "backend.h"
 #include "cnn.h"
-#include "elementwise_math.h"
 #include "tensor_internal.h"
 
 /* state tensors: NULL allowed where the update does not use them */
@@ -70,16 +69,8 @@ int cnn_sgd_update(cnn_tensor *p, cnn_tensor *g, cnn_tensor *buf, double lr, dou
   int64_t n = cnn_tensor_numel(p);
   void *pp = cnn_tensor_data(p), *bb = momentum != 0 ? cnn_tensor_data(buf) : NULL;
   const void *gg = cnn_tensor_data(gc);
-  int rc = 0;
-  if (cnn_on_cuda(p)) {
-    const cnn_backend *be = cnn_cuda_backend("sgd_update");
-    rc = !be ? -1 : be->sgd_step ? be->sgd_step(cnn_tensor_device(p).index, p->dtype, n, pp, gg, bb, h)
-                                 : cnn_backend_unsupported("sgd_update");
-  } else if (p->dtype == CNN_FLOAT32) {
-    for (int64_t i = 0; i < n; i++) cnn_sgd_step_f((float *)pp + i, ((const float *)gg)[i], bb ? (float *)bb + i : NULL, h);
-  } else {
-    for (int64_t i = 0; i < n; i++) cnn_sgd_step((double *)pp + i, ((const double *)gg)[i], bb ? (double *)bb + i : NULL, h);
-  }
+  const cnn_backend *be = cnn_backend_of(p, "sgd_update");
+  int rc = !be ? -1 : CNN_BE_CALL(be, "sgd_update", sgd_step, cnn_backend_dev(p), p->dtype, n, pp, gg, bb, h);
   cnn_tensor_release(gc);
   bump((cnn_tensor *[]){p, buf}, 2);
   return rc;
@@ -97,20 +88,9 @@ int cnn_adam_update(cnn_tensor *p, cnn_tensor *g, cnn_tensor *m, cnn_tensor *v, 
   int64_t n = cnn_tensor_numel(p);
   void *pp = cnn_tensor_data(p), *mm = cnn_tensor_data(m), *vv = cnn_tensor_data(v), *xx = data_or_null(vmax);
   const void *gg = cnn_tensor_data(gc);
-  int rc = 0;
-  if (cnn_on_cuda(p)) {
-    const cnn_backend *be = cnn_cuda_backend("adam_update");
-    rc = !be ? -1 : be->adam_step ? be->adam_step(cnn_tensor_device(p).index, p->dtype, n, pp, gg, mm, vv, xx, h)
-                                  : cnn_backend_unsupported("adam_update");
-  } else if (p->dtype == CNN_FLOAT32) {
-    for (int64_t i = 0; i < n; i++)
-      cnn_adam_step_f((float *)pp + i, ((const float *)gg)[i], (float *)mm + i, (float *)vv + i,
-                      xx ? (float *)xx + i : NULL, h);
-  } else {
-    for (int64_t i = 0; i < n; i++)
-      cnn_adam_step((double *)pp + i, ((const double *)gg)[i], (double *)mm + i, (double *)vv + i,
-                    xx ? (double *)xx + i : NULL, h);
-  }
+  const cnn_backend *be = cnn_backend_of(p, "adam_update");
+  int rc = !be ? -1
+               : CNN_BE_CALL(be, "adam_update", adam_step, cnn_backend_dev(p), p->dtype, n, pp, gg, mm, vv, xx, h);
   cnn_tensor_release(gc);
   bump((cnn_tensor *[]){p, m, v, vmax}, 4);
   return rc;
@@ -132,20 +112,10 @@ int cnn_rmsprop_update(cnn_tensor *p, cnn_tensor *g, cnn_tensor *sq, cnn_tensor 
   int64_t n = cnn_tensor_numel(p);
   void *pp = cnn_tensor_data(p), *ss = cnn_tensor_data(sq), *aa = data_or_null(ga), *bb = data_or_null(buf);
   const void *gg = cnn_tensor_data(gc);
-  int rc = 0;
-  if (cnn_on_cuda(p)) {
-    const cnn_backend *be = cnn_cuda_backend("rmsprop_update");
-    rc = !be ? -1 : be->rmsprop_step ? be->rmsprop_step(cnn_tensor_device(p).index, p->dtype, n, pp, gg, ss, aa, bb, h)
-                                     : cnn_backend_unsupported("rmsprop_update");
-  } else if (p->dtype == CNN_FLOAT32) {
-    for (int64_t i = 0; i < n; i++)
-      cnn_rmsprop_step_f((float *)pp + i, ((const float *)gg)[i], (float *)ss + i, aa ? (float *)aa + i : NULL,
-                         bb ? (float *)bb + i : NULL, h);
-  } else {
-    for (int64_t i = 0; i < n; i++)
-      cnn_rmsprop_step((double *)pp + i, ((const double *)gg)[i], (double *)ss + i, aa ? (double *)aa + i : NULL,
-                       bb ? (double *)bb + i : NULL, h);
-  }
+  const cnn_backend *be = cnn_backend_of(p, "rmsprop_update");
+  int rc = !be ? -1
+               : CNN_BE_CALL(be, "rmsprop_update", rmsprop_step, cnn_backend_dev(p), p->dtype, n, pp, gg, ss, aa,
+                             bb, h);
   cnn_tensor_release(gc);
   bump((cnn_tensor *[]){p, sq, ga, buf}, 4);
   return rc;

@@ -20,23 +20,18 @@
  * int64, mean/var/std/norm of integers give float32, argmax/argmin give
  * int64 (0-based), everything else keeps the input dtype.
  *
- * Devices: the output is allocated on x's device; on a CUDA device the
- * rows (permuted and made contiguous there) go to the backend's row
- * reduction, reduce_rows_device(), the one dispatch point.
+ * Devices: the output is allocated on x's device and the rows (permuted
+ * and made contiguous there) go to its backend's row reduction
+ * (core/cpu/reduce.c on the CPU, which also has the column path).
  *
  * Autograd: nodes are recorded here; the rules are in reduce_grad.c.
  */
-#include <math.h>
-#include <omp.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "autograd.h"
 #include "backend.h"
 #include "cnn.h"
 #include "tensor_internal.h"
-
-#define CNN_RED_PARALLEL 32768
 
 int cnn_reduce_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin);
 int cnn_max_dim_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin);
@@ -107,188 +102,25 @@ static cnn_tensor *as_rows(cnn_tensor *x, uint32_t dims) {
   return c;
 }
 
-/* ---- row kernels ---------------------------------------------------------------- */
-
-/* eight independent accumulators: no serial dependency, and GCC vectorises
- * the float -> double conversion */
-static double row_sum_f32(const float *f, int64_t R) {
-  double acc[8] = {0};
-  int64_t i = 0;
-  for (; i + 8 <= R; i += 8)
-    for (int k = 0; k < 8; k++) acc[k] += f[i + k];
-  double s = 0;
-  for (; i < R; i++) s += f[i];
-  for (int k = 0; k < 8; k++) s += acc[k];
-  return s;
-}
-static double row_sum_f64(const double *f, int64_t R) {
-  double acc[8] = {0};
-  int64_t i = 0;
-  for (; i + 8 <= R; i += 8)
-    for (int k = 0; k < 8; k++) acc[k] += f[i + k];
-  double s = 0;
-  for (; i < R; i++) s += f[i];
-  for (int k = 0; k < 8; k++) s += acc[k];
-  return s;
-}
-
-static double row_sum(const void *row, cnn_dtype dt, int64_t R) {
-  if (dt == CNN_FLOAT32) return row_sum_f32(row, R);
-  if (dt == CNN_FLOAT64) return row_sum_f64(row, R);
-  double acc = 0;
-  for (int64_t i = 0; i < R; i++) acc += cnn_load_double(dt, row, i);
-  return acc;
-}
-
-/* one long row split among the threads (sum/mean of a whole big tensor) */
-static double row_sum_parallel(const char *row, cnn_dtype dt, int64_t R) {
-  double total = 0;
-  size_t es = cnn_dtype_size(dt);
-#pragma omp parallel reduction(+ : total)
-  {
-    int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
-    int64_t lo = R * t / nt, hi = R * (t + 1) / nt;
-    total += row_sum(row + lo * (int64_t)es, dt, hi - lo);
-  }
-  return total;
-}
-
-static int64_t load_i64(const void *row, cnn_dtype dt, int64_t i) {
-  return dt == CNN_UINT8 ? ((const uint8_t *)row)[i] : ((const int64_t *)row)[i];
-}
-
-static int64_t row_int(cnn_reduce_op op, const void *row, cnn_dtype dt, int64_t R) {
-  uint64_t acc = op == CNN_RED_PROD ? 1 : 0; /* wraps like PyTorch's int64 */
-  for (int64_t i = 0; i < R; i++)
-    acc = op == CNN_RED_PROD ? acc * (uint64_t)load_i64(row, dt, i)
-                             : acc + (uint64_t)load_i64(row, dt, i);
-  return (int64_t)acc;
-}
-
-/* index of the max (or min); the first NaN wins */
-static int64_t row_argext(const void *row, cnn_dtype dt, int64_t R, bool is_min) {
-  int64_t best = 0;
-  double bv = cnn_load_double(dt, row, 0);
-  if (bv != bv) return 0;
-  for (int64_t i = 1; i < R; i++) {
-    double v = cnn_load_double(dt, row, i);
-    if (v != v) return i;
-    if (is_min ? v < bv : v > bv) bv = v, best = i;
-  }
-  return best;
-}
-
-static double row_var(const void *row, cnn_dtype dt, int64_t R, double correction) {
-  double mean = row_sum(row, dt, R) / (double)R, ss = 0;
-  for (int64_t i = 0; i < R; i++) {
-    double d = cnn_load_double(dt, row, i) - mean;
-    ss += d * d;
-  }
-  return ss / ((double)R - correction);
-}
-
-static double row_norm(const void *row, cnn_dtype dt, int64_t R, double p) {
-  double acc = p == -INFINITY ? INFINITY : 0;
-  for (int64_t i = 0; i < R; i++) {
-    double a = fabs(cnn_load_double(dt, row, i));
-    if (p == INFINITY) acc = (a > acc || a != a) ? a : acc;
-    else if (p == -INFINITY) acc = (a < acc || a != a) ? a : acc;
-    else if (p == 0) acc += a != 0;
-    else if (p == 1) acc += a;
-    else if (p == 2) acc += a * a;
-    else acc += pow(a, p);
-  }
-  if (p == 2) return sqrt(acc);
-  if (p == 0 || p == 1 || isinf(p)) return acc;
-  return pow(acc, 1.0 / p);
-}
-
-static double row_prod(const void *row, cnn_dtype dt, int64_t R) {
-  double acc = 1;
-  for (int64_t i = 0; i < R; i++) acc *= cnn_load_double(dt, row, i);
-  return acc;
-}
-
-/* out[m] for row m: written as out's dtype */
-static void reduce_row(cnn_reduce_op op, const char *row, cnn_dtype dt, int64_t R, double p,
-                       void *out, cnn_dtype odt, int64_t m) {
-  if (!cnn_dtype_is_float(dt) && (op == CNN_RED_SUM || op == CNN_RED_PROD)) {
-    ((int64_t *)out)[m] = row_int(op, row, dt, R);
-    return;
-  }
-  double v;
-  switch (op) {
-  case CNN_RED_SUM: v = row_sum(row, dt, R); break;
-  case CNN_RED_MEAN: v = row_sum(row, dt, R) / (double)R; break;
-  case CNN_RED_PROD: v = row_prod(row, dt, R); break;
-  case CNN_RED_VAR: v = row_var(row, dt, R, p); break;
-  case CNN_RED_STD: v = sqrt(row_var(row, dt, R, p)); break;
-  case CNN_RED_NORM: v = row_norm(row, dt, R, p); break;
-  case CNN_RED_ARGMAX: case CNN_RED_ARGMIN:
-    ((int64_t *)out)[m] = row_argext(row, dt, R, op == CNN_RED_ARGMIN);
-    return;
-  default: { /* MAX, MIN: copy the winning element exactly */
-    int64_t i = row_argext(row, dt, R, op == CNN_RED_MIN);
-    size_t es = cnn_dtype_size(dt);
-    memcpy((char *)out + m * es, row + i * es, es);
-    return;
-  }
-  }
-  cnn_store_double(odt, out, m, v);
-}
-
-/* rows on a CUDA device: the backend's row reduction (the dispatch point) */
-static int reduce_rows_device(cnn_reduce_op op, const cnn_tensor *rows, int64_t M, int64_t R,
-                              double p, cnn_tensor *out) {
-  const cnn_backend *be = cnn_cuda_backend(red_names[op]);
-  if (!be) return -1;
-  if (!be->reduce) return cnn_backend_unsupported(red_names[op]);
-  return be->reduce(cnn_tensor_device(rows).index, op, rows->dtype, out->dtype, M, R,
-                    cnn_tensor_data(rows), cnn_tensor_data(out), p);
-}
+/* ---- the backend's entries ---------------------------------------------------------------- */
 
 static int reduce_rows(cnn_reduce_op op, const cnn_tensor *rows, int64_t M, int64_t R, double p,
                        cnn_tensor *out) {
-  if (cnn_on_cuda(rows)) return reduce_rows_device(op, rows, M, R, p, out);
-  const char *base = cnn_tensor_data(rows);
-  size_t rowbytes = (size_t)R * cnn_dtype_size(rows->dtype);
-  void *o = cnn_tensor_data(out);
-  cnn_dtype dt = rows->dtype, odt = out->dtype;
-  bool sum_like = (op == CNN_RED_SUM || op == CNN_RED_MEAN) && cnn_dtype_is_float(dt);
-  if (sum_like && M < 4 && R > CNN_RED_PARALLEL && omp_get_max_threads() > 1) {
-    for (int64_t m = 0; m < M; m++) {
-      double v = row_sum_parallel(base + m * rowbytes, dt, R);
-      cnn_store_double(odt, o, m, op == CNN_RED_MEAN ? v / (double)R : v);
-    }
-  } else if (M * R > CNN_RED_PARALLEL && M > 1) {
-#pragma omp parallel for schedule(static)
-    for (int64_t m = 0; m < M; m++) reduce_row(op, base + m * rowbytes, dt, R, p, o, odt, m);
-  } else {
-    for (int64_t m = 0; m < M; m++) reduce_row(op, base + m * rowbytes, dt, R, p, o, odt, m);
-  }
-  return 0;
+  const cnn_backend *be = cnn_backend_of(rows, red_names[op]);
+  if (!be) return -1;
+  return CNN_BE_CALL(be, red_names[op], reduce, cnn_backend_dev(rows), op, rows->dtype, out->dtype,
+                     M, R, cnn_tensor_data(rows), cnn_tensor_data(out), p);
 }
 
-/* sum/mean over the leading dims of a contiguous float tensor: accumulate
- * columns (out has M elements, x is R x M). */
-static bool reduce_leading(cnn_reduce_op op, const cnn_tensor *x, int64_t M, int64_t R,
-                           cnn_tensor *out) {
-  double *acc = calloc((size_t)M, sizeof(double));
-  if (!acc) return false; /* the caller takes the row path */
-  const void *d = cnn_tensor_data(x);
-  for (int64_t r = 0; r < R; r++) {
-    if (x->dtype == CNN_FLOAT32) {
-      const float *f = (const float *)d + r * M;
-      for (int64_t m = 0; m < M; m++) acc[m] += f[m];
-    } else {
-      const double *f = (const double *)d + r * M;
-      for (int64_t m = 0; m < M; m++) acc[m] += f[m];
-    }
-  }
-  double scale = op == CNN_RED_MEAN ? 1.0 / (double)R : 1.0;
-  for (int64_t m = 0; m < M; m++) cnn_store_double(out->dtype, cnn_tensor_data(out), m, acc[m] * scale);
-  free(acc);
-  return true;
+/* sum/mean over leading dims without a permuted copy, where the backend
+ * has the entry; 1 when done, 0 when the caller takes the row path, -1 */
+static int reduce_leading(cnn_reduce_op op, const cnn_tensor *x, int64_t M, int64_t R,
+                          cnn_tensor *out) {
+  const cnn_backend *be = cnn_backend_of(x, red_names[op]);
+  if (!be) return -1;
+  if (!be->reduce_leading) return 0;
+  return be->reduce_leading(cnn_backend_dev(x), x->dtype, out->dtype, R, M, cnn_tensor_data(x),
+                            cnn_tensor_data(out), op == CNN_RED_MEAN) ? -1 : 1;
 }
 
 static bool leading_dims_only(const cnn_tensor *x, uint32_t dims) {
@@ -349,11 +181,11 @@ cnn_tensor *cnn_reduce(cnn_reduce_op op, cnn_tensor *x, uint32_t dims, bool keep
     return NULL;
   cnn_tensor *out = cnn_empty(pl.out_ndim, pl.out_shape, reduce_dtype(op, x->dtype), cnn_tensor_device(x));
   if (!out) return NULL;
-  bool fast = !cnn_on_cuda(x) && (op == CNN_RED_SUM || op == CNN_RED_MEAN) && cnn_dtype_is_float(x->dtype) &&
+  bool fast = (op == CNN_RED_SUM || op == CNN_RED_MEAN) && cnn_dtype_is_float(x->dtype) &&
               cnn_tensor_is_contiguous(x) && leading_dims_only(x, pl.dims);
-  if (fast && reduce_leading(op, x, pl.M, pl.R, out)) {
-    /* done */
-  } else if (pl.M > 0) {
+  int done = fast ? reduce_leading(op, x, pl.M, pl.R, out) : 0;
+  if (done < 0) return cnn_tensor_release(out), NULL;
+  if (!done && pl.M > 0) {
     cnn_tensor *rows = as_rows(x, pl.dims);
     if (!rows) return cnn_tensor_release(out), NULL;
     int rc = reduce_rows(op, rows, pl.M, pl.R, p, out);
@@ -392,15 +224,9 @@ int cnn_max_dim(cnn_tensor *x, int dim, bool keepdim, bool is_min, cnn_tensor **
   if (!val) return cnn_tensor_release(idx), -1;
   cnn_tensor *rows = pl.M ? as_rows(x, pl.dims) : NULL;
   if (pl.M && !rows) return cnn_tensor_release(idx), cnn_tensor_release(val), -1;
-  size_t es = cnn_dtype_size(x->dtype);
-  const int64_t *ix = cnn_tensor_data(idx);
-  /* on a device the values are the row maxima themselves (same first-max rule) */
-  if (pl.M && cnn_on_cuda(x) &&
-      reduce_rows_device(is_min ? CNN_RED_MIN : CNN_RED_MAX, rows, pl.M, pl.R, 0, val))
+  /* the values are the row maxima themselves (the same first-max rule) */
+  if (pl.M && reduce_rows(is_min ? CNN_RED_MIN : CNN_RED_MAX, rows, pl.M, pl.R, 0, val))
     return cnn_tensor_release(rows), cnn_tensor_release(idx), cnn_tensor_release(val), -1;
-  for (int64_t m = 0; !cnn_on_cuda(x) && m < pl.M; m++)
-    memcpy((char *)cnn_tensor_data(val) + m * es,
-           (const char *)cnn_tensor_data(rows) + (m * pl.R + ix[m]) * es, es);
   cnn_tensor_release(rows);
   cnn_node *n = cnn_dtype_is_float(x->dtype)
                     ? cnn_autograd_record(val, is_min ? "MinBackward" : "MaxBackward",

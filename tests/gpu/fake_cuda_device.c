@@ -154,6 +154,7 @@ static const char *version_info(void) { return cnn_cuda_version_info(); }
 
 static void fill_table(void) {
   table.name = "cuda";
+  table.half = true;
   table.alloc = dev_alloc, table.free = dev_free;
   table.alloc_pinned = alloc_pinned, table.free_pinned = free_pinned;
   table.copy_h2d = copy_h2d, table.copy_d2h = copy_d2h, table.copy_d2d = copy_d2d;

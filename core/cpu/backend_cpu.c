@@ -1,0 +1,153 @@
+/*
+ * backend_cpu.c -- the CPU backend: core/backend.h's table filled with the
+ * loops of core/cpu, as gpu/backend.cu fills the CUDA one.
+ *
+ * The entries have the table's signatures; `dev` is ignored.  The kernels
+ * of kernels.h (conv, pool, batch norm, softmax), which predate the table,
+ * are wrapped here; the other entries are defined with the table's
+ * signature in elementwise.c, reduce.c, optim.c, index.c (backend_cpu.h).  The
+ * memory entries are NULL: host memory is storage.c's.  Every op entry is
+ * filled, so core never reports a CPU op as unsupported.
+ */
+#include <string.h>
+
+#include "blas.h"
+#include "cpu/backend_cpu.h"
+
+/* ---- matrix products (OpenBLAS, core/blas.c) ---- */
+
+static int gemm(int dev, cnn_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
+                const void *A, int64_t lda, const void *B, int64_t ldb, void *C, int64_t ldc) {
+  (void)dev;
+  if (K == 0) { /* zeros (BLAS refuses lda = 0) */
+    size_t es = cnn_dtype_size(dt);
+    for (int64_t i = 0; i < M; i++) memset((char *)C + (size_t)(i * ldc) * es, 0, (size_t)N * es);
+    return 0;
+  }
+  if (dt == CNN_FLOAT32)
+    cnn_blas_sgemm(ta, tb, (int)M, (int)N, (int)K, 1.0f, A, (int)lda, B, (int)ldb, 0.0f, C, (int)ldc);
+  else
+    cnn_blas_dgemm(ta, tb, (int)M, (int)N, (int)K, 1.0, A, (int)lda, B, (int)ldb, 0.0, C, (int)ldc);
+  return 0;
+}
+
+/* ---- convolution (conv.c picks oneDNN, im2col or the naive loops) ---- */
+
+static int conv_fwd(int dev, cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_shape *s,
+                    const void *x, const void *w, const void *b, void *y) {
+  (void)dev;
+  return cnn_cpu_conv2d_forward(algo, dt, s, x, w, b, y);
+}
+static int conv_bwd_data(int dev, cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_shape *s,
+                         const void *dy, const void *w, void *dx) {
+  (void)dev;
+  return cnn_cpu_conv2d_backward_data(algo, dt, s, dy, w, dx);
+}
+static int conv_bwd_weight(int dev, cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_shape *s,
+                           const void *dy, const void *x, void *dw, void *db) {
+  (void)dev;
+  return cnn_cpu_conv2d_backward_weight(algo, dt, s, dy, x, dw, db);
+}
+static int conv_bwd(int dev, cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_shape *s,
+                    const void *dy, const void *x, const void *w, void *dx, void *dw, void *db) {
+  (void)dev;
+  return cnn_cpu_conv2d_backward(algo, dt, s, dy, x, w, dx, dw, db);
+}
+
+/* ---- pooling (pool.c) ---- */
+
+static int max_pool_fwd(int dev, cnn_dtype dt, const cnn_pool_shape *s, const void *x, void *y,
+                        int64_t *indices) {
+  (void)dev;
+  return cnn_cpu_max_pool2d_forward(dt, s, x, y, indices);
+}
+static int max_pool_bwd(int dev, cnn_dtype dt, const cnn_pool_shape *s, const void *dy,
+                        const int64_t *indices, void *dx) {
+  (void)dev;
+  return cnn_cpu_max_pool2d_backward(dt, s, dy, indices, dx);
+}
+static int avg_pool_fwd(int dev, cnn_dtype dt, const cnn_pool_shape *s, const void *x, void *y) {
+  (void)dev;
+  return cnn_cpu_avg_pool2d_forward(dt, s, x, y);
+}
+static int avg_pool_bwd(int dev, cnn_dtype dt, const cnn_pool_shape *s, const void *dy, void *dx) {
+  (void)dev;
+  return cnn_cpu_avg_pool2d_backward(dt, s, dy, dx);
+}
+static int adaptive_fwd(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t H, int64_t W,
+                        int64_t OH, int64_t OW, const void *x, void *y) {
+  (void)dev;
+  return cnn_cpu_adaptive_avg_pool2d_forward(dt, N, C, H, W, OH, OW, x, y);
+}
+static int adaptive_bwd(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t H, int64_t W,
+                        int64_t OH, int64_t OW, const void *dy, void *dx) {
+  (void)dev;
+  return cnn_cpu_adaptive_avg_pool2d_backward(dt, N, C, H, W, OH, OW, dy, dx);
+}
+
+/* ---- batch norm (batch_norm.c), softmax (softmax.c) ---- */
+
+static int bn_fwd(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t L, const void *x,
+                  const void *gamma, const void *beta, void *rm, void *rv, int training,
+                  double momentum, double eps, void *y, void *mean, void *invstd) {
+  (void)dev;
+  return cnn_cpu_batch_norm_forward(dt, N, C, L, x, gamma, beta, rm, rv, training, momentum, eps,
+                                    y, mean, invstd);
+}
+/* eps: the CUDA backend's cuDNN asks for it; the CPU uses the saved invstd */
+static int bn_bwd(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t L, const void *dy,
+                  const void *x, const void *gamma, const void *mean, const void *invstd,
+                  void *dx, void *dg, void *db, double eps) {
+  (void)dev, (void)eps;
+  return cnn_cpu_batch_norm_backward(dt, N, C, L, dy, x, gamma, mean, invstd, dx, dg, db);
+}
+static int bn_bwd_eval(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t L, const void *dy,
+                       const void *x, const void *gamma, const void *mean, const void *invstd,
+                       void *dx, void *dg, void *db, double eps) {
+  (void)dev, (void)eps;
+  return cnn_cpu_batch_norm_backward_eval(dt, N, C, L, dy, x, gamma, mean, invstd, dx, dg, db);
+}
+static int softmax_fwd(int dev, cnn_dtype dt, int64_t outer, int64_t D, int64_t inner, int log,
+                       const void *x, void *y) {
+  (void)dev;
+  return cnn_cpu_softmax_forward(dt, outer, D, inner, log, x, y);
+}
+static int softmax_bwd(int dev, cnn_dtype dt, int64_t outer, int64_t D, int64_t inner, int log,
+                       const void *y, const void *dy, void *dx) {
+  (void)dev;
+  return cnn_cpu_softmax_backward(dt, outer, D, inner, log, y, dy, dx);
+}
+
+const cnn_backend cnn_cpu_backend = {
+    .name = "cpu",
+    .half = false,
+    .unary = cnn_cpu_unary,
+    .binary = cnn_cpu_binary,
+    .unary_grad = cnn_cpu_unary_grad,
+    .where = cnn_cpu_where,
+    .reduce = cnn_cpu_reduce,
+    .reduce_leading = cnn_cpu_reduce_leading,
+    .gemm = gemm,
+    .conv2d_forward = conv_fwd,
+    .conv2d_backward_data = conv_bwd_data,
+    .conv2d_backward_weight = conv_bwd_weight,
+    .conv2d_backward = conv_bwd,
+    .max_pool2d_forward = max_pool_fwd,
+    .max_pool2d_backward = max_pool_bwd,
+    .avg_pool2d_forward = avg_pool_fwd,
+    .avg_pool2d_backward = avg_pool_bwd,
+    .adaptive_avg_pool2d_forward = adaptive_fwd,
+    .adaptive_avg_pool2d_backward = adaptive_bwd,
+    .batch_norm_forward = bn_fwd,
+    .batch_norm_backward = bn_bwd,
+    .batch_norm_backward_eval = bn_bwd_eval,
+    .softmax_forward = softmax_fwd,
+    .softmax_backward = softmax_bwd,
+    .index_select = cnn_cpu_index_select,
+    .index_add = cnn_cpu_index_add,
+    .gather = cnn_cpu_gather,
+    .scatter_add = cnn_cpu_scatter_add,
+    .sgd_step = cnn_cpu_sgd_step,
+    .adam_step = cnn_cpu_adam_step,
+    .rmsprop_step = cnn_cpu_rmsprop_step,
+};

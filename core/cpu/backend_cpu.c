@@ -5,7 +5,7 @@
  * The entries have the table's signatures; `dev` is ignored.  The kernels
  * of kernels.h (conv, pool, batch norm, softmax), which predate the table,
  * are wrapped here; the other entries are defined with the table's
- * signature in elementwise.c, reduce.c, optim.c, index.c (backend_cpu.h).  The
+ * signature in elementwise.c, reduce.c, optim.c, index.c, loss.c (backend_cpu.h).  The
  * memory entries are NULL: host memory is storage.c's.  Every op entry is
  * filled, so core never reports a CPU op as unsupported.
  */
@@ -143,6 +143,11 @@ const cnn_backend cnn_cpu_backend = {
     .batch_norm_backward_eval = bn_bwd_eval,
     .softmax_forward = softmax_fwd,
     .softmax_backward = softmax_bwd,
+    .class_loss_forward = cnn_cpu_class_loss_forward,
+    .class_loss_backward = cnn_cpu_class_loss_backward,
+    .bce_forward = cnn_cpu_bce_forward,
+    .bce_backward = cnn_cpu_bce_backward,
+    .dropout_mask = cnn_cpu_dropout_mask,
     .index_select = cnn_cpu_index_select,
     .index_add = cnn_cpu_index_add,
     .gather = cnn_cpu_gather,

@@ -45,4 +45,16 @@ int cnn_cpu_scatter_add(int dev, cnn_dtype dt, int ndim, const int64_t *oshape,
                         const int64_t *ishape, int dim, const int64_t *index, const void *src,
                         void *out);
 
+/* ---- loss.c: class losses, BCE, dropout mask ---- */
+int cnn_cpu_class_loss_forward(int dev, cnn_dtype dt, const cnn_be_class_loss *c, const void *x,
+                               const int64_t *target, const void *weight, void *loss, void *wsum);
+int cnn_cpu_class_loss_backward(int dev, cnn_dtype dt, const cnn_be_class_loss *c, const void *x,
+                                const int64_t *target, const void *weight, const void *g,
+                                int g_per_row, double scale, void *gx);
+int cnn_cpu_bce_forward(int dev, cnn_dtype dt, int64_t n, const void *x, const void *y,
+                        const void *pw, void *out);
+int cnn_cpu_bce_backward(int dev, cnn_dtype dt, int64_t n, int which, const void *x,
+                         const void *y, const void *pw, const void *g, void *out);
+int cnn_cpu_dropout_mask(int dev, cnn_dtype dt, int64_t n, double p, uint64_t seed, void *mask);
+
 #endif

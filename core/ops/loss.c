@@ -13,21 +13,23 @@
  *   loss_i   = (1 - e) nll_i + (e / C) smooth_i
  *   mean     = sum_i loss_i / sum_i w[t_i]      sum = sum_i loss_i
  * and d loss_i / d x[i,j] = (1-e) w[t] (p_j - [j=t]) + (e/C)(W p_j - w[j])
- * with p = softmax(x_i) and W = sum_c w[c].  Rows are computed in double
- * on contiguous copies; the backward recomputes the softmax from the saved
- * logits rather than keeping N x C probabilities alive.
+ * with p = softmax(x_i) and W = sum_c w[c].  The backend's class_loss
+ * entries compute the rows in double on contiguous copies (core/cpu/loss.c,
+ * gpu/loss.cu); the sum and the mean are tensor reductions here.  The
+ * backward recomputes the softmax from the saved logits rather than
+ * keeping N x C probabilities alive.
  *
  * linear runs matmul(x, w^T) (transposed view, no copy) plus an in-place
- * bias add, and records one node.  dropout draws its mask from the core
- * generator (24-bit uniforms, two per 64-bit draw, in element order, so a
- * seed reproduces it) and saves the scaled mask.  mse_loss is composed of
- * elementwise ops and a reduction; bce_with_logits computes the per-element
- * loss with elementwise_math.h, then reduces.
+ * bias add, and records one node.  dropout's mask is counter-based
+ * (elementwise_math.h's cnn_dropout_value) from one draw of the core
+ * generator, so a seed reproduces it, on the CPU and a GPU alike; the node
+ * saves the scaled mask.  mse_loss is composed of elementwise ops and a
+ * reduction; bce_with_logits computes the per-element loss in the backend
+ * (elementwise_math.h's formulas), then reduces.
  *
- * Devices: tensors of one call share a device.  On a CUDA device the row
- * losses, the BCE terms and the dropout mask are the backend's kernels
- * (same formulas; the *_device helpers below are the dispatch points) and
- * the reductions are tensor ops; targets are validated on a host copy.
+ * Devices: tensors of one call share a device, and the weights, targets
+ * and pos_weight are converted to the input's dtype before the backend's
+ * entries run; targets are validated on a host copy.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -45,6 +47,16 @@ static cnn_tensor *nograd_contig(cnn_tensor *t) {
   bool prev = cnn_set_grad_enabled(false);
   cnn_tensor *c = cnn_contiguous(t);
   cnn_set_grad_enabled(prev);
+  return c;
+}
+
+/* t contiguous in dtype dt (a new reference), converted without recording */
+static cnn_tensor *nograd_as(cnn_tensor *t, cnn_dtype dt) {
+  if (!t) return NULL;
+  bool prev = cnn_set_grad_enabled(false);
+  cnn_tensor *d = cnn_to_dtype(t, dt), *c = d ? cnn_contiguous(d) : NULL;
+  cnn_set_grad_enabled(prev);
+  cnn_tensor_release(d);
   return c;
 }
 
@@ -157,28 +169,12 @@ static int dropout_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
 static cnn_tensor *dropout_mask(const cnn_tensor *x, double p) {
   cnn_tensor *m = cnn_empty(x->ndim, x->shape, x->dtype, cnn_tensor_device(x));
   if (!m) return NULL;
-  if (cnn_on_cuda(m)) { /* counter-based mask from one draw of the generator */
-    const cnn_backend *be = cnn_cuda_backend("dropout");
-    int rc = !be ? -1 : be->dropout_mask ? be->dropout_mask(cnn_tensor_device(m).index, m->dtype,
-                                                            cnn_tensor_numel(m), p, cnn_rng_next(),
-                                                            cnn_tensor_data(m))
-                                         : cnn_backend_unsupported("dropout");
-    if (rc) cnn_tensor_release(m), m = NULL;
-    return m;
-  }
-  int64_t n = cnn_tensor_numel(m);
-  double keep = 1.0 / (1.0 - p);
-  void *d = cnn_tensor_data(m);
-  for (int64_t i = 0; i < n; i += 2) {
-    uint64_t bits = cnn_rng_next();
-    for (int64_t k = 0; k < 2 && i + k < n; k++) {
-      double u = (double)((bits >> (k ? 40 : 8)) & 0xFFFFFF) * (1.0 / 16777216.0);
-      double v = u < p ? 0.0 : keep;
-      if (x->dtype == CNN_FLOAT32) ((float *)d)[i + k] = (float)v;
-      else ((double *)d)[i + k] = v;
-    }
-  }
+  /* counter-based mask from one draw of the generator */
+  if (CNN_TENSOR_CALL(m, "dropout", dropout_mask, cnn_backend_dev(m), m->dtype, cnn_tensor_numel(m), p,
+                      cnn_rng_next(), cnn_tensor_data(m)))
+    cnn_tensor_release(m), m = NULL;
   return m;
+
 }
 
 cnn_tensor *cnn_dropout(cnn_tensor *x, double p, bool training) {
@@ -232,9 +228,9 @@ static int check_class_shapes(const char *op, cnn_tensor *x, cnn_tensor *target,
 }
 
 static int check_class_values(const char *op, const class_args *a, int64_t ignore) {
-  cnn_tensor *host = cnn_on_cuda(a->t) ? cnn_to_device(a->t, CNN_DEVICE_CPU) : NULL;
-  if (cnn_on_cuda(a->t) && !host) return -1;
-  const int64_t *t = cnn_tensor_data(host ? host : a->t);
+  cnn_tensor *host = cnn_to_device(a->t, CNN_DEVICE_CPU); /* a->t itself on the CPU */
+  if (!host) return -1;
+  const int64_t *t = cnn_tensor_data(host);
   int rc = 0;
   for (int64_t i = 0; rc == 0 && i < a->N; i++)
     if (t[i] != ignore && (t[i] < 0 || t[i] >= a->C))
@@ -261,36 +257,10 @@ static int class_args_make(const char *op, cnn_tensor *x, cnn_tensor *target, cn
                     cnn_tensor_shape_str(weight, s), (long long)a->C);
     return -1;
   }
-  a->x = nograd_contig(x), a->t = nograd_contig(target), a->w = nograd_contig(weight);
+  a->x = nograd_contig(x), a->t = nograd_contig(target), a->w = nograd_as(weight, x->dtype);
   if (!a->x || !a->t || (weight && !a->w) || check_class_values(op, a, ignore))
     return class_args_free(a), -1;
   return 0;
-}
-
-/* weight of class c */
-static double wt(const class_args *a, int64_t c) {
-  return a->w ? cnn_load_double(a->w->dtype, cnn_tensor_data(a->w), c) : 1.0;
-}
-
-/* the loss tensor of a reduction from per-row losses (double[N]) */
-static cnn_tensor *reduce_rows_out(const class_args *a, const double *loss, cnn_reduction red,
-                                   double denom, cnn_dtype dt) {
-  if (red == CNN_REDUCTION_NONE) {
-    cnn_tensor *o = cnn_empty(a->single ? 0 : 1, &a->N, dt, CNN_DEVICE_CPU);
-    for (int64_t i = 0; o && i < a->N; i++) cnn_store_double(dt, cnn_tensor_data(o), i, loss[i]);
-    return o;
-  }
-  double s = 0;
-  for (int64_t i = 0; i < a->N; i++) s += loss[i];
-  return cnn_scalar(red == CNN_REDUCTION_MEAN ? s / denom : s, dt, CNN_DEVICE_CPU);
-}
-
-/* upstream gradient for row i (none: g[i]; sum: g; mean: g / denom) */
-static double row_scale(cnn_tensor *gc, int red, double denom, int64_t i) {
-  const void *g = cnn_tensor_data(gc);
-  if (red == CNN_REDUCTION_NONE) return cnn_load_double(gc->dtype, g, i);
-  double v = cnn_load_double(gc->dtype, g, 0);
-  return red == CNN_REDUCTION_MEAN ? v / denom : v;
 }
 
 /* ---- spatial inputs (N x C x d1 x ...) -------------------------------------------------------
@@ -341,7 +311,7 @@ static int class_backward_args(cnn_node *n, class_args *a) {
   return a->t ? 0 : -1;
 }
 
-/* ---- class losses on a CUDA device ---------------------------------------------------------- */
+/* ---- class losses in the backend: row losses, then tensor reductions ---------------------- */
 
 static cnn_be_class_loss class_desc(const class_args *a, bool logits, int64_t ignore, double e) {
   cnn_be_class_loss c = {a->N, a->C, logits, ignore, e};
@@ -349,15 +319,15 @@ static cnn_be_class_loss class_desc(const class_args *a, bool logits, int64_t ig
 }
 
 /* the loss of a reduction from device row losses; *denom = sum of row weights */
-static cnn_tensor *class_forward_device(const char *op, const class_args *a, bool logits, int64_t ignore,
-                                        double e, cnn_reduction red, double *denom) {
-  const cnn_backend *be = cnn_cuda_backend(op);
+static cnn_tensor *class_forward(const char *op, const class_args *a, bool logits, int64_t ignore,
+                                 double e, cnn_reduction red, double *denom) {
+  const cnn_backend *be = cnn_backend_of(a->x, op);
   if (!be) return NULL;
   if (!be->class_loss_forward) return cnn_backend_unsupported(op), NULL;
   cnn_device dev = cnn_tensor_device(a->x);
   cnn_tensor *loss = cnn_empty(1, &a->N, a->x->dtype, dev), *ws = loss ? cnn_empty(1, &a->N, a->x->dtype, dev) : NULL;
   cnn_be_class_loss c = class_desc(a, logits, ignore, e);
-  int rc = ws ? be->class_loss_forward(dev.index, a->x->dtype, &c, cnn_tensor_data(a->x), cnn_tensor_data(a->t),
+  int rc = ws ? be->class_loss_forward(cnn_backend_dev(a->x), a->x->dtype, &c, cnn_tensor_data(a->x), cnn_tensor_data(a->t),
                                        a->w ? cnn_tensor_data(a->w) : NULL, cnn_tensor_data(loss), cnn_tensor_data(ws))
               : -1;
   cnn_tensor *wsum = rc == 0 ? cnn_reduce(CNN_RED_SUM, ws, 0, false, 0) : NULL, *out = NULL;
@@ -373,17 +343,17 @@ static cnn_tensor *class_forward_device(const char *op, const class_args *a, boo
   return out;
 }
 
-static int class_backward_device(cnn_node *n, const class_args *a, cnn_tensor *x, cnn_tensor *g, bool logits,
-                                 cnn_tensor **gin) {
+static int class_backward(cnn_node *n, const class_args *a, cnn_tensor *x, cnn_tensor *g, bool logits,
+                          cnn_tensor **gin) {
   const char *op = logits ? "cross_entropy" : "nll_loss";
-  const cnn_backend *be = cnn_cuda_backend(op);
+  const cnn_backend *be = cnn_backend_of(x, op);
   if (!be) return -1;
   if (!be->class_loss_backward) return cnn_backend_unsupported(op);
   cnn_tensor *gc = cnn_contiguous(g);
   cnn_tensor *gx = gc ? cnn_empty(n->in_ndim[0], n->in_shape[0], n->in_dtype[0], cnn_tensor_device(x)) : NULL;
   cnn_be_class_loss c = class_desc(a, logits, n->ip[1], n->p[1]);
   int red = (int)n->ip[0];
-  int rc = gx ? be->class_loss_backward(cnn_tensor_device(x).index, x->dtype, &c, cnn_tensor_data(x),
+  int rc = gx ? be->class_loss_backward(cnn_backend_dev(x), x->dtype, &c, cnn_tensor_data(x),
                                         cnn_tensor_data(a->t), a->w ? cnn_tensor_data(a->w) : NULL,
                                         cnn_tensor_data(gc), red == CNN_REDUCTION_NONE,
                                         red == CNN_REDUCTION_MEAN ? 1.0 / n->p[0] : 1.0, cnn_tensor_data(gx))
@@ -397,22 +367,8 @@ static int class_backward_device(cnn_node *n, const class_args *a, cnn_tensor *x
 static int nll_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
   class_args a;
   if (class_backward_args(n, &a)) return -1;
-  if (cnn_on_cuda(a.t)) {
-    cnn_tensor *x = cnn_node_saved(n, 2);
-    return x ? class_backward_device(n, &a, x, g, false, gin) : -1;
-  }
-  cnn_tensor *gc = cnn_contiguous(g);
-  cnn_tensor *gx = gc ? cnn_zeros(n->in_ndim[0], n->in_shape[0], n->in_dtype[0], CNN_DEVICE_CPU) : NULL;
-  if (!gx) return cnn_tensor_release(gc), -1;
-  const int64_t *t = cnn_tensor_data(a.t);
-  for (int64_t i = 0; i < a.N; i++) {
-    if (t[i] == n->ip[1]) continue;
-    double v = -wt(&a, t[i]) * row_scale(gc, (int)n->ip[0], n->p[0], i);
-    cnn_store_double(gx->dtype, cnn_tensor_data(gx), i * a.C + t[i], v);
-  }
-  cnn_tensor_release(gc);
-  gin[0] = gx;
-  return 0;
+  cnn_tensor *x = cnn_node_saved(n, 2);
+  return x ? class_backward(n, &a, x, g, false, gin) : -1;
 }
 
 static void record_class_node(cnn_tensor *out, const char *name, cnn_backward_fn fn, cnn_tensor *x,
@@ -434,88 +390,20 @@ cnn_tensor *cnn_nll_loss(cnn_tensor *logp, cnn_tensor *target, cnn_tensor *weigh
   if (logp && logp->ndim > 2)
     return spatial_loss("nll_loss", nll_rows, logp, target, weight, red, 0, ignore_index);
   if (class_args_make("nll_loss", logp, target, weight, ignore_index, &a)) return NULL;
-  if (cnn_on_cuda(a.x)) {
-    double dn = 0;
-    cnn_tensor *o = class_forward_device("nll_loss", &a, false, ignore_index, 0, red, &dn);
-    if (o) record_class_node(o, "NllLossBackward", nll_backward, logp, &a, red, ignore_index, dn, 0);
-    class_args_free(&a);
-    return o;
-  }
-  double *loss = calloc((size_t)a.N + 1, sizeof(double)), denom = 0;
-  if (!loss) return class_args_free(&a), cnn_set_error("nll_loss: out of memory"), NULL;
-  const int64_t *t = cnn_tensor_data(a.t);
-  for (int64_t i = 0; i < a.N; i++) {
-    if (t[i] == ignore_index) continue;
-    double w = wt(&a, t[i]);
-    loss[i] = -w * cnn_load_double(a.x->dtype, cnn_tensor_data(a.x), i * a.C + t[i]);
-    denom += w;
-  }
-  cnn_tensor *out = reduce_rows_out(&a, loss, red, denom, logp->dtype);
-  if (out) record_class_node(out, "NllLossBackward", nll_backward, logp, &a, red, ignore_index, denom, 0);
-  free(loss);
+  double dn = 0;
+  cnn_tensor *o = class_forward("nll_loss", &a, false, ignore_index, 0, red, &dn);
+  if (o) record_class_node(o, "NllLossBackward", nll_backward, logp, &a, red, ignore_index, dn, 0);
   class_args_free(&a);
-  return out;
+  return o;
 }
 
 /* ---- cross_entropy ------------------------------------------------------------------------ */
-
-/* log-softmax of row i into lp[C] */
-static void row_log_softmax(const class_args *a, const cnn_tensor *x, int64_t i, double *lp) {
-  const void *d = cnn_tensor_data(x);
-  double m = -INFINITY, s = 0;
-  for (int64_t c = 0; c < a->C; c++) {
-    lp[c] = cnn_load_double(x->dtype, d, i * a->C + c);
-    if (lp[c] > m) m = lp[c];
-  }
-  for (int64_t c = 0; c < a->C; c++) s += exp(lp[c] - m);
-  double lse = m + log(s);
-  for (int64_t c = 0; c < a->C; c++) lp[c] -= lse;
-}
 
 static int ce_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
   class_args a;
   cnn_tensor *x = cnn_node_saved(n, 2);
   if (!x || class_backward_args(n, &a)) return -1;
-  if (cnn_on_cuda(x)) return class_backward_device(n, &a, x, g, true, gin);
-  double e = n->p[1], W = 0, *lp = malloc(sizeof(double) * (size_t)(a.C ? a.C : 1));
-  cnn_tensor *gc = lp ? cnn_contiguous(g) : NULL;
-  cnn_tensor *gx = gc ? cnn_zeros(n->in_ndim[0], n->in_shape[0], n->in_dtype[0], CNN_DEVICE_CPU) : NULL;
-  if (!gx) return free(lp), cnn_tensor_release(gc), cnn_set_error("cross_entropy: out of memory"), -1;
-  for (int64_t c = 0; c < a.C; c++) W += wt(&a, c);
-  const int64_t *t = cnn_tensor_data(a.t);
-  for (int64_t i = 0; i < a.N; i++) {
-    if (t[i] == n->ip[1]) continue;
-    double s = row_scale(gc, (int)n->ip[0], n->p[0], i), wtt = wt(&a, t[i]);
-    row_log_softmax(&a, x, i, lp);
-    for (int64_t c = 0; c < a.C; c++) {
-      double p = exp(lp[c]);
-      double d = (1 - e) * wtt * (p - (c == t[i])) + (e / (double)a.C) * (W * p - wt(&a, c));
-      cnn_store_double(gx->dtype, cnn_tensor_data(gx), i * a.C + c, s * d);
-    }
-  }
-  free(lp);
-  cnn_tensor_release(gc);
-  gin[0] = gx;
-  return 0;
-}
-
-/* per-row losses and the mean's denominator */
-static int ce_forward_rows(const class_args *a, int64_t ignore, double e, double *loss, double *denom) {
-  double *lp = malloc(sizeof(double) * (size_t)(a->C ? a->C : 1));
-  if (!lp) return cnn_set_error("cross_entropy: out of memory"), -1;
-  const int64_t *t = cnn_tensor_data(a->t);
-  *denom = 0;
-  for (int64_t i = 0; i < a->N; i++) {
-    if (t[i] == ignore) continue;
-    row_log_softmax(a, a->x, i, lp);
-    double smooth = 0;
-    for (int64_t c = 0; e != 0 && c < a->C; c++) smooth -= wt(a, c) * lp[c];
-    double w = wt(a, t[i]);
-    loss[i] = (1 - e) * (-w * lp[t[i]]) + (e / (double)a->C) * smooth;
-    *denom += w;
-  }
-  free(lp);
-  return 0;
+  return class_backward(n, &a, x, g, true, gin);
 }
 
 cnn_tensor *cnn_cross_entropy(cnn_tensor *logits, cnn_tensor *target, cnn_tensor *weight,
@@ -529,26 +417,13 @@ cnn_tensor *cnn_cross_entropy(cnn_tensor *logits, cnn_tensor *target, cnn_tensor
     return spatial_loss("cross_entropy", cnn_cross_entropy, logits, target, weight, red,
                         label_smoothing, ignore_index);
   if (class_args_make("cross_entropy", logits, target, weight, ignore_index, &a)) return NULL;
-  if (cnn_on_cuda(a.x)) {
-    double dn = 0;
-    cnn_tensor *o = class_forward_device("cross_entropy", &a, true, ignore_index, label_smoothing, red, &dn);
-    if (o)
-      record_class_node(o, "CrossEntropyLossBackward", ce_backward, logits, &a, red, ignore_index, dn,
-                        label_smoothing);
-    class_args_free(&a);
-    return o;
-  }
-  double *loss = calloc((size_t)a.N + 1, sizeof(double)), denom = 0;
-  cnn_tensor *out = NULL;
-  if (!loss) cnn_set_error("cross_entropy: out of memory");
-  else if (ce_forward_rows(&a, ignore_index, label_smoothing, loss, &denom) == 0)
-    out = reduce_rows_out(&a, loss, red, denom, logits->dtype);
-  if (out)
-    record_class_node(out, "CrossEntropyLossBackward", ce_backward, logits, &a, red, ignore_index,
-                      denom, label_smoothing);
-  free(loss);
+  double dn = 0;
+  cnn_tensor *o = class_forward("cross_entropy", &a, true, ignore_index, label_smoothing, red, &dn);
+  if (o)
+    record_class_node(o, "CrossEntropyLossBackward", ce_backward, logits, &a, red, ignore_index, dn,
+                      label_smoothing);
   class_args_free(&a);
-  return out;
+  return o;
 }
 
 /* ---- mse_loss ------------------------------------------------------------------------------ */
@@ -587,23 +462,20 @@ static int bce_make(cnn_tensor *x, cnn_tensor *y, cnn_tensor *pw, bce_args *b) {
   memset(b, 0, sizeof *b);
   bool prev = cnn_set_grad_enabled(false);
   cnn_tensor *pe = pw ? cnn_expand(pw, x->ndim, x->shape) : NULL;
-  b->x = nograd_contig(x), b->y = nograd_contig(y), b->pw = nograd_contig(pe);
+  b->x = nograd_contig(x), b->y = nograd_as(y, x->dtype), b->pw = nograd_as(pe, x->dtype);
   cnn_tensor_release(pe);
   cnn_set_grad_enabled(prev);
   if (!b->x || !b->y || (pw && !b->pw)) return bce_free(b), -1;
   return 0;
 }
 
-static double ld(const cnn_tensor *t, int64_t i) {
-  return cnn_load_double(t->dtype, cnn_tensor_data(t), i);
-}
 
-/* out = the BCE terms (k < 0) or the gradient g * d/d(x, y, pw) (k = 0, 1, 2) on the device */
-static int bce_device(cnn_tensor *out, int k, const bce_args *b, cnn_tensor *g) {
+/* out = the BCE terms (k < 0) or the gradient g * d/d(x, y, pw) (k = 0, 1, 2), in the backend */
+static int bce_run(cnn_tensor *out, int k, const bce_args *b, cnn_tensor *g) {
   const char *op = "binary_cross_entropy_with_logits";
-  const cnn_backend *be = cnn_cuda_backend(op);
+  const cnn_backend *be = cnn_backend_of(out, op);
   if (!be) return -1;
-  int dev = cnn_tensor_device(out).index;
+  int dev = cnn_backend_dev(out);
   const void *pw = b->pw ? cnn_tensor_data(b->pw) : NULL;
   int64_t N = cnn_tensor_numel(out);
   if (k < 0 && be->bce_forward)
@@ -619,17 +491,10 @@ static int bce_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
   if (!b.x || !b.y) return -1;
   cnn_tensor *gc = cnn_contiguous(g);
   if (!gc) return -1;
-  int64_t N = cnn_tensor_numel(b.x);
   for (int k = 0; k < 3; k++) {
     if (!n->needs[k]) continue;
     cnn_tensor *r = cnn_empty(b.x->ndim, b.x->shape, g->dtype, cnn_tensor_device(b.x));
-    if (r && cnn_on_cuda(r) && bce_device(r, k, &b, gc)) cnn_tensor_release(r), r = NULL;
-    for (int64_t i = 0; r && !cnn_on_cuda(r) && i < N; i++) {
-      double x = ld(b.x, i), y = ld(b.y, i), pw = b.pw ? ld(b.pw, i) : 1.0;
-      double d = k == 0 ? cnn_bce_logits_dx(x, y, pw) : k == 1 ? cnn_bce_logits_dy(x, y, pw)
-                                                               : cnn_bce_logits_dpw(x, y);
-      cnn_store_double(r->dtype, cnn_tensor_data(r), i, ld(gc, i) * d);
-    }
+    if (r && bce_run(r, k, &b, gc)) cnn_tensor_release(r), r = NULL;
     gin[k] = r ? cnn_grad_to_input(n, k, r) : NULL;
     cnn_tensor_release(r);
     if (!gin[k]) return cnn_tensor_release(gc), -1;
@@ -679,11 +544,7 @@ cnn_tensor *cnn_bce_with_logits(cnn_tensor *x, cnn_tensor *y, cnn_tensor *pos_we
       bce_make(x, y, pos_weight, &b))
     return NULL;
   cnn_tensor *l = cnn_empty(x->ndim, x->shape, x->dtype, cnn_tensor_device(x));
-  int64_t N = cnn_tensor_numel(x);
-  if (l && cnn_on_cuda(l) && bce_device(l, -1, &b, NULL)) cnn_tensor_release(l), l = NULL;
-  for (int64_t i = 0; l && !cnn_on_cuda(l) && i < N; i++)
-    cnn_store_double(l->dtype, cnn_tensor_data(l), i,
-                     cnn_bce_logits(ld(b.x, i), ld(b.y, i), b.pw ? ld(b.pw, i) : 1.0));
+  if (l && bce_run(l, -1, &b, NULL)) cnn_tensor_release(l), l = NULL;
   cnn_node *n = l ? cnn_autograd_record(l, "BinaryCrossEntropyWithLogitsBackward", bce_backward, 3,
                                         (cnn_tensor *[]){x, y, pos_weight})
                   : NULL;

@@ -110,7 +110,7 @@ typedef struct cnn_backend {
   int (*binary)(int dev, cnn_binary_op op, cnn_dtype dt, const cnn_be_shape *s, cnn_be_arg out,
                 cnn_be_arg a, cnn_be_arg b);
   /* out = g * f'(v) for unary op `op` (v is x or y as core's
-   * cnn_unary_saves_output says); all float dt */
+   * the op's `saves` in cnn_unary_ops says); all float dt */
   int (*unary_grad)(int dev, cnn_unary_op op, cnn_dtype dt, const cnn_be_shape *s,
                     cnn_be_arg out, cnn_be_arg g, cnn_be_arg v, double p0, double p1);
   /* out = cond ? a : b; cond of cond_dt, a, b, out of dt */

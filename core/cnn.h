@@ -239,6 +239,43 @@ typedef enum {
   CNN_NUNARY
 } cnn_unary_op;
 
+/* ---- one table per elementwise family (core/ops/elementwise_table.c) ------
+ * Indexed by the enums above with designated initializers, so reordering an
+ * enum cannot mislabel an op.  The per-element math itself is a case of
+ * elementwise_ops.h's switches (host and device, the op a compile-time
+ * constant in the CPU loops), not a function pointer: an indirect call per
+ * element would cost the vectorised loops, and CUDA kernels cannot call
+ * host function pointers. */
+typedef enum {
+  CNN_SAVES_NOTHING,    /* the derivative is a constant */
+  CNN_SAVES_INPUT,      /* unary: x; binary: a and b */
+  CNN_SAVES_OUTPUT,     /* unary: the output y (exp, tanh, ...) */
+  CNN_SAVES_ALL         /* binary: a, b and the output (div, pow) */
+} cnn_ew_saves;
+typedef enum {
+  CNN_INTS_TO_FLOAT,    /* integer inputs give float32 */
+  CNN_INTS_KEEP,        /* integer inputs keep their dtype */
+  CNN_INTS_KEEP_INTEGRAL, /* ... when p0 is an integral value (x + 2, x * 3) */
+  CNN_INTS_KEEP_POWER   /* ... when p0 is an integral power in [0, 64) */
+} cnn_ew_ints;
+enum { CNN_LUA_METHOD = 1, CNN_LUA_INPLACE = 2, CNN_LUA_FUNCTIONAL = 4 };
+typedef struct {
+  const char *name;      /* "exp": errors, and the Lua method / F.* name */
+  const char *grad_name; /* autograd node ("ExpBackward"); NULL: none */
+  cnn_ew_saves saves;    /* what the backward node saves */
+  cnn_ew_ints ints;      /* integer inputs */
+  int lua;               /* CNN_LUA_*: registered by looping over the table
+                          * (ops with parameters have their own bindings) */
+} cnn_unary_info;
+typedef struct {
+  const char *name;      /* "add" */
+  const char *grad_name; /* NULL for comparisons (uint8 masks) */
+  cnn_ew_saves saves;
+  int lua;               /* CNN_LUA_METHOD, CNN_LUA_INPLACE */
+} cnn_binary_info;
+extern const cnn_unary_info cnn_unary_ops[CNN_NUNARY];
+extern const cnn_binary_info cnn_binary_ops[CNN_NBINARY];
+
 const char *cnn_binary_name(cnn_binary_op op);
 const char *cnn_unary_name(cnn_unary_op op);
 

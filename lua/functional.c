@@ -179,10 +179,11 @@ static int act(lua_State *L, cnn_unary_op op, double p0) {
   return cnn_lua_push_result(L, cnn_unary(op, cnn_lua_check_tensor(L, 1), p0, 0));
 }
 
-static int f_relu(lua_State *L) { return act(L, CNN_OP_RELU, 0); }
-static int f_gelu(lua_State *L) { return act(L, CNN_OP_GELU, 0); }
-static int f_sigmoid(lua_State *L) { return act(L, CNN_OP_SIGMOID, 0); }
-static int f_tanh(lua_State *L) { return act(L, CNN_OP_TANH, 0); }
+/* F.<name> for each row of cnn_unary_ops with CNN_LUA_FUNCTIONAL (relu,
+ * gelu, sigmoid, tanh): the op is the closure's upvalue */
+static int f_activation(lua_State *L) {
+  return act(L, (cnn_unary_op)lua_tointeger(L, lua_upvalueindex(1)), 0);
+}
 /* A finite number argument (a NaN slope would poison every output). */
 static double finite_arg(lua_State *L, int i, double def, const char *op, const char *what) {
   double v = luaL_optnumber(L, i, def);
@@ -265,12 +266,8 @@ const luaL_Reg cnn_lua_functional_funcs[] = {
     {"max_pool2d", f_max_pool2d},
     {"avg_pool2d", f_avg_pool2d},
     {"adaptive_avg_pool2d", f_adaptive_avg_pool2d},
-    {"relu", f_relu},
     {"leaky_relu", f_leaky_relu},
     {"elu", f_elu},
-    {"gelu", f_gelu},
-    {"sigmoid", f_sigmoid},
-    {"tanh", f_tanh},
     {"softmax", f_softmax},
     {"log_softmax", f_log_softmax},
     {"dropout", f_dropout},
@@ -278,3 +275,14 @@ const luaL_Reg cnn_lua_functional_funcs[] = {
     {"flatten", f_flatten},
     {"pad", f_pad},
     {NULL, NULL}};
+
+/* F.*: the functions above and the activations of the unary op table */
+void cnn_lua_functional_register(lua_State *L) {
+  luaL_setfuncs(L, cnn_lua_functional_funcs, 0);
+  for (int op = 0; op < CNN_NUNARY; op++) {
+    if (!(cnn_unary_ops[op].lua & CNN_LUA_FUNCTIONAL)) continue;
+    lua_pushinteger(L, op);
+    lua_pushcclosure(L, f_activation, 1);
+    lua_setfield(L, -2, cnn_unary_ops[op].name);
+  }
+}

@@ -153,14 +153,14 @@ static void build_methods(lua_State *L) {
   cnn_lua_tensor_type(L); /* pushes the method table */
   luaL_setfuncs(L, cnn_lua_tensor_methods, 0);
   luaL_setfuncs(L, cnn_lua_view_methods, 0);
-  luaL_setfuncs(L, cnn_lua_math_methods, 0);
+  cnn_lua_math_register(L);
   luaL_setfuncs(L, cnn_lua_reduce_methods, 0);
   luaL_setfuncs(L, cnn_lua_autograd_methods, 0);
 }
 
 static void build_functional(lua_State *L) {
   lua_newtable(L);
-  luaL_setfuncs(L, cnn_lua_functional_funcs, 0);
+  cnn_lua_functional_register(L);
   luaL_setfuncs(L, cnn_lua_loss_funcs, 0);
   luaL_setfuncs(L, cnn_lua_join_funcs, 0);
 }

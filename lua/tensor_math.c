@@ -9,9 +9,12 @@
  * int64 tensor times 0.5 becomes float32.  `x ^ number` uses the scalar
  * power (one input, simpler gradient).  Hot path (two tensors): no table,
  * no string, no extra allocation beyond the result.  In-place methods
- * return the tensor itself, so calls chain.
+ * return the tensor itself, so calls chain.  The methods of the plain
+ * unary and binary ops are registered by looping over core's op tables
+ * (cnn_unary_ops, cnn_binary_ops: cnn_lua_math_register).
  */
 #include <math.h>
+#include <stdio.h>
 
 #include "bind.h"
 
@@ -35,14 +38,6 @@ static int m_add(lua_State *L) { return binary(L, CNN_OP_ADD); }
 static int m_sub(lua_State *L) { return binary(L, CNN_OP_SUB); }
 static int m_mul(lua_State *L) { return binary(L, CNN_OP_MUL); }
 static int m_div(lua_State *L) { return binary(L, CNN_OP_DIV); }
-static int m_maximum(lua_State *L) { return binary(L, CNN_OP_MAXIMUM); }
-static int m_minimum(lua_State *L) { return binary(L, CNN_OP_MINIMUM); }
-static int m_eq(lua_State *L) { return binary(L, CNN_OP_EQ); }
-static int m_ne(lua_State *L) { return binary(L, CNN_OP_NE); }
-static int m_lt(lua_State *L) { return binary(L, CNN_OP_LT); }
-static int m_le(lua_State *L) { return binary(L, CNN_OP_LE); }
-static int m_gt(lua_State *L) { return binary(L, CNN_OP_GT); }
-static int m_ge(lua_State *L) { return binary(L, CNN_OP_GE); }
 
 /* x ^ p with p a number: the scalar power; otherwise the binary op */
 static int m_pow(lua_State *L) {
@@ -62,26 +57,6 @@ static int unary(lua_State *L, cnn_unary_op op) {
   return cnn_lua_push_result(L, cnn_unary(op, cnn_lua_check_tensor(L, 1), 0, 0));
 }
 
-static int m_neg(lua_State *L) { return unary(L, CNN_OP_NEG); }
-static int m_abs(lua_State *L) { return unary(L, CNN_OP_ABS); }
-static int m_exp(lua_State *L) { return unary(L, CNN_OP_EXP); }
-static int m_log(lua_State *L) { return unary(L, CNN_OP_LOG); }
-static int m_sqrt(lua_State *L) { return unary(L, CNN_OP_SQRT); }
-static int m_rsqrt(lua_State *L) { return unary(L, CNN_OP_RSQRT); }
-static int m_tanh(lua_State *L) { return unary(L, CNN_OP_TANH); }
-static int m_sigmoid(lua_State *L) { return unary(L, CNN_OP_SIGMOID); }
-static int m_relu(lua_State *L) { return unary(L, CNN_OP_RELU); }
-static int m_sin(lua_State *L) { return unary(L, CNN_OP_SIN); }
-static int m_cos(lua_State *L) { return unary(L, CNN_OP_COS); }
-static int m_sign(lua_State *L) { return unary(L, CNN_OP_SIGN); }
-static int m_floor(lua_State *L) { return unary(L, CNN_OP_FLOOR); }
-static int m_ceil(lua_State *L) { return unary(L, CNN_OP_CEIL); }
-static int m_round(lua_State *L) { return unary(L, CNN_OP_ROUND); }
-static int m_reciprocal(lua_State *L) { return unary(L, CNN_OP_RECIPROCAL); }
-static int m_square(lua_State *L) { return unary(L, CNN_OP_SQUARE); }
-static int m_gelu(lua_State *L) { return unary(L, CNN_OP_GELU); }
-static int m_log1p(lua_State *L) { return unary(L, CNN_OP_LOG1P); }
-static int m_expm1(lua_State *L) { return unary(L, CNN_OP_EXPM1); }
 
 static int m_leaky_relu(lua_State *L) {
   cnn_tensor *t = cnn_lua_check_tensor(L, 1);
@@ -140,29 +115,11 @@ static int binary_(lua_State *L, cnn_binary_op op) {
   return inplace_status(L, rc);
 }
 
-static int m_add_(lua_State *L) { return binary_(L, CNN_OP_ADD); }
-static int m_sub_(lua_State *L) { return binary_(L, CNN_OP_SUB); }
-static int m_mul_(lua_State *L) { return binary_(L, CNN_OP_MUL); }
-static int m_div_(lua_State *L) { return binary_(L, CNN_OP_DIV); }
-static int m_pow_(lua_State *L) { return binary_(L, CNN_OP_POW); }
 
 static int unary_(lua_State *L, cnn_unary_op op, double p0, double p1) {
   return inplace_status(L, cnn_unary_(op, cnn_lua_check_tensor(L, 1), p0, p1));
 }
 
-static int m_neg_(lua_State *L) { return unary_(L, CNN_OP_NEG, 0, 0); }
-static int m_abs_(lua_State *L) { return unary_(L, CNN_OP_ABS, 0, 0); }
-static int m_exp_(lua_State *L) { return unary_(L, CNN_OP_EXP, 0, 0); }
-static int m_log_(lua_State *L) { return unary_(L, CNN_OP_LOG, 0, 0); }
-static int m_sqrt_(lua_State *L) { return unary_(L, CNN_OP_SQRT, 0, 0); }
-static int m_tanh_(lua_State *L) { return unary_(L, CNN_OP_TANH, 0, 0); }
-static int m_sigmoid_(lua_State *L) { return unary_(L, CNN_OP_SIGMOID, 0, 0); }
-static int m_relu_(lua_State *L) { return unary_(L, CNN_OP_RELU, 0, 0); }
-static int m_floor_(lua_State *L) { return unary_(L, CNN_OP_FLOOR, 0, 0); }
-static int m_ceil_(lua_State *L) { return unary_(L, CNN_OP_CEIL, 0, 0); }
-static int m_round_(lua_State *L) { return unary_(L, CNN_OP_ROUND, 0, 0); }
-static int m_square_(lua_State *L) { return unary_(L, CNN_OP_SQUARE, 0, 0); }
-static int m_reciprocal_(lua_State *L) { return unary_(L, CNN_OP_RECIPROCAL, 0, 0); }
 
 static int m_clamp_(lua_State *L) {
   cnn_lua_check_tensor(L, 1);
@@ -205,22 +162,45 @@ static int m_masked_fill(lua_State *L) {
   return cnn_lua_push_result(L, r);
 }
 
+/* ---- the op tables' methods -------------------------------------------------
+ * One closure per row of cnn_unary_ops / cnn_binary_ops that asks for a
+ * method (CNN_LUA_METHOD) or an in-place variant (CNN_LUA_INPLACE); the op
+ * is the closure's upvalue. */
+
+static int op_of(lua_State *L) { return (int)lua_tointeger(L, lua_upvalueindex(1)); }
+static int unary_method(lua_State *L) { return unary(L, op_of(L)); }
+static int unary_inplace(lua_State *L) { return unary_(L, op_of(L), 0, 0); }
+static int binary_method(lua_State *L) { return binary(L, op_of(L)); }
+static int binary_inplace(lua_State *L) { return binary_(L, op_of(L)); }
+
+/* t[name .. suffix] = closure(fn, op), t on top of the stack */
+static void set_op(lua_State *L, const char *name, const char *suffix, lua_CFunction fn, int op) {
+  char key[64];
+  snprintf(key, sizeof key, "%s%s", name, suffix);
+  lua_pushinteger(L, op);
+  lua_pushcclosure(L, fn, 1);
+  lua_setfield(L, -2, key);
+}
+
+void cnn_lua_math_register(lua_State *L) {
+  luaL_setfuncs(L, cnn_lua_math_methods, 0);
+  for (int op = 0; op < CNN_NUNARY; op++) {
+    const cnn_unary_info *u = &cnn_unary_ops[op];
+    if (u->lua & CNN_LUA_METHOD) set_op(L, u->name, "", unary_method, op);
+    if (u->lua & CNN_LUA_INPLACE) set_op(L, u->name, "_", unary_inplace, op);
+  }
+  for (int op = 0; op < CNN_NBINARY; op++) {
+    const cnn_binary_info *b = &cnn_binary_ops[op];
+    if (b->lua & CNN_LUA_METHOD) set_op(L, b->name, "", binary_method, op);
+    if (b->lua & CNN_LUA_INPLACE) set_op(L, b->name, "_", binary_inplace, op);
+  }
+}
+
+/* the methods with their own argument handling (the table's rows are added
+ * by cnn_lua_math_register) */
 const luaL_Reg cnn_lua_math_methods[] = {
-    {"add", m_add}, {"sub", m_sub}, {"mul", m_mul}, {"div", m_div}, {"pow", m_pow},
-    {"maximum", m_maximum}, {"minimum", m_minimum},
-    {"eq", m_eq}, {"ne", m_ne}, {"lt", m_lt}, {"le", m_le}, {"gt", m_gt}, {"ge", m_ge},
-    {"neg", m_neg}, {"abs", m_abs}, {"exp", m_exp}, {"log", m_log}, {"sqrt", m_sqrt},
-    {"rsqrt", m_rsqrt}, {"tanh", m_tanh}, {"sigmoid", m_sigmoid}, {"relu", m_relu},
-    {"sin", m_sin}, {"cos", m_cos}, {"sign", m_sign}, {"floor", m_floor}, {"ceil", m_ceil},
-    {"round", m_round}, {"reciprocal", m_reciprocal}, {"square", m_square},
-    {"gelu", m_gelu}, {"log1p", m_log1p}, {"expm1", m_expm1},
-    {"leaky_relu", m_leaky_relu}, {"elu", m_elu}, {"clamp", m_clamp},
-    {"add_", m_add_}, {"sub_", m_sub_}, {"mul_", m_mul_}, {"div_", m_div_}, {"pow_", m_pow_},
-    {"neg_", m_neg_}, {"abs_", m_abs_}, {"exp_", m_exp_}, {"log_", m_log_},
-    {"sqrt_", m_sqrt_}, {"tanh_", m_tanh_}, {"sigmoid_", m_sigmoid_}, {"relu_", m_relu_},
-    {"floor_", m_floor_}, {"ceil_", m_ceil_}, {"round_", m_round_}, {"square_", m_square_},
-    {"reciprocal_", m_reciprocal_}, {"clamp_", m_clamp_},
-    {"fill_", m_fill_}, {"zero_", m_zero_}, {"copy_", m_copy_},
+    {"pow", m_pow}, {"leaky_relu", m_leaky_relu}, {"elu", m_elu}, {"clamp", m_clamp},
+    {"clamp_", m_clamp_}, {"fill_", m_fill_}, {"zero_", m_zero_}, {"copy_", m_copy_},
     {"masked_fill_", m_masked_fill_}, {"masked_fill", m_masked_fill},
     {NULL, NULL}};
 

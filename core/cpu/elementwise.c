@@ -348,7 +348,7 @@ static row_fn unary_row(cnn_dtype dt) {
 
 /* Integer inputs keep their dtype for these ops; the others give float32. */
 /* ---- unary derivatives: out = g * f'(v) -------------------------------------------------
- * v = x or y (the op's output) as cnn_unary_saves_output() says.  Computed
+ * v = x or y (the op's output) as the op's `saves` says.  Computed
  * in double per element (backward is not the hot path of most of these;
  * relu's has its own branch-free form). */
 
@@ -372,8 +372,6 @@ static void deriv_row(const void *ctx, int64_t n, char *const *p, const int64_t 
   }
 }
 
-/* g * f'(x) for unary op `op`; pass x, or y for ops whose derivative uses the
- * output (cnn_unary_saves_output).  Shapes of g and x/y must match. */
 /* ---- where: c->op holds the dtype of the condition ------------------------------------- */
 
 static void where_row(const void *ctx, int64_t n, char *const *p, const int64_t *s) {

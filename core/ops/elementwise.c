@@ -17,6 +17,9 @@
  * comparisons give uint8 masks; integer pow with a negative exponent gives
  * 0 (1 or -1 for bases 1 and -1).  uint8 arithmetic wraps.
  *
+ * Names, autograd nodes, what they save and how integers are treated come
+ * from the op tables of elementwise_table.c.
+ *
  * Autograd: cnn_binary/cnn_unary/cnn_where record a node when an input
  * requires grad; the backward rules live in elementwise_grad.c.  In-place
  * versions bump t->version and refuse tensors that take part in autograd
@@ -42,29 +45,12 @@
 int cnn_binary_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin);
 int cnn_unary_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin);
 int cnn_where_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin);
-bool cnn_unary_saves_output(cnn_unary_op op);
-bool cnn_unary_grad_is_constant(cnn_unary_op op);
 /* defined here, used by elementwise_grad.c */
 cnn_tensor *cnn_unary_grad(cnn_unary_op op, cnn_tensor *g, cnn_tensor *x, cnn_tensor *y,
                            double p0, double p1);
 
-/* ---- names ---------------------------------------------------------------- */
-
-static const char *const binary_names[CNN_NBINARY] = {
-    "add", "sub", "mul", "div", "pow", "maximum", "minimum",
-    "eq",  "ne",  "lt",  "le",  "gt",  "ge"};
-static const char *const unary_names[CNN_NUNARY] = {
-    "neg",  "abs",  "exp",   "log",   "sqrt",       "rsqrt",      "tanh",       "sigmoid",
-    "relu", "sin",  "cos",   "sign",  "floor",      "ceil",       "round",      "reciprocal",
-    "square", "gelu", "log1p", "expm1", "leaky_relu", "elu",      "clamp",      "pow",
-    "add",  "mul"};
-
-const char *cnn_binary_name(cnn_binary_op op) {
-  return (unsigned)op < CNN_NBINARY ? binary_names[op] : "?";
-}
-const char *cnn_unary_name(cnn_unary_op op) {
-  return (unsigned)op < CNN_NUNARY ? unary_names[op] : "?";
-}
+#define binary_names(op) (cnn_binary_ops[op].name)
+#define unary_names(op) (cnn_unary_ops[op].name)
 
 static bool is_compare(cnn_binary_op op) { return op >= CNN_OP_EQ && op <= CNN_OP_GE; }
 
@@ -173,21 +159,15 @@ int cnn_broadcast_shape(const char *op, const cnn_tensor *a, const cnn_tensor *b
   return 0;
 }
 
-/* Integer inputs keep their dtype for these ops; the others give float32. */
+/* Integer inputs keep their dtype for these ops (the table's `ints`); the others give float32. */
 static bool unary_keeps_int(cnn_unary_op op, double p0) {
-  switch (op) {
-  case CNN_OP_NEG: case CNN_OP_ABS: case CNN_OP_SIGN: case CNN_OP_RELU: case CNN_OP_SQUARE:
-  case CNN_OP_CLAMP: case CNN_OP_FLOOR: case CNN_OP_CEIL: case CNN_OP_ROUND:
-    return true;
-  case CNN_OP_ADD_SCALAR: case CNN_OP_MUL_SCALAR:
-    return p0 == floor(p0) && fabs(p0) < 9e18;
-  case CNN_OP_POW_SCALAR:
-    return p0 == floor(p0) && p0 >= 0 && p0 < 64;
-  default:
-    return false;
+  switch (cnn_unary_ops[op].ints) {
+  case CNN_INTS_KEEP: return true;
+  case CNN_INTS_KEEP_INTEGRAL: return p0 == floor(p0) && fabs(p0) < 9e18;
+  case CNN_INTS_KEEP_POWER: return p0 == floor(p0) && p0 >= 0 && p0 < 64;
+  default: return false;
   }
 }
-
 
 /* ---- binary ops ------------------------------------------------------------------ */
 
@@ -195,7 +175,7 @@ static int run_binary(cnn_binary_op op, cnn_dtype dt, cnn_tensor *out, cnn_tenso
                       cnn_tensor *b) {
   cnn_be_shape s;
   cnn_be_arg g[3];
-  const char *name = binary_names[op];
+  const char *name = binary_names(op);
   const cnn_backend *be = strided_args(name, 3, (cnn_tensor *[]){out, a, b}, &s, g);
   if (!be) return -1;
   return CNN_BE_CALL(be, name, binary, cnn_backend_dev(out), op, dt, &s, g[0], g[1], g[2]);
@@ -207,16 +187,14 @@ static cnn_dtype binary_compute_dtype(cnn_binary_op op, cnn_dtype promoted) {
 }
 
 static void record_binary(cnn_binary_op op, cnn_tensor *out, cnn_tensor *a, cnn_tensor *b) {
-  static const char *const names[] = {"AddBackward", "SubBackward", "MulBackward", "DivBackward",
-                                      "PowBackward", "MaximumBackward", "MinimumBackward"};
-  if (is_compare(op) || !cnn_dtype_is_float(out->dtype)) return;
-  cnn_node *n = cnn_autograd_record(out, names[op], cnn_binary_backward, 2,
+  const cnn_binary_info *info = &cnn_binary_ops[op];
+  if (!info->grad_name || !cnn_dtype_is_float(out->dtype)) return;
+  cnn_node *n = cnn_autograd_record(out, info->grad_name, cnn_binary_backward, 2,
                                     (cnn_tensor *[]){a, b});
   if (!n) return;
   n->ip[0] = op;
-  bool need_a = op != CNN_OP_ADD && op != CNN_OP_SUB;
-  if (need_a) cnn_node_save(n, 0, a), cnn_node_save(n, 1, b);
-  if (op == CNN_OP_DIV || op == CNN_OP_POW) cnn_node_save(n, 2, out);
+  if (info->saves != CNN_SAVES_NOTHING) cnn_node_save(n, 0, a), cnn_node_save(n, 1, b);
+  if (info->saves == CNN_SAVES_ALL) cnn_node_save(n, 2, out);
 }
 
 cnn_tensor *cnn_binary(cnn_binary_op op, cnn_tensor *a, cnn_tensor *b) {
@@ -224,7 +202,7 @@ cnn_tensor *cnn_binary(cnn_binary_op op, cnn_tensor *a, cnn_tensor *b) {
     cnn_set_error("binary: unknown op %d", (int)op);
     return NULL;
   }
-  const char *name = binary_names[op];
+  const char *name = binary_names(op);
   if (check_operand(name, a) || check_operand(name, b)) return NULL;
   int nd;
   int64_t shape[CNN_MAX_DIMS];
@@ -278,7 +256,7 @@ static cnn_tensor *inplace_operand(cnn_tensor *a, cnn_tensor *b, cnn_dtype dt) {
 }
 
 static int check_binary_inplace(cnn_binary_op op, cnn_tensor *a, cnn_tensor *b) {
-  const char *name = binary_names[op];
+  const char *name = binary_names(op);
   if (check_operand(name, a) || check_operand(name, b)) return -1;
   int nd;
   int64_t shape[CNN_MAX_DIMS];
@@ -301,7 +279,7 @@ int cnn_binary_(cnn_binary_op op, cnn_tensor *a, cnn_tensor *b) {
   cnn_dtype dt = binary_compute_dtype(op, promote2(a->dtype, b->dtype));
   cnn_dtype out_dt = is_compare(op) ? CNN_UINT8 : dt;
   cnn_tensor *cb = inplace_operand(a, b, dt);
-  if (!cb || to_op_device(binary_names[op], &cb, a)) return cnn_tensor_release(cb), -1;
+  if (!cb || to_op_device(binary_names(op), &cb, a)) return cnn_tensor_release(cb), -1;
   int rc = 0;
   if (a->dtype == dt && out_dt == dt) {
     rc = run_binary(op, dt, a, a, cb);
@@ -324,28 +302,21 @@ static int run_unary(cnn_unary_op op, cnn_dtype dt, cnn_tensor *out, cnn_tensor 
                      double p1) {
   cnn_be_shape s;
   cnn_be_arg g[2];
-  const char *name = unary_names[op];
+  const char *name = unary_names(op);
   const cnn_backend *be = strided_args(name, 2, (cnn_tensor *[]){out, x}, &s, g);
   if (!be) return -1;
   return CNN_BE_CALL(be, name, unary, cnn_backend_dev(out), op, dt, &s, g[0], g[1], p0, p1);
 }
 
-static const char *const unary_grad_names[CNN_NUNARY] = {
-    "NegBackward", "AbsBackward", "ExpBackward", "LogBackward", "SqrtBackward",
-    "RsqrtBackward", "TanhBackward", "SigmoidBackward", "ReluBackward", "SinBackward",
-    "CosBackward", "SignBackward", "FloorBackward", "CeilBackward", "RoundBackward",
-    "ReciprocalBackward", "SquareBackward", "GeluBackward", "Log1pBackward", "Expm1Backward",
-    "LeakyReluBackward", "EluBackward", "ClampBackward", "PowBackward", "AddBackward",
-    "MulBackward"};
-
 static void record_unary(cnn_unary_op op, cnn_tensor *out, cnn_tensor *x, double p0, double p1) {
   if (!cnn_dtype_is_float(out->dtype)) return;
-  cnn_node *n = cnn_autograd_record(out, unary_grad_names[op], cnn_unary_backward, 1,
+  cnn_node *n = cnn_autograd_record(out, cnn_unary_ops[op].grad_name, cnn_unary_backward, 1,
                                     (cnn_tensor *[]){x});
   if (!n) return;
   n->ip[0] = op;
   n->p[0] = p0, n->p[1] = p1;
-  if (!cnn_unary_grad_is_constant(op)) cnn_node_save(n, 0, cnn_unary_saves_output(op) ? out : x);
+  if (cnn_unary_ops[op].saves != CNN_SAVES_NOTHING)
+    cnn_node_save(n, 0, cnn_unary_ops[op].saves == CNN_SAVES_OUTPUT ? out : x);
 }
 
 static int check_unary(cnn_unary_op op, cnn_tensor *x) {
@@ -353,7 +324,7 @@ static int check_unary(cnn_unary_op op, cnn_tensor *x) {
     cnn_set_error("unary: unknown op %d", (int)op);
     return -1;
   }
-  return check_operand(unary_names[op], x);
+  return check_operand(unary_names(op), x);
 }
 
 static cnn_dtype unary_dtype(cnn_unary_op op, cnn_dtype in, double p0) {
@@ -377,7 +348,7 @@ cnn_tensor *cnn_unary(cnn_unary_op op, cnn_tensor *x, double p0, double p1) {
 }
 
 int cnn_unary_(cnn_unary_op op, cnn_tensor *x, double p0, double p1) {
-  if (check_unary(op, x) || check_inplace(unary_names[op], x, NULL)) return -1;
+  if (check_unary(op, x) || check_inplace(unary_names(op), x, NULL)) return -1;
   if (op == CNN_OP_CLAMP) {
     if (p0 != p0) p0 = -INFINITY;
     if (p1 != p1) p1 = INFINITY;
@@ -404,7 +375,7 @@ static int run_unary_grad(cnn_unary_op op, cnn_dtype dt, cnn_tensor *out, cnn_te
                           cnn_tensor *v, double p0, double p1) {
   cnn_be_shape s;
   cnn_be_arg a[3];
-  const char *name = unary_names[op];
+  const char *name = unary_names(op);
   const cnn_backend *be = strided_args(name, 3, (cnn_tensor *[]){out, g, v}, &s, a);
   if (!be) return -1;
   return CNN_BE_CALL(be, name, unary_grad, cnn_backend_dev(out), op, dt, &s, a[0], a[1], a[2], p0,
@@ -412,20 +383,20 @@ static int run_unary_grad(cnn_unary_op op, cnn_dtype dt, cnn_tensor *out, cnn_te
 }
 
 /* g * f'(x) for unary op `op`; pass x, or y for ops whose derivative uses the
- * output (cnn_unary_saves_output).  Shapes of g and x/y must match. */
+ * output (saves CNN_SAVES_OUTPUT in cnn_unary_ops).  Shapes of g and x/y must match. */
 cnn_tensor *cnn_unary_grad(cnn_unary_op op, cnn_tensor *g, cnn_tensor *x, cnn_tensor *y,
                            double p0, double p1) {
-  cnn_tensor *v = cnn_unary_saves_output(op) ? y : x;
-  if (check_unary(op, g) || !v || check_operand(unary_names[op], v)) return NULL;
+  cnn_tensor *v = cnn_unary_ops[op].saves == CNN_SAVES_OUTPUT ? y : x;
+  if (check_unary(op, g) || !v || check_operand(unary_names(op), v)) return NULL;
   if (!cnn_same_shape(g, v)) {
     char s1[CNN_SHAPE_STR], s2[CNN_SHAPE_STR];
-    cnn_set_error("%s backward: gradient %s does not match input %s", unary_names[op],
+    cnn_set_error("%s backward: gradient %s does not match input %s", unary_names(op),
                   cnn_tensor_shape_str(g, s1), cnn_tensor_shape_str(v, s2));
     return NULL;
   }
   cnn_dtype dt = promote2(promote2(g->dtype, v->dtype), CNN_FLOAT32);
   cnn_tensor *cg = as_dtype(g, dt), *cv = cg ? as_dtype(v, dt) : NULL;
-  if (cv && same_device(unary_names[op], &cg, &cv)) cnn_tensor_release(cv), cv = NULL;
+  if (cv && same_device(unary_names(op), &cg, &cv)) cnn_tensor_release(cv), cv = NULL;
   cnn_tensor *out = cv ? cnn_empty(g->ndim, g->shape, dt, cnn_tensor_device(cg)) : NULL;
   if (out && run_unary_grad(op, dt, out, cg, cv, p0, p1)) cnn_tensor_release(out), out = NULL;
   if (cg) cnn_tensor_release(cg);

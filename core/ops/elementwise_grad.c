@@ -10,8 +10,8 @@
  * also casts them back to the input's dtype.
  *
  * Saved tensors (slots): binary: 0 = a, 1 = b (not for add/sub), 2 = the
- * output (div, pow); unary: 0 = x or the output y (see
- * cnn_unary_saves_output), nothing for ops whose derivative is a constant;
+ * output (div, pow); unary: 0 = x or the output y, nothing for ops whose
+ * derivative is a constant (the `saves` of cnn_unary_ops/cnn_binary_ops);
  * where: 0 = the condition.
  */
 #include <math.h>
@@ -22,27 +22,6 @@
 cnn_tensor *cnn_unary_grad(cnn_unary_op op, cnn_tensor *g, cnn_tensor *x, cnn_tensor *y,
                            double p0, double p1);
 
-/* Ops whose derivative is best computed from the output y. */
-bool cnn_unary_saves_output(cnn_unary_op op) {
-  switch (op) {
-  case CNN_OP_EXP: case CNN_OP_SQRT: case CNN_OP_RSQRT: case CNN_OP_TANH:
-  case CNN_OP_SIGMOID: case CNN_OP_RECIPROCAL: case CNN_OP_EXPM1:
-    return true;
-  default:
-    return false;
-  }
-}
-
-/* Ops whose derivative does not depend on x (nothing needs saving). */
-bool cnn_unary_grad_is_constant(cnn_unary_op op) {
-  switch (op) {
-  case CNN_OP_NEG: case CNN_OP_SIGN: case CNN_OP_FLOOR: case CNN_OP_CEIL: case CNN_OP_ROUND:
-  case CNN_OP_ADD_SCALAR: case CNN_OP_MUL_SCALAR:
-    return true;
-  default:
-    return false;
-  }
-}
 
 /* r, consumed: reduce/cast to input i and store into gin[i] */
 static int finish(cnn_node *n, int i, cnn_tensor *r, cnn_tensor **gin) {
@@ -151,7 +130,7 @@ int cnn_binary_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
 int cnn_unary_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
   cnn_unary_op op = (cnn_unary_op)n->ip[0];
   cnn_tensor *v = g;
-  if (!cnn_unary_grad_is_constant(op)) {
+  if (cnn_unary_ops[op].saves != CNN_SAVES_NOTHING) {
     v = cnn_node_saved(n, 0);
     if (!v) return -1;
   }

@@ -209,11 +209,16 @@ static int take(cnn_batcher *b, batch_slot *sl, cnn_tensor **x, cnn_tensor **y) 
   int64_t good = nbad ? pack_good(b, sl) : sl->count;
   cnn_tensor *tx = sl->x, *ty = sl->y;
   if (good < sl->count) {
+    bool had_y = sl->y != NULL;
     tx = good ? cnn_narrow(sl->x, 0, 0, good) : NULL;
-    ty = good && sl->y ? cnn_narrow(sl->y, 0, 0, good) : NULL;
+    ty = good && had_y ? cnn_narrow(sl->y, 0, 0, good) : NULL;
     release_slot(sl);
     if (!good) return 0;
-    if (!tx || (sl->y && !ty)) return -1;
+    if (!tx || (had_y && !ty)) {
+      if (tx) cnn_tensor_release(tx);
+      if (ty) cnn_tensor_release(ty);
+      return -1;
+    }
   }
   sl->x = sl->y = NULL, sl->k = -1;
   *x = tx;

@@ -3,14 +3,15 @@
 --
 --   cnnsh examples/image_folder.lua [--root DIR] [--epochs N] [--size N] [--batch-size N]
 --                                   [--workers N] [--mode rgb|gray] [--seed N] [--demo N]
+--                                   [--demo-dir DIR]
 --
 --   photos/                 (--root photos)
 --     cats/  a.jpg b.png ...
 --     dogs/  c.jpg ...
 --
 -- Without --root it first writes 2,000 (--demo N) Fashion-MNIST images as
--- PNG files into a folder of that layout (data.export_images) and trains
--- on that.
+-- PNG files into a folder of that layout (data.export_images; --demo-dir,
+-- else a new folder under /tmp that it names) and trains on that.
 -- Every image is resized (shorter edge) and centre-cropped to --size, so
 -- the pictures may differ in size; training adds random crops and flips.
 -- 10% of the images are held out to measure the accuracy.  Decoding and
@@ -18,12 +19,12 @@
 
 -- ---- command line ---------------------------------------------------------------
 local usage = "cnnsh examples/image_folder.lua [--root DIR] [--epochs N] [--size N] [--batch-size N] " ..
-              "[--workers N] [--mode rgb|gray] [--seed N] [--demo N]"
+              "[--workers N] [--mode rgb|gray] [--seed N] [--demo N] [--demo-dir DIR]"
 local args = require("cli").parse(arg, {
   usage = usage,
   options = { { "root", nil, "string" }, { "epochs", 3, "integer" }, { "size", 28, "integer" },
               { "batch-size", 64, "integer" }, { "workers", nil, "integer" }, { "mode", "rgb", "string" },
-              { "seed", 1, "integer" }, { "demo", 2000, "integer" } },
+              { "seed", 1, "integer" }, { "demo", 2000, "integer" }, { "demo-dir", nil, "string" } },
 })
 if args.mode ~= "rgb" and args.mode ~= "gray" then
   io.stderr:write("--mode must be rgb or gray, got '" .. args.mode .. "'\nusage: " .. usage .. "\n")
@@ -34,8 +35,12 @@ cnn.manual_seed(args.seed)
 -- ---- the folder -------------------------------------------------------------------------
 local root = args.root
 if not root then
-  root = os.tmpname() .. "_fmnist_folder"
-  os.remove(root:gsub("_fmnist_folder$", ""))
+  root = args["demo-dir"]
+  if not root then -- a fresh folder beside a temporary file's name
+    local tmp = os.tmpname()
+    os.remove(tmp)
+    root = tmp .. "_fmnist_folder"
+  end
   local fm = data.FashionMNIST{ train = true }
   local pick = data.randperm(#fm)
   local n = math.max(20, math.min(args.demo, #fm))

@@ -56,7 +56,8 @@ local checks = {}
 -- the validation accuracy it prints beats chance (10 classes: 10%)
 function checks.image_folder()
   if not have_fmnist() then os.exit(77) end
-  local text = run("image_folder.lua", { "--demo", "600", "--epochs", "1", "--workers", "2" })
+  local text = run("image_folder.lua", { "--demo", "600", "--epochs", "1", "--workers", "2",
+                                       "--demo-dir", out .. "/image_folder_demo" })
   assert(text:find("wrote 600 Fashion-MNIST images", 1, true), "image_folder did not write its folder")
   local acc = tonumber(text:match("validation accuracy ([%d.]+)%%"))
   assert(acc and acc > 25, "image_folder: validation accuracy " .. tostring(acc) .. "% <= 25%")

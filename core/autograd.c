@@ -41,11 +41,15 @@ static void node_free_graph(cnn_node *n) {
   n->released = true;
 }
 
-static void free_hook_list(cnn_hook *h) {
+static void hook_free(cnn_hook *h) {
+  if (h->free_ud) h->free_ud(h->ud);
+  free(h);
+}
+
+void cnn_hook_list_free(cnn_hook *h) {
   while (h) {
     cnn_hook *next = h->next;
-    if (h->free_ud) h->free_ud(h->ud);
-    free(h);
+    hook_free(h);
     h = next;
   }
 }
@@ -54,7 +58,7 @@ void cnn_node_release(cnn_node *n) {
   if (!n || --n->refcount > 0) return;
   node_free_graph(n);
   cnn_tensor_release(n->grad_accum);
-  free_hook_list(n->hooks);
+  cnn_hook_list_free(n->hooks);
   free(n);
 }
 
@@ -121,27 +125,6 @@ cnn_tensor *cnn_node_saved(cnn_node *n, int slot) {
   return n->saved[slot];
 }
 
-cnn_tensor *cnn_grad_to_input(cnn_node *n, int i, cnn_tensor *g) {
-  cnn_tensor *r = g;
-  cnn_tensor_retain(r);
-  if (g->ndim != n->in_ndim[i] || memcmp(g->shape, n->in_shape[i], g->ndim * sizeof(int64_t))) {
-    cnn_tensor *s = cnn_sum_to(r, n->in_ndim[i], n->in_shape[i]);
-    cnn_tensor_release(r);
-    if (!(r = s)) return NULL;
-  }
-  if (r->dtype != n->in_dtype[i] && cnn_dtype_is_float(n->in_dtype[i])) {
-    cnn_tensor *c = cnn_to_dtype(r, n->in_dtype[i]);
-    cnn_tensor_release(r);
-    if (!(r = c)) return NULL;
-  }
-  if (n->inputs[i] && !cnn_device_equal(cnn_tensor_device(r), cnn_tensor_device(n->inputs[i]))) {
-    cnn_tensor *c = cnn_to_device(r, cnn_tensor_device(n->inputs[i]));
-    cnn_tensor_release(r);
-    r = c;
-  }
-  return r;
-}
-
 /* ---- hooks ---------------------------------------------------------------------------- */
 
 int cnn_tensor_add_hook(cnn_tensor *t, cnn_grad_hook_fn fn, void *ud, void (*free_ud)(void *)) {
@@ -162,8 +145,7 @@ static int remove_from(cnn_hook **list, int id) {
     if ((*list)->id != id) continue;
     cnn_hook *h = *list;
     *list = h->next;
-    if (h->free_ud) h->free_ud(h->ud);
-    free(h);
+    hook_free(h);
     return 0;
   }
   return -1;
@@ -196,6 +178,24 @@ int cnn_set_requires_grad(cnn_tensor *t, bool on) {
     return -1;
   }
   t->requires_grad = on;
+  return 0;
+}
+
+int cnn_tensor_set_grad(cnn_tensor *t, cnn_tensor *g) {
+  char a[CNN_SHAPE_STR], b[CNN_SHAPE_STR];
+  if (g && !cnn_same_shape(g, t))
+    return cnn_set_error("grad: assigned gradient %s does not match tensor %s",
+                         cnn_tensor_shape_str(g, a), cnn_tensor_shape_str(t, b)), -1;
+  if (g && g->dtype != t->dtype)
+    return cnn_set_error("grad: assigned gradient has dtype %s but the tensor is %s",
+                         cnn_dtype_name(g->dtype), cnn_dtype_name(t->dtype)), -1;
+  if (g && !cnn_device_equal(cnn_tensor_device(g), cnn_tensor_device(t)))
+    return cnn_set_error("grad: assigned gradient is on %s but the tensor is on %s",
+                         cnn_device_str(cnn_tensor_device(g), a), cnn_device_str(cnn_tensor_device(t), b)), -1;
+  if (g) cnn_tensor_retain(g);
+  cnn_tensor *old = t->grad;
+  t->grad = g;
+  cnn_tensor_release(old);
   return 0;
 }
 

@@ -79,10 +79,13 @@ cnn_tensor *cnn_node_saved(cnn_node *n, int slot);
 /* true if any of the inputs requires grad and grad mode is on */
 bool cnn_any_requires_grad(int n, cnn_tensor *const *inputs);
 
+/* frees a list of hooks, calling each one's free_ud (tensors, nodes) */
+void cnn_hook_list_free(cnn_hook *h);
+
 void cnn_node_retain(cnn_node *n);
 void cnn_node_release(cnn_node *n);
 
-/* Reduce a gradient `g` to input i's recorded shape (undo broadcast) and
+/* (backward.c) Reduce a gradient `g` to input i's recorded shape (undo broadcast) and
  * cast it to input i's dtype; returns a new reference (g retained if equal). */
 cnn_tensor *cnn_grad_to_input(cnn_node *n, int i, cnn_tensor *g);
 

@@ -13,6 +13,30 @@
 #include "tensor_internal.h"
 
 #include <stdlib.h>
+#include <string.h>
+
+/* ---- a gradient in its input's shape, dtype and device (used by the rules) ---- */
+
+cnn_tensor *cnn_grad_to_input(cnn_node *n, int i, cnn_tensor *g) {
+  cnn_tensor *r = g;
+  cnn_tensor_retain(r);
+  if (g->ndim != n->in_ndim[i] || memcmp(g->shape, n->in_shape[i], g->ndim * sizeof(int64_t))) {
+    cnn_tensor *s = cnn_sum_to(r, n->in_ndim[i], n->in_shape[i]);
+    cnn_tensor_release(r);
+    if (!(r = s)) return NULL;
+  }
+  if (r->dtype != n->in_dtype[i] && cnn_dtype_is_float(n->in_dtype[i])) {
+    cnn_tensor *c = cnn_to_dtype(r, n->in_dtype[i]);
+    cnn_tensor_release(r);
+    if (!(r = c)) return NULL;
+  }
+  if (n->inputs[i] && !cnn_device_equal(cnn_tensor_device(r), cnn_tensor_device(n->inputs[i]))) {
+    cnn_tensor *c = cnn_to_device(r, cnn_tensor_device(n->inputs[i]));
+    cnn_tensor_release(r);
+    r = c;
+  }
+  return r;
+}
 
 typedef struct {
   cnn_node **items;

@@ -12,11 +12,14 @@
  * dispatch point, copy_across_devices: host<->device transfers and the
  * device's strided copy/cast); fill_ on a device is the backend's fill.
  * A pinned CPU source may go to the device asynchronously
- * (cnn_to_device_async -> the backend's copy_h2d_async).
+ * (cnn_to_device_async -> the backend's copy_h2d_async); pinned tensors
+ * are made here too (cnn_empty_pinned, cnn_pin_memory: a copy whose
+ * backward is copy_backward), over storage.c's pinned storages.
  */
 #include "autograd.h"
 #include "backend.h"
 #include "cnn.h"
+#include "strided.h"
 #include "tensor_internal.h"
 
 #include <math.h>
@@ -25,12 +28,8 @@
 /* ---- strides and offsets --------------------------------------------------- */
 
 void cnn_broadcast_strides(const cnn_tensor *t, int ndim, const int64_t *shape, int64_t *strides) {
-  int lead = ndim - t->ndim;
-  for (int i = 0; i < ndim; i++) {
-    int j = i - lead;
-    strides[i] = (j < 0 || t->shape[j] == 1) ? 0 : t->stride[j];
-    if (j >= 0 && t->shape[j] == 1 && shape[i] == 1) strides[i] = 0;
-  }
+  (void)shape;
+  cnn_strided_broadcast(ndim, t->ndim, t->shape, t->stride, strides);
 }
 
 int64_t cnn_offset_of(const cnn_tensor *t, int64_t i) {
@@ -41,14 +40,6 @@ int64_t cnn_offset_of(const cnn_tensor *t, int64_t i) {
     i /= n;
   }
   return off;
-}
-
-int cnn_require_cpu(const char *op, const cnn_tensor *t) {
-  if (t->storage->device.type == CNN_CPU) return 0;
-  char d[32];
-  cnn_set_error("%s: tensor is on %s; this operation runs on the cpu only (use :cpu())", op,
-                cnn_device_str(t->storage->device, d));
-  return -1;
 }
 
 /* ---- half precision conversion (round to nearest even) ---------------------- */
@@ -390,4 +381,32 @@ int cnn_tensor_copy_to_host(const cnn_tensor *t, void *dst) {
   out->storage = NULL;
   cnn_tensor_release(out);
   return rc;
+}
+
+/* ---- pinned tensors --------------------------------------------------------------------- */
+
+cnn_tensor *cnn_empty_pinned(int ndim, const int64_t *shape, cnn_dtype dt) {
+  int64_t n = cnn_check_shape("pin_memory", ndim, shape);
+  if (n < 0) return NULL;
+  if (dt >= CNN_NDTYPES) return cnn_set_error("pin_memory: unknown dtype %d", (int)dt), NULL;
+  cnn_storage *s = cnn_storage_new_pinned((size_t)n * cnn_dtype_size(dt));
+  return s ? cnn_tensor_wrap(s, ndim, shape, dt) : NULL;
+}
+
+bool cnn_is_pinned(const cnn_tensor *t) { return t && t->storage && t->storage->pinned; }
+
+/* a pinned copy; its gradient is the gradient itself (copy_backward) */
+cnn_tensor *cnn_pin_memory(cnn_tensor *t) {
+  if (cnn_is_pinned(t) && cnn_tensor_is_contiguous(t)) return cnn_tensor_retain(t), t;
+  if (t->storage->device.type != CNN_CPU) {
+    char d[32];
+    cnn_set_error("pin_memory: the tensor is on %s; only cpu tensors can be pinned",
+                  cnn_device_str(t->storage->device, d));
+    return NULL;
+  }
+  cnn_tensor *out = cnn_empty_pinned(t->ndim, t->shape, t->dtype);
+  if (!out) return NULL;
+  if (cnn_copy_raw(out, t)) return cnn_tensor_release(out), NULL;
+  if (cnn_dtype_is_float(t->dtype)) cnn_autograd_record(out, "PinMemoryBackward", copy_backward, 1, &t);
+  return out;
 }

@@ -18,11 +18,13 @@
  * storage right after cnn_to_device_async is safe.  Pinned blocks are
  * allocated and freed on the caller's (Lua) thread only: the data loader's
  * worker thread never allocates, so it never calls CUDA.
+ *
+ * Storage knows nothing of tensors or autograd: pinned tensors
+ * (cnn_empty_pinned, cnn_pin_memory) are copy.c's.
  */
 #include "backend.h"
 #include "cnn.h"
 #include "host_cache.h"
-#include "autograd.h"
 #include "tensor_internal.h"
 
 #include <pthread.h>
@@ -165,6 +167,10 @@ cnn_storage *cnn_storage_new(size_t nbytes, cnn_device dev) {
   return storage_new(nbytes, dev, false);
 }
 
+cnn_storage *cnn_storage_new_pinned(size_t nbytes) {
+  return storage_new(nbytes, CNN_DEVICE_CPU, true);
+}
+
 void cnn_storage_retain(cnn_storage *s) {
   __atomic_add_fetch(&s->refcount, 1, __ATOMIC_RELAXED);
 }
@@ -176,37 +182,4 @@ void cnn_storage_release(cnn_storage *s) {
     account(s->device.type, -(long long)s->nbytes);
   }
   free(s);
-}
-
-/* ---- pinned tensors ------------------------------------------------------------- */
-
-cnn_tensor *cnn_empty_pinned(int ndim, const int64_t *shape, cnn_dtype dt) {
-  int64_t n = cnn_check_shape("pin_memory", ndim, shape);
-  if (n < 0) return NULL;
-  if (dt >= CNN_NDTYPES) return cnn_set_error("pin_memory: unknown dtype %d", (int)dt), NULL;
-  cnn_storage *s = storage_new((size_t)n * cnn_dtype_size(dt), CNN_DEVICE_CPU, true);
-  return s ? cnn_tensor_wrap(s, ndim, shape, dt) : NULL;
-}
-
-bool cnn_is_pinned(const cnn_tensor *t) { return t && t->storage && t->storage->pinned; }
-
-/* the gradient of a pinned copy is the gradient itself */
-static int pin_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
-  gin[0] = cnn_grad_to_input(n, 0, g);
-  return gin[0] ? 0 : -1;
-}
-
-cnn_tensor *cnn_pin_memory(cnn_tensor *t) {
-  if (cnn_is_pinned(t) && cnn_tensor_is_contiguous(t)) return cnn_tensor_retain(t), t;
-  if (t->storage->device.type != CNN_CPU) {
-    char d[32];
-    cnn_set_error("pin_memory: the tensor is on %s; only cpu tensors can be pinned",
-                  cnn_device_str(t->storage->device, d));
-    return NULL;
-  }
-  cnn_tensor *out = cnn_empty_pinned(t->ndim, t->shape, t->dtype);
-  if (!out) return NULL;
-  if (cnn_copy_raw(out, t)) return cnn_tensor_release(out), NULL;
-  if (cnn_dtype_is_float(t->dtype)) cnn_autograd_record(out, "PinMemoryBackward", pin_backward, 1, &t);
-  return out;
 }

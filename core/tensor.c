@@ -21,15 +21,6 @@
 
 void cnn_tensor_retain(cnn_tensor *t) { __atomic_add_fetch(&t->refcount, 1, __ATOMIC_RELAXED); }
 
-static void free_hooks(cnn_hook *h) {
-  while (h) {
-    cnn_hook *next = h->next;
-    if (h->free_ud) h->free_ud(h->ud);
-    free(h);
-    h = next;
-  }
-}
-
 void cnn_tensor_release(cnn_tensor *t) {
   if (!t || __atomic_sub_fetch(&t->refcount, 1, __ATOMIC_ACQ_REL) != 0) return;
   if (t->grad_fn) {
@@ -37,7 +28,7 @@ void cnn_tensor_release(cnn_tensor *t) {
     cnn_node_release(t->grad_fn);
   }
   cnn_tensor_release(t->grad);
-  free_hooks(t->hooks);
+  cnn_hook_list_free(t->hooks);
   cnn_storage_release(t->storage);
   free(t);
 }
@@ -143,6 +134,24 @@ void cnn_set_contiguous_strides(cnn_tensor *t) {
     t->stride[i] = s;
     s *= t->shape[i] ? t->shape[i] : 1;
   }
+}
+
+/* The invariants of a tensor header (SQLite's style: for assert()s and the
+ * unit tests; not yet asserted where headers are made): a live refcount, a known
+ * dtype, 0..CNN_MAX_DIMS dims of non-negative sizes, non-negative strides
+ * and offset, and every element it can address inside its storage. */
+bool cnn_tensor_valid(const cnn_tensor *t) {
+  if (!t || t->refcount < 1 || !t->storage || t->storage->refcount < 1) return false;
+  if ((unsigned)t->dtype >= CNN_NDTYPES || t->ndim < 0 || t->ndim > CNN_MAX_DIMS) return false;
+  if (t->offset < 0) return false;
+  int64_t last = t->offset, numel = 1;
+  for (int d = 0; d < t->ndim; d++) {
+    if (t->shape[d] < 0 || t->stride[d] < 0) return false;
+    numel *= t->shape[d];
+    if (t->shape[d] > 0) last += (t->shape[d] - 1) * t->stride[d];
+  }
+  if (numel == 0) return true;
+  return (size_t)(last + 1) * cnn_dtype_size(t->dtype) <= t->storage->nbytes;
 }
 
 cnn_tensor *cnn_tensor_wrap(cnn_storage *s, int ndim, const int64_t *shape, cnn_dtype dt) {

@@ -24,11 +24,14 @@ cnn_tensor *cnn_tensor_view_of(cnn_tensor *base);
 void cnn_broadcast_strides(const cnn_tensor *t, int ndim, const int64_t *shape, int64_t *strides);
 /* Element offset (in elements, from the storage start) of row-major index i. */
 int64_t cnn_offset_of(const cnn_tensor *t, int64_t i);
-/* Require a CPU tensor for a CPU-only path. */
+/* The tensor invariants (tensor.c): for assert() and the tests. */
+bool cnn_tensor_valid(const cnn_tensor *t);
+/* A plain alias of t that keeps the graph (AliasBackward; the 0-d transpose). */
 cnn_tensor *cnn_detach_keep_graph(cnn_tensor *t);
 /* Copy without autograd and without the in-place checks (broadcast + cast). */
 int cnn_copy_raw(cnn_tensor *dst, cnn_tensor *src);
-int cnn_require_cpu(const char *op, const cnn_tensor *t);
+/* a page-locked CPU storage (the CUDA backend's alloc_pinned; storage.c) */
+cnn_storage *cnn_storage_new_pinned(size_t nbytes);
 
 uint16_t cnn_float_to_half(float f);
 float cnn_half_to_float(uint16_t h);

@@ -35,6 +35,7 @@
 #include "cpu/vector_math.h"
 #include "elementwise_math.h"
 #include "elementwise_ops.h"
+#include "strided.h"
 
 #define CNN_EW_PARALLEL 32768
 #define AI static inline __attribute__((always_inline))
@@ -43,7 +44,7 @@ static bool is_compare(cnn_binary_op op) { return op >= CNN_OP_EQ && op <= CNN_O
 
 /* ---- the strided iterator ---------------------------------------------------- */
 
-#define ITER_MAX_OPS 4
+#define ITER_MAX_OPS CNN_STRIDED_MAX_OPS
 
 typedef struct {
   int ndim; /* >= 1 after iter_init */
@@ -57,32 +58,7 @@ typedef struct {
 typedef void (*row_fn)(const void *ctx, int64_t n, char *const *p, const int64_t *s);
 
 static void iter_coalesce(iter_t *it) {
-  int nd = 0;
-  for (int d = 0; d < it->ndim; d++) { /* drop size-1 dims */
-    if (it->shape[d] == 1) continue;
-    it->shape[nd] = it->shape[d];
-    for (int k = 0; k < it->nops; k++) it->st[k][nd] = it->st[k][d];
-    nd++;
-  }
-  int out = 0;
-  for (int d = 1; d < nd; d++) { /* merge d into `out` when contiguous for all */
-    bool ok = true;
-    for (int k = 0; k < it->nops; k++)
-      if (it->st[k][out] != it->st[k][d] * it->shape[d]) ok = false;
-    if (ok) {
-      it->shape[out] *= it->shape[d];
-      for (int k = 0; k < it->nops; k++) it->st[k][out] = it->st[k][d];
-    } else {
-      out++;
-      it->shape[out] = it->shape[d];
-      for (int k = 0; k < it->nops; k++) it->st[k][out] = it->st[k][d];
-    }
-  }
-  it->ndim = nd ? out + 1 : 1;
-  if (!nd) {
-    it->shape[0] = 1;
-    for (int k = 0; k < it->nops; k++) it->st[k][0] = 0;
-  }
+  it->ndim = cnn_strided_coalesce(it->ndim, it->shape, it->nops, it->st);
 }
 
 /* operand k: a[k] over s, elements of es[k] bytes; operand 0 is the output */

@@ -39,15 +39,9 @@
 #include "autograd.h"
 #include "backend.h"
 #include "cnn.h"
+#include "ops_internal.h"
 #include "tensor_internal.h"
 
-/* backward rules, defined in elementwise_grad.c */
-int cnn_binary_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin);
-int cnn_unary_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin);
-int cnn_where_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin);
-/* defined here, used by elementwise_grad.c */
-cnn_tensor *cnn_unary_grad(cnn_unary_op op, cnn_tensor *g, cnn_tensor *x, cnn_tensor *y,
-                           double p0, double p1);
 
 #define binary_names(op) (cnn_binary_ops[op].name)
 #define unary_names(op) (cnn_unary_ops[op].name)

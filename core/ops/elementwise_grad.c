@@ -18,9 +18,8 @@
 
 #include "autograd.h"
 #include "cnn.h"
+#include "ops_internal.h"
 
-cnn_tensor *cnn_unary_grad(cnn_unary_op op, cnn_tensor *g, cnn_tensor *x, cnn_tensor *y,
-                           double p0, double p1);
 
 
 /* r, consumed: reduce/cast to input i and store into gin[i] */

@@ -25,6 +25,7 @@
 #include "autograd.h"
 #include "backend.h"
 #include "cnn.h"
+#include "ops_internal.h"
 #include "tensor_internal.h"
 
 /* ---- helpers ----------------------------------------------------------------- */

@@ -19,7 +19,7 @@
 
 #include <stdlib.h>
 
-static int conv_dtype_ok(const cnn_tensor *x, const cnn_tensor *w, const cnn_tensor *b) {
+static int check_conv_dtypes(const cnn_tensor *x, const cnn_tensor *w, const cnn_tensor *b) {
   char d1[32], d2[32];
   bool half = x->dtype == CNN_FLOAT16 || x->dtype == CNN_BFLOAT16;
   if (half && !cnn_backend_half(x)) {
@@ -45,7 +45,7 @@ static int conv_dtype_ok(const cnn_tensor *x, const cnn_tensor *w, const cnn_ten
   return 0;
 }
 
-static int conv_shapes_ok(const cnn_tensor *x, const cnn_tensor *w, const cnn_tensor *b,
+static int check_conv_shapes(const cnn_tensor *x, const cnn_tensor *w, const cnn_tensor *b,
                           const cnn_conv_params *p) {
   char a[CNN_SHAPE_STR], c[CNN_SHAPE_STR];
   if (x->ndim != 4 || w->ndim != 4) {
@@ -139,7 +139,7 @@ cnn_tensor *cnn_conv2d(cnn_tensor *x, cnn_tensor *w, cnn_tensor *b, const cnn_co
   cnn_dtype run = x && w ? cnn_autocast_target(operands, 3) : CNN_FLOAT32;
   if (run != CNN_FLOAT32) return cnn_autocast_call(run, 3, operands, conv2d_op, p);
   cnn_conv_shape s;
-  if (conv_dtype_ok(x, w, b) || conv_shapes_ok(x, w, b, p) || conv_geometry(x, w, p, &s)) return NULL;
+  if (check_conv_dtypes(x, w, b) || check_conv_shapes(x, w, b, p) || conv_geometry(x, w, p, &s)) return NULL;
   cnn_tensor *xc = cnn_contiguous(x), *wc = cnn_contiguous(w), *bc = b ? cnn_contiguous(b) : NULL;
   int64_t shape[4] = {s.N, s.K, s.OH, s.OW};
   cnn_tensor *y = xc && wc && (bc || !b) ? cnn_empty(4, shape, x->dtype, cnn_tensor_device(x)) : NULL;

@@ -14,7 +14,7 @@
 
 #include <string.h>
 
-static int channel_vector_ok(const char *what, const cnn_tensor *v, const cnn_tensor *x, int64_t C) {
+static int check_channel_vector(const char *what, const cnn_tensor *v, const cnn_tensor *x, int64_t C) {
   char a[CNN_SHAPE_STR], b[CNN_SHAPE_STR];
   if (!v) return 0;
   if (v->ndim == 1 && v->shape[0] == C && v->dtype == x->dtype && cnn_tensor_is_contiguous(v) &&
@@ -26,7 +26,7 @@ static int channel_vector_ok(const char *what, const cnn_tensor *v, const cnn_te
   return -1;
 }
 
-static int bn_inputs_ok(cnn_tensor *x, cnn_tensor *rm, cnn_tensor *rv, cnn_tensor *w, cnn_tensor *b,
+static int check_bn_inputs(cnn_tensor *x, cnn_tensor *rm, cnn_tensor *rv, cnn_tensor *w, cnn_tensor *b,
                         bool training) {
   char a[CNN_SHAPE_STR];
   if (x->ndim < 2 || (x->dtype != CNN_FLOAT32 && x->dtype != CNN_FLOAT64)) {
@@ -35,8 +35,8 @@ static int bn_inputs_ok(cnn_tensor *x, cnn_tensor *rm, cnn_tensor *rv, cnn_tenso
     return -1;
   }
   int64_t C = x->shape[1], M = cnn_tensor_numel(x) / (C ? C : 1);
-  if (channel_vector_ok("running_mean", rm, x, C) || channel_vector_ok("running_var", rv, x, C) ||
-      channel_vector_ok("weight", w, x, C) || channel_vector_ok("bias", b, x, C))
+  if (check_channel_vector("running_mean", rm, x, C) || check_channel_vector("running_var", rv, x, C) ||
+      check_channel_vector("weight", w, x, C) || check_channel_vector("bias", b, x, C))
     return -1;
   if (training && M <= 1) {
     cnn_set_error("batch_norm: expected more than 1 value per channel when training, got input %s",
@@ -86,7 +86,7 @@ static int bn_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
 
 cnn_tensor *cnn_batch_norm(cnn_tensor *x, cnn_tensor *rm, cnn_tensor *rv, cnn_tensor *w, cnn_tensor *b,
                            bool training, double momentum, double eps) {
-  if (bn_inputs_ok(x, rm, rv, w, b, training)) return NULL;
+  if (check_bn_inputs(x, rm, rv, w, b, training)) return NULL;
   int64_t N = x->shape[0], C = x->shape[1], L = N * C > 0 ? cnn_tensor_numel(x) / (N * C) : 0;
   cnn_tensor *xc = cnn_contiguous(x);
   cnn_tensor *y = xc ? cnn_empty(x->ndim, x->shape, x->dtype, cnn_tensor_device(x)) : NULL;

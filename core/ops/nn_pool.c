@@ -27,7 +27,7 @@ static int64_t pool_out_size(int64_t in, int64_t ek, int s, int p, bool ceil_mod
   return out;
 }
 
-static int pool_input_ok(const char *op, const cnn_tensor *x) {
+static int check_pool_input(const char *op, const cnn_tensor *x) {
   char a[CNN_SHAPE_STR];
   if (x->ndim != 4) {
     cnn_set_error("%s: expected a 4-d input (N x C x H x W), got %s", op, cnn_tensor_shape_str(x, a));
@@ -47,7 +47,7 @@ static int pool_input_ok(const char *op, const cnn_tensor *x) {
 /* The kernel, stride, padding and dilation of p as PyTorch checks them
  * (pool2d_shape_check): all positive but padding, padding at most half the
  * kernel (undilated, as PyTorch). */
-static int pool_params_ok(const char *op, const cnn_pool_params *p, const int dil[2]) {
+static int check_pool_params(const char *op, const cnn_pool_params *p, const int dil[2]) {
   if (p->kernel[0] < 1 || p->kernel[1] < 1 || p->stride[0] < 1 || p->stride[1] < 1 || p->pad[0] < 0 ||
       p->pad[1] < 0 || dil[0] < 1 || dil[1] < 1) {
     cnn_set_error("%s: kernel, stride and dilation must be positive, padding non-negative", op);
@@ -65,7 +65,7 @@ static int pool_params_ok(const char *op, const cnn_pool_params *p, const int di
 static int pool_geometry(const char *op, const cnn_tensor *x, const cnn_pool_params *p, const int dil[2],
                          cnn_pool_shape *s) {
   char a[CNN_SHAPE_STR];
-  if (pool_params_ok(op, p, dil)) return -1;
+  if (check_pool_params(op, p, dil)) return -1;
   int64_t ekh = (int64_t)(p->kernel[0] - 1) * dil[0] + 1, ekw = (int64_t)(p->kernel[1] - 1) * dil[1] + 1;
   if (x->shape[2] + 2 * p->pad[0] < ekh || x->shape[3] + 2 * p->pad[1] < ekw) {
     cnn_set_error("%s: input %s (padded by %dx%d) is smaller than the kernel %lldx%lld%s", op,
@@ -98,7 +98,7 @@ static int max_pool_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
 
 cnn_tensor *cnn_max_pool2d(cnn_tensor *x, const cnn_pool_params *p, cnn_tensor **indices) {
   cnn_pool_shape s;
-  if (pool_input_ok("max_pool2d", x) || pool_geometry("max_pool2d", x, p, p->dilation, &s)) return NULL;
+  if (check_pool_input("max_pool2d", x) || pool_geometry("max_pool2d", x, p, p->dilation, &s)) return NULL;
   int64_t shape[4] = {s.N, s.C, s.OH, s.OW};
   bool want_idx = indices || cnn_any_requires_grad(1, &x); /* else no int64 array at all */
   cnn_tensor *xc = cnn_contiguous(x);
@@ -138,7 +138,7 @@ static int avg_pool_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
 cnn_tensor *cnn_avg_pool2d(cnn_tensor *x, const cnn_pool_params *p) {
   cnn_pool_shape s;
   static const int no_dilation[2] = {1, 1};
-  if (pool_input_ok("avg_pool2d", x) || pool_geometry("avg_pool2d", x, p, no_dilation, &s)) return NULL;
+  if (check_pool_input("avg_pool2d", x) || pool_geometry("avg_pool2d", x, p, no_dilation, &s)) return NULL;
   int64_t shape[4] = {s.N, s.C, s.OH, s.OW};
   cnn_tensor *xc = cnn_contiguous(x);
   cnn_tensor *y = xc ? cnn_empty(4, shape, x->dtype, cnn_tensor_device(x)) : NULL;
@@ -151,7 +151,7 @@ cnn_tensor *cnn_avg_pool2d(cnn_tensor *x, const cnn_pool_params *p) {
 }
 
 cnn_tensor *cnn_adaptive_avg_pool2d(cnn_tensor *x, int64_t oh, int64_t ow) {
-  if (pool_input_ok("adaptive_avg_pool2d", x)) return NULL;
+  if (check_pool_input("adaptive_avg_pool2d", x)) return NULL;
   if (oh < 1 || ow < 1 || oh > (int64_t)1 << 20 || ow > (int64_t)1 << 20) {
     cnn_set_error("adaptive_avg_pool2d: output size %lldx%lld must be positive", (long long)oh, (long long)ow);
     return NULL;

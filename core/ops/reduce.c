@@ -31,16 +31,21 @@
 #include "autograd.h"
 #include "backend.h"
 #include "cnn.h"
+#include "ops_internal.h"
 #include "tensor_internal.h"
 
-int cnn_reduce_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin);
-int cnn_max_dim_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin);
 
-static const char *const red_names[CNN_NREDUCE] = {"sum", "mean", "max", "min", "prod",
-                                                   "var", "std", "norm", "argmax", "argmin"};
+/* indexed by the enum (designated), so a reordered cnn_reduce_op cannot mislabel */
+static const char *const red_names[CNN_NREDUCE] = {
+    [CNN_RED_SUM] = "sum",   [CNN_RED_MEAN] = "mean", [CNN_RED_MAX] = "max",
+    [CNN_RED_MIN] = "min",   [CNN_RED_PROD] = "prod", [CNN_RED_VAR] = "var",
+    [CNN_RED_STD] = "std",   [CNN_RED_NORM] = "norm", [CNN_RED_ARGMAX] = "argmax",
+    [CNN_RED_ARGMIN] = "argmin"};
 static const char *const red_grad_names[CNN_NREDUCE] = {
-    "SumBackward", "MeanBackward", "AmaxBackward", "AminBackward", "ProdBackward",
-    "VarBackward", "StdBackward", "NormBackward", NULL, NULL};
+    [CNN_RED_SUM] = "SumBackward",   [CNN_RED_MEAN] = "MeanBackward",
+    [CNN_RED_MAX] = "AmaxBackward",  [CNN_RED_MIN] = "AminBackward",
+    [CNN_RED_PROD] = "ProdBackward", [CNN_RED_VAR] = "VarBackward",
+    [CNN_RED_STD] = "StdBackward",   [CNN_RED_NORM] = "NormBackward"}; /* arg*: none */
 
 /* ---- shapes ------------------------------------------------------------------ */
 

@@ -24,9 +24,7 @@
 
 #include "autograd.h"
 #include "cnn.h"
-
-cnn_tensor *cnn_scatter_add_new(int ndim, const int64_t *shape, int dim, cnn_tensor *index,
-                                cnn_tensor *src);
+#include "ops_internal.h"
 
 /* temporaries: run op on a and b, release a (and b if owned) */
 static cnn_tensor *bin2(cnn_binary_op op, cnn_tensor *a, cnn_tensor *b, bool release_b) {

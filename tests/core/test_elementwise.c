@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "autograd.h"
 #include "check.h"
 #include "cnn.h"
 #include "elementwise_math.h"
@@ -353,7 +354,40 @@ static void test_adam_rmsprop(void) {
   CHECK_CLOSE(fq, 1 - 0.01 * 0.4 / (sqrt(0.01 * 0.16) + 1e-8), 1e-6);
 }
 
+/* The op tables (core/ops/elementwise_table.c): every row filled, the node
+ * name made from the op name (so a reordered enum would show), names unique,
+ * comparisons the only binary ops without a gradient, and the recorded node
+ * of a tensor op the row's. */
+static void test_op_tables(void) {
+  for (int op = 0; op < CNN_NUNARY; op++) {
+    const cnn_unary_info *u = &cnn_unary_ops[op];
+    CHECK(u->name && u->grad_name && strcmp(cnn_unary_name(op), u->name) == 0);
+    for (int k = 0; k < op; k++)
+      if (cnn_unary_ops[k].lua && u->lua && strcmp(cnn_unary_ops[k].name, u->name) == 0) {
+        fprintf(stderr, "unary ops %d and %d are both bound as %s\n", k, op, u->name);
+        CHECK(0);
+      }
+  }
+  for (int op = 0; op < CNN_NBINARY; op++) {
+    const cnn_binary_info *b = &cnn_binary_ops[op];
+    bool compare = op >= CNN_OP_EQ;
+    CHECK(b->name && (b->grad_name == NULL) == compare);
+  }
+  /* spot checks against hand-written expectations */
+  CHECK(strcmp(cnn_unary_ops[CNN_OP_SIGMOID].grad_name, "SigmoidBackward") == 0);
+  CHECK(cnn_unary_ops[CNN_OP_EXP].saves == CNN_SAVES_OUTPUT);
+  CHECK(cnn_unary_ops[CNN_OP_NEG].saves == CNN_SAVES_NOTHING);
+  CHECK(strcmp(cnn_binary_ops[CNN_OP_DIV].grad_name, "DivBackward") == 0);
+  CHECK(cnn_binary_ops[CNN_OP_POW].saves == CNN_SAVES_ALL);
+  cnn_tensor *x = cnn_full(1, (int64_t[]){3}, 0.5, CNN_FLOAT32, CNN_DEVICE_CPU);
+  CHECK(x && cnn_set_requires_grad(x, true) == 0);
+  cnn_tensor *y = cnn_unary(CNN_OP_TANH, x, 0, 0);
+  CHECK(y && y->grad_fn && strcmp(y->grad_fn->name, "TanhBackward") == 0);
+  cnn_tensor_release(y), cnn_tensor_release(x);
+}
+
 int main(void) {
+  test_op_tables();
   test_broadcast_2x1x3_4x1(CNN_FLOAT32);
   test_broadcast_2x1x3_4x1(CNN_FLOAT64);
   test_broadcast_2x1x3_4x1(CNN_INT64);

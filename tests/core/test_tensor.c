@@ -4,6 +4,7 @@
  */
 #include "check.h"
 #include "cnn.h"
+#include "tensor_internal.h" /* cnn_tensor_valid */
 
 #include <math.h>
 #include <string.h>
@@ -133,7 +134,26 @@ static void test_memory_accounting(void) {
   CHECK(cnn_memory(CNN_CPU).live == before);
 }
 
+/* cnn_tensor_valid: views made by the ops pass, a corrupted header fails. */
+static void test_valid(void) {
+  cnn_tensor *x = cnn_zeros(2, (int64_t[]){3, 4}, CNN_FLOAT32, CNN_DEVICE_CPU);
+  cnn_tensor *t = x ? cnn_transpose(x, 0, 1) : NULL, *n = x ? cnn_narrow(x, 1, 1, 2) : NULL;
+  CHECK(x && t && n && cnn_tensor_valid(x) && cnn_tensor_valid(t) && cnn_tensor_valid(n));
+  if (n) {
+    n->offset = 11; /* element 11 + (3-1)*4 + 1 lies past the 12-element storage */
+    CHECK(!cnn_tensor_valid(n));
+    n->offset = 1;
+    n->stride[0] = -4;
+    CHECK(!cnn_tensor_valid(n));
+    n->stride[0] = 4;
+    CHECK(cnn_tensor_valid(n));
+  }
+  CHECK(!cnn_tensor_valid(NULL));
+  cnn_tensor_release(n), cnn_tensor_release(t), cnn_tensor_release(x);
+}
+
 int main(void) {
+  test_valid();
   test_creation();
   test_bad_sizes();
   test_views();

@@ -1,5 +1,5 @@
 -- run_example.lua -- runs one example of examples/ briefly and checks what
--- it produced (issue 8: the examples' short runs, also under ASan/LSan).
+-- it produced (the examples' short runs, also under ASan/LSan).
 --
 --   cnnsh tests/examples/run_example.lua EXAMPLES_DIR NAME OUT_DIR
 --

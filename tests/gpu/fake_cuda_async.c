@@ -1,6 +1,6 @@
 /*
  * fake_cuda_async.c -- page-locked host memory and asynchronous host ->
- * device copies of the fake device (issue 7 point 5: pinned batches),
+ * device copies of the fake device (pinned batches, cnn_to_device_async),
  * registered through fake_cuda.h's weak hook fake_register_async, which
  * runs after fake_cuda_device.c's own entries (so these replace its plain
  * malloc alloc_pinned/free_pinned).

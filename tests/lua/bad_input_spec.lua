@@ -1,4 +1,4 @@
--- bad_input_spec.lua -- hostile input from Lua (issue 8, items 2 and 3): every
+-- bad_input_spec.lua -- hostile input from Lua: every
 -- public function answers wrong input with a Lua error whose message names
 -- the function, and never crashes, returns garbage or leaks.
 --

@@ -1,4 +1,4 @@
--- fmnist_slow_spec.lua -- end to end on real data (issue 5, item 11): the
+-- fmnist_slow_spec.lua -- end to end on real data: the
 -- example's network trained for one epoch on a 5,000-image subset of
 -- Fashion-MNIST's training set must exceed 75% accuracy on the full
 -- 10,000-image test set.  About a minute on two cores (label: slow).

@@ -1,5 +1,5 @@
 -- memory_flat_spec.lua -- memory stays flat in a steady training loop
--- (issue 8, item 5): a small CNN (conv -> batch norm -> ReLU -> max-pool ->
+-- (DESIGN.md, memory under a garbage collector): a small CNN (conv -> batch norm -> ReLU -> max-pool ->
 -- linear) trained with Adam for 300 steps on fresh random batches of 32,
 -- with no collectgarbage() in the loop.
 --

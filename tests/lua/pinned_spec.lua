@@ -1,5 +1,5 @@
--- pinned_spec.lua -- page-locked batches and non_blocking copies (issue 7
--- point 5): Tensor:pin_memory / is_pinned, x:cuda{non_blocking = true},
+-- pinned_spec.lua -- page-locked batches and non_blocking copies
+-- (core/copy.c, gpu/allocator.cu): Tensor:pin_memory / is_pinned, x:cuda{non_blocking = true},
 -- x:to(device, {non_blocking = true}), data.DataLoader{pin_memory = true},
 -- and train.fit / evaluate moving batches to the model's device.
 --

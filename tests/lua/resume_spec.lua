@@ -1,5 +1,5 @@
 -- resume_spec.lua -- stopping and resuming training gives the same losses
--- as an uninterrupted run (issue 5, item 10).
+-- as an uninterrupted run (checkpointed model, optimizer and generator).
 --
 -- A tiny float64 network with dropout (so training draws from the RNG),
 -- Adam (so the optimizer has per-parameter state and a step count) and a

@@ -80,7 +80,7 @@ static void test_multiline(void)
   quit(&p);
 }
 
-/* Issue 20: what people coming from PyTorch or a lab sheet type. */
+/* What people coming from PyTorch or a lab sheet type. */
 static void test_typed_as_people_do(void)
 {
   pty_proc p;

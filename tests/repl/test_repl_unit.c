@@ -274,7 +274,7 @@ static void test_compile(void)
   lua_close(L);
 }
 
-/* What continues on ">>" and what is an error at once (issue 20, point 2). */
+/* What continues on ">>" and what is an error at once (repl/exec.c). */
 static void test_continue_or_error(void)
 {
   static const char *const more[] = {"x = 1 +", "f(a,", "t = {1, 2,", "if x then",

@@ -1,0 +1,30 @@
+/*
+ * ops_internal.h -- what the files of core/ops share with each other: the
+ * backward rules recorded by one file and defined in its *_grad.c, and the
+ * tensor-level helpers those rules call.  Not part of core's interface.
+ */
+#ifndef CNN_OPS_INTERNAL_H
+#define CNN_OPS_INTERNAL_H
+
+#include "autograd.h"
+#include "cnn.h"
+
+/* elementwise_grad.c: the rules recorded by elementwise.c */
+int cnn_binary_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin);
+int cnn_unary_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin);
+int cnn_where_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin);
+/* elementwise.c: g * f'(v) for unary op `op` in one pass, v = x or y (the
+ * output) as the op's `saves` in cnn_unary_ops says */
+cnn_tensor *cnn_unary_grad(cnn_unary_op op, cnn_tensor *g, cnn_tensor *x, cnn_tensor *y,
+                           double p0, double p1);
+
+/* reduce_grad.c: the rules recorded by reduce.c */
+int cnn_reduce_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin);
+int cnn_max_dim_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin);
+
+/* join.c: zeros(shape) with out[.., index[i..], ..] += src[i..] along dim
+ * (index validated, same shape as src): the backward of gather, max(dim) */
+cnn_tensor *cnn_scatter_add_new(int ndim, const int64_t *shape, int dim, cnn_tensor *index,
+                                cnn_tensor *src);
+
+#endif

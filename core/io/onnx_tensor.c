@@ -159,12 +159,23 @@ static void raw_elem(const uint8_t *src, const onnx_dtype *dt, int64_t k, double
   *d = (double)*i;
 }
 
+/* d as an integer without undefined behaviour: NaN is 0, values beyond
+ * int64's range saturate (only float sources reach here, and their integer
+ * side is used only if a malformed file pairs float data with an integer
+ * data type). */
+static int64_t double_to_i64(double d) {
+  if (d != d) return 0;
+  if (d >= 9223372036854775807.0) return INT64_MAX;
+  if (d <= -9223372036854775808.0) return INT64_MIN;
+  return (int64_t)d;
+}
+
 /* Element k as (double, integer) from whichever source holds it. */
 static void source_elem(const elem_source *s, const onnx_dtype *dt, int64_t k, double *d, int64_t *i) {
   *d = 0, *i = 0;
   if (s->raw) return raw_elem(s->raw, dt, k, d, i);
-  if (s->f) *d = s->f[k], *i = (int64_t)*d;
-  else if (s->d) *d = s->d[k], *i = (int64_t)*d;
+  if (s->f) *d = s->f[k], *i = double_to_i64(*d);
+  else if (s->d) *d = s->d[k], *i = double_to_i64(*d);
   else if (s->i64) *i = s->i64[k], *d = (double)*i;
   else if (s->u64) *i = (int64_t)s->u64[k], *d = (double)*i;
   else *i = s->i32[k], *d = (double)*i;

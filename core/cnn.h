@@ -363,6 +363,9 @@ int cnn_tensor_remove_hook(cnn_tensor *t, int id); /* 0 removed, -1 not found */
 
 int cnn_set_requires_grad(cnn_tensor *t, bool on); /* leaves only */
 int cnn_retain_grad(cnn_tensor *t);
+/* t.grad = g (NULL clears): g must have t's shape, dtype and device (else -1,
+ * error set naming both); t takes a reference to g and drops its old grad. */
+int cnn_tensor_set_grad(cnn_tensor *t, cnn_tensor *g);
 /* Backprop from `root`; `grad` may be NULL for a one-element root.  Frees the
  * graph unless retain_graph. */
 int cnn_backward(cnn_tensor *root, cnn_tensor *grad, bool retain_graph);

@@ -173,10 +173,7 @@ static int m_retain_grad(lua_State *L) {
 }
 
 static int m_zero_grad(lua_State *L) {
-  cnn_tensor *t = cnn_lua_check_tensor(L, 1);
-  cnn_tensor *g = t->grad;
-  t->grad = NULL;
-  cnn_tensor_release(g);
+  cnn_tensor_set_grad(cnn_lua_check_tensor(L, 1), NULL); /* clearing cannot fail */
   lua_settop(L, 1);
   return 1;
 }

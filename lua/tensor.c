@@ -142,19 +142,10 @@ static int set_requires_grad(lua_State *L) {
   return 0;
 }
 
-/* x.grad = nil | tensor of x's shape */
+/* x.grad = nil | tensor of x's shape, dtype and device */
 static int set_grad(lua_State *L) {
   cnn_tensor *t = cnn_lua_check_tensor(L, 1);
-  cnn_tensor *g = cnn_lua_opt_tensor(L, 3);
-  if (g && !cnn_same_shape(g, t)) {
-    char a[CNN_SHAPE_STR], b[CNN_SHAPE_STR];
-    return cnn_lua_fail(L, "grad: assigned gradient %s does not match tensor %s",
-                        cnn_tensor_shape_str(g, a), cnn_tensor_shape_str(t, b));
-  }
-  if (g) cnn_tensor_retain(g);
-  cnn_tensor *old = t->grad;
-  t->grad = g;
-  cnn_tensor_release(old);
+  if (cnn_tensor_set_grad(t, cnn_lua_opt_tensor(L, 3)) != 0) return cnn_lua_error(L);
   return 0;
 }
 

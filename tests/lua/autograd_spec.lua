@@ -31,6 +31,21 @@ describe("backward", function()
     assert.is_nil(w.grad)
   end)
 
+  it("x.grad = g takes g; a g of another shape, dtype or device is refused", function()
+    local w = cnn.zeros(2, 3):requires_grad_()
+    local g = cnn.tensor({{1, 2, 3}, {4, 5, 6}})
+    w.grad = g
+    g = nil
+    collectgarbage()
+    close(w.grad, {{1, 2, 3}, {4, 5, 6}})
+    raises(function() w.grad = cnn.zeros(3, 2) end, "grad", "3x2", "2x3")
+    raises(function() w.grad = cnn.zeros(2, 3, "float64") end, "grad", "float64", "float32")
+    close(w.grad, {{1, 2, 3}, {4, 5, 6}}) -- a refused assignment leaves .grad alone
+    if cnn.cuda.is_available() then
+      raises(function() w.grad = cnn.zeros(2, 3):cuda() end, "grad", "cuda:0", "cpu")
+    end
+  end)
+
   it("takes an explicit gradient for non-scalar outputs", function()
     local w = cnn.tensor({1, 2}):requires_grad_()
     local y = w * 3

@@ -77,6 +77,8 @@ void cnn_lua_onnx_type(lua_State *L); /* onnx.c */
 /* cuda.c: push the cnn.cuda table; cnn.version_info and friends */
 void cnn_lua_cuda_push(lua_State *L);
 extern const luaL_Reg cnn_lua_cuda_funcs[];
+/* timer.c: cnn.timer and the cnn.Timer type */
+extern const luaL_Reg cnn_lua_timer_funcs[];
 /* dist.c: push the cnn.dist table (collectives; stdlib/dist.lua wraps it) */
 void cnn_lua_dist_push(lua_State *L);
 /* fused.c: push the cnn.fused table (optimizer updates); docs into cnn.doc of the table at m */

@@ -193,7 +193,8 @@ int luaopen_cnn(lua_State *L) {
   static const luaL_Reg *const funcs[] = {
       cnn_lua_creation_funcs, cnn_lua_math_funcs, cnn_lua_join_funcs,
       cnn_lua_autograd_funcs, cnn_lua_autocast_funcs, cnn_lua_memory_funcs,
-      cnn_lua_misc_funcs,     cnn_lua_io_funcs,   cnn_lua_cuda_funcs};
+      cnn_lua_misc_funcs,     cnn_lua_io_funcs,   cnn_lua_cuda_funcs,
+      cnn_lua_timer_funcs};
   for (size_t i = 0; i < sizeof funcs / sizeof funcs[0]; i++) luaL_setfuncs(L, funcs[i], 0);
   build_functional(L);
   lua_setfield(L, m, "F");

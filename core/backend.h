@@ -249,7 +249,11 @@ typedef struct {
   const char *(*unary_name)(cnn_unary_op op);
   const char *(*binary_name)(cnn_binary_op op);
 } cnn_core_api;
-#define CNN_CORE_API_VERSION 2
+/* Bumped whenever cnn_core_api or cnn_backend changes layout: the module
+ * compares it with the version it was built against, so an out-of-date
+ * module is refused with a reason instead of calling through a wrong table.
+ * 3: the CPU backend table and the per-family elementwise entries. */
+#define CNN_CORE_API_VERSION 3
 
 /* dlopen() a module: $env, then `file` next to the executable, then
  * ../lib/cnnsh/`file` relative to it, then build_path; NULL with dlerror()'s

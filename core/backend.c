@@ -124,6 +124,49 @@ const cnn_backend *cnn_cuda_backend(const char *op) {
   return NULL;
 }
 
+int cnn_cuda_check(const char *op) { return cnn_cuda_backend(op) ? 0 : -1; }
+
+int cnn_cuda_device_count(void) { return cnn_cuda_unavailable_reason() ? 0 : cuda_backend->device_count(); }
+
+/* the CUDA backend if it is usable and `device` exists, else NULL (error set) */
+static const cnn_backend *cuda_device_backend(const char *op, int device) {
+  const cnn_backend *be = cnn_cuda_backend(op);
+  if (!be) return NULL;
+  int n = be->device_count();
+  if (device >= 0 && device < n) return be;
+  cnn_set_error("%s: device %d does not exist (%d device%s)", op, device, n, n == 1 ? "" : "s");
+  return NULL;
+}
+
+int cnn_cuda_set_device(int device) {
+  const cnn_backend *be = cuda_device_backend("set_device", device);
+  return be ? be->set_device(device) : -1;
+}
+
+int cnn_cuda_synchronize(int device) {
+  const cnn_backend *be = cuda_device_backend("synchronize", device);
+  return be ? be->synchronize(device) : -1;
+}
+
+int cnn_cuda_memory(int device, cnn_cuda_memory_info *out) {
+  const cnn_backend *be = cuda_device_backend("memory", device);
+  *out = (cnn_cuda_memory_info){0};
+  if (!be || be->memory_info(device, &out->cached, &out->reserved, &out->free, &out->total)) return -1;
+  out->has_waste = be->memory_waste && be->memory_waste(device, &out->waste) == 0;
+  return 0;
+}
+
+void cnn_cuda_empty_cache(void) {
+  if (!cnn_cuda_unavailable_reason()) cuda_backend->empty_cache();
+}
+
+int cnn_cuda_set_benchmark(bool on) {
+  const cnn_backend *be = cnn_cuda_backend("benchmark");
+  if (!be) return -1;
+  be->set_benchmark(on);
+  return 0;
+}
+
 int cnn_backend_unsupported(const char *op) {
   cnn_set_error("%s: not supported on cuda yet", op);
   return -1;

@@ -299,10 +299,6 @@ int cnn_backend_unsupported(const char *op);
 const cnn_backend *cnn_backend_get(cnn_device_type type);
 /* Why CUDA is unavailable, or NULL when it is available. */
 const char *cnn_cuda_unavailable_reason(void);
-/* Lines about the CUDA module (what it was built against, the libraries
- * loaded, the device) -- loads the module; works without a device; NULL
- * when there is no module. */
-const char *cnn_cuda_module_info(void);
 /* For a tensor already known to be on a CUDA device (copies, pinned memory,
  * timers: the memory entries): the backend, or NULL with "<op>: <why CUDA
  * is unavailable>". */

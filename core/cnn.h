@@ -436,6 +436,26 @@ int cnn_rmsprop_update(cnn_tensor *p, cnn_tensor *g, cnn_tensor *sq, cnn_tensor 
 /* NULL when the CUDA backend is usable, else why not ("cnnsh was built
  * without CUDA", "no CUDA driver", "no CUDA device"); loads the module once. */
 const char *cnn_cuda_unavailable_reason(void);
+/* Lines about the CUDA module (what it was built against, the libraries
+ * loaded, the device) -- loads the module; works without a device; NULL
+ * when there is no module. */
+const char *cnn_cuda_module_info(void);
+/* CUDA device management for the bindings (core/backend.c).  Those that
+ * return int give 0, or -1 with "<op>: cuda is not available: <why>" or
+ * "<op>: device N does not exist (M devices)" set. */
+int cnn_cuda_check(const char *op); /* 0 when CUDA can be used */
+int cnn_cuda_device_count(void);    /* 0 without CUDA; never fails */
+int cnn_cuda_set_device(int device);
+int cnn_cuda_synchronize(int device); /* waits for the device's queued work */
+typedef struct {
+  int64_t cached, reserved; /* the caching allocator: free blocks kept, all from the driver */
+  int64_t free, total;      /* the device's memory */
+  int64_t waste;            /* bytes lost to the allocator's rounding, if has_waste */
+  bool has_waste;
+} cnn_cuda_memory_info;
+int cnn_cuda_memory(int device, cnn_cuda_memory_info *out);
+void cnn_cuda_empty_cache(void); /* gives cached blocks back; nothing without CUDA */
+int cnn_cuda_set_benchmark(bool on); /* cudnn.benchmark: time conv algorithms per shape */
 
 /* ---- threads and timing ---------------------------------------------------- */
 

@@ -1,6 +1,6 @@
 /*
  * cuda.c -- the `cnn.cuda` table and cnn.version_info(): device management
- * for Lua over core's backend table (core/backend.h).
+ * for Lua over core's public cnn_cuda_* functions (core/cnn.h).
  *
  *   cnn.cuda.is_available()   -> true | false, reason (never raises)
  *   cnn.cuda.device_count()   -> n (0 without CUDA)
@@ -24,19 +24,16 @@
 #include <lauxlib.h>
 #include <lua.h>
 
-#include "backend.h"
 #include "bind.h"
 
-/* the backend, or a Lua error with the reason */
-static const cnn_backend *need_cuda(lua_State *L, const char *fn) {
-  const cnn_backend *be = cnn_cuda_backend(fn);
-  if (!be) cnn_lua_error(L);
-  return be;
+/* a Lua error "<fn>: cuda is not available: <why>" unless CUDA can be used */
+static void need_cuda(lua_State *L, const char *fn) {
+  if (cnn_cuda_check(fn)) cnn_lua_error(L);
 }
 
-static int opt_device(lua_State *L, int arg, const cnn_backend *be) {
+static int opt_device(lua_State *L, int arg) {
   int d = (int)luaL_optinteger(L, arg, 0);
-  int n = be->device_count();
+  int n = cnn_cuda_device_count();
   if (d < 0 || d >= n) return luaL_argerror(L, arg, lua_pushfstring(L, "device %d does not exist (%d device%s)",
                                                                       d, n, n == 1 ? "" : "s"));
   return d;
@@ -51,21 +48,19 @@ static int is_available(lua_State *L) {
 }
 
 static int device_count(lua_State *L) {
-  const char *why = cnn_cuda_unavailable_reason();
-  lua_pushinteger(L, why ? 0 : cnn_backend_get(CNN_CUDA)->device_count());
+  lua_pushinteger(L, cnn_cuda_device_count());
   return 1;
 }
 
 static int set_device(lua_State *L) {
-  const cnn_backend *be = need_cuda(L, "set_device");
-  int d = opt_device(L, 1, be);
-  if (be->set_device(d)) return cnn_lua_error(L);
+  need_cuda(L, "set_device");
+  if (cnn_cuda_set_device(opt_device(L, 1))) return cnn_lua_error(L);
   return 0;
 }
 
 static int synchronize(lua_State *L) {
-  const cnn_backend *be = need_cuda(L, "synchronize");
-  if (be->synchronize(opt_device(L, 1, be))) return cnn_lua_error(L);
+  need_cuda(L, "synchronize");
+  if (cnn_cuda_synchronize(opt_device(L, 1))) return cnn_lua_error(L);
   return 0;
 }
 
@@ -75,34 +70,32 @@ static void set_int(lua_State *L, const char *k, int64_t v) {
 }
 
 static int memory(lua_State *L) {
-  const cnn_backend *be = need_cuda(L, "memory");
-  int d = opt_device(L, 1, be);
-  int64_t cached = 0, reserved = 0, fr = 0, tot = 0;
-  if (be->memory_info(d, &cached, &reserved, &fr, &tot)) return cnn_lua_error(L);
+  need_cuda(L, "memory");
+  cnn_cuda_memory_info m;
+  if (cnn_cuda_memory(opt_device(L, 1), &m)) return cnn_lua_error(L);
   cnn_memory_stats s = cnn_memory(CNN_CUDA);
   lua_createtable(L, 0, 8);
   set_int(L, "live", s.live);
   set_int(L, "peak", s.peak);
   set_int(L, "count", s.count);
-  set_int(L, "cached", cached);
-  set_int(L, "reserved", reserved);
-  set_int(L, "free", fr);
-  set_int(L, "total", tot);
-  int64_t waste = 0;
-  if (be->memory_waste && be->memory_waste(d, &waste) == 0) set_int(L, "waste", waste);
+  set_int(L, "cached", m.cached);
+  set_int(L, "reserved", m.reserved);
+  set_int(L, "free", m.free);
+  set_int(L, "total", m.total);
+  if (m.has_waste) set_int(L, "waste", m.waste);
   return 1;
 }
 
 static int empty_cache(lua_State *L) {
-  if (cnn_cuda_unavailable_reason()) return 0; /* nothing cached */
-  cnn_backend_get(CNN_CUDA)->empty_cache();
+  (void)L;
+  cnn_cuda_empty_cache(); /* nothing cached without CUDA */
   return 0;
 }
 
 static int benchmark(lua_State *L) {
-  const cnn_backend *be = need_cuda(L, "benchmark");
+  need_cuda(L, "benchmark");
   luaL_checktype(L, 1, LUA_TBOOLEAN);
-  be->set_benchmark(lua_toboolean(L, 1));
+  if (cnn_cuda_set_benchmark(lua_toboolean(L, 1))) return cnn_lua_error(L);
   return 0;
 }
 

@@ -24,20 +24,8 @@ local function dim(axis, rank)
   return axis + 1
 end
 
-local function attr(node, name, default)
-  local v = node.attrs[name]
-  if v == nil then return default end
-  return v
-end
-
-local function fail(node, fmt, ...)
-  error(string.format("onnx %s: " .. fmt, node.op_type, ...), 0)
-end
-
--- an input cnnsh has no way to run (the conformance test counts it skipped)
-local function not_supported(node, fmt, ...)
-  error(string.format("onnx %s: not supported: " .. fmt, node.op_type, ...), 0)
-end
+local node_helpers = require("onnx.node")
+local attr, fail, not_supported = node_helpers.attr, node_helpers.fail, node_helpers.not_supported
 
 -- ---- padding -------------------------------------------------------------------------
 

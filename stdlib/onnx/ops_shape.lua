@@ -8,15 +8,8 @@ local cnn = _G.cnn
 
 local M = {}
 
-local function attr(node, name, default)
-  local v = node.attrs[name]
-  if v == nil then return default end
-  return v
-end
-
-local function not_supported(node, fmt, ...)
-  error(string.format("onnx %s: not supported: " .. fmt, node.op_type, ...), 0)
-end
+local node_helpers = require("onnx.node")
+local attr, not_supported = node_helpers.attr, node_helpers.not_supported
 
 -- 1-based dims, ascending, from an axes input (tensor) or attribute (list)
 local function axes_of(node, axes, rank)

@@ -18,11 +18,7 @@ local cnn = _G.cnn
 
 local M = {}
 
-local function attr(node, name, default)
-  local v = node.attrs[name]
-  if v == nil then return default end
-  return v
-end
+local attr = require("onnx.node").attr
 
 -- m here is n * s, the unrounded output size (the ONNX reference's)
 local function source_coord(mode, o, n, m, s)

@@ -911,11 +911,7 @@ describe("cnn.save and cnn.load with hostile input", function()
     n = n + 1
     return ("%s/bad_input_%d_%d_%s"):format(TMP, math.floor(cnn.clock() * 1e6) % 1000000000, n, name)
   end
-  local function write(path, bytes)
-    local f = assert(io.open(path, "wb"))
-    f:write(bytes)
-    f:close()
-  end
+  local write = H.write_bytes
   local function read(path)
     local f = assert(io.open(path, "rb"))
     local s = f:read("a")

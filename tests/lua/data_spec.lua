@@ -11,11 +11,7 @@ local function tmpdir()
   return d
 end
 
-local function write(path, bytes)
-  local f = assert(io.open(path, "wb"))
-  f:write(bytes)
-  f:close()
-end
+local write = require("helpers").write_bytes
 
 -- IDX bytes: magic 0x0000 08 ndims, big-endian dims, uint8 data.
 local function idx_bytes(dims, values)

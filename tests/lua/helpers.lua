@@ -261,6 +261,13 @@ function H.autocast_training(dtype, device, steps, init_scale)
 end
 
 -- Resident set size of this process in MiB (Linux /proc/self/statm).
+-- writes a string of bytes to a file (hand-made, corrupt or truncated inputs)
+function H.write_bytes(path, bytes)
+  local f = assert(io.open(path, "wb"))
+  f:write(bytes)
+  f:close()
+end
+
 function H.rss_mb()
   local f = assert(io.open("/proc/self/statm"))
   local _, rss = f:read("n", "n")

@@ -15,11 +15,7 @@ local function dir(name)
   cnn.io.mkdir(d)
   return d
 end
-local function write(path, bytes)
-  local f = assert(io.open(path, "wb"))
-  f:write(bytes)
-  f:close()
-end
+local write = H.write_bytes
 
 -- n uint8 images 3 x h x w (sizes may vary with i), labels 1..3
 local function make_images(n, h, w, vary)

@@ -462,6 +462,13 @@ int cnn_cuda_set_benchmark(bool on); /* cudnn.benchmark: time conv algorithms pe
 void cnn_set_num_threads(int n);
 int cnn_get_num_threads(void);
 double cnn_now_seconds(void); /* monotonic */
+/* Machine peaks, measured (core/cpu/machine_peak.c; speed work, issue 19):
+ * the float32 FMA FLOP/s of all threads, and the copy bandwidth in bytes/s
+ * (2 x bytes per copy) over arrays of `bytes`; each runs ~`seconds` and
+ * keeps its best round.  0, or -1 with an error for out-of-range arguments
+ * or no memory. */
+int cnn_cpu_fma_peak(double seconds, double *flops);
+int cnn_cpu_copy_bandwidth(int64_t bytes, double seconds, double *bytes_per_s);
 /* Which BLAS runs matrix products, e.g. "OpenBLAS (SkylakeX kernels)";
  * loads it on first call (core/blas.c). */
 const char *cnn_blas_info(void);

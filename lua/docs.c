@@ -48,6 +48,9 @@ static const doc_entry docs[] = {
     {"cnn.set_num_threads", "cnn.set_num_threads(n)\nSets the number of OpenMP threads of every CPU op."},
     {"cnn.get_num_threads", "cnn.get_num_threads() -> n\nThe number of threads CPU ops use."},
     {"cnn.clock", "cnn.clock() -> seconds\nA monotonic clock, for timing."},
+    /* machine peaks (speed work, issue 19) */
+    {"cnn.fma_peak", "cnn.fma_peak([seconds = 0.2]) -> FLOP/s\nThe float32 FMA peak of the CPU threads, measured (independent FMA chains; the best round of ~seconds)."},
+    {"cnn.copy_bandwidth", "cnn.copy_bandwidth(bytes [, seconds = 0.2]) -> bytes/s\nCopy bandwidth over two arrays of `bytes` (counted as STREAM does: 2 x bytes a copy), measured; a few MB sit in cache, 256 MB measures memory."},
     {"cnn.version_info", "cnn.version_info() -> string\nLines about the BLAS in use, the thread count and the CUDA module (or why there is none)."},
     {"cnn.is_tensor", "cnn.is_tensor(v) -> boolean\nTrue if v is a live cnn.Tensor."},
     {"cnn.set_conv_algo", "cnn.set_conv_algo(name)\nSelects the CPU convolution: 'auto', 'onednn', 'im2col' or 'naive' (also cnn.backends.conv = name)."},

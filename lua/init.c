@@ -81,6 +81,25 @@ static int f_clock(lua_State *L) {
   return 1;
 }
 
+/* ---- machine peaks (speed work, issue 19) ---- */
+
+/* cnn.fma_peak([seconds = 0.2]) -> FLOP/s */
+static int f_fma_peak(lua_State *L) {
+  double flops;
+  if (cnn_cpu_fma_peak(luaL_optnumber(L, 1, 0.2), &flops)) return cnn_lua_error(L);
+  lua_pushnumber(L, flops);
+  return 1;
+}
+
+/* cnn.copy_bandwidth(bytes [, seconds = 0.2]) -> bytes/s */
+static int f_copy_bandwidth(lua_State *L) {
+  double bps;
+  if (cnn_cpu_copy_bandwidth(cnn_lua_check_int(L, 1), luaL_optnumber(L, 2, 0.2), &bps))
+    return cnn_lua_error(L);
+  lua_pushnumber(L, bps);
+  return 1;
+}
+
 static int f_is_tensor(lua_State *L) {
   cnn_tensor **box = luaL_testudata(L, 1, CNN_TENSOR_MT);
   lua_pushboolean(L, box && *box);
@@ -135,7 +154,9 @@ const luaL_Reg cnn_lua_misc_funcs[] = {
     {"set_rng_state", f_set_rng_state}, {"set_num_threads", f_set_num_threads},
     {"get_num_threads", f_get_num_threads}, {"clock", f_clock},
     {"is_tensor", f_is_tensor},       {"set_conv_algo", f_set_conv_algo},
-    {"get_conv_algo", f_get_conv_algo}, {NULL, NULL}};
+    {"get_conv_algo", f_get_conv_algo},
+    /* machine peaks (speed work, issue 19) */
+    {"fma_peak", f_fma_peak}, {"copy_bandwidth", f_copy_bandwidth}, {NULL, NULL}};
 
 /* ---- luaopen_cnn ------------------------------------------------------------------------------ */
 

@@ -167,6 +167,9 @@ local SKIP = {
   viz_png = "writes files", Batcher = "starts a thread (hand-written cases below)",
   write_jpeg = "writes files", mkdir = "creates folders",
   FileBatcher = "starts threads (image_folder_spec)",
+  -- machine peaks (speed work, issue 19)
+  fma_peak = "runs for seconds (hand-written cases below)",
+  copy_bandwidth = "runs for seconds (hand-written cases below)",
 }
 
 -- Functions whose sweep currently fails, with the repro: the sweep still
@@ -509,6 +512,15 @@ describe("NaN and Inf where they matter", function()
     { "set_rng_state", function() return cnn.set_rng_state({ 0 / 0, 1, 2, 3, 4, 5 }) end },
     { "set_conv_algo", function() return cnn.set_conv_algo("fastest") end, "fastest" },
     { "set_grad_enabled", function() return cnn.set_grad_enabled("yes") end },
+    -- machine peaks (speed work, issue 19)
+    { "fma_peak", function() return cnn.fma_peak(0 / 0) end, "seconds" },
+    { "fma_peak", function() return cnn.fma_peak(-1) end, "seconds" },
+    { "fma_peak", function() return cnn.fma_peak(1e300) end, "seconds" },
+    { "copy_bandwidth", function() return cnn.copy_bandwidth(-1) end, "bytes" },
+    { "copy_bandwidth", function() return cnn.copy_bandwidth(1e18) end },
+    { "copy_bandwidth", function() return cnn.copy_bandwidth(1 << 40) end, "bytes" },
+    { "copy_bandwidth", function() return cnn.copy_bandwidth(1 << 20, 0 / 0) end, "seconds" },
+    { "copy_bandwidth", function() return cnn.copy_bandwidth("big") end },
   }
   for i, c in ipairs(cases) do
     it(c[1] .. " #" .. i, function() raises(c[2], c[1], table.unpack(c, 3)) end)

@@ -1,0 +1,232 @@
+-- bench/step_profile.lua -- where the time of one training step goes, and
+-- how close each part comes to what this machine can do (issue 19 point 1).
+--
+--   cnnsh bench/step_profile.lua [--net fmnist|resnet20|all] [--batch N] [--iters N]
+--
+-- The machine first (measured here, never looked up): the float32 FMA peak
+-- of the threads (cnn.fma_peak) and the copy bandwidth (cnn.copy_bandwidth)
+-- at the working-set size of each layer, rounded up to a power of two, so
+-- a layer whose tensors live in the cache is held to the cache's speed.
+-- Then, per network (examples/fashion_mnist.lua's net at 1x28x28, ResNet-20
+-- at 3x32x32; batch 64; Adam, cross-entropy), `iters` real training steps
+-- (zero_grad, forward, loss, backward, optimizer step), the medians of:
+--   * each leaf layer's forward and backward pass, from hooks on its input
+--     and output (backward: from the gradient reaching the layer's output to
+--     the next gradient event, so a fan-out in a residual block is counted
+--     once), with its FLOPs and the bytes the pass must move at least;
+--     `bound` is "compute" when FLOPs/bytes exceeds the machine's balance
+--     (peak / bandwidth) and `of_peak` the fraction of the FMA peak, else
+--     "memory" and the fraction of the copy bandwidth;
+--   * the optimizer step alone, against the bandwidth (Adam reads p, g, m,
+--     v and writes p, m, v: 28 bytes a float32 parameter);
+--   * the whole step without hooks, and what is left outside the layers and
+--     the optimizer: the loss, autograd bookkeeping, allocation and Lua.
+-- One JSON line per figure:
+--   {"bench":"machine","threads":2,"fma_gflops":...,"copy_gbs_1mb":...,"copy_gbs_256mb":...}
+--   {"bench":"step_layer","net":"fmnist","layer":"2","type":"BatchNorm2d","pass":"bwd","ms":...,
+--    "gflop":...,"mbytes":...,"bound":"memory","of_peak":...}
+--   {"bench":"step","net":"fmnist","batch":64,"step_ms":...,"layers_ms":...,"optimizer_ms":...,
+--    "outside_ms":...,"images_per_s":...,"gflops":...,"of_fma_peak":...}
+-- Byte model (float32): forward = input + output + parameters (+ int64
+-- indices for max pooling); backward = grad out + saved tensor + grad in
+-- (+ parameter gradients); Flatten moves nothing.  FLOPs: 2 per MAC
+-- forward, 4 per MAC backward (input and weight gradients) for Conv2d and
+-- Linear; the other layers count as memory-bound.
+-- Pin the threads (OMP_NUM_THREADS) and compare runs on the same machine;
+-- on a shared machine, compare only ratios taken in one run.
+
+local B = dofile((arg[0]:match("^(.*)/") or ".") .. "/common.lua")
+
+local opts = { net = "all", batch = 64, iters = 10 }
+do
+  local i = 1
+  while arg and arg[i] do
+    local k = arg[i]:match("^%-%-(.+)$")
+    if not k or opts[k] == nil or arg[i + 1] == nil then
+      error("usage: cnnsh bench/step_profile.lua [--net fmnist|resnet20|all] [--batch N] [--iters N]", 0)
+    end
+    opts[k] = k == "net" and arg[i + 1] or math.tointeger(tonumber(arg[i + 1]))
+      or error("--" .. k .. " needs an integer", 0)
+    i = i + 2
+  end
+end
+
+local median = B.median
+
+-- ---- the machine -------------------------------------------------------------------------
+
+local PEAK = cnn.fma_peak(0.3)
+local bw_memo = {}
+-- copy bandwidth (bytes/s) over arrays of the power of two >= bytes
+local function bandwidth(bytes)
+  local size = 1 << math.max(16, math.ceil(math.log(math.max(bytes, 1), 2)))
+  size = math.min(size, 1 << 30)
+  if not bw_memo[size] then bw_memo[size] = cnn.copy_bandwidth(size, 0.1) end
+  return bw_memo[size]
+end
+B.emit({ { "bench", "machine" }, { "threads", cnn.get_num_threads() }, { "fma_gflops", PEAK / 1e9 },
+         { "copy_gbs_1mb", bandwidth(1 << 20) / 1e9 }, { "copy_gbs_256mb", bandwidth(1 << 28) / 1e9 } })
+
+-- ---- what a layer must compute and move --------------------------------------------------
+
+local function class_is(m, name)
+  local mt = getmetatable(m)
+  while mt do
+    if rawget(mt, "__name") == name then return true end
+    mt = getmetatable(mt)
+  end
+  return false
+end
+
+local function param_elems(m)
+  local n = 0
+  for _, p in ipairs(m:parameters()) do n = n + p:numel() end
+  return n
+end
+
+-- FLOPs and bytes of the forward and backward pass of leaf m (float32).
+local function layer_cost(m, xin, out)
+  local nx, ny, np = xin:numel(), out:numel(), param_elems(m)
+  local macs = require("inspect").macs_of(m, out)
+  local matmul = class_is(m, "Conv2d") or class_is(m, "Linear")
+  local c = { fwd_flop = matmul and 2 * macs or 0, bwd_flop = matmul and 4 * macs or 0 }
+  c.fwd_bytes = 4 * (nx + ny + np)
+  c.bwd_bytes = 4 * (ny + nx + nx + 2 * np)            -- dy, saved x, dx, w and dw
+  if class_is(m, "MaxPool2d") then
+    c.fwd_bytes = 4 * (nx + ny) + 8 * ny                -- + int64 indices
+    c.bwd_bytes = 4 * (ny + nx) + 8 * ny                -- dy, indices, dx
+  elseif class_is(m, "AdaptiveAvgPool2d") or class_is(m, "AvgPool2d") then
+    c.bwd_bytes = 4 * (ny + nx)
+  elseif class_is(m, "Flatten") then
+    c.fwd_bytes, c.bwd_bytes = 0, 0
+  end
+  return c
+end
+
+-- ---- one instrumented step ---------------------------------------------------------------
+
+-- A training step with a mark before and after each leaf layer's forward,
+-- and one each time a gradient reaches a layer's input or output.
+-- Returns the records (per leaf call: m, cost, f0, f1 and gout as mark
+-- numbers) and the marks of the step's phases.
+local function instrumented_step(net, opt, x, y, tm)
+  local recs, stack, handles, ph = {}, {}, {}, {}
+  local hooked = setmetatable({}, { __mode = "k" }) -- one gradient event per tensor
+  tm:reset()
+  local function mark_grad() tm:mark() end
+  for _, m in ipairs(net:modules()) do
+    if #m:children() == 0 then
+      handles[#handles + 1] = m:register_forward_pre_hook(function(mod, xin)
+        local rec = { m = mod, f0 = tm:mark(), xin = xin }
+        recs[#recs + 1] = rec
+        stack[#stack + 1] = rec
+        if cnn.is_tensor(xin) and xin.requires_grad and not hooked[xin] then
+          hooked[xin] = true
+          handles[#handles + 1] = xin:register_hook(mark_grad)
+        end
+      end)
+      handles[#handles + 1] = m:register_forward_hook(function(mod, xin, out)
+        local rec = table.remove(stack)
+        rec.f1 = tm:mark()
+        if not rec.cost then rec.cost = layer_cost(mod, xin, out) end
+        if cnn.is_tensor(out) and out.requires_grad then
+          hooked[out] = true
+          handles[#handles + 1] = out:register_hook(function() rec.gout = tm:mark() end)
+        end
+      end)
+    end
+  end
+  ph.start = tm:mark()
+  opt:zero_grad()
+  local loss = F.cross_entropy(net(x), y)
+  ph.fwd = tm:mark()
+  loss:backward()
+  ph.bwd = tm:mark()
+  opt:step()
+  ph.opt = tm:mark()
+  for i = #handles, 1, -1 do handles[i]:remove() end
+  return recs, ph, tm:times()
+end
+
+-- ms of every leaf pass of one instrumented step, in call order; a
+-- backward runs from its gradient event to the next one (marks are
+-- numbered in time order, and ph.bwd closes the last)
+local function layer_times(recs, ph, T)
+  local out = {}
+  for i, r in ipairs(recs) do
+    local bwd = r.gout and T[r.gout + 1] - T[r.gout] or 0
+    out[i] = { fwd = (T[r.f1] - T[r.f0]) * 1e3, bwd = bwd * 1e3 }
+  end
+  return out, (T[ph.opt] - T[ph.bwd]) * 1e3
+end
+
+-- ---- per network -------------------------------------------------------------------------
+
+local function fraction(flop, bytes, ms)
+  if ms <= 0 then return "none", 0 end
+  local bw = bandwidth(bytes / 2)
+  if flop > 0 and flop / bytes > PEAK / bw then return "compute", flop / (ms * 1e-3) / PEAK end
+  return "memory", bytes / (ms * 1e-3) / bw
+end
+
+local function emit_layer(name, r, idx, pass, ms, flop, bytes)
+  local bound, of_peak = fraction(flop, bytes, ms)
+  B.emit({ { "bench", "step_layer" }, { "net", name }, { "layer", tostring(idx) }, { "type", r.m.__name },
+           { "pass", pass }, { "ms", ms }, { "gflop", flop / 1e9 }, { "mbytes", bytes / 1e6 },
+           { "bound", bound }, { "of_peak", of_peak } })
+end
+
+local function profile_net(name, net, x, y)
+  net:train()
+  local opt = optim.Adam(net:parameters(), { lr = 1e-3 })
+  local tm <close> = cnn.timer(x)
+  local function step()
+    opt:zero_grad()
+    F.cross_entropy(net(x), y):backward()
+    opt:step()
+  end
+  for _ = 1, 2 do step() end -- warm-up: oneDNN primitives, optimizer state
+  local per_layer, opt_ms, step_ms, recs = {}, {}, {}, nil
+  for it = 1, opts.iters do
+    local ph, T
+    recs, ph, T = instrumented_step(net, opt, x, y, tm)
+    local lt, o = layer_times(recs, ph, T)
+    for i, t in ipairs(lt) do
+      per_layer[i] = per_layer[i] or { fwd = {}, bwd = {} }
+      per_layer[i].fwd[it], per_layer[i].bwd[it] = t.fwd, t.bwd
+    end
+    opt_ms[it] = o
+    local t0 = cnn.clock()
+    step()
+    step_ms[it] = (cnn.clock() - t0) * 1e3
+  end
+  local layers_ms, flop_total = 0, 0
+  local names = {}
+  for n, m in net:named_modules() do if names[m] == nil then names[m] = n end end
+  for i, r in ipairs(recs) do
+    local f, b = median(per_layer[i].fwd), median(per_layer[i].bwd)
+    layers_ms = layers_ms + f + b
+    flop_total = flop_total + r.cost.fwd_flop + r.cost.bwd_flop
+    local idx = names[r.m] or i
+    emit_layer(name, r, idx, "fwd", f, r.cost.fwd_flop, r.cost.fwd_bytes)
+    if r.gout then emit_layer(name, r, idx, "bwd", b, r.cost.bwd_flop, r.cost.bwd_bytes) end
+  end
+  local nparam = 0
+  for _, p in ipairs(net:parameters()) do nparam = nparam + p:numel() end
+  local o, s = median(opt_ms), median(step_ms)
+  B.emit({ { "bench", "step_optimizer" }, { "net", name }, { "params", nparam }, { "ms", o },
+           { "of_bandwidth", 28 * nparam / (o * 1e-3) / bandwidth(16 * nparam) } })
+  B.emit({ { "bench", "step" }, { "net", name }, { "batch", x:size(1) }, { "threads", cnn.get_num_threads() },
+           { "step_ms", s }, { "layers_ms", layers_ms }, { "optimizer_ms", o },
+           { "outside_ms", s - layers_ms - o }, { "images_per_s", x:size(1) / (s * 1e-3) },
+           { "gflops", flop_total / (s * 1e-3) / 1e9 }, { "of_fma_peak", flop_total / (s * 1e-3) / PEAK } })
+end
+
+cnn.manual_seed(0)
+local N = opts.batch
+if opts.net == "fmnist" or opts.net == "all" then
+  profile_net("fmnist", B.fmnist_cnn(), cnn.randn(N, 1, 28, 28), cnn.randint(1, 10, { N }))
+end
+if opts.net == "resnet20" or opts.net == "all" then
+  profile_net("resnet20", B.resnet20(10), cnn.randn(N, 3, 32, 32), cnn.randint(1, 10, { N }))
+end

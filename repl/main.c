@@ -8,6 +8,8 @@
  *   cnnsh -i FILE              run FILE, then the prompt (-i alone: the prompt)
  *   cnnsh -                    chunks from stdin: no prompt, no echo
  *   cnnsh --nproc N FILE       N ranks of FILE through mpirun (launch.c)
+ *   cnnsh --check FILE         a lab's checks against FILE (check.c);
+ *                              --json, --checks PATH; exit = failed exercises
  *   --threads N, --seed N, --ascii, --version, --help
  *
  * Exit status: 0; 1 when a script, chunk or file failed; 2 for a bad
@@ -40,6 +42,7 @@ typedef struct {
   bool have_seed;
   int nproc;           /* --nproc N: launch N ranks (0: no) */
   int nproc_at, nproc_len; /* argv span of the --nproc option */
+  cnn_check_opts check;    /* --check FILE [--json] [--checks PATH] */
 } options;
 
 static void usage(FILE *f)
@@ -53,6 +56,9 @@ static void usage(FILE *f)
         "  --seed N        seed the random generator (cnn.manual_seed)\n"
         "  --nproc N       run FILE as N processes through mpirun (see dist)\n"
         "  --ascii         plain ASCII pictures (sets cnn.ascii = true)\n"
+        "  --check FILE    run a lab's checks against FILE (labs/README.md);\n"
+        "                  exit status = failed exercises; --json: one JSON\n"
+        "                  object; --checks PATH: the checks file or folder\n"
         "  --version       print versions and exit\n"
         "  --help          print this and exit\n"
         "With no FILE and no -e: the prompt when stdin is a terminal, else\n"
@@ -95,7 +101,11 @@ static int parse_value_option(int argc, char **argv, int *i, options *o)
   const char *v;
   long long x;
   int at = *i;
-  if ((v = long_value(argc, argv, i, "--nproc"))) {
+  if ((v = long_value(argc, argv, i, "--checks"))) {
+    o->check.checks = v;
+  } else if ((v = long_value(argc, argv, i, "--check"))) {
+    o->check.file = v;
+  } else if ((v = long_value(argc, argv, i, "--nproc"))) {
     if (!parse_int(v, 1, &x) || x > 4096)
       return bad_option("--nproc wants a positive integer, got", v);
     o->nproc = (int)x;
@@ -160,6 +170,8 @@ static int parse_options(int argc, char **argv, options *o)
       o->version = true;
     else if (strcmp(a, "--ascii") == 0)
       o->ascii = true;
+    else if (strcmp(a, "--json") == 0)
+      o->check.json = true;
     else if (a[1] == '-')
       rc = parse_value_option(argc, argv, &i, o);
     else
@@ -280,10 +292,13 @@ int main(int argc, char **argv)
   }
   if (o.nproc && (!o.script || strcmp(argv[o.script], "-") == 0))
     return bad_option("--nproc runs a script FILE, got", o.script ? argv[o.script] : "no FILE");
+  if ((o.check.json || o.check.checks) && !o.check.file)
+    return bad_option("--json and --checks go with --check FILE, got", "no --check");
   if (o.nproc)
     return cnn_launch_ranks(o.nproc, argc, argv, o.nproc_at, o.nproc_len);
   bool will_prompt = o.prompt_after ||
-                     (!o.script && o.nchunks == 0 && !o.version && isatty(STDIN_FILENO));
+                     (!o.script && o.nchunks == 0 && !o.version && !o.check.file &&
+                      isatty(STDIN_FILENO));
   cnn_repl r = {.color = want_color(STDOUT_FILENO), .color_err = want_color(STDERR_FILENO),
                 .ascii = o.ascii};
   r.L = cnn_repl_newstate(o.ascii);
@@ -296,6 +311,8 @@ int main(int argc, char **argv)
   cnn_repl_signals_init(!will_prompt);
   if (o.version) {
     rc = print_version(&r);
+  } else if (o.check.file) {
+    rc = cnn_repl_check(&r, &o.check);
   } else {
     create_arg_table(r.L, argc, argv, o.script ? o.script : 0);
     if (will_prompt)

@@ -17,6 +17,8 @@
  *               code runs (a Lua hook, as lua.c)
  *   print.c     pretty printer of results (tables, strings, tensors, ...)
  *   commands.c  :help :time :mem :load :reset :quit
+ *   check.c     cnnsh --check: a lab's exercises, each in a forked child
+ *               under time and memory limits (the checker is labcheck.lua)
  *   main.c      options, script mode, piped mode
  *
  * Invariants: completion never runs user code (no metamethod is called
@@ -223,6 +225,18 @@ int cnn_repl_run_prompt(cnn_repl *r);
 /* Read chunks from a stream (no prompt, no echo), run each and print its
  * results; returns 1 if any chunk failed (or 130 on SIGINT), else 0. */
 int cnn_repl_run_stream(cnn_repl *r, FILE *in);
+
+/* ---- check.c: cnnsh --check (labs/README.md) ------------------------------- */
+
+typedef struct {
+  const char *file;   /* the student's lab file */
+  const char *checks; /* --checks FILE or DIR; NULL: found from the file's name */
+  bool json;          /* --json: one JSON object on stdout */
+} cnn_check_opts;
+
+/* Run the checks; returns the number of failed exercises (capped at 125),
+ * or 2 after printing why the checks could not run at all. */
+int cnn_repl_check(cnn_repl *r, const cnn_check_opts *o);
 
 /* launch.c: exec mpirun with N copies of this cnnsh and argv without the
  * --nproc option at argv[skip_at .. skip_at+skip_len); returns 2 on failure */

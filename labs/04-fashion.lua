@@ -73,11 +73,12 @@ function lab.accuracy(net, loader)
   return correct / math.max(total, 1)
 end
 
--- Exercise 4. Train lab.build_net() on lab.loaders(2000, 1000) with Adam
--- (lr 1e-3) for 3 epochs and return the trained network.  The checker
--- tests it on 1,000 test images: it must reach 75% accuracy.
+-- Exercise 4. Train lab.build_net() on the batches of lab.loaders(2000,
+-- 1000, 32) with Adam (lr 2e-3) for 3 epochs and return the trained
+-- network.  The checker tests it on 1,000 test images: it must reach 75%
+-- accuracy (about 79% is typical; the full example reaches 92%).
 function lab.trained_net()
-  local train = lab.loaders(2000, 1000)
+  local train = lab.loaders(2000, 1000, 32)
   local net = lab.build_net()
   TODO("an optimizer, then lab.train_epoch three times")
   return net

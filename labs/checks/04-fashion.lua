@@ -56,7 +56,7 @@ end
 
 local function has_conv(net)
   for _, m in ipairs(net:modules()) do
-    if m.__name == "Conv2d" or tostring(m):match("^Conv2d") then return true end
+    if m.__name == "Conv2d" then return true end
   end
   return false
 end

@@ -35,9 +35,9 @@ function lab.accuracy(net, loader)
 end
 
 function lab.trained_net()
-  local train = lab.loaders(2000, 1000)
+  local train = lab.loaders(2000, 1000, 32)
   local net = lab.build_net()
-  local opt = optim.Adam(net:parameters(), { lr = 1e-3 })
+  local opt = optim.Adam(net:parameters(), { lr = 2e-3 })
   for _ = 1, 3 do lab.train_epoch(net, train, opt) end
   return net
 end

@@ -8,8 +8,9 @@
  *   cnnsh -i FILE              run FILE, then the prompt (-i alone: the prompt)
  *   cnnsh -                    chunks from stdin: no prompt, no echo
  *   cnnsh --nproc N FILE       N ranks of FILE through mpirun (launch.c)
- *   cnnsh --check FILE         a lab's checks against FILE (check.c);
- *                              --json, --checks PATH; exit = failed exercises
+ *   cnnsh --check FILE         a lab's checks against FILE (check.c); --json
+ *                              and --checks PATH before or after FILE;
+ *                              exit status = the number of failed exercises
  *   --threads N, --seed N, --ascii, --version, --help
  *
  * Exit status: 0; 1 when a script, chunk or file failed; 2 for a bad
@@ -42,7 +43,8 @@ typedef struct {
   bool have_seed;
   int nproc;           /* --nproc N: launch N ranks (0: no) */
   int nproc_at, nproc_len; /* argv span of the --nproc option */
-  cnn_check_opts check;    /* --check FILE [--json] [--checks PATH] */
+  bool check_mode;         /* --check: FILE (the script argument) is a lab */
+  cnn_check_opts check;    /* its file, --json, --checks PATH */
 } options;
 
 static void usage(FILE *f)
@@ -103,8 +105,6 @@ static int parse_value_option(int argc, char **argv, int *i, options *o)
   int at = *i;
   if ((v = long_value(argc, argv, i, "--checks"))) {
     o->check.checks = v;
-  } else if ((v = long_value(argc, argv, i, "--check"))) {
-    o->check.file = v;
   } else if ((v = long_value(argc, argv, i, "--nproc"))) {
     if (!parse_int(v, 1, &x) || x > 4096)
       return bad_option("--nproc wants a positive integer, got", v);
@@ -172,12 +172,32 @@ static int parse_options(int argc, char **argv, options *o)
       o->ascii = true;
     else if (strcmp(a, "--json") == 0)
       o->check.json = true;
+    else if (strcmp(a, "--check") == 0)
+      o->check_mode = true;
     else if (a[1] == '-')
       rc = parse_value_option(argc, argv, &i, o);
     else
       rc = parse_short(argc, argv, &i, o);
     if (rc)
       return rc;
+  }
+  return 0;
+}
+
+/* cnnsh --check FILE [--json] [--checks PATH]: the options may follow FILE. */
+static int parse_check_tail(int argc, char **argv, options *o)
+{
+  if (!o->script || strcmp(argv[o->script], "-") == 0)
+    return bad_option("--check wants a lab FILE, got", o->script ? "-" : "none");
+  o->check.file = argv[o->script];
+  for (int i = o->script + 1; i < argc; i++) {
+    const char *v;
+    if (strcmp(argv[i], "--json") == 0)
+      o->check.json = true;
+    else if ((v = long_value(argc, argv, &i, "--checks")))
+      o->check.checks = v;
+    else
+      return bad_option("--check checks one FILE; unexpected", argv[i]);
   }
   return 0;
 }
@@ -292,8 +312,10 @@ int main(int argc, char **argv)
   }
   if (o.nproc && (!o.script || strcmp(argv[o.script], "-") == 0))
     return bad_option("--nproc runs a script FILE, got", o.script ? argv[o.script] : "no FILE");
-  if ((o.check.json || o.check.checks) && !o.check.file)
-    return bad_option("--json and --checks go with --check FILE, got", "no --check");
+  if (o.check_mode && (rc = parse_check_tail(argc, argv, &o)))
+    return rc;
+  if ((o.check.json || o.check.checks) && !o.check_mode)
+    return bad_option("--json and --checks go with --check, got", "no --check");
   if (o.nproc)
     return cnn_launch_ranks(o.nproc, argc, argv, o.nproc_at, o.nproc_len);
   bool will_prompt = o.prompt_after ||

@@ -55,7 +55,7 @@ end
 
 -- Exercise 4. Early stopping: given the lists of training and test losses
 -- per epoch, draw both in the terminal with
---   viz.plot(train_losses, test_losses, {title = "loss per epoch"})
+--   viz.plot(train_losses, test_losses, {title = "loss per epoch", names = {"train", "test"}})
 -- and return the epoch (1-based) with the lowest TEST loss.
 function lab.best_epoch(train_losses, test_losses)
   -- TODO: plot, then find the minimum of test_losses
@@ -63,7 +63,7 @@ function lab.best_epoch(train_losses, test_losses)
 end
 
 -- Given: the demo of "try this".  An MLP on 128 training images for 30
--- epochs (Adam), the test loss on 1,000 images after each, both curves
+-- epochs (AdamW, lr 3e-3, batches of 16), the test loss on 1,000 images after each, both curves
 -- plotted.  opts: dropout = p, weight_decay = wd, augment = true.
 -- Your dropout as a layer: self.training is set by net:train() / net:eval().
 local LabDropout = nn.Module:extend("LabDropout")
@@ -95,11 +95,11 @@ end
 function lab.overfit_demo(opts)
   local train_set, test_set = data.FashionMNIST{ train = true }, data.FashionMNIST{ train = false }
   local train = data.DataLoader(data.Subset(train_set, table.move(data.randperm(#train_set), 1, 128, 1, {})),
-    { batch_size = 32, shuffle = true })
+    { batch_size = 16, shuffle = true })
   local test = data.DataLoader(data.Subset(test_set, table.move(data.randperm(#test_set), 1, 1000, 1, {})),
     { batch_size = 500 })
   local net = demo_net(opts.dropout)
-  local opt = optim.AdamW(net:parameters(), { lr = 1e-3, weight_decay = opts.weight_decay or 0 })
+  local opt = optim.AdamW(net:parameters(), { lr = 3e-3, weight_decay = opts.weight_decay or 0 })
   local tr, te = {}, {}
   for e = 1, 30 do
     tr[e] = epoch_loss(net, train, opt, opts.augment)

@@ -18,7 +18,7 @@ function lab.hflip(x)
 end
 
 function lab.best_epoch(train_losses, test_losses)
-  print(viz.plot(train_losses, test_losses, { title = "loss per epoch" }))
+  print(viz.plot(train_losses, test_losses, { title = "loss per epoch", names = { "train", "test" } }))
   local best = 1
   for e, v in ipairs(test_losses) do
     if v < test_losses[best] then best = e end

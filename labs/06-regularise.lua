@@ -63,8 +63,10 @@ function lab.best_epoch(train_losses, test_losses)
 end
 
 -- Given: the demo of "try this".  An MLP on 128 training images for 30
--- epochs (AdamW, lr 3e-3, batches of 16), the test loss on 1,000 images after each, both curves
--- plotted.  opts: dropout = p, weight_decay = wd, augment = true.
+-- epochs (AdamW, lr 3e-3, batches of 16), the test loss on 1,000 images
+-- after each, both curves plotted.  opts: dropout = p, weight_decay = wd,
+-- augment = true.
+
 -- Your dropout as a layer: self.training is set by net:train() / net:eval().
 local LabDropout = nn.Module:extend("LabDropout")
 function LabDropout:init(p) self.p = p end

@@ -236,6 +236,8 @@ typedef enum {
   CNN_OP_POW_SCALAR, /* x ^ p0 */
   CNN_OP_ADD_SCALAR, /* x + p0 */
   CNN_OP_MUL_SCALAR, /* x * p0 */
+  /* activations of issue 13 (helper "act") */
+  CNN_OP_HARDTANH,   /* clamp to [p0, p1]; derivative 0 at the bounds (ReLU6: [0, 6]) */
   CNN_NUNARY
 } cnn_unary_op;
 

@@ -111,6 +111,25 @@ CNN_HD static inline float cnn_leaky_relu_grad_f(float x, float slope) {
 CNN_HD static inline double cnn_relu(double x) { return x > 0 ? x : (x != x ? x : 0.0); }
 CNN_HD static inline float cnn_relu_f(float x) { return x > 0 ? x : (x != x ? x : 0.0f); }
 
+/* ---- activations of issue 13 (helper "act") ---------------------------------
+ * Forward formulas and derivatives as PyTorch's kernels define them,
+ * including the value of the derivative at each kink (noted per function). */
+
+/* hardtanh(x) = min(max(x, lo), hi), PyTorch's clamp: NaN passes, and with
+ * lo > hi every value is hi.  ReLU6 is hardtanh on [0, 6]. */
+CNN_HD static inline double cnn_hardtanh(double x, double lo, double hi) {
+  double r = x < lo ? lo : x;
+  return r > hi ? hi : r;
+}
+CNN_HD static inline float cnn_hardtanh_f(float x, float lo, float hi) {
+  float r = x < lo ? lo : x;
+  return r > hi ? hi : r;
+}
+/* 1 strictly inside (lo, hi), 0 at the bounds and beyond (hardtanh_backward) */
+CNN_HD static inline double cnn_hardtanh_grad(double x, double lo, double hi) {
+  return x > lo && x < hi ? 1.0 : 0.0;
+}
+
 /* ---- binary cross-entropy with logits -------------------------------------
  * softplus(z) = log(1 + e^z) = max(z, 0) + log1p(e^-|z|), never overflows.
  * With log_weight lw = 1 + (pos_weight - 1) * y (PyTorch):

@@ -61,6 +61,8 @@ CNN_EW double cnn_ew_unary_f64(int op, double x, double p0, double p1) {
   case CNN_OP_CLAMP: return x < p0 ? p0 : x > p1 ? p1 : x; /* NaN bound: never true */
   case CNN_OP_POW_SCALAR: return p0 == 2 ? x * x : pow(x, p0);
   case CNN_OP_ADD_SCALAR: return x + p0;
+  /* activations of issue 13 (helper "act") */
+  case CNN_OP_HARDTANH: return cnn_hardtanh(x, p0, p1);
   default: return x * p0; /* MUL_SCALAR */
   }
 }
@@ -92,6 +94,8 @@ CNN_EW float cnn_ew_unary_f32(int op, float x, float p0, float p1) {
   case CNN_OP_CLAMP: return x < p0 ? p0 : x > p1 ? p1 : x;
   case CNN_OP_POW_SCALAR: return p0 == 2 ? x * x : powf(x, p0);
   case CNN_OP_ADD_SCALAR: return x + p0;
+  /* activations of issue 13 (helper "act") */
+  case CNN_OP_HARDTANH: return cnn_hardtanh_f(x, p0, p1);
   default: return x * p0;
   }
 }
@@ -121,6 +125,11 @@ CNN_EW int64_t cnn_ew_unary_i64(int op, int64_t x, double p0, double p1) {
   case CNN_OP_POW_SCALAR: return cnn_ew_ipow(x, (int64_t)p0);
   case CNN_OP_ADD_SCALAR: return (int64_t)((uint64_t)x + (uint64_t)(int64_t)p0);
   case CNN_OP_MUL_SCALAR: return (int64_t)((uint64_t)x * (uint64_t)(int64_t)p0);
+  case CNN_OP_HARDTANH: { /* bounds truncated to integers, as PyTorch's hardtanh */
+    int64_t lo = cnn_saturate_i64(p0), hi = cnn_saturate_i64(p1);
+    int64_t r = x < lo ? lo : x;
+    return r > hi ? hi : r;
+  }
   default: return x; /* FLOOR, CEIL, ROUND */
   }
 }
@@ -149,6 +158,8 @@ CNN_EW double cnn_ew_unary_deriv(int op, double v, double p0, double p1) {
   case CNN_OP_POW_SCALAR: return p0 == 0 ? 0 : p0 * pow(v, p0 - 1);
   case CNN_OP_ADD_SCALAR: return 1;
   case CNN_OP_MUL_SCALAR: return p0;
+  /* activations of issue 13 (helper "act") */
+  case CNN_OP_HARDTANH: return cnn_hardtanh_grad(v, p0, p1);
   default: return 0; /* SIGN, FLOOR, CEIL, ROUND */
   }
 }

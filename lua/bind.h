@@ -30,6 +30,7 @@ extern const luaL_Reg cnn_lua_view_methods[];     /* tensor_view.c */
 extern const luaL_Reg cnn_lua_math_methods[];     /* tensor_math.c */
 void cnn_lua_math_register(lua_State *L);         /* those + the op tables' methods */
 void cnn_lua_functional_register(lua_State *L);   /* functional.c: F.* */
+void cnn_lua_activation_register(lua_State *L);   /* activations.c: F.relu, F.silu, ... */
 extern const luaL_Reg cnn_lua_math_funcs[];       /* tensor_math.c: where */
 extern const luaL_Reg cnn_lua_math_meta[];        /* tensor_math.c: __add ... __unm */
 extern const luaL_Reg cnn_lua_reduce_methods[];   /* tensor_reduce.c */

@@ -242,6 +242,9 @@ static const doc_entry docs[] = {
     {"F.nll_loss", "F.nll_loss(logp, target [, {weight=, reduction='mean', ignore_index=}]) -> tensor\nNegative log-likelihood of log-probabilities against int64 class labels 1..C."},
     {"F.mse_loss", "F.mse_loss(x, y [, {reduction='mean'}]) -> tensor\nMean squared error."},
     {"F.binary_cross_entropy_with_logits", "F.binary_cross_entropy_with_logits(x, y [, {weight=, pos_weight=, reduction='mean'}]) -> tensor\nSigmoid + binary cross-entropy, computed stably; weight rescales each element's loss and pos_weight the positive term, both broadcast to x's shape (PyTorch's)."},
+    /* activations, regularisers and losses of issue 13 (helper "act") */
+    {"F.hardtanh", "F.hardtanh(x [, min_val=-1 [, max_val=1]]) -> tensor\nx clamped to [min_val, max_val] (also {min_val=, max_val=}); the gradient is 0 at the limits, as PyTorch's."},
+    {"F.relu6", "F.relu6(x) -> tensor\nmin(max(x, 0), 6) = F.hardtanh(x, 0, 6) (MobileNet); the gradient is 0 at 0 and at 6."},
     {NULL, NULL}};
 
 static const char *const module_docs[][2] = {

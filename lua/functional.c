@@ -173,28 +173,7 @@ static int f_adaptive_avg_pool2d(lua_State *L) {
   return cnn_lua_push_result(L, cnn_adaptive_avg_pool2d(x, s[0], s[1]));
 }
 
-/* ---- activations ------------------------------------------------------------------------ */
-
-static int act(lua_State *L, cnn_unary_op op, double p0) {
-  return cnn_lua_push_result(L, cnn_unary(op, cnn_lua_check_tensor(L, 1), p0, 0));
-}
-
-/* F.<name> for each row of cnn_unary_ops with CNN_LUA_FUNCTIONAL (relu,
- * gelu, sigmoid, tanh): the op is the closure's upvalue */
-static int f_activation(lua_State *L) {
-  return act(L, (cnn_unary_op)lua_tointeger(L, lua_upvalueindex(1)), 0);
-}
-/* A finite number argument (a NaN slope would poison every output). */
-static double finite_arg(lua_State *L, int i, double def, const char *op, const char *what) {
-  double v = luaL_optnumber(L, i, def);
-  if (!isfinite(v)) cnn_lua_fail(L, "%s: %s must be a finite number, got %f", op, what, v);
-  return v;
-}
-
-static int f_leaky_relu(lua_State *L) {
-  return act(L, CNN_OP_LEAKY_RELU, finite_arg(L, 2, 0.01, "leaky_relu", "negative_slope"));
-}
-static int f_elu(lua_State *L) { return act(L, CNN_OP_ELU, finite_arg(L, 2, 1.0, "elu", "alpha")); }
+/* ---- softmax, dropout, batch norm (the activations are in activations.c) ---------------- */
 
 static int softmax_like(lua_State *L, bool log) {
   cnn_tensor *x = cnn_lua_check_tensor(L, 1);
@@ -266,8 +245,6 @@ const luaL_Reg cnn_lua_functional_funcs[] = {
     {"max_pool2d", f_max_pool2d},
     {"avg_pool2d", f_avg_pool2d},
     {"adaptive_avg_pool2d", f_adaptive_avg_pool2d},
-    {"leaky_relu", f_leaky_relu},
-    {"elu", f_elu},
     {"softmax", f_softmax},
     {"log_softmax", f_log_softmax},
     {"dropout", f_dropout},
@@ -276,13 +253,8 @@ const luaL_Reg cnn_lua_functional_funcs[] = {
     {"pad", f_pad},
     {NULL, NULL}};
 
-/* F.*: the functions above and the activations of the unary op table */
+/* F.*: the functions above and the activations (activations.c) */
 void cnn_lua_functional_register(lua_State *L) {
   luaL_setfuncs(L, cnn_lua_functional_funcs, 0);
-  for (int op = 0; op < CNN_NUNARY; op++) {
-    if (!(cnn_unary_ops[op].lua & CNN_LUA_FUNCTIONAL)) continue;
-    lua_pushinteger(L, op);
-    lua_pushcclosure(L, f_activation, 1);
-    lua_setfield(L, -2, cnn_unary_ops[op].name);
-  }
+  cnn_lua_activation_register(L);
 }

@@ -321,13 +321,23 @@ static int check_unary(cnn_unary_op op, cnn_tensor *x) {
   return check_operand(unary_names(op), x);
 }
 
+/* Options an op's dtype cannot take (activations of issue 13, helper "act"):
+ * hardtanh keeps integer dtypes, and a uint8 tensor has no negative limits. */
+static int check_unary_params(cnn_unary_op op, const cnn_tensor *x, double p0, double p1) {
+  if (op == CNN_OP_HARDTANH && x->dtype == CNN_UINT8 && (trunc(p0) < 0 || trunc(p1) < 0)) {
+    cnn_set_error("hardtanh: cannot clamp a uint8 tensor to negative limits [%g, %g]", p0, p1);
+    return -1;
+  }
+  return 0;
+}
+
 static cnn_dtype unary_dtype(cnn_unary_op op, cnn_dtype in, double p0) {
   if (cnn_dtype_is_float(in) || unary_keeps_int(op, p0)) return in;
   return CNN_FLOAT32;
 }
 
 cnn_tensor *cnn_unary(cnn_unary_op op, cnn_tensor *x, double p0, double p1) {
-  if (check_unary(op, x)) return NULL;
+  if (check_unary(op, x) || check_unary_params(op, x, p0, p1)) return NULL;
   if (op == CNN_OP_CLAMP) { /* NaN bound = open */
     if (p0 != p0) p0 = -INFINITY;
     if (p1 != p1) p1 = INFINITY;
@@ -342,7 +352,9 @@ cnn_tensor *cnn_unary(cnn_unary_op op, cnn_tensor *x, double p0, double p1) {
 }
 
 int cnn_unary_(cnn_unary_op op, cnn_tensor *x, double p0, double p1) {
-  if (check_unary(op, x) || check_inplace(unary_names(op), x, NULL)) return -1;
+  if (check_unary(op, x) || check_unary_params(op, x, p0, p1) ||
+      check_inplace(unary_names(op), x, NULL))
+    return -1;
   if (op == CNN_OP_CLAMP) {
     if (p0 != p0) p0 = -INFINITY;
     if (p1 != p1) p1 = INFINITY;

@@ -18,7 +18,7 @@
 #define I CNN_LUA_INPLACE
 #define F CNN_LUA_FUNCTIONAL
 
-_Static_assert(CNN_NUNARY == 26, "a unary op was added or removed: update cnn_unary_ops");
+_Static_assert(CNN_NUNARY == 27, "a unary op was added or removed: update cnn_unary_ops");
 _Static_assert(CNN_NBINARY == 13, "a binary op was added or removed: update cnn_binary_ops");
 
 const cnn_unary_info cnn_unary_ops[CNN_NUNARY] = {
@@ -50,6 +50,8 @@ const cnn_unary_info cnn_unary_ops[CNN_NUNARY] = {
     [CNN_OP_POW_SCALAR] = {"pow", "PowBackward", CNN_SAVES_INPUT, CNN_INTS_KEEP_POWER, 0},
     [CNN_OP_ADD_SCALAR] = {"add", "AddBackward", CNN_SAVES_NOTHING, CNN_INTS_KEEP_INTEGRAL, 0},
     [CNN_OP_MUL_SCALAR] = {"mul", "MulBackward", CNN_SAVES_NOTHING, CNN_INTS_KEEP_INTEGRAL, 0},
+    /* activations of issue 13 (helper "act"): F.* bound by hand where they take options */
+    [CNN_OP_HARDTANH] = {"hardtanh", "HardtanhBackward", CNN_SAVES_INPUT, CNN_INTS_KEEP, 0},
 };
 
 const cnn_binary_info cnn_binary_ops[CNN_NBINARY] = {

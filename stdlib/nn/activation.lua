@@ -1,5 +1,5 @@
 -- nn/activation.lua -- activation layers: ReLU, LeakyReLU, ELU, GELU,
--- Sigmoid, Tanh, Softmax, LogSoftmax.
+-- Sigmoid, Tanh, Softmax, LogSoftmax, Hardtanh, ReLU6.
 --
 -- Each is a parameter-free module that calls the F.* function of the same
 -- name with its stored option; the per-element math (and its derivative)
@@ -79,5 +79,69 @@ softmax_class("Softmax", "softmax",
   "nn.Softmax([dim = -1])\nexp(x) / sum(exp(x)) along dim (1-based; 2 = channels of NCHW).")
 softmax_class("LogSoftmax", "log_softmax",
   "nn.LogSoftmax([dim = -1])\nlog(softmax(x)) along dim, computed stably; pair with F.nll_loss.")
+
+-- ---- activations of issue 13 (helper "act") -------------------------------------------
+-- Their options come positionally in PyTorch's order or in one table.
+-- `inplace` is accepted so that PyTorch code ports as written, but the
+-- output is always a new tensor (autograd needs the input unchanged).
+
+-- options_of(cls, keys, defaults, ...) -> {key = value}: numbers finite,
+-- inplace a boolean, strings left to the caller; errors at the user's line.
+local function options_of(cls, keys, defaults, ...)
+  local fname = "nn." .. cls.__name
+  local given, n = {}, select("#", ...)
+  if n == 1 and type((...)) == "table" then
+    given = check.options(fname, (...), keys, 4)
+  elseif n > #keys then
+    error(string.format("%s takes at most %d arguments (%s), got %d", fname, #keys,
+                        table.concat(keys, ", "), n), 4)
+  else
+    for i, k in ipairs(keys) do given[k] = (select(i, ...)) end
+  end
+  local o = {}
+  for _, k in ipairs(keys) do
+    local v = given[k]
+    if v == nil then v = defaults[k] end
+    if type(defaults[k]) == "number" then check.number(fname, k, v, 4)
+    elseif type(defaults[k]) == "boolean" then check.boolean(fname, k, v, 4) end
+    o[k] = v
+  end
+  return o
+end
+
+local function inplace_repr(self) return self.inplace and "inplace=True" or "" end
+
+local Hardtanh = Module:extend("Hardtanh")
+function Hardtanh:init(...)
+  local o = options_of(Hardtanh, { "min_val", "max_val", "inplace" },
+                       { min_val = -1.0, max_val = 1.0, inplace = false }, ...)
+  if not (o.max_val > o.min_val) then
+    error(string.format("nn.Hardtanh: max_val (%s) must be greater than min_val (%s)",
+                        fmt.num(o.max_val), fmt.num(o.min_val)), 3)
+  end
+  self.min_val, self.max_val, self.inplace = o.min_val, o.max_val, o.inplace
+end
+function Hardtanh:forward(x) return F.hardtanh(x, self.min_val, self.max_val) end
+function Hardtanh:extra_repr()
+  local s = "min_val=" .. fmt.num(self.min_val + 0.0) .. ", max_val=" .. fmt.num(self.max_val + 0.0)
+  return self.inplace and s .. ", inplace=True" or s
+end
+doc[Hardtanh] = [=[
+nn.Hardtanh([min_val = -1 [, max_val = 1]])   (or {min_val=, max_val=, inplace=})
+x clamped to [min_val, max_val]; the gradient is 1 strictly inside, 0 at
+the limits and beyond (PyTorch's).  max_val must exceed min_val.]=]
+M.Hardtanh = Hardtanh
+
+local ReLU6 = Module:extend("ReLU6")
+function ReLU6:init(...)
+  self.inplace = options_of(ReLU6, { "inplace" }, { inplace = false }, ...).inplace
+end
+function ReLU6:forward(x) return F.relu6(x) end
+ReLU6.extra_repr = inplace_repr
+doc[ReLU6] = [[
+nn.ReLU6()   (or {inplace=})
+min(max(x, 0), 6), elementwise (MobileNetV2's activation); the gradient is
+0 at 0 and at 6, as PyTorch's.]]
+M.ReLU6 = ReLU6
 
 return M

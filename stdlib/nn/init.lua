@@ -29,7 +29,8 @@ nn -- layers and networks (PyTorch names, 1-based dims).
 Containers: Sequential, ModuleList; base class: Module (Module:extend("Name")).
 Layers: Conv2d, Linear, MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, BatchNorm2d,
 BatchNorm1d, SyncBatchNorm, Dropout, Flatten, Identity; DistributedDataParallel (see dist).
-Activations: ReLU, LeakyReLU, ELU, GELU, Sigmoid, Tanh, Softmax, LogSoftmax.
+Activations: ReLU, LeakyReLU, ELU, GELU, Sigmoid, Tanh, Softmax, LogSoftmax,
+ReLU6, Hardtanh.
 Also nn.init (initialisers) and nn.utils.clip_grad_norm.
   net = nn.Sequential(nn.Conv2d(1, 8, 3, {padding = 1}), nn.ReLU(),
                       nn.Flatten(), nn.Linear(8 * 28 * 28, 10))

@@ -190,6 +190,8 @@ static double ref_unary(int op, double x, double p0, double p1) {
   case CNN_OP_CLAMP: return x < p0 ? p0 : x > p1 ? p1 : x;
   case CNN_OP_POW_SCALAR: return pow(x, p0);
   case CNN_OP_ADD_SCALAR: return x + p0;
+  /* activations of issue 13 (helper "act"): from their definitions */
+  case CNN_OP_HARDTANH: return fmin(fmax(x, p0), p1);
   default: return x * p0;
   }
 }
@@ -222,6 +224,60 @@ static void test_unary_values(cnn_dtype dt) {
   CHECK(cnn_tensor_get(nan_clamp, 0) == -1 && cnn_tensor_get(nan_clamp, 2) == 0.5);
   cnn_tensor_release(g), cnn_tensor_release(nan_clamp), cnn_tensor_release(k);
   cnn_tensor_release(tb), cnn_tensor_release(base), cnn_tensor_release(pos);
+}
+
+/* ---- activations of issue 13 (helper "act") ----------------------------------------------
+ * Values and derivatives at chosen points (the kinks included), worked out
+ * by hand from the definitions, through the autograd engine in float64. */
+
+/* y = op(x) and dy/dx at the n points xs, x float64 */
+static void act_at(cnn_unary_op op, const double *xs, int n, double p0, double p1, double *y, double *dy) {
+  cnn_tensor *x = cnn_from_buffer(1, SH(n), CNN_FLOAT64, xs);
+  cnn_set_requires_grad(x, true);
+  cnn_tensor *out = cnn_unary(op, x, p0, p1), *sum = out ? cnn_reduce(CNN_RED_SUM, out, 0, false, 0) : NULL;
+  CHECK(sum && cnn_backward(sum, NULL, false) == 0 && x->grad);
+  for (int i = 0; i < n; i++) {
+    y[i] = out ? cnn_tensor_get(out, i) : NAN;
+    dy[i] = x->grad ? cnn_tensor_get(x->grad, i) : NAN;
+  }
+  cnn_tensor_release(sum), cnn_tensor_release(out), cnn_tensor_release(x);
+}
+
+static void check_act(const char *what, cnn_unary_op op, double p0, double p1, int n, const double *xs,
+                      const double *y_ref, const double *dy_ref) {
+  double y[16], dy[16];
+  act_at(op, xs, n, p0, p1, y, dy);
+  char w[80];
+  snprintf(w, sizeof w, "%s values", what);
+  check_arrays(w, y, y_ref, n, 1e-15, 1e-14);
+  snprintf(w, sizeof w, "%s derivatives", what);
+  check_arrays(w, dy, dy_ref, n, 1e-15, 1e-14);
+}
+
+static void test_activations(void) {
+  /* hardtanh on [-1, 2]: 1 strictly inside, 0 at the limits (PyTorch's hardtanh_backward) */
+  check_act("hardtanh[-1, 2]", CNN_OP_HARDTANH, -1, 2, 6, (double[]){-3, -1, -0.5, 1.5, 2, 7},
+            (double[]){-1, -1, -0.5, 1.5, 2, 2}, (double[]){0, 0, 1, 1, 0, 0});
+  /* relu6 = hardtanh[0, 6] */
+  check_act("relu6", CNN_OP_HARDTANH, 0, 6, 6, (double[]){-2, 0, 0.25, 5.5, 6, 6.5},
+            (double[]){0, 0, 0.25, 5.5, 6, 6}, (double[]){0, 0, 1, 1, 0, 0});
+  /* NaN passes; integer inputs keep their dtype with the limits truncated */
+  cnn_tensor *k = cnn_from_buffer(1, SH(1), CNN_FLOAT32, (float[]){NAN});
+  cnn_tensor *y = cnn_unary(CNN_OP_HARDTANH, k, 0, 6);
+  CHECK(y && isnan(cnn_tensor_get(y, 0)));
+  cnn_tensor_release(y), cnn_tensor_release(k);
+  k = cnn_from_buffer(1, SH(4), CNN_INT64, (int64_t[]){-5, 3, 7, 9});
+  y = cnn_unary(CNN_OP_HARDTANH, k, -1.5, 7.9);
+  CHECK(y && y->dtype == CNN_INT64 && cnn_tensor_get(y, 0) == -1 && cnn_tensor_get(y, 1) == 3 &&
+        cnn_tensor_get(y, 3) == 7);
+  cnn_tensor_release(y), cnn_tensor_release(k);
+  k = cnn_from_buffer(1, SH(2), CNN_UINT8, (uint8_t[]){0, 200});
+  y = cnn_unary(CNN_OP_HARDTANH, k, 0, 6);
+  CHECK(y && y->dtype == CNN_UINT8 && cnn_tensor_get(y, 1) == 6);
+  cnn_tensor_release(y);
+  CHECK(cnn_unary(CNN_OP_HARDTANH, k, -1, 1) == NULL && strstr(cnn_error(), "hardtanh") &&
+        strstr(cnn_error(), "uint8"));
+  cnn_tensor_release(k);
 }
 
 static void test_where(void) {
@@ -396,6 +452,7 @@ int main(void) {
   test_promotion();
   test_unary_values(CNN_FLOAT32);
   test_unary_values(CNN_FLOAT64);
+  test_activations();
   test_where();
   test_inplace();
   test_errors();

@@ -75,6 +75,9 @@ static void test_unary(void) {
       {CNN_OP_CLAMP, -2, 2, -1, 1},    {CNN_OP_POW_SCALAR, 0.3, 2, 2.5, 0},
       {CNN_OP_POW_SCALAR, -2, 2, 3, 0}, {CNN_OP_ADD_SCALAR, -2, 2, 0.7, 0},
       {CNN_OP_MUL_SCALAR, -2, 2, -1.5, 0}, {CNN_OP_RELU, -2, -0.1, 0, 0},
+      /* activations of issue 13 (helper "act"); the pieces between the kinks */
+      {CNN_OP_HARDTANH, -0.9, 1.9, -1, 2}, {CNN_OP_HARDTANH, 2.1, 4, -1, 2},
+      {CNN_OP_HARDTANH, -3, -1.1, -1, 2},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     ctx_t c = {.op = cases[i].op, .p0 = cases[i].p0, .p1 = cases[i].p1};

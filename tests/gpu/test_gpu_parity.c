@@ -225,6 +225,25 @@ static void elementwise(void) {
   cnn_tensor_release(in[0]), cnn_tensor_release(in[1]);
 }
 
+/* activations of issue 13 (helper "act"): each with its options */
+typedef struct {
+  cnn_unary_op op;
+  double p0, p1;
+} act_case;
+static cnn_tensor *op_activation(cnn_tensor **in, const void *ctx) {
+  const act_case *a = ctx;
+  return cnn_unary(a->op, in[0], a->p0, a->p1);
+}
+static void activations(void) {
+  int64_t a[2] = {7, 5};
+  static const act_case cases[] = {{CNN_OP_HARDTANH, -0.5, 0.5}, {CNN_OP_HARDTANH, 0, 6}};
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    cnn_tensor *r = randn(2, a), *in[1] = {cnn_unary(CNN_OP_MUL_SCALAR, r, 4, 0)};
+    parity(cnn_unary_name(cases[k].op), op_activation, &cases[k], 1, in, (bool[]){true}, 1e-5, 1e-5);
+    cnn_tensor_release(r), cnn_tensor_release(in[0]);
+  }
+}
+
 static void reductions(void) {
   int64_t s[3] = {4, 7, 5};
   static const int cases[][4] = {{CNN_RED_SUM, 0, 0, 0},  {CNN_RED_SUM, 2, 1, 0},  {CNN_RED_MEAN, 5, 0, 0},
@@ -379,6 +398,7 @@ int main(void) {
   printf("test_gpu_parity: testing %s\n", mod ? mod : "(no module information)");
   cnn_manual_seed(7);
   elementwise();
+  activations(); /* issue 13, helper "act" */
   reductions();
   products();
   convolutions();

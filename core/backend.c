@@ -13,8 +13,9 @@
  * loaded (its libraries are mapped once) and is never asked again.
  * cnn_module_open() is that search for any module (core/dist.c loads the
  * MPI and NCCL collectives with it).
- * Also here: cnn_backend_of(), the one place where an op picks the table
- * of its tensor's device, and the small helpers the ops share (device
+ * Also here: cnn_cuda_backend(), the CUDA half of cnn_backend_of() (inline
+ * in backend.h: the one place where an op picks the table of its tensor's
+ * device), and the small helpers the ops share (device
  * checks, strided arguments, "not supported on cuda yet").
  */
 #include "backend.h"
@@ -111,11 +112,6 @@ const cnn_backend *cnn_backend_get(cnn_device_type type) {
 }
 
 /* ---- the dispatch point of core/ops ------------------------------------------- */
-
-const cnn_backend *cnn_backend_of(const cnn_tensor *t, const char *op) {
-  if (t->storage->device.type == CNN_CPU) return &cnn_cpu_backend;
-  return cnn_cuda_backend(op);
-}
 
 const cnn_backend *cnn_cuda_backend(const char *op) {
   const char *why = cnn_cuda_unavailable_reason();

@@ -64,6 +64,16 @@ typedef struct {
   double smoothing;    /* label smoothing (cross_entropy only) */
 } cnn_be_class_loss;
 
+/* One parameter of a many-tensor Adam step (speed work, issue 19): n
+ * contiguous elements of each array, vmax NULL unless amsgrad, and the
+ * hyper-parameters of its own step (bias corrections differ by step). */
+typedef struct {
+  void *p, *m, *v, *vmax;
+  const void *g;
+  int64_t n;
+  cnn_adam_hp h;
+} cnn_adam_slice;
+
 typedef struct cnn_backend {
   const char *name; /* "cpu", "cuda" */
   bool half;        /* runs float16/bfloat16 convolutions and products */
@@ -236,6 +246,12 @@ typedef struct cnn_backend {
                    void *vmax, cnn_adam_hp h);
   int (*rmsprop_step)(int dev, cnn_dtype dt, int64_t n, void *p, const void *g, void *sq,
                       void *ga, void *buf, cnn_rmsprop_hp h);
+
+  /* ---- speed work (issue 19) ---- */
+  /* Adam over `count` slices of dtype dt in one pass (on the CPU one
+   * parallel region over all their elements).  Optional: where NULL, core
+   * calls adam_step once per slice. */
+  int (*adam_step_many)(int dev, cnn_dtype dt, int count, const cnn_adam_slice *s);
 } cnn_backend;
 
 /* What core hands the module at load time: the module is dlopen()ed by an
@@ -270,10 +286,18 @@ typedef const cnn_backend *(*cnn_cuda_backend_init_fn)(const cnn_core_api *core,
 /* The CPU backend (core/cpu/backend_cpu.c). */
 extern const cnn_backend cnn_cpu_backend;
 
+/* For a tensor already known to be on a CUDA device (copies, pinned memory,
+ * timers: the memory entries): the backend, or NULL with "<op>: <why CUDA
+ * is unavailable>". */
+const cnn_backend *cnn_cuda_backend(const char *op);
 /* The dispatch point of the ops: the backend of t's device -- the CPU
  * table, or the CUDA one (loading the module on first use) -- or NULL with
- * "<op>: cuda is not available: <why>" set. */
-const cnn_backend *cnn_backend_of(const cnn_tensor *t, const char *op);
+ * "<op>: cuda is not available: <why>" set.  Inline, so the CPU case costs
+ * a compare (every small op passes here). */
+static inline const cnn_backend *cnn_backend_of(const cnn_tensor *t, const char *op) {
+  if (t->storage->device.type == CNN_CPU) return &cnn_cpu_backend;
+  return cnn_cuda_backend(op);
+}
 /* Whether t's backend runs float16/bfloat16 convolutions and products. */
 static inline bool cnn_backend_half(const cnn_tensor *t) {
   const cnn_backend *be = cnn_backend_of(t, "half");
@@ -286,11 +310,14 @@ static inline int cnn_backend_dev(const cnn_tensor *t) { return t->storage->devi
 #define CNN_BE_CALL(be, op, e, ...) \
   ((be)->e ? (be)->e(__VA_ARGS__) : cnn_backend_unsupported(op))
 /* CNN_BE_CALL on the backend of tensor t: -1 with the error set where t's
- * device has no backend (CUDA unavailable) or the backend no such entry. */
-#define CNN_TENSOR_CALL(t, op, e, ...)                                           \
-  (cnn_backend_of((t), (op)) ? CNN_BE_CALL(cnn_backend_of((t), (op)), (op), e, \
-                                           __VA_ARGS__)                        \
-                             : -1)
+ * device has no backend (CUDA unavailable) or the backend no such entry.
+ * The backend is looked up once (a GNU statement expression: core is
+ * gnu11; was three lookups per call). */
+#define CNN_TENSOR_CALL(t, op, e, ...)                                        \
+  __extension__({                                                             \
+    const cnn_backend *tensor_call_be_ = cnn_backend_of((t), (op));           \
+    tensor_call_be_ ? CNN_BE_CALL(tensor_call_be_, (op), e, __VA_ARGS__) : -1; \
+  })
 /* Sets "<op>: not supported on cuda yet" and returns -1 (a NULL entry). */
 int cnn_backend_unsupported(const char *op);
 
@@ -299,10 +326,6 @@ int cnn_backend_unsupported(const char *op);
 const cnn_backend *cnn_backend_get(cnn_device_type type);
 /* Why CUDA is unavailable, or NULL when it is available. */
 const char *cnn_cuda_unavailable_reason(void);
-/* For a tensor already known to be on a CUDA device (copies, pinned memory,
- * timers: the memory entries): the backend, or NULL with "<op>: <why CUDA
- * is unavailable>". */
-const cnn_backend *cnn_cuda_backend(const char *op);
 static inline bool cnn_on_cuda(const cnn_tensor *t) {
   return t && t->storage && t->storage->device.type == CNN_CUDA;
 }

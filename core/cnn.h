@@ -432,6 +432,16 @@ int cnn_adam_update(cnn_tensor *p, cnn_tensor *g, cnn_tensor *m, cnn_tensor *v, 
                   double beta1, double beta2, double eps, double weight_decay, bool decoupled, int64_t step);
 int cnn_rmsprop_update(cnn_tensor *p, cnn_tensor *g, cnn_tensor *sq, cnn_tensor *ga, cnn_tensor *buf, double lr,
                      double alpha, double eps, double weight_decay, double momentum, bool centered);
+/* Adam over `count` parameters in one call (speed work, issue 19): p[i],
+ * g[i], m[i], v[i] as in cnn_adam_update, vmax NULL or an array whose
+ * entries are all set (amsgrad) and steps[i] >= 1 each parameter's step.
+ * Where the parameters share dtype and device and the backend has a
+ * many-tensor entry, one pass over all their elements (one parallel
+ * region on the CPU); else cnn_adam_update one by one.  Every tensor is
+ * validated before any is updated. */
+int cnn_adam_update_many(int count, cnn_tensor *const *p, cnn_tensor *const *g, cnn_tensor *const *m,
+                         cnn_tensor *const *v, cnn_tensor *const *vmax, const int64_t *steps, double lr,
+                         double beta1, double beta2, double eps, double weight_decay, bool decoupled);
 
 /* ---- devices ----------------------------------------------------------------- */
 

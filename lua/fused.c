@@ -7,6 +7,10 @@
  *   cnn.fused.sgd(p, g, buf|nil, lr, momentum, dampening, weight_decay, nesterov, first_step)
  *   cnn.fused.adam(p, g, m, v, vmax|nil, lr, beta1, beta2, eps, weight_decay, decoupled, step)
  *   cnn.fused.rmsprop(p, g, sq, ga|nil, buf|nil, lr, alpha, eps, weight_decay, momentum, centered)
+ *   cnn.fused.adam_many({p...}, {g...}, {m...}, {v...}, {vmax...}|nil, {step...},
+ *                       lr, beta1, beta2, eps, weight_decay, decoupled)
+ * adam_many (speed work, issue 19) updates a whole parameter group in one
+ * call: one pass over all elements instead of one call per tensor.
  */
 #include "bind.h"
 
@@ -33,6 +37,46 @@ static int f_rmsprop(lua_State *L) {
   return rc ? cnn_lua_error(L) : 0;
 }
 
+/* ---- adam_many (speed work, issue 19) ---- */
+
+/* Entry i (1-based) of the list at arg as a tensor; raises naming the list. */
+static cnn_tensor *list_tensor(lua_State *L, int arg, int i, const char *what) {
+  lua_rawgeti(L, arg, i);
+  cnn_tensor **box = luaL_testudata(L, -1, CNN_TENSOR_MT);
+  lua_pop(L, 1); /* the list keeps the tensor alive */
+  if (!box || !*box) luaL_error(L, "adam_many: %s[%d] is not a tensor", what, i);
+  return *box;
+}
+
+static int f_adam_many(lua_State *L) {
+  static const char *const what[] = {"params", "grads", "exp_avgs", "exp_avg_sqs", "max_exp_avg_sqs"};
+  for (int a = 1; a <= 6; a++)
+    if (a != 5 || !lua_isnoneornil(L, 5)) luaL_checktype(L, a, LUA_TTABLE);
+  lua_Integer n = luaL_len(L, 1);
+  if (n > 1000000) return luaL_error(L, "adam_many: %I parameters (at most 1000000)", n);
+  bool ams = !lua_isnoneornil(L, 5);
+  for (int a = 2; a <= 6; a++)
+    if ((a != 5 || ams) && luaL_len(L, a) != n)
+      return luaL_error(L, "adam_many: %s has %I entries, params %I", a == 6 ? "steps" : what[a - 1],
+                        luaL_len(L, a), n);
+  /* scratch owned by Lua (an error below frees it with the userdata) */
+  cnn_tensor **t = lua_newuserdatauv(L, (size_t)(n ? n : 1) * (5 * sizeof *t + sizeof(int64_t)), 0);
+  int64_t *steps = (int64_t *)(t + 5 * n);
+  for (int a = 0; a < 5; a++)
+    for (lua_Integer i = 0; i < n && (a != 4 || ams); i++) t[a * n + i] = list_tensor(L, a + 1, (int)i + 1, what[a]);
+  for (lua_Integer i = 0; i < n; i++) {
+    lua_rawgeti(L, 6, (int)i + 1);
+    int ok;
+    steps[i] = lua_tointegerx(L, -1, &ok);
+    lua_pop(L, 1);
+    if (!ok) return luaL_error(L, "adam_many: steps[%d] is not an integer", (int)i + 1);
+  }
+  int rc = cnn_adam_update_many((int)n, t, t + n, t + 2 * n, t + 3 * n, ams ? t + 4 * n : NULL, steps,
+                                luaL_checknumber(L, 7), luaL_checknumber(L, 8), luaL_checknumber(L, 9),
+                                luaL_checknumber(L, 10), luaL_checknumber(L, 11), lua_toboolean(L, 12));
+  return rc ? cnn_lua_error(L) : 0;
+}
+
 static const struct {
   const char *name;
   lua_CFunction fn;
@@ -44,6 +88,10 @@ static const struct {
     {"adam", f_adam,
      "cnn.fused.adam(p, g, m, v, vmax|nil, lr, beta1, beta2, eps, weight_decay, decoupled, step)\n"
      "One in-place Adam (decoupled: AdamW; vmax: amsgrad) step of parameter p."},
+    {"adam_many", f_adam_many,
+     "cnn.fused.adam_many({p...}, {g...}, {m...}, {v...}, {vmax...}|nil, {step...}, lr, beta1, beta2, eps,\n"
+     "                    weight_decay, decoupled)\n"
+     "cnn.fused.adam over a list of parameters in one call (one pass over all their elements)."},
     {"rmsprop", f_rmsprop,
      "cnn.fused.rmsprop(p, g, sq, ga|nil, buf|nil, lr, alpha, eps, weight_decay, momentum, centered)\n"
      "One in-place RMSprop step of parameter p."},

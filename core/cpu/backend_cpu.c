@@ -155,4 +155,6 @@ const cnn_backend cnn_cpu_backend = {
     .sgd_step = cnn_cpu_sgd_step,
     .adam_step = cnn_cpu_adam_step,
     .rmsprop_step = cnn_cpu_rmsprop_step,
+    /* speed work (issue 19) */
+    .adam_step_many = cnn_cpu_adam_step_many,
 };

@@ -33,6 +33,7 @@ int cnn_cpu_adam_step(int dev, cnn_dtype dt, int64_t n, void *p, const void *g, 
                       void *vmax, cnn_adam_hp h);
 int cnn_cpu_rmsprop_step(int dev, cnn_dtype dt, int64_t n, void *p, const void *g, void *sq,
                          void *ga, void *buf, cnn_rmsprop_hp h);
+int cnn_cpu_adam_step_many(int dev, cnn_dtype dt, int count, const cnn_adam_slice *s);
 
 /* ---- index.c: indexing ---- */
 int cnn_cpu_index_select(int dev, cnn_dtype dt, int64_t outer, int64_t size, int64_t k,

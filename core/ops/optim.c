@@ -14,6 +14,8 @@
 #include "cnn.h"
 #include "tensor_internal.h"
 
+#include <stdlib.h>
+
 /* state tensors: NULL allowed where the update does not use them */
 static int check_state(const char *op, const cnn_tensor *p, const cnn_tensor *t, const char *what) {
   char a[CNN_SHAPE_STR], b[CNN_SHAPE_STR];
@@ -93,6 +95,75 @@ int cnn_adam_update(cnn_tensor *p, cnn_tensor *g, cnn_tensor *m, cnn_tensor *v, 
                : CNN_BE_CALL(be, "adam_update", adam_step, cnn_backend_dev(p), p->dtype, n, pp, gg, mm, vv, xx, h);
   cnn_tensor_release(gc);
   bump((cnn_tensor *[]){p, m, v, vmax}, 4);
+  return rc;
+}
+
+/* ---- Adam over many parameters (speed work, issue 19) ---------------------------------- */
+
+/* Parameter i of a many-tensor update: validated as cnn_adam_update does. */
+static int check_adam_one(cnn_tensor *p, cnn_tensor *g, cnn_tensor *m, cnn_tensor *v, cnn_tensor *vmax,
+                          int64_t step) {
+  if (!p || !g || !m || !v) return cnn_set_error("adam_update: a parameter, gradient or state is missing"), -1;
+  if (check_param("adam_update", p, g) || check_state("adam_update", p, m, "exp_avg") ||
+      check_state("adam_update", p, v, "exp_avg_sq") || check_state("adam_update", p, vmax, "max_exp_avg_sq"))
+    return -1;
+  if (step < 1) return cnn_set_error("adam_update: step must be >= 1, got %lld", (long long)step), -1;
+  return 0;
+}
+
+/* Whether one backend call can run all the parameters: one dtype, one device, an entry. */
+static const cnn_backend *many_backend(int count, cnn_tensor *const *p) {
+  for (int i = 1; i < count; i++)
+    if (p[i]->dtype != p[0]->dtype || !cnn_device_equal(cnn_tensor_device(p[i]), cnn_tensor_device(p[0])))
+      return NULL;
+  const cnn_backend *be = cnn_backend_of(p[0], "adam_update");
+  return be && be->adam_step_many ? be : NULL;
+}
+
+/* The slices of the many-tensor call; grads[i] are the contiguous gradients. */
+static int adam_many_call(const cnn_backend *be, int count, cnn_tensor *const *p, cnn_tensor *const *grads,
+                          cnn_tensor *const *m, cnn_tensor *const *v, cnn_tensor *const *vmax,
+                          const int64_t *steps, const double *hp, bool decoupled) {
+  cnn_adam_slice *s = malloc(sizeof *s * (size_t)count);
+  if (!s) return cnn_set_error("adam_update: out of memory for %d parameters", count), -1;
+  for (int i = 0; i < count; i++) {
+    s[i] = (cnn_adam_slice){cnn_tensor_data(p[i]), cnn_tensor_data(m[i]), cnn_tensor_data(v[i]),
+                            vmax ? cnn_tensor_data(vmax[i]) : NULL, cnn_tensor_data(grads[i]),
+                            cnn_tensor_numel(p[i]),
+                            cnn_adam_hp_make(hp[0], hp[1], hp[2], hp[3], hp[4], decoupled, vmax != NULL,
+                                             (long)steps[i])};
+  }
+  int rc = be->adam_step_many(cnn_backend_dev(p[0]), p[0]->dtype, count, s);
+  free(s);
+  return rc;
+}
+
+int cnn_adam_update_many(int count, cnn_tensor *const *p, cnn_tensor *const *g, cnn_tensor *const *m,
+                         cnn_tensor *const *v, cnn_tensor *const *vmax, const int64_t *steps, double lr,
+                         double beta1, double beta2, double eps, double weight_decay, bool decoupled) {
+  if (count < 0) return cnn_set_error("adam_update: %d parameters", count), -1;
+  for (int i = 0; i < count; i++)
+    if (check_adam_one(p[i], g[i], m[i], v[i], vmax ? vmax[i] : NULL, steps[i])) return -1;
+  if (count == 0) return 0;
+  const cnn_backend *be = many_backend(count, p);
+  if (!be) { /* mixed dtypes or devices, or no many-tensor entry: one by one */
+    for (int i = 0; i < count; i++)
+      if (cnn_adam_update(p[i], g[i], m[i], v[i], vmax ? vmax[i] : NULL, lr, beta1, beta2, eps, weight_decay,
+                          decoupled, steps[i]))
+        return -1;
+    return 0;
+  }
+  cnn_tensor **grads = calloc((size_t)count, sizeof *grads);
+  int rc = grads ? 0 : (cnn_set_error("adam_update: out of memory for %d parameters", count), -1);
+  for (int i = 0; i < count && !rc; i++) rc = (grads[i] = grad_like(p[i], g[i])) ? 0 : -1;
+  if (!rc)
+    rc = adam_many_call(be, count, p, grads, m, v, vmax, steps,
+                        (const double[]){lr, beta1, beta2, eps, weight_decay}, decoupled);
+  for (int i = 0; grads && i < count; i++) {
+    if (grads[i]) cnn_tensor_release(grads[i]);
+    bump((cnn_tensor *[]){p[i], m[i], v[i], vmax ? vmax[i] : NULL}, 4);
+  }
+  free(grads);
   return rc;
 }
 

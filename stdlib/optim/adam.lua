@@ -41,15 +41,36 @@ local function adam_update(p, g, st, group, decoupled)
                  group.betas[1], group.betas[2], group.eps, group.weight_decay, decoupled, st.step)
 end
 
+-- A whole group in one call (cnn.fused.adam_many: one pass over all the
+-- group's elements, one parallel region), the same arithmetic per element
+-- as adam_update above.  items: {p, g, state} per parameter with a gradient.
+local function adam_update_group(group, items, decoupled)
+  local ps, gs, ms, vs, steps = {}, {}, {}, {}, {}
+  local xs = group.amsgrad and {} or nil
+  for i, it in ipairs(items) do
+    local p, g, st = it[1], it[2], it[3]
+    if st.exp_avg == nil then init_state(p, st, group.amsgrad) end
+    if xs and st.max_exp_avg_sq == nil then st.max_exp_avg_sq = cnn.zeros_like(p) end
+    st.step = st.step + 1
+    if group.maximize then g = -g end
+    ps[i], gs[i], ms[i], vs[i], steps[i] = p, g, st.exp_avg, st.exp_avg_sq, st.step
+    if xs then xs[i] = st.max_exp_avg_sq end
+  end
+  cnn.fused.adam_many(ps, gs, ms, vs, xs, steps, group.lr, group.betas[1], group.betas[2], group.eps,
+                      group.weight_decay, decoupled)
+end
+
 local Adam = Optimizer:extend("Adam", { lr = 1e-3, betas = { 0.9, 0.999 }, eps = 1e-8,
                                         weight_decay = 0, amsgrad = false, maximize = false }, RANGES)
 Adam.check_group = check_group
 function Adam:update(p, g, st, group) adam_update(p, g, st, group, false) end
+function Adam:update_group(group, items) adam_update_group(group, items, false) end
 
 local AdamW = Optimizer:extend("AdamW", { lr = 1e-3, betas = { 0.9, 0.999 }, eps = 1e-8,
                                           weight_decay = 1e-2, amsgrad = false, maximize = false }, RANGES)
 AdamW.check_group = check_group
 function AdamW:update(p, g, st, group) adam_update(p, g, st, group, true) end
+function AdamW:update_group(group, items) adam_update_group(group, items, true) end
 
 doc[Adam] = [[
 optim.Adam(params [, {lr = 1e-3, betas = {0.9, 0.999}, eps = 1e-8, weight_decay = 0, amsgrad = false}])

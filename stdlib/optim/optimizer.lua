@@ -7,7 +7,10 @@
 -- state (step counts, moment tensors), created on the first step.  A
 -- subclass defines `defaults` and `update(p, grad, state, group)`, which
 -- changes p in place; the base class runs it under no_grad for each
--- parameter that has a gradient.  Every group is checked when added (and
+-- parameter that has a gradient.  A subclass may instead define
+-- `update_group(group, items)` (items: {p, grad, state} of the group's
+-- parameters that have a gradient), which then replaces the calls of
+-- update: Adam updates a whole group in one C call that way.  Every group is checked when added (and
 -- when a state dict is loaded): parameters are floating point leaf
 -- tensors, each option has the type of its default (numbers finite, so
 -- NaN is refused) and lies in the class's `ranges`; `check_group(group)`
@@ -167,6 +170,23 @@ end
 
 -- ---- stepping ----------------------------------------------------------------------
 
+-- the state table of parameter p (made on its first step)
+local function state_of(self, p)
+  local st = self.state[p]
+  if not st then st = {}; self.state[p] = st end
+  return st
+end
+
+-- one update_group call for the parameters of group that have a gradient
+local function step_group(self, group)
+  local items = {}
+  for _, p in ipairs(group.params) do
+    local g = p.grad
+    if g ~= nil then items[#items + 1] = { p, g, state_of(self, p) } end
+  end
+  if #items > 0 then self:update_group(group, items) end
+end
+
 -- step([closure]): one update of every parameter that has a gradient.  The
 -- closure, if given, recomputes the loss (with gradients) and its value is
 -- returned.
@@ -181,12 +201,12 @@ function Optimizer:step(closure)
   if closure then loss = closure() end
   cnn.no_grad(function()
     for _, group in ipairs(self.param_groups) do
-      for _, p in ipairs(group.params) do
-        local g = p.grad
-        if g ~= nil then
-          local st = self.state[p]
-          if not st then st = {}; self.state[p] = st end
-          self:update(p, g, st, group)
+      if self.update_group then
+        step_group(self, group)
+      else
+        for _, p in ipairs(group.params) do
+          local g = p.grad
+          if g ~= nil then self:update(p, g, state_of(self, p), group) end
         end
       end
     end

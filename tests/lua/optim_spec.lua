@@ -357,3 +357,123 @@ describe("learning-rate schedulers", function()
     close(opt2.param_groups[1].lr, 0.1 * 0.25, 1e-12, "lr at epoch 5")
   end)
 end)
+
+-- ---- Adam over a whole group in one call (speed work, issue 19) ----------------
+-- cnn.fused.adam_many splits the concatenated elements of all parameters
+-- between threads (a split may fall inside a tensor): it must give exactly
+-- what cnn.fused.adam gives tensor by tensor, which the formulas above check.
+describe("cnn.fused.adam_many", function()
+  local SIZES = { 7, 40000, 13, 25001, 1 } -- > the parallel threshold in all, odd splits
+
+  local function tensors(dtype)
+    local t = {}
+    for i, n in ipairs(SIZES) do
+      t[i] = { p = cnn.randn(n):to(dtype), g = cnn.randn(n):to(dtype), m = cnn.randn(n):to(dtype) * 0.1,
+               v = cnn.rand(n):to(dtype) * 0.01, x = cnn.rand(n):to(dtype) * 0.02 }
+    end
+    return t
+  end
+
+  local function clone_all(t)
+    local c = {}
+    for i, e in ipairs(t) do
+      c[i] = { p = e.p:clone(), g = e.g:clone(), m = e.m:clone(), v = e.v:clone(), x = e.x:clone() }
+    end
+    return c
+  end
+
+  local function lists(t, ams)
+    local ps, gs, ms, vs, xs, steps = {}, {}, {}, {}, ams and {} or nil, {}
+    for i, e in ipairs(t) do
+      ps[i], gs[i], ms[i], vs[i], steps[i] = e.p, e.g, e.m, e.v, i + 2 -- steps differ per tensor
+      if xs then xs[i] = e.x end
+    end
+    return ps, gs, ms, vs, xs, steps
+  end
+
+  local function same(a, b, what)
+    assert.equal(0, (a - b):abs():max():item(), what)
+  end
+
+  for _, c in ipairs({ { "float32", false, 0, false }, { "float32", true, 0.1, false },
+                       { "float32", false, 0.05, true }, { "float64", true, 0.1, true } }) do
+    local dtype, ams, wd, decoupled = c[1], c[2], c[3], c[4]
+    it(("equals the per-tensor update bit for bit (%s, amsgrad %s, weight_decay %g, decoupled %s)")
+      :format(dtype, ams, wd, decoupled), function()
+      cnn.manual_seed(5)
+      local a = tensors(dtype)
+      local b = clone_all(a)
+      local ps, gs, ms, vs, xs, steps = lists(a, ams)
+      cnn.fused.adam_many(ps, gs, ms, vs, xs, steps, 1e-3, 0.9, 0.999, 1e-8, wd, decoupled)
+      for i, e in ipairs(b) do
+        cnn.fused.adam(e.p, e.g, e.m, e.v, ams and e.x or nil, 1e-3, 0.9, 0.999, 1e-8, wd, decoupled, i + 2)
+      end
+      for i = 1, #a do
+        for _, k in ipairs({ "p", "m", "v", "x" }) do same(a[i][k], b[i][k], k .. i) end
+      end
+    end)
+  end
+
+  it("matches the formula per element in float32 (first, split and last elements)", function()
+    cnn.manual_seed(6)
+    local a = tensors("float32")
+    local b = clone_all(a)
+    local ps, gs, ms, vs, _, steps = lists(a, false)
+    cnn.fused.adam_many(ps, gs, ms, vs, nil, steps, 1e-2, 0.9, 0.999, 1e-8, 0, false)
+    for i, n in ipairs(SIZES) do
+      for _, j in ipairs({ 1, (n + 1) // 2, n }) do
+        local g, m, v, p = b[i].g[j]:item(), b[i].m[j]:item(), b[i].v[j]:item(), b[i].p[j]:item()
+        local t = i + 2
+        m = 0.9 * m + 0.1 * g
+        v = 0.999 * v + 0.001 * g * g
+        local want = p - 1e-2 / (1 - 0.9 ^ t) * m / (math.sqrt(v) / math.sqrt(1 - 0.999 ^ t) + 1e-8)
+        close(a[i].p[j]:item(), want, 1e-5, ("p%d[%d]"):format(i, j))
+      end
+    end
+  end)
+
+  it("falls back to one call per tensor for mixed dtypes, with the same result", function()
+    cnn.manual_seed(7)
+    local a32, a64 = tensors("float32")[2], tensors("float64")[1]
+    local b32, b64 = clone_all({ a32 })[1], clone_all({ a64 })[1]
+    cnn.fused.adam_many({ a32.p, a64.p }, { a32.g, a64.g }, { a32.m, a64.m }, { a32.v, a64.v }, nil, { 1, 1 },
+                        1e-3, 0.9, 0.999, 1e-8, 0, false)
+    cnn.fused.adam(b32.p, b32.g, b32.m, b32.v, nil, 1e-3, 0.9, 0.999, 1e-8, 0, false, 1)
+    cnn.fused.adam(b64.p, b64.g, b64.m, b64.v, nil, 1e-3, 0.9, 0.999, 1e-8, 0, false, 1)
+    same(a32.p, b32.p, "float32 p")
+    same(a64.p, b64.p, "float64 p")
+  end)
+
+  it("validates every tensor before updating any", function()
+    local p1, p2 = cnn.zeros(3), cnn.zeros(4)
+    local z = function(n) return cnn.zeros(n) end
+    assert.error_matches(function()
+      cnn.fused.adam_many({ p1, p2 }, { cnn.ones(3), cnn.ones(5) }, { z(3), z(4) }, { z(3), z(4) }, nil, { 1, 1 },
+                          0.1, 0.9, 0.999, 1e-8, 0, false)
+    end, "adam_update: gradient 5 does not match the parameter 4")
+    assert.equal(0, p1:abs():sum():item()) -- the first, valid parameter was left alone
+    assert.error_matches(function()
+      cnn.fused.adam_many({ p1 }, { cnn.ones(3) }, { z(3) }, { z(3) }, nil, { 0 }, 0.1, 0.9, 0.999, 1e-8, 0, false)
+    end, "step must be >= 1")
+    assert.error_matches(function()
+      cnn.fused.adam_many({ p1, p2 }, { cnn.ones(3) }, { z(3) }, { z(3) }, nil, { 1 }, 0.1, 0.9, 0.999, 1e-8, 0, false)
+    end, "adam_many: grads has 1 entries, params 2")
+    assert.error_matches(function()
+      cnn.fused.adam_many({ p1 }, { "g" }, { z(3) }, { z(3) }, nil, { 1 }, 0.1, 0.9, 0.999, 1e-8, 0, false)
+    end, "adam_many: grads%[1%] is not a tensor")
+  end)
+
+  it("is what optim.Adam runs: a group steps in one call", function()
+    local calls, saved = 0, cnn.fused.adam_many
+    cnn.fused.adam_many = function(...) calls = calls + 1; return saved(...) end
+    local ok, err = pcall(function()
+      local net = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+      local opt = optim.Adam(net:parameters(), { lr = 1e-3 })
+      net(cnn.randn(5, 3)):sum():backward()
+      opt:step()
+    end)
+    cnn.fused.adam_many = saved
+    assert(ok, err)
+    assert.equal(1, calls)
+  end)
+end)

@@ -390,6 +390,15 @@ cnn_conv_algo cnn_get_conv_algo(void);
 cnn_tensor *cnn_conv2d(cnn_tensor *x, cnn_tensor *w, cnn_tensor *b, const cnn_conv_params *p);
 cnn_tensor *cnn_linear(cnn_tensor *x, cnn_tensor *w, cnn_tensor *b);
 
+/* conv_transpose2d (ops/nn_conv_transpose.c): PyTorch's ConvTranspose2d.
+ * w is in x out/groups x kH x kW; Hout = (H-1)*stride - 2*pad +
+ * dilation*(kH-1) + output_padding + 1; output_padding < stride or < dilation. */
+typedef struct {
+  int stride[2], pad[2], output_padding[2], dilation[2], groups;
+} cnn_conv_transpose_params;
+cnn_tensor *cnn_conv_transpose2d(cnn_tensor *x, cnn_tensor *w, cnn_tensor *b,
+                                 const cnn_conv_transpose_params *p);
+
 typedef struct {
   int kernel[2], stride[2], pad[2];
   bool ceil_mode;

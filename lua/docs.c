@@ -245,6 +245,8 @@ static const doc_entry docs[] = {
     /* activations, regularisers and losses of issue 13 (helper "act") */
     {"F.hardtanh", "F.hardtanh(x [, min_val=-1 [, max_val=1]]) -> tensor\nx clamped to [min_val, max_val] (also {min_val=, max_val=}); the gradient is 0 at the limits, as PyTorch's."},
     {"F.relu6", "F.relu6(x) -> tensor\nmin(max(x, 0), 6) = F.hardtanh(x, 0, 6) (MobileNet); the gradient is 0 at 0 and at 6."},
+    /* transposed convolution (issue 13) */
+    {"F.conv_transpose2d", "F.conv_transpose2d(x, w [, b] [, {stride=1, padding=0, output_padding=0, dilation=1, groups=1}]) -> tensor\nTransposed 2-D convolution (PyTorch's): w is in x out/groups x kH x kW; H' = (H-1)*stride - 2*padding + dilation*(kH-1) + output_padding + 1; output_padding must be smaller than stride or dilation; options a number or {h, w}. Equals the input-gradient of F.conv2d with the same w."},
     {NULL, NULL}};
 
 static const char *const module_docs[][2] = {

@@ -112,6 +112,27 @@ static int f_linear(lua_State *L) {
   return cnn_lua_push_result(L, cnn_linear(x, w, cnn_lua_opt_tensor(L, 3)));
 }
 
+/* ---- transposed convolution (issue 13) ---- */
+
+/* F.conv_transpose2d(x, w [, b] [, {stride=, padding=, output_padding=, dilation=, groups=}]) */
+static int f_conv_transpose2d(lua_State *L) {
+  cnn_tensor *x = cnn_lua_check_tensor(L, 1), *w = cnn_lua_check_tensor(L, 2);
+  int opts = opts_index(L, 3);
+  cnn_tensor *b = opts == 3 ? NULL : cnn_lua_opt_tensor(L, 3);
+  static const char *const known[] = {"dilation", "groups", "output_padding", "padding", "stride", NULL};
+  cnn_lua_check_options(L, opts, "F.conv_transpose2d", known);
+  cnn_conv_transpose_params p = {{1, 1}, {0, 0}, {0, 0}, {1, 1}, 1};
+  opt_pair(L, opts, "conv_transpose2d", "stride", 1, 1, p.stride);
+  opt_pair(L, opts, "conv_transpose2d", "padding", 0, 0, p.pad);
+  opt_pair(L, opts, "conv_transpose2d", "output_padding", 0, 0, p.output_padding);
+  opt_pair(L, opts, "conv_transpose2d", "dilation", 1, 1, p.dilation);
+  if (opts) {
+    if (lua_getfield(L, opts, "groups") != LUA_TNIL) p.groups = small_int(L, -1, "conv_transpose2d", "groups", 1);
+    lua_pop(L, 1);
+  }
+  return cnn_lua_push_result(L, cnn_conv_transpose2d(x, w, b, &p));
+}
+
 /* ---- pooling ------------------------------------------------------------------------- */
 
 /* (x, kernel [, stride] [, opts]) -> params; stride defaults to kernel;
@@ -251,6 +272,8 @@ const luaL_Reg cnn_lua_functional_funcs[] = {
     {"batch_norm", f_batch_norm},
     {"flatten", f_flatten},
     {"pad", f_pad},
+    /* transposed convolution (issue 13) */
+    {"conv_transpose2d", f_conv_transpose2d},
     {NULL, NULL}};
 
 /* F.*: the functions above and the activations (activations.c) */

@@ -15,30 +15,31 @@
 #include "autograd.h"
 #include "backend.h"
 #include "cnn.h"
+#include "ops_internal.h"
 #include "tensor_internal.h"
 
 #include <stdlib.h>
 
-static int check_conv_dtypes(const cnn_tensor *x, const cnn_tensor *w, const cnn_tensor *b) {
+int cnn_conv_check_dtypes(const char *op, const cnn_tensor *x, const cnn_tensor *w, const cnn_tensor *b) {
   char d1[32], d2[32];
   bool half = x->dtype == CNN_FLOAT16 || x->dtype == CNN_BFLOAT16;
   if (half && !cnn_backend_half(x)) {
-    cnn_set_error("conv2d: %s convolutions run on a CUDA device only (on the CPU use float32, "
-                  "or cnn.autocast('bfloat16', ...))", cnn_dtype_name(x->dtype));
+    cnn_set_error("%s: %s convolutions run on a CUDA device only (on the CPU use float32, "
+                  "or cnn.autocast('bfloat16', ...))", op, cnn_dtype_name(x->dtype));
     return -1;
   }
   if (x->dtype != CNN_FLOAT32 && x->dtype != CNN_FLOAT64 && !half) {
-    cnn_set_error("conv2d: input dtype %s is not supported (use float32 or float64)", cnn_dtype_name(x->dtype));
+    cnn_set_error("%s: input dtype %s is not supported (use float32 or float64)", op, cnn_dtype_name(x->dtype));
     return -1;
   }
   if (w->dtype != x->dtype || (b && b->dtype != x->dtype)) {
-    cnn_set_error("conv2d: input is %s but weight is %s%s%s", cnn_dtype_name(x->dtype),
+    cnn_set_error("%s: input is %s but weight is %s%s%s", op, cnn_dtype_name(x->dtype),
                   cnn_dtype_name(w->dtype), b ? " and bias " : "", b ? cnn_dtype_name(b->dtype) : "");
     return -1;
   }
   if (!cnn_device_equal(cnn_tensor_device(x), cnn_tensor_device(w)) ||
       (b && !cnn_device_equal(cnn_tensor_device(x), cnn_tensor_device(b)))) {
-    cnn_set_error("conv2d: input is on %s but weight is on %s", cnn_device_str(cnn_tensor_device(x), d1),
+    cnn_set_error("%s: input is on %s but weight is on %s", op, cnn_device_str(cnn_tensor_device(x), d1),
                   cnn_device_str(cnn_tensor_device(w), d2));
     return -1;
   }
@@ -139,7 +140,7 @@ cnn_tensor *cnn_conv2d(cnn_tensor *x, cnn_tensor *w, cnn_tensor *b, const cnn_co
   cnn_dtype run = x && w ? cnn_autocast_target(operands, 3) : CNN_FLOAT32;
   if (run != CNN_FLOAT32) return cnn_autocast_call(run, 3, operands, conv2d_op, p);
   cnn_conv_shape s;
-  if (check_conv_dtypes(x, w, b) || check_conv_shapes(x, w, b, p) || conv_geometry(x, w, p, &s)) return NULL;
+  if (cnn_conv_check_dtypes("conv2d", x, w, b) || check_conv_shapes(x, w, b, p) || conv_geometry(x, w, p, &s)) return NULL;
   cnn_tensor *xc = cnn_contiguous(x), *wc = cnn_contiguous(w), *bc = b ? cnn_contiguous(b) : NULL;
   int64_t shape[4] = {s.N, s.K, s.OH, s.OW};
   cnn_tensor *y = xc && wc && (bc || !b) ? cnn_empty(4, shape, x->dtype, cnn_tensor_device(x)) : NULL;

@@ -27,4 +27,9 @@ int cnn_max_dim_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin);
 cnn_tensor *cnn_scatter_add_new(int ndim, const int64_t *shape, int dim, cnn_tensor *index,
                                 cnn_tensor *src);
 
+/* nn_conv.c: dtypes and devices of a convolution's x, w, b (b may be
+ * NULL); -1 with an error naming `op` */
+int cnn_conv_check_dtypes(const char *op, const cnn_tensor *x, const cnn_tensor *w,
+                          const cnn_tensor *b);
+
 #endif

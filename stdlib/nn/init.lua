@@ -15,7 +15,9 @@ local nn = {}
 nn.Module = require("nn.module")
 
 local files = { "nn.container", "nn.conv", "nn.linear", "nn.pooling", "nn.activation",
-                "nn.normalization", "nn.dropout", "nn.flatten", "nn.distributed" }
+                "nn.normalization", "nn.dropout", "nn.flatten", "nn.distributed",
+                "nn.conv_transpose" --  issue 13: ConvTranspose2d
+              }
 for _, f in ipairs(files) do
   for name, cls in pairs(require(f)) do nn[name] = cls end
 end
@@ -31,6 +33,7 @@ Layers: Conv2d, Linear, MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, BatchNorm2d,
 BatchNorm1d, SyncBatchNorm, Dropout, Flatten, Identity; DistributedDataParallel (see dist).
 Activations: ReLU, LeakyReLU, ELU, GELU, Sigmoid, Tanh, Softmax, LogSoftmax,
 ReLU6, Hardtanh.
+ConvTranspose2d (upsampling: autoencoders, U-Nets).
 Also nn.init (initialisers) and nn.utils.clip_grad_norm.
   net = nn.Sequential(nn.Conv2d(1, 8, 3, {padding = 1}), nn.ReLU(),
                       nn.Flatten(), nn.Linear(8 * 28 * 28, 10))

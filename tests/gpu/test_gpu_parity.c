@@ -298,6 +298,29 @@ static void convolutions(void) {
   for (int i = 0; i < 3; i++) cnn_tensor_release(in[i]);
 }
 
+/* ---- issue 13: transposed convolution (cuDNN's backward-data as the forward,
+ * forward conv as its backward-data, backward-filter for the weight) ---- */
+static cnn_tensor *op_conv_transpose(cnn_tensor **in, const void *ctx) {
+  return cnn_conv_transpose2d(in[0], in[1], in[2], (const cnn_conv_transpose_params *)ctx);
+}
+
+static void transposed_convolutions(void) {
+  int64_t x[4] = {2, 4, 5, 4}, w[4] = {4, 3, 3, 2}, b[1] = {6};
+  /* stride 2x3, padding 1x0, output_padding 1x2, dilation 1x1, groups 2 */
+  cnn_conv_transpose_params p = {{2, 3}, {1, 0}, {1, 2}, {1, 1}, 2};
+  /* output_padding 1 >= stride 1 (dilation 2): the unreached last rows */
+  cnn_conv_transpose_params crop = {{1, 1}, {0, 0}, {1, 1}, {2, 2}, 2};
+  cnn_tensor *in[3] = {randn(4, x), randn(4, w), randn(1, b)};
+  parity("conv_transpose2d (cuDNN backward-data)", op_conv_transpose, &p, 3, in, (bool[]){true, true, true},
+         1e-4, 1e-4);
+  parity("conv_transpose2d (output_padding >= stride)", op_conv_transpose, &crop, 3, in,
+         (bool[]){true, true, true}, 1e-4, 1e-4);
+  cnn_set_conv_algo(CNN_CONV_NAIVE);
+  parity("conv_transpose2d (direct kernel)", op_conv_transpose, &p, 3, in, (bool[]){true, true, true}, 1e-4, 1e-4);
+  cnn_set_conv_algo(CNN_CONV_AUTO);
+  for (int i = 0; i < 3; i++) cnn_tensor_release(in[i]);
+}
+
 static void nn_ops(void) {
   int64_t x[4] = {2, 3, 7, 5}, c[1] = {3}, r[2] = {6, 7};
   cnn_pool_params mp = {{3, 2}, {2, 2}, {1, 0}, true, false, {1, 1}}, ap = {{3, 3}, {2, 2}, {1, 1}, true, false, {1, 1}};
@@ -402,6 +425,7 @@ int main(void) {
   reductions();
   products();
   convolutions();
+  transposed_convolutions(); /* issue 13 */
   nn_ops();
   losses();
   indexing();

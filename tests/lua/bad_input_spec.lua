@@ -1120,6 +1120,9 @@ describe("F.* options tables reject unknown keys", function()
     mse_loss = { function(o) return F.mse_loss(logits, logits, o) end, "reduction" },
     binary_cross_entropy_with_logits = { function(o) return F.binary_cross_entropy_with_logits(logits, logits:sigmoid(), o) end,
                                          "pos_weight, reduction, weight" },
+    -- issue 13: transposed convolution
+    conv_transpose2d = { function(o) return F.conv_transpose2d(x4, cnn.randn(1, 2, 3, 3), nil, o) end,
+                         "dilation, groups, output_padding, padding, stride" },
   }
 
   it("every F function whose signature has an options table is covered", function()
@@ -1146,6 +1149,50 @@ describe("F.* options tables reject unknown keys", function()
     raises(function() return F.conv2d(x4, w, nil, { paddding = 1 }) end, "conv2d", "unknown option 'paddding'")
     assert.are.same({ 1, 2, 5, 5 }, H.flat(F.conv2d(x4, w, nil, { padding = 1 }).shape))
   end)
+end)
+
+-- ---- issue 13: transposed convolution ------------------------------------------------------------
+
+describe("conv_transpose2d and nn.ConvTranspose2d", function()
+  local x, w = cnn.randn(2, 4, 5, 5), cnn.randn(4, 3, 3, 3)
+  local nan = 0 / 0
+  local cases = {
+    { "conv_transpose2d", function() return F.conv_transpose2d(x, cnn.randn(5, 3, 3, 3)) end,
+      "2x4x5x5", "5x3x3x3", "4 channels" },
+    { "conv_transpose2d", function() return F.conv_transpose2d(cnn.randn(4, 5, 5), w) end, "4-d input", "4x5x5" },
+    { "conv_transpose2d", function() return F.conv_transpose2d(x, w, cnn.randn(4)) end, "bias 4", "4x3x3x3" },
+    { "conv_transpose2d", function() return F.conv_transpose2d(x, w, nil, { groups = 3 }) end, "groups 3" },
+    { "conv_transpose2d", function() return F.conv_transpose2d(x, w, nil, { output_padding = 1 }) end,
+      "output padding must be smaller than either stride or dilation" },
+    { "conv_transpose2d", function() return F.conv_transpose2d(x, w, nil, { stride = 2, output_padding = 2 }) end,
+      "output padding must be smaller" },
+    { "conv_transpose2d", function() return F.conv_transpose2d(x, w, nil, { padding = 9 }) end, "too small" },
+    { "conv_transpose2d", function() return F.conv_transpose2d(x, w, nil, { padding = -1 }) end, "padding -1" },
+    { "conv_transpose2d", function() return F.conv_transpose2d(x, w, nil, { stride = 0 }) end, "stride 0" },
+    { "conv_transpose2d", function() return F.conv_transpose2d(x, w, nil, { stride = nan }) end, "stride" },
+    { "conv_transpose2d", function() return F.conv_transpose2d(x, w, nil, { dilation = 2 ^ 31 }) end, "dilation" },
+    { "conv_transpose2d", function() return F.conv_transpose2d(x, w, nil, { padding = { 1, 1, 1, 1 } }) end, "padding" },
+    { "conv_transpose2d", function() return F.conv_transpose2d(x:to("int64"), w:to("int64")) end, "int64" },
+    { "conv_transpose2d", function() return F.conv_transpose2d(x, w:double()) end, "float32", "float64" },
+    { "ConvTranspose2d", function() return nn.ConvTranspose2d(0, 2, 3) end, "in_channels", "0" },
+    { "ConvTranspose2d", function() return nn.ConvTranspose2d(2, nan, 3) end, "out_channels", "nan" },
+    { "ConvTranspose2d", function() return nn.ConvTranspose2d(2, 2) end, "kernel_size" },
+    { "ConvTranspose2d", function() return nn.ConvTranspose2d(2, 2, 3, { output_padding = 1 }) end,
+      "output_padding (1) must be smaller than either stride (1) or dilation (1)" },
+    { "ConvTranspose2d", function() return nn.ConvTranspose2d(2, 2, 3, { padding_mode = "reflect" }) end,
+      "only padding_mode = 'zeros'" },
+    { "ConvTranspose2d", function() return nn.ConvTranspose2d(3, 2, 3, { groups = 2 }) end, "groups" },
+    { "ConvTranspose2d", function() return nn.ConvTranspose2d(2, 2, 3, { padding = -1 }) end, "padding", "-1" },
+    { "ConvTranspose2d", function() return nn.ConvTranspose2d(2, 2, 3, { outpt_padding = 1 }) end,
+      "unknown option 'outpt_padding'" },
+    { "ConvTranspose2d", function() return nn.ConvTranspose2d(4, 3, 3, { stride = 2 })(x, { 20, 20 }) end,
+      "output size 20", "11..12" },
+    { "conv_transpose2d", function() return nn.ConvTranspose2d(3, 2, 3)(x) end, "2x4x5x5" },
+    { "conv_transpose2d", function() return nn.ConvTranspose2d(4, 2, 3)(nil) end },
+  }
+  for _, c in ipairs(cases) do
+    it(c[1] .. " " .. table.concat(c, " ", 3), function() raises(c[2], c[1], table.unpack(c, 3)) end)
+  end
 end)
 
 -- ---- afterwards ---------------------------------------------------------------------------------------

@@ -1,0 +1,274 @@
+/*
+ * test_conv_transpose.c -- cnn_conv_transpose2d (core/ops/nn_conv_transpose.c).
+ *
+ * Four layers of evidence, none comparing a path with itself:
+ *  1. small cases worked out by hand (below), bias and output_padding;
+ *  2. an oracle written here from the definition (a scatter loop over the
+ *     input: y[n, o, ih*s - p + r*d, ...] += x[n, i, ih, ...] * w[i, o, r, ...])
+ *     against every algorithm (AUTO, oneDNN, im2col, naive) in float32 and
+ *     float64, on odd shapes: groups, dilation, output_padding in both
+ *     dims, the case output_padding >= stride (dilation 2) whose last rows
+ *     no window reaches, and 16/32 channels (oneDNN's blocked layouts);
+ *  3. the transposed convolution equals the input-gradient of conv2d with
+ *     the same weight and options, through the autograd engine;
+ *  4. gradients of x, w and b against central finite differences in
+ *     float64, for every algorithm.
+ * Plus PyTorch's error cases.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "check.h"
+#include "cnn.h"
+#include "gradcheck.h"
+
+static const char *algo_names[] = {"auto", "onednn", "im2col", "naive"};
+
+typedef struct {
+  const char *name;
+  int64_t N, Cin, H, W, Cout, R, S;
+  cnn_conv_transpose_params p;
+} config;
+
+static const config configs[] = {
+    {"3x3 pad 1", 2, 3, 4, 5, 2, 3, 3, {{1, 1}, {1, 1}, {0, 0}, {1, 1}, 1}},
+    {"3x2 stride (2,3) pad (1,0) output_padding (1,2) groups 2", 2, 4, 3, 4, 6, 3, 2,
+     {{2, 3}, {1, 0}, {1, 2}, {1, 1}, 2}},
+    {"dilation 2 output_padding 1 > stride 1 (unreached last rows)", 1, 2, 3, 3, 3, 2, 2,
+     {{1, 1}, {0, 0}, {1, 1}, {2, 2}, 1}},
+    {"3x3 stride 2 pad 1 output_padding 1 dilation 2 groups 3", 2, 6, 4, 4, 6, 3, 3,
+     {{2, 2}, {1, 1}, {1, 1}, {2, 2}, 3}},
+    {"4x4 stride 2 pad 1, 16 -> 32 channels", 3, 16, 5, 5, 32, 4, 4, {{2, 2}, {1, 1}, {0, 0}, {1, 1}, 1}},
+};
+#define NCONFIGS (int)(sizeof configs / sizeof configs[0])
+
+static int64_t out_dim(int64_t in, int64_t k, const cnn_conv_transpose_params *p, int i) {
+  return (in - 1) * p->stride[i] - 2 * p->pad[i] + p->dilation[i] * (k - 1) + p->output_padding[i] + 1;
+}
+
+/* ---- the oracle: the definition as a scatter loop, in double ------------------ */
+
+static void oracle(const config *c, const double *x, const double *w, const double *b, double *y,
+                   int64_t OH, int64_t OW) {
+  const cnn_conv_transpose_params *p = &c->p;
+  int64_t Cin_g = c->Cin / p->groups, Cout_g = c->Cout / p->groups;
+  for (int64_t i = 0; i < c->N * c->Cout * OH * OW; i++) y[i] = b ? b[(i / (OH * OW)) % c->Cout] : 0;
+  for (int64_t n = 0; n < c->N; n++)
+    for (int64_t ci = 0; ci < c->Cin; ci++)
+      for (int64_t ih = 0; ih < c->H; ih++)
+        for (int64_t iw = 0; iw < c->W; iw++) {
+          double xv = x[((n * c->Cin + ci) * c->H + ih) * c->W + iw];
+          int64_t g = ci / Cin_g;
+          for (int64_t o = 0; o < Cout_g; o++)
+            for (int64_t r = 0; r < c->R; r++)
+              for (int64_t q = 0; q < c->S; q++) {
+                int64_t oh = ih * p->stride[0] - p->pad[0] + r * p->dilation[0];
+                int64_t ow = iw * p->stride[1] - p->pad[1] + q * p->dilation[1];
+                if (oh < 0 || oh >= OH || ow < 0 || ow >= OW) continue;
+                double wv = w[((ci * Cout_g + o) * c->R + r) * c->S + q];
+                y[((n * c->Cout + g * Cout_g + o) * OH + oh) * OW + ow] += xv * wv;
+              }
+        }
+}
+
+static cnn_tensor *tensor_of(int nd, const int64_t *shape, const double *v, cnn_dtype dt) {
+  cnn_tensor *t = cnn_empty(nd, shape, dt, CNN_DEVICE_CPU);
+  for (int64_t i = 0; i < cnn_tensor_numel(t); i++) cnn_tensor_set(t, i, v[i]);
+  return t;
+}
+
+static void values(cnn_tensor *t, double *out) {
+  for (int64_t i = 0; i < cnn_tensor_numel(t); i++) out[i] = cnn_tensor_get(t, i);
+}
+
+/* ---- 1. by hand -------------------------------------------------------------------- */
+
+/*
+ * x = 1 2    w = 1    10     each x[i][j] stamps x[i][j] * w at (i*s, j*s):
+ *     3 4        100  1000
+ * stride 1: y = 1 12 20 / 103 1234 2040 / 300 3400 4000 (3x3);
+ * stride 2: the four stamps side by side (4x4):
+ *     1 10 2 20 / 100 1000 200 2000 / 3 30 4 40 / 300 3000 400 4000;
+ * stride 2, padding 1, output_padding 1: rows/columns 1..3 of that 4x4
+ * (padding drops one at each end, output_padding adds the last back),
+ * plus the bias 0.5.
+ */
+static void test_hand(void) {
+  double xv[4] = {1, 2, 3, 4}, wv[4] = {1, 10, 100, 1000}, bv[1] = {0.5};
+  cnn_tensor *x = tensor_of(4, (int64_t[]){1, 1, 2, 2}, xv, CNN_FLOAT64);
+  cnn_tensor *w = tensor_of(4, (int64_t[]){1, 1, 2, 2}, wv, CNN_FLOAT64);
+  cnn_tensor *b = tensor_of(1, (int64_t[]){1}, bv, CNN_FLOAT64);
+  double got[16];
+  cnn_conv_transpose_params p = {{1, 1}, {0, 0}, {0, 0}, {1, 1}, 1};
+  cnn_tensor *y = cnn_conv_transpose2d(x, w, NULL, &p);
+  CHECK(y && y->shape[2] == 3 && y->shape[3] == 3);
+  if (y) values(y, got), check_arrays("hand stride 1", got, (double[]){1, 12, 20, 103, 1234, 2040, 300, 3400, 4000}, 9, 0, 0);
+  cnn_tensor_release(y);
+
+  p.stride[0] = p.stride[1] = 2;
+  y = cnn_conv_transpose2d(x, w, NULL, &p);
+  CHECK(y && y->shape[2] == 4 && y->shape[3] == 4);
+  if (y)
+    values(y, got), check_arrays("hand stride 2", got,
+                                 (double[]){1, 10, 2, 20, 100, 1000, 200, 2000, 3, 30, 4, 40, 300, 3000, 400, 4000},
+                                 16, 0, 0);
+  cnn_tensor_release(y);
+
+  p.pad[0] = p.pad[1] = 1, p.output_padding[0] = p.output_padding[1] = 1;
+  y = cnn_conv_transpose2d(x, w, b, &p);
+  CHECK(y && y->shape[2] == 3 && y->shape[3] == 3);
+  if (y)
+    values(y, got), check_arrays("hand stride 2 pad 1 output_padding 1 bias", got,
+                                 (double[]){1000.5, 200.5, 2000.5, 30.5, 4.5, 40.5, 3000.5, 400.5, 4000.5}, 9, 0, 0);
+  cnn_tensor_release(y);
+  cnn_tensor_release(x), cnn_tensor_release(w), cnn_tensor_release(b);
+}
+
+/* ---- 2. every algorithm against the oracle ----------------------------------------- */
+
+static void check_against_oracle(const config *c, cnn_conv_algo algo, cnn_dtype dt) {
+  int64_t OH = out_dim(c->H, c->R, &c->p, 0), OW = out_dim(c->W, c->S, &c->p, 1);
+  int64_t xs[4] = {c->N, c->Cin, c->H, c->W}, ws[4] = {c->Cin, c->Cout / c->p.groups, c->R, c->S};
+  int64_t nx = c->N * c->Cin * c->H * c->W, nw = ws[0] * ws[1] * c->R * c->S, ny = c->N * c->Cout * OH * OW;
+  double *x = check_rand_f64(nx), *w = check_rand_f64(nw), *b = check_rand_f64(c->Cout);
+  double *ref = malloc((size_t)ny * sizeof(double)), *got = malloc((size_t)ny * sizeof(double));
+  oracle(c, x, w, b, ref, OH, OW);
+  cnn_tensor *tx = tensor_of(4, xs, x, dt), *tw = tensor_of(4, ws, w, dt), *tb = tensor_of(1, &c->Cout, b, dt);
+  cnn_set_conv_algo(algo);
+  cnn_tensor *y = cnn_conv_transpose2d(tx, tw, tb, &c->p);
+  cnn_set_conv_algo(CNN_CONV_AUTO);
+  char what[200];
+  snprintf(what, sizeof what, "conv_transpose2d %s (%s, %s) vs oracle", c->name, algo_names[algo], cnn_dtype_name(dt));
+  if (!y) {
+    fprintf(stderr, "%s: failed: %s\n", what, cnn_error());
+    check_failures++;
+  } else {
+    CHECK(y->shape[0] == c->N && y->shape[1] == c->Cout && y->shape[2] == OH && y->shape[3] == OW);
+    values(y, got);
+    double tol = dt == CNN_FLOAT64 ? 1e-12 : 1e-5;
+    check_arrays(what, got, ref, ny, tol, tol);
+  }
+  cnn_tensor_release(y), cnn_tensor_release(tx), cnn_tensor_release(tw), cnn_tensor_release(tb);
+  free(x), free(w), free(b), free(ref), free(got);
+}
+
+static void test_oracle(void) {
+  for (int i = 0; i < NCONFIGS; i++)
+    for (int algo = CNN_CONV_AUTO; algo <= CNN_CONV_NAIVE; algo++) {
+      check_against_oracle(&configs[i], (cnn_conv_algo)algo, CNN_FLOAT32);
+      check_against_oracle(&configs[i], (cnn_conv_algo)algo, CNN_FLOAT64);
+    }
+}
+
+/* ---- 3. the input-gradient of conv2d ------------------------------------------------- */
+
+/* z (the transposed output's shape) -> conv2d(z, w) has x's shape, or
+ * more rows/columns when output_padding >= stride (the windows there
+ * start in the rows the transposed convolution's kernel never reaches);
+ * then d(sum(conv2d(z, w) * dy))/dz, with dy = x padded by zeros to that
+ * shape, must be conv_transpose2d(x, w). */
+static void check_is_conv_gradient(const config *c) {
+  const cnn_conv_transpose_params *p = &c->p;
+  int64_t xs[4] = {c->N, c->Cin, c->H, c->W}, ws[4] = {c->Cin, c->Cout / p->groups, c->R, c->S};
+  cnn_tensor *x = cnn_randn(4, xs, CNN_FLOAT64), *w = cnn_randn(4, ws, CNN_FLOAT64);
+  cnn_tensor *yt = cnn_conv_transpose2d(x, w, NULL, p);
+  cnn_tensor *z = yt ? cnn_zeros(4, yt->shape, CNN_FLOAT64, CNN_DEVICE_CPU) : NULL;
+  cnn_conv_params cp = {{p->stride[0], p->stride[1]}, {p->pad[0], p->pad[0], p->pad[1], p->pad[1]},
+                        {p->dilation[0], p->dilation[1]}, p->groups};
+  if (z) cnn_set_requires_grad(z, true);
+  cnn_tensor *y = z ? cnn_conv2d(z, w, NULL, &cp) : NULL;
+  CHECK(y && y->shape[2] >= c->H && y->shape[3] >= c->W);
+  cnn_tensor *dy = y ? cnn_pad(x, 4, (int64_t[]){0, y->shape[3] - c->W, 0, y->shape[2] - c->H}, 0) : NULL;
+  if (dy && cnn_backward(y, dy, false) == 0 && z->grad) {
+    int64_t n = cnn_tensor_numel(yt);
+    double *a = malloc((size_t)n * sizeof(double)), *g = malloc((size_t)n * sizeof(double));
+    values(yt, a), values(z->grad, g);
+    char what[200];
+    snprintf(what, sizeof what, "conv_transpose2d %s vs conv2d input-gradient", c->name);
+    check_arrays(what, a, g, n, 1e-12, 1e-12);
+    free(a), free(g);
+  } else {
+    fprintf(stderr, "%s: conv2d input-gradient failed: %s\n", c->name, cnn_error());
+    check_failures++;
+  }
+  cnn_tensor_release(dy), cnn_tensor_release(y), cnn_tensor_release(z), cnn_tensor_release(yt);
+  cnn_tensor_release(x), cnn_tensor_release(w);
+}
+
+static void test_conv_gradient(void) {
+  for (int i = 0; i < NCONFIGS; i++) check_is_conv_gradient(&configs[i]);
+}
+
+/* ---- 4. finite differences ------------------------------------------------------------ */
+
+static cnn_tensor *transpose_op(cnn_tensor **in, void *ctx) {
+  return cnn_conv_transpose2d(in[0], in[1], in[2], ctx);
+}
+
+static void test_gradcheck(void) {
+  for (int i = 0; i < 4; i++) { /* the small configurations */
+    const config *c = &configs[i];
+    for (int algo = CNN_CONV_AUTO; algo <= CNN_CONV_NAIVE; algo++) {
+      cnn_set_conv_algo((cnn_conv_algo)algo);
+      cnn_tensor *in[3] = {gc_leaf(4, (int64_t[]){c->N, c->Cin, c->H, c->W}, -1, 1, 1),
+                           gc_leaf(4, (int64_t[]){c->Cin, c->Cout / c->p.groups, c->R, c->S}, -1, 1, 2),
+                           gc_leaf(1, &c->Cout, -1, 1, 3)};
+      char what[200];
+      snprintf(what, sizeof what, "conv_transpose2d %s (%s)", c->name, algo_names[algo]);
+      gradcheck(what, transpose_op, (void *)&c->p, 3, in);
+      gc_release(3, in);
+    }
+  }
+  cnn_set_conv_algo(CNN_CONV_AUTO);
+}
+
+/* ---- errors -------------------------------------------------------------------------------- */
+
+static void expect_error(cnn_tensor *x, cnn_tensor *w, cnn_tensor *b, cnn_conv_transpose_params p,
+                         const char *msg) {
+  cnn_tensor *y = cnn_conv_transpose2d(x, w, b, &p);
+  CHECK(y == NULL);
+  if (!y && !strstr(cnn_error(), msg)) {
+    fprintf(stderr, "expected an error with \"%s\", got \"%s\"\n", msg, cnn_error());
+    check_failures++;
+  }
+  cnn_tensor_release(y);
+}
+
+static void test_errors(void) {
+  cnn_tensor *x = cnn_zeros(4, (int64_t[]){2, 4, 5, 5}, CNN_FLOAT32, CNN_DEVICE_CPU);
+  cnn_tensor *w = cnn_zeros(4, (int64_t[]){4, 3, 3, 3}, CNN_FLOAT32, CNN_DEVICE_CPU);
+  cnn_tensor *w5 = cnn_zeros(4, (int64_t[]){5, 3, 3, 3}, CNN_FLOAT32, CNN_DEVICE_CPU);
+  cnn_tensor *b = cnn_zeros(1, (int64_t[]){4}, CNN_FLOAT32, CNN_DEVICE_CPU);
+  cnn_tensor *x3 = cnn_zeros(3, (int64_t[]){4, 5, 5}, CNN_FLOAT32, CNN_DEVICE_CPU);
+  cnn_tensor *x64 = cnn_zeros(4, (int64_t[]){2, 4, 5, 5}, CNN_FLOAT64, CNN_DEVICE_CPU);
+  cnn_conv_transpose_params ok = {{1, 1}, {0, 0}, {0, 0}, {1, 1}, 1}, p = ok;
+  p.output_padding[1] = 1;
+  expect_error(x, w, NULL, p, "output padding must be smaller than either stride or dilation");
+  expect_error(x, w5, NULL, ok, "conv_transpose2d: input 2x4x5x5 has 4 channels, weight 5x3x3x3 expects 5");
+  expect_error(x, w, b, ok, "conv_transpose2d: bias 4 does not match weight 4x3x3x3");
+  p = ok, p.groups = 3;
+  expect_error(x, w, NULL, p, "not divisible by groups 3");
+  p = ok, p.pad[0] = 4;
+  expect_error(x, w, NULL, p, "too small");
+  expect_error(x3, w, NULL, ok, "4-d input");
+  expect_error(x64, w, NULL, ok, "conv_transpose2d: input is float64 but weight is float32");
+  p = ok, p.stride[0] = 0;
+  expect_error(x, w, NULL, p, "must be positive");
+  cnn_tensor *y = cnn_conv_transpose2d(x, w, NULL, &ok); /* and a good call still works */
+  CHECK(y && y->shape[1] == 3 && y->shape[2] == 7 && y->shape[3] == 7);
+  cnn_tensor_release(y);
+  cnn_tensor_release(x), cnn_tensor_release(w), cnn_tensor_release(w5), cnn_tensor_release(b);
+  cnn_tensor_release(x3), cnn_tensor_release(x64);
+}
+
+int main(void) {
+  cnn_manual_seed(13);
+  test_hand();
+  test_oracle();
+  test_conv_gradient();
+  test_gradcheck();
+  test_errors();
+  return check_report("test_conv_transpose");
+}

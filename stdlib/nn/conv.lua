@@ -92,6 +92,10 @@ function Conv2d:extra_repr()
   local s = string.format("%d, %d, kernel_size=%s, stride=%s", self.in_channels,
     self.out_channels, fmt.pair(self.kernel_size), as_pair(self.stride))
   if not is_default(self.padding, 0) then s = s .. ", padding=" .. as_pair(self.padding) end
+  -- output_padding: nn.ConvTranspose2d shares this method
+  if self.output_padding and not is_default(self.output_padding, 0) then
+    s = s .. ", output_padding=" .. as_pair(self.output_padding)
+  end
   if not is_default(self.dilation, 1) then s = s .. ", dilation=" .. as_pair(self.dilation) end
   if self.groups ~= 1 then s = s .. ", groups=" .. self.groups end
   if not self.bias then s = s .. ", bias=False" end
@@ -99,7 +103,7 @@ function Conv2d:extra_repr()
 end
 
 function Conv2d:short_repr()
-  return string.format("Conv2d %d->%d %dx%d", self.in_channels, self.out_channels,
+  return string.format("%s %d->%d %dx%d", self.__name, self.in_channels, self.out_channels,
                        self.kernel_size[1], self.kernel_size[2])
 end
 

@@ -15,7 +15,6 @@ local cnn = _G.cnn
 local F = cnn.F
 local Module = require("nn.module")
 local Conv2d = require("nn.conv").Conv2d
-local fmt = require("fmt")
 local check = require("check")
 local doc = cnn.doc or {}
 
@@ -118,25 +117,9 @@ function ConvTranspose2d:input_size_for(oh, ow)
   return inv(oh, 1), inv(ow, 2)
 end
 
-local function is_default(v, d)
-  return v[1] == d and v[2] == d
-end
-
-function ConvTranspose2d:extra_repr()
-  local s = string.format("%d, %d, kernel_size=%s, stride=%s", self.in_channels,
-    self.out_channels, fmt.pair(self.kernel_size), fmt.pair(self.stride))
-  if not is_default(self.padding, 0) then s = s .. ", padding=" .. fmt.pair(self.padding) end
-  if not is_default(self.output_padding, 0) then s = s .. ", output_padding=" .. fmt.pair(self.output_padding) end
-  if not is_default(self.dilation, 1) then s = s .. ", dilation=" .. fmt.pair(self.dilation) end
-  if self.groups ~= 1 then s = s .. ", groups=" .. self.groups end
-  if not self.bias then s = s .. ", bias=False" end
-  return s
-end
-
-function ConvTranspose2d:short_repr()
-  return string.format("ConvTranspose2d %d->%d %dx%d", self.in_channels, self.out_channels,
-                       self.kernel_size[1], self.kernel_size[2])
-end
+-- Printing as PyTorch does: Conv2d's methods (they print output_padding too).
+ConvTranspose2d.extra_repr = Conv2d.extra_repr
+ConvTranspose2d.short_repr = Conv2d.short_repr
 
 doc[ConvTranspose2d] = [[
 nn.ConvTranspose2d(in, out, k [, {stride = 1, padding = 0, output_padding = 0, dilation = 1,

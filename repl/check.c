@@ -10,9 +10,15 @@
  * in C, os.exit) or a runaway allocation in a student's code costs one
  * exercise, never the checker.
  *
- * Limits.  Time: the parent watches the wall clock and kills the child
- * (SIGKILL) past `seconds`.  Memory: the parent reads the child's resident
- * size (/proc/PID/statm) every POLL_MS and kills it past `memory_mb`.
+ * Limits.  Time: the parent reads the child's CPU time (all its threads,
+ * /proc/PID/stat) every POLL_MS and kills it (SIGKILL) past `seconds`.
+ * CPU time, not the wall clock, so that a busy machine (the shared
+ * builders run at a load of 20 on two cores) does not fail honest work,
+ * while an endless loop, which burns CPU, is stopped all the same.  A
+ * child that burns nothing (blocked reading stdin) is stopped after
+ * WALL_FACTOR times `seconds` of wall-clock time.  Memory: the parent
+ * reads the child's resident size (/proc/PID/statm) and kills it past
+ * `memory_mb`.
  * Decision: no setrlimit.  RLIMIT_AS and RLIMIT_DATA count address space,
  * and AddressSanitizer reserves terabytes of it for its shadow (the CUDA
  * driver does too), so either limit would fail every allocation of an ASan
@@ -27,6 +33,7 @@
  * pass over a state that was never meant to be closed).  PR_SET_PDEATHSIG
  * takes the child down with the parent.
  */
+#define _GNU_SOURCE /* pipe2 */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -44,16 +51,18 @@
 #include "repl.h"
 
 #define POLL_MS 20
+#define WALL_FACTOR 10
 
 typedef struct {
   pid_t pid;
   int fd;              /* read end of the child's answer */
-  double seconds;      /* time limit */
+  double seconds;      /* CPU-time limit; WALL_FACTOR times it on the wall clock */
   long long mem_bytes; /* resident-size limit */
   double start;
-  double elapsed;
+  double elapsed;      /* wall clock */
+  double cpu;          /* CPU seconds, all threads */
   long long peak_rss;
-  const char *killed;  /* "time" or "memory" when we killed it */
+  const char *killed;  /* "time", "wall" or "memory" when we killed it */
   int status;          /* waitpid's */
 } child_watch;
 
@@ -76,6 +85,25 @@ static long long resident_bytes(pid_t pid)
   int n = fscanf(f, "%lld %lld", &size, &resident);
   fclose(f);
   return n == 2 ? resident * sysconf(_SC_PAGESIZE) : -1;
+}
+
+/* CPU seconds (user + system, all threads) of pid, or -1 when unreadable. */
+static double cpu_seconds(pid_t pid)
+{
+  char path[64], buf[1024];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  FILE *f = fopen(path, "r");
+  if (f == NULL)
+    return -1;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  const char *p = strrchr(buf, ')'); /* the command name may hold spaces */
+  unsigned long long utime, stime;
+  if (p == NULL || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
+                          &utime, &stime) != 2)
+    return -1;
+  return (double)(utime + stime) / sysconf(_SC_CLK_TCK);
 }
 
 /* ---- the child ------------------------------------------------------------------- */
@@ -130,10 +158,15 @@ static bool enforce_limits(child_watch *w)
 {
   w->elapsed = now_seconds() - w->start;
   long long rss = resident_bytes(w->pid);
+  double cpu = cpu_seconds(w->pid);
   if (rss > w->peak_rss)
     w->peak_rss = rss;
-  if (w->elapsed > w->seconds)
+  if (cpu > w->cpu)
+    w->cpu = cpu;
+  if (w->cpu > w->seconds)
     w->killed = "time";
+  else if (w->elapsed > WALL_FACTOR * w->seconds)
+    w->killed = "wall";
   else if (rss > w->mem_bytes)
     w->killed = "memory";
   else
@@ -163,11 +196,12 @@ static void watch_child(lua_State *L, child_watch *w)
   w->elapsed = now_seconds() - w->start;
 }
 
-/* How the child ended: "ok" (it answered), "time", "memory", "signal"
- * (with the signal's name) or "exit" (it left without answering). */
+/* How the child ended: "ok" (it answered), "time" (CPU), "wall",
+ * "memory", "signal" (with the signal's name) or "exit" (it left without
+ * answering); its wall and CPU seconds and peak resident size. */
 static void push_outcome(lua_State *L, const child_watch *w, size_t answer_len)
 {
-  lua_createtable(L, 0, 5);
+  lua_createtable(L, 0, 6);
   const char *how = w->killed;
   if (how == NULL && WIFSIGNALED(w->status))
     how = "signal";
@@ -185,6 +219,8 @@ static void push_outcome(lua_State *L, const child_watch *w, size_t answer_len)
   }
   lua_pushnumber(L, w->elapsed);
   lua_setfield(L, -2, "seconds");
+  lua_pushnumber(L, w->cpu);
+  lua_setfield(L, -2, "cpu_seconds");
   lua_pushnumber(L, (double)w->peak_rss / (1 << 20));
   lua_setfield(L, -2, "peak_mb");
 }
@@ -198,6 +234,8 @@ static double opt_number(lua_State *L, const char *key, double def)
 }
 
 /* isolate(fn, {seconds =, memory_mb =, quiet =}) -> answer, info
+ * seconds: of CPU time (default 60); memory_mb: resident (default 2048);
+ * quiet: the child's stdout goes to stderr.
  * answer: the string fn returned in the child ("" if none); info: see
  * push_outcome. */
 static int l_isolate(lua_State *L)
@@ -210,7 +248,7 @@ static int l_isolate(lua_State *L)
   bool quiet = lua_toboolean(L, -1);
   lua_pop(L, 1);
   int fds[2];
-  if (pipe(fds) != 0)
+  if (pipe2(fds, O_CLOEXEC) != 0) /* programs the student starts do not hold it */
     return luaL_error(L, "--check: cannot make a pipe: %s", strerror(errno));
   fflush(NULL);
   w.start = now_seconds();

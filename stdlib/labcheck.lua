@@ -253,7 +253,11 @@ local function verdict(answer, info, spec, ex)
     r.hint = text ~= "" and text or nil
   elseif info.outcome == "time" then
     r.status, r.hint = "failed", string.format(
-      "stopped after %g s, the time limit (an endless loop, or far too much work?)", limit(spec, ex, "seconds"))
+      "stopped after %g s of CPU time, the time limit (an endless loop, or far too much work?)",
+      limit(spec, ex, "seconds"))
+  elseif info.outcome == "wall" then
+    r.status, r.hint = "failed", string.format(
+      "stopped after %.0f s without finishing or computing (waiting for input?)", info.seconds)
   elseif info.outcome == "memory" then
     r.status, r.hint = "failed", string.format(
       "stopped: it used more than %g MB of memory, the limit (a huge tensor, or a table that never stops growing?)",

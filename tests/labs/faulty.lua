@@ -28,9 +28,12 @@ function lab.absurd_size() return cnn.zeros(1000000, 1000000, 1000) end
 
 function lab.exits() os.exit(3) end
 
+-- Blocked without burning CPU: only the wall-clock backstop stops it.
+function lab.blocked() os.execute("sleep 30") end
+
 function lab.raises()
   local t = nil
-  return t.shape -- line 33: attempt to index a nil value
+  return t.shape -- line 36: attempt to index a nil value
 end
 
 return lab

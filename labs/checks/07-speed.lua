@@ -41,9 +41,16 @@ local function list_str(l)
   return "{" .. table.concat(parts, ", ") .. (#l > 12 and ", ..." or "") .. "}"
 end
 
-local function gpu_note(t)
+-- On a GPU: the forward in float32 against float16 autocast, as a note.
+local function gpu_note(t, net, x)
   local ok, why = cnn.cuda.is_available()
-  if not ok then t.note("GPU part skipped: " .. tostring(why)) end
+  if not ok then return t.note("GPU part (float16 on a GPU) skipped: " .. tostring(why)) end
+  net:to("cuda")
+  x = x:cuda()
+  local fp32 = cnn.timeit(function() return net(x) end, { n = 20, device = "cuda" }).median
+  local fp16 = cnn.timeit(function() return cnn.autocast("float16", function() return net(x) end) end,
+    { n = 20, device = "cuda" }).median
+  t.note(string.format("GPU: float32 %.3g ms, float16 autocast %.3g ms", fp32 * 1e3, fp16 * 1e3))
 end
 
 return {
@@ -85,7 +92,8 @@ return {
       t.grads(got, want, { "parameter 1 (4x3)", "parameter 2 (5)" }, "average_gradients(3 ranks)")
     end },
     { name = "measure", run = function(lab, t)
-      local times = t.fn(lab, "measure")(lab.small_net(), cnn.randn(16, 1, 28, 28))
+      local net, x = lab.small_net(), cnn.randn(16, 1, 28, 28)
+      local times = t.fn(lab, "measure")(net, x)
       for _, k in ipairs({ "fp32", "bf16" }) do
         local v = type(times) == "table" and times[k]
         t.that(type(v) == "number" and v > 0 and v < 10,
@@ -93,7 +101,7 @@ return {
       end
       t.note(string.format("forward of 16 images: float32 %.3g ms, bfloat16 (emulated) %.3g ms",
         times.fp32 * 1e3, times.bf16 * 1e3))
-      gpu_note(t)
+      gpu_note(t, net, x)
     end },
   },
 }

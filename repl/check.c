@@ -42,6 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -191,9 +192,14 @@ static void watch_child(lua_State *L, child_watch *w)
       break;
   }
   luaL_pushresult(&b);
-  while (waitpid(w->pid, &w->status, 0) < 0 && errno == EINTR) {
+  struct rusage ru;
+  while (wait4(w->pid, &w->status, 0, &ru) < 0 && errno == EINTR) {
   }
   w->elapsed = now_seconds() - w->start;
+  double cpu = ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 + ru.ru_stime.tv_sec +
+               ru.ru_stime.tv_usec * 1e-6; /* exact, at the end */
+  if (cpu > w->cpu)
+    w->cpu = cpu;
 }
 
 /* How the child ended: "ok" (it answered), "time" (CPU), "wall",

@@ -247,7 +247,7 @@ end
 -- "skipped", hint =, seconds =}.
 local function verdict(answer, info, spec, ex)
   local status, text = answer:match("^(%u+)\n(.*)$")
-  local r = { seconds = info.seconds }
+  local r = { seconds = info.seconds, cpu_seconds = info.cpu_seconds }
   if info.outcome == "ok" and status then
     r.status = ({ PASS = "passed", SKIP = "skipped" })[status] or "failed"
     r.hint = text ~= "" and text or nil
@@ -276,7 +276,8 @@ local function run_all(opts, spec, compile_error)
   local results = {}
   for i, ex in ipairs(spec.exercises) do
     if compile_error then
-      results[i] = { status = "failed", hint = "your file does not compile: " .. compile_error, seconds = 0 }
+      results[i] = { status = "failed", hint = "your file does not compile: " .. compile_error, seconds = 0,
+                     cpu_seconds = 0 }
     else
       local answer, info = opts.isolate(function() return run_exercise(opts.file, ex) end,
         { seconds = limit(spec, ex, "seconds"), memory_mb = limit(spec, ex, "memory_mb"), quiet = opts.json })
@@ -299,8 +300,8 @@ M.json_string = json_string
 local function json_report(opts, checks, results, failed, err)
   local items = {}
   for i, r in ipairs(results) do
-    items[i] = string.format('{"name":%s,"status":%s,"hint":%s,"seconds":%.3f}', json_string(r.name),
-      json_string(r.status), r.hint and json_string(r.hint) or "null", r.seconds)
+    items[i] = string.format('{"name":%s,"status":%s,"hint":%s,"seconds":%.3f,"cpu_seconds":%.3f}',
+      json_string(r.name), json_string(r.status), r.hint and json_string(r.hint) or "null", r.seconds, r.cpu_seconds)
   end
   local head = string.format('{"file":%s,"checks":%s', json_string(opts.file),
     checks and json_string(checks) or "null")

@@ -300,7 +300,7 @@ static void install_searcher(lua_State *L) {
 
 /* ---- lazy globals ---------------------------------------------------------------------------------- */
 
-static const char *const lazy_names[] = {"nn", "optim", "data", "train", "viz", "help", "dist", NULL};
+static const char *const lazy_names[] = {"nn", "optim", "data", "train", "viz", "help", "dist", "models", NULL};
 
 /* _G.__index(t, k): upvalue 1 = require */
 static int lazy_index(lua_State *L) {

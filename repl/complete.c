@@ -32,7 +32,7 @@
 
 #define MAX_CHAIN 8
 
-static const char *const lazy_globals[] = {"nn", "optim", "data", "train", "viz", "help", NULL};
+static const char *const lazy_globals[] = {"nn", "optim", "data", "train", "viz", "help", "models", NULL};
 static const char *const keywords[] = {"and", "break", "do", "else", "elseif", "end", "false",
                                        "for", "function", "goto", "if", "in", "local", "nil",
                                        "not", "or", "repeat", "return", "then", "true", "until",

@@ -1,0 +1,184 @@
+-- models/resnet.lua -- residual networks: ResNet-18/34/50 in torchvision's
+-- ImageNet layout and ResNet-20 for 32x32 images (He et al. 2015).
+--
+-- ImageNet layout (torchvision.models.resnet, names kept so that state
+-- dicts map 1:1, see nn/torch_names.lua):
+--   conv1 (7x7, stride 2, 64) - bn1 - relu - maxpool (3x3, stride 2)
+--   layer1..layer4: stages of blocks at 64, 128, 256, 512 "planes"; the
+--     first block of layer2..4 halves the size (stride 2 in its 3x3 conv)
+--   avgpool (global) - flatten - fc
+-- A block adds its input to its output; when the shapes differ the input
+-- goes through `downsample` = Sequential(1x1 conv with the block's stride,
+-- BatchNorm) first.  BasicBlock (18, 34): two 3x3 convs.  Bottleneck (50):
+-- 1x1 down to `planes`, 3x3 (the stride is here, "ResNet v1.5" as
+-- torchvision), 1x1 up to 4 * planes.
+--
+-- ResNet-20 (the paper's section 4.2, for CIFAR-10): conv1 (3x3, 16) -
+-- bn1 - relu - layer1..3 of three BasicBlocks at 16, 32, 64 channels -
+-- avgpool - fc.  Shortcuts that change shape are projections (1x1 conv +
+-- BatchNorm, the paper's option B): 272,474 parameters for 10 classes.
+--
+-- Weights are initialised as torchvision does (models/common.lua).
+local cnn = _G.cnn
+local F = cnn.F
+local nn = require("nn")
+local common = require("models.common")
+local doc = cnn.doc or {}
+
+local function conv3x3(cin, cout, stride)
+  return nn.Conv2d(cin, cout, 3, { stride = stride, padding = 1, bias = false })
+end
+
+local function conv1x1(cin, cout, stride)
+  return nn.Conv2d(cin, cout, 1, { stride = stride, bias = false })
+end
+
+-- ---- blocks -------------------------------------------------------------------------
+
+local BasicBlock = nn.Module:extend("BasicBlock")
+BasicBlock.expansion = 1
+
+function BasicBlock:init(inplanes, planes, stride, downsample)
+  self.conv1 = conv3x3(inplanes, planes, stride)
+  self.bn1 = nn.BatchNorm2d(planes)
+  self.relu = nn.ReLU()
+  self.conv2 = conv3x3(planes, planes, 1)
+  self.bn2 = nn.BatchNorm2d(planes)
+  if downsample then self.downsample = downsample end
+end
+
+function BasicBlock:forward(x)
+  local out = self.relu(self.bn1(self.conv1(x)))
+  out = self.bn2(self.conv2(out))
+  local identity = self.downsample and self.downsample(x) or x
+  return self.relu(out + identity)
+end
+
+local Bottleneck = nn.Module:extend("Bottleneck")
+Bottleneck.expansion = 4
+
+function Bottleneck:init(inplanes, planes, stride, downsample)
+  self.conv1 = conv1x1(inplanes, planes, 1)
+  self.bn1 = nn.BatchNorm2d(planes)
+  self.conv2 = conv3x3(planes, planes, stride)
+  self.bn2 = nn.BatchNorm2d(planes)
+  self.conv3 = conv1x1(planes, planes * 4, 1)
+  self.bn3 = nn.BatchNorm2d(planes * 4)
+  self.relu = nn.ReLU()
+  if downsample then self.downsample = downsample end
+end
+
+function Bottleneck:forward(x)
+  local out = self.relu(self.bn1(self.conv1(x)))
+  out = self.relu(self.bn2(self.conv2(out)))
+  out = self.bn3(self.conv3(out))
+  local identity = self.downsample and self.downsample(x) or x
+  return self.relu(out + identity)
+end
+
+-- A stage of `blocks` blocks; returns it and the channels it ends with.
+local function make_layer(block, inplanes, planes, blocks, stride)
+  local width = planes * block.expansion
+  local downsample
+  if stride ~= 1 or inplanes ~= width then
+    downsample = nn.Sequential(conv1x1(inplanes, width, stride), nn.BatchNorm2d(width))
+  end
+  local layer = nn.Sequential(block(inplanes, planes, stride, downsample))
+  for _ = 2, blocks do layer:append(block(width, planes, 1)) end
+  return layer, width
+end
+
+-- ---- the network -------------------------------------------------------------------------
+
+local ResNet = nn.Module:extend("ResNet")
+
+-- ResNet(block, layers, opts): layers = blocks per stage ({2, 2, 2, 2} for
+-- ResNet-18); opts as the constructors below (already checked).
+function ResNet:init(block, layers, opts)
+  self.conv1 = nn.Conv2d(opts.in_channels, 64, 7, { stride = 2, padding = 3, bias = false })
+  self.bn1 = nn.BatchNorm2d(64)
+  self.relu = nn.ReLU()
+  self.maxpool = nn.MaxPool2d(3, { stride = 2, padding = 1 })
+  local inplanes = 64
+  for i, planes in ipairs({ 64, 128, 256, 512 }) do
+    self["layer" .. i], inplanes = make_layer(block, inplanes, planes, layers[i], i == 1 and 1 or 2)
+  end
+  self.avgpool = nn.AdaptiveAvgPool2d({ 1, 1 })
+  self.fc = nn.Linear(inplanes, opts.num_classes)
+  common.init_torchvision(self, false)
+end
+
+function ResNet:forward(x)
+  x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
+  x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
+  return self.fc(self.avgpool(x):flatten(2))
+end
+
+local DEFAULTS = { num_classes = 1000, in_channels = 3 }
+
+local function constructor(name, block, layers)
+  return function(opts)
+    opts = common.options("models." .. name, opts, DEFAULTS, 2)
+    return ResNet(block, layers, opts)
+  end
+end
+
+local M = { BasicBlock = BasicBlock, Bottleneck = Bottleneck, ResNet = ResNet }
+M.resnet18 = constructor("resnet18", BasicBlock, { 2, 2, 2, 2 })
+M.resnet34 = constructor("resnet34", BasicBlock, { 3, 4, 6, 3 })
+M.resnet50 = constructor("resnet50", Bottleneck, { 3, 4, 6, 3 })
+
+-- ---- ResNet-20 for 32x32 images --------------------------------------------------------------
+
+local CifarResNet = nn.Module:extend("CifarResNet")
+
+function CifarResNet:init(n, opts)
+  self.conv1 = conv3x3(opts.in_channels, 16, 1)
+  self.bn1 = nn.BatchNorm2d(16)
+  self.relu = nn.ReLU()
+  local inplanes = 16
+  for i, planes in ipairs({ 16, 32, 64 }) do
+    self["layer" .. i], inplanes = make_layer(BasicBlock, inplanes, planes, n, i == 1 and 1 or 2)
+  end
+  self.avgpool = nn.AdaptiveAvgPool2d({ 1, 1 })
+  self.fc = nn.Linear(64, opts.num_classes)
+  common.init_torchvision(self, false)
+end
+
+function CifarResNet:forward(x)
+  x = self.relu(self.bn1(self.conv1(x)))
+  x = self.layer3(self.layer2(self.layer1(x)))
+  return self.fc(self.avgpool(x):flatten(2))
+end
+
+M.CifarResNet = CifarResNet
+M.resnet20 = function(opts)
+  opts = common.options("models.resnet20", opts, { num_classes = 10, in_channels = 3 }, 2)
+  return CifarResNet(3, opts)
+end
+
+-- ---- help ------------------------------------------------------------------------------------
+
+local IMAGENET_HELP = [[
+models.%s([{num_classes = 1000, in_channels = 3}])
+ResNet-%s in torchvision's layout (conv1, bn1, layer1..layer4, fc; blocks
+with `downsample`): %s parameters with 1000 classes, the same names as
+torchvision, so a PyTorch state dict loads with
+  net:load_state_dict(cnn.load("resnet.safetensors"), {torch = true}).
+Input N x in_channels x H x W (224 x 224 for ImageNet; any size >= 32).
+  net = models.%s{num_classes = 10}; out = net(cnn.randn(2, 3, 64, 64))  -- 2x10]]
+
+doc[M.resnet18] = IMAGENET_HELP:format("resnet18", "18", "11,689,512", "resnet18")
+doc[M.resnet34] = IMAGENET_HELP:format("resnet34", "34", "21,797,672", "resnet34")
+doc[M.resnet50] = IMAGENET_HELP:format("resnet50", "50 (Bottleneck blocks)", "25,557,032", "resnet50")
+doc[M.resnet20] = [[
+models.resnet20([{num_classes = 10, in_channels = 3}])
+ResNet-20 for 32x32 images (He et al. 2015, section 4.2): a 3x3 conv to 16
+channels, three stages of three BasicBlocks (16, 32, 64 channels; stride 2
+and a 1x1-conv + BatchNorm shortcut where the shape changes), global
+average pooling, fc.  272,474 parameters with 10 classes.
+  net = models.resnet20(); out = net(cnn.randn(8, 3, 32, 32))  -- 8x10]]
+doc[BasicBlock] = "models.BasicBlock(inplanes, planes, stride [, downsample])\nTwo 3x3 convs with BatchNorm and a residual connection (ResNet-18/34)."
+doc[Bottleneck] = "models.Bottleneck(inplanes, planes, stride [, downsample])\n1x1, 3x3, 1x1 convs (out 4 * planes) with BatchNorm and a residual connection (ResNet-50)."
+
+return M

@@ -1,0 +1,151 @@
+-- models_spec.lua -- the model zoo (stdlib/models/): every model is built,
+-- its parameters counted against the published figure (torchvision's
+-- model cards; He et al. for ResNet-20), its module names checked against
+-- torchvision's, and a forward and a backward run at a small input size.
+-- The large ones (VGG, ResNet-18 at 224x224 with its MACs) are in
+-- models_slow_spec.lua.
+local H = require("helpers")
+
+local count = models.count_parameters
+
+-- A forward and a backward at a small size: the output has the expected
+-- shape and every parameter receives a finite gradient of its own shape,
+-- not all zero (a layer left out of the graph would have none).
+local function forward_backward(net, shape, classes)
+  cnn.manual_seed(1)
+  local x = cnn.randn(table.unpack(shape))
+  local out = net(x)
+  H.assert_shape(out, { shape[1], classes })
+  local loss = (out * out):mean()
+  loss:backward()
+  for name, p in net:named_parameters() do
+    assert(p.grad ~= nil, name .. " got no gradient")
+    H.assert_shape(p.grad, p.shape)
+    local g = p.grad:abs():sum():item()
+    assert(g == g and g < math.huge, name .. ": gradient not finite")
+    assert(g > 0, name .. ": gradient is all zero")
+  end
+end
+
+local function has_names(net, names)
+  local got = {}
+  for name in net:named_parameters() do got[name] = true end
+  for name in net:named_buffers() do got[name] = true end
+  for _, n in ipairs(names) do assert(got[n], "no tensor named " .. n) end
+end
+
+describe("models.lenet5", function()
+  it("has LeNet-5's 61,706 parameters: 156 + 2,416 + 48,120 + 10,164 + 850", function()
+    assert.equal(156 + 2416 + 48120 + 10164 + 850, 61706)
+    assert.equal(61706, count(models.lenet5()))
+    -- a 3-class head: the last layer is 84 * 3 + 3
+    assert.equal(61706 - 850 + 84 * 3 + 3, count(models.lenet5{ num_classes = 3 }))
+  end)
+
+  it("runs forward and backward on 28x28, and 32x32 with padding = 0", function()
+    forward_backward(models.lenet5(), { 3, 1, 28, 28 }, 10)
+    forward_backward(models.lenet5{ padding = 0, in_channels = 3, num_classes = 4 }, { 2, 3, 32, 32 }, 4)
+  end)
+
+  it("names its layers features.* and classifier.*", function()
+    has_names(models.lenet5(), { "features.1.weight", "features.4.bias", "classifier.6.weight" })
+  end)
+end)
+
+describe("models.resnet20", function()
+  it("has 272,474 parameters (He et al.'s 0.27M, projection shortcuts)", function()
+    -- by hand: stem 432 + 32; stage 1: 6 convs 16*16*9 and 6 BN (32 each);
+    -- stage 2: 16*32*9 + 5 * 32*32*9, 6 BN (64), shortcut 16*32 + 64;
+    -- stage 3: 32*64*9 + 5 * 64*64*9, 6 BN (128), shortcut 32*64 + 128; fc 650
+    local expect = 432 + 32 + 6 * 2304 + 6 * 32 + (4608 + 5 * 9216) + 6 * 64 + 512 + 64
+                   + (18432 + 5 * 36864) + 6 * 128 + 2048 + 128 + 650
+    assert.equal(272474, expect)
+    assert.equal(272474, count(models.resnet20()))
+  end)
+
+  it("runs forward and backward on 32x32", function()
+    forward_backward(models.resnet20(), { 2, 3, 32, 32 }, 10)
+  end)
+
+  it("has torchvision's names: conv1, bn1, layer1..3, downsample, fc", function()
+    has_names(models.resnet20(), { "conv1.weight", "bn1.num_batches_tracked", "layer1.3.conv2.weight",
+      "layer2.1.downsample.1.weight", "layer3.1.downsample.2.running_mean", "fc.bias" })
+  end)
+end)
+
+describe("models.resnet18/34/50", function()
+  it("have torchvision's parameter counts", function()
+    local r18 = models.resnet18()
+    assert.equal(11689512, count(r18))
+    -- a new head: torchvision's resnet18(num_classes=10) has 11,181,642
+    assert.equal(11181642, count(models.resnet18{ num_classes = 10 }))
+    -- one input channel: conv1 loses 64 * 2 * 7 * 7 weights
+    assert.equal(11689512 - 64 * 2 * 49, count(models.resnet18{ in_channels = 1 }))
+    assert.equal(21797672, count(models.resnet34()))
+    assert.equal(25557032, count(models.resnet50()))
+  end)
+
+  it("resnet18 runs forward and backward at 32x32", function()
+    forward_backward(models.resnet18{ num_classes = 10 }, { 2, 3, 32, 32 }, 10)
+  end)
+
+  it("resnet50 runs forward and backward at 32x32", function()
+    forward_backward(models.resnet50{ num_classes = 5 }, { 2, 3, 32, 32 }, 5)
+  end)
+
+  it("resnet34 runs a forward at 32x32", function()
+    local net = models.resnet34{ num_classes = 7 }
+    net:eval()
+    H.assert_shape(cnn.no_grad(function() return net(cnn.randn(1, 3, 32, 32)) end), { 1, 7 })
+  end)
+
+  it("have torchvision's module names", function()
+    has_names(models.resnet18(), { "conv1.weight", "bn1.running_var", "layer1.2.conv2.weight",
+      "layer2.1.downsample.1.weight", "layer2.1.downsample.2.num_batches_tracked",
+      "layer4.2.bn2.bias", "fc.weight" })
+    has_names(models.resnet50(), { "layer1.1.conv3.weight", "layer1.1.downsample.1.weight",
+      "layer3.6.bn3.running_mean", "layer4.3.conv1.weight" })
+  end)
+
+  it("summary shows each stage's output shape at 64x64", function()
+    local r = models.resnet18():summary({ 1, 3, 64, 64 }, { print = false })
+    local shapes = {}
+    for _, row in ipairs(r.rows) do shapes[row.name] = row.output end
+    -- 64 -> conv1 /2 -> 32 -> maxpool /2 -> 16 -> layer2..4 /2 each -> 2
+    assert.equal("1x64x32x32", shapes["conv1"])
+    assert.equal("1x64x16x16", shapes["maxpool"])
+    assert.equal("1x64x16x16", shapes["layer1"])
+    assert.equal("1x128x8x8", shapes["layer2"])
+    assert.equal("1x256x4x4", shapes["layer3"])
+    assert.equal("1x512x2x2", shapes["layer4"])
+    assert.equal("1x512x1x1", shapes["avgpool"])
+    assert.equal("1x1000", shapes["fc"])
+  end)
+end)
+
+describe("models options", function()
+  it("rejects unknown and bad options, naming the constructor", function()
+    H.raises(function() models.resnet18{ num_class = 10 } end, "models.resnet18", "unknown option 'num_class'")
+    H.raises(function() models.resnet20{ num_classes = 0 } end, "models.resnet20", "num_classes")
+    H.raises(function() models.lenet5{ padding = 3 } end, "models.lenet5", "padding")
+    H.raises(function() models.vgg11_bn{ dropout = 2 } end, "models.vgg11_bn", "dropout")
+    H.raises(function() models.resnet50("x") end, "models.resnet50", "options")
+  end)
+
+  it("initialises as torchvision: BatchNorm 1/0, conv weights kaiming fan_out", function()
+    local net = models.resnet18()
+    assert.equal(64, net.bn1.weight:sum():item())
+    assert.equal(0, net.bn1.bias:abs():sum():item())
+    -- kaiming_normal_(fan_out, relu): std = sqrt(2 / (out * kh * kw))
+    local w = net.layer3[1].conv2.weight -- 256 x 256 x 3 x 3
+    local std = math.sqrt((w * w):mean():item())
+    local expect = math.sqrt(2 / (256 * 9))
+    assert(math.abs(std - expect) < 0.02 * expect, ("std %g, expected %g"):format(std, expect))
+  end)
+
+  it("are documented", function()
+    for _, name in ipairs({ "lenet5", "vgg11_bn", "vgg16_bn", "resnet18", "resnet34", "resnet50", "resnet20" }) do
+      assert(cnn.doc[models[name]], "no help for models." .. name)
+    end
+  end)
+end)

@@ -24,6 +24,8 @@
  * The loaded file is held by a box with __gc while the Lua table is built,
  * so a Lua error never leaks it.
  */
+#include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -204,12 +206,23 @@ static int file_gc(lua_State *L) {
   return 0;
 }
 
+/* %.17g writes infinities and NaN as "inf", "-inf", "nan", "-nan", which
+ * lua_stringtonumber does not read: push them as numbers; false if s is none. */
+static bool push_nonfinite(lua_State *L, const char *s) {
+  if (strcmp(s, "inf") == 0) lua_pushnumber(L, HUGE_VAL);
+  else if (strcmp(s, "-inf") == 0) lua_pushnumber(L, -HUGE_VAL);
+  else if (strcmp(s, "nan") == 0 || strcmp(s, "-nan") == 0) lua_pushnumber(L, NAN);
+  else return false;
+  return true;
+}
+
 /* push a metadata value decoded by its prefix */
 static void push_meta(lua_State *L, const char *v) {
   if (strncmp(v, "s:", 2) == 0) lua_pushstring(L, v + 2);
   else if (strcmp(v, "b:true") == 0) lua_pushboolean(L, 1);
   else if (strcmp(v, "b:false") == 0) lua_pushboolean(L, 0);
   else if ((strncmp(v, "i:", 2) == 0 || strncmp(v, "n:", 2) == 0) && lua_stringtonumber(L, v + 2)) return;
+  else if (strncmp(v, "n:", 2) == 0 && push_nonfinite(L, v + 2)) return;
   else lua_pushstring(L, v);
 }
 

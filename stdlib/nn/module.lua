@@ -39,6 +39,8 @@ local function is_tensor(v)
 end
 
 local shape_str = require("fmt").shape_str
+local check = require("check")
+local torch_names = require("nn.torch_names")
 
 -- ---- classes ---------------------------------------------------------------
 
@@ -274,14 +276,36 @@ function Module:cpu() return self:to("cpu") end
 function Module:float() return self:to("float32") end
 function Module:double() return self:to("float64") end
 
+-- requires_grad_([flag = true]) -> self: sets requires_grad on every
+-- parameter below self (as PyTorch's Module.requires_grad_).  Frozen
+-- parameters get no gradient, so optimizers leave them alone.
+function Module:requires_grad_(flag)
+  if flag == nil then flag = true end
+  check.boolean("requires_grad_", "flag", flag, 2)
+  for _, p in ipairs(self:parameters()) do p.requires_grad = flag end
+  return self
+end
+
+-- freeze() / unfreeze() -> self: requires_grad_(false) / requires_grad_(true).
+-- BatchNorm layers of a frozen part still update their running statistics
+-- in training mode: call :eval() on that part too to keep them.
+function Module:freeze() return self:requires_grad_(false) end
+function Module:unfreeze() return self:requires_grad_(true) end
+
 -- ---- state dicts -------------------------------------------------------------
 
--- state_dict() -> flat table "features.1.weight" -> tensor (parameters and
--- buffers, detached; they share memory with the model).
-function Module:state_dict()
+-- state_dict([{torch = false}]) -> flat table "features.1.weight" -> tensor
+-- (parameters and buffers, detached; they share memory with the model).
+-- With torch = true the names are PyTorch's ("features.0.weight"; see
+-- nn/torch_names.lua), so PyTorch's load_state_dict(strict=True) takes
+-- cnn.save's file.
+function Module:state_dict(opts)
+  opts = check.options("state_dict", opts, { "torch" }, 2)
+  check.boolean("state_dict", "torch", opts.torch, 2)
   local sd = {}
   for name, t in self:named_parameters() do sd[name] = t:detach() end
   for name, t in self:named_buffers() do sd[name] = t:detach() end
+  if opts.torch then sd = torch_names.rename(sd, torch_names.name_map(self)) end
   return sd
 end
 
@@ -343,19 +367,32 @@ local function flatten(t, prefix, out)
   return out
 end
 
--- load_state_dict(sd [, {strict = true}]): copies sd's tensors into the
--- model (converting dtype/device).  sd may be flat or nested.  Checks
--- everything before copying anything.
+-- load_state_dict(sd [, {strict = true, torch = false}]): copies sd's
+-- tensors into the model (converting dtype/device).  sd may be flat or
+-- nested.  With torch = true sd's names are PyTorch's (0-based container
+-- indices, nn/torch_names.lua), and so are the names in the messages.
+-- Checks everything before copying anything; every offending key is listed.
 -- Returns {missing_keys = {...}, unexpected_keys = {...}}.
 function Module:load_state_dict(sd, opts)
   if type(sd) ~= "table" then error("load_state_dict: expected a table name -> tensor", 2) end
+  opts = check.options("load_state_dict", opts, { "strict", "torch" }, 2)
+  check.boolean("load_state_dict", "strict", opts.strict, 2)
+  check.boolean("load_state_dict", "torch", opts.torch, 2)
   sd = flatten(sd)
-  local strict = not (opts and opts.strict == false)
+  local strict = opts.strict ~= false
   local own = {}
   for name, t in self:named_parameters() do own[name] = t end
   for name, t in self:named_buffers() do own[name] = t end
+  if opts.torch then own = torch_names.rename(own, torch_names.name_map(self)) end
   local missing, unexpected, mismatch = diff_state(own, sd)
   local msg = load_error(missing, unexpected, mismatch, strict)
+  if msg and not opts.torch then
+    local m2, u2, s2 = diff_state(torch_names.rename(own, torch_names.name_map(self)), sd)
+    if #m2 + #u2 + #s2 == 0 then
+      msg = msg .. " (these are PyTorch's names, with 0-based Sequential indices: " ..
+            "load_state_dict(sd, {torch = true}) maps them)"
+    end
+  end
   if msg then error(msg, 2) end
   cnn.no_grad(function()
     for name, t in pairs(own) do
@@ -539,7 +576,8 @@ self:register_buffer(name, t).
 Methods: parameters(), named_parameters() (an iterator of dotted names),
 children(), named_children(), modules(), named_modules(), buffers(),
 train([mode]), eval(), zero_grad(), to(device_or_dtype), cuda(), cpu(),
-state_dict(), load_state_dict(sd [, {strict = true}]), apply(fn),
+requires_grad_([flag]), freeze(), unfreeze(), state_dict([{torch = false}]),
+load_state_dict(sd [, {strict = true, torch = false}]), apply(fn),
 register_forward_pre_hook(fn(m, x)), register_forward_hook(fn(m, x, out)),
 register_full_backward_hook(fn(m, grad_out)) (each returns a handle with
 :remove()), extra_repr().]]
@@ -557,8 +595,11 @@ local method_docs = {
   eval = "m:eval() -> m\nEvaluation mode (m:train(false)): Dropout is the identity, BatchNorm uses running statistics.",
   zero_grad = "m:zero_grad()\nSets .grad = nil on every parameter.",
   to = "m:to(device_or_dtype) -> m\n'cpu', 'cuda', 'cuda:0', 'float32' or 'float64'.  Parameters become new leaf tensors:\ncreate the optimizer after moving the model.",
-  state_dict = "m:state_dict() -> {name = tensor, ...}\nParameters and buffers under dotted names (sharing memory with m).\ncnn.save(path, net:state_dict()) writes a checkpoint.",
-  load_state_dict = "m:load_state_dict(sd [, {strict = true}]) -> {missing_keys =, unexpected_keys =}\nCopies a state dict (flat, or nested as cnn.load returns it) into m.  Size mismatches\nare errors; with strict (the default) so are missing and unexpected names.\nNothing is copied unless everything matches.",
+  state_dict = "m:state_dict([{torch = false}]) -> {name = tensor, ...}\nParameters and buffers under dotted names (sharing memory with m).\ncnn.save(path, net:state_dict()) writes a checkpoint; with torch = true the names are\nPyTorch's (0-based Sequential indices), for torch's load_state_dict(strict=True).",
+  load_state_dict = "m:load_state_dict(sd [, {strict = true, torch = false}]) -> {missing_keys =, unexpected_keys =}\nCopies a state dict (flat, or nested as cnn.load returns it) into m.  Size mismatches\nare errors; with strict (the default) so are missing and unexpected names; every\noffending key is listed.  Nothing is copied unless everything matches.\ntorch = true: sd has PyTorch's names (a file saved by safetensors' save_file(model.state_dict())).",
+  requires_grad_ = "m:requires_grad_([flag = true]) -> m\nSets requires_grad on every parameter of m: m:requires_grad_(false) freezes m.",
+  freeze = "m:freeze() -> m\nm:requires_grad_(false): m's parameters get no gradients (fine-tuning a new head).\nCall m:eval() too to keep its BatchNorm statistics.",
+  unfreeze = "m:unfreeze() -> m\nm:requires_grad_(true).",
   register_forward_pre_hook = "m:register_forward_pre_hook(fn) -> handle\nfn(module, input) runs before forward; a non-nil result replaces the input.\nhandle:remove() detaches it.",
   register_forward_hook = "m:register_forward_hook(fn) -> handle\nfn(module, input, output) runs after forward; a non-nil result replaces the output.",
   register_full_backward_hook = "m:register_full_backward_hook(fn) -> handle\nfn(module, grad_output) runs when the gradient of m's output is computed;\na non-nil result replaces that gradient.",

@@ -18,7 +18,7 @@ optim.RMSprop = require("optim.rmsprop")
 optim.GradScaler = require("optim.grad_scaler")
 
 optim.lr_scheduler = require("optim.lr_scheduler")
-for _, name in ipairs({ "StepLR", "MultiStepLR", "CosineAnnealingLR", "OneCycleLR" }) do
+for _, name in ipairs({ "StepLR", "MultiStepLR", "CosineAnnealingLR", "OneCycleLR", "ReduceLROnPlateau" }) do
   optim[name] = optim.lr_scheduler[name]
 end
 
@@ -30,11 +30,15 @@ optim -- optimizers (as torch.optim): SGD, Adam, AdamW, RMSprop.
   end
 Parameter groups: optim.Adam({{params = a, lr = 1e-3}, {params = b}}, {lr = 1e-4}).
 Checkpoints: cnn.save(path, opt:state_dict()); opt:load_state_dict(cnn.load(path)).
-Schedulers (optim.lr_scheduler): StepLR, MultiStepLR, CosineAnnealingLR, OneCycleLR:
-  sched = optim.lr_scheduler.StepLR(opt, 30, {gamma = 0.1}); ... sched:step() per epoch]]
+Schedulers (optim.lr_scheduler): StepLR, MultiStepLR, CosineAnnealingLR, OneCycleLR,
+ReduceLROnPlateau:
+  sched = optim.lr_scheduler.StepLR(opt, 30, {gamma = 0.1}); ... sched:step() per epoch
+  plateau = optim.lr_scheduler.ReduceLROnPlateau(opt, {patience = 2}); plateau:step(val_loss)]]
 doc[optim.lr_scheduler] = [[
 optim.lr_scheduler -- StepLR(opt, step_size [, {gamma}]), MultiStepLR(opt, milestones [, {gamma}]),
-CosineAnnealingLR(opt, T_max [, {eta_min}]), OneCycleLR(opt, {max_lr =, total_steps =, ...}).
-sched:step() advances one epoch (one batch for OneCycleLR); sched:get_last_lr() -> {lr, ...}.]]
+CosineAnnealingLR(opt, T_max [, {eta_min}]), OneCycleLR(opt, {max_lr =, total_steps =, ...}),
+ReduceLROnPlateau(opt [, {mode, factor, patience, threshold, threshold_mode, cooldown, min_lr, eps}]).
+sched:step() advances one epoch (one batch for OneCycleLR; ReduceLROnPlateau: sched:step(metric));
+sched:get_last_lr() -> {lr, ...}.]]
 
 return optim

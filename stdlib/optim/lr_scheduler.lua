@@ -298,4 +298,5 @@ doc[LRScheduler.step] = "sched:step()\nAdvances one epoch (one batch for OneCycl
 doc[LRScheduler.get_last_lr] = "sched:get_last_lr() -> {lr of group 1, ...}"
 
 return { LRScheduler = LRScheduler, StepLR = StepLR, MultiStepLR = MultiStepLR,
-         CosineAnnealingLR = CosineAnnealingLR, OneCycleLR = OneCycleLR }
+         CosineAnnealingLR = CosineAnnealingLR, OneCycleLR = OneCycleLR,
+         ReduceLROnPlateau = require("optim.plateau") } -- driven by a metric: its own file

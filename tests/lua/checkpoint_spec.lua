@@ -110,6 +110,15 @@ describe("cnn.load gives back what cnn.save was given", function()
     assert.is_false(ok)
     assert.truthy(tostring(err):find("load: corrupt __cnnsh_keys__ record", 1, true), err)
   end)
+
+  -- (models helper) a scheduler's best = inf must come back a number
+  it("infinities and NaN come back as numbers", function()
+    local back = roundtrip({ best = math.huge, worst = -math.huge, none = 0 / 0 })
+    assert.equal(math.huge, back.best)
+    assert.equal(-math.huge, back.worst)
+    assert.equal("number", type(back.none))
+    assert.is_true(back.none ~= back.none)
+  end)
 end)
 
 describe("cnn.save refuses what it cannot give back", function()

@@ -9,7 +9,7 @@
 -- /usr/share/datasets/cifar-10-batches-bin; without them it says where it
 -- looked and exits with status 1.
 --
--- The network is defined here (a model zoo will later offer it too):
+-- The network is models.resnet20 from the model zoo (stdlib/models/resnet.lua):
 -- a 3x3 convolution to 16 channels, three stages of three basic blocks
 -- (16, 32, 64 channels; the first block of stages 2 and 3 halves the size
 -- with stride 2 and projects its shortcut with a 1x1 convolution, the
@@ -48,49 +48,9 @@ local workers = args.workers or cnn.io.default_workers()
 local train_loader = data.DataLoader(train_set, { batch_size = args["batch-size"], shuffle = true, num_workers = workers })
 local test_loader = data.DataLoader(test_set, { batch_size = 500, num_workers = workers })
 
--- ---- ResNet-20 -------------------------------------------------------------------------------
-local BasicBlock = nn.Module:extend("BasicBlock")
-
-function BasicBlock:init(cin, cout, stride)
-  self.conv1 = nn.Conv2d(cin, cout, 3, { stride = stride, padding = 1, bias = false })
-  self.bn1 = nn.BatchNorm2d(cout)
-  self.conv2 = nn.Conv2d(cout, cout, 3, { padding = 1, bias = false })
-  self.bn2 = nn.BatchNorm2d(cout)
-  if stride ~= 1 or cin ~= cout then -- project the shortcut to the new shape
-    self.shortcut = nn.Sequential(nn.Conv2d(cin, cout, 1, { stride = stride, bias = false }), nn.BatchNorm2d(cout))
-  end
-end
-
-function BasicBlock:forward(x)
-  local out = F.relu(self.bn1(self.conv1(x)))
-  out = self.bn2(self.conv2(out))
-  return F.relu(out + (self.shortcut and self.shortcut(x) or x))
-end
-
-local ResNet20 = nn.Module:extend("ResNet20")
-
-function ResNet20:init(num_classes)
-  self.stem = nn.Sequential(nn.Conv2d(3, 16, 3, { padding = 1, bias = false }), nn.BatchNorm2d(16), nn.ReLU())
-  local blocks, cin = {}, 16
-  for stage, cout in ipairs({ 16, 32, 64 }) do
-    for b = 1, 3 do
-      blocks[#blocks + 1] = BasicBlock(cin, cout, (stage > 1 and b == 1) and 2 or 1)
-      cin = cout
-    end
-  end
-  self.blocks = nn.Sequential(table.unpack(blocks))
-  self.pool = nn.AdaptiveAvgPool2d(1)
-  self.fc = nn.Linear(64, num_classes)
-end
-
-function ResNet20:forward(x)
-  return self.fc(self.pool(self.blocks(self.stem(x))):flatten(2))
-end
-
-local net = ResNet20(10)
-local nparams = 0
-for _, p in ipairs(net:parameters()) do nparams = nparams + p:numel() end
-print(string.format("ResNet-20: %d parameters", nparams))
+-- ---- ResNet-20 (models.resnet20, stdlib/models/resnet.lua) ------------------------------------
+local net = models.resnet20{ num_classes = 10 }
+print(string.format("ResNet-20: %d parameters", models.count_parameters(net)))
 
 -- ---- training ------------------------------------------------------------------------------
 local opt = optim.SGD(net:parameters(), { lr = args.lr, momentum = 0.9, weight_decay = 1e-4 })

@@ -8,6 +8,7 @@
 --   models.resnet34
 --   models.resnet50
 --   models.resnet20                       ResNet-20 for 32x32 (CIFAR-10)
+--   models.cifar_resnet                   the same family at depth 6n + 2
 --
 -- Each constructor takes one options table with torchvision's names
 -- (num_classes, in_channels, ...) and rejects unknown ones.  The module
@@ -34,6 +35,7 @@ models -- a model zoo with torchvision's layouts, names and parameter counts.
   vgg11_bn{...}, vgg16_bn{...}                  VGG with batch norm (132.9M, 138.4M)
   resnet18{...}, resnet34{...}, resnet50{...}   ImageNet ResNets (11.7M, 21.8M, 25.6M)
   resnet20{num_classes = 10}                    ResNet-20 for 32x32 images (0.27M)
+  cifar_resnet{depth = 56}                      the same family at depth 6n + 2
 Options as torchvision: num_classes (1000 for the ImageNet ones), in_channels (3).
 Weights from PyTorch (a safetensors state dict saved with torchvision's names):
   net = models.resnet18()

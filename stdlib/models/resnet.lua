@@ -17,6 +17,7 @@
 -- bn1 - relu - layer1..3 of three BasicBlocks at 16, 32, 64 channels -
 -- avgpool - fc.  Shortcuts that change shape are projections (1x1 conv +
 -- BatchNorm, the paper's option B): 272,474 parameters for 10 classes.
+-- models.cifar_resnet{depth = 6n + 2} builds the other depths (n blocks a stage).
 --
 -- Weights are initialised as torchvision does (models/common.lua).
 local cnn = _G.cnn
@@ -152,7 +153,19 @@ function CifarResNet:forward(x)
 end
 
 M.CifarResNet = CifarResNet
-M.resnet20 = function(opts)
+
+-- cifar_resnet{depth = 6n + 2, ...}: ResNet-20, 32, 44, 56, 110, ... (and
+-- the tiny ResNet-8 that the PyTorch fixture of the tests uses).
+function M.cifar_resnet(opts)
+  local fname = "models.cifar_resnet"
+  opts = common.options(fname, opts, { depth = 20, num_classes = 10, in_channels = 3 }, 2)
+  if opts.depth < 8 or (opts.depth - 2) % 6 ~= 0 then
+    require("check").fail(fname, "depth", "6n + 2 (8, 14, 20, 32, 44, 56, 110, ...)", opts.depth, 2)
+  end
+  return CifarResNet((opts.depth - 2) // 6, opts)
+end
+
+function M.resnet20(opts)
   opts = common.options("models.resnet20", opts, { num_classes = 10, in_channels = 3 }, 2)
   return CifarResNet(3, opts)
 end
@@ -178,6 +191,11 @@ channels, three stages of three BasicBlocks (16, 32, 64 channels; stride 2
 and a 1x1-conv + BatchNorm shortcut where the shape changes), global
 average pooling, fc.  272,474 parameters with 10 classes.
   net = models.resnet20(); out = net(cnn.randn(8, 3, 32, 32))  -- 8x10]]
+doc[M.cifar_resnet] = [[
+models.cifar_resnet([{depth = 20, num_classes = 10, in_channels = 3}])
+He et al.'s ResNets for 32x32 images with depth = 6n + 2 (20, 32, 44, 56,
+110; 8 is the smallest): n BasicBlocks per stage, as models.resnet20.
+  net = models.cifar_resnet{depth = 56}]]
 doc[BasicBlock] = "models.BasicBlock(inplanes, planes, stride [, downsample])\nTwo 3x3 convs with BatchNorm and a residual connection (ResNet-18/34)."
 doc[Bottleneck] = "models.Bottleneck(inplanes, planes, stride [, downsample])\n1x1, 3x3, 1x1 convs (out 4 * planes) with BatchNorm and a residual connection (ResNet-50)."
 

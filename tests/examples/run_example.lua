@@ -3,7 +3,7 @@
 --
 --   cnnsh tests/examples/run_example.lua EXAMPLES_DIR NAME OUT_DIR
 --
--- NAME is quickstart, fashion_mnist, inspect, deploy, image_folder or cifar10_resnet.  The driver sets `arg` as
+-- NAME is quickstart, fashion_mnist, inspect, deploy, image_folder, cifar10_resnet or finetune.  The driver sets `arg` as
 -- the command line would, runs the example with dofile() in this state,
 -- then checks its output with independent means:
 --   quickstart     its printed test accuracy is at least 60% (10 classes:
@@ -88,6 +88,27 @@ function checks.cifar10_resnet()
   local text = run("cifar10_resnet.lua", { "--root", root, "--epochs", "1", "--batch-size", "8", "--workers", "2" })
   assert(text:find("ResNet-20: 272474 parameters", 1, true), "cifar10_resnet: wrong parameter count")
   assert(text:match("epoch 1: train loss [%d.]+, test accuracy [%d.]+%%"), "cifar10_resnet printed no epoch line")
+end
+
+-- finetune: a tiny run from random weights (it must say so, and count
+-- 11,181,642 parameters of which the new head's 512 * 10 + 10 train), then
+-- one from a --weights file in PyTorch's names written here, which must load.
+function checks.finetune()
+  if not have_fmnist() then os.exit(77) end
+  local small = { "--subset", "64", "--test-subset", "50", "--epochs", "1", "--size", "32", "--workers", "1" }
+  local text = run("finetune.lua", small)
+  assert(text:find("starts from random weights", 1, true), "finetune did not say it starts from random weights")
+  assert(text:find("11181642 parameters, 5130 of them trained", 1, true), "finetune: wrong parameter counts")
+  assert(text:match("epoch 1: train loss [%d.]+, test accuracy [%d.]+%%"), "finetune printed no epoch line")
+  local weights = out .. "/finetune_resnet18.safetensors"
+  os.remove(weights)
+  cnn.manual_seed(7)
+  local source = models.resnet18()
+  cnn.save(weights, source:state_dict{ torch = true })
+  small[#small + 1] = "--weights"
+  small[#small + 1] = weights
+  text = run("finetune.lua", small)
+  assert(text:find("loaded the backbone from " .. weights, 1, true), "finetune did not load --weights")
 end
 
 function checks.quickstart()

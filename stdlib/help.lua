@@ -121,6 +121,19 @@ topic("training", "optimizers, data, a training loop, checkpoints", [[
 > net:load_state_dict(cnn.load("net.safetensors"))
 train.fit(net, loader, {epochs = 3}) runs such a loop with a progress bar.]])
 
+-- (models helper) the model zoo, PyTorch weights, fine-tuning
+topic("models", "the model zoo, PyTorch weights, fine-tuning", [[
+> r20 = models.resnet20()            -- also lenet5, vgg11_bn, vgg16_bn, resnet18/34/50
+> models.count_parameters(r20)       -- 272474, as published
+> sd = r20:state_dict{torch = true}  -- PyTorch's names: "layer1.0.conv1.weight"
+> r20:load_state_dict(sd, {torch = true})
+> r20:freeze(); r20.fc = nn.Linear(64, 5)   -- a new head, the only trained layer
+> head_opt = optim.SGD(r20.fc:parameters(), {lr = 0.01, momentum = 0.9})
+> plateau = optim.lr_scheduler.ReduceLROnPlateau(head_opt, {patience = 2})
+A file saved by PyTorch (safetensors' save_file(model.state_dict())) loads with
+net:load_state_dict(cnn.load(path), {torch = true}); examples/finetune.lua
+fine-tunes a ResNet-18 that way.  help(models) lists the models.]])
+
 topic("labels", "class labels are 1..C (not 0-based)", [[
 Class labels follow Lua: 1..C.  The targets of cross_entropy and nll_loss,
 the indices returned by max, min and argmax, and the labels the data
@@ -178,7 +191,7 @@ local function roots()
   end
   add("cnn", cnn_mod())
   add("F", rawget(_G, "F"))
-  for _, m in ipairs({ "nn", "optim", "data", "train", "viz" }) do
+  for _, m in ipairs({ "nn", "optim", "data", "train", "viz", "models" }) do
     add(m, package.loaded[m])
   end
   for _, m in ipairs({ "string", "table", "math", "io", "os", "coroutine", "utf8" }) do

@@ -329,6 +329,9 @@ cnn_tensor *cnn_index_select(cnn_tensor *x, int dim, cnn_tensor *index);
 cnn_tensor *cnn_gather(cnn_tensor *x, int dim, cnn_tensor *index);
 /* constant pad of the last dims: pads = {left, right, top, bottom, ...} as in PyTorch */
 cnn_tensor *cnn_pad(cnn_tensor *x, int npads, const int64_t *pads, double value);
+/* issue 13: PyTorch's non-constant pad modes of the last 1-3 dims (ops/pad_modes.c) */
+typedef enum { CNN_PAD_REFLECT, CNN_PAD_REPLICATE, CNN_PAD_CIRCULAR } cnn_padding_mode;
+cnn_tensor *cnn_pad_mode(cnn_tensor *x, int npads, const int64_t *pads, cnn_padding_mode mode);
 
 /* ---- autograd ---------------------------------------------------------------- */
 

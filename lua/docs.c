@@ -219,7 +219,7 @@ static const doc_entry docs[] = {
     {"Tensor:zero_grad", "x:zero_grad() -> x\nDrops x.grad (sets it to nil)."},
     {"Tensor:register_hook", "x:register_hook(fn) -> handle\nCalls fn(grad) when x's gradient is computed; fn may return a replacement; handle:remove() unregisters."},
     /* functional */
-    {"F.conv2d", "F.conv2d(x, w [, b] [, {stride=1, padding=0, dilation=1, groups=1}]) -> tensor\n2-D convolution of N x C x H x W input; stride/padding/dilation a number or {h, w}; padding also {top, bottom, left, right}."},
+    {"F.conv2d", "F.conv2d(x, w [, b] [, {stride=1, padding=0, dilation=1, groups=1}]) -> tensor\n2-D convolution of N x C x H x W input; stride/padding/dilation a number or {h, w}; padding also {top, bottom, left, right}, 'valid' or 'same' (stride 1: output H x W, the odd pixel to the bottom/right)."},
     {"F.linear", "F.linear(x, w [, b]) -> tensor\nx * w^T + b for w of shape out x in."},
     {"F.max_pool2d", "F.max_pool2d(x, kernel [, stride] [, {stride=kernel, padding=0, dilation=1, ceil_mode=false, return_indices=false}]) -> tensor [, indices]\n2-D max pooling; dilation spaces the window's taps (a 3x3 window of dilation 2 spans 5x5); indices are 1-based positions within each H*W plane."},
     {"F.avg_pool2d", "F.avg_pool2d(x, kernel [, stride] [, {stride=kernel, padding=0, ceil_mode=false, count_include_pad=true}]) -> tensor\n2-D average pooling."},
@@ -235,7 +235,7 @@ static const doc_entry docs[] = {
     {"F.dropout", "F.dropout(x [, p=0.5 [, training=true]]) -> tensor\nZeroes elements with probability p and scales the rest by 1/(1-p) in training; x unchanged otherwise."},
     {"F.batch_norm", "F.batch_norm(x, running_mean, running_var [, weight [, bias]] [, {training=false, momentum=0.1, eps=1e-5}]) -> tensor\nBatch normalisation over dim 2 (channels): batch statistics in training (updating the running ones), running statistics otherwise."},
     {"F.flatten", "F.flatten(x [, start=2 [, end=-1]]) -> tensor\nMerges dims start..end (by default all but the batch dim)."},
-    {"F.pad", "F.pad(x, {left, right [, top, bottom ...]} [, value=0]) -> tensor\nConstant padding of the last dims, PyTorch's order."},
+    {"F.pad", "F.pad(x, {left, right [, top, bottom ...]} [, mode='constant'] [, value=0]) -> tensor\nPadding of the last dims, PyTorch's order; a number as the third argument is the value. Modes: 'constant' (value), 'reflect' (mirror without the edge; pad < the dim), 'replicate' (the edge repeated), 'circular' (wrap around; pad <= the dim): these three pad the last 1 to 3 dims of an input with at least one more dim. Negative pads crop. Differentiable."},
     {"F.cat", "F.cat({a, b, ...} [, dim=1]) -> tensor\nConcatenates tensors along an existing dim."},
     {"F.stack", "F.stack({a, b, ...} [, dim=1]) -> tensor\nStacks same-shaped tensors along a new dim."},
     {"F.cross_entropy", "F.cross_entropy(logits, target [, {weight=, reduction='mean', label_smoothing=0, ignore_index=}]) -> tensor\nSoftmax cross-entropy of N x C logits against int64 class labels 1..C."},
@@ -245,6 +245,11 @@ static const doc_entry docs[] = {
     /* activations, regularisers and losses of issue 13 (helper "act") */
     {"F.hardtanh", "F.hardtanh(x [, min_val=-1 [, max_val=1]]) -> tensor\nx clamped to [min_val, max_val] (also {min_val=, max_val=}); the gradient is 0 at the limits, as PyTorch's."},
     {"F.relu6", "F.relu6(x) -> tensor\nmin(max(x, 0), 6) = F.hardtanh(x, 0, 6) (MobileNet); the gradient is 0 at 0 and at 6."},
+    /* 1-d convolution and pooling, padding strings (issue 13) */
+    {"F.conv1d", "F.conv1d(x, w [, b] [, {stride=1, padding=0, dilation=1, groups=1}]) -> tensor\n1-D convolution of N x C x L input with w of out x C/groups x k (conv2d over a unit height); padding a number, 'valid' or 'same' (stride 1: L' = L, the odd element to the right). F.conv2d takes 'same'/'valid' too."},
+    {"F.max_pool1d", "F.max_pool1d(x, kernel [, stride] [, {stride=kernel, padding=0, dilation=1, ceil_mode=false, return_indices=false}]) -> tensor [, indices]\n1-D max pooling of N x C x L (or C x L) input; indices are 1-based positions along L."},
+    {"F.avg_pool1d", "F.avg_pool1d(x, kernel [, stride] [, {stride=kernel, padding=0, ceil_mode=false, count_include_pad=true}]) -> tensor\n1-D average pooling of N x C x L (or C x L) input."},
+    {"F.adaptive_avg_pool1d", "F.adaptive_avg_pool1d(x, size) -> tensor\nAverage pooling of N x C x L (or C x L) input to length size."},
     /* transposed convolution (issue 13) */
     {"F.conv_transpose2d", "F.conv_transpose2d(x, w [, b] [, {stride=1, padding=0, output_padding=0, dilation=1, groups=1}]) -> tensor\nTransposed 2-D convolution (PyTorch's): w is in x out/groups x kH x kW; H' = (H-1)*stride - 2*padding + dilation*(kH-1) + output_padding + 1; output_padding must be smaller than stride or dilation; options a number or {h, w}. Equals the input-gradient of F.conv2d with the same w."},
     {NULL, NULL}};

@@ -88,6 +88,32 @@ static void conv_padding(lua_State *L, int opts, cnn_conv_params *p) {
   for (int i = 0; i < 4; i++) p->pad[i] = v[i];
 }
 
+/* issue 13: padding = 'valid' (none) or 'same' (stride 1: the output has the
+ * input's size; PyTorch's split, the odd pixel to the bottom/right) for
+ * conv2d and conv1d (w's last dims are the kernel).  Returns 0 when
+ * opts.padding is not a string (the caller reads numbers). */
+static int padding_string(lua_State *L, int opts, const char *fn, const cnn_tensor *w, cnn_conv_params *p) {
+  if (!opts || lua_getfield(L, opts, "padding") != LUA_TSTRING) {
+    if (opts) lua_pop(L, 1);
+    return 0;
+  }
+  const char *mode = lua_tostring(L, -1);
+  lua_pop(L, 1);
+  for (int i = 0; i < 4; i++) p->pad[i] = 0;
+  if (strcmp(mode, "valid") == 0) return 1;
+  if (strcmp(mode, "same") != 0)
+    return cnn_lua_fail(L, "%s: padding must be a number, a table, 'same' or 'valid', got '%s'", fn, mode);
+  if (p->stride[0] != 1 || p->stride[1] != 1)
+    return cnn_lua_fail(L, "%s: padding='same' is not supported for strided convolutions", fn);
+  for (int i = 0; i < 2 && w->ndim >= 2; i++) {
+    int64_t k = w->ndim == 4 || i == 1 ? w->shape[w->ndim - 2 + i] : 1;
+    int64_t total = (int64_t)p->dilation[i] * (k - 1);
+    if (total > (1 << 24)) return cnn_lua_fail(L, "%s: padding='same' for kernel %lld is too large", fn, (long long)k);
+    p->pad[2 * i] = (int)(total / 2), p->pad[2 * i + 1] = (int)(total - total / 2);
+  }
+  return 1;
+}
+
 /* F.conv2d(x, w [, b] [, {stride=, padding=, dilation=, groups=}]) */
 static int f_conv2d(lua_State *L) {
   cnn_tensor *x = cnn_lua_check_tensor(L, 1), *w = cnn_lua_check_tensor(L, 2);
@@ -98,7 +124,7 @@ static int f_conv2d(lua_State *L) {
   cnn_conv_params p = {{1, 1}, {0, 0, 0, 0}, {1, 1}, 1};
   opt_pair(L, opts, "conv2d", "stride", 1, 1, p.stride);
   opt_pair(L, opts, "conv2d", "dilation", 1, 1, p.dilation);
-  conv_padding(L, opts, &p);
+  if (!padding_string(L, opts, "conv2d", w, &p)) conv_padding(L, opts, &p);
   if (opts) {
     if (lua_getfield(L, opts, "groups") != LUA_TNIL) p.groups = small_int(L, -1, "conv2d", "groups", 1);
     lua_pop(L, 1);
@@ -131,6 +157,134 @@ static int f_conv_transpose2d(lua_State *L) {
     lua_pop(L, 1);
   }
   return cnn_lua_push_result(L, cnn_conv_transpose2d(x, w, b, &p));
+}
+
+/* ---- issue 13: 1-d convolution and pooling, over the 2-d ops with a unit height ---- */
+
+/* opts.key as one integer (a number or {n}); def when absent */
+static int opt_one(lua_State *L, int opts, const char *fn, const char *key, int lo, int def) {
+  int v[2] = {def, def};
+  if (!opts || lua_getfield(L, opts, key) == LUA_TNIL) {
+    if (opts) lua_pop(L, 1);
+    return def;
+  }
+  if (lua_istable(L, -1) && luaL_len(L, -1) != 1) cnn_lua_fail(L, "%s: %s takes a number or {n}", fn, key);
+  int_list(L, -1, fn, key, lo, v, 1, 1);
+  lua_pop(L, 1);
+  return v[0];
+}
+
+/* N x C x L (or unbatched C x L when `unbatched_ok`) as N x C x 1 x L */
+static cnn_tensor *unit_height(lua_State *L, const char *fn, cnn_tensor *x, bool unbatched_ok) {
+  char s[CNN_SHAPE_STR];
+  if (x->ndim != 3 && !(unbatched_ok && x->ndim == 2))
+    cnn_lua_fail(L, "%s: expected a 3-d input (N x C x L)%s, got %s", fn, unbatched_ok ? " or 2-d (C x L)" : "",
+                 cnn_tensor_shape_str(x, s));
+  cnn_tensor *b = x->ndim == 2 ? cnn_unsqueeze(x, 0) : (cnn_tensor_retain(x), x);
+  cnn_tensor *v = b ? cnn_unsqueeze(b, 2) : NULL;
+  cnn_tensor_release(b);
+  if (!v) cnn_lua_error(L);
+  return v;
+}
+
+/* The 2-d op's result y4 back to 1-d (unbatched when x was 2-d); an error
+ * of the 2-d op is raised with the 1-d op's name in front. */
+static cnn_tensor *from_unit_height(lua_State *L, const char *fn, cnn_tensor *y4, const cnn_tensor *x) {
+  if (!y4) cnn_lua_fail(L, "%s: %s (as 2-d with a unit height)", fn, cnn_error());
+  cnn_tensor *y = cnn_squeeze(y4, 2);
+  cnn_tensor_release(y4);
+  if (y && x->ndim == 2) {
+    cnn_tensor *u = cnn_squeeze(y, 0);
+    cnn_tensor_release(y);
+    y = u;
+  }
+  if (!y) cnn_lua_error(L);
+  return y;
+}
+
+/* F.conv1d(x, w [, b] [, {stride=, padding=, dilation=, groups=}]) */
+static int f_conv1d(lua_State *L) {
+  cnn_tensor *x = cnn_lua_check_tensor(L, 1), *w = cnn_lua_check_tensor(L, 2);
+  int opts = opts_index(L, 3);
+  cnn_tensor *b = opts == 3 ? NULL : cnn_lua_opt_tensor(L, 3);
+  static const char *const known[] = {"dilation", "groups", "padding", "stride", NULL};
+  cnn_lua_check_options(L, opts, "F.conv1d", known);
+  char a[CNN_SHAPE_STR], c[CNN_SHAPE_STR];
+  if (x->ndim != 3 || w->ndim != 3)
+    return cnn_lua_fail(L, "conv1d: expected a 3-d input (N x C x L) and a 3-d weight (out x in/groups x k), "
+                        "got input %s and weight %s", cnn_tensor_shape_str(x, a), cnn_tensor_shape_str(w, c));
+  cnn_conv_params p = {{1, opt_one(L, opts, "conv1d", "stride", 1, 1)}, {0, 0, 0, 0},
+                       {1, opt_one(L, opts, "conv1d", "dilation", 1, 1)}, opt_one(L, opts, "conv1d", "groups", 1, 1)};
+  if (x->shape[1] != w->shape[1] * p.groups)
+    return cnn_lua_fail(L, "conv1d: input %s has %lld channels, weight %s expects %lld (groups %d)",
+                        cnn_tensor_shape_str(x, a), (long long)x->shape[1], cnn_tensor_shape_str(w, c),
+                        (long long)(w->shape[1] * p.groups), p.groups);
+  if (!padding_string(L, opts, "conv1d", w, &p)) p.pad[2] = p.pad[3] = opt_one(L, opts, "conv1d", "padding", 0, 0);
+  cnn_tensor *x4 = unit_height(L, "conv1d", x, false), *w4 = cnn_unsqueeze(w, 2);
+  cnn_tensor *y4 = w4 ? cnn_conv2d(x4, w4, b, &p) : NULL;
+  cnn_tensor_release(x4), cnn_tensor_release(w4);
+  return cnn_lua_push_result(L, from_unit_height(L, "conv1d", y4, x));
+}
+
+/* (x, kernel [, stride] [, opts]) of a 1-d pool -> the 2-d params {1, k} */
+static int pool1d_params(lua_State *L, const char *fn, const char *const *known, cnn_pool_params *p) {
+  int opts = opts_index(L, 3);
+  char qualified[64];
+  snprintf(qualified, sizeof qualified, "F.%s", fn);
+  cnn_lua_check_options(L, opts, qualified, known);
+  int k[1], st[1] = {0};
+  if (lua_isnoneornil(L, 2)) cnn_lua_fail(L, "%s: kernel size expected", fn);
+  int_list(L, 2, fn, "kernel_size", 1, k, 1, 1);
+  if (lua_type(L, 3) == LUA_TNUMBER) int_list(L, 3, fn, "stride", 1, st, 1, 1);
+  else st[0] = opt_one(L, opts, fn, "stride", 1, 0);
+  memset(p, 0, sizeof *p);
+  p->kernel[0] = 1, p->kernel[1] = k[0];
+  p->stride[0] = 1, p->stride[1] = st[0] ? st[0] : k[0];
+  p->pad[1] = opt_one(L, opts, fn, "padding", 0, 0);
+  p->dilation[0] = 1, p->dilation[1] = 1;
+  p->ceil_mode = cnn_lua_opt_bool(L, opts, "ceil_mode", false);
+  p->count_include_pad = cnn_lua_opt_bool(L, opts, "count_include_pad", true);
+  return opts;
+}
+
+/* F.max_pool1d(x, kernel [, stride] [, {stride=, padding=, dilation=, ceil_mode=, return_indices=}]) */
+static int f_max_pool1d(lua_State *L) {
+  cnn_tensor *x = cnn_lua_check_tensor(L, 1);
+  cnn_pool_params p;
+  static const char *const known[] = {"ceil_mode", "dilation", "padding", "return_indices", "stride", NULL};
+  int opts = pool1d_params(L, "max_pool1d", known, &p);
+  p.dilation[1] = opt_one(L, opts, "max_pool1d", "dilation", 1, 1);
+  bool want_idx = cnn_lua_opt_bool(L, opts, "return_indices", false);
+  cnn_tensor *x4 = unit_height(L, "max_pool1d", x, true), *idx4 = NULL;
+  cnn_tensor *y4 = cnn_max_pool2d(x4, &p, want_idx ? &idx4 : NULL);
+  cnn_tensor_release(x4);
+  cnn_lua_push_tensor(L, from_unit_height(L, "max_pool1d", y4, x));
+  if (!want_idx) return 1;
+  return 1 + cnn_lua_push_one_based(L, from_unit_height(L, "max_pool1d", idx4, x)); /* 1-based */
+}
+
+/* F.avg_pool1d(x, kernel [, stride] [, {stride=, padding=, ceil_mode=, count_include_pad=true}]) */
+static int f_avg_pool1d(lua_State *L) {
+  cnn_tensor *x = cnn_lua_check_tensor(L, 1);
+  cnn_pool_params p;
+  static const char *const known[] = {"ceil_mode", "count_include_pad", "padding", "stride", NULL};
+  pool1d_params(L, "avg_pool1d", known, &p);
+  cnn_tensor *x4 = unit_height(L, "avg_pool1d", x, true);
+  cnn_tensor *y4 = cnn_avg_pool2d(x4, &p);
+  cnn_tensor_release(x4);
+  return cnn_lua_push_result(L, from_unit_height(L, "avg_pool1d", y4, x));
+}
+
+/* F.adaptive_avg_pool1d(x, size) */
+static int f_adaptive_avg_pool1d(lua_State *L) {
+  cnn_tensor *x = cnn_lua_check_tensor(L, 1);
+  int s[1];
+  if (lua_isnoneornil(L, 2)) return cnn_lua_fail(L, "adaptive_avg_pool1d: output size expected");
+  int_list(L, 2, "adaptive_avg_pool1d", "output_size", 1, s, 1, 1);
+  cnn_tensor *x4 = unit_height(L, "adaptive_avg_pool1d", x, true);
+  cnn_tensor *y4 = cnn_adaptive_avg_pool2d(x4, 1, s[0]);
+  cnn_tensor_release(x4);
+  return cnn_lua_push_result(L, from_unit_height(L, "adaptive_avg_pool1d", y4, x));
 }
 
 /* ---- pooling ------------------------------------------------------------------------- */
@@ -243,7 +397,22 @@ static int f_flatten(lua_State *L) {
   return cnn_lua_push_result(L, cnn_flatten(x, s, e));
 }
 
-/* F.pad(x, {left, right [, top, bottom ...]} [, value=0]) */
+/* issue 13: F.pad(x, pads, mode [, value]) -- 'constant' takes a value, the
+ * other modes none (PyTorch's rule) */
+static int pad_with_mode(lua_State *L, cnn_tensor *x, int n, const int64_t *pads) {
+  static const char *const modes[] = {"reflect", "replicate", "circular", "constant", NULL};
+  const char *m = lua_tostring(L, 3);
+  int mode = 0;
+  while (modes[mode] && strcmp(modes[mode], m) != 0) mode++;
+  if (!modes[mode])
+    return cnn_lua_fail(L, "pad: unknown mode '%s' (constant, reflect, replicate or circular)", m);
+  if (strcmp(m, "constant") == 0) return cnn_lua_push_result(L, cnn_pad(x, n, pads, luaL_optnumber(L, 4, 0)));
+  if (!lua_isnoneornil(L, 4)) return cnn_lua_fail(L, "pad: mode '%s' takes no value argument", m);
+  return cnn_lua_push_result(L, cnn_pad_mode(x, n, pads, (cnn_padding_mode)mode));
+}
+
+/* F.pad(x, {left, right [, top, bottom ...]} [, mode='constant'] [, value=0]); a
+ * number in place of the mode is the value (mode 'constant') */
 static int f_pad(lua_State *L) {
   cnn_tensor *x = cnn_lua_check_tensor(L, 1);
   luaL_checktype(L, 2, LUA_TTABLE);
@@ -257,6 +426,7 @@ static int f_pad(lua_State *L) {
     pads[i] = small_int(L, -1, "pad", "padding", -(1 << 24));
     lua_pop(L, 1);
   }
+  if (lua_type(L, 3) == LUA_TSTRING) return pad_with_mode(L, x, (int)n, pads);
   return cnn_lua_push_result(L, cnn_pad(x, (int)n, pads, luaL_optnumber(L, 3, 0)));
 }
 
@@ -274,6 +444,11 @@ const luaL_Reg cnn_lua_functional_funcs[] = {
     {"pad", f_pad},
     /* transposed convolution (issue 13) */
     {"conv_transpose2d", f_conv_transpose2d},
+    /* 1-d convolution and pooling (issue 13) */
+    {"conv1d", f_conv1d},
+    {"max_pool1d", f_max_pool1d},
+    {"avg_pool1d", f_avg_pool1d},
+    {"adaptive_avg_pool1d", f_adaptive_avg_pool1d},
     {NULL, NULL}};
 
 /* F.*: the functions above and the activations (activations.c) */

@@ -123,6 +123,8 @@ local function macs_of(m, out)
   if class_is(m, "Conv2d") then
     local k = m.kernel_size
     return out:numel() * (m.in_channels // m.groups) * k[1] * k[2]
+  elseif class_is(m, "Conv1d") then -- issue 13
+    return out:numel() * (m.in_channels // m.groups) * m.kernel_size[1]
   elseif class_is(m, "ConvTranspose2d") and out:dim() == 4 then
     -- issue 13: every input element meets (out/groups)*kh*kw weights
     local k = m.kernel_size
@@ -709,7 +711,7 @@ or the tensor given) in eval mode under no_grad, and prints one row per
 layer call: dotted name, type, output shape, trainable and frozen
 parameters, multiply-adds (MACs) and activation memory, then totals.
 MACs count the whole batch of the input: Conv2d N*K*OH*OW*(C/groups)*R*S,
-ConvTranspose2d N*C*H*W*(K/groups)*R*S (C, H, W: its input),
+ConvTranspose2d N*C*H*W*(K/groups)*R*S (C, H, W: its input), Conv1d N*K*OL*(C/groups)*k,
 Linear (output elements)*in_features, BatchNorm one per element, others 0.
 On a shape error it stops at the failing layer and suggests the fix
 (e.g. "use nn.Linear(1600, 128)").  r.rows, r.total_params, r.macs,

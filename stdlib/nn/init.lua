@@ -16,7 +16,7 @@ nn.Module = require("nn.module")
 
 local files = { "nn.container", "nn.conv", "nn.linear", "nn.pooling", "nn.activation",
                 "nn.normalization", "nn.dropout", "nn.flatten", "nn.distributed",
-                "nn.conv_transpose" --  issue 13: ConvTranspose2d
+                "nn.conv_transpose", "nn.pooling_1d" --  issue 13: ConvTranspose2d, 1-d pools
               }
 for _, f in ipairs(files) do
   for name, cls in pairs(require(f)) do nn[name] = cls end
@@ -33,7 +33,8 @@ Layers: Conv2d, Linear, MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, BatchNorm2d,
 BatchNorm1d, SyncBatchNorm, Dropout, Flatten, Identity; DistributedDataParallel (see dist).
 Activations: ReLU, LeakyReLU, ELU, GELU, Sigmoid, Tanh, Softmax, LogSoftmax,
 ReLU6, Hardtanh.
-ConvTranspose2d (upsampling: autoencoders, U-Nets).
+ConvTranspose2d (upsampling: autoencoders, U-Nets); Conv1d, MaxPool1d, AvgPool1d,
+AdaptiveAvgPool1d (sequences, N x C x L).
 Also nn.init (initialisers) and nn.utils.clip_grad_norm.
   net = nn.Sequential(nn.Conv2d(1, 8, 3, {padding = 1}), nn.ReLU(),
                       nn.Flatten(), nn.Linear(8 * 28 * 28, 10))

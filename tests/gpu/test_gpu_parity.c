@@ -321,6 +321,21 @@ static void transposed_convolutions(void) {
   for (int i = 0; i < 3; i++) cnn_tensor_release(in[i]);
 }
 
+/* issue 13: F.pad's reflect/replicate/circular (index_select per padded dim) */
+static cnn_tensor *op_pad_mode(cnn_tensor **in, const void *ctx) {
+  return cnn_pad_mode(in[0], 4, (const int64_t[]){2, 1, 1, 3}, *(const cnn_padding_mode *)ctx);
+}
+
+static void pad_modes(void) {
+  int64_t x[4] = {2, 3, 5, 4};
+  cnn_tensor *in[1] = {randn(4, x)};
+  const cnn_padding_mode modes[3] = {CNN_PAD_REFLECT, CNN_PAD_REPLICATE, CNN_PAD_CIRCULAR};
+  parity("pad reflect", op_pad_mode, &modes[0], 1, in, (bool[]){true}, 1e-6, 1e-6);
+  parity("pad replicate", op_pad_mode, &modes[1], 1, in, (bool[]){true}, 1e-6, 1e-6);
+  parity("pad circular", op_pad_mode, &modes[2], 1, in, (bool[]){true}, 1e-6, 1e-6);
+  cnn_tensor_release(in[0]);
+}
+
 static void nn_ops(void) {
   int64_t x[4] = {2, 3, 7, 5}, c[1] = {3}, r[2] = {6, 7};
   cnn_pool_params mp = {{3, 2}, {2, 2}, {1, 0}, true, false, {1, 1}}, ap = {{3, 3}, {2, 2}, {1, 1}, true, false, {1, 1}};
@@ -426,6 +441,7 @@ int main(void) {
   products();
   convolutions();
   transposed_convolutions(); /* issue 13 */
+  pad_modes();               /* issue 13 */
   nn_ops();
   losses();
   indexing();

@@ -611,7 +611,7 @@ describe("nn layers: constructors and forward", function()
     { "Conv2d", function() return nn.Conv2d(1, 2, 3, { stride = nan }) end, "stride", "nan" },
     { "Conv2d", function() return nn.Conv2d(1, 2, 3, { stride = { 1, 1, 1 } }) end, "stride" },
     { "Conv2d", function() return nn.Conv2d(1, 2, 3, { padding = -1 }) end, "padding", "-1" },
-    { "Conv2d", function() return nn.Conv2d(1, 2, 3, { padding = "same" }) end, "padding" },
+    { "Conv2d", function() return nn.Conv2d(1, 2, 3, { padding = "full" }) end, "padding", "'same' or 'valid'" },
     { "Conv2d", function() return nn.Conv2d(1, 2, 3, { dilation = 0 }) end, "dilation", "0" },
     { "Conv2d", function() return nn.Conv2d(1, 2, 3, { bias = "no" }) end, "bias" },
     { "Conv2d", function() return nn.Conv2d(1, 2, 3, { pading = 1 }) end, "unknown option 'pading'" },
@@ -1123,6 +1123,11 @@ describe("F.* options tables reject unknown keys", function()
     -- issue 13: transposed convolution
     conv_transpose2d = { function(o) return F.conv_transpose2d(x4, cnn.randn(1, 2, 3, 3), nil, o) end,
                          "dilation, groups, output_padding, padding, stride" },
+    -- issue 13: 1-d convolution and pooling
+    conv1d = { function(o) return F.conv1d(cnn.randn(1, 1, 5), cnn.randn(2, 1, 3), nil, o) end, "dilation, groups, padding, stride" },
+    max_pool1d = { function(o) return F.max_pool1d(cnn.randn(1, 1, 5), 2, o) end,
+                   "ceil_mode, dilation, padding, return_indices, stride" },
+    avg_pool1d = { function(o) return F.avg_pool1d(cnn.randn(1, 1, 5), 2, o) end, "ceil_mode, count_include_pad, padding, stride" },
   }
 
   it("every F function whose signature has an options table is covered", function()
@@ -1189,6 +1194,46 @@ describe("conv_transpose2d and nn.ConvTranspose2d", function()
       "output size 20", "11..12" },
     { "conv_transpose2d", function() return nn.ConvTranspose2d(3, 2, 3)(x) end, "2x4x5x5" },
     { "conv_transpose2d", function() return nn.ConvTranspose2d(4, 2, 3)(nil) end },
+  }
+  for _, c in ipairs(cases) do
+    it(c[1] .. " " .. table.concat(c, " ", 3), function() raises(c[2], c[1], table.unpack(c, 3)) end)
+  end
+end)
+
+describe("conv1d, 1-d pools, padding strings and pad modes (issue 13)", function()
+  local x3, w3 = cnn.randn(2, 4, 9), cnn.randn(6, 4, 3)
+  local cases = {
+    { "conv1d", function() return F.conv1d(cnn.randn(2, 4, 9, 1), w3) end, "3-d input", "2x4x9x1" },
+    { "conv1d", function() return F.conv1d(x3, cnn.randn(6, 3, 3)) end, "2x4x9", "6x3x3", "4 channels" },
+    { "conv1d", function() return F.conv1d(x3, w3, cnn.randn(5)) end, "bias 5" },
+    { "conv1d", function() return F.conv1d(x3, cnn.randn(6, 4, 12)) end, "too small" },
+    { "conv1d", function() return F.conv1d(x3, w3, nil, { stride = { 1, 2 } }) end, "stride" },
+    { "conv1d", function() return F.conv1d(x3, w3, nil, { padding = "same", stride = 2 }) end,
+      "padding='same' is not supported for strided convolutions" },
+    { "conv1d", function() return F.conv1d(x3, w3, nil, { padding = "full" }) end, "'same' or 'valid'" },
+    { "conv2d", function() return F.conv2d(cnn.randn(1, 1, 5, 5), cnn.randn(1, 1, 3, 3), nil,
+                                           { padding = "same", stride = { 1, 2 } }) end, "strided" },
+    { "max_pool1d", function() return F.max_pool1d(cnn.randn(9), 2) end, "3-d input", "9" },
+    { "max_pool1d", function() return F.max_pool1d(x3, 0) end, "kernel_size" },
+    { "max_pool1d", function() return F.max_pool1d(x3, 2, { padding = 2 }) end, "max_pool1d" },
+    { "avg_pool1d", function() return F.avg_pool1d(x3, 20) end, "avg_pool1d" },
+    { "adaptive_avg_pool1d", function() return F.adaptive_avg_pool1d(x3, 0) end, "output_size 0" },
+    { "adaptive_avg_pool1d", function() return F.adaptive_avg_pool1d(x3, { 2, 2 }) end, "output_size" },
+    { "pad", function() return F.pad(x3, { 9, 0 }, "reflect") end, "reflect", "2x4x9" },
+    { "pad", function() return F.pad(x3, { 0, 10 }, "circular") end, "circular" },
+    { "pad", function() return F.pad(cnn.randn(4), { 1, 1 }, "replicate") end, "at least one more dim" },
+    { "pad", function() return F.pad(x3, { 1, 1 }, "mirror") end, "unknown mode 'mirror'" },
+    { "pad", function() return F.pad(x3, { 1, 1 }, "reflect", 0) end, "takes no value" },
+    { "Conv1d", function() return nn.Conv1d(2, 2, { 3, 3 }) end, "kernel_size" },
+    { "Conv1d", function() return nn.Conv1d(2, 2, 3, { padding = "same", stride = 2 }) end, "strided" },
+    { "Conv1d", function() return nn.Conv1d(2, 2, 3, { padding_mode = "mirror" }) end, "padding_mode", "mirror" },
+    { "Conv2d", function() return nn.Conv2d(2, 2, 3, { padding_mode = 1 }) end, "padding_mode" },
+    { "pad", function() return nn.Conv1d(4, 2, 3, { padding = 9, padding_mode = "reflect" })(x3) end, "reflect" },
+    { "MaxPool1d", function() return nn.MaxPool1d({ 2, 2 }) end, "kernel_size" },
+    { "MaxPool1d", function() return nn.MaxPool1d(2, { dilation = 0 }) end, "dilation" },
+    { "AvgPool1d", function() return nn.AvgPool1d() end, "kernel_size" },
+    { "AvgPool1d", function() return nn.AvgPool1d(2, { count_include_pad = 1 }) end, "count_include_pad" },
+    { "AdaptiveAvgPool1d", function() return nn.AdaptiveAvgPool1d(0) end, "output_size" },
   }
   for _, c in ipairs(cases) do
     it(c[1] .. " " .. table.concat(c, " ", 3), function() raises(c[2], c[1], table.unpack(c, 3)) end)

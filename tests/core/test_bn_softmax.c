@@ -7,7 +7,8 @@
  * of each channel gathered into a row, Welford-free textbook formulas);
  * backward passes against central finite differences of the forward in
  * float64 with L = sum(y * dy), for x and the parameters, training and
- * eval; float32 against float64; large logits for stability.
+ * eval; float32 against float64; a channel mean 1000 times its spread (the
+ * one-pass statistics); large logits for stability.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -101,6 +102,28 @@ static void test_bn_forward(int64_t N, int64_t C, int64_t L) {
   check_arrays("bn train y float32", y64, yr, n, 1e-5, 1e-5);
   free(x), free(g), free(b), free(rm), free(rv), free(rm0), free(rv0), free(y), free(yr);
   free(mean), free(var), free(sm), free(si), free(xf), free(yf), free(smf), free(sif), free(y64);
+}
+
+/* The statistics come from one pass over x - K (K = the channel's first
+ * value: batch_norm.c); a mean 1000 times the spread must not cancel. */
+static void test_bn_offset(int64_t N, int64_t C, int64_t L) {
+  int64_t n = N * C * L;
+  double *x = rand_f64(n, 1, 1000), *yr = malloc(n * 8), *y = malloc(n * 8);
+  double *mean = malloc(C * 8), *var = malloc(C * 8), *sm = malloc(C * 8), *si = malloc(C * 8);
+  x[0] = 1003; /* channel 0's K far out in its tail */
+  ref_bn(x, N, C, L, NULL, NULL, 1e-5, yr, mean, var);
+  CHECK(cnn_cpu_batch_norm_forward(CNN_FLOAT64, N, C, L, x, NULL, NULL, NULL, NULL, 1, 0.1, 1e-5, y, sm,
+                                   si) == 0);
+  check_arrays("bn offset y float64", y, yr, n, 1e-9, 1e-9);
+  float *xf = check_to_f32(x, n), *yf = malloc(n * 4), *smf = malloc(C * 4), *sif = malloc(C * 4);
+  double *x32 = check_to_f64(xf, n); /* the float32 input, exactly */
+  ref_bn(x32, N, C, L, NULL, NULL, 1e-5, yr, mean, var);
+  CHECK(cnn_cpu_batch_norm_forward(CNN_FLOAT32, N, C, L, xf, NULL, NULL, NULL, NULL, 1, 0.1, 1e-5, yf,
+                                   smf, sif) == 0);
+  double *y64 = check_to_f64(yf, n);
+  check_arrays("bn offset y float32", y64, yr, n, 1e-4, 1e-4);
+  free(x), free(yr), free(y), free(mean), free(var), free(sm), free(si);
+  free(xf), free(yf), free(smf), free(sif), free(x32), free(y64);
 }
 
 /* ---- batch norm: backward by finite differences ------------------------------------ */
@@ -262,9 +285,12 @@ int main(void) {
   test_bn_forward(2, 3, 35);
   test_bn_forward(7, 5, 1);
   test_bn_forward(16, 4, 49);
+  test_bn_forward(3, 2, 784); /* full blocks of the partial sums, and a tail */
+  test_bn_offset(4, 3, 50);
   for (int training = 1; training >= 0; training--) {
     test_bn_backward(2, 3, 35, training);
     test_bn_backward(5, 4, 1, training);
+    test_bn_backward(3, 2, 50, training);
   }
   test_bn_errors();
   test_softmax_hand();

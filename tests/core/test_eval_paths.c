@@ -10,7 +10,8 @@
  * wrong: ties (the first maximum wins), NaN (propagates; the index is the
  * last NaN's), -inf, -0.0 against +0.0.  Shapes: 28x28 (the example
  * network), odd 7x5 with and without ceil_mode (the clipped last row and
- * column go through the generic loops), 1xW and Hx1 planes.  Values are
+ * column go through the generic loops), 1xW and Hx1 planes, and the
+ * shapes that pick between the whole-tensor and per-plane 2x2 paths.  Values are
  * compared bit for bit (NaN as NaN), indices exactly, with and without an
  * index array.  At the tensor level: under no_grad the output equals the
  * grad-mode output, and with requires_grad the gradient still scatters to
@@ -192,6 +193,15 @@ int main(void) {
   test_shape(1, 2, 2, 9, 1);
   test_shape(1, 2, 9, 2, 1);
   test_shape(4, 16, 14, 14, 0);
+  /* the whole-tensor row-pair path (H even): pairs split between threads
+   * inside a plane (3*5*5 = 75 pairs), the widest W it takes, the first it
+   * refuses; H odd without and with ceil_mode (per plane; the last row is
+   * dropped or goes through the generic loop) */
+  test_shape(3, 5, 10, 12, 0);
+  test_shape(1, 1, 2, 2048, 0);
+  test_shape(1, 1, 4, 2050, 0);
+  test_shape(2, 3, 9, 8, 0);
+  test_shape(2, 3, 9, 8, 1);
   test_tensor_level();
   for (int f64 = 0; f64 <= 1; f64++)
     for (int affine = 0; affine <= 1; affine++) test_bn_eval(f64, affine);

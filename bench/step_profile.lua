@@ -69,14 +69,8 @@ B.emit({ { "bench", "machine" }, { "threads", cnn.get_num_threads() }, { "fma_gf
 
 -- ---- what a layer must compute and move --------------------------------------------------
 
-local function class_is(m, name)
-  local mt = getmetatable(m)
-  while mt do
-    if rawget(mt, "__name") == name then return true end
-    mt = getmetatable(mt)
-  end
-  return false
-end
+local is_instance = require("class").is_instance
+local function class_is(m, name) return is_instance(m, nn[name]) end
 
 local function param_elems(m)
   local n = 0

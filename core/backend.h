@@ -252,6 +252,12 @@ typedef struct cnn_backend {
    * parallel region over all their elements).  Optional: where NULL, core
    * calls adam_step once per slice. */
   int (*adam_step_many)(int dev, cnn_dtype dt, int count, const cnn_adam_slice *s);
+
+  /* ---- quantized inference (issue 16): cnn_conv2d_int8's rule (cnn.h);
+   * x, wq, w_scale, b (or NULL), y float32; NULL: not on this device ---- */
+  int (*conv2d_int8_forward)(int dev, cnn_conv_algo algo, const cnn_conv_shape *s,
+                             const float *x, float x_scale, const float *wq,
+                             const float *w_scale, const float *b, int relu, float *y);
 } cnn_backend;
 
 /* What core hands the module at load time: the module is dlopen()ed by an

@@ -518,6 +518,17 @@ int cnn_timer_elapsed(cnn_timer *t, int a, int b, double *seconds);
 /* out[i] = seconds from mark 0 to mark i, for every mark (count entries) */
 int cnn_timer_seconds(cnn_timer *t, double *out);
 
+/* ---- quantized inference (issue 16, cnn.quantize; core/ops/nn_conv_int8.c) ---- */
+/* y = conv2d over int8 operands, float32 out (inference only: records no
+ * gradient).  x float32 N x C x H x W on the CPU is quantized per tensor,
+ * qx = clamp(round_half_even(x / x_scale), -128, 127); wq (float32, K x
+ * C/groups x R x S) holds whole numbers in [-127, 127], one w_scale per
+ * output channel (K, float32); the int32 sum acc of qx * wq gives
+ * y = acc * (x_scale * w_scale[k]) + b[k] (b K or NULL), then max(y, 0)
+ * when relu.  Runs oneDNN's u8 x s8 kernels (core/cpu/conv_int8.c). */
+cnn_tensor *cnn_conv2d_int8(cnn_tensor *x, cnn_tensor *wq, cnn_tensor *w_scale, cnn_tensor *b,
+                            double x_scale, bool relu, const cnn_conv_params *p);
+
 #ifdef __cplusplus
 }
 #endif

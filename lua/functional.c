@@ -430,6 +430,33 @@ static int f_pad(lua_State *L) {
   return cnn_lua_push_result(L, cnn_pad(x, (int)n, pads, luaL_optnumber(L, 3, 0)));
 }
 
+/* ---- quantized inference (issue 16, cnn.quantize) ----------------------------------- */
+
+/* F.conv2d_int8(x, wq, w_scale, b_or_nil, x_scale [, {stride=, padding=, dilation=,
+ * groups=, relu=}]) -- the rule is cnn_conv2d_int8's (core/cnn.h) */
+static int f_conv2d_int8(lua_State *L) {
+  cnn_tensor *x = cnn_lua_check_tensor(L, 1), *wq = cnn_lua_check_tensor(L, 2);
+  cnn_tensor *ws = cnn_lua_check_tensor(L, 3), *b = cnn_lua_opt_tensor(L, 4);
+  double x_scale = luaL_checknumber(L, 5);
+  int opts = opts_index(L, 6);
+  static const char *const known[] = {"dilation", "groups", "padding", "relu", "stride", NULL};
+  cnn_lua_check_options(L, opts, "F.conv2d_int8", known);
+  cnn_conv_params p = {{1, 1}, {0, 0, 0, 0}, {1, 1}, 1};
+  opt_pair(L, opts, "conv2d_int8", "stride", 1, 1, p.stride);
+  opt_pair(L, opts, "conv2d_int8", "dilation", 1, 1, p.dilation);
+  conv_padding(L, opts, &p);
+  bool relu = false;
+  if (opts) {
+    if (lua_getfield(L, opts, "groups") != LUA_TNIL) p.groups = small_int(L, -1, "conv2d_int8", "groups", 1);
+    if (lua_getfield(L, opts, "relu") != LUA_TNIL) {
+      luaL_argexpected(L, lua_isboolean(L, -1), opts, "relu: a boolean");
+      relu = lua_toboolean(L, -1);
+    }
+    lua_pop(L, 2);
+  }
+  return cnn_lua_push_result(L, cnn_conv2d_int8(x, wq, ws, b, x_scale, relu, &p));
+}
+
 const luaL_Reg cnn_lua_functional_funcs[] = {
     {"conv2d", f_conv2d},
     {"linear", f_linear},
@@ -449,6 +476,7 @@ const luaL_Reg cnn_lua_functional_funcs[] = {
     {"max_pool1d", f_max_pool1d},
     {"avg_pool1d", f_avg_pool1d},
     {"adaptive_avg_pool1d", f_adaptive_avg_pool1d},
+    {"conv2d_int8", f_conv2d_int8}, /* quantized inference (issue 16) */
     {NULL, NULL}};
 
 /* F.*: the functions above and the activations (activations.c) */

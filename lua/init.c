@@ -348,10 +348,13 @@ static const char lazy_cnn_functions[] =
     "cnn.onnx = setmetatable({}, {__index = function(t, k)\n"
     "  for name, v in pairs(require('onnx')) do rawset(t, name, v) end\n"
     "  return rawget(t, k) end})\n"
+    "cnn.quantize = function(...) return require('quantize').quantize(...) end\n"
     "cnn.doc[cnn.gradcheck] = 'cnn.gradcheck(fn, inputs... [, opts]) -> ok, report\\n"
     "Compares autograd gradients of fn with central finite differences; reports the worst element.'\n"
     "cnn.doc[cnn.timeit] = 'cnn.timeit(fn [, n | {n=, device=}]) -> {median=, min=, max=, mean=}\\n"
-    "Runs fn n times and returns its timings in seconds (a cnn.timer: CUDA events when CUDA is available).'\n";
+    "Runs fn n times and returns its timings in seconds (a cnn.timer: CUDA events when CUDA is available).'\n"
+    "cnn.doc[cnn.quantize] = 'cnn.quantize(net, calibration [, opts]) -> an int8 copy of net\\n"
+    "Post-training quantization through oneDNN int8; help(require(\"quantize\").quantize) for the options.'\n";
 
 static void install_lazy_cnn_functions(lua_State *L) {
   if (luaL_loadbuffer(L, lazy_cnn_functions, sizeof lazy_cnn_functions - 1, "=cnn") != LUA_OK) {

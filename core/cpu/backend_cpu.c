@@ -54,6 +54,14 @@ static int conv_bwd(int dev, cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_sh
   return cnn_cpu_conv2d_backward(algo, dt, s, dy, x, w, dx, dw, db);
 }
 
+/* quantized inference (issue 16): conv_int8.c */
+static int conv_int8_fwd(int dev, cnn_conv_algo algo, const cnn_conv_shape *s, const float *x,
+                         float x_scale, const float *wq, const float *w_scale, const float *b,
+                         int relu, float *y) {
+  (void)dev;
+  return cnn_cpu_conv2d_int8_forward(algo, s, x, x_scale, wq, w_scale, b, relu, y);
+}
+
 /* ---- pooling (pool.c) ---- */
 
 static int max_pool_fwd(int dev, cnn_dtype dt, const cnn_pool_shape *s, const void *x, void *y,
@@ -157,4 +165,6 @@ const cnn_backend cnn_cpu_backend = {
     .rmsprop_step = cnn_cpu_rmsprop_step,
     /* speed work (issue 19) */
     .adam_step_many = cnn_cpu_adam_step_many,
+    /* quantized inference (issue 16) */
+    .conv2d_int8_forward = conv_int8_fwd,
 };

@@ -41,6 +41,14 @@
  * two cache entries; errors name the slice's shape.  Training batches
  * (64 images, 6.6 MB at that layer) stay one call.
  *
+ * Precisions.  An entry is float32 (PREC_F32) or integer (PREC_U8, the
+ * forward of core/cpu/conv_int8.c): the caller's x is uint8 NCHW, w holds
+ * whole numbers in [-127, 127] as float32 (the reorder into the
+ * primitive's s8 layout converts them exactly) and y is the int32
+ * accumulator, with no bias and no scales (conv_int8.c applies them:
+ * oneDNN 2.6's AVX2 int8 kernels take no run-time scales, and scales fixed
+ * at creation would key the cache on every layer's values).
+ *
  * Invariants: one global engine and in-order stream, created on first use;
  * `lock` serialises every use of the cache, the arena and the stream; an
  * entry's memory objects have their handles set right before each run.
@@ -63,6 +71,9 @@
 
 typedef enum { FWD = 0, BWD_DATA, BWD_WEIGHT } conv_kind;
 
+/* The arithmetic of an entry (see "Precisions" at the top). */
+typedef enum { PREC_F32 = 0, PREC_U8 } conv_prec;
+
 typedef struct {
   int arg;                  /* DNNL_ARG_SRC, ... */
   int is_output;
@@ -75,6 +86,7 @@ typedef struct {
 typedef struct {
   int used, unsupported;    /* unsupported: oneDNN rejected this shape */
   conv_kind kind;
+  conv_prec prec;
   int has_bias;
   cnn_conv_shape shape;
   uint64_t last_use;        /* LRU clock */
@@ -138,10 +150,11 @@ static int shape_equal(const cnn_conv_shape *a, const cnn_conv_shape *b) {
          a->pr == b->pr && a->dh == b->dh && a->dw == b->dw && a->groups == b->groups;
 }
 
-static entry *cache_find(conv_kind kind, int has_bias, const cnn_conv_shape *s) {
+static entry *cache_find(conv_kind kind, conv_prec prec, int has_bias, const cnn_conv_shape *s) {
   for (int i = 0; i < CACHE_SIZE; i++) {
     entry *e = &G.entries[i];
-    if (e->used && e->kind == kind && e->has_bias == has_bias && shape_equal(&e->shape, s))
+    if (e->used && e->kind == kind && e->prec == prec && e->has_bias == has_bias &&
+        shape_equal(&e->shape, s))
       return e;
   }
   return NULL;
@@ -170,18 +183,30 @@ typedef struct {
   dnnl_dims_t strides, dilates, pad_l, pad_r;
 } conv_mds;
 
-static void init_mds(const cnn_conv_shape *s, conv_mds *m) {
+/* Data types of the caller's arrays (plain) and of the primitive's tensors
+ * (inner), by precision and tensor role (the table at the top). */
+static const dnnl_data_type_t plain_type[2][3] = {
+    [PREC_F32] = {dnnl_f32, dnnl_f32, dnnl_f32},
+    [PREC_U8] = {dnnl_u8, dnnl_f32, dnnl_s32},
+};
+static const dnnl_data_type_t inner_type[2][3] = {
+    [PREC_F32] = {dnnl_f32, dnnl_f32, dnnl_f32},
+    [PREC_U8] = {dnnl_u8, dnnl_s8, dnnl_s32},
+};
+
+static void init_mds(const cnn_conv_shape *s, conv_prec prec, conv_mds *m) {
   dnnl_dims_t x = {s->N, s->C, s->H, s->W}, y = {s->N, s->K, s->OH, s->OW}, b = {s->K};
   dnnl_dims_t w = {s->K, s->C, s->R, s->S};
   dnnl_dims_t gw = {s->groups, s->K / s->groups, s->C / s->groups, s->R, s->S};
   int g = s->groups > 1, wn = g ? 5 : 4;
   dnnl_format_tag_t wtag = g ? dnnl_goihw : dnnl_oihw;
-  dnnl_memory_desc_init_by_tag(&m->plain[T_SRC], 4, x, dnnl_f32, dnnl_nchw);
-  dnnl_memory_desc_init_by_tag(&m->plain[T_WEI], wn, g ? gw : w, dnnl_f32, wtag);
-  dnnl_memory_desc_init_by_tag(&m->plain[T_DST], 4, y, dnnl_f32, dnnl_nchw);
-  dnnl_memory_desc_init_by_tag(&m->any[T_SRC], 4, x, dnnl_f32, dnnl_format_tag_any);
-  dnnl_memory_desc_init_by_tag(&m->any[T_WEI], wn, g ? gw : w, dnnl_f32, dnnl_format_tag_any);
-  dnnl_memory_desc_init_by_tag(&m->any[T_DST], 4, y, dnnl_f32, dnnl_format_tag_any);
+  const dnnl_data_type_t *pt = plain_type[prec], *it = inner_type[prec];
+  dnnl_memory_desc_init_by_tag(&m->plain[T_SRC], 4, x, pt[T_SRC], dnnl_nchw);
+  dnnl_memory_desc_init_by_tag(&m->plain[T_WEI], wn, g ? gw : w, pt[T_WEI], wtag);
+  dnnl_memory_desc_init_by_tag(&m->plain[T_DST], 4, y, pt[T_DST], dnnl_nchw);
+  dnnl_memory_desc_init_by_tag(&m->any[T_SRC], 4, x, it[T_SRC], dnnl_format_tag_any);
+  dnnl_memory_desc_init_by_tag(&m->any[T_WEI], wn, g ? gw : w, it[T_WEI], dnnl_format_tag_any);
+  dnnl_memory_desc_init_by_tag(&m->any[T_DST], 4, y, it[T_DST], dnnl_format_tag_any);
   dnnl_memory_desc_init_by_tag(&m->bias, 1, b, dnnl_f32, dnnl_x);
   m->strides[0] = s->sh, m->strides[1] = s->sw;
   m->dilates[0] = s->dh - 1, m->dilates[1] = s->dw - 1;
@@ -189,15 +214,17 @@ static void init_mds(const cnn_conv_shape *s, conv_mds *m) {
   m->pad_r[0] = s->pb, m->pad_r[1] = s->pr;
 }
 
-static dnnl_status_t forward_desc(conv_mds *m, int has_bias, dnnl_convolution_desc_t *cd) {
+/* Integer convolutions exist for inference only. */
+static dnnl_status_t forward_desc(conv_mds *m, conv_prec prec, int has_bias,
+                                  dnnl_convolution_desc_t *cd) {
   return dnnl_dilated_convolution_forward_desc_init(
-      cd, dnnl_forward_training, dnnl_convolution_direct, &m->any[T_SRC], &m->any[T_WEI],
+      cd, prec == PREC_U8 ? dnnl_forward_inference : dnnl_forward_training, dnnl_convolution_direct, &m->any[T_SRC], &m->any[T_WEI],
       has_bias ? &m->bias : NULL, &m->any[T_DST], m->strides, m->dilates, m->pad_l, m->pad_r);
 }
 
-static dnnl_status_t kind_desc(conv_kind kind, conv_mds *m, int has_bias,
+static dnnl_status_t kind_desc(conv_kind kind, conv_prec prec, conv_mds *m, int has_bias,
                                dnnl_convolution_desc_t *cd) {
-  if (kind == FWD) return forward_desc(m, has_bias, cd);
+  if (kind == FWD) return forward_desc(m, prec, has_bias, cd);
   if (kind == BWD_DATA)
     return dnnl_dilated_convolution_backward_data_desc_init(
         cd, dnnl_convolution_direct, &m->any[T_SRC], &m->any[T_WEI], &m->any[T_DST],
@@ -209,13 +236,14 @@ static dnnl_status_t kind_desc(conv_kind kind, conv_mds *m, int has_bias,
 
 /* The primitive descriptor of `kind`, with a user-managed scratchpad.
  * Backward kinds need a forward descriptor as a hint. */
-static dnnl_status_t make_pd(conv_kind kind, conv_mds *m, int has_bias,
+static dnnl_status_t make_pd(conv_kind kind, conv_prec prec, conv_mds *m, int has_bias,
                              dnnl_primitive_desc_t *pd) {
   dnnl_convolution_desc_t cd, fd;
   dnnl_primitive_desc_t hint = NULL;
   dnnl_primitive_attr_t attr = NULL;
-  dnnl_status_t st = kind_desc(kind, m, has_bias, &cd);
-  if (st == dnnl_success && kind != FWD && (st = forward_desc(m, has_bias, &fd)) == dnnl_success)
+  dnnl_status_t st = kind_desc(kind, prec, m, has_bias, &cd);
+  if (st == dnnl_success && kind != FWD &&
+      (st = forward_desc(m, prec, has_bias, &fd)) == dnnl_success)
     st = dnnl_primitive_desc_create(&hint, &fd, NULL, G.engine, NULL);
   if (st == dnnl_success) st = dnnl_primitive_attr_create(&attr);
   if (st == dnnl_success)
@@ -297,12 +325,13 @@ static dnnl_status_t entry_memories(entry *e, dnnl_primitive_desc_t pd, conv_mds
 /* Fills a fresh entry.  Returns 0; -2 (error set) if oneDNN has no
  * primitive for the shape (the entry is kept, marked unsupported); -1 on
  * other failures (the entry is emptied). */
-static int entry_build(entry *e, conv_kind kind, int has_bias, const cnn_conv_shape *s) {
+static int entry_build(entry *e, conv_kind kind, conv_prec prec, int has_bias,
+                       const cnn_conv_shape *s) {
   conv_mds m;
   dnnl_primitive_desc_t pd;
-  e->used = 1, e->kind = kind, e->has_bias = has_bias, e->shape = *s;
-  init_mds(s, &m);
-  dnnl_status_t st = make_pd(kind, &m, has_bias, &pd);
+  e->used = 1, e->kind = kind, e->prec = prec, e->has_bias = has_bias, e->shape = *s;
+  init_mds(s, prec, &m);
+  dnnl_status_t st = make_pd(kind, prec, &m, has_bias, &pd);
   if (st != dnnl_success) {
     e->unsupported = 1;
     fail(st, kind_name[kind], s);
@@ -319,12 +348,13 @@ static int entry_build(entry *e, conv_kind kind, int has_bias, const cnn_conv_sh
 
 /* The cached entry for (kind, bias, shape), built if new; NULL with the
  * return code in *rc (-1, or -2 for an unsupported shape). */
-static entry *cache_get(conv_kind kind, int has_bias, const cnn_conv_shape *s, int *rc) {
-  entry *e = cache_find(kind, has_bias, s);
+static entry *cache_get(conv_kind kind, conv_prec prec, int has_bias, const cnn_conv_shape *s,
+                        int *rc) {
+  entry *e = cache_find(kind, prec, has_bias, s);
   *rc = 0;
   if (!e) {
     e = cache_slot();
-    *rc = entry_build(e, kind, has_bias, s);
+    *rc = entry_build(e, kind, prec, has_bias, s);
     if (*rc == -1) return NULL;
   }
   e->last_use = ++G.clock;
@@ -436,15 +466,15 @@ static int entry_run(entry *e, const void *arrays[3], const void *bias) {
 
 /* One call: lock, find or build the entry, run it.  arrays[] follow the
  * port order of the table at the top. */
-static int conv_call(conv_kind kind, const cnn_conv_shape *s, const void *arrays[3],
-                     const void *bias) {
+static int conv_call(conv_kind kind, conv_prec prec, const cnn_conv_shape *s,
+                     const void *arrays[3], const void *bias) {
   if (cnn_interrupt_pending()) {
     cnn_set_error("conv2d: interrupted");
     return -1;
   }
   pthread_mutex_lock(&G.lock);
   int rc = ensure_engine(s);
-  entry *e = rc ? NULL : cache_get(kind, bias != NULL, s, &rc);
+  entry *e = rc ? NULL : cache_get(kind, prec, bias != NULL, s, &rc);
   if (e) rc = entry_run(e, arrays, bias);
   pthread_mutex_unlock(&G.lock);
   return rc;
@@ -468,7 +498,7 @@ int cnn_cpu_conv2d_onednn_forward(const cnn_conv_shape *s, const float *x, const
     part.N = s->N - n0 < chunk ? s->N - n0 : chunk;
     const float *xp = x + n0 * s->C * s->H * s->W;
     float *yp = y + n0 * s->K * s->OH * s->OW;
-    int rc = conv_call(FWD, &part, (const void *[3]){xp, w, yp}, b);
+    int rc = conv_call(FWD, PREC_F32, &part, (const void *[3]){xp, w, yp}, b);
     if (rc) return rc;
   }
   return 0;
@@ -476,12 +506,19 @@ int cnn_cpu_conv2d_onednn_forward(const cnn_conv_shape *s, const float *x, const
 
 int cnn_cpu_conv2d_onednn_backward_data(const cnn_conv_shape *s, const float *dy,
                                         const float *w, float *dx) {
-  return conv_call(BWD_DATA, s, (const void *[3]){dy, w, dx}, NULL);
+  return conv_call(BWD_DATA, PREC_F32, s, (const void *[3]){dy, w, dx}, NULL);
 }
 
 int cnn_cpu_conv2d_onednn_backward_weight(const cnn_conv_shape *s, const float *dy,
                                           const float *x, float *dw, float *db) {
-  return conv_call(BWD_WEIGHT, s, (const void *[3]){x, dy, dw}, db);
+  return conv_call(BWD_WEIGHT, PREC_F32, s, (const void *[3]){x, dy, dw}, db);
+}
+
+/* int8 (issue 16): forward only, no bias, one call (core/cpu/conv_int8.c
+ * slices batches itself). */
+int cnn_cpu_conv2d_onednn_forward_u8(const cnn_conv_shape *s, const uint8_t *x, const float *w,
+                                     int32_t *acc) {
+  return conv_call(FWD, PREC_U8, s, (const void *[3]){x, w, acc}, NULL);
 }
 
 /* ---- both backward passes from one reorder of dy -------------------------------- */
@@ -524,9 +561,9 @@ int cnn_cpu_conv2d_onednn_backward(const cnn_conv_shape *s, const float *dy, con
   }
   pthread_mutex_lock(&G.lock);
   int rc = ensure_engine(s);
-  entry *d = rc ? NULL : cache_get(BWD_DATA, 0, s, &rc);
+  entry *d = rc ? NULL : cache_get(BWD_DATA, PREC_F32, 0, s, &rc);
   /* d is now the most recently used entry, so building wt cannot evict it */
-  entry *wt = d ? cache_get(BWD_WEIGHT, db != NULL, s, &rc) : NULL;
+  entry *wt = d ? cache_get(BWD_WEIGHT, PREC_F32, db != NULL, s, &rc) : NULL;
   if (wt) rc = backward_run(d, wt, (const void *[3]){dy, w, dx}, (const void *[3]){x, dy, dw}, db);
   pthread_mutex_unlock(&G.lock);
   return rc;

@@ -103,6 +103,19 @@ int cnn_cpu_conv2d_onednn_backward_weight(const cnn_conv_shape *s, const float *
 /* Both passes, dy reordered once; -2 where oneDNN has no primitive (nothing written). */
 int cnn_cpu_conv2d_onednn_backward(const cnn_conv_shape *s, const float *dy, const float *x,
                                    const float *w, float *dx, float *dw, float *db);
+/* int8 (issue 16): acc (N x K x OH x OW int32) = conv(x, w) with x uint8
+ * NCHW and w whole numbers in [-127, 127] stored as float32; no bias.
+ * -2 where oneDNN has no primitive for the shape. */
+int cnn_cpu_conv2d_onednn_forward_u8(const cnn_conv_shape *s, const uint8_t *x, const float *w,
+                                     int32_t *acc);
+/* Quantized convolution (conv_int8.c; the rule is in cnn.h at
+ * cnn_conv2d_int8): x float32 N x C x H x W, wq K x C/g x R x S whole
+ * numbers in [-127, 127], w_scale K, b K or NULL; y OVERWRITTEN.
+ * algo NAIVE runs the integer loop, the others oneDNN (the loop where
+ * oneDNN has no primitive). */
+int cnn_cpu_conv2d_int8_forward(cnn_conv_algo algo, const cnn_conv_shape *s, const float *x,
+                                float x_scale, const float *wq, const float *w_scale,
+                                const float *b, int relu, float *y);
 /* Frees every cached oneDNN primitive and buffer (tests, leak checks, exit). */
 void cnn_cpu_onednn_cache_clear(void);
 /* Cached primitives now held (tests of the cache). */

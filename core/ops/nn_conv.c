@@ -10,6 +10,8 @@
  * are one call (the CPU's oneDNN reorders dy once).  float16/bfloat16 run
  * only on a backend with `half` (CUDA; autocast); under cnn.autocast the
  * op hands itself to core/autocast.c.
+ * cnn_conv2d_int8 (issue 16, cnn.quantize) shares the shape checks: an
+ * inference-only op over quantized operands (core/cpu/conv_int8.c).
  */
 #include "autocast.h"
 #include "autograd.h"
@@ -18,6 +20,7 @@
 #include "ops_internal.h"
 #include "tensor_internal.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 int cnn_conv_check_dtypes(const char *op, const cnn_tensor *x, const cnn_tensor *w, const cnn_tensor *b) {
@@ -156,5 +159,76 @@ cnn_tensor *cnn_conv2d(cnn_tensor *x, cnn_tensor *w, cnn_tensor *b, const cnn_co
     cnn_node_set_geometry(n, &s, sizeof s);
   }
   cnn_tensor_release(xc), cnn_tensor_release(wc), cnn_tensor_release(bc);
+  return y;
+}
+
+/* ---- quantized inference (issue 16): cnn_conv2d_int8 ------------------------------- */
+
+static int check_int8_dtypes(const cnn_tensor *x, const cnn_tensor *wq, const cnn_tensor *ws,
+                             const cnn_tensor *b) {
+  const cnn_tensor *all[4] = {x, wq, ws, b};
+  static const char *names[4] = {"input", "weight", "weight scales", "bias"};
+  for (int i = 0; i < 4; i++)
+    if (all[i] && all[i]->dtype != CNN_FLOAT32) {
+      cnn_set_error("conv2d_int8: %s is %s (float32 expected)", names[i], cnn_dtype_name(all[i]->dtype));
+      return -1;
+    }
+  for (int i = 1; i < 4; i++)
+    if (all[i] && cnn_check_same_device("conv2d_int8", x, all[i])) return -1;
+  return 0;
+}
+
+/* The entry exists on the CPU only, so wq and w_scale (contiguous) are host memory. */
+static int check_int8_values(const cnn_tensor *wq, const cnn_tensor *ws, double x_scale) {
+  const float *w = cnn_tensor_data(wq), *s = cnn_tensor_data(ws);
+  if (!(x_scale > 0 && x_scale < INFINITY))
+    return cnn_set_error("conv2d_int8: input scale %g must be positive and finite", x_scale), -1;
+  for (int64_t i = 0, n = cnn_tensor_numel(wq); i < n; i++)
+    if (!(w[i] >= -127.f && w[i] <= 127.f && w[i] == rintf(w[i])))
+      return cnn_set_error("conv2d_int8: weight element %lld is %g (whole numbers in [-127, 127] expected)",
+                           (long long)i + 1, w[i]), -1;
+  for (int64_t i = 0, n = cnn_tensor_numel(ws); i < n; i++)
+    if (!(s[i] > 0 && s[i] < INFINITY))
+      return cnn_set_error("conv2d_int8: weight scale %lld is %g (positive and finite expected)",
+                           (long long)i + 1, s[i]), -1;
+  return 0;
+}
+
+static int check_int8_scales_shape(const cnn_tensor *wq, const cnn_tensor *ws) {
+  char a[CNN_SHAPE_STR], c[CNN_SHAPE_STR];
+  if (ws->ndim == 1 && ws->shape[0] == wq->shape[0]) return 0;
+  cnn_set_error("conv2d_int8: weight scales %s do not match weight %s (one per output channel: %lld)",
+                cnn_tensor_shape_str(ws, a), cnn_tensor_shape_str(wq, c), (long long)wq->shape[0]);
+  return -1;
+}
+
+static int check_int8_args(cnn_tensor *x, cnn_tensor *wq, cnn_tensor *ws, cnn_tensor *b,
+                           const cnn_conv_params *p, cnn_conv_shape *s) {
+  if (!x || !wq || !ws) return cnn_set_error("conv2d_int8: input, weight and weight scales are required"), -1;
+  if (cnn_grad_enabled() && x->requires_grad)
+    return cnn_set_error("conv2d_int8: inference only (the input requires grad: use cnn.no_grad or detach)"), -1;
+  if (check_int8_dtypes(x, wq, ws, b) || check_conv_shapes(x, wq, b, p) || check_int8_scales_shape(wq, ws))
+    return -1;
+  return conv_geometry(x, wq, p, s);
+}
+
+cnn_tensor *cnn_conv2d_int8(cnn_tensor *x, cnn_tensor *wq, cnn_tensor *w_scale, cnn_tensor *b,
+                            double x_scale, bool relu, const cnn_conv_params *p) {
+  cnn_conv_shape s;
+  if (check_int8_args(x, wq, w_scale, b, p, &s)) return NULL;
+  const cnn_backend *be = cnn_backend_of(x, "conv2d_int8");
+  if (!be) return NULL;
+  if (!be->conv2d_int8_forward) return cnn_backend_unsupported("conv2d_int8"), NULL;
+  cnn_tensor *xc = cnn_contiguous(x), *wc = cnn_contiguous(wq), *sc = cnn_contiguous(w_scale);
+  cnn_tensor *bc = b ? cnn_contiguous(b) : NULL, *y = NULL;
+  int64_t shape[4] = {s.N, s.K, s.OH, s.OW};
+  if (xc && wc && sc && (bc || !b) && !check_int8_values(wc, sc, x_scale))
+    y = cnn_empty(4, shape, CNN_FLOAT32, cnn_tensor_device(x));
+  if (y && cnn_tensor_numel(y) > 0 &&
+      be->conv2d_int8_forward(cnn_backend_dev(x), cnn_get_conv_algo(), &s, cnn_tensor_data(xc),
+                              (float)x_scale, cnn_tensor_data(wc), cnn_tensor_data(sc),
+                              bc ? cnn_tensor_data(bc) : NULL, relu, cnn_tensor_data(y)))
+    cnn_tensor_release(y), y = NULL;
+  cnn_tensor_release(xc), cnn_tensor_release(wc), cnn_tensor_release(sc), cnn_tensor_release(bc);
   return y;
 }

@@ -95,7 +95,7 @@ local function fuse_sequence(seq, nn)
     local j = next_real(seq, i)
     if j <= #seq and foldable(seq[i], seq[j]) then
       fold(seq[i], seq[j])
-      seq[j] = nn.Identity()
+      seq[j] = nn.Identity():eval()
     end
   end
   for i = 1, #seq - 1 do
@@ -103,7 +103,7 @@ local function fuse_sequence(seq, nn)
     local j = next_real(seq, i)
     if j <= #seq and (is(a, "Conv2d") or is(a, "Linear")) and Module.is_instance(seq[j], nn.ReLU) then
       seq[i] = Fused(a, "relu"):eval()
-      seq[j] = nn.Identity()
+      seq[j] = nn.Identity():eval()
     end
   end
 end

@@ -25,6 +25,9 @@ end
 nn.init = require("nn.weight_init")
 nn.Fused = require("nn.fuse").Fused -- also adds net:fuse() to nn.Module
 nn.utils = require("nn.utils")
+-- int8 layers of cnn.quantize (issue 16)
+nn.QuantizedConv2d = require("nn.quantized").QuantizedConv2d
+nn.QuantizedLinear = require("nn.quantized").QuantizedLinear
 
 doc[nn] = [[
 nn -- layers and networks (PyTorch names, 1-based dims).

@@ -1,0 +1,162 @@
+/*
+ * conv_int8.c -- the quantized (int8) convolution of cnn.quantize (issue 16):
+ * quantize the input, an integer convolution, then scales, bias and ReLU.
+ *
+ * Definition (the rule of cnn_conv2d_int8 in cnn.h):
+ *
+ *   qx = clamp(round_half_even(x / x_scale), -128, 127)        (ONNX's int8
+ *                                         QuantizeLinear with zero point 0)
+ *   acc[n,k,oh,ow] = sum qx * wq   (the sum of conv_naive.c, exact in int32)
+ *   y = (float)acc * (x_scale * w_scale[k]) + b[k],  then max(y, 0) if relu
+ *
+ * Paths.  NAIVE: the integer loop below (the oracle).  Otherwise oneDNN's
+ * u8 x s8 -> s32 convolution (conv_onednn.c, PREC_U8).  Why u8 and why
+ * split: on CPUs without VNNI (AVX2, plain AVX-512) oneDNN multiplies with
+ * vpmaddubsw, whose 16-bit sums of two u8*s8 products saturate above 32767;
+ * with |qx| <= 128 and |wq| <= 127 two products stay below 32512, so the
+ * sum is exact everywhere.  A signed s8 input would make oneDNN add 128 to
+ * it and halve the weights (losing odd ones), so a signed qx is split into
+ * its positive and negative parts (both u8 <= 128) and
+ * acc = conv(pos) - conv(neg): two convolutions where x has negative
+ * values (the first layer, on normalised images), one otherwise (after a
+ * ReLU).  Padding is 0 in both parts, as it is in qx.
+ *
+ * Limits: C/groups * R * S <= INT8_MAX_TERMS, so |acc| < 2^31.
+ * Buffers (qx parts, accumulators) are allocated per call.
+ */
+#include <math.h>
+#include <stdlib.h>
+
+#include "cpu/kernels.h"
+
+#define INT8_MAX_TERMS ((int64_t)2147483647 / (128 * 127))
+
+/* round_half_even(x / scale) clamped to [-128, 127]; NaN -> 0 */
+static int quantize_one(float x, float scale) {
+  float q = rintf(x / scale);
+  if (q != q) return 0;
+  return q < -128.f ? -128 : q > 127.f ? 127 : (int)q;
+}
+
+/* pos = max(qx, 0), neg = max(-qx, 0); returns 1 if any qx < 0 */
+static int quantize_split(const float *x, int64_t n, float scale, uint8_t *pos, uint8_t *neg) {
+  int any_negative = 0;
+#pragma omp parallel for schedule(static) reduction(| : any_negative)
+  for (int64_t i = 0; i < n; i++) {
+    int q = quantize_one(x[i], scale);
+    pos[i] = (uint8_t)(q > 0 ? q : 0);
+    neg[i] = (uint8_t)(q < 0 ? -q : 0);
+    any_negative |= q < 0;
+  }
+  return any_negative;
+}
+
+/* ---- the integer loop (NAIVE) --------------------------------------------------- */
+
+static int32_t naive_point(const cnn_conv_shape *s, const int8_t *qx, const float *wq,
+                           int64_t n, int64_t k, int64_t oh, int64_t ow) {
+  int64_t Cg = s->C / s->groups, g = k / (s->K / s->groups);
+  int32_t acc = 0;
+  for (int64_t c = 0; c < Cg; c++)
+    for (int64_t r = 0; r < s->R; r++) {
+      int64_t ih = oh * s->sh - s->pt + r * s->dh;
+      if (ih < 0 || ih >= s->H) continue;
+      for (int64_t q = 0; q < s->S; q++) {
+        int64_t iw = ow * s->sw - s->pl + q * s->dw;
+        if (iw < 0 || iw >= s->W) continue;
+        int64_t xi = ((n * s->C + g * Cg + c) * s->H + ih) * s->W + iw;
+        acc += qx[xi] * (int32_t)wq[((k * Cg + c) * s->R + r) * s->S + q];
+      }
+    }
+  return acc;
+}
+
+static void naive_acc(const cnn_conv_shape *s, const float *x, float scale, const float *wq,
+                      int8_t *qx, int32_t *acc) {
+  int64_t nx = s->N * s->C * s->H * s->W, plane = s->OH * s->OW;
+  for (int64_t i = 0; i < nx; i++) qx[i] = (int8_t)quantize_one(x[i], scale);
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t n = 0; n < s->N; n++)
+    for (int64_t k = 0; k < s->K; k++)
+      for (int64_t p = 0; p < plane; p++)
+        acc[(n * s->K + k) * plane + p] = naive_point(s, qx, wq, n, k, p / s->OW, p % s->OW);
+}
+
+/* ---- oneDNN ------------------------------------------------------------------------ */
+
+/* acc = conv(pos) - conv(neg).  -2: no oneDNN primitive (nothing usable written). */
+static int onednn_acc(const cnn_conv_shape *s, const float *x, float scale, const float *wq,
+                      uint8_t *pos, uint8_t *neg, int32_t *acc, int32_t *acc_neg) {
+  int64_t nx = s->N * s->C * s->H * s->W, ny = s->N * s->K * s->OH * s->OW;
+  int negative = quantize_split(x, nx, scale, pos, neg);
+  int rc = cnn_cpu_conv2d_onednn_forward_u8(s, pos, wq, acc);
+  if (rc || !negative) return rc;
+  if ((rc = cnn_cpu_conv2d_onednn_forward_u8(s, neg, wq, acc_neg))) return rc;
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < ny; i++) acc[i] -= acc_neg[i];
+  return 0;
+}
+
+/* ---- scales, bias, ReLU ------------------------------------------------------------ */
+
+static void epilogue(const cnn_conv_shape *s, const int32_t *acc, float x_scale,
+                     const float *w_scale, const float *b, int relu, float *y) {
+  int64_t plane = s->OH * s->OW;
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t n = 0; n < s->N; n++)
+    for (int64_t k = 0; k < s->K; k++) {
+      float scale = x_scale * w_scale[k], bias = b ? b[k] : 0.f;
+      const int32_t *a = acc + (n * s->K + k) * plane;
+      float *out = y + (n * s->K + k) * plane;
+      for (int64_t p = 0; p < plane; p++) {
+        float v = (float)a[p] * scale + bias;
+        out[p] = relu && !(v > 0.f) ? 0.f : v;
+      }
+    }
+}
+
+/* ---- entry -------------------------------------------------------------------------- */
+
+static int check_int8(const cnn_conv_shape *s) {
+  char d[256];
+  if (cnn_cpu_conv2d_check(CNN_FLOAT32, s)) return -1;
+  if (s->C / s->groups * s->R * s->S <= INT8_MAX_TERMS) return 0;
+  cnn_set_error("conv2d_int8: %lld products per output overflow the int32 accumulator "
+                "(at most %lld) (%s)", (long long)(s->C / s->groups * s->R * s->S),
+                (long long)INT8_MAX_TERMS, cnn_conv_shape_str(s, d));
+  return -1;
+}
+
+typedef struct {
+  uint8_t *pos, *neg;      /* qx parts (NAIVE: pos holds qx as int8) */
+  int32_t *acc, *acc_neg;
+} int8_buffers;
+
+static void buffers_free(int8_buffers *b) {
+  free(b->pos), free(b->neg), free(b->acc), free(b->acc_neg);
+}
+
+static int buffers_alloc(const cnn_conv_shape *s, int8_buffers *b) {
+  int64_t nx = s->N * s->C * s->H * s->W, ny = s->N * s->K * s->OH * s->OW;
+  *b = (int8_buffers){malloc((size_t)nx + 1), malloc((size_t)nx + 1),
+                      malloc((size_t)ny * 4 + 4), malloc((size_t)ny * 4 + 4)};
+  if (b->pos && b->neg && b->acc && b->acc_neg) return 0;
+  buffers_free(b);
+  cnn_set_error("conv2d_int8: out of memory for %lld input and %lld output elements",
+                (long long)nx, (long long)ny);
+  return -1;
+}
+
+int cnn_cpu_conv2d_int8_forward(cnn_conv_algo algo, const cnn_conv_shape *s, const float *x,
+                                float x_scale, const float *wq, const float *w_scale,
+                                const float *b, int relu, float *y) {
+  int8_buffers buf;
+  if (check_int8(s) || buffers_alloc(s, &buf)) return -1;
+  int rc = -2;
+  if (algo != CNN_CONV_NAIVE)
+    rc = onednn_acc(s, x, x_scale, wq, buf.pos, buf.neg, buf.acc, buf.acc_neg);
+  if (rc == -2) rc = 0, naive_acc(s, x, x_scale, wq, (int8_t *)buf.pos, buf.acc);
+  if (rc == 0) epilogue(s, buf.acc, x_scale, w_scale, b, relu, y);
+  buffers_free(&buf);
+  return rc;
+}

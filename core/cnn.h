@@ -519,8 +519,8 @@ int cnn_timer_elapsed(cnn_timer *t, int a, int b, double *seconds);
 int cnn_timer_seconds(cnn_timer *t, double *out);
 
 /* ---- quantized inference (issue 16, cnn.quantize; core/ops/nn_conv_int8.c) ---- */
-/* y = conv2d over int8 operands, float32 out (inference only: records no
- * gradient).  x float32 N x C x H x W on the CPU is quantized per tensor,
+/* y = conv2d over int8 operands, float32 out (inference only: nothing is
+ * recorded, y never requires grad).  x float32 N x C x H x W on the CPU is quantized per tensor,
  * qx = clamp(round_half_even(x / x_scale), -128, 127); wq (float32, K x
  * C/groups x R x S) holds whole numbers in [-127, 127], one w_scale per
  * output channel (K, float32); the int32 sum acc of qx * wq gives

@@ -252,6 +252,10 @@ static const doc_entry docs[] = {
     {"F.adaptive_avg_pool1d", "F.adaptive_avg_pool1d(x, size) -> tensor\nAverage pooling of N x C x L (or C x L) input to length size."},
     /* transposed convolution (issue 13) */
     {"F.conv_transpose2d", "F.conv_transpose2d(x, w [, b] [, {stride=1, padding=0, output_padding=0, dilation=1, groups=1}]) -> tensor\nTransposed 2-D convolution (PyTorch's): w is in x out/groups x kH x kW; H' = (H-1)*stride - 2*padding + dilation*(kH-1) + output_padding + 1; output_padding must be smaller than stride or dilation; options a number or {h, w}. Equals the input-gradient of F.conv2d with the same w."},
+    /* quantized inference (issue 16) */
+    {"F.conv2d_int8", "F.conv2d_int8(x, wq, w_scale, b_or_nil, x_scale [, {stride=1, padding=0, dilation=1, groups=1, relu=false}]) -> tensor\n"
+                      "int8 convolution (inference, oneDNN): x quantized as clamp(round(x / x_scale), -128, 127); wq whole numbers in [-127, 127] "
+                      "with one w_scale per output channel; y = sum(qx * wq) * x_scale * w_scale[k] + b[k], float32 (then ReLU). cnn.quantize uses it."},
     {NULL, NULL}};
 
 static const char *const module_docs[][2] = {

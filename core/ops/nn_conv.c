@@ -205,8 +205,6 @@ static int check_int8_scales_shape(const cnn_tensor *wq, const cnn_tensor *ws) {
 static int check_int8_args(cnn_tensor *x, cnn_tensor *wq, cnn_tensor *ws, cnn_tensor *b,
                            const cnn_conv_params *p, cnn_conv_shape *s) {
   if (!x || !wq || !ws) return cnn_set_error("conv2d_int8: input, weight and weight scales are required"), -1;
-  if (cnn_grad_enabled() && x->requires_grad)
-    return cnn_set_error("conv2d_int8: inference only (the input requires grad: use cnn.no_grad or detach)"), -1;
   if (check_int8_dtypes(x, wq, ws, b) || check_conv_shapes(x, wq, b, p) || check_int8_scales_shape(wq, ws))
     return -1;
   return conv_geometry(x, wq, p, s);

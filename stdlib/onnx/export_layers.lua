@@ -24,26 +24,33 @@ local function conv_pads(p)
   return { h, w, h, w }
 end
 
-function L.Conv2d(g, m, out, x)
-  local ins = { g:name_of(x), g:name_of(m.weight) }
+-- The Conv node of conv layer m over the ONNX names xn (input) and wn (weight).
+local function conv_node(g, m, xn, wn)
+  local ins = { xn, wn }
   if m.bias then ins[3] = g:name_of(m.bias) end
-  g:bind(out, g:node("Conv", ins, {
+  return g:node("Conv", ins, {
     kernel_shape = m.kernel_size, strides = pair(m.stride), pads = conv_pads(m.padding),
-    dilations = pair(m.dilation), group = m.groups }))
+    dilations = pair(m.dilation), group = m.groups })
+end
+
+function L.Conv2d(g, m, out, x)
+  g:bind(out, conv_node(g, m, g:name_of(x), g:name_of(m.weight)))
+end
+
+-- The nodes of linear layer m (x of rank r, named xn; weight named wn).
+local function linear_nodes(g, m, x, xn, wn)
+  if x:dim() == 2 then
+    local ins = { xn, wn }
+    if m.bias then ins[3] = g:name_of(m.bias) end
+    return g:node("Gemm", ins, { transB = 1 })
+  end -- ... x in: MatMul with W^T, then the bias
+  local y = g:node("MatMul", { xn, g:node("Transpose", { wn }, { perm = { 1, 0 } }) })
+  if m.bias then y = g:node("Add", { y, g:name_of(m.bias) }) end
+  return y
 end
 
 function L.Linear(g, m, out, x)
-  local w = g:name_of(m.weight)
-  local y
-  if x:dim() == 2 then
-    local ins = { g:name_of(x), w }
-    if m.bias then ins[3] = g:name_of(m.bias) end
-    y = g:node("Gemm", ins, { transB = 1 })
-  else -- ... x in: MatMul with W^T, then the bias
-    y = g:node("MatMul", { g:name_of(x), g:node("Transpose", { w }, { perm = { 1, 0 } }) })
-    if m.bias then y = g:node("Add", { y, g:name_of(m.bias) }) end
-  end
-  g:bind(out, y)
+  g:bind(out, linear_nodes(g, m, x, g:name_of(x), g:name_of(m.weight)))
 end
 
 local function batch_norm(g, m, out, x)
@@ -136,6 +143,56 @@ function L.Flatten(g, m, out, x)
     return g:bind(out, g:node("Flatten", { g:name_of(x) }, { axis = s - 1 }))
   end
   g:bind(out, g:node("Reshape", { g:name_of(x), g:ints(g:batch_shape(out.shape, x)) }))
+end
+
+-- ---- int8 layers of cnn.quantize (issue 16): QDQ form ------------------------------
+-- The input passes QuantizeLinear then DequantizeLinear; the weight is an
+-- initializer DequantizeLinear reads per output channel (axis 0); then the
+-- float Conv / Gemm and a Relu for a fused layer.  Both use uint8 with
+-- zero point 128, which holds int8's levels exactly (u = q + 128, q in
+-- -128..127: the same saturation as nn.Quantized*'s int8), so the graph
+-- computes what the layer computes (up to float summation order) and
+-- writes with the dtypes the ONNX writer has.  Initializers: the weight
+-- under the state_dict name of weight_q (as uint8), weight_scale, and the
+-- input scale (a scalar) under that of input_scale.
+
+-- fn() computed without recording nodes (tensor ops on a layer's buffers
+-- would otherwise become nodes of the graph)
+local function untraced(g, fn)
+  g.quiet = g.quiet + 1
+  local r = table.pack(pcall(fn))
+  g.quiet = g.quiet - 1
+  if not r[1] then error(r[2], 0) end
+  return table.unpack(r, 2, r.n)
+end
+
+local function qdq_input(g, m, x)
+  local scale = g:add_init(g.params[m.input_scale] or g:fresh("input_scale_"),
+                           cnn.tensor(m.input_scale:item()))
+  local zp = g:const(cnn.tensor(128, "uint8"))
+  local q = g:node("QuantizeLinear", { g:name_of(x), scale, zp })
+  return g:node("DequantizeLinear", { q, scale, zp })
+end
+
+local function qdq_weight(g, m)
+  local u8, zeros = untraced(g, function()
+    return (m.weight_q + 128):to("uint8"), (cnn.zeros(m.weight_q:size(1)) + 128):to("uint8")
+  end)
+  local wq = g:add_init(g.params[m.weight_q] or g:fresh("weight_q_"), u8)
+  local zp = g:const(zeros)
+  return g:node("DequantizeLinear", { wq, g:name_of(m.weight_scale), zp }, { axis = 0 })
+end
+
+local function maybe_relu(g, m, y)
+  return m.relu and g:node("Relu", { y }) or y
+end
+
+function L.QuantizedConv2d(g, m, out, x)
+  g:bind(out, maybe_relu(g, m, conv_node(g, m, qdq_input(g, m, x), qdq_weight(g, m))))
+end
+
+function L.QuantizedLinear(g, m, out, x)
+  g:bind(out, maybe_relu(g, m, linear_nodes(g, m, x, qdq_input(g, m, x), qdq_weight(g, m))))
 end
 
 return L

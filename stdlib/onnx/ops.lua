@@ -331,6 +331,8 @@ function ops.Constant(node)
 end
 
 for name, fn in pairs(require("onnx.ops_shape")) do ops[name] = fn end
+-- QuantizeLinear, DequantizeLinear (issue 16: cnn.quantize's QDQ export)
+for name, fn in pairs(require("onnx.quantize_ops")) do ops[name] = fn end
 
 local resize = require("onnx.resize")
 ops.Resize, unsupported.Resize = resize.run, resize.unsupported

@@ -1128,6 +1128,9 @@ describe("F.* options tables reject unknown keys", function()
     max_pool1d = { function(o) return F.max_pool1d(cnn.randn(1, 1, 5), 2, o) end,
                    "ceil_mode, dilation, padding, return_indices, stride" },
     avg_pool1d = { function(o) return F.avg_pool1d(cnn.randn(1, 1, 5), 2, o) end, "ceil_mode, count_include_pad, padding, stride" },
+    -- quantized inference (issue 16)
+    conv2d_int8 = { function(o) return F.conv2d_int8(x4, w:round(), cnn.ones(2), nil, 0.1, o) end,
+                    "dilation, groups, padding, relu, stride" },
   }
 
   it("every F function whose signature has an options table is covered", function()

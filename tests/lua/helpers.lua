@@ -184,6 +184,20 @@ function H.conv2d_ref(x, w, b, pad)
   return y
 end
 
+-- onnx.checker.check_model(full_check = True), through Debian's python3-onnx,
+-- must accept the ONNX file at path; pending (with the reason) without it.
+function H.assert_onnx_checked(path)
+  local py = "/usr/bin/python3"
+  if os.execute(py .. " -c 'import onnx' 2>/dev/null") ~= true then
+    pending("python3-onnx is missing: onnx.checker not run (apt install python3-onnx)")
+    return
+  end
+  local p = io.popen(py .. " -c \"import onnx, sys; onnx.checker.check_model(onnx.load(sys.argv[1]), full_check=True)\" "
+                     .. path .. " 2>&1")
+  local out = p:read("a")
+  assert(p:close(), "onnx.checker rejected " .. path .. ": " .. out)
+end
+
 -- The largest |a - b| over two tensors / nested tables of one size.
 function H.max_diff(a, b)
   local fa, fb, m = H.flat(a), H.flat(b), 0

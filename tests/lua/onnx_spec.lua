@@ -12,32 +12,9 @@
 local H = require("helpers")
 
 local TMP = os.getenv("CNNSH_TEST_TMP") or "/tmp"
-local PY = "/usr/bin/python3"
-
 local function tmp(name) return TMP .. "/onnx_spec_" .. name .. ".onnx" end
 
-local function have_checker()
-  return os.execute(PY .. " -c 'import onnx' 2>/dev/null") == true
-end
-
--- onnx.checker.check_model(full_check = True) on the file; true or the message
-local function check_model(path)
-  local cmd = PY .. " -c \"import onnx, sys; onnx.checker.check_model(onnx.load(sys.argv[1]), full_check=True)\" "
-              .. path .. " 2>&1"
-  local p = io.popen(cmd)
-  local out = p:read("a")
-  local ok = p:close()
-  return ok and true or out
-end
-
-local function assert_checked(path)
-  if not have_checker() then
-    pending("python3-onnx is missing: onnx.checker not run (apt install python3-onnx)")
-    return
-  end
-  local r = check_model(path)
-  assert(r == true, "onnx.checker rejected " .. path .. ": " .. tostring(r))
-end
+local assert_checked = H.assert_onnx_checked
 
 local function assert_close(a, b, atol)
   local ok, msg = H.compare(a, b, atol or 1e-5, 1e-5)

@@ -114,8 +114,7 @@ describe("F.conv2d_int8", function()
     H.raises(function() F.conv2d_int8(x, wq, ws, nil, 0.1, { bogus = 1 }) end, "bogus")
     local g = cnn.randn(1, 2, 5, 5)
     g.requires_grad = true
-    H.raises(function() F.conv2d_int8(g, wq, ws, nil, 0.1) end, "conv2d_int8", "inference only")
-    cnn.no_grad(function() F.conv2d_int8(g, wq, ws, nil, 0.1) end) -- fine without recording
+    assert.is_false(F.conv2d_int8(g, wq, ws, nil, 0.1).requires_grad) -- inference only: not recorded
   end)
 end)
 
@@ -143,6 +142,24 @@ describe("cnn.quantize", function()
     local x = cnn.randn(4, 1, 28, 28)
     local want, got = net(x), q(x)
     assert.is_true((want - got):abs():max():item() < 0.05 * want:abs():max():item())
+  end)
+
+  it("exports to ONNX in QDQ form: the checker accepts it, cnn.onnx.load runs it", function()
+    cnn.manual_seed(9)
+    local net = small_net():eval():fuse()
+    local q = cnn.quantize(net, cnn.randn(8, 1, 28, 28))
+    local path = (os.getenv("CNNSH_TEST_TMP") or "/tmp") .. "/quantize_spec_qdq.onnx"
+    cnn.onnx.export(q, cnn.randn(1, 1, 28, 28), path, { dynamic_batch = true })
+    H.assert_onnx_checked(path)
+    local ops = {}
+    for _, n in ipairs(cnn.io.onnx_read(path).nodes) do ops[n.op_type] = (ops[n.op_type] or 0) + 1 end
+    -- per quantized layer (2 conv, 2 linear): Quantize+Dequantize of the input, Dequantize of the weight
+    assert.are.equal(4, ops.QuantizeLinear)
+    assert.are.equal(8, ops.DequantizeLinear)
+    local loaded = cnn.onnx.load(path)
+    local x = cnn.randn(3, 1, 28, 28)
+    H.assert_close(loaded(x), q(x), 1e-5, 1e-4)
+    os.remove(path)
   end)
 
   it("percentile calibration clips outliers", function()

@@ -238,6 +238,12 @@ typedef enum {
   CNN_OP_MUL_SCALAR, /* x * p0 */
   /* activations of issue 13 (helper "act") */
   CNN_OP_HARDTANH,   /* clamp to [p0, p1]; derivative 0 at the bounds (ReLU6: [0, 6]) */
+  CNN_OP_SILU,       /* x * sigmoid(x) */
+  CNN_OP_HARDSWISH,  /* x * relu6(x + 3) / 6 */
+  CNN_OP_HARDSIGMOID, /* relu6(x + 3) / 6 */
+  CNN_OP_MISH,       /* x * tanh(softplus(x)) */
+  CNN_OP_GELU_TANH,  /* gelu's tanh approximation */
+  CNN_OP_SOFTPLUS,   /* log(1 + e^(p0 x)) / p0, x where p0 x > p1 (beta, threshold) */
   CNN_NUNARY
 } cnn_unary_op;
 

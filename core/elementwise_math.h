@@ -130,6 +130,48 @@ CNN_HD static inline double cnn_hardtanh_grad(double x, double lo, double hi) {
   return x > lo && x < hi ? 1.0 : 0.0;
 }
 
+/* silu(x) = x * sigmoid(x); silu'(x) = s (1 + x (1 - s)), s = sigmoid(x) */
+CNN_HD static inline double cnn_silu(double x) { return x * cnn_sigmoid(x); }
+CNN_HD static inline float cnn_silu_f(float x) { return x * cnn_sigmoid_f(x); }
+CNN_HD static inline double cnn_silu_grad(double x) {
+  double s = cnn_sigmoid(x);
+  return s * (1.0 + x * (1.0 - s));
+}
+
+/* hardsigmoid(x) = relu6(x + 3) / 6; the derivative is 1/6 strictly
+ * inside (-3, 3), 0 at -3 and 3 (PyTorch's hardsigmoid_backward) */
+CNN_HD static inline double cnn_hardsigmoid(double x) { return cnn_hardtanh(x + 3.0, 0.0, 6.0) / 6.0; }
+CNN_HD static inline float cnn_hardsigmoid_f(float x) { return cnn_hardtanh_f(x + 3.0f, 0.0f, 6.0f) / 6.0f; }
+CNN_HD static inline double cnn_hardsigmoid_grad(double x) {
+  return x > -3.0 && x < 3.0 ? 1.0 / 6.0 : 0.0;
+}
+
+/* hardswish(x) = x * relu6(x + 3) / 6; the derivative is 0 below -3,
+ * x / 3 + 1/2 on [-3, 3] (both ends: -1/2 and 3/2), 1 above 3
+ * (PyTorch's hardswish_backward) */
+CNN_HD static inline double cnn_hardswish(double x) { return x * cnn_hardsigmoid(x); }
+CNN_HD static inline float cnn_hardswish_f(float x) { return x * cnn_hardsigmoid_f(x); }
+CNN_HD static inline double cnn_hardswish_grad(double x) {
+  return x < -3.0 ? 0.0 : x <= 3.0 ? x / 3.0 + 0.5 : 1.0;
+}
+
+/* gelu, tanh approximation: 0.5 x (1 + tanh(k (x + 0.044715 x^3))),
+ * k = sqrt(2 / pi); the derivative as PyTorch's GeluBackward (tanh) */
+CNN_HD static inline double cnn_gelu_tanh(double x) {
+  double inner = 0.79788456080286535588 * (x + 0.044715 * x * x * x);
+  return 0.5 * x * (1.0 + tanh(inner));
+}
+CNN_HD static inline float cnn_gelu_tanh_f(float x) {
+  float inner = 0.79788456080286535588f * (x + 0.044715f * x * x * x);
+  return 0.5f * x * (1.0f + tanhf(inner));
+}
+CNN_HD static inline double cnn_gelu_tanh_grad(double x) {
+  double t = tanh(0.79788456080286535588 * (x + 0.044715 * x * x * x));
+  double dinner = 0.79788456080286535588 * (1.0 + 3.0 * 0.044715 * x * x);
+  return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * dinner;
+}
+
+
 /* ---- binary cross-entropy with logits -------------------------------------
  * softplus(z) = log(1 + e^z) = max(z, 0) + log1p(e^-|z|), never overflows.
  * With log_weight lw = 1 + (pos_weight - 1) * y (PyTorch):
@@ -173,6 +215,32 @@ CNN_HD static inline float cnn_bce_logits_dpw_f(float x, float y) {
   return y * cnn_softplus_f(-x);
 }
 
+/* ---- activations of issue 13 that build on softplus (helper "act") ---------- */
+
+/* mish(x) = x * tanh(softplus(x)); mish'(x) = t + x sigmoid(x) (1 - t^2),
+ * t = tanh(softplus(x)) (softplus below, stable for large |x|) */
+CNN_HD static inline double cnn_mish(double x) { return x * tanh(cnn_softplus(x)); }
+CNN_HD static inline float cnn_mish_f(float x) { return x * tanhf(cnn_softplus_f(x)); }
+CNN_HD static inline double cnn_mish_grad(double x) {
+  double t = tanh(cnn_softplus(x));
+  return t + x * cnn_sigmoid(x) * (1.0 - t * t);
+}
+
+/* softplus with PyTorch's beta and threshold: x where beta x > threshold,
+ * else log(1 + e^(beta x)) / beta; the derivative 1 there, else
+ * sigmoid(beta x) */
+CNN_HD static inline double cnn_softplus_beta(double x, double beta, double threshold) {
+  double z = x * beta;
+  return z > threshold ? x : cnn_softplus(z) / beta;
+}
+CNN_HD static inline float cnn_softplus_beta_f(float x, float beta, float threshold) {
+  float z = x * beta;
+  return z > threshold ? x : cnn_softplus_f(z) / beta;
+}
+CNN_HD static inline double cnn_softplus_beta_grad(double x, double beta, double threshold) {
+  double z = x * beta;
+  return z > threshold ? 1.0 : cnn_sigmoid(z);
+}
 /* ---- optimizer updates ------------------------------------------------------
  * One element per call: p is the parameter, g its gradient, the rest the
  * optimizer's per-element state.  Hyper-parameters come by value.  These

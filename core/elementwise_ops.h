@@ -63,6 +63,12 @@ CNN_EW double cnn_ew_unary_f64(int op, double x, double p0, double p1) {
   case CNN_OP_ADD_SCALAR: return x + p0;
   /* activations of issue 13 (helper "act") */
   case CNN_OP_HARDTANH: return cnn_hardtanh(x, p0, p1);
+  case CNN_OP_SILU: return cnn_silu(x);
+  case CNN_OP_HARDSWISH: return cnn_hardswish(x);
+  case CNN_OP_HARDSIGMOID: return cnn_hardsigmoid(x);
+  case CNN_OP_MISH: return cnn_mish(x);
+  case CNN_OP_GELU_TANH: return cnn_gelu_tanh(x);
+  case CNN_OP_SOFTPLUS: return cnn_softplus_beta(x, p0, p1);
   default: return x * p0; /* MUL_SCALAR */
   }
 }
@@ -96,6 +102,12 @@ CNN_EW float cnn_ew_unary_f32(int op, float x, float p0, float p1) {
   case CNN_OP_ADD_SCALAR: return x + p0;
   /* activations of issue 13 (helper "act") */
   case CNN_OP_HARDTANH: return cnn_hardtanh_f(x, p0, p1);
+  case CNN_OP_SILU: return cnn_silu_f(x);
+  case CNN_OP_HARDSWISH: return cnn_hardswish_f(x);
+  case CNN_OP_HARDSIGMOID: return cnn_hardsigmoid_f(x);
+  case CNN_OP_MISH: return cnn_mish_f(x);
+  case CNN_OP_GELU_TANH: return cnn_gelu_tanh_f(x);
+  case CNN_OP_SOFTPLUS: return cnn_softplus_beta_f(x, p0, p1);
   default: return x * p0;
   }
 }
@@ -160,6 +172,12 @@ CNN_EW double cnn_ew_unary_deriv(int op, double v, double p0, double p1) {
   case CNN_OP_MUL_SCALAR: return p0;
   /* activations of issue 13 (helper "act") */
   case CNN_OP_HARDTANH: return cnn_hardtanh_grad(v, p0, p1);
+  case CNN_OP_SILU: return cnn_silu_grad(v);
+  case CNN_OP_HARDSWISH: return cnn_hardswish_grad(v);
+  case CNN_OP_HARDSIGMOID: return cnn_hardsigmoid_grad(v);
+  case CNN_OP_MISH: return cnn_mish_grad(v);
+  case CNN_OP_GELU_TANH: return cnn_gelu_tanh_grad(v);
+  case CNN_OP_SOFTPLUS: return cnn_softplus_beta_grad(v, p0, p1);
   default: return 0; /* SIGN, FLOOR, CEIL, ROUND */
   }
 }

@@ -2,7 +2,7 @@
  * activations.c -- F.* activations: one closure per row of the unary op
  * table that asks for F (relu, sigmoid, tanh, silu, ...), and the
  * activations with options bound by hand: leaky_relu, elu, hardtanh,
- * relu6.
+ * relu6, softplus, gelu (approximate = 'none' | 'tanh').
  *
  * Every activation is a unary elementwise op (core/ops/elementwise_table.c),
  * so the CPU loops, the CUDA kernels and the fake device all run the same
@@ -11,6 +11,7 @@
  * option is an error (a NaN limit would poison every output).
  */
 #include <math.h>
+#include <string.h>
 
 #include "bind.h"
 
@@ -66,11 +67,34 @@ static int f_hardtanh(lua_State *L) {
 /* F.relu6(x): min(max(x, 0), 6), PyTorch's hardtanh(x, 0, 6) */
 static int f_relu6(lua_State *L) { return act(L, CNN_OP_HARDTANH, 0, 6); }
 
+/* F.softplus(x [, beta=1 [, threshold=20]]) or F.softplus(x, {beta=, threshold=}) */
+static int f_softplus(lua_State *L) {
+  static const char *const known[] = {"beta", "threshold", NULL};
+  int opts = options_at_2(L, "F.softplus", known);
+  double beta = finite_option(L, opts, 2, "beta", 1.0, "softplus");
+  double threshold = finite_option(L, opts, 3, "threshold", 20.0, "softplus");
+  if (beta == 0) return cnn_lua_fail(L, "softplus: beta must not be 0");
+  return act(L, CNN_OP_SOFTPLUS, beta, threshold);
+}
+
+/* F.gelu(x [, {approximate='none'}]): 'none' the erf form, 'tanh' the approximation */
+static int f_gelu(lua_State *L) {
+  static const char *const known[] = {"approximate", NULL};
+  if (!lua_isnoneornil(L, 2)) luaL_checktype(L, 2, LUA_TTABLE);
+  int opts = options_at_2(L, "F.gelu", known);
+  const char *a = cnn_lua_opt_string(L, opts, "approximate", "none");
+  if (strcmp(a, "none") == 0) return act(L, CNN_OP_GELU, 0, 0);
+  if (strcmp(a, "tanh") == 0) return act(L, CNN_OP_GELU_TANH, 0, 0);
+  return cnn_lua_fail(L, "gelu: approximate must be 'none' or 'tanh', got '%s'", a);
+}
+
 static const luaL_Reg activation_funcs[] = {
     {"leaky_relu", f_leaky_relu},
     {"elu", f_elu},
     {"hardtanh", f_hardtanh},
     {"relu6", f_relu6},
+    {"softplus", f_softplus},
+    {"gelu", f_gelu},
     {NULL, NULL}};
 
 /* Into the table on top of the stack (F): the table-driven activations,

@@ -227,7 +227,7 @@ static const doc_entry docs[] = {
     {"F.relu", "F.relu(x) -> tensor\nmax(x, 0)."},
     {"F.leaky_relu", "F.leaky_relu(x [, slope=0.01]) -> tensor\nx where x > 0, else slope * x."},
     {"F.elu", "F.elu(x [, alpha=1]) -> tensor\nx where x > 0, else alpha * (e^x - 1)."},
-    {"F.gelu", "F.gelu(x) -> tensor\nThe Gaussian error linear unit."},
+    {"F.gelu", "F.gelu(x [, {approximate='none'}]) -> tensor\nThe Gaussian error linear unit x * Phi(x); approximate = 'tanh' uses 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."},
     {"F.sigmoid", "F.sigmoid(x) -> tensor\n1 / (1 + e^-x)."},
     {"F.tanh", "F.tanh(x) -> tensor\nHyperbolic tangent."},
     {"F.softmax", "F.softmax(x [, dim=-1]) -> tensor\nexp(x) normalised to sum 1 along dim."},
@@ -245,6 +245,11 @@ static const doc_entry docs[] = {
     /* activations, regularisers and losses of issue 13 (helper "act") */
     {"F.hardtanh", "F.hardtanh(x [, min_val=-1 [, max_val=1]]) -> tensor\nx clamped to [min_val, max_val] (also {min_val=, max_val=}); the gradient is 0 at the limits, as PyTorch's."},
     {"F.relu6", "F.relu6(x) -> tensor\nmin(max(x, 0), 6) = F.hardtanh(x, 0, 6) (MobileNet); the gradient is 0 at 0 and at 6."},
+    {"F.silu", "F.silu(x) -> tensor\nx * sigmoid(x) (also called swish)."},
+    {"F.hardswish", "F.hardswish(x) -> tensor\nx * relu6(x + 3) / 6 (MobileNetV3); the gradient is x/3 + 1/2 on [-3, 3], 0 below, 1 above."},
+    {"F.hardsigmoid", "F.hardsigmoid(x) -> tensor\nrelu6(x + 3) / 6; the gradient is 1/6 strictly inside (-3, 3), else 0."},
+    {"F.mish", "F.mish(x) -> tensor\nx * tanh(softplus(x))."},
+    {"F.softplus", "F.softplus(x [, beta=1 [, threshold=20]]) -> tensor\nlog(1 + exp(beta x)) / beta, and x itself where beta x > threshold (also {beta=, threshold=})."},
     /* 1-d convolution and pooling, padding strings (issue 13) */
     {"F.conv1d", "F.conv1d(x, w [, b] [, {stride=1, padding=0, dilation=1, groups=1}]) -> tensor\n1-D convolution of N x C x L input with w of out x C/groups x k (conv2d over a unit height); padding a number, 'valid' or 'same' (stride 1: L' = L, the odd element to the right). F.conv2d takes 'same'/'valid' too."},
     {"F.max_pool1d", "F.max_pool1d(x, kernel [, stride] [, {stride=kernel, padding=0, dilation=1, ceil_mode=false, return_indices=false}]) -> tensor [, indices]\n1-D max pooling of N x C x L (or C x L) input; indices are 1-based positions along L."},

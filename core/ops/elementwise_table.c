@@ -18,7 +18,7 @@
 #define I CNN_LUA_INPLACE
 #define F CNN_LUA_FUNCTIONAL
 
-_Static_assert(CNN_NUNARY == 27, "a unary op was added or removed: update cnn_unary_ops");
+_Static_assert(CNN_NUNARY == 33, "a unary op was added or removed: update cnn_unary_ops");
 _Static_assert(CNN_NBINARY == 13, "a binary op was added or removed: update cnn_binary_ops");
 
 const cnn_unary_info cnn_unary_ops[CNN_NUNARY] = {
@@ -40,7 +40,7 @@ const cnn_unary_info cnn_unary_ops[CNN_NUNARY] = {
     [CNN_OP_RECIPROCAL] = {"reciprocal", "ReciprocalBackward", CNN_SAVES_OUTPUT, CNN_INTS_TO_FLOAT,
                            M | I},
     [CNN_OP_SQUARE] = {"square", "SquareBackward", CNN_SAVES_INPUT, CNN_INTS_KEEP, M | I},
-    [CNN_OP_GELU] = {"gelu", "GeluBackward", CNN_SAVES_INPUT, CNN_INTS_TO_FLOAT, M | F},
+    [CNN_OP_GELU] = {"gelu", "GeluBackward", CNN_SAVES_INPUT, CNN_INTS_TO_FLOAT, M}, /* F.gelu: lua/activations.c */
     [CNN_OP_LOG1P] = {"log1p", "Log1pBackward", CNN_SAVES_INPUT, CNN_INTS_TO_FLOAT, M},
     [CNN_OP_EXPM1] = {"expm1", "Expm1Backward", CNN_SAVES_OUTPUT, CNN_INTS_TO_FLOAT, M},
     /* parameterised: bound by hand in lua/ (defaults, option checks) */
@@ -52,6 +52,12 @@ const cnn_unary_info cnn_unary_ops[CNN_NUNARY] = {
     [CNN_OP_MUL_SCALAR] = {"mul", "MulBackward", CNN_SAVES_NOTHING, CNN_INTS_KEEP_INTEGRAL, 0},
     /* activations of issue 13 (helper "act"): F.* bound by hand where they take options */
     [CNN_OP_HARDTANH] = {"hardtanh", "HardtanhBackward", CNN_SAVES_INPUT, CNN_INTS_KEEP, 0},
+    [CNN_OP_SILU] = {"silu", "SiluBackward", CNN_SAVES_INPUT, CNN_INTS_TO_FLOAT, F},
+    [CNN_OP_HARDSWISH] = {"hardswish", "HardswishBackward", CNN_SAVES_INPUT, CNN_INTS_TO_FLOAT, F},
+    [CNN_OP_HARDSIGMOID] = {"hardsigmoid", "HardsigmoidBackward", CNN_SAVES_INPUT, CNN_INTS_TO_FLOAT, F},
+    [CNN_OP_MISH] = {"mish", "MishBackward", CNN_SAVES_INPUT, CNN_INTS_TO_FLOAT, F},
+    [CNN_OP_GELU_TANH] = {"gelu", "GeluBackward", CNN_SAVES_INPUT, CNN_INTS_TO_FLOAT, 0},
+    [CNN_OP_SOFTPLUS] = {"softplus", "SoftplusBackward", CNN_SAVES_INPUT, CNN_INTS_TO_FLOAT, 0},
 };
 
 const cnn_binary_info cnn_binary_ops[CNN_NBINARY] = {

@@ -1,5 +1,6 @@
 -- nn/activation.lua -- activation layers: ReLU, LeakyReLU, ELU, GELU,
--- Sigmoid, Tanh, Softmax, LogSoftmax, Hardtanh, ReLU6.
+-- Sigmoid, Tanh, Softmax, LogSoftmax, Hardtanh, ReLU6, SiLU, Hardswish,
+-- Hardsigmoid, Mish, Softplus.
 --
 -- Each is a parameter-free module that calls the F.* function of the same
 -- name with its stored option; the per-element math (and its derivative)
@@ -25,7 +26,6 @@ local function simple(name, fname, text)
 end
 
 simple("ReLU", "relu", "nn.ReLU()\nmax(x, 0), elementwise.")
-simple("GELU", "gelu", "nn.GELU()\nx * Phi(x) (Phi the normal CDF), elementwise.")
 simple("Sigmoid", "sigmoid", "nn.Sigmoid()\n1 / (1 + exp(-x)), elementwise.")
 simple("Tanh", "tanh", "nn.Tanh()\ntanh(x), elementwise.")
 
@@ -143,5 +143,59 @@ nn.ReLU6()   (or {inplace=})
 min(max(x, 0), 6), elementwise (MobileNetV2's activation); the gradient is
 0 at 0 and at 6, as PyTorch's.]]
 M.ReLU6 = ReLU6
+
+-- ReLU's `inplace` option and no other
+local function inplace_only(name, fname, text)
+  local cls = Module:extend(name)
+  function cls:init(...) self.inplace = options_of(cls, { "inplace" }, { inplace = false }, ...).inplace end
+  function cls:forward(x) return F[fname](x) end
+  cls.extra_repr = inplace_repr
+  doc[cls] = text
+  M[name] = cls
+end
+
+inplace_only("SiLU", "silu", "nn.SiLU()   (or {inplace=})\nx * sigmoid(x), elementwise (swish).")
+inplace_only("Hardswish", "hardswish", [[
+nn.Hardswish()   (or {inplace=})
+x * relu6(x + 3) / 6, elementwise (MobileNetV3); the gradient is x/3 + 1/2
+on [-3, 3], 0 below, 1 above (PyTorch's).]])
+inplace_only("Hardsigmoid", "hardsigmoid", [[
+nn.Hardsigmoid()   (or {inplace=})
+relu6(x + 3) / 6, elementwise; the gradient is 1/6 strictly inside (-3, 3),
+else 0 (PyTorch's).]])
+inplace_only("Mish", "mish", "nn.Mish()   (or {inplace=})\nx * tanh(softplus(x)), elementwise.")
+
+local Softplus = Module:extend("Softplus")
+function Softplus:init(...)
+  local o = options_of(Softplus, { "beta", "threshold" }, { beta = 1.0, threshold = 20.0 }, ...)
+  if o.beta == 0 then check.fail("nn.Softplus", "beta", "a non-zero number", 0, 3) end
+  self.beta, self.threshold = o.beta, o.threshold
+end
+function Softplus:forward(x) return F.softplus(x, self.beta, self.threshold) end
+function Softplus:extra_repr()
+  return "beta=" .. fmt.num(self.beta + 0.0) .. ", threshold=" .. fmt.num(self.threshold + 0.0)
+end
+doc[Softplus] = [=[
+nn.Softplus([beta = 1 [, threshold = 20]])   (or {beta=, threshold=})
+log(1 + exp(beta x)) / beta, elementwise; x itself where beta x > threshold
+(PyTorch's, for numerical stability).]=]
+M.Softplus = Softplus
+
+local GELU = Module:extend("GELU")
+function GELU:init(...)
+  self.approximate = options_of(GELU, { "approximate" }, { approximate = "none" }, ...).approximate
+  if self.approximate ~= "none" and self.approximate ~= "tanh" then
+    check.fail("nn.GELU", "approximate", "'none' or 'tanh'", self.approximate, 3)
+  end
+end
+function GELU:forward(x) return F.gelu(x, { approximate = self.approximate }) end
+function GELU:extra_repr()
+  return self.approximate == "none" and "" or "approximate='" .. self.approximate .. "'"
+end
+doc[GELU] = [[
+nn.GELU([approximate = 'none'])   (or {approximate=})
+x * Phi(x) (Phi the normal CDF), elementwise; approximate = 'tanh' uses
+0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).]]
+M.GELU = GELU
 
 return M

@@ -35,7 +35,7 @@ Containers: Sequential, ModuleList; base class: Module (Module:extend("Name")).
 Layers: Conv2d, Linear, MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, BatchNorm2d,
 BatchNorm1d, SyncBatchNorm, Dropout, Flatten, Identity; DistributedDataParallel (see dist).
 Activations: ReLU, LeakyReLU, ELU, GELU, Sigmoid, Tanh, Softmax, LogSoftmax,
-ReLU6, Hardtanh.
+ReLU6, Hardtanh, SiLU, Hardswish, Hardsigmoid, Mish, Softplus.
 ConvTranspose2d (upsampling: autoencoders, U-Nets); Conv1d, MaxPool1d, AvgPool1d,
 AdaptiveAvgPool1d (sequences, N x C x L).
 Also nn.init (initialisers) and nn.utils.clip_grad_norm.

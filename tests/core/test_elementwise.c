@@ -192,6 +192,12 @@ static double ref_unary(int op, double x, double p0, double p1) {
   case CNN_OP_ADD_SCALAR: return x + p0;
   /* activations of issue 13 (helper "act"): from their definitions */
   case CNN_OP_HARDTANH: return fmin(fmax(x, p0), p1);
+  case CNN_OP_SILU: return x / (1 + exp(-x));
+  case CNN_OP_HARDSWISH: return x <= -3 ? 0 : x >= 3 ? x : x * (x + 3) / 6;
+  case CNN_OP_HARDSIGMOID: return x <= -3 ? 0 : x >= 3 ? 1 : x / 6 + 0.5;
+  case CNN_OP_MISH: return x * tanh(log(1 + exp(x)));
+  case CNN_OP_GELU_TANH: return 0.5 * x * (1 + tanh(sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+  case CNN_OP_SOFTPLUS: return p0 * x > p1 ? x : log(1 + exp(p0 * x)) / p0;
   default: return x * p0;
   }
 }
@@ -261,6 +267,26 @@ static void test_activations(void) {
   /* relu6 = hardtanh[0, 6] */
   check_act("relu6", CNN_OP_HARDTANH, 0, 6, 6, (double[]){-2, 0, 0.25, 5.5, 6, 6.5},
             (double[]){0, 0, 0.25, 5.5, 6, 6}, (double[]){0, 0, 1, 1, 0, 0});
+  /* silu, mish, gelu (tanh): values and PyTorch's derivative formulas, evaluated in Python */
+  check_act("silu", CNN_OP_SILU, 0, 0, 3, (double[]){-2, 0, 1},
+            (double[]){-0.2384058440442351, 0, 0.7310585786300049},
+            (double[]){-0.09078424878489547, 0.5, 0.9276705118714869});
+  check_act("mish", CNN_OP_MISH, 0, 0, 3, (double[]){-1, 0, 1.5},
+            (double[]){-0.30340146137410895, 0, 1.4033782663958028},
+            (double[]){0.059216755877395, 0.6, 1.0884879850078475});
+  check_act("gelu(tanh)", CNN_OP_GELU_TANH, 0, 0, 3, (double[]){-1, 0, 2},
+            (double[]){-0.15880800939172324, 0, 1.954597694087775},
+            (double[]){-0.08296408384578255, 0.5, 1.0860992566236183});
+  /* hardswish: derivative -1/2 at -3 and 3/2 at 3 (PyTorch's hardswish_backward) */
+  check_act("hardswish", CNN_OP_HARDSWISH, 0, 0, 7, (double[]){-4, -3, -1, 0, 1.5, 3, 4},
+            (double[]){0, 0, -1.0 / 3, 0, 1.125, 3, 4}, (double[]){0, -0.5, 1.0 / 6, 0.5, 1, 1.5, 1});
+  /* hardsigmoid: derivative 1/6 strictly inside (-3, 3) */
+  check_act("hardsigmoid", CNN_OP_HARDSIGMOID, 0, 0, 6, (double[]){-4, -3, 0, 1.5, 3, 4},
+            (double[]){0, 0, 0.5, 0.75, 1, 1}, (double[]){0, 0, 1.0 / 6, 1.0 / 6, 0, 0});
+  /* softplus beta 2, threshold 3: x itself (derivative 1) where 2x > 3 */
+  check_act("softplus(2, 3)", CNN_OP_SOFTPLUS, 2, 3, 4, (double[]){-0.5, 1, 1.5, 2},
+            (double[]){0.15663084375911143, 1.0634640055214863, 1.524293675786871, 2},
+            (double[]){0.2689414213699951, 0.8807970779778823, 0.9525741268224334, 1});
   /* NaN passes; integer inputs keep their dtype with the limits truncated */
   cnn_tensor *k = cnn_from_buffer(1, SH(1), CNN_FLOAT32, (float[]){NAN});
   cnn_tensor *y = cnn_unary(CNN_OP_HARDTANH, k, 0, 6);

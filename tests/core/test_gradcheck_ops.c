@@ -77,7 +77,12 @@ static void test_unary(void) {
       {CNN_OP_MUL_SCALAR, -2, 2, -1.5, 0}, {CNN_OP_RELU, -2, -0.1, 0, 0},
       /* activations of issue 13 (helper "act"); the pieces between the kinks */
       {CNN_OP_HARDTANH, -0.9, 1.9, -1, 2}, {CNN_OP_HARDTANH, 2.1, 4, -1, 2},
-      {CNN_OP_HARDTANH, -3, -1.1, -1, 2},
+      {CNN_OP_HARDTANH, -3, -1.1, -1, 2},  {CNN_OP_SILU, -3, 3, 0, 0},
+      {CNN_OP_HARDSWISH, -2.9, 2.9, 0, 0}, {CNN_OP_HARDSWISH, 3.1, 5, 0, 0},
+      {CNN_OP_HARDSWISH, -5, -3.1, 0, 0},  {CNN_OP_HARDSIGMOID, -2.9, 2.9, 0, 0},
+      {CNN_OP_HARDSIGMOID, 3.1, 5, 0, 0},  {CNN_OP_MISH, -3, 3, 0, 0},
+      {CNN_OP_GELU_TANH, -3, 3, 0, 0},     {CNN_OP_SOFTPLUS, -3, 3, 1, 20},
+      {CNN_OP_SOFTPLUS, -2, 0.9, 2, 2},    {CNN_OP_SOFTPLUS, 1.1, 3, 2, 2},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     ctx_t c = {.op = cases[i].op, .p0 = cases[i].p0, .p1 = cases[i].p1};

@@ -236,7 +236,11 @@ static cnn_tensor *op_activation(cnn_tensor **in, const void *ctx) {
 }
 static void activations(void) {
   int64_t a[2] = {7, 5};
-  static const act_case cases[] = {{CNN_OP_HARDTANH, -0.5, 0.5}, {CNN_OP_HARDTANH, 0, 6}};
+  static const act_case cases[] = {{CNN_OP_HARDTANH, -0.5, 0.5}, {CNN_OP_HARDTANH, 0, 6},
+                                   {CNN_OP_SILU, 0, 0},          {CNN_OP_HARDSWISH, 0, 0},
+                                   {CNN_OP_HARDSIGMOID, 0, 0},   {CNN_OP_MISH, 0, 0},
+                                   {CNN_OP_GELU_TANH, 0, 0},     {CNN_OP_SOFTPLUS, 1, 20},
+                                   {CNN_OP_SOFTPLUS, 0.5, 1}};
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
     cnn_tensor *r = randn(2, a), *in[1] = {cnn_unary(CNN_OP_MUL_SCALAR, r, 4, 0)};
     parity(cnn_unary_name(cases[k].op), op_activation, &cases[k], 1, in, (bool[]){true}, 1e-5, 1e-5);

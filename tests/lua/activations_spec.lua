@@ -85,3 +85,89 @@ describe("hardtanh and relu6", function()
     end
   end)
 end)
+
+describe("silu, hardswish, hardsigmoid, mish, softplus, gelu", function()
+  local function sigmoid(v) return 1 / (1 + math.exp(-v)) end
+  local function softplus(v) return math.log(1 + math.exp(v)) end
+  local function tanh(v) return (math.exp(2 * v) - 1) / (math.exp(2 * v) + 1) end
+  local function gelu_tanh(v)
+    return 0.5 * v * (1 + tanh(math.sqrt(2 / math.pi) * (v + 0.044715 * v ^ 3)))
+  end
+  local function relu6(v) return math.min(math.max(v, 0), 6) end
+  local xs = { -5, -3, -2.5, -1, -0.25, 0, 0.5, 1, 2.5, 3, 4 }
+  local smooth = { -4, -2.5, -1, -0.25, 0.3, 1, 2.5, 4 } -- away from the kinks
+
+  local cases = {
+    { "silu", F.silu, function(v) return v * sigmoid(v) end },
+    { "hardswish", F.hardswish, function(v) return v * relu6(v + 3) / 6 end },
+    { "hardsigmoid", F.hardsigmoid, function(v) return relu6(v + 3) / 6 end },
+    { "mish", F.mish, function(v) return v * tanh(softplus(v)) end },
+    { "softplus", F.softplus, softplus },
+    { "softplus(beta 2, threshold 3)", function(x) return F.softplus(x, 2, 3) end,
+      function(v) return 2 * v > 3 and v or softplus(2 * v) / 2 end },
+    { "softplus{beta = 0.5}", function(x) return F.softplus(x, { beta = 0.5 }) end,
+      function(v) return softplus(0.5 * v) / 0.5 end },
+    { "gelu tanh", function(x) return F.gelu(x, { approximate = "tanh" }) end, gelu_tanh },
+  }
+  for _, c in ipairs(cases) do
+    it(c[1] .. " matches its definition and finite differences", function()
+      close(c[2](f64(xs)), map(xs, c[3]), 1e-14, 1e-13)
+      close(c[2](cnn.tensor(xs)), map(xs, c[3]), 1e-6, 1e-6) -- float32
+      fd_check(c[2], smooth)
+    end)
+  end
+
+  it("takes PyTorch's values of the derivative at the kinks", function()
+    close(grad_at(F.hardswish, { -3, 3, -3.5, 3.5 }), { -0.5, 1.5, 0, 1 }, 1e-15, 0)
+    close(grad_at(F.hardsigmoid, { -3, 3, 0 }), { 0, 0, 1 / 6 }, 1e-15, 0)
+    close(grad_at(function(x) return F.softplus(x, 1, 2) end, { 2, 2.5 }), { sigmoid(2), 1 }, 1e-15, 0)
+  end)
+
+  it("F.gelu defaults to the erf form", function()
+    local x = f64(xs)
+    close(F.gelu(x), F.gelu(x, { approximate = "none" }), 0, 0)
+    close(F.gelu(x), x:gelu(), 0, 0)
+    assert.is_true((F.gelu(x) - F.gelu(x, { approximate = "tanh" })):abs():max():item() > 1e-5)
+  end)
+
+  it("nn modules call them", function()
+    local x = f64(xs)
+    close(nn.SiLU()(x), F.silu(x), 0, 0)
+    close(nn.Hardswish()(x), F.hardswish(x), 0, 0)
+    close(nn.Hardsigmoid()(x), F.hardsigmoid(x), 0, 0)
+    close(nn.Mish()(x), F.mish(x), 0, 0)
+    close(nn.Softplus()(x), F.softplus(x), 0, 0)
+    close(nn.Softplus(2, 3)(x), F.softplus(x, 2, 3), 0, 0)
+    close(nn.Softplus({ threshold = 1 })(x), F.softplus(x, 1, 1), 0, 0)
+    close(nn.GELU()(x), F.gelu(x), 0, 0)
+    close(nn.GELU({ approximate = "tanh" })(x), F.gelu(x, { approximate = "tanh" }), 0, 0)
+    close(nn.GELU("tanh")(x), F.gelu(x, { approximate = "tanh" }), 0, 0)
+    assert.equals("SiLU()", tostring(nn.SiLU()))
+    assert.equals("Hardswish(inplace=True)", tostring(nn.Hardswish({ inplace = true })))
+    assert.equals("Softplus(beta=1.0, threshold=20.0)", tostring(nn.Softplus()))
+    assert.equals("GELU(approximate='tanh')", tostring(nn.GELU({ approximate = "tanh" })))
+    assert.equals("GELU()", tostring(nn.GELU()))
+    -- integer inputs compute in float32, as PyTorch's promotion of these ops
+    assert.equals("float32", F.silu(cnn.tensor({ 1, 2 }, "int64")).dtype)
+  end)
+
+  it("rejects bad options", function()
+    local x = f64(xs)
+    raises(function() F.gelu(x, { approximate = "fast" }) end, "gelu", "'none' or 'tanh'", "fast")
+    raises(function() F.gelu(x, { approx = "tanh" }) end, "F.gelu", "unknown option 'approx'")
+    raises(function() F.gelu(x, "tanh") end, "table expected")
+    raises(function() F.softplus(x, 0) end, "softplus", "beta must not be 0")
+    raises(function() F.softplus(x, 1, 1 / 0) end, "softplus", "threshold", "finite")
+    raises(function() F.softplus(x, { betta = 1 }) end, "F.softplus", "unknown option 'betta'")
+    raises(function() nn.GELU({ approximate = "erf" }) end, "nn.GELU", "approximate")
+    raises(function() nn.Softplus(0) end, "nn.Softplus", "beta")
+    raises(function() nn.Mish({ foo = 1 }) end, "nn.Mish", "unknown option 'foo'")
+  end)
+
+  it("has help", function()
+    for _, f in ipairs({ F.silu, F.hardswish, F.hardsigmoid, F.mish, F.softplus, F.gelu, nn.SiLU,
+                         nn.Hardswish, nn.Hardsigmoid, nn.Mish, nn.Softplus, nn.GELU }) do
+      assert.truthy(cnn.doc[f], "missing help")
+    end
+  end)
+end)

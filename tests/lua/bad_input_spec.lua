@@ -664,6 +664,18 @@ describe("nn layers: constructors and forward", function()
     { "clip_grad_norm", function() return nn.utils.clip_grad_norm({ cnn.zeros(2) }, nan) end, "max_norm" },
     { "clip_grad_value", function() return nn.utils.clip_grad_value({ cnn.zeros(2) }, "x") end, "clip" },
   }
+  -- activations and losses of issue 13 (helper "act")
+  for _, c in ipairs({
+    { "Hardtanh", function() return nn.Hardtanh(nan) end, "min_val", "nan" },
+    { "Hardtanh", function() return nn.Hardtanh(0, inf) end, "max_val", "inf" },
+    { "Hardtanh", function() return nn.Hardtanh(2, 1) end, "max_val (1) must be greater than min_val (2)" },
+    { "ReLU6", function() return nn.ReLU6({ inplace = "yes" }) end, "inplace" },
+    { "SiLU", function() return nn.SiLU(1, 2) end, "at most 1" },
+    { "Softplus", function() return nn.Softplus(nan) end, "beta", "nan" },
+    { "Softplus", function() return nn.Softplus(1, { 2 }) end, "threshold" },
+    { "Softplus", function() return nn.Softplus({ treshold = 2 }) end, "unknown option 'treshold'" },
+    { "GELU", function() return nn.GELU(1) end, "approximate" },
+  }) do ctor_cases[#ctor_cases + 1] = c end
   for i, c in ipairs(ctor_cases) do
     it("nn." .. c[1] .. " #" .. i, function() raises(c[2], c[1], table.unpack(c, 3)) end)
   end
@@ -1132,6 +1144,8 @@ describe("F.* options tables reject unknown keys", function()
     conv2d_int8 = { function(o) return F.conv2d_int8(x4, w:round(), cnn.ones(2), nil, 0.1, o) end,
                     "dilation, groups, padding, relu, stride" },
   }
+  -- activations and losses of issue 13 (helper "act")
+  cases.gelu = { function(o) return F.gelu(logits, o) end, "approximate" }
 
   it("every F function whose signature has an options table is covered", function()
     for name, f in pairs(F) do

@@ -91,12 +91,14 @@ local function run_lab(which)
   return skipped
 end
 
--- faults: each misbehaving exercise and the hint it must get.
+-- faults: each misbehaving exercise and the hint it must get (limits as
+-- in tests/labs/checks/faulty.lua, times CNNSH_CHECK_SCALE).
+local SCALE = tonumber(os.getenv("CNNSH_CHECK_SCALE") or "") or 1
 local FAULT_HINTS = {
   correct = { "passed" },
-  endless_loop = { "failed", "stopped after 1 s of CPU time, the time limit" },
+  endless_loop = { "failed", string.format("stopped after %g s of CPU time, the time limit", 1 * SCALE) },
   segfault = { "failed", "crashed" },
-  memory_hog = { "failed", "more than 512 MB of memory" },
+  memory_hog = { "failed", string.format("more than %g MB of memory", 512 * SCALE) },
   absurd_size = { "failed", "your code raised an error: .*zeros" },
   exits = { "failed", "crashed: the process ended %(exit status 3%)" },
   raises = { "failed", "your code raised an error: .*nil value.*faulty%.lua:36" },

@@ -16,7 +16,8 @@
  * builders run at a load of 20 on two cores) does not fail honest work,
  * while an endless loop, which burns CPU, is stopped all the same.  A
  * child that burns nothing (blocked reading stdin) is stopped after
- * WALL_FACTOR times `seconds` of wall-clock time.  Memory: the parent
+ * WALL_FACTOR times `seconds` of wall-clock time (30: at a load of 24 on
+ * two cores a busy child got a twelfth of a core, and 10 was too tight).  Memory: the parent
  * reads the child's resident size (/proc/PID/statm) and kills it past
  * `memory_mb`.
  * Decision: no setrlimit.  RLIMIT_AS and RLIMIT_DATA count address space,
@@ -52,7 +53,7 @@
 #include "repl.h"
 
 #define POLL_MS 20
-#define WALL_FACTOR 10
+#define WALL_FACTOR 30
 
 typedef struct {
   pid_t pid;

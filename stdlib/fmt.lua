@@ -6,6 +6,7 @@
 --   fmt.num(v)        a number as Python prints it in reprs: 3, 1.0, 0.1, 1e-05
 --   fmt.pair(p)       a number, or a list as Python's tuple repr: "(3, 3)"
 --   fmt.bool(b)       "True" / "False", as PyTorch's reprs
+--   fmt.unflatten(i, shape)  the 1-based multi-index of flat position i
 local cnn = _G.cnn
 
 local fmt = {}
@@ -34,6 +35,17 @@ end
 
 function fmt.bool(b)
   return b and "True" or "False"
+end
+
+-- 1-based multi-index of the flat 1-based position i in shape s
+-- (gradcheck's and labcheck's reports).
+function fmt.unflatten(i, s)
+  local idx, r = {}, i - 1
+  for d = #s, 1, -1 do
+    idx[d] = r % s[d] + 1
+    r = r // s[d]
+  end
+  return idx
 end
 
 return fmt

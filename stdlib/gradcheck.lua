@@ -55,15 +55,7 @@ local function defaults(x, opts)
          opts.rtol or (f64 and 1e-3 or 1e-2)
 end
 
--- 1-based multi-index of the flat 1-based position i in shape s.
-local function unflatten(i, s)
-  local idx, r = {}, i - 1
-  for d = #s, 1, -1 do
-    idx[d] = r % s[d] + 1
-    r = r // s[d]
-  end
-  return idx
-end
+local unflatten = require("fmt").unflatten
 
 -- Analytical gradients of L w.r.t. every input (zeros where none flows).
 local function analytic(fn, inputs, proj)

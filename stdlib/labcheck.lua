@@ -64,12 +64,7 @@ function M.fn(lab, name)
 end
 
 local function index_str(flat, shape)
-  local idx, r = {}, flat - 1
-  for d = #shape, 1, -1 do
-    idx[d] = r % shape[d] + 1
-    r = r // shape[d]
-  end
-  return "[" .. table.concat(idx, ",") .. "]"
+  return "[" .. table.concat(fmt.unflatten(flat, shape), ",") .. "]"
 end
 
 local function check_shape(got, want, what)

@@ -19,7 +19,10 @@
  * checks, strided arguments, "not supported on cuda yet").
  */
 #include "backend.h"
+#include "strided.h"
+#include "tensor_internal.h"
 
+#include <assert.h>
 #include <dlfcn.h>
 #include <libgen.h>
 #include <limits.h>
@@ -184,12 +187,8 @@ cnn_be_shape cnn_be_shape_of(int ndim, const int64_t *shape) {
 }
 
 cnn_be_arg cnn_be_arg_of(const cnn_tensor *t, const cnn_be_shape *s) {
+  assert(cnn_tensor_valid(t) && s->ndim >= t->ndim);
   cnn_be_arg a = {.ptr = cnn_tensor_data(t)};
-  int lead = s->ndim - t->ndim;
-  for (int d = 0; d < s->ndim; d++) {
-    int td = d - lead;
-    bool bc = td < 0 || (t->shape[td] == 1 && s->shape[d] != 1);
-    a.stride[d] = bc ? 0 : t->stride[td];
-  }
+  cnn_strided_broadcast(s->ndim, t->ndim, t->shape, t->stride, a.stride);
   return a;
 }

@@ -22,8 +22,10 @@
 #include "strided.h"
 #include "tensor_internal.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* ---- strides and offsets --------------------------------------------------- */
 
@@ -372,15 +374,14 @@ cnn_tensor *cnn_to_device_async(cnn_tensor *t, cnn_device dev) {
 }
 
 int cnn_tensor_copy_to_host(const cnn_tensor *t, void *dst) {
-  cnn_tensor *out = cnn_tensor_wrap(NULL, t->ndim, t->shape, t->dtype);
-  if (!out) return -1;
-  cnn_storage fake = {.refcount = 1, .data = dst, .nbytes = cnn_tensor_nbytes(t),
+  /* dst as a contiguous cpu tensor on a borrowed storage, both on the stack */
+  cnn_storage host = {.refcount = 1, .data = dst, .nbytes = cnn_tensor_nbytes(t),
                       .device = CNN_DEVICE_CPU, .borrowed = true};
-  out->storage = &fake;
-  int rc = cnn_copy_raw(out, (cnn_tensor *)t);
-  out->storage = NULL;
-  cnn_tensor_release(out);
-  return rc;
+  cnn_tensor out = {.refcount = 1, .storage = &host, .ndim = t->ndim, .dtype = t->dtype};
+  memcpy(out.shape, t->shape, sizeof out.shape);
+  cnn_set_contiguous_strides(&out);
+  assert(cnn_tensor_valid(&out));
+  return cnn_copy_raw(&out, (cnn_tensor *)t);
 }
 
 /* ---- pinned tensors --------------------------------------------------------------------- */

@@ -12,6 +12,7 @@
 #include "cnn.h"
 #include "tensor_internal.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -137,7 +138,9 @@ void cnn_set_contiguous_strides(cnn_tensor *t) {
 }
 
 /* The invariants of a tensor header (SQLite's style: for assert()s and the
- * unit tests; not yet asserted where headers are made): a live refcount, a known
+ * unit tests; asserted where headers are made -- cnn_tensor_wrap -- and where
+ * a tensor is handed to a kernel -- cnn_be_arg_of; the sanitizer build keeps
+ * assert() on): a live refcount, a known
  * dtype, 0..CNN_MAX_DIMS dims of non-negative sizes, non-negative strides
  * and offset, and every element it can address inside its storage. */
 bool cnn_tensor_valid(const cnn_tensor *t) {
@@ -163,6 +166,7 @@ cnn_tensor *cnn_tensor_wrap(cnn_storage *s, int ndim, const int64_t *shape, cnn_
   t->dtype = dt;
   if (ndim) memcpy(t->shape, shape, ndim * sizeof *shape);
   cnn_set_contiguous_strides(t);
+  assert(!s || cnn_tensor_valid(t));
   return t;
 }
 

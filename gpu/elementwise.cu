@@ -25,11 +25,13 @@
 #include <string.h>
 
 #include "elementwise_ops.h"
+#include "strided.h"
 #include "gpu.h"
 
 /* ---- iteration space --------------------------------------------------------------- */
 
-#define MAXOPS 4
+static_assert(CNN_STRIDED_MAX_OPS >= 4 && CNN_STRIDED_MAX_DIMS == CNN_MAX_DIMS,
+              "core/strided.h sizes the iteration space");
 
 struct Space {
   int nd;
@@ -40,36 +42,16 @@ struct Ptr {
   int64_t st[CNN_MAX_DIMS]; /* element strides */
 };
 
-/* Drop size-1 dims and merge dims contiguous for every operand (as the CPU). */
+/* Drop size-1 dims and merge dims contiguous for every operand: the CPU's
+ * coalescing (core/strided.h), then the pointers of each operand. */
 static void coalesce(const cnn_be_shape *in, const cnn_be_arg *args, int nops, Space *s,
                      Ptr *ptrs) {
-  int nd = 0;
-  int64_t st[MAXOPS][CNN_MAX_DIMS];
+  int64_t st[CNN_STRIDED_MAX_OPS][CNN_STRIDED_MAX_DIMS];
   for (int d = 0; d < in->ndim; d++) {
-    if (in->shape[d] == 1) continue;
-    s->n[nd] = in->shape[d];
-    for (int k = 0; k < nops; k++) st[k][nd] = args[k].stride[d];
-    nd++;
+    s->n[d] = in->shape[d];
+    for (int k = 0; k < nops; k++) st[k][d] = args[k].stride[d];
   }
-  int out = 0;
-  for (int d = 1; d < nd; d++) {
-    bool ok = true;
-    for (int k = 0; k < nops; k++)
-      if (st[k][out] != st[k][d] * s->n[d]) ok = false;
-    if (ok) {
-      s->n[out] *= s->n[d];
-      for (int k = 0; k < nops; k++) st[k][out] = st[k][d];
-    } else {
-      out++;
-      s->n[out] = s->n[d];
-      for (int k = 0; k < nops; k++) st[k][out] = st[k][d];
-    }
-  }
-  s->nd = nd ? out + 1 : 1;
-  if (!nd) {
-    s->n[0] = 1;
-    for (int k = 0; k < nops; k++) st[k][0] = 0;
-  }
+  s->nd = cnn_strided_coalesce(in->ndim, s->n, nops, st);
   for (int k = 0; k < nops; k++) {
     ptrs[k].p = (char *)args[k].ptr;
     for (int d = 0; d < s->nd; d++) ptrs[k].st[d] = st[k][d];

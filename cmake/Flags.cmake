@@ -11,8 +11,5 @@ endif()
 if(CNNSH_SANITIZE)
   add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer
                       -fno-sanitize-recover=undefined)
-  # the sanitizer build also checks core's invariants: assert() stays on
-  # (RelWithDebInfo's -DNDEBUG is undone; the CUDA flags keep theirs)
-  add_compile_options($<$<COMPILE_LANGUAGE:C>:-UNDEBUG>)
   add_link_options(-fsanitize=address,undefined)
 endif()

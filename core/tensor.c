@@ -139,8 +139,8 @@ void cnn_set_contiguous_strides(cnn_tensor *t) {
 
 /* The invariants of a tensor header (SQLite's style: for assert()s and the
  * unit tests; asserted where headers are made -- cnn_tensor_wrap -- and where
- * a tensor is handed to a kernel -- cnn_be_arg_of; the sanitizer build keeps
- * assert() on): a live refcount, a known
+ * a tensor is handed to a kernel -- cnn_be_arg_of; every build keeps assert()
+ * on: CMakeLists.txt's RelWithDebInfo flags leave out -DNDEBUG): a live refcount, a known
  * dtype, 0..CNN_MAX_DIMS dims of non-negative sizes, non-negative strides
  * and offset, and every element it can address inside its storage. */
 bool cnn_tensor_valid(const cnn_tensor *t) {

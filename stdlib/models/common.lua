@@ -17,12 +17,11 @@ local Module = require("nn.module")
 
 local common = {}
 
--- options(fname, opts, defaults, level [, lows]) -> a copy of defaults
+-- options(fname, opts, defaults, level [, ranges]) -> a copy of defaults
 -- overridden by opts; unknown names and ill-typed values are errors at
--- `level`.  Integer options are >= 1 unless lows[name] says otherwise;
--- other numbers lie in [0, 1] (probabilities, multipliers: lows/highs
--- are checked by the caller where they differ).
-function common.options(fname, opts, defaults, level, lows)
+-- `level`.  Integer options are >= 1 and other numbers (probabilities) in
+-- [0, 1] unless ranges[name] = {lo [, hi]} says otherwise.
+function common.options(fname, opts, defaults, level, ranges)
   local known = {}
   for k in pairs(defaults) do known[#known + 1] = k end
   opts = check.options(fname, opts, known, level + 1)
@@ -30,10 +29,11 @@ function common.options(fname, opts, defaults, level, lows)
   for k, d in pairs(defaults) do
     local v = opts[k]
     if v == nil then v = d end
+    local r = ranges and ranges[k]
     if type(d) == "number" and math.type(d) == "integer" then
-      out[k] = check.integer(fname, k, v, level + 1, (lows and lows[k]) or 1)
+      out[k] = check.integer(fname, k, v, level + 1, r and r[1] or 1, r and r[2])
     elseif type(d) == "number" then
-      out[k] = check.number(fname, k, v, level + 1, 0, 1)
+      out[k] = check.number(fname, k, v, level + 1, r and r[1] or 0, r and r[2] or 1)
     elseif type(d) == "boolean" then
       out[k] = check.boolean(fname, k, v, level + 1)
     else

@@ -9,6 +9,7 @@
 --   models.resnet50
 --   models.resnet20                       ResNet-20 for 32x32 (CIFAR-10)
 --   models.cifar_resnet                   the same family at depth 6n + 2
+--   models.mobilenet_v2 models/mobilenet.lua  MobileNetV2
 --
 -- Each constructor takes one options table with torchvision's names
 -- (num_classes, in_channels, ...) and rejects unknown ones.  The module
@@ -20,7 +21,7 @@ local doc = cnn.doc or {}
 
 local models = {}
 
-local files = { "models.lenet", "models.vgg", "models.resnet" }
+local files = { "models.lenet", "models.vgg", "models.resnet", "models.mobilenet" }
 for _, f in ipairs(files) do
   for name, v in pairs(require(f)) do models[name] = v end
 end
@@ -36,6 +37,7 @@ models -- a model zoo with torchvision's layouts, names and parameter counts.
   resnet18{...}, resnet34{...}, resnet50{...}   ImageNet ResNets (11.7M, 21.8M, 25.6M)
   resnet20{num_classes = 10}                    ResNet-20 for 32x32 images (0.27M)
   cifar_resnet{depth = 56}                      the same family at depth 6n + 2
+  mobilenet_v2{num_classes = 1000, width_mult = 1.0}   MobileNetV2 (3.5M)
 Options as torchvision: num_classes (1000 for the ImageNet ones), in_channels (3).
 Weights from PyTorch (a safetensors state dict saved with torchvision's names):
   net = models.resnet18()

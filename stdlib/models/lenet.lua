@@ -34,10 +34,7 @@ local M = { LeNet5 = LeNet5 }
 
 function M.lenet5(opts)
   opts = common.options("models.lenet5", opts, { num_classes = 10, in_channels = 1, padding = 2 }, 2,
-                         { padding = 0 })
-  if opts.padding > 2 then
-    require("check").fail("models.lenet5", "padding", "0 (32x32 input) or 2 (28x28 input)", opts.padding, 2)
-  end
+                         { padding = { 0, 2 } })
   return LeNet5(opts)
 end
 

@@ -1,6 +1,7 @@
 -- models_spec.lua -- the model zoo (stdlib/models/): every model is built,
 -- its parameters counted against the published figure (torchvision's
--- model cards; He et al. for ResNet-20), its module names checked against
+-- model cards, and torchvision itself for the MobileNetV2 widths; He et
+-- al. for ResNet-20), its module names checked against
 -- torchvision's, and a forward and a backward run at a small input size.
 -- The large ones (VGG, ResNet-18 at 224x224 with its MACs) are in
 -- models_slow_spec.lua.
@@ -123,6 +124,41 @@ describe("models.resnet18/34/50", function()
   end)
 end)
 
+describe("models.mobilenet_v2", function()
+  it("has torchvision's parameter counts (3,504,872; width 0.5: 1,968,680; 1.4: 6,108,776)", function()
+    assert.equal(3504872, count(models.mobilenet_v2()))
+    assert.equal(1968680, count(models.mobilenet_v2{ width_mult = 0.5 }))
+    assert.equal(6108776, count(models.mobilenet_v2{ width_mult = 1.4 }))
+    -- a 10-class head: 1280 * 1000 + 1000 becomes 1280 * 10 + 10
+    assert.equal(3504872 - 1281000 + 12810, count(models.mobilenet_v2{ num_classes = 10 }))
+  end)
+
+  -- (at 32x32 the last stages are 1x1, where the gradient of a BatchNorm
+  -- bias upstream of train-mode BatchNorms and 1x1 convs is exactly zero)
+  it("runs forward and backward at 64x64", function()
+    forward_backward(models.mobilenet_v2{ num_classes = 10, width_mult = 0.5 }, { 2, 3, 64, 64 }, 10)
+  end)
+
+  it("has torchvision's names, depthwise convolutions and ReLU6", function()
+    local net = models.mobilenet_v2()
+    -- (cnnsh's 1-based names; PyTorch's are one lower, e.g. features.1.conv.0.0.weight)
+    has_names(net, { "features.1.1.weight", "features.2.conv.1.1.weight", "features.2.conv.2.weight",
+      "features.2.conv.3.running_mean", "features.18.conv.4.running_var",
+      "features.19.2.num_batches_tracked", "classifier.2.weight" })
+    local dw = net.features[3].conv[2][1] -- block 2's 3x3 depthwise conv: 96 groups
+    assert.equal(96, dw.groups)
+    H.assert_shape(dw.weight, { 96, 1, 3, 3 })
+    assert.equal("ReLU6", net.features[1][3].__name)
+    -- residual blocks: stride 1 and same channels (e.g. the second of the 24-channel stage)
+    assert.is_true(net.features[4].use_res_connect)
+    assert.is_false(net.features[3].use_res_connect)
+  end)
+
+  it("rejects a width_mult out of range", function()
+    H.raises(function() models.mobilenet_v2{ width_mult = 0 } end, "models.mobilenet_v2", "width_mult")
+  end)
+end)
+
 describe("models options", function()
   it("rejects unknown and bad options, naming the constructor", function()
     H.raises(function() models.resnet18{ num_class = 10 } end, "models.resnet18", "unknown option 'num_class'")
@@ -144,7 +180,8 @@ describe("models options", function()
   end)
 
   it("are documented", function()
-    for _, name in ipairs({ "lenet5", "vgg11_bn", "vgg16_bn", "resnet18", "resnet34", "resnet50", "resnet20" }) do
+    for _, name in ipairs({ "lenet5", "vgg11_bn", "vgg16_bn", "resnet18", "resnet34", "resnet50", "resnet20",
+                            "cifar_resnet", "mobilenet_v2" }) do
       assert(cnn.doc[models[name]], "no help for models." .. name)
     end
   end)

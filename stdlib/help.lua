@@ -123,7 +123,7 @@ train.fit(net, loader, {epochs = 3}) runs such a loop with a progress bar.]])
 
 -- (models helper) the model zoo, PyTorch weights, fine-tuning
 topic("models", "the model zoo, PyTorch weights, fine-tuning", [[
-> r20 = models.resnet20()            -- also lenet5, vgg11/16_bn, resnet18/34/50, mobilenet_v2
+> r20 = models.resnet20()            -- also lenet5, vgg11/16_bn, resnet18/34/50, mobilenet_v2, unet
 > models.count_parameters(r20)       -- 272474, as published
 > sd = r20:state_dict{torch = true}  -- PyTorch's names: "layer1.0.conv1.weight"
 > r20:load_state_dict(sd, {torch = true})

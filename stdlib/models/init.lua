@@ -10,6 +10,7 @@
 --   models.resnet20                       ResNet-20 for 32x32 (CIFAR-10)
 --   models.cifar_resnet                   the same family at depth 6n + 2
 --   models.mobilenet_v2 models/mobilenet.lua  MobileNetV2
+--   models.unet        models/unet.lua    a small U-Net (segmentation)
 --
 -- Each constructor takes one options table with torchvision's names
 -- (num_classes, in_channels, ...) and rejects unknown ones.  The module
@@ -21,7 +22,7 @@ local doc = cnn.doc or {}
 
 local models = {}
 
-local files = { "models.lenet", "models.vgg", "models.resnet", "models.mobilenet" }
+local files = { "models.lenet", "models.vgg", "models.resnet", "models.mobilenet", "models.unet" }
 for _, f in ipairs(files) do
   for name, v in pairs(require(f)) do models[name] = v end
 end
@@ -38,6 +39,7 @@ models -- a model zoo with torchvision's layouts, names and parameter counts.
   resnet20{num_classes = 10}                    ResNet-20 for 32x32 images (0.27M)
   cifar_resnet{depth = 56}                      the same family at depth 6n + 2
   mobilenet_v2{num_classes = 1000, width_mult = 1.0}   MobileNetV2 (3.5M)
+  unet{in_channels = 1, num_classes = 2, base_channels = 16, depth = 3}   a small U-Net (0.48M)
 Options as torchvision: num_classes (1000 for the ImageNet ones), in_channels (3).
 Weights from PyTorch (a safetensors state dict saved with torchvision's names):
   net = models.resnet18()

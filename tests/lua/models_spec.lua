@@ -159,6 +159,40 @@ describe("models.mobilenet_v2", function()
   end)
 end)
 
+describe("models.unet", function()
+  -- DoubleConv(a, b) without biases: 9ab + 9bb weights and 2 BatchNorms of 2b
+  local function double_conv(a, b) return 9 * a * b + 9 * b * b + 4 * b end
+  -- Up(a): ConvTranspose2d(a, a/2, 2) with bias, then DoubleConv(a, a/2)
+  local function up(a) return a * (a // 2) * 4 + a // 2 + double_conv(a, a // 2) end
+
+  it("has the parameters counted by hand (482,466; the paper's size 31,037,698)", function()
+    local small = double_conv(1, 16) + double_conv(16, 32) + double_conv(32, 64) + double_conv(64, 128)
+                  + up(128) + up(64) + up(32) + 16 * 2 + 2
+    assert.equal(482466, small)
+    assert.equal(small, count(models.unet()))
+    local paper = double_conv(3, 64) + double_conv(64, 128) + double_conv(128, 256) + double_conv(256, 512)
+                  + double_conv(512, 1024) + up(1024) + up(512) + up(256) + up(128) + 64 * 2 + 2
+    assert.equal(31037698, paper)
+    assert.equal(paper, count(models.unet{ in_channels = 3, base_channels = 64, depth = 4 }))
+  end)
+
+  it("gives one score per class and pixel; forward and backward", function()
+    local net = models.unet{ num_classes = 3, base_channels = 4, depth = 2 }
+    cnn.manual_seed(2)
+    local out = net(cnn.randn(2, 1, 16, 12))
+    H.assert_shape(out, { 2, 3, 16, 12 })
+    local loss = F.cross_entropy(out, cnn.randint(1, 3, { 2, 16, 12 }))
+    loss:backward()
+    for name, p in net:named_parameters() do assert(p.grad ~= nil, name .. " got no gradient") end
+    H.assert_shape(net.up1.up.weight.grad, { 16, 8, 2, 2 })
+  end)
+
+  it("refuses a size not divisible by 2^depth, naming it", function()
+    H.raises(function() models.unet()(cnn.randn(1, 1, 20, 16)) end, "1x1x20x16", "divisible by 8")
+    H.raises(function() models.unet{ depth = 0 } end, "models.unet", "depth")
+  end)
+end)
+
 describe("models options", function()
   it("rejects unknown and bad options, naming the constructor", function()
     H.raises(function() models.resnet18{ num_class = 10 } end, "models.resnet18", "unknown option 'num_class'")
@@ -181,7 +215,7 @@ describe("models options", function()
 
   it("are documented", function()
     for _, name in ipairs({ "lenet5", "vgg11_bn", "vgg16_bn", "resnet18", "resnet34", "resnet50", "resnet20",
-                            "cifar_resnet", "mobilenet_v2" }) do
+                            "cifar_resnet", "mobilenet_v2", "unet" }) do
       assert(cnn.doc[models[name]], "no help for models." .. name)
     end
   end)

@@ -2,8 +2,8 @@
 --
 -- The fixtures in tests/fixtures/ were written BY HAND by
 -- make_torch_fixture.py with PyTorch and torchvision (never run here): the
--- state dicts of a LeNet-5 and of a ResNet-8 built from torchvision's
--- BasicBlock (safetensors' save_file(model.state_dict()): 0-based
+-- state dicts of a LeNet-5, of a small U-Net and of a ResNet-8 built from
+-- torchvision's BasicBlock (safetensors' save_file(model.state_dict()): 0-based
 -- Sequential indices, 0-d int64 num_batches_tracked), inputs, and
 -- PyTorch's outputs.  Loading them into models.lenet5() and
 -- models.cifar_resnet{depth = 8} must give PyTorch's outputs; the name
@@ -118,6 +118,14 @@ describe("a state dict saved by PyTorch", function()
     H.assert_close(out, io_.resnet_train_output, 1e-4, 1e-4, "ResNet-8 train output")
     H.assert_close(net.bn1.running_var, io_.resnet_bn1_running_var_after, 1e-5, 1e-5, "bn1.running_var")
     assert.equal(8, net.bn1.num_batches_tracked:item())
+  end)
+
+  it("loads into models.unet: transposed convolutions and skip concatenation as PyTorch's", function()
+    local net = models.unet{ num_classes = 3, base_channels = 4, depth = 2 }
+    net:load_state_dict(cnn.load(FIX .. "torch_unet.safetensors"), { torch = true })
+    net:eval()
+    local out = cnn.no_grad(function() return net(io_.unet_input) end)
+    H.assert_close(out, io_.unet_output, 1e-5, 1e-5, "U-Net output")
   end)
 
   it("into the wrong model, every offending key is listed", function()

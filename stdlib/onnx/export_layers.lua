@@ -17,8 +17,15 @@ local function pair(v)
   return { v[1], v[2] }
 end
 
--- cnnsh conv padding (a number, {h, w} or {top, bottom, left, right}) -> ONNX pads
-local function conv_pads(p)
+-- cnnsh conv padding (a number, {h, w}, {top, bottom, left, right}, or
+-- 'valid'/'same' for kernel k and dilation d) -> ONNX pads
+local function conv_pads(p, k, d)
+  if p == "valid" then return { 0, 0, 0, 0 } end
+  if p == "same" then -- PyTorch's split: the odd pixel to the bottom/right (issue 13)
+    local dd, t = pair(d), {}
+    for i = 1, 2 do t[i] = dd[i] * (k[i] - 1) end
+    return { t[1] // 2, t[2] // 2, t[1] - t[1] // 2, t[2] - t[2] // 2 }
+  end
   if type(p) == "table" and #p == 4 then return { p[1], p[3], p[2], p[4] } end
   local h, w = table.unpack(pair(p))
   return { h, w, h, w }
@@ -26,10 +33,13 @@ end
 
 -- The Conv node of conv layer m over the ONNX names xn (input) and wn (weight).
 local function conv_node(g, m, xn, wn)
+  if m.padding_mode and m.padding_mode ~= "zeros" then
+    g:fail("layer %s: Conv2d with padding_mode '%s' has no ONNX export here", g:layer_path(), m.padding_mode)
+  end
   local ins = { xn, wn }
   if m.bias then ins[3] = g:name_of(m.bias) end
   return g:node("Conv", ins, {
-    kernel_shape = m.kernel_size, strides = pair(m.stride), pads = conv_pads(m.padding),
+    kernel_shape = m.kernel_size, strides = pair(m.stride), pads = conv_pads(m.padding, m.kernel_size, m.dilation),
     dilations = pair(m.dilation), group = m.groups })
 end
 
@@ -47,6 +57,31 @@ local function linear_nodes(g, m, x, xn, wn)
   local y = g:node("MatMul", { xn, g:node("Transpose", { wn }, { perm = { 1, 0 } }) })
   if m.bias then y = g:node("Add", { y, g:name_of(m.bias) }) end
   return y
+end
+
+-- issue 13: Conv1d -> Conv over one spatial dim
+function L.Conv1d(g, m, out, x)
+  if m.padding_mode ~= "zeros" then
+    g:fail("layer %s: Conv1d with padding_mode '%s' has no ONNX export here", g:layer_path(), m.padding_mode)
+  end
+  local one = function(v) return type(v) == "table" and v[1] or v end
+  local k, d, p = m.kernel_size[1], one(m.dilation), m.padding
+  local pads = p == "valid" and { 0, 0 } or p == "same" and { d * (k - 1) // 2, d * (k - 1) - d * (k - 1) // 2 }
+               or { one(p), one(p) }
+  local ins = { g:name_of(x), g:name_of(m.weight) }
+  if m.bias then ins[3] = g:name_of(m.bias) end
+  g:bind(out, g:node("Conv", ins, { kernel_shape = { k }, strides = { one(m.stride) }, pads = pads,
+                                    dilations = { d }, group = m.groups }))
+end
+
+-- issue 13: ConvTranspose2d -> ConvTranspose (symmetric pads, output_padding)
+function L.ConvTranspose2d(g, m, out, x)
+  local ins = { g:name_of(x), g:name_of(m.weight) }
+  if m.bias then ins[3] = g:name_of(m.bias) end
+  local p = pair(m.padding)
+  g:bind(out, g:node("ConvTranspose", ins, {
+    kernel_shape = m.kernel_size, strides = pair(m.stride), pads = { p[1], p[2], p[1], p[2] },
+    output_padding = pair(m.output_padding), dilations = pair(m.dilation), group = m.groups }))
 end
 
 function L.Linear(g, m, out, x)
@@ -103,12 +138,9 @@ L.LogSoftmax = softmax("LogSoftmax")
 function L.MaxPool2d(g, m, out, x)
   if m.return_indices then g:fail("layer %s: MaxPool2d with return_indices has no ONNX export here", g:layer_path()) end
   local p, d = pair(m.padding), pair(m.dilation or 1)
-  if d[1] ~= 1 or d[2] ~= 1 then -- F.max_pool2d computes without dilation: no export that agrees
-    g:fail("layer %s: MaxPool2d with dilation has no export (F.max_pool2d does not apply dilation)", g:layer_path())
-  end
   g:bind(out, g:node("MaxPool", { g:name_of(x) }, {
     kernel_shape = pair(m.kernel_size), strides = pair(m.stride), pads = { p[1], p[2], p[1], p[2] },
-    ceil_mode = m.ceil_mode and 1 or 0 }))
+    dilations = d, ceil_mode = m.ceil_mode and 1 or 0 }))
 end
 
 function L.AvgPool2d(g, m, out, x)

@@ -141,6 +141,15 @@ function FUNCS.conv2d(g, out, x, w, b, o)
   layers.Conv2d(g, m, out, x)
 end
 
+-- issue 13: F.conv_transpose2d as nn.ConvTranspose2d's exporter
+function FUNCS.conv_transpose2d(g, out, x, w, b, o)
+  o = o or {}
+  local m = { weight = w, bias = b, kernel_size = { w:size(3), w:size(4) }, stride = o.stride or 1,
+              padding = o.padding or 0, output_padding = o.output_padding or 0, dilation = o.dilation or 1,
+              groups = o.groups or 1 }
+  layers.ConvTranspose2d(g, m, out, x)
+end
+
 function FUNCS.max_pool2d(g, out, x, k, o)
   o = o or {}
   layers.MaxPool2d(g, { kernel_size = k, stride = o.stride or k, padding = o.padding or 0,

@@ -88,8 +88,59 @@ function ops.Conv(node, x, w, b)
   return y
 end
 
-unsupported.ConvTranspose = function()
-  return "ConvTranspose: cnnsh has no transposed convolution (nn.ConvTranspose2d) yet"
+-- ConvTranspose (issue 13).  The pads of ONNX (begins, ends; from auto_pad
+-- or output_shape as the spec says) may be asymmetric and output_padding
+-- any size, so the general case is the full transposed convolution
+-- (padding 0) with its begins cropped and its ends cropped or zero-padded
+-- by one F.pad, then the bias; symmetric pads and a small output_padding
+-- take F.conv_transpose2d directly.
+local function convtranspose_pads(node, x, k, strides, dil, outpad)
+  local nsp = #k
+  local shape = attr(node, "output_shape", nil)
+  local mode = attr(node, "auto_pad", "NOTSET")
+  if not shape and mode == "NOTSET" then return attr(node, "pads", ones_list(2 * nsp, 0)) end
+  if mode == "VALID" and not shape then return ones_list(2 * nsp, 0) end
+  local pads = {}
+  for i = 1, nsp do
+    local full = strides[i] * (x:size(2 + i) - 1) + outpad[i] + (k[i] - 1) * dil[i] + 1
+    local want = shape and shape[#shape - nsp + i] or x:size(2 + i) * strides[i]
+    local total = full - want -- negative: rows added at the end (zeros, then the bias)
+    if total < 0 then pads[i], pads[i + nsp] = 0, total
+    elseif mode == "SAME_UPPER" then pads[i], pads[i + nsp] = total // 2, total - total // 2
+    else pads[i], pads[i + nsp] = total - total // 2, total // 2 end
+  end
+  return pads
+end
+
+local function convtranspose_2d(x, w, b, strides, dil, group, p, op)
+  local symmetric = p[1] == p[3] and p[2] == p[4]
+  local small = (op[1] < strides[1] or op[1] < dil[1]) and (op[2] < strides[2] or op[2] < dil[2])
+  local o = { stride = strides, dilation = dil, groups = group }
+  if symmetric and small then
+    o.padding, o.output_padding = { p[1], p[2] }, op
+    return F.conv_transpose2d(x, w, b, o)
+  end
+  local y = F.pad(F.conv_transpose2d(x, w, nil, o), { -p[2], op[2] - p[4], -p[1], op[1] - p[3] }, 0)
+  if b then y = y + b:view(1, b:numel(), 1, 1) end
+  return y
+end
+
+function ops.ConvTranspose(node, x, w, b)
+  local nsp = x:dim() - 2
+  if nsp ~= 1 and nsp ~= 2 then
+    not_supported(node, "only 1-D and 2-D transposed convolutions run (input %s)", table.concat(x.shape, "x"))
+  end
+  local k = { table.unpack(w.shape, 3) }
+  local strides = attr(node, "strides", ones_list(nsp))
+  local dil = attr(node, "dilations", ones_list(nsp))
+  local op = attr(node, "output_padding", ones_list(nsp, 0))
+  local p = convtranspose_pads(node, x, k, strides, dil, op)
+  if nsp == 1 then
+    local y = convtranspose_2d(x:unsqueeze(3), w:unsqueeze(3), b, { 1, strides[1] }, { 1, dil[1] },
+                               attr(node, "group", 1), { 0, p[1], 0, p[2] }, { 0, op[1] })
+    return y:squeeze(3)
+  end
+  return convtranspose_2d(x, w, b, strides, dil, attr(node, "group", 1), p, op)
 end
 
 -- ---- matrix products -------------------------------------------------------------------
@@ -155,9 +206,6 @@ function ops.MaxPool(node, x)
 end
 unsupported.MaxPool = function(node)
   if #node.outputs > 1 then return "MaxPool: the Indices output is not supported" end
-  for _, v in ipairs(attr(node, "dilations", {})) do
-    if v ~= 1 then return "MaxPool: dilations are not supported (F.max_pool2d has none)" end
-  end
   if attr(node, "storage_order", 0) ~= 0 then return "MaxPool: storage_order = 1 is not supported" end
 end
 
@@ -297,13 +345,22 @@ local function pad_list(node, x, pads, axes)
   return out
 end
 
+-- ONNX Pad modes as F.pad's (issue 13: reflect, edge, wrap)
+local PAD_MODES = { constant = "constant", reflect = "reflect", edge = "replicate", wrap = "circular" }
+
 function ops.Pad(node, x, pads, value, axes)
-  local v = value and value:item() or attr(node, "value", 0.0)
-  return F.pad(x, pad_list(node, x, pads, axes), v)
+  local mode = PAD_MODES[attr(node, "mode", "constant")]
+  local list = pad_list(node, x, pads, axes)
+  if mode == "constant" then
+    return F.pad(x, list, value and value:item() or attr(node, "value", 0.0))
+  end
+  -- the non-constant modes pad only the last dims: drop the leading dims' zeros
+  while #list > 2 and list[#list] == 0 and list[#list - 1] == 0 do list[#list], list[#list - 1] = nil, nil end
+  return F.pad(x, list, mode)
 end
 unsupported.Pad = function(node)
   local mode = attr(node, "mode", "constant")
-  if mode ~= "constant" then return "Pad: mode '" .. mode .. "' is not supported (only 'constant')" end
+  if not PAD_MODES[mode] then return "Pad: mode '" .. mode .. "' is not supported" end
 end
 
 function ops.Dropout(node, x, ratio, training)

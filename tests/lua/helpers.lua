@@ -7,6 +7,13 @@
 
 local H = {}
 
+-- The op types of an ONNX file's nodes, comma-separated ("Conv,Relu,...").
+function H.onnx_op_types(path)
+  local ops = {}
+  for _, n in ipairs(cnn.io.onnx_read(path).nodes) do ops[#ops + 1] = n.op_type end
+  return table.concat(ops, ",")
+end
+
 -- Flatten a number, nested table or tensor into a flat Lua list.
 function H.flat(v, out)
   out = out or {}

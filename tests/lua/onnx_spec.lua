@@ -21,11 +21,7 @@ local function assert_close(a, b, atol)
   assert(ok, msg)
 end
 
-local function op_types(path)
-  local ops = {}
-  for _, n in ipairs(cnn.io.onnx_read(path).nodes) do ops[#ops + 1] = n.op_type end
-  return table.concat(ops, ",")
-end
+local op_types = H.onnx_op_types
 
 local function trained_cnn()
   cnn.manual_seed(7)

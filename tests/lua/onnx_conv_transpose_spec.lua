@@ -1,0 +1,74 @@
+-- onnx_conv_transpose_spec.lua -- issue 13's layers through cnn.onnx.export
+-- and cnn.onnx.load: ConvTranspose2d (and F.conv_transpose2d) export as
+-- ConvTranspose, MaxPool2d with dilation as MaxPool with dilations, a
+-- Conv2d with padding = 'same' as Conv with explicit pads, Conv1d as a 1-D
+-- Conv; each file passes
+-- the ONNX checker (python3-onnx; pending when missing) and loads back into
+-- a model that gives the network's outputs on another batch size.  The
+-- loader's ConvTranspose, MaxPool dilations and Pad modes are checked
+-- against the ONNX test data by tests/onnx/conformance.lua.
+local H = require("helpers")
+
+local TMP = os.getenv("CNNSH_TEST_TMP") or "/tmp"
+local PY = "/usr/bin/python3"
+
+local function tmp(name) return TMP .. "/onnx_ct_spec_" .. name .. ".onnx" end
+
+local function assert_checked(path)
+  if os.execute(PY .. " -c 'import onnx' 2>/dev/null") ~= true then
+    pending("python3-onnx is missing: onnx.checker not run (apt install python3-onnx)")
+    return
+  end
+  local p = io.popen(PY .. " -c \"import onnx, sys; onnx.checker.check_model(onnx.load(sys.argv[1]), full_check=True)\" "
+                     .. path .. " 2>&1")
+  local out = p:read("a")
+  assert(p:close(), "onnx.checker rejected " .. path .. ": " .. out)
+end
+
+local op_types = H.onnx_op_types
+
+local function round_trip(net, example, x, name, want_ops)
+  local path = tmp(name)
+  cnn.onnx.export(net, example, path, { dynamic_batch = true })
+  assert_checked(path)
+  assert.are.equal(want_ops, op_types(path))
+  local ok, msg = H.compare(cnn.onnx.load(path)(x), net(x), 1e-5, 1e-5)
+  assert(ok, msg)
+end
+
+describe("ONNX export of issue 13's layers", function()
+  it("ConvTranspose2d (stride, padding, output_padding, dilation, groups) and a dilated MaxPool2d", function()
+    cnn.manual_seed(5)
+    local net = nn.Sequential(
+      nn.ConvTranspose2d(4, 6, 3, { stride = 2, padding = 1, output_padding = 1, groups = 2 }), nn.ReLU(),
+      nn.ConvTranspose2d(6, 3, { 2, 3 }, { stride = { 1, 2 }, dilation = { 2, 1 }, bias = false }),
+      nn.MaxPool2d(3, { stride = 1, dilation = 2, padding = 1 })):eval()
+    round_trip(net, cnn.randn(2, 4, 5, 4), cnn.randn(3, 4, 5, 4), "ct", "ConvTranspose,Relu,ConvTranspose,MaxPool,Identity")
+  end)
+
+  it("F.conv_transpose2d in a custom forward", function()
+    local Up = nn.Module:extend("Up")
+    function Up:init() self:register_parameter("w", cnn.randn(3, 2, 2, 2)) end
+    function Up:forward(x) return F.conv_transpose2d(x, self.w, nil, { stride = 2 }) end
+    round_trip(Up():eval(), cnn.randn(1, 3, 4, 4), cnn.randn(2, 3, 4, 4), "fct", "ConvTranspose,Identity")
+  end)
+
+  it("Conv2d with padding = 'same' and 'valid'", function()
+    local net = nn.Sequential(nn.Conv2d(2, 3, { 4, 3 }, { padding = "same", dilation = { 1, 2 } }),
+                              nn.Conv2d(3, 2, 3, { padding = "valid" })):eval()
+    round_trip(net, cnn.randn(1, 2, 7, 8), cnn.randn(2, 2, 7, 8), "same", "Conv,Conv,Identity")
+  end)
+
+  it("Conv1d (padding 'same', dilation, groups) as a 1-D Conv", function()
+    local net = nn.Sequential(nn.Conv1d(4, 6, 4, { padding = "same", dilation = 2, groups = 2 }), nn.ReLU(),
+                              nn.Conv1d(6, 2, 3, { stride = 2, padding = 1 })):eval()
+    round_trip(net, cnn.randn(1, 4, 11), cnn.randn(3, 4, 11), "c1", "Conv,Relu,Conv,Identity")
+  end)
+
+  it("refuses a padding_mode it cannot express", function()
+    local ok, err = pcall(cnn.onnx.export, nn.Conv2d(1, 1, 3, { padding = 1, padding_mode = "reflect" }),
+                          cnn.randn(1, 1, 5, 5), tmp("refl"))
+    assert.is_false(ok)
+    assert.truthy(err:find("padding_mode 'reflect'", 1, true), err)
+  end)
+end)

@@ -43,12 +43,8 @@ local train_loader = data.DataLoader(train_set, { batch_size = args["batch-size"
 local test_loader = data.DataLoader(test_set, { batch_size = 1000 })
 
 -- ---- the network ---------------------------------------------------------------------
-local net = nn.Sequential(
-  nn.Conv2d(1, 32, 3, { padding = 1 }), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),  -- 32x14x14
-  nn.Conv2d(32, 64, 3, { padding = 1 }), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(2), -- 64x7x7
-  nn.Flatten(),
-  nn.Linear(64 * 7 * 7, 128), nn.ReLU(), nn.Dropout(args.dropout),
-  nn.Linear(128, 10))
+-- two conv blocks (32x14x14, 64x7x7), then 128 hidden units: examples/fmnist_net.lua
+local net = dofile(((arg and arg[0] or ""):match("^(.*/)") or "") .. "fmnist_net.lua")(args.dropout)
 print(net)
 
 local opt = optim.Adam(net:parameters(), { lr = args.lr })

@@ -3,7 +3,7 @@
 --
 --   cnnsh tests/examples/run_example.lua EXAMPLES_DIR NAME OUT_DIR
 --
--- NAME is quickstart, fashion_mnist, inspect, deploy, image_folder, cifar10_resnet or finetune.  The driver sets `arg` as
+-- NAME is quickstart, fashion_mnist, inspect, deploy, predict, image_folder, cifar10_resnet or finetune.  The driver sets `arg` as
 -- the command line would, runs the example with dofile() in this state,
 -- then checks its output with independent means:
 --   quickstart     its printed test accuracy is at least 60% (10 classes:
@@ -13,10 +13,14 @@
 --                  the same architecture (strict load_state_dict), and that
 --                  network classifies 1,000 test images better than chance
 --                  (> 25%; ~40% after 512 images); epoch and RNG state are there
---   deploy         trains 512 images (no checkpoint), fuses, exports, loads
---                  the ONNX file back: the three accuracies on 1,000 test
---                  images beat chance and agree within 0.3 points; the
---                  file reads back with a dynamic batch dim
+--   deploy         trains 512 images (no checkpoint), fuses, quantizes,
+--                  exports both, loads them back: on 1,000 test images fp32
+--                  beats chance, fused and ONNX agree within 0.3 points,
+--                  bf16 and int8 within 1 of fp32; both files read back
+--                  with a dynamic batch dim
+--   predict        classifies 3 test images written as PNG with a saved
+--                  (untrained) network: the classes printed are those the
+--                  network gives the same images taken from the dataset
 --   inspect        20 steps; both PNG files it writes are fresh, readable
 --                  and of a plausible size
 -- Outputs from an earlier run are deleted first, so a stale file never
@@ -157,20 +161,64 @@ end
 
 function checks.deploy()
   if not have_fmnist() then os.exit(77) end
-  local onnx_path = out .. "/deploy_example.onnx"
+  local onnx_path, int8_path = out .. "/deploy_example.onnx", out .. "/deploy_example_int8.onnx"
   os.remove(onnx_path)
+  os.remove(int8_path)
   local text = run("deploy.lua", { "--train-subset", "512", "--test", "1000", "--out", onnx_path,
+                                   "--out-int8", int8_path, "--calibration", "256", "--batch1", "5",
                                    "--checkpoint", out .. "/no_checkpoint.safetensors" })
   local acc = {}
-  for name, a in text:gmatch("\n([%w %(%),]-)%s+([%d.]+)%%") do acc[#acc + 1] = tonumber(a) end
-  assert(#acc == 3, "deploy printed " .. #acc .. " accuracies, expected 3 (fp32, fused, ONNX)")
+  for a in text:gmatch("%s([%d.]+)%%") do acc[#acc + 1] = tonumber(a) end
+  assert(#acc == 6, "deploy printed " .. #acc .. " accuracies, expected 6 (fp32, fused, bf16, int8, 2 x ONNX)")
   assert(acc[1] > 25, ("deploy: accuracy %.2f%% after 512 images"):format(acc[1]))
+  local function near(i, j, tol, what)
+    assert(math.abs(acc[i] - acc[j]) <= tol, ("deploy: %s %.2f%% vs %.2f%%"):format(what, acc[i], acc[j]))
+  end
   -- folding changes the float rounding only: the predictions agree
-  assert(math.abs(acc[2] - acc[1]) <= 0.3 and math.abs(acc[3] - acc[2]) <= 0.3,
-         ("deploy: accuracies %.2f / %.2f / %.2f differ"):format(acc[1], acc[2], acc[3]))
-  local model = cnn.io.onnx_read(onnx_path) -- the exported file is there and reads back
-  assert(#model.nodes > 0 and model.inputs[1].shape[1] == "batch", "deploy: the ONNX file lacks its graph")
-  os.remove(onnx_path)
+  near(2, 1, 0.3, "fused vs fp32")
+  near(5, 2, 0.3, "ONNX fused vs fused")
+  near(3, 1, 1, "bf16 vs fp32")
+  near(4, 1, 1, "int8 vs fp32")
+  near(6, 4, 0.3, "ONNX int8 (QDQ in float) vs int8")
+  for _, path in ipairs({ onnx_path, int8_path }) do -- the files are there and read back
+    local model = cnn.io.onnx_read(path)
+    assert(#model.nodes > 0 and model.inputs[1].shape[1] == "batch", "deploy: " .. path .. " lacks its graph")
+    os.remove(path)
+  end
+end
+
+-- predict: a network saved as fashion_mnist.lua saves it, three test images
+-- written as PNG; each printed class is the one the network gives the same
+-- image taken from the dataset (not through PNG files)
+function checks.predict()
+  if not have_fmnist() then os.exit(77) end
+  cnn.manual_seed(2)
+  local net = dofile(examples .. "/fmnist_net.lua")()
+  local model = out .. "/predict_model.safetensors"
+  cnn.save(model, { model = net:state_dict() })
+  net:eval()
+  local test = data.FashionMNIST{ train = false }
+  local normalize = data.transforms.Normalize(0.2860, 0.3530)
+  local files, want = {}, {}
+  for k = 1, 3 do
+    files[k] = out .. "/predict_" .. k .. ".png"
+    cnn.io.write_png(files[k], test.images[k])
+    local x = normalize(test.images[k]:float() / 255):view(1, 1, 28, 28)
+    local class = cnn.no_grad(function() return net(x):argmax(2):item() end)
+    want[k] = test.classes[class]
+  end
+  local text = run("predict.lua", { model, files[1], files[2], files[3] })
+  local k = 0
+  for line in text:gmatch("[^\n]+") do
+    k = k + 1
+    local file, class, p = line:match("^(%S+)%s+(.-)%s+([%d.]+)%%$")
+    assert(file == files[k], "predict: line " .. k .. " is '" .. line .. "'")
+    assert(class == want[k], ("predict: %s classified as %s, the network says %s"):format(file, class, want[k]))
+    assert(tonumber(p) > 0 and tonumber(p) <= 100, "predict: probability " .. p)
+    os.remove(file)
+  end
+  assert(k == 3, "predict printed " .. k .. " lines for 3 images")
+  os.remove(model)
 end
 
 function checks.inspect()

@@ -438,6 +438,20 @@ cnn_tensor *cnn_mse_loss(cnn_tensor *x, cnn_tensor *y, cnn_reduction red);
  * element's loss) are optional and broadcast to x's shape, as PyTorch's */
 cnn_tensor *cnn_bce_with_logits(cnn_tensor *x, cnn_tensor *y, cnn_tensor *pos_weight,
                                 cnn_tensor *weight, cnn_reduction red);
+/* Losses of issue 13 (helper "act"), composed of differentiable ops
+ * (core/ops/loss_composed.c), PyTorch's definitions and defaults:
+ * x and y broadcast; kl_div takes log-probabilities x and, with batchmean
+ * (red must be SUM), divides the sum by x's first size; binary_cross_entropy
+ * takes probabilities in [0, 1] and a target of x's shape; cross_entropy_probs
+ * takes a probability target of x's shape (classes at dim 1, or 0 for 1-D x)
+ * and a per-class weight. */
+cnn_tensor *cnn_l1_loss(cnn_tensor *x, cnn_tensor *y, cnn_reduction red);
+cnn_tensor *cnn_smooth_l1_loss(cnn_tensor *x, cnn_tensor *y, cnn_reduction red, double beta);
+cnn_tensor *cnn_huber_loss(cnn_tensor *x, cnn_tensor *y, cnn_reduction red, double delta);
+cnn_tensor *cnn_kl_div(cnn_tensor *x, cnn_tensor *t, cnn_reduction red, bool batchmean, bool log_target);
+cnn_tensor *cnn_binary_cross_entropy(cnn_tensor *x, cnn_tensor *y, cnn_tensor *weight, cnn_reduction red);
+cnn_tensor *cnn_cross_entropy_probs(cnn_tensor *x, cnn_tensor *t, cnn_tensor *weight, cnn_reduction red,
+                                    double label_smoothing);
 
 /* ---- fused optimizer updates (ops/optim.c) -------------------------------------
  * In place, never recorded by autograd; torch.optim's formulas (see

@@ -1,6 +1,8 @@
 /*
  * losses.c -- F.cross_entropy, F.nll_loss, F.mse_loss,
- * F.binary_cross_entropy_with_logits.
+ * F.binary_cross_entropy_with_logits; and (issue 13) F.l1_loss,
+ * F.smooth_l1_loss, F.huber_loss, F.kl_div, F.binary_cross_entropy, and
+ * F.cross_entropy with a float probability target of the input's shape.
  *
  * Class targets are int64 labels 1..C at this layer (DESIGN.md); core
  * takes 0-based labels.  class_targets() makes the 0-based copy on the CPU,
@@ -99,6 +101,8 @@ static ignore_spec ignore_of(lua_State *L, int opts, const cnn_tensor *input) {
   return ig;
 }
 
+static int cross_entropy_probs(lua_State *L, int opts, cnn_reduction red, double ls, cnn_tensor *w);
+
 /* F.cross_entropy(logits, target [, {weight=, reduction='mean', label_smoothing=0, ignore_index=}]) */
 static int f_cross_entropy(lua_State *L) {
   cnn_tensor *x = cnn_lua_check_tensor(L, 1);
@@ -108,6 +112,8 @@ static int f_cross_entropy(lua_State *L) {
   double ls = cnn_lua_opt_number(L, opts, "label_smoothing", 0);
   if (!(ls >= 0 && ls <= 1)) return cnn_lua_fail(L, "cross_entropy: label_smoothing must be in [0, 1], got %g", ls);
   cnn_tensor *w = opt_tensor_field(L, opts, "cross_entropy", "weight");
+  if (cnn_lua_to_tensor(L, 2) && cnn_dtype_is_float(cnn_lua_to_tensor(L, 2)->dtype))
+    return cross_entropy_probs(L, opts, red, ls, w); /* issue 13 */
   ignore_spec ig = ignore_of(L, opts, x);
   cnn_tensor *t = class_targets(L, 2, "cross_entropy", x, &ig);
   cnn_tensor *r = cnn_cross_entropy(x, t, w, red, ls, ig.core_ignore);
@@ -148,9 +154,83 @@ static int f_bce_with_logits(lua_State *L) {
   return cnn_lua_push_result(L, cnn_bce_with_logits(x, y, pw, w, red));
 }
 
+/* ---- losses of issue 13 (helper "act") ------------------------------------------------------ */
+
+/* probability targets: float, the input's shape; ignore_index has no meaning (PyTorch refuses it) */
+static int cross_entropy_probs(lua_State *L, int opts, cnn_reduction red, double ls, cnn_tensor *w) {
+  if (opts && lua_getfield(L, opts, "ignore_index") != LUA_TNIL)
+    return cnn_lua_fail(L, "cross_entropy: ignore_index is not supported with probability (float) targets");
+  cnn_tensor *x = cnn_lua_check_tensor(L, 1), *t = cnn_lua_check_tensor(L, 2);
+  if (!cnn_same_shape(x, t)) {
+    char a[CNN_SHAPE_STR], b[CNN_SHAPE_STR];
+    return cnn_lua_fail(L, "cross_entropy: target must be int64 class labels 1..C (use :long()) or %s class "
+                        "probabilities of the input's shape %s, got %s %s", cnn_dtype_name(t->dtype),
+                        cnn_tensor_shape_str(x, a), cnn_dtype_name(t->dtype), cnn_tensor_shape_str(t, b));
+  }
+  return cnn_lua_push_result(L, cnn_cross_entropy_probs(x, t, w, red, ls));
+}
+
+/* F.l1_loss(x, y [, {reduction='mean'}]) */
+static int f_l1_loss(lua_State *L) {
+  cnn_tensor *x = cnn_lua_check_tensor(L, 1), *y = cnn_lua_check_tensor(L, 2);
+  static const char *const known[] = {"reduction", NULL};
+  cnn_reduction red = reduction_of(L, trailing_opts(L, 3, "F.l1_loss", known), "l1_loss");
+  return cnn_lua_push_result(L, cnn_l1_loss(x, y, red));
+}
+
+/* F.smooth_l1_loss(x, y [, {reduction='mean', beta=1}]) */
+static int f_smooth_l1_loss(lua_State *L) {
+  cnn_tensor *x = cnn_lua_check_tensor(L, 1), *y = cnn_lua_check_tensor(L, 2);
+  static const char *const known[] = {"beta", "reduction", NULL};
+  int opts = trailing_opts(L, 3, "F.smooth_l1_loss", known);
+  cnn_reduction red = reduction_of(L, opts, "smooth_l1_loss");
+  double beta = cnn_lua_opt_number(L, opts, "beta", 1.0);
+  return cnn_lua_push_result(L, cnn_smooth_l1_loss(x, y, red, beta));
+}
+
+/* F.huber_loss(x, y [, {reduction='mean', delta=1}]) */
+static int f_huber_loss(lua_State *L) {
+  cnn_tensor *x = cnn_lua_check_tensor(L, 1), *y = cnn_lua_check_tensor(L, 2);
+  static const char *const known[] = {"delta", "reduction", NULL};
+  int opts = trailing_opts(L, 3, "F.huber_loss", known);
+  cnn_reduction red = reduction_of(L, opts, "huber_loss");
+  double delta = cnn_lua_opt_number(L, opts, "delta", 1.0);
+  return cnn_lua_push_result(L, cnn_huber_loss(x, y, red, delta));
+}
+
+/* F.kl_div(logp, target [, {reduction='mean', log_target=false}]); reduction also 'batchmean' */
+static int f_kl_div(lua_State *L) {
+  cnn_tensor *x = cnn_lua_check_tensor(L, 1), *t = cnn_lua_check_tensor(L, 2);
+  static const char *const known[] = {"log_target", "reduction", NULL};
+  int opts = trailing_opts(L, 3, "F.kl_div", known);
+  const char *r = cnn_lua_opt_string(L, opts, "reduction", "mean");
+  bool batchmean = strcmp(r, "batchmean") == 0;
+  if (!batchmean && strcmp(r, "mean") && strcmp(r, "sum") && strcmp(r, "none"))
+    return cnn_lua_fail(L, "kl_div: reduction must be 'mean', 'batchmean', 'sum' or 'none', got '%s'", r);
+  cnn_reduction red = batchmean ? CNN_REDUCTION_SUM : reduction_of(L, opts, "kl_div");
+  bool log_target = cnn_lua_opt_bool(L, opts, "log_target", false);
+  return cnn_lua_push_result(L, cnn_kl_div(x, t, red, batchmean, log_target));
+}
+
+/* F.binary_cross_entropy(p, y [, {weight=, reduction='mean'}]) */
+static int f_bce(lua_State *L) {
+  cnn_tensor *x = cnn_lua_check_tensor(L, 1), *y = cnn_lua_check_tensor(L, 2);
+  static const char *const known[] = {"reduction", "weight", NULL};
+  int opts = trailing_opts(L, 3, "F.binary_cross_entropy", known);
+  cnn_reduction red = reduction_of(L, opts, "binary_cross_entropy");
+  cnn_tensor *w = opt_tensor_field(L, opts, "binary_cross_entropy", "weight");
+  return cnn_lua_push_result(L, cnn_binary_cross_entropy(x, y, w, red));
+}
+
 const luaL_Reg cnn_lua_loss_funcs[] = {
     {"cross_entropy", f_cross_entropy},
     {"nll_loss", f_nll_loss},
     {"mse_loss", f_mse_loss},
     {"binary_cross_entropy_with_logits", f_bce_with_logits},
+    /* issue 13 (helper "act") */
+    {"l1_loss", f_l1_loss},
+    {"smooth_l1_loss", f_smooth_l1_loss},
+    {"huber_loss", f_huber_loss},
+    {"kl_div", f_kl_div},
+    {"binary_cross_entropy", f_bce},
     {NULL, NULL}};

@@ -18,6 +18,7 @@ local files = { "nn.container", "nn.conv", "nn.linear", "nn.pooling", "nn.activa
                 "nn.normalization", "nn.dropout", "nn.flatten", "nn.distributed",
                 "nn.conv_transpose", "nn.pooling_1d" --  issue 13: ConvTranspose2d, 1-d pools
               }
+files[#files + 1] = "nn.loss" -- issue 13 (helper "act"): the loss modules
 for _, f in ipairs(files) do
   for name, cls in pairs(require(f)) do nn[name] = cls end
 end
@@ -36,6 +37,8 @@ Layers: Conv2d, Linear, MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, BatchNorm2d,
 BatchNorm1d, SyncBatchNorm, Dropout, Flatten, Identity; DistributedDataParallel (see dist).
 Activations: ReLU, LeakyReLU, ELU, GELU, Sigmoid, Tanh, Softmax, LogSoftmax,
 ReLU6, Hardtanh, SiLU, Hardswish, Hardsigmoid, Mish, Softplus.
+Losses: CrossEntropyLoss, NLLLoss, MSELoss, L1Loss, SmoothL1Loss, HuberLoss,
+KLDivLoss, BCELoss, BCEWithLogitsLoss (loss = crit(input, target)).
 ConvTranspose2d (upsampling: autoencoders, U-Nets); Conv1d, MaxPool1d, AvgPool1d,
 AdaptiveAvgPool1d (sequences, N x C x L).
 Also nn.init (initialisers) and nn.utils.clip_grad_norm.

@@ -1146,6 +1146,12 @@ describe("F.* options tables reject unknown keys", function()
   }
   -- activations and losses of issue 13 (helper "act")
   cases.gelu = { function(o) return F.gelu(logits, o) end, "approximate" }
+  cases.l1_loss = { function(o) return F.l1_loss(logits, logits, o) end, "reduction" }
+  cases.smooth_l1_loss = { function(o) return F.smooth_l1_loss(logits, logits, o) end, "beta, reduction" }
+  cases.huber_loss = { function(o) return F.huber_loss(logits, logits, o) end, "delta, reduction" }
+  cases.kl_div = { function(o) return F.kl_div(logits, F.softmax(logits), o) end, "log_target, reduction" }
+  cases.binary_cross_entropy = { function(o) return F.binary_cross_entropy(logits:sigmoid(), logits:sigmoid(), o) end,
+                                 "reduction, weight" }
 
   it("every F function whose signature has an options table is covered", function()
     for name, f in pairs(F) do

@@ -90,42 +90,40 @@ end)
 describe("a state dict saved by PyTorch", function()
   local io_ = cnn.load(FIX .. "torch_io.safetensors")
 
-  it("loads into models.lenet5 and gives PyTorch's output", function()
-    local sd = cnn.load(FIX .. "torch_lenet5.safetensors")
-    assert.is_not_nil(sd["features.0.weight"]) -- a foreign file loads flat
-    local net = models.lenet5()
+  -- Loads FIX/torch_<file>.safetensors into net (strict) and compares the
+  -- eval output on io_[key .. "_input"] with PyTorch's.
+  local function matches_pytorch(net, file, key)
+    local sd = cnn.load(FIX .. "torch_" .. file .. ".safetensors")
     local r = net:load_state_dict(sd, { torch = true })
     assert.same({}, r.missing_keys); assert.same({}, r.unexpected_keys)
     net:eval()
-    local out = cnn.no_grad(function() return net(io_.lenet_input) end)
-    H.assert_close(out, io_.lenet_output, 1e-5, 1e-5, "LeNet-5 output")
+    local out = cnn.no_grad(function() return net(io_[key .. "_input"]) end)
+    H.assert_close(out, io_[key .. "_output"], 1e-5, 1e-5, file .. " eval output")
+    return sd
+  end
+
+  it("loads into models.lenet5 and gives PyTorch's output", function()
+    local sd = matches_pytorch(models.lenet5(), "lenet5", "lenet")
+    assert.is_not_nil(sd["features.0.weight"]) -- a foreign file loads flat
   end)
 
   it("loads into a ResNet with BatchNorm statistics and num_batches_tracked", function()
-    local sd = cnn.load(FIX .. "torch_resnet8.safetensors")
+    local net = models.cifar_resnet{ depth = 8 }
+    local sd = matches_pytorch(net, "resnet8", "resnet")
     local nbt = sd["layer2.0.downsample.1.num_batches_tracked"]
     assert.equal("int64", nbt.dtype); assert.equal(0, nbt:dim())
-    local net = models.cifar_resnet{ depth = 8 }
-    net:load_state_dict(sd, { torch = true })
     assert.equal(7, net.layer2[1].downsample[2].num_batches_tracked:item())
-    net:eval()
-    local out = cnn.no_grad(function() return net(io_.resnet_input) end)
-    H.assert_close(out, io_.resnet_output, 1e-5, 1e-5, "ResNet-8 eval output")
     -- one training-mode forward: batch statistics, and the running ones move
     -- as PyTorch's did (momentum 0.1, unbiased variance)
     net:train()
-    out = cnn.no_grad(function() return net(io_.resnet_input) end)
+    local out = cnn.no_grad(function() return net(io_.resnet_input) end)
     H.assert_close(out, io_.resnet_train_output, 1e-4, 1e-4, "ResNet-8 train output")
     H.assert_close(net.bn1.running_var, io_.resnet_bn1_running_var_after, 1e-5, 1e-5, "bn1.running_var")
     assert.equal(8, net.bn1.num_batches_tracked:item())
   end)
 
   it("loads into models.unet: transposed convolutions and skip concatenation as PyTorch's", function()
-    local net = models.unet{ num_classes = 3, base_channels = 4, depth = 2 }
-    net:load_state_dict(cnn.load(FIX .. "torch_unet.safetensors"), { torch = true })
-    net:eval()
-    local out = cnn.no_grad(function() return net(io_.unet_input) end)
-    H.assert_close(out, io_.unet_output, 1e-5, 1e-5, "U-Net output")
+    matches_pytorch(models.unet{ num_classes = 3, base_channels = 4, depth = 2 }, "unet", "unet")
   end)
 
   it("into the wrong model, every offending key is listed", function()

@@ -846,6 +846,32 @@ describe("optimizers and schedulers", function()
       end, "anneal_strategy" },
     { "load_state_dict", function() return optim.StepLR(optim.SGD(p(), { lr = 0.1 }), 2):load_state_dict(5) end,
       "StepLR" },
+    -- (models helper) ReduceLROnPlateau
+    { "ReduceLROnPlateau", function() return optim.ReduceLROnPlateau(nil) end, "optimizer" },
+    { "ReduceLROnPlateau", function() return optim.ReduceLROnPlateau(optim.SGD(p(), { lr = 0.1 }), 5) end, "options" },
+    { "ReduceLROnPlateau", function()
+        return optim.ReduceLROnPlateau(optim.SGD(p(), { lr = 0.1 }), { factor = 0 / 0 })
+      end, "factor", "nan" },
+    { "ReduceLROnPlateau", function()
+        return optim.ReduceLROnPlateau(optim.SGD(p(), { lr = 0.1 }), { threshold = -1 })
+      end, "threshold" },
+    { "ReduceLROnPlateau", function()
+        return optim.ReduceLROnPlateau(optim.SGD(p(), { lr = 0.1 }), { cooldown = 1.5 })
+      end, "cooldown", "1.5" },
+    { "ReduceLROnPlateau", function()
+        return optim.ReduceLROnPlateau(optim.SGD(p(), { lr = 0.1 }), { eps = 0 / 0 })
+      end, "eps", "nan" },
+    { "ReduceLROnPlateau", function()
+        return optim.ReduceLROnPlateau(optim.SGD(p(), { lr = 0.1 }), { min_lr = "x" })
+      end, "min_lr" },
+    { "ReduceLROnPlateau", function()
+        return optim.ReduceLROnPlateau(optim.SGD(p(), { lr = 0.1 })):load_state_dict({ best = 0 / 0 })
+      end, "best" },
+    { "ReduceLROnPlateau", function()
+        return optim.ReduceLROnPlateau(optim.SGD(p(), { lr = 0.1 })):load_state_dict({ best = 1, last_epoch = -1,
+                                                                                    num_bad_epochs = 0,
+                                                                                    cooldown_counter = 0 })
+      end, "last_epoch" },
   }
   for i, c in ipairs(cases) do
     it(c[1] .. " #" .. i, function() raises(c[2], c[1], table.unpack(c, 3)) end)

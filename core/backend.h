@@ -258,6 +258,30 @@ typedef struct cnn_backend {
   int (*conv2d_int8_forward)(int dev, cnn_conv_algo algo, const cnn_conv_shape *s,
                              const float *x, float x_scale, const float *wq,
                              const float *w_scale, const float *b, int relu, float *y);
+
+  /* ---- tensor ops: sort/topk, cumulative sums and products, scatter
+   * (issue 13 point 7; core/ops/sort.c, scan.c, scatter.c) ---- */
+  /* x: outer x D x inner (float32, float64, int64 or uint8); values (x's
+   * dtype) and indices (0-based positions along D): outer x k x inner, the
+   * first k (k <= D) of each row in the order of sort_order.h (ascending,
+   * or descending; NaN largest; ties keep their positions) */
+  int (*sort)(int dev, cnn_dtype dt, int64_t outer, int64_t D, int64_t inner, int64_t k,
+              bool descending, const void *x, void *values, int64_t *indices);
+  /* y = running sum (prod: product) of x along D, both outer x D x inner
+   * of dt (float32, float64, int64); reverse: from the last entry to the
+   * first.  Floats accumulate in double. */
+  int (*cumulate)(int dev, cnn_dtype dt, bool prod, bool reverse, int64_t outer, int64_t D,
+                  int64_t inner, const void *x, void *y);
+  /* dx = the gradient of cumprod for the output gradient g (all outer x D
+   * x inner, float dt), without division (exact with zeros in x):
+   * dx[d] = prod_{i<d} x[i] * S[d], S[D-1] = g[D-1], S[d] = g[d] + x[d+1] S[d+1] */
+  int (*cumprod_backward)(int dev, cnn_dtype dt, int64_t outer, int64_t D, int64_t inner,
+                          const void *x, const void *g, void *dx);
+  /* scatter_add's layout with assignment: out (contiguous, oshape)
+   * [p with `dim` replaced by index[p]] = src[p] (contiguous over ishape);
+   * any dtype; for a repeated index one of the writes wins */
+  int (*scatter)(int dev, cnn_dtype dt, int ndim, const int64_t *oshape, const int64_t *ishape,
+                 int dim, const int64_t *index, const void *src, void *out);
 } cnn_backend;
 
 /* What core hands the module at load time: the module is dlopen()ed by an

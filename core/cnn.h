@@ -339,6 +339,46 @@ cnn_tensor *cnn_pad(cnn_tensor *x, int npads, const int64_t *pads, double value)
 typedef enum { CNN_PAD_REFLECT, CNN_PAD_REPLICATE, CNN_PAD_CIRCULAR } cnn_padding_mode;
 cnn_tensor *cnn_pad_mode(cnn_tensor *x, int npads, const int64_t *pads, cnn_padding_mode mode);
 
+/* ---- tensor ops: sorting, scans, scatter, rearranging, splitting ------------
+ * (issue 13 point 7: core/ops/sort.c, scan.c, scatter.c, logical.c,
+ * rearrange.c, split.c).  PyTorch's meaning; dims and indices 0-based. */
+
+/* values (x's dtype) and indices (int64) of x sorted along dim: ascending
+ * or descending, NaN larger than every number, equal values in their
+ * original order (stable).  float32/float64/int64/uint8. */
+int cnn_sort(cnn_tensor *x, int dim, bool descending, cnn_tensor **values, cnn_tensor **indices);
+/* the k largest (or smallest) along dim, sorted; 0 <= k <= size */
+int cnn_topk(cnn_tensor *x, int64_t k, int dim, bool largest, cnn_tensor **values,
+             cnn_tensor **indices);
+/* running sum / product along dim; integer inputs give int64 */
+cnn_tensor *cnn_cumsum(cnn_tensor *x, int dim);
+cnn_tensor *cnn_cumprod(cnn_tensor *x, int dim);
+/* uint8 (0/1): any / every entry non-zero over `dims` (bitmask, 0 = all) */
+cnn_tensor *cnn_any(cnn_tensor *x, uint32_t dims, bool keepdim);
+cnn_tensor *cnn_all(cnn_tensor *x, uint32_t dims, bool keepdim);
+/* a copy of x with out[.., index[p], ..] = src[p] (src NULL: `value`) or
+ * += src[p] along dim; index int64 of x's rank; src of x's dtype */
+cnn_tensor *cnn_scatter(cnn_tensor *x, int dim, cnn_tensor *index, cnn_tensor *src, double value);
+cnn_tensor *cnn_scatter_add(cnn_tensor *x, int dim, cnn_tensor *index, cnn_tensor *src);
+int cnn_scatter_(cnn_tensor *x, int dim, cnn_tensor *index, cnn_tensor *src, double value);
+int cnn_scatter_add_(cnn_tensor *x, int dim, cnn_tensor *index, cnn_tensor *src);
+/* int64 labels (0-based) -> int64 labels.shape x num_classes of 0/1;
+ * num_classes < 0: the largest label + 1 */
+cnn_tensor *cnn_one_hot(cnn_tensor *labels, int64_t num_classes);
+/* copies: x reversed along dims; rolled by shifts along dims (ndims 0:
+ * the flattened x by shifts[0]); tiled reps[d] times (n >= x's rank) */
+cnn_tensor *cnn_flip(cnn_tensor *x, int ndims, const int *dims);
+cnn_tensor *cnn_roll(cnn_tensor *x, int nshifts, const int64_t *shifts, int ndims, const int *dims);
+cnn_tensor *cnn_repeat(cnn_tensor *x, int n, const int64_t *reps);
+/* piece sizes of split(split_size) / chunk(chunks) of a dimension of
+ * `size` (written to sizes unless NULL); the count, or -1 + error */
+int64_t cnn_split_sizes(int64_t size, int64_t split_size, int64_t *sizes);
+int64_t cnn_chunk_sizes(int64_t size, int64_t chunks, int64_t *sizes);
+/* out[0..n) = views of x along dim with the given sizes (adding up to the
+ * dimension); unbind: out[0..size) = x selected at each index of dim */
+int cnn_split(cnn_tensor *x, int dim, int64_t n, const int64_t *sizes, cnn_tensor **out);
+int cnn_unbind(cnn_tensor *x, int dim, cnn_tensor **out);
+
 /* ---- autograd ---------------------------------------------------------------- */
 
 /* Recording is on by default; cnn_grad_enabled() false inside no_grad. */

@@ -310,6 +310,8 @@ static void fill_table(void) {
   gpu_loss_register(&table);
   gpu_index_register(&table);
   gpu_optim_register(&table);
+  gpu_sort_register(&table); /* issue 13: sort/topk */
+  gpu_scan_register(&table); /* issue 13: cumsum/cumprod */
 }
 
 /* Why no device can be used, from cudaGetDeviceCount's status. */

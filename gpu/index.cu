@@ -5,6 +5,7 @@
  * before any of these run.  index_select sees x as outer x size x inner
  * and copies element by element (one thread per output element; any
  * dtype, moved as bytes of its size).  gather reads x through its strides.
+ * scatter (issue 13) assigns, one thread per index entry.
  * The backward passes add with atomicAdd (float32/float64), so repeated
  * indices sum as on the CPU, in a nondeterministic order.
  */
@@ -64,6 +65,21 @@ __global__ void k_scatter_add(Dims d, int64_t n, int dim, const int64_t *ix, con
       stride *= d.c[k];
     }
     atomicAdd(out + off, src[i]);
+  }
+}
+
+/* d.a = index shape, d.c = output shape (contiguous): out[..] = src[i] (scatter) */
+template <typename E>
+__global__ void k_scatter(Dims d, int64_t n, int dim, const int64_t *ix, const E *src, E *out) {
+  GRID_LOOP(i, n) {
+    int64_t off = 0, r = i, stride = 1;
+    for (int k = d.nd - 1; k >= 0; k--) {
+      int64_t pos = r % d.a[k];
+      r /= d.a[k];
+      off += (k == dim ? ix[i] : pos) * stride;
+      stride *= d.c[k];
+    }
+    out[off] = src[i];
   }
 }
 
@@ -133,7 +149,28 @@ static int scatter_add(int dev, cnn_dtype dt, int ndim, const int64_t *oshape, c
   return 0;
 }
 
+/* scatter (issue 13): of repeated indices one write wins, in no set order */
+static int scatter(int dev, cnn_dtype dt, int ndim, const int64_t *oshape, const int64_t *ishape, int dim,
+                   const int64_t *ix, const void *src, void *out) {
+  Dims d = {};
+  d.nd = ndim;
+  int64_t n = 1;
+  for (int k = 0; k < ndim; k++) d.a[k] = ishape[k], d.c[k] = oshape[k], n *= ishape[k];
+  if (gpu_device("scatter", dev)) return -1;
+  if (!n) return 0;
+  unsigned g = gpu_blocks(n);
+  switch (gpu_dtype_size(dt)) {
+  case 1: k_scatter<uint8_t><<<g, GPU_THREADS>>>(d, n, dim, ix, (const uint8_t *)src, (uint8_t *)out); break;
+  case 2: k_scatter<uint16_t><<<g, GPU_THREADS>>>(d, n, dim, ix, (const uint16_t *)src, (uint16_t *)out); break;
+  case 4: k_scatter<uint32_t><<<g, GPU_THREADS>>>(d, n, dim, ix, (const uint32_t *)src, (uint32_t *)out); break;
+  default: k_scatter<uint64_t><<<g, GPU_THREADS>>>(d, n, dim, ix, (const uint64_t *)src, (uint64_t *)out); break;
+  }
+  LAUNCH_CHECK("scatter");
+  return 0;
+}
+
 void gpu_index_register(cnn_backend *be) {
+  be->scatter = scatter;
   be->index_select = index_select;
   be->index_add = index_add;
   be->gather = gather;

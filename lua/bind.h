@@ -35,6 +35,8 @@ extern const luaL_Reg cnn_lua_math_funcs[];       /* tensor_math.c: where */
 extern const luaL_Reg cnn_lua_math_meta[];        /* tensor_math.c: __add ... __unm */
 extern const luaL_Reg cnn_lua_reduce_methods[];   /* tensor_reduce.c */
 extern const luaL_Reg cnn_lua_join_funcs[];       /* tensor_reduce.c: cat, stack */
+extern const luaL_Reg cnn_lua_tensor_ops_methods[]; /* tensor_ops.c: sort, topk, cumsum, ... (issue 13) */
+extern const luaL_Reg cnn_lua_tensor_ops_funcs[];   /* tensor_ops.c: F.one_hot */
 extern const luaL_Reg cnn_lua_autograd_methods[]; /* autograd.c */
 extern const luaL_Reg cnn_lua_autograd_funcs[];   /* autograd.c */
 extern const luaL_Reg cnn_lua_autograd_internal[]; /* autograd.c: for stdlib, in cnn.internal */

@@ -266,6 +266,26 @@ static const doc_entry docs[] = {
     {"F.conv2d_int8", "F.conv2d_int8(x, wq, w_scale, b_or_nil, x_scale [, {stride=1, padding=0, dilation=1, groups=1, relu=false}]) -> tensor\n"
                       "int8 convolution (inference, oneDNN): x quantized as clamp(round(x / x_scale), -128, 127); wq whole numbers in [-127, 127] "
                       "with one w_scale per output channel; y = sum(qx * wq) * x_scale * w_scale[k] + b[k], float32 (then ReLU). cnn.quantize uses it."},
+    /* tensor ops (issue 13 point 7) */
+    {"Tensor:sort", "x:sort([dim=-1 [, descending=false]]) or x:sort([dim,] {descending=, stable=}) -> values, indices\nSorted along dim, with the 1-based positions; NaN sorts as the largest value; equal values keep their order (every sort is stable)."},
+    {"Tensor:topk", "x:topk(k [, dim=-1 [, largest=true [, sorted=true]]]) or x:topk(k, [dim,] {largest=, sorted=}) -> values, indices\nThe k largest (smallest) entries along dim, sorted, with 1-based positions; 0 <= k <= size."},
+    {"Tensor:cumsum", "x:cumsum(dim) -> tensor\nRunning sum along dim (integer input gives int64)."},
+    {"Tensor:cumprod", "x:cumprod(dim) -> tensor\nRunning product along dim (integer input gives int64); its gradient is exact with zeros in x."},
+    {"Tensor:any", "x:any([dim | {dims} [, keepdim]]) -> uint8 tensor\n1 where some entry is non-zero (NaN counts), else 0; over no entries 0."},
+    {"Tensor:all", "x:all([dim | {dims} [, keepdim]]) -> uint8 tensor\n1 where every entry is non-zero, else 0; over no entries 1."},
+    {"Tensor:scatter", "x:scatter(dim, idx, src | value) -> tensor\nA copy of x with out[...idx[i][j]...] = src[i][j] along dim; idx int64 1-based of x's rank, src of x's dtype."},
+    {"Tensor:scatter_", "x:scatter_(dim, idx, src | value) -> x\nscatter in place (not on tensors that take part in autograd)."},
+    {"Tensor:scatter_add", "x:scatter_add(dim, idx, src) -> tensor\nA copy of x with src added at the 1-based idx along dim (repeated indices add up)."},
+    {"Tensor:scatter_add_", "x:scatter_add_(dim, idx, src) -> x\nscatter_add in place."},
+    {"Tensor:repeat", "x['repeat'](x, n...) or x:repeat_tensor(n... | {n}) -> tensor\nx tiled n times along each dim (at least x's rank of counts; extra ones add leading dims). repeat is a Lua keyword, hence the other spellings."},
+    {"Tensor:tile", "x:tile(n... | {n}) -> tensor\nAs repeat, with fewer counts than dims meaning leading 1s (PyTorch's tile)."},
+    {"Tensor:flip", "x:flip(dim... | {dims}) -> tensor\nA copy with the order of entries reversed along the dims."},
+    {"Tensor:roll", "x:roll(shifts [, dims]) -> tensor\nEntries shifted cyclically by shifts along dims (numbers or tables); without dims the flattened tensor is rolled."},
+    {"Tensor:chunk", "x:chunk(n [, dim=1]) -> {tensors}\nn views of ceil(size/n) along dim, the last smaller (maybe fewer than n)."},
+    {"Tensor:split", "x:split(size | {sizes} [, dim=1]) -> {tensors}\nViews of `size` entries along dim (the last smaller), or of the given sizes (adding up to the dim)."},
+    {"Tensor:unbind", "x:unbind([dim=1]) -> {tensors}\nThe slices of x along dim (that dim removed), as views."},
+    {"Tensor:tolist", "x:tolist() -> table\nThe values as nested Lua tables (a number for a 0-d tensor); the same as totable."},
+    {"F.one_hot", "F.one_hot(labels [, num_classes]) -> int64 tensor\nlabels.shape x num_classes of 0/1, 1 at each 1-based label (num_classes defaults to the largest label)."},
     {NULL, NULL}};
 
 static const char *const module_docs[][2] = {

@@ -177,6 +177,7 @@ static void build_methods(lua_State *L) {
   cnn_lua_math_register(L);
   luaL_setfuncs(L, cnn_lua_reduce_methods, 0);
   luaL_setfuncs(L, cnn_lua_autograd_methods, 0);
+  luaL_setfuncs(L, cnn_lua_tensor_ops_methods, 0); /* tensor ops (issue 13) */
 }
 
 static void build_functional(lua_State *L) {
@@ -184,6 +185,7 @@ static void build_functional(lua_State *L) {
   cnn_lua_functional_register(L);
   luaL_setfuncs(L, cnn_lua_loss_funcs, 0);
   luaL_setfuncs(L, cnn_lua_join_funcs, 0);
+  luaL_setfuncs(L, cnn_lua_tensor_ops_funcs, 0); /* F.one_hot (issue 13) */
 }
 
 /* package.loaded["cnn.internal"]: the bindings' helpers for stdlib (viz's

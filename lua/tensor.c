@@ -433,6 +433,7 @@ const luaL_Reg cnn_lua_tensor_methods[] = {
     {"numel", m_numel},     {"nelement", m_nelement},    {"is_contiguous", m_is_contiguous},
     {"element_size", m_element_size},                 {"item", m_item},
     {"totable", m_totable}, {"to", m_to},             {"float", m_float},
+    {"tolist", m_totable}, /* PyTorch's name for totable (issue 13) */
     {"double", m_double},   {"long", m_long},         {"byte", m_byte},
     {"cpu", m_cpu},         {"cuda", m_cuda},         {"type", m_type},
     {"contiguous", m_contiguous},                     {"clone", m_clone},

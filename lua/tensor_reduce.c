@@ -109,6 +109,16 @@ static int arg_reduce(lua_State *L, cnn_reduce_op op, const char *fn) {
 static int m_argmax(lua_State *L) { return arg_reduce(L, CNN_RED_ARGMAX, "argmax"); }
 static int m_argmin(lua_State *L) { return arg_reduce(L, CNN_RED_ARGMIN, "argmin"); }
 
+/* x:any([dim | {dims} [, keepdim]]), x:all(...): uint8 0/1 (issue 13) */
+static int logical(lua_State *L, const char *fn, cnn_tensor *(*op)(cnn_tensor *, uint32_t, bool)) {
+  cnn_tensor *t = cnn_lua_check_tensor(L, 1);
+  uint32_t mask = dims_mask(L, 2, fn, t->ndim);
+  return cnn_lua_push_result(L, op(t, mask, opt_keepdim(L, 3)));
+}
+
+static int m_any(lua_State *L) { return logical(L, "any", cnn_any); }
+static int m_all(lua_State *L) { return logical(L, "all", cnn_all); }
+
 /* ---- linear algebra ----------------------------------------------------------- */
 
 static int m_matmul(lua_State *L) {
@@ -190,6 +200,7 @@ const luaL_Reg cnn_lua_reduce_methods[] = {
     {"std", m_std},       {"norm", m_norm},       {"max", m_max},       {"min", m_min},
     {"argmax", m_argmax}, {"argmin", m_argmin},   {"matmul", m_matmul}, {"mm", m_mm},
     {"bmm", m_bmm},       {"index_select", m_index_select},             {"gather", m_gather},
+    {"any", m_any},       {"all", m_all}, /* issue 13 */
     {NULL, NULL}};
 
 const luaL_Reg cnn_lua_join_funcs[] = {{"cat", f_cat}, {"stack", f_stack}, {NULL, NULL}};

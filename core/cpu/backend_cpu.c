@@ -167,4 +167,9 @@ const cnn_backend cnn_cpu_backend = {
     .adam_step_many = cnn_cpu_adam_step_many,
     /* quantized inference (issue 16) */
     .conv2d_int8_forward = conv_int8_fwd,
+    /* tensor ops (issue 13 point 7) */
+    .sort = cnn_cpu_sort,
+    .cumulate = cnn_cpu_cumulate,
+    .cumprod_backward = cnn_cpu_cumprod_backward,
+    .scatter = cnn_cpu_scatter,
 };

@@ -46,6 +46,16 @@ int cnn_cpu_scatter_add(int dev, cnn_dtype dt, int ndim, const int64_t *oshape,
                         const int64_t *ishape, int dim, const int64_t *index, const void *src,
                         void *out);
 
+/* ---- tensor ops (issue 13 point 7): sort.c, scan.c, index.c's scatter ---- */
+int cnn_cpu_sort(int dev, cnn_dtype dt, int64_t outer, int64_t D, int64_t inner, int64_t k,
+                 bool descending, const void *x, void *values, int64_t *indices);
+int cnn_cpu_cumulate(int dev, cnn_dtype dt, bool prod, bool reverse, int64_t outer, int64_t D,
+                     int64_t inner, const void *x, void *y);
+int cnn_cpu_cumprod_backward(int dev, cnn_dtype dt, int64_t outer, int64_t D, int64_t inner,
+                             const void *x, const void *g, void *dx);
+int cnn_cpu_scatter(int dev, cnn_dtype dt, int ndim, const int64_t *oshape, const int64_t *ishape,
+                    int dim, const int64_t *index, const void *src, void *out);
+
 /* ---- loss.c: class losses, BCE, dropout mask ---- */
 int cnn_cpu_class_loss_forward(int dev, cnn_dtype dt, const cnn_be_class_loss *c, const void *x,
                                const int64_t *target, const void *weight, void *loss, void *wsum);

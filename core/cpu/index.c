@@ -79,3 +79,26 @@ int cnn_cpu_scatter_add(int dev, cnn_dtype dt, int ndim, const int64_t *oshape,
   }
   return 0;
 }
+
+/* out (contiguous, oshape) [.., index[i..], ..] = src[i..] along dim (scatter);
+ * in index order, so of repeated indices the last write wins */
+int cnn_cpu_scatter(int dev, cnn_dtype dt, int ndim, const int64_t *oshape, const int64_t *ishape,
+                    int dim, const int64_t *ix, const void *src, void *out) {
+  (void)dev;
+  int64_t n = 1, pos[CNN_MAX_DIMS] = {0};
+  for (int d = 0; d < ndim; d++) n *= ishape[d];
+  size_t es = cnn_dtype_size(dt);
+  for (int64_t i = 0; i < n; i++) {
+    int64_t off = 0, stride = 1;
+    for (int d = ndim - 1; d >= 0; d--) {
+      off += (d == dim ? ix[i] : pos[d]) * stride;
+      stride *= oshape[d];
+    }
+    memcpy((char *)out + off * (int64_t)es, (const char *)src + i * (int64_t)es, es);
+    for (int d = ndim - 1; d >= 0; d--) {
+      if (++pos[d] < ishape[d]) break;
+      pos[d] = 0;
+    }
+  }
+  return 0;
+}

@@ -214,7 +214,7 @@ cnn_tensor *cnn_binary(cnn_binary_op op, cnn_tensor *a, cnn_tensor *b) {
 }
 
 /* Shared checks of the in-place ops: autograd and output overlap. */
-static int check_inplace(const char *op, cnn_tensor *t, cnn_tensor *other) {
+int cnn_check_inplace(const char *op, cnn_tensor *t, cnn_tensor *other) {
   char s[CNN_SHAPE_STR];
   if (cnn_grad_enabled() && t->requires_grad && !t->grad_fn) {
     cnn_set_error("%s_: a leaf tensor that requires grad (%s) cannot be modified in place "
@@ -261,7 +261,7 @@ static int check_binary_inplace(cnn_binary_op op, cnn_tensor *a, cnn_tensor *b) 
                   cnn_tensor_shape_str(b, s2), cnn_tensor_shape_str(a, s1));
     return -1;
   }
-  return check_inplace(name, a, b);
+  return cnn_check_inplace(name, a, b);
 }
 
 int cnn_binary_(cnn_binary_op op, cnn_tensor *a, cnn_tensor *b) {
@@ -353,7 +353,7 @@ cnn_tensor *cnn_unary(cnn_unary_op op, cnn_tensor *x, double p0, double p1) {
 
 int cnn_unary_(cnn_unary_op op, cnn_tensor *x, double p0, double p1) {
   if (check_unary(op, x) || check_unary_params(op, x, p0, p1) ||
-      check_inplace(unary_names(op), x, NULL))
+      cnn_check_inplace(unary_names(op), x, NULL))
     return -1;
   if (op == CNN_OP_CLAMP) {
     if (p0 != p0) p0 = -INFINITY;

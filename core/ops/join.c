@@ -207,7 +207,7 @@ static void split3(const int64_t *shape, int ndim, int dim, int64_t *outer, int6
   for (int d = dim + 1; d < ndim; d++) *inner *= shape[d];
 }
 
-static int check_indices(const char *op, const cnn_tensor *x, int dim, cnn_tensor *ic) {
+int cnn_check_indices(const char *op, const cnn_tensor *x, int dim, cnn_tensor *ic) {
   char s[CNN_SHAPE_STR];
   if (cnn_check_same_device(op, x, ic)) return -1;
   cnn_tensor *host = cnn_to_device(ic, CNN_DEVICE_CPU); /* ic itself on the CPU */
@@ -250,7 +250,7 @@ cnn_tensor *cnn_index_select(cnn_tensor *x, int dim, cnn_tensor *index) {
     return cnn_set_error("index_select: index must be a 1-D int64 tensor, got %s %s",
                          cnn_dtype_name(index->dtype), cnn_tensor_shape_str(index, s)), NULL;
   cnn_tensor *ic = contig(index);
-  if (!ic || check_indices("index_select", x, dim, ic)) return cnn_tensor_release(ic), NULL;
+  if (!ic || cnn_check_indices("index_select", x, dim, ic)) return cnn_tensor_release(ic), NULL;
   int64_t shape[CNN_MAX_DIMS], k = cnn_tensor_numel(ic), outer, inner;
   memcpy(shape, x->shape, sizeof shape);
   if (x->ndim) shape[dim] = k;
@@ -300,7 +300,7 @@ static int check_gather(const cnn_tensor *x, int dim, const cnn_tensor *index) {
 cnn_tensor *cnn_gather(cnn_tensor *x, int dim, cnn_tensor *index) {
   if (check_gather(x, dim, index)) return NULL;
   cnn_tensor *ic = contig(index);
-  if (!ic || check_indices("gather", x, dim, ic)) return cnn_tensor_release(ic), NULL;
+  if (!ic || cnn_check_indices("gather", x, dim, ic)) return cnn_tensor_release(ic), NULL;
   cnn_tensor *out = cnn_empty(ic->ndim, ic->shape, x->dtype, cnn_tensor_device(x));
   if (!out) return cnn_tensor_release(ic), NULL;
   if (CNN_TENSOR_CALL(out, "gather", gather, cnn_backend_dev(out), x->dtype, x->ndim, ic->shape, dim,

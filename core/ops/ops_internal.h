@@ -32,4 +32,20 @@ cnn_tensor *cnn_scatter_add_new(int ndim, const int64_t *shape, int dim, cnn_ten
 int cnn_conv_check_dtypes(const char *op, const cnn_tensor *x, const cnn_tensor *w,
                           const cnn_tensor *b);
 
+/* elementwise.c: the checks of every in-place op on target t (other: the
+ * operand, or NULL): no leaf that requires grad, no tensor in autograd
+ * while grad mode is on, no expanded target; errors name "<op>_" */
+int cnn_check_inplace(const char *op, cnn_tensor *t, cnn_tensor *other);
+
+/* join.c: 0 when every entry of the contiguous int64 index ic lies in
+ * 0..size-1 of x's dimension `dim` (checked on a host copy), else -1 with
+ * "<op>: index N out of range for dimension d of size S (input ...)" */
+int cnn_check_indices(const char *op, const cnn_tensor *x, int dim, cnn_tensor *ic);
+
+/* sort.c: outer = product of shape[0..dim), inner = of shape(dim..ndim);
+ * 0, or -1 with "<op>: dimension d out of range for input ..." (a 0-d x
+ * has one dimension of size 1, as PyTorch's sort and cumsum see it) */
+void cnn_outer_inner(int ndim, const int64_t *shape, int dim, int64_t *outer, int64_t *inner);
+int cnn_check_op_dim(const char *op, const cnn_tensor *x, int dim);
+
 #endif

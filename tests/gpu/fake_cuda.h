@@ -36,6 +36,7 @@
  *   fake_cuda_loss.c      class losses, BCE, dropout mask
  *   fake_cuda_index.c     index_select/add, gather/scatter_add
  *   fake_cuda_optim.c     SGD/Adam/RMSprop steps
+ *   fake_cuda_tensor_ops.c  sort/topk, cumsum/cumprod, scatter (issue 13)
  *   fake_cuda_async.c, fake_cuda_batched.c   other owners' entries (hooks below)
  *   fake_cuda_fault.c     injected failures: wraps alloc, gemm and conv2d with
  *                         gpu/recover.h's policies and conv_plan.h's padding
@@ -132,6 +133,7 @@ void fake_nn_register(cnn_backend *be);
 void fake_loss_register(cnn_backend *be);
 void fake_index_register(cnn_backend *be);
 void fake_optim_register(cnn_backend *be);
+void fake_tensor_ops_register(cnn_backend *be); /* fake_cuda_tensor_ops.c (issue 13) */
 
 /* Weak hooks for the files other engineers own; called when defined. */
 void fake_register_async(cnn_backend *be) __attribute__((weak));

@@ -420,6 +420,76 @@ static void dropout(void) {
   cnn_tensor_release(x), cnn_tensor_release(y);
 }
 
+/* ---- tensor ops (issue 13 point 7): sort, topk, scans, scatter, flip/roll/repeat ---- */
+
+static cnn_tensor *op_sort(cnn_tensor **in, const void *ctx) {
+  const int *a = ctx; /* dim, descending */
+  cnn_tensor *v = NULL, *i = NULL;
+  if (cnn_sort(in[0], a[0], a[1], &v, &i)) return NULL;
+  cnn_tensor_release(i);
+  return v;
+}
+static cnn_tensor *op_topk(cnn_tensor **in, const void *ctx) {
+  const int *a = ctx; /* k, dim, largest */
+  cnn_tensor *v = NULL, *i = NULL;
+  if (cnn_topk(in[0], a[0], a[1], a[2], &v, &i)) return NULL;
+  cnn_tensor_release(i);
+  return v;
+}
+static cnn_tensor *op_cumsum(cnn_tensor **in, const void *ctx) { return cnn_cumsum(in[0], *(const int *)ctx); }
+static cnn_tensor *op_cumprod(cnn_tensor **in, const void *ctx) { return cnn_cumprod(in[0], *(const int *)ctx); }
+static cnn_tensor *op_scatter(cnn_tensor **in, const void *ctx) {
+  return *(const int *)ctx ? cnn_scatter_add(in[0], 1, in[1], in[2]) : cnn_scatter(in[0], 1, in[1], in[2], 0);
+}
+static cnn_tensor *op_flip_roll_repeat(cnn_tensor **in, const void *ctx) {
+  static const int dims[2] = {0, 2};
+  static const int64_t shifts[2] = {2, -1}, reps[4] = {2, 1, 1, 2};
+  cnn_tensor *f = cnn_flip(in[0], 2, dims);
+  cnn_tensor *r = f ? cnn_roll(f, 2, shifts, 2, dims) : NULL;
+  cnn_tensor *t = r ? cnn_repeat(r, 4, reps) : NULL;
+  cnn_tensor_release(f), cnn_tensor_release(r);
+  (void)ctx;
+  return t;
+}
+
+/* sort's indices (ties, NaN, int64 values) equal on both devices */
+static void sort_indices(cnn_dtype dt, bool descending) {
+  int64_t s[2] = {6, 37}, n = 6 * 37;
+  cnn_tensor *ri = cnn_randint(-3, 3, 2, s, CNN_INT64), *x = ri ? cnn_to_dtype(ri, dt) : NULL;
+  for (int64_t i = 0; x && dt != CNN_INT64 && i < n; i += 11) cnn_tensor_set(x, i, NAN);
+  cnn_tensor *xg = x ? cnn_to_device(x, GPU) : NULL, *vc = NULL, *ic = NULL, *vg = NULL, *ig = NULL;
+  for (int dim = 0; xg && dim < 2; dim++) {
+    CHECK(cnn_sort(x, dim, descending, &vc, &ic) == 0 && cnn_sort(xg, dim, descending, &vg, &ig) == 0);
+    compare("sort", "indices", ig, ic, 0, 0);
+    cnn_tensor_release(vc), cnn_tensor_release(ic), cnn_tensor_release(vg), cnn_tensor_release(ig);
+    vc = ic = vg = ig = NULL;
+  }
+  cnn_tensor_release(ri), cnn_tensor_release(x), cnn_tensor_release(xg);
+}
+
+static void tensor_ops(void) {
+  int64_t s[3] = {4, 7, 5}, is[3] = {3, 7, 5};
+  cnn_tensor *x = randn(3, s), *src = randn(3, s);
+  cnn_tensor *ri = cnn_randint(0, 3, 3, is, CNN_INT64); /* 0-based rows of dim 1 */
+  const bool x_only[1] = {true}, scatter_needs[3] = {true, false, true};
+  static const int sort_cases[][2] = {{0, 0}, {1, 1}, {2, 0}}, topk_cases[][3] = {{3, 1, 1}, {2, 2, 0}};
+  for (int i = 0; i < 3; i++) parity("sort", op_sort, sort_cases[i], 1, &x, x_only, 0, 0);
+  for (int i = 0; i < 2; i++) parity("topk", op_topk, topk_cases[i], 1, &x, x_only, 0, 0);
+  for (int d = 0; d < 3; d++) {
+    parity("cumsum", op_cumsum, &d, 1, &x, x_only, 1e-5, 1e-5);
+    parity("cumprod", op_cumprod, &d, 1, &x, x_only, 1e-5, 1e-4);
+  }
+  int add = 0;
+  parity("scatter", op_scatter, &add, 3, (cnn_tensor *[]){x, ri, src}, scatter_needs, 1e-6, 1e-6);
+  add = 1;
+  parity("scatter_add", op_scatter, &add, 3, (cnn_tensor *[]){x, ri, src}, scatter_needs, 1e-5, 1e-5);
+  parity("flip/roll/repeat", op_flip_roll_repeat, NULL, 1, &x, x_only, 1e-6, 1e-6);
+  for (int desc = 0; desc < 2; desc++) {
+    sort_indices(CNN_FLOAT32, desc), sort_indices(CNN_FLOAT64, desc), sort_indices(CNN_INT64, desc);
+  }
+  cnn_tensor_release(x), cnn_tensor_release(src), cnn_tensor_release(ri);
+}
+
 /* the device's errors: mixed devices name both */
 static void errors(void) {
   int64_t a[1] = {3};
@@ -450,6 +520,7 @@ int main(void) {
   losses();
   indexing();
   dropout();
+  tensor_ops(); /* issue 13 point 7 */
   errors();
   return check_report("gpu_parity");
 }

@@ -284,7 +284,7 @@ static const doc_entry docs[] = {
     {"Tensor:chunk", "x:chunk(n [, dim=1]) -> {tensors}\nn views of ceil(size/n) along dim, the last smaller (maybe fewer than n)."},
     {"Tensor:split", "x:split(size | {sizes} [, dim=1]) -> {tensors}\nViews of `size` entries along dim (the last smaller), or of the given sizes (adding up to the dim)."},
     {"Tensor:unbind", "x:unbind([dim=1]) -> {tensors}\nThe slices of x along dim (that dim removed), as views."},
-    {"Tensor:tolist", "x:tolist() -> table\nThe values as nested Lua tables (a number for a 0-d tensor); the same as totable."},
+    {"Tensor:tolist", "x:tolist() or x:totable() -> table\nThe values as nested Lua tables (a number for a 0-d tensor); tolist is PyTorch's name."},
     {"F.one_hot", "F.one_hot(labels [, num_classes]) -> int64 tensor\nlabels.shape x num_classes of 0/1, 1 at each 1-based label (num_classes defaults to the largest label)."},
     {NULL, NULL}};
 

@@ -47,9 +47,12 @@ local function to_device(t, device)
   return t:to(device, { non_blocking = true })
 end
 
--- Number of right predictions (argmax over dim 2 equals the 1-based label).
-function train.correct(out, y)
-  return out:argmax(2):eq(y):long():sum():item()
+-- Number of right predictions: argmax over dim 2 equals the 1-based label,
+-- or with k > 1 the label is among the row's k largest outputs (top-k).
+function train.correct(out, y, k)
+  if k == nil or k == 1 then return out:argmax(2):eq(y):long():sum():item() end
+  local _, top = out:topk(math.min(k, out:size(2)), 2)
+  return top:eq(y:view(-1, 1)):any(2):long():sum():item()
 end
 
 -- ---- evaluate ---------------------------------------------------------------------
@@ -110,7 +113,7 @@ function train.evaluate(net, loader, opts)
   local loss_fn = opts.loss or F.cross_entropy
   local was_training = net.training
   net:eval()
-  local loss_sum, n, correct, conf = 0, 0, 0, nil
+  local loss_sum, n, correct, correct_k, conf = 0, 0, 0, 0, nil
   local device = model_device(net)
   cnn.no_grad(function()
     for x, y in loader do
@@ -122,6 +125,7 @@ function train.evaluate(net, loader, opts)
       if is_classification(out, y) then
         conf = conf or new_confusion(out:size(2))
         correct = correct + train.correct(out, y)
+        if opts.topk then correct_k = correct_k + train.correct(out, y, opts.topk) end
         add_confusion(conf, out, y)
       end
     end
@@ -130,10 +134,12 @@ function train.evaluate(net, loader, opts)
   local r = { loss = n > 0 and loss_sum / n or 0 / 0, n = n }
   if conf then
     r.accuracy = correct / n
+    if opts.topk then r.topk_accuracy = correct_k / n end
     r.confusion = cnn.tensor(conf, "int64")
     if opts.print ~= false and require("dist").is_main() then
       train.print_confusion(conf, opts.classes or dataset_classes(loader))
       print(string.format("accuracy %.2f%% (%d/%d), loss %.4f", 100 * r.accuracy, correct, n, r.loss))
+      if opts.topk then print(string.format("top-%d accuracy %.2f%%", opts.topk, 100 * r.topk_accuracy)) end
     end
   elseif opts.print ~= false and require("dist").is_main() then
     print(string.format("loss %.4f over %d samples", r.loss, n))
@@ -250,9 +256,14 @@ Trains with a progress bar per epoch; accumulate = n sums the gradients of n bat
 at each epoch's end, or tables with on_epoch_begin/on_step_end/on_epoch_end; returning
 false from on_epoch_end stops.]]
 doc[train.evaluate] = [[
-train.evaluate(net, loader [, {classes =, loss = F.cross_entropy, print = true}])
-  -> {accuracy =, loss =, confusion =, n =}
+train.evaluate(net, loader [, {classes =, loss = F.cross_entropy, print = true, topk =}])
+  -> {accuracy =, loss =, confusion =, n = [, topk_accuracy =]}
 Runs net in eval mode without gradients; prints the confusion matrix (rows: true
-class, columns: predicted) with the class names of the loader's dataset.]]
+class, columns: predicted) with the class names of the loader's dataset.  topk = 5
+also counts a sample right when its label is among the 5 largest outputs.]]
+doc[train.correct] = [[
+train.correct(out, y [, k = 1]) -> number
+How many rows of the N x C output have their 1-based int64 label y as the largest
+output (k = 1), or among the k largest (top-k, through topk).]]
 
 return train

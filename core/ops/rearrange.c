@@ -31,11 +31,11 @@ static int64_t rolled(int64_t j, int64_t size, int64_t shift) {
 static int64_t repeated(int64_t j, int64_t size, int64_t param) { (void)param; return j % size; }
 
 /* index_select(x, dim, [pos(j) for j < n]) with the index on x's device */
-static cnn_tensor *select_positions(cnn_tensor *x, int dim, int64_t n, position_fn pos,
-                                    int64_t param) {
+static cnn_tensor *select_positions(const char *op, cnn_tensor *x, int dim, int64_t n,
+                                    position_fn pos, int64_t param) {
   int64_t size = x->ndim ? x->shape[dim] : 1;
-  int64_t *buf = malloc((size_t)(n ? n : 1) * sizeof *buf);
-  if (!buf) return cnn_set_error("index: out of memory for %lld positions", (long long)n), NULL;
+  int64_t *buf = (uint64_t)n < SIZE_MAX / sizeof *buf ? malloc((size_t)(n ? n : 1) * sizeof *buf) : NULL;
+  if (!buf) return cnn_set_error("%s: out of memory for an index of %lld positions", op, (long long)n), NULL;
   for (int64_t j = 0; j < n; j++) buf[j] = pos(j, size, param);
   cnn_tensor *host = cnn_from_buffer(1, &n, CNN_INT64, buf);
   free(buf);
@@ -47,9 +47,10 @@ static cnn_tensor *select_positions(cnn_tensor *x, int dim, int64_t n, position_
 }
 
 /* x <- f(x) (x owned); NULL stays NULL */
-static cnn_tensor *step(cnn_tensor *x, int dim, int64_t n, position_fn pos, int64_t param) {
+static cnn_tensor *step(const char *op, cnn_tensor *x, int dim, int64_t n, position_fn pos,
+                        int64_t param) {
   if (!x) return NULL;
-  cnn_tensor *y = select_positions(x, dim, n, pos, param);
+  cnn_tensor *y = select_positions(op, x, dim, n, pos, param);
   cnn_tensor_release(x);
   return y;
 }
@@ -81,7 +82,7 @@ cnn_tensor *cnn_flip(cnn_tensor *x, int ndims, const int *dims) {
   cnn_tensor_retain(x);
   for (int i = 0; i < ndims; i++) {
     int64_t size = x && x->ndim ? x->shape[dims[i]] : 1;
-    x = step(x, dims[i], size, flipped, 0);
+    x = step("flip", x, dims[i], size, flipped, 0);
   }
   return x;
 }
@@ -91,7 +92,7 @@ cnn_tensor *cnn_flip(cnn_tensor *x, int ndims, const int *dims) {
 static cnn_tensor *roll_flat(cnn_tensor *x, int64_t shift) {
   int64_t n = cnn_tensor_numel(x);
   cnn_tensor *flat = cnn_reshape(x, 1, &n);
-  cnn_tensor *r = n ? step(flat, 0, n, rolled, shift) : flat;
+  cnn_tensor *r = n ? step("roll", flat, 0, n, rolled, shift) : flat;
   cnn_tensor *out = r ? cnn_reshape(r, x->ndim, x->shape) : NULL;
   cnn_tensor_release(r);
   return out;
@@ -108,7 +109,7 @@ cnn_tensor *cnn_roll(cnn_tensor *x, int nshifts, const int64_t *shifts, int ndim
   cnn_tensor *out = cnn_clone(x);
   for (int i = 0; i < ndims && out; i++) {
     int64_t size = x->ndim ? x->shape[dims[i]] : 1;
-    if (size > 0 && shifts[i] % size != 0) out = step(out, dims[i], size, rolled, shifts[i]);
+    if (size > 0 && shifts[i] % size != 0) out = step("roll", out, dims[i], size, rolled, shifts[i]);
   }
   return out;
 }
@@ -138,7 +139,7 @@ cnn_tensor *cnn_repeat(cnn_tensor *x, int n, const int64_t *reps) {
   cnn_tensor *out = cnn_reshape(x, n, shape);
   bool changed = false;
   for (int d = 0; d < n && out; d++)
-    if (reps[d] != 1) changed = true, out = step(out, d, reps[d] * shape[d], repeated, 0);
+    if (reps[d] != 1) changed = true, out = step("repeat", out, d, reps[d] * shape[d], repeated, 0);
   if (out && !changed) {
     cnn_tensor *c = cnn_clone(out);
     cnn_tensor_release(out);

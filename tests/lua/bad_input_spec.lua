@@ -49,6 +49,8 @@ local ALIASES = {
   rand_like = { "rand" }, randn_like = { "randn" }, requires_grad_ = { "requires_grad" },
   load_idx = { "idx" }, load_cifar10 = { "cifar10" }, read_png = { "png" }, png_read = { "png" },
   eye = { "empty" }, load = { "safetensors" }, masked_fill = { "where" }, masked_fill_ = { "where" }, zero_ = { "fill_" },
+  -- tensor ops (issue 13): one binding, several names
+  repeat_tensor = { "repeat" }, tile = { "repeat" }, tolist = { "totable" }, scatter_add_ = { "scatter_add" },
 }
 
 -- Does message `msg` name function `name` (or its in-place base, or an alias)?
@@ -170,6 +172,8 @@ local SKIP = {
   -- machine peaks (speed work, issue 19)
   fma_peak = "runs for seconds (hand-written cases below)",
   copy_bandwidth = "runs for seconds (hand-written cases below)",
+  -- tensor ops (issue 13)
+  ["repeat"] = "a Lua keyword: swept as repeat_tensor, the same function",
 }
 
 -- Functions whose sweep currently fails, with the repro: the sweep still
@@ -305,6 +309,13 @@ describe("wrong dtypes and devices", function()
     { "requires_grad_", function() return cnn.zeros(2, "int64"):requires_grad_() end, "int64" },
     { "batch_norm", function() return F.batch_norm(cnn.zeros(2, 3, 2, 2), cnn.zeros(3, "int64"), cnn.ones(3)) end,
       "int64" },
+    -- tensor ops (issue 13)
+    { "scatter", function() return cnn.zeros(2):scatter(1, cnn.tensor({ 1 }), 1) end, "int64" },
+    { "scatter", function() return cnn.zeros(2):scatter(1, cnn.tensor({ 1 }, "int64"), cnn.ones(1, "int64")) end,
+      "int64", "float32" },
+    { "scatter_add", function() return cnn.zeros(2):scatter_add(1, cnn.tensor({ 1 }, "int64"), cnn.ones(1, "float64")) end,
+      "float64" },
+    { "one_hot", function() return F.one_hot(cnn.tensor({ 1, 2 })) end, "int64", "float32" },
     { "zeros", function() return cnn.zeros(2, "float128") end, "float128" },
     { "to", function() return cnn.zeros(2):to("complex") end, "complex" },
     { "zeros", function() return cnn.zeros(2, { device = "tpu" }) end, "tpu" },
@@ -352,6 +363,19 @@ describe("dims out of range (0, ndim+1, -ndim-1) in 1-based terms", function()
     { "cat", function(x, d) return cnn.cat({ x, x }, d) end },
     { "softmax", function(x, d) return F.softmax(x, d) end },
     { "log_softmax", function(x, d) return F.log_softmax(x, d) end },
+    -- tensor ops (issue 13)
+    { "sort", function(x, d) return x:sort(d) end },
+    { "topk", function(x, d) return x:topk(1, d) end },
+    { "cumsum", function(x, d) return x:cumsum(d) end },
+    { "cumprod", function(x, d) return x:cumprod(d) end },
+    { "any", function(x, d) return x:any(d) end },
+    { "all", function(x, d) return x:all(d) end },
+    { "scatter", function(x, d) return x:scatter(d, cnn.ones(2, 3, 4, "int64"), 0) end },
+    { "flip", function(x, d) return x:flip(d) end },
+    { "roll", function(x, d) return x:roll(1, d) end },
+    { "chunk", function(x, d) return x:chunk(2, d) end },
+    { "split", function(x, d) return x:split(1, d) end },
+    { "unbind", function(x, d) return x:unbind(d) end },
     { "flatten", function(x, d) return F.flatten(x, d) end },
   }
   for _, op in ipairs(ops) do
@@ -405,6 +429,21 @@ describe("indices out of range", function()
     { "cross_entropy", function() return F.cross_entropy(x, cnn.tensor({ 0, 1 }, "int64")) end, "target 0", "1..3" },
     { "cross_entropy", function() return F.cross_entropy(x, cnn.tensor({ 1, 4 }, "int64")) end, "target 4", "1..3" },
     { "nll_loss", function() return F.nll_loss(x, cnn.tensor({ -1, 1 }, "int64")) end, "1..3" },
+    -- tensor ops (issue 13)
+    { "scatter", function() return x:scatter(2, cnn.tensor({ { 4 } }, "int64"), 1) end, "index 4", "1..3" },
+    { "scatter_add", function() return x:scatter_add(1, cnn.tensor({ { 0 } }, "int64"), x) end, "index 0", "1..2" },
+    { "scatter", function() return x:scatter(1, cnn.tensor({ { 1, 1, 1, 1 } }, "int64"), 0) end, "1x4", "2x3" },
+    { "one_hot", function() return F.one_hot(cnn.tensor({ 0 }, "int64"), 3) end, "index 0", "1..3" },
+    { "one_hot", function() return F.one_hot(cnn.tensor({ 2 }, "int64"), 1) end, "index 2", "1..1" },
+    { "topk", function() return x:topk(4) end, "k = 4", "size 3", "2x3" },
+    { "topk", function() return x:topk(-1) end, "k = -1" },
+    { "split", function() return x:split({ 1, 1 }, 2) end, "add up to 2", "2x3" },
+    { "split", function() return x:split(-2) end, "split size -2" },
+    { "chunk", function() return x:chunk(-1) end, "-1 chunks" },
+    { "repeat", function() return x:repeat_tensor(2) end, "1 counts", "2x3" },
+    { "repeat", function() return x:repeat_tensor(1, math.maxinteger) end, "too large" },
+    { "roll", function() return x:roll({ 1, 1 }, { 1 }) end, "2 shifts for 1 dimensions" },
+    { "flip", function() return x:flip(2, -1) end, "more than once" },
   }
   for i, c in ipairs(cases) do
     it(c[1] .. " #" .. i, function() raises(c[2], c[1], table.unpack(c, 3)) end)

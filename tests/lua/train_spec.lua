@@ -152,6 +152,22 @@ describe("train.evaluate", function()
     assert.are.equal("int64", r.confusion.dtype)
   end)
 
+  it("counts top-k accuracy (topk): the label among the k largest outputs", function()
+    local net = identity_net()
+    local loader = data.DataLoader(data.TensorDataset(cnn.tensor(rows, "float64"), cnn.tensor(labels, "int64")),
+      { batch_size = 4 })
+    -- by hand: every label is among its row's 2 largest (row 6 {0, 0, 9}: the
+    -- tie of 0s keeps position 1 first), none but rows 1, 2, 4 has it largest
+    local r = train.evaluate(net, loader, { print = false, topk = 2 })
+    assert.is_true(math.abs(r.accuracy - 3 / 6) < 1e-12)
+    assert.is_true(math.abs(r.topk_accuracy - 6 / 6) < 1e-12)
+    local out, y = cnn.tensor(rows, "float64"), cnn.tensor(labels, "int64")
+    assert.are.equal(3, train.correct(out, y))
+    assert.are.equal(6, train.correct(out, y, 2))
+    assert.are.equal(6, train.correct(out, y, 5)) -- k above C counts every row
+    assert.are.equal(2, train.correct(out, cnn.tensor({ 2, 3, 1, 2, 2, 2 }, "int64"), 2)) -- rows 1, 2
+  end)
+
   it("restores the training mode and records no graph", function()
     local net = identity_net()
     net:train()

@@ -53,34 +53,29 @@ __global__ void k_gather(Dims d, int64_t n, int dim, const E *x, const int64_t *
   }
 }
 
-/* d.a = index shape, d.c = output shape (contiguous) */
-template <typename T>
-__global__ void k_scatter_add(Dims d, int64_t n, int dim, const int64_t *ix, const T *src, T *out) {
-  GRID_LOOP(i, n) {
-    int64_t off = 0, r = i, stride = 1;
-    for (int k = d.nd - 1; k >= 0; k--) {
-      int64_t pos = r % d.a[k];
-      r /= d.a[k];
-      off += (k == dim ? ix[i] : pos) * stride;
-      stride *= d.c[k];
-    }
-    atomicAdd(out + off, src[i]);
+/* the output offset of index entry i: its position over d.a (the index
+ * shape) with coordinate `dim` replaced by ix[i], in the contiguous d.c */
+static __device__ __forceinline__ int64_t scatter_offset(const Dims &d, int64_t i, int dim,
+                                                         const int64_t *ix) {
+  int64_t off = 0, r = i, stride = 1;
+  for (int k = d.nd - 1; k >= 0; k--) {
+    int64_t pos = r % d.a[k];
+    r /= d.a[k];
+    off += (k == dim ? ix[i] : pos) * stride;
+    stride *= d.c[k];
   }
+  return off;
 }
 
-/* d.a = index shape, d.c = output shape (contiguous): out[..] = src[i] (scatter) */
+template <typename T>
+__global__ void k_scatter_add(Dims d, int64_t n, int dim, const int64_t *ix, const T *src, T *out) {
+  GRID_LOOP(i, n) atomicAdd(out + scatter_offset(d, i, dim, ix), src[i]);
+}
+
+/* scatter (issue 13): out[..] = src[i] */
 template <typename E>
 __global__ void k_scatter(Dims d, int64_t n, int dim, const int64_t *ix, const E *src, E *out) {
-  GRID_LOOP(i, n) {
-    int64_t off = 0, r = i, stride = 1;
-    for (int k = d.nd - 1; k >= 0; k--) {
-      int64_t pos = r % d.a[k];
-      r /= d.a[k];
-      off += (k == dim ? ix[i] : pos) * stride;
-      stride *= d.c[k];
-    }
-    out[off] = src[i];
-  }
+  GRID_LOOP(i, n) out[scatter_offset(d, i, dim, ix)] = src[i];
 }
 
 static int float_only(const char *op, cnn_dtype dt) {

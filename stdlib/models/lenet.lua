@@ -38,6 +38,7 @@ function M.lenet5(opts)
   return LeNet5(opts)
 end
 
+doc[LeNet5] = "models.LeNet5 -- the class of models.lenet5 (features, classifier); help(models.lenet5)."
 doc[M.lenet5] = [[
 models.lenet5([{num_classes = 10, in_channels = 1, padding = 2}])
 LeNet-5 with ReLU and max pooling: features (two 5x5 convs, 6 and 16

@@ -104,6 +104,7 @@ depthwise 3x3 convolutions: 3,504,872 parameters with 1000 classes,
 torchvision's names (load_state_dict(sd, {torch = true}) takes its weights).
 width_mult in [0.05, 4] scales every layer (channels rounded to multiples of 8).
   net = models.mobilenet_v2{num_classes = 10}; out = net(cnn.randn(2, 3, 64, 64))]]
+doc[MobileNetV2] = "models.MobileNetV2 -- the class of models.mobilenet_v2 (features, classifier); help(models.mobilenet_v2)."
 doc[InvertedResidual] = "models.InvertedResidual(inp, oup, stride, expand_ratio)\nMobileNetV2's block: 1x1 expand, 3x3 depthwise, 1x1 linear projection; residual when shapes match."
 
 return M

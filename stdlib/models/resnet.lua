@@ -196,6 +196,8 @@ models.cifar_resnet([{depth = 20, num_classes = 10, in_channels = 3}])
 He et al.'s ResNets for 32x32 images with depth = 6n + 2 (20, 32, 44, 56,
 110; 8 is the smallest): n BasicBlocks per stage, as models.resnet20.
   net = models.cifar_resnet{depth = 56}]]
+doc[ResNet] = "models.ResNet -- the class of models.resnet18/34/50 (conv1, bn1, relu, maxpool, layer1..4, avgpool, fc).\nBuild one with models.resnet18{...}; help(models.resnet18)."
+doc[CifarResNet] = "models.CifarResNet -- the class of models.resnet20 / cifar_resnet (conv1, bn1, relu, layer1..3, avgpool, fc).\nBuild one with models.resnet20{...}; help(models.cifar_resnet)."
 doc[BasicBlock] = "models.BasicBlock(inplanes, planes, stride [, downsample])\nTwo 3x3 convs with BatchNorm and a residual connection (ResNet-18/34)."
 doc[Bottleneck] = "models.Bottleneck(inplanes, planes, stride [, downsample])\n1x1, 3x3, 1x1 convs (out 4 * planes) with BatchNorm and a residual connection (ResNet-50)."
 

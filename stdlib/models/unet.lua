@@ -96,6 +96,8 @@ function M.unet(opts)
   return UNet(opts)
 end
 
+doc[UNet] = "models.UNet -- the class of models.unet (inc, down1.., up1.., outc); help(models.unet)."
+doc[DoubleConv] = "models.DoubleConv(cin, cout)\nTwo 3x3 convs (no bias), each with BatchNorm2d and ReLU: U-Net's building block."
 doc[M.unet] = [[
 models.unet([{in_channels = 1, num_classes = 2, base_channels = 16, depth = 3}])
 A small U-Net for segmentation: an encoder of `depth` (max-pool, two 3x3

@@ -63,6 +63,8 @@ local M = { VGG = VGG }
 M.vgg11_bn = constructor("vgg11_bn", CONFIGS.A)
 M.vgg16_bn = constructor("vgg16_bn", CONFIGS.D)
 
+doc[VGG] = "models.VGG -- the class of models.vgg11_bn / vgg16_bn (features, avgpool, classifier).\nBuild one with models.vgg11_bn{...}; help(models.vgg11_bn)."
+
 local HELP = [[
 models.%s([{num_classes = 1000, in_channels = 3, dropout = 0.5}])
 VGG-%s with batch norm in torchvision's layout (features, avgpool 7x7,

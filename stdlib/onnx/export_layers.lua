@@ -118,12 +118,61 @@ function L.ELU(g, m, out, x)
   g:bind(out, g:node("Elu", { g:name_of(x) }, { alpha = m.alpha + 0.0 }))
 end
 
+-- 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+local function gelu_tanh(g, out, x) -- issue 13 (helper "act")
+  local xn, dt = g:name_of(x), x.dtype
+  local cube = g:node("Mul", { g:node("Mul", { xn, xn }), xn })
+  local inner = g:node("Add", { xn, g:node("Mul", { cube, g:const(0.044715, dt) }) })
+  local t = g:node("Tanh", { g:node("Mul", { inner, g:const(math.sqrt(2 / math.pi), dt) }) })
+  local h = g:node("Mul", { g:node("Add", { t, g:const(1.0, dt) }), g:const(0.5, dt) })
+  g:bind(out, g:node("Mul", { xn, h }))
+end
+
 -- GELU (exact): x * 0.5 * (1 + erf(x / sqrt(2))); Gelu itself is opset 20.
 function L.GELU(g, m, out, x)
+  if m.approximate == "tanh" then return gelu_tanh(g, out, x) end
   local xn = g:name_of(x)
   local e = g:node("Erf", { g:node("Div", { xn, g:const(math.sqrt(2), x.dtype) }) })
   local h = g:node("Mul", { g:node("Add", { e, g:const(1.0, x.dtype) }), g:const(0.5, x.dtype) })
   g:bind(out, g:node("Mul", { xn, h }))
+end
+
+-- ---- activations of issue 13 (helper "act"): ONNX ops where the exporter's
+-- opsets (13..17) have them, else their definitions in ONNX ops.
+
+-- Clip with min and max as inputs (opset 11 and later)
+local function clip(lo, hi)
+  return function(g, m, out, x)
+    g:bind(out, g:node("Clip", { g:name_of(x), g:const(lo(m), x.dtype), g:const(hi(m), x.dtype) }))
+  end
+end
+L.ReLU6 = clip(function() return 0.0 end, function() return 6.0 end)
+L.Hardtanh = clip(function(m) return m.min_val + 0.0 end, function(m) return m.max_val + 0.0 end)
+
+-- PyTorch's hardsigmoid is ONNX's HardSigmoid with alpha 1/6 (ONNX's default is 0.2)
+local function hardsigmoid(g, x)
+  return g:node("HardSigmoid", { g:name_of(x) }, { alpha = 1.0 / 6.0, beta = 0.5 })
+end
+function L.Hardsigmoid(g, m, out, x) g:bind(out, hardsigmoid(g, x)) end
+function L.Hardswish(g, m, out, x) -- HardSwish is opset 14
+  if g.opset >= 14 then return g:bind(out, g:node("HardSwish", { g:name_of(x) })) end
+  g:bind(out, g:node("Mul", { g:name_of(x), hardsigmoid(g, x) }))
+end
+function L.SiLU(g, m, out, x) g:bind(out, g:node("Mul", { g:name_of(x), g:node("Sigmoid", { g:name_of(x) }) })) end
+function L.Mish(g, m, out, x) -- Mish is opset 18
+  g:bind(out, g:node("Mul", { g:name_of(x), g:node("Tanh", { g:node("Softplus", { g:name_of(x) }) }) }))
+end
+-- ONNX's Softplus has no beta or threshold: Softplus(beta x) / beta, which
+-- differs from PyTorch's x above a threshold >= 20 by less than 2e-9 / beta;
+-- a lower threshold is refused
+function L.Softplus(g, m, out, x)
+  local xn, dt = g:name_of(x), x.dtype
+  if m.threshold < 20 then
+    g:fail("layer %s: Softplus with threshold %s < 20 has no ONNX export here", g:layer_path(), m.threshold)
+  end
+  if m.beta == 1 then return g:bind(out, g:node("Softplus", { xn })) end
+  local z = g:node("Mul", { xn, g:const(m.beta + 0.0, dt) })
+  g:bind(out, g:node("Div", { g:node("Softplus", { z }), g:const(m.beta + 0.0, dt) }))
 end
 
 local function softmax(op)

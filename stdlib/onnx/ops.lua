@@ -251,9 +251,27 @@ function ops.Sigmoid(node, x) return F.sigmoid(x) end
 function ops.Tanh(node, x) return F.tanh(x) end
 function ops.LeakyRelu(node, x) return F.leaky_relu(x, attr(node, "alpha", 0.01)) end
 function ops.Elu(node, x) return F.elu(x, attr(node, "alpha", 1.0)) end
-function ops.Gelu(node, x) return F.gelu(x) end
-unsupported.Gelu = function(node)
-  if attr(node, "approximate", "none") ~= "none" then return "Gelu: approximate = 'tanh' is not supported" end
+function ops.Gelu(node, x) return F.gelu(x, { approximate = attr(node, "approximate", "none") }) end
+
+-- activations of issue 13 (helper "act")
+function ops.HardSwish(node, x) return F.hardswish(x) end
+function ops.Mish(node, x) return F.mish(x) end
+function ops.Softplus(node, x) return F.softplus(x) end
+-- max(0, min(1, alpha x + beta)); PyTorch's hardsigmoid when alpha = 1/6, beta = 1/2
+function ops.HardSigmoid(node, x)
+  local a, b = attr(node, "alpha", 0.2), attr(node, "beta", 0.5)
+  if math.abs(a - 1 / 6) < 1e-7 and b == 0.5 then return F.hardsigmoid(x) end
+  return F.hardtanh(x * a + b, 0, 1)
+end
+-- Clip: bounds as attributes before opset 11, as optional inputs after
+function ops.Clip(node, x, lo, hi)
+  if node.opset < 11 then
+    return x:clamp(attr(node, "min", -math.huge), attr(node, "max", math.huge))
+  end
+  lo = lo and lo:item() or -math.huge
+  hi = hi and hi:item() or math.huge
+  if lo == 0 and hi == 6 then return F.relu6(x) end
+  return x:clamp(lo, hi)
 end
 
 function ops.Add(node, a, b) return a + b end

@@ -171,3 +171,34 @@ describe("silu, hardswish, hardsigmoid, mish, softplus, gelu", function()
     end
   end)
 end)
+
+describe("ONNX export and load of the activations", function()
+  local tmp = (os.getenv("CNNSH_TEST_TMP") or "/tmp") .. "/activations_spec.onnx"
+  local layers = {
+    { "ReLU6", function() return nn.ReLU6() end },
+    { "Hardtanh", function() return nn.Hardtanh(-0.5, 2) end },
+    { "SiLU", function() return nn.SiLU() end },
+    { "Hardswish", function() return nn.Hardswish() end },
+    { "Hardsigmoid", function() return nn.Hardsigmoid() end },
+    { "Mish", function() return nn.Mish() end },
+    { "Softplus", function() return nn.Softplus() end },
+    { "Softplus(2, 20)", function() return nn.Softplus(2, 20) end },
+    { "GELU tanh", function() return nn.GELU({ approximate = "tanh" }) end },
+  }
+  for _, l in ipairs(layers) do
+    for _, opset in ipairs(l[1] == "Hardswish" and { 13, 17 } or { 17 }) do
+      it(l[1] .. " at opset " .. opset .. " round-trips with the same outputs", function()
+        local net = nn.Sequential(nn.Linear(4, 6), l[2]())
+        net:eval()
+        local x = cnn.randn(3, 4) * 3
+        cnn.onnx.export(net, x, tmp, { opset = opset })
+        H.assert_onnx_checked(tmp)
+        local m = cnn.onnx.load(tmp)
+        close(m(x), net(x), 1e-5, 1e-5)
+      end)
+    end
+  end
+  it("refuses a Softplus threshold below 20", function()
+    raises(function() cnn.onnx.export(nn.Softplus(1, 1), cnn.randn(2), tmp) end, "Softplus", "threshold")
+  end)
+end)

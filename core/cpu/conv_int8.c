@@ -9,7 +9,8 @@
  *   acc[n,k,oh,ow] = sum qx * wq   (the sum of conv_naive.c, exact in int32)
  *   y = (float)acc * (x_scale * w_scale[k]) + b[k],  then max(y, 0) if relu
  *
- * Paths.  NAIVE: the integer loop below (the oracle).  Otherwise oneDNN's
+ * Paths.  NAIVE: conv_naive.c's float64 loop over the integer levels (exact;
+ * the oracle).  Otherwise oneDNN's
  * u8 x s8 -> s32 convolution (conv_onednn.c, PREC_U8).  Why u8 and why
  * split: on CPUs without VNNI (AVX2, plain AVX-512) oneDNN multiplies with
  * vpmaddubsw, whose 16-bit sums of two u8*s8 products saturate above 32767;
@@ -51,35 +52,28 @@ static int quantize_split(const float *x, int64_t n, float scale, uint8_t *pos, 
   return any_negative;
 }
 
-/* ---- the integer loop (NAIVE) --------------------------------------------------- */
+/* ---- the naive path (NAIVE) ------------------------------------------------------ */
 
-static int32_t naive_point(const cnn_conv_shape *s, const int8_t *qx, const float *wq,
-                           int64_t n, int64_t k, int64_t oh, int64_t ow) {
-  int64_t Cg = s->C / s->groups, g = k / (s->K / s->groups);
-  int32_t acc = 0;
-  for (int64_t c = 0; c < Cg; c++)
-    for (int64_t r = 0; r < s->R; r++) {
-      int64_t ih = oh * s->sh - s->pt + r * s->dh;
-      if (ih < 0 || ih >= s->H) continue;
-      for (int64_t q = 0; q < s->S; q++) {
-        int64_t iw = ow * s->sw - s->pl + q * s->dw;
-        if (iw < 0 || iw >= s->W) continue;
-        int64_t xi = ((n * s->C + g * Cg + c) * s->H + ih) * s->W + iw;
-        acc += qx[xi] * (int32_t)wq[((k * Cg + c) * s->R + r) * s->S + q];
-      }
-    }
-  return acc;
-}
-
-static void naive_acc(const cnn_conv_shape *s, const float *x, float scale, const float *wq,
-                      int8_t *qx, int32_t *acc) {
-  int64_t nx = s->N * s->C * s->H * s->W, plane = s->OH * s->OW;
-  for (int64_t i = 0; i < nx; i++) qx[i] = (int8_t)quantize_one(x[i], scale);
-#pragma omp parallel for collapse(2) schedule(static)
-  for (int64_t n = 0; n < s->N; n++)
-    for (int64_t k = 0; k < s->K; k++)
-      for (int64_t p = 0; p < plane; p++)
-        acc[(n * s->K + k) * plane + p] = naive_point(s, qx, wq, n, k, p / s->OW, p % s->OW);
+/* acc through conv_naive.c's float64 loop (the oracle of every
+ * convolution): qx and wq are whole numbers and every partial sum stays
+ * below 2^31 (check_int8), so the float64 sums are exact. */
+static int naive_acc(const cnn_conv_shape *s, const float *x, float scale, const float *wq,
+                     int32_t *acc) {
+  int64_t nx = s->N * s->C * s->H * s->W, ny = s->N * s->K * s->OH * s->OW;
+  int64_t nw = s->K * (s->C / s->groups) * s->R * s->S;
+  double *xd = malloc((size_t)(nx + nw + ny) * sizeof(double));
+  if (!xd) {
+    cnn_set_error("conv2d_int8: out of memory for the naive path (%lld elements)",
+                  (long long)(nx + nw + ny));
+    return -1;
+  }
+  double *wd = xd + nx, *yd = wd + nw;
+  for (int64_t i = 0; i < nx; i++) xd[i] = quantize_one(x[i], scale);
+  for (int64_t i = 0; i < nw; i++) wd[i] = wq[i];
+  int rc = cnn_cpu_conv2d_naive_forward(CNN_FLOAT64, s, xd, wd, NULL, yd);
+  for (int64_t i = 0; rc == 0 && i < ny; i++) acc[i] = (int32_t)yd[i];
+  free(xd);
+  return rc;
 }
 
 /* ---- oneDNN ------------------------------------------------------------------------ */
@@ -128,7 +122,7 @@ static int check_int8(const cnn_conv_shape *s) {
 }
 
 typedef struct {
-  uint8_t *pos, *neg;      /* qx parts (NAIVE: pos holds qx as int8) */
+  uint8_t *pos, *neg;      /* qx parts */
   int32_t *acc, *acc_neg;
 } int8_buffers;
 
@@ -155,7 +149,7 @@ int cnn_cpu_conv2d_int8_forward(cnn_conv_algo algo, const cnn_conv_shape *s, con
   int rc = -2;
   if (algo != CNN_CONV_NAIVE)
     rc = onednn_acc(s, x, x_scale, wq, buf.pos, buf.neg, buf.acc, buf.acc_neg);
-  if (rc == -2) rc = 0, naive_acc(s, x, x_scale, wq, (int8_t *)buf.pos, buf.acc);
+  if (rc == -2) rc = naive_acc(s, x, x_scale, wq, buf.acc);
   if (rc == 0) epilogue(s, buf.acc, x_scale, w_scale, b, relu, y);
   buffers_free(&buf);
   return rc;

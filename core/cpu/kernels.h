@@ -111,7 +111,7 @@ int cnn_cpu_conv2d_onednn_forward_u8(const cnn_conv_shape *s, const uint8_t *x, 
 /* Quantized convolution (conv_int8.c; the rule is in cnn.h at
  * cnn_conv2d_int8): x float32 N x C x H x W, wq K x C/g x R x S whole
  * numbers in [-127, 127], w_scale K, b K or NULL; y OVERWRITTEN.
- * algo NAIVE runs the integer loop, the others oneDNN (the loop where
+ * algo NAIVE runs conv_naive.c on the integer levels, the others oneDNN (the naive path where
  * oneDNN has no primitive). */
 int cnn_cpu_conv2d_int8_forward(cnn_conv_algo algo, const cnn_conv_shape *s, const float *x,
                                 float x_scale, const float *wq, const float *w_scale,

@@ -10,20 +10,10 @@
 local H = require("helpers")
 
 local TMP = os.getenv("CNNSH_TEST_TMP") or "/tmp"
-local PY = "/usr/bin/python3"
 
 local function tmp(name) return TMP .. "/onnx_ct_spec_" .. name .. ".onnx" end
 
-local function assert_checked(path)
-  if os.execute(PY .. " -c 'import onnx' 2>/dev/null") ~= true then
-    pending("python3-onnx is missing: onnx.checker not run (apt install python3-onnx)")
-    return
-  end
-  local p = io.popen(PY .. " -c \"import onnx, sys; onnx.checker.check_model(onnx.load(sys.argv[1]), full_check=True)\" "
-                     .. path .. " 2>&1")
-  local out = p:read("a")
-  assert(p:close(), "onnx.checker rejected " .. path .. ": " .. out)
-end
+local assert_checked = H.assert_onnx_checked
 
 local op_types = H.onnx_op_types
 

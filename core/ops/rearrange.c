@@ -25,7 +25,7 @@ typedef int64_t (*position_fn)(int64_t j, int64_t size, int64_t param);
 
 static int64_t flipped(int64_t j, int64_t size, int64_t param) { (void)param; return size - 1 - j; }
 static int64_t rolled(int64_t j, int64_t size, int64_t shift) {
-  int64_t p = (j - shift) % size;
+  int64_t p = (j - shift % size) % size; /* |shift % size| < size: no overflow */
   return p < 0 ? p + size : p;
 }
 static int64_t repeated(int64_t j, int64_t size, int64_t param) { (void)param; return j % size; }

@@ -332,6 +332,8 @@ describe("repeat, tile, flip, roll", function()
     exact(x:roll(-4, 2), { { 2, 3, 1 }, { 5, 6, 4 } })
     exact(x:roll({ 1, 1 }, { 1, 2 }), { { 6, 4, 5 }, { 3, 1, 2 } })
     exact(x:roll(2), { { 5, 6, 1 }, { 2, 3, 4 } }) -- flattened
+    exact(x:roll(math.mininteger), { { 3, 4, 5 }, { 6, 1, 2 } }) -- -2^63 = 4 (mod 6), no overflow
+    exact(x:roll(math.maxinteger, 2), x:roll(1, 2))
     shape(cnn.zeros(0, 2):roll(1, 1), { 0, 2 })
     raises(function() x:flip(1, 1) end, "flip", "more than once")
     raises(function() x:flip(3) end, "flip", "dim 3")

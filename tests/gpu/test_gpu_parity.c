@@ -248,6 +248,36 @@ static void activations(void) {
   }
 }
 
+/* losses of issue 13 (helper "act"), composed of ops: forward and both gradients */
+static cnn_tensor *op_composed_loss(cnn_tensor **in, const void *ctx) {
+  switch (*(const int *)ctx) {
+  case 0: return cnn_l1_loss(in[0], in[1], CNN_REDUCTION_MEAN);
+  case 1: return cnn_smooth_l1_loss(in[0], in[1], CNN_REDUCTION_SUM, 0.5);
+  case 2: return cnn_huber_loss(in[0], in[1], CNN_REDUCTION_MEAN, 0.7);
+  case 3: return cnn_kl_div(in[0], in[1], CNN_REDUCTION_SUM, true, true);
+  default: return cnn_cross_entropy_probs(in[0], in[1], NULL, CNN_REDUCTION_MEAN, 0.1);
+  }
+}
+static cnn_tensor *op_bce_probs(cnn_tensor **in, const void *ctx) {
+  cnn_tensor *p = cnn_unary(CNN_OP_SIGMOID, in[0], 0, 0), *q = cnn_unary(CNN_OP_SIGMOID, in[1], 0, 0);
+  cnn_tensor *l = p && q ? cnn_binary_cross_entropy(p, q, NULL, CNN_REDUCTION_MEAN) : NULL;
+  cnn_tensor_release(p), cnn_tensor_release(q);
+  return l;
+}
+static void composed_losses(void) {
+  int64_t a[2] = {7, 5};
+  static const int kinds[] = {0, 1, 2, 3, 4};
+  static const char *names[] = {"l1_loss", "smooth_l1_loss", "huber_loss", "kl_div", "cross_entropy(probs)"};
+  for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+    cnn_tensor *in[2] = {randn(2, a), randn(2, a)};
+    parity(names[k], op_composed_loss, &kinds[k], 2, in, (bool[]){true, true}, 1e-5, 1e-4);
+    cnn_tensor_release(in[0]), cnn_tensor_release(in[1]);
+  }
+  cnn_tensor *in[2] = {randn(2, a), randn(2, a)};
+  parity("binary_cross_entropy", op_bce_probs, NULL, 2, in, (bool[]){true, true}, 1e-5, 1e-4);
+  cnn_tensor_release(in[0]), cnn_tensor_release(in[1]);
+}
+
 static void reductions(void) {
   int64_t s[3] = {4, 7, 5};
   static const int cases[][4] = {{CNN_RED_SUM, 0, 0, 0},  {CNN_RED_SUM, 2, 1, 0},  {CNN_RED_MEAN, 5, 0, 0},
@@ -511,6 +541,7 @@ int main(void) {
   cnn_manual_seed(7);
   elementwise();
   activations(); /* issue 13, helper "act" */
+  composed_losses();
   reductions();
   products();
   convolutions();

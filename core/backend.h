@@ -204,6 +204,23 @@ typedef struct cnn_backend {
   int (*softmax_backward)(int dev, cnn_dtype dt, int64_t outer, int64_t D, int64_t inner,
                           int log, const void *y, const void *dy, void *dx);
 
+  /* ---- layer / group / instance norm, resizing, adaptive max pooling
+   * (helper "norm"): the CPU kernels' signatures (cpu/kernels.h) ---- */
+  int (*norm_rows_forward)(int dev, cnn_dtype dt, const cnn_norm_shape *s, const void *x,
+                           const void *gamma, const void *beta, double eps, void *y, void *mean,
+                           void *rstd);
+  int (*norm_rows_backward)(int dev, cnn_dtype dt, const cnn_norm_shape *s, const void *dy,
+                            const void *x, const void *mean, const void *rstd, const void *gamma,
+                            void *dx, void *dgamma, void *dbeta);
+  int (*resize2d_forward)(int dev, cnn_dtype dt, const cnn_resize_shape *s, const void *x, void *y);
+  int (*resize2d_backward)(int dev, cnn_dtype dt, const cnn_resize_shape *s, const void *dy, void *dx);
+  int (*adaptive_max_pool2d_forward)(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t H,
+                                     int64_t W, int64_t OH, int64_t OW, const void *x, void *y,
+                                     int64_t *indices);
+  int (*adaptive_max_pool2d_backward)(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t H,
+                                      int64_t W, int64_t OH, int64_t OW, const void *dy,
+                                      const int64_t *indices, void *dx);
+
   /* ---- losses (own kernels, elementwise_math.h) ---- */
   /* loss[N] (dt) per row (0 for ignored rows), wsum[N] (dt) the weight
    * each row adds to the mean's denominator; weight (C) may be NULL */

@@ -467,6 +467,31 @@ cnn_tensor *cnn_batch_norm(cnn_tensor *x, cnn_tensor *running_mean, cnn_tensor *
                            cnn_tensor *weight, cnn_tensor *bias, bool training,
                            double momentum, double eps);
 
+/* ---- layer / group / instance norm, resizing (helper "norm": ops/nn_row_norm.c,
+ * ops/nn_resize.c; PyTorch's semantics) ---- */
+/* over the last k dims, which must equal normalized_shape[0..k-1]; weight and
+ * bias (optional) have that shape */
+cnn_tensor *cnn_layer_norm(cnn_tensor *x, int k, const int64_t *normalized_shape, cnn_tensor *weight,
+                           cnn_tensor *bias, double eps);
+/* x N x C x *, C divisible by groups; weight, bias (optional) C */
+cnn_tensor *cnn_group_norm(cnn_tensor *x, int64_t groups, cnn_tensor *weight, cnn_tensor *bias, double eps);
+/* x N x C x * (at least 3 dims); running_* optional (updated in place when
+ * use_input_stats), required when !use_input_stats */
+cnn_tensor *cnn_instance_norm(cnn_tensor *x, cnn_tensor *running_mean, cnn_tensor *running_var,
+                              cnn_tensor *weight, cnn_tensor *bias, bool use_input_stats, double momentum,
+                              double eps);
+/* F.interpolate on N x C x H x W; scale_h/w the user's scale factors used
+ * for the coordinates (0: from the sizes); rules in resize_math.h */
+typedef enum { CNN_RESIZE_NEAREST = 0, CNN_RESIZE_BILINEAR = 1 } cnn_resize_mode;
+cnn_tensor *cnn_interpolate(cnn_tensor *x, int64_t out_h, int64_t out_w, int mode, bool align_corners,
+                            double scale_h, double scale_w);
+/* indices (optional out): int64, flat 0-based h*W+w within each plane */
+cnn_tensor *cnn_adaptive_max_pool2d(cnn_tensor *x, int64_t out_h, int64_t out_w, cnn_tensor **indices);
+/* N x C*r*r x H x W -> N x C x H*r x W*r, and its inverse (a view, a
+ * permute and a copy: differentiable on every device) */
+cnn_tensor *cnn_pixel_shuffle(cnn_tensor *x, int64_t r);
+cnn_tensor *cnn_pixel_unshuffle(cnn_tensor *x, int64_t r);
+
 typedef enum { CNN_REDUCTION_NONE, CNN_REDUCTION_MEAN, CNN_REDUCTION_SUM } cnn_reduction;
 /* target: int64 class indices, 0-based; weight (C) optional; ignore_index < 0 none */
 cnn_tensor *cnn_nll_loss(cnn_tensor *logp, cnn_tensor *target, cnn_tensor *weight,

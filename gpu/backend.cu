@@ -312,6 +312,8 @@ static void fill_table(void) {
   gpu_optim_register(&table);
   gpu_sort_register(&table); /* issue 13: sort/topk */
   gpu_scan_register(&table); /* issue 13: cumsum/cumprod */
+  gpu_norm_register(&table);   /* helper "norm" */
+  gpu_resize_register(&table); /* helper "norm" */
 }
 
 /* Why no device can be used, from cudaGetDeviceCount's status. */

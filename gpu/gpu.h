@@ -192,6 +192,8 @@ void gpu_index_register(cnn_backend *be);       /* index.cu */
 void gpu_optim_register(cnn_backend *be);       /* optim.cu */
 void gpu_sort_register(cnn_backend *be);        /* sort.cu (issue 13) */
 void gpu_scan_register(cnn_backend *be);        /* scan.cu (issue 13) */
+void gpu_norm_register(cnn_backend *be);        /* norm.cu (helper "norm") */
+void gpu_resize_register(cnn_backend *be);      /* resize.cu (helper "norm") */
 void gpu_conv_set_benchmark(bool on);           /* cudnn_conv.cu */
 
 /* cudnn_conv.cu: one direction of a convolution with symmetric padding

@@ -45,6 +45,7 @@ extern const luaL_Reg cnn_lua_creation_funcs[];   /* creation.c */
 extern const luaL_Reg cnn_lua_memory_funcs[];     /* memory.c */
 extern const luaL_Reg cnn_lua_functional_funcs[]; /* functional.c */
 extern const luaL_Reg cnn_lua_loss_funcs[];       /* losses.c (also in F) */
+extern const luaL_Reg cnn_lua_norm_funcs[];       /* functional_norm.c: F.layer_norm, interpolate... (helper "norm") */
 extern const luaL_Reg cnn_lua_misc_funcs[];       /* init.c */
 extern const luaL_Reg cnn_lua_io_funcs[];         /* io.c: cnn.save, cnn.load */
 extern const luaL_Reg cnn_lua_io_internal[];      /* io.c: PNG and terminal helpers, in cnn.internal */

@@ -286,6 +286,14 @@ static const doc_entry docs[] = {
     {"Tensor:unbind", "x:unbind([dim=1]) -> {tensors}\nThe slices of x along dim (that dim removed), as views."},
     {"Tensor:tolist", "x:tolist() or x:totable() -> table\nThe values as nested Lua tables (a number for a 0-d tensor); tolist is PyTorch's name."},
     {"F.one_hot", "F.one_hot(labels [, num_classes]) -> int64 tensor\nlabels.shape x num_classes of 0/1, 1 at each 1-based label (num_classes defaults to the largest label)."},
+    /* helper "norm": normalisation and resizing */
+    {"F.layer_norm", "F.layer_norm(x, normalized_shape [, weight [, bias]] [, {eps=1e-5}]) -> tensor\nNormalises over the last dims (normalized_shape a size or {sizes}) of each sample by their mean and biased variance, then * weight + bias (of normalized_shape)."},
+    {"F.group_norm", "F.group_norm(x, num_groups [, weight [, bias]] [, {eps=1e-5}]) -> tensor\nNormalises each group of C/num_groups channels of each sample of N x C x ... input; weight and bias have C values."},
+    {"F.instance_norm", "F.instance_norm(x [, running_mean, running_var [, weight [, bias]]] [, {use_input_stats=true, momentum=0.1, eps=1e-5}]) -> tensor\nNormalises each channel of each sample over its positions; updates the running statistics when given (unbiased variance, averaged over the batch); use_input_stats=false normalises with them instead."},
+    {"F.interpolate", "F.interpolate(x, {size= | scale_factor=, mode='nearest', align_corners=, recompute_scale_factor=}) -> tensor\nResizes N x C x H x W input ('nearest' or 'bilinear', PyTorch's coordinates); size/scale_factor a number or {h, w}; output floor(H * scale_factor)."},
+    {"F.pixel_shuffle", "F.pixel_shuffle(x, r) -> tensor\n(*, C*r*r, H, W) -> (*, C, H*r, W*r), sub-pixel rearrangement."},
+    {"F.pixel_unshuffle", "F.pixel_unshuffle(x, r) -> tensor\n(*, C, H*r, W*r) -> (*, C*r*r, H, W), the inverse of pixel_shuffle."},
+    {"F.adaptive_max_pool2d", "F.adaptive_max_pool2d(x, size | {h, w} [, {return_indices=false}]) -> tensor [, indices]\nMax pooling to a fixed output size over PyTorch's bins; indices are 1-based positions within each H*W plane."},
     {NULL, NULL}};
 
 static const char *const module_docs[][2] = {

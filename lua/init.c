@@ -186,6 +186,7 @@ static void build_functional(lua_State *L) {
   luaL_setfuncs(L, cnn_lua_loss_funcs, 0);
   luaL_setfuncs(L, cnn_lua_join_funcs, 0);
   luaL_setfuncs(L, cnn_lua_tensor_ops_funcs, 0); /* F.one_hot (issue 13) */
+  luaL_setfuncs(L, cnn_lua_norm_funcs, 0); /* helper "norm" */
 }
 
 /* package.loaded["cnn.internal"]: the bindings' helpers for stdlib (viz's

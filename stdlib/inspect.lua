@@ -17,7 +17,9 @@
 -- Conventions (printed in the help texts):
 --   MACs  multiply-adds of the given input's whole batch: Conv2d
 --         N*K*OH*OW * C/groups*R*S, Linear (output numel) * in_features,
---         BatchNorm one per element, everything else 0.  FLOPs = 2 * MACs.
+--         BatchNorm, LayerNorm, GroupNorm, InstanceNorm2d one per element,
+--         bilinear Upsample 4 per output element, everything else 0.
+--         FLOPs = 2 * MACs.
 --   std   unbiased (divides by n - 1), as torch.std.
 --   Each returns a table r with r.rows (one per layer call), r.text (the
 --   printed table) and a short tostring, so the prompt does not print the
@@ -134,6 +136,11 @@ local function macs_of(m, out)
     return out:numel() * m.in_features
   elseif class_is(m, "BatchNorm2d") or class_is(m, "BatchNorm1d") then
     return out:numel()
+  -- helper "norm": normalisation one per element, bilinear upsampling 4 (its taps)
+  elseif class_is(m, "LayerNorm") or class_is(m, "GroupNorm") or class_is(m, "InstanceNorm2d") then
+    return out:numel()
+  elseif class_is(m, "Upsample") and m.mode == "bilinear" then
+    return 4 * out:numel()
   end
   return 0
 end
@@ -712,7 +719,8 @@ layer call: dotted name, type, output shape, trainable and frozen
 parameters, multiply-adds (MACs) and activation memory, then totals.
 MACs count the whole batch of the input: Conv2d N*K*OH*OW*(C/groups)*R*S,
 ConvTranspose2d N*C*H*W*(K/groups)*R*S (C, H, W: its input), Conv1d N*K*OL*(C/groups)*k,
-Linear (output elements)*in_features, BatchNorm one per element, others 0.
+Linear (output elements)*in_features, BatchNorm, LayerNorm, GroupNorm and
+InstanceNorm2d one per element, bilinear Upsample 4 per output element, others 0.
 On a shape error it stops at the failing layer and suggests the fix
 (e.g. "use nn.Linear(1600, 128)").  r.rows, r.total_params, r.macs,
 r.ok, r.error, r.suggestion, r.text.  The model is left unchanged.]==]

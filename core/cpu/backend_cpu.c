@@ -126,6 +126,39 @@ static int softmax_bwd(int dev, cnn_dtype dt, int64_t outer, int64_t D, int64_t 
   return cnn_cpu_softmax_backward(dt, outer, D, inner, log, y, dy, dx);
 }
 
+/* ---- layer/group/instance norm, resizing, adaptive max pooling (helper "norm":
+ * norm_rows.c, resize.c, adaptive_max_pool.c) ---- */
+
+static int norm_rows_fwd(int dev, cnn_dtype dt, const cnn_norm_shape *s, const void *x, const void *gamma,
+                         const void *beta, double eps, void *y, void *mean, void *rstd) {
+  (void)dev;
+  return cnn_cpu_norm_rows_forward(dt, s, x, gamma, beta, eps, y, mean, rstd);
+}
+static int norm_rows_bwd(int dev, cnn_dtype dt, const cnn_norm_shape *s, const void *dy, const void *x,
+                         const void *mean, const void *rstd, const void *gamma, void *dx, void *dgamma,
+                         void *dbeta) {
+  (void)dev;
+  return cnn_cpu_norm_rows_backward(dt, s, dy, x, mean, rstd, gamma, dx, dgamma, dbeta);
+}
+static int resize_fwd(int dev, cnn_dtype dt, const cnn_resize_shape *s, const void *x, void *y) {
+  (void)dev;
+  return cnn_cpu_resize2d_forward(dt, s, x, y);
+}
+static int resize_bwd(int dev, cnn_dtype dt, const cnn_resize_shape *s, const void *dy, void *dx) {
+  (void)dev;
+  return cnn_cpu_resize2d_backward(dt, s, dy, dx);
+}
+static int adaptive_max_fwd(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t H, int64_t W, int64_t OH,
+                            int64_t OW, const void *x, void *y, int64_t *indices) {
+  (void)dev;
+  return cnn_cpu_adaptive_max_pool2d_forward(dt, N, C, H, W, OH, OW, x, y, indices);
+}
+static int adaptive_max_bwd(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t H, int64_t W, int64_t OH,
+                            int64_t OW, const void *dy, const int64_t *indices, void *dx) {
+  (void)dev;
+  return cnn_cpu_adaptive_max_pool2d_backward(dt, N, C, H, W, OH, OW, dy, indices, dx);
+}
+
 const cnn_backend cnn_cpu_backend = {
     .name = "cpu",
     .half = false,
@@ -172,4 +205,11 @@ const cnn_backend cnn_cpu_backend = {
     .cumulate = cnn_cpu_cumulate,
     .cumprod_backward = cnn_cpu_cumprod_backward,
     .scatter = cnn_cpu_scatter,
+    /* helper "norm" */
+    .norm_rows_forward = norm_rows_fwd,
+    .norm_rows_backward = norm_rows_bwd,
+    .resize2d_forward = resize_fwd,
+    .resize2d_backward = resize_bwd,
+    .adaptive_max_pool2d_forward = adaptive_max_fwd,
+    .adaptive_max_pool2d_backward = adaptive_max_bwd,
 };

@@ -24,6 +24,8 @@
 #define CNN_CPU_KERNELS_H
 
 #include "cnn.h" /* cnn_dtype, cnn_conv_algo, cnn_set_error */
+#include "norm_math.h"   /* cnn_norm_shape (helper "norm") */
+#include "resize_math.h" /* cnn_resize_shape (helper "norm") */
 
 #ifdef __cplusplus
 extern "C" {
@@ -189,6 +191,29 @@ int cnn_cpu_softmax_forward(cnn_dtype dt, int64_t outer, int64_t D, int64_t inne
  * dx = dy - exp(y)*sum(dy).  dx OVERWRITTEN. */
 int cnn_cpu_softmax_backward(cnn_dtype dt, int64_t outer, int64_t D, int64_t inner, int log,
                              const void *y, const void *dy, void *dx);
+
+/* ---- layer / group / instance norm, resizing (helper "norm": norm_rows.c,
+ * resize.c, adaptive_max_pool.c; geometry in norm_math.h, resize_math.h) ---- */
+
+/* x, y: R x D; mean, rstd: R (saved for backward); gamma, beta: A values
+ * (norm_math.h) or NULL (1 and 0) */
+int cnn_cpu_norm_rows_forward(cnn_dtype dt, const cnn_norm_shape *s, const void *x, const void *gamma,
+                              const void *beta, double eps, void *y, void *mean, void *rstd);
+/* dx (R x D), dgamma, dbeta (A) OVERWRITTEN; each may be NULL */
+int cnn_cpu_norm_rows_backward(cnn_dtype dt, const cnn_norm_shape *s, const void *dy, const void *x,
+                               const void *mean, const void *rstd, const void *gamma, void *dx,
+                               void *dgamma, void *dbeta);
+/* x: N x C x H x W, y: N x C x OH x OW (s->mode: nearest or bilinear) */
+int cnn_cpu_resize2d_forward(cnn_dtype dt, const cnn_resize_shape *s, const void *x, void *y);
+/* dx (N x C x H x W) OVERWRITTEN: zeroed, then dy scattered through the taps */
+int cnn_cpu_resize2d_backward(cnn_dtype dt, const cnn_resize_shape *s, const void *dy, void *dx);
+/* adaptive max pooling, PyTorch's bins; indices: flat h*W+w in the plane
+ * (first maximum; NaN propagates); backward OVERWRITES dx */
+int cnn_cpu_adaptive_max_pool2d_forward(cnn_dtype dt, int64_t N, int64_t C, int64_t H, int64_t W,
+                                        int64_t OH, int64_t OW, const void *x, void *y, int64_t *indices);
+int cnn_cpu_adaptive_max_pool2d_backward(cnn_dtype dt, int64_t N, int64_t C, int64_t H, int64_t W,
+                                         int64_t OH, int64_t OW, const void *dy, const int64_t *indices,
+                                         void *dx);
 
 /* ---- element access shared by the kernels ------------------------------------- */
 

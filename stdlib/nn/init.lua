@@ -19,6 +19,10 @@ local files = { "nn.container", "nn.conv", "nn.linear", "nn.pooling", "nn.activa
                 "nn.conv_transpose", "nn.pooling_1d" --  issue 13: ConvTranspose2d, 1-d pools
               }
 files[#files + 1] = "nn.loss" -- issue 13 (helper "act"): the loss modules
+-- helper "norm": LayerNorm, GroupNorm, InstanceNorm2d, Upsample, PixelShuffle, AdaptiveMaxPool2d
+files[#files + 1] = "nn.norm_layers"
+files[#files + 1] = "nn.resize"
+files[#files + 1] = "nn.adaptive_max_pool"
 for _, f in ipairs(files) do
   for name, cls in pairs(require(f)) do nn[name] = cls end
 end

@@ -174,6 +174,8 @@ static void fill_table(void) {
   fake_index_register(&table);
   fake_optim_register(&table);
   fake_tensor_ops_register(&table); /* issue 13: sort, scans, scatter */
+  fake_norm_register(&table);   /* helper "norm" */
+  fake_resize_register(&table); /* helper "norm" */
   if (fake_register_async) fake_register_async(&table);
   if (fake_register_batched) fake_register_batched(&table);
   if (fake_register_extra) fake_register_extra(&table);

@@ -530,6 +530,66 @@ static void errors(void) {
   cnn_tensor_release(c), cnn_tensor_release(g), cnn_tensor_release(y);
 }
 
+/* ---- helper "norm": layer/group/instance norm, interpolate, adaptive max pooling, pixel shuffle ---- */
+
+/* ctx: {k, normalized_shape...} */
+static cnn_tensor *op_layer_norm(cnn_tensor **in, const void *ctx) {
+  const int64_t *k = ctx;
+  return cnn_layer_norm(in[0], (int)k[0], k + 1, in[1], in[2], 1e-5);
+}
+static cnn_tensor *op_group_norm(cnn_tensor **in, const void *ctx) {
+  return cnn_group_norm(in[0], *(const int *)ctx, in[1], in[2], 1e-5);
+}
+static cnn_tensor *op_instance_norm(cnn_tensor **in, const void *ctx) {
+  return cnn_instance_norm(in[0], NULL, NULL, in[1], in[2], true, 0.1, 1e-5);
+}
+typedef struct {
+  int64_t oh, ow;
+  int mode;
+  bool ac;
+  double s;
+} resize_case;
+static cnn_tensor *op_interpolate(cnn_tensor **in, const void *ctx) {
+  const resize_case *c = ctx;
+  return cnn_interpolate(in[0], c->oh, c->ow, c->mode, c->ac, c->s, c->s);
+}
+static cnn_tensor *op_adaptive_max(cnn_tensor **in, const void *ctx) { return cnn_adaptive_max_pool2d(in[0], 3, 2, NULL); }
+static cnn_tensor *op_pixel_shuffle(cnn_tensor **in, const void *ctx) {
+  return *(const int *)ctx ? cnn_pixel_shuffle(in[0], 2) : cnn_pixel_unshuffle(in[0], 2);
+}
+
+static void norm_resize_ops(void) {
+  int64_t xs[4] = {2, 6, 7, 5}, c[1] = {6}, last[2] = {7, 5}, big[2] = {3, 700};
+  cnn_tensor *in[3] = {randn(4, xs), randn(1, c), randn(1, c)};
+  bool all[3] = {true, true, true};
+  parity("group_norm (3 groups)", op_group_norm, &(int){3}, 3, in, all, 1e-4, 1e-4);
+  parity("group_norm (1 group)", op_group_norm, &(int){1}, 3, in, all, 1e-4, 1e-4);
+  parity("instance_norm", op_instance_norm, NULL, 3, in, all, 1e-4, 1e-4);
+  cnn_tensor_release(in[1]), cnn_tensor_release(in[2]);
+  in[1] = randn(2, last), in[2] = randn(2, last);
+  parity("layer_norm (last 2 dims)", op_layer_norm, (int64_t[]){2, 7, 5}, 3, in, all, 1e-4, 1e-4);
+  cnn_tensor *w = randn(1, (int64_t[]){5});
+  cnn_tensor *l1[3] = {in[0], w, NULL};
+  parity("layer_norm (last dim, weight only)", op_layer_norm, (int64_t[]){1, 5}, 3, l1, (bool[]){true, true, false}, 1e-4, 1e-4);
+  cnn_tensor_release(w);
+  cnn_tensor *rows[3] = {randn(2, big), NULL, NULL}; /* rows longer than a block */
+  parity("layer_norm (rows of 700, no affine)", op_layer_norm, (int64_t[]){1, 700}, 3, rows, (bool[]){true, false, false}, 1e-4, 1e-4);
+  cnn_tensor_release(rows[0]);
+  resize_case rc[] = {{14, 10, CNN_RESIZE_NEAREST, false, 0}, {9, 11, CNN_RESIZE_NEAREST, false, 0},
+                      {9, 11, CNN_RESIZE_BILINEAR, false, 0}, {9, 11, CNN_RESIZE_BILINEAR, true, 0},
+                      {10, 7, CNN_RESIZE_BILINEAR, false, 1.5}, {3, 2, CNN_RESIZE_BILINEAR, false, 0}};
+  const char *rn[] = {"interpolate nearest x2", "interpolate nearest 9x11", "interpolate bilinear 9x11",
+                      "interpolate bilinear align_corners", "interpolate bilinear scale 1.5", "interpolate bilinear down"};
+  for (int i = 0; i < 6; i++) parity(rn[i], op_interpolate, &rc[i], 1, in, all, 1e-5, 1e-5);
+  parity("adaptive_max_pool2d", op_adaptive_max, NULL, 1, in, all, 0, 0);
+  int64_t ps[4] = {2, 8, 4, 6};
+  cnn_tensor *p[1] = {randn(4, ps)};
+  parity("pixel_shuffle", op_pixel_shuffle, &(int){1}, 1, p, all, 0, 0);
+  parity("pixel_unshuffle", op_pixel_shuffle, &(int){0}, 1, p, all, 0, 0);
+  cnn_tensor_release(p[0]);
+  for (int i = 0; i < 3; i++) cnn_tensor_release(in[i]);
+}
+
 int main(void) {
   const char *why = cnn_cuda_unavailable_reason();
   if (why || !cnn_backend_get(CNN_CUDA)) {
@@ -553,5 +613,6 @@ int main(void) {
   dropout();
   tensor_ops(); /* issue 13 point 7 */
   errors();
+  norm_resize_ops(); /* helper "norm" */
   return check_report("gpu_parity");
 }

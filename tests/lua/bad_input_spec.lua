@@ -1217,6 +1217,14 @@ describe("F.* options tables reject unknown keys", function()
   cases.kl_div = { function(o) return F.kl_div(logits, F.softmax(logits), o) end, "log_target, reduction" }
   cases.binary_cross_entropy = { function(o) return F.binary_cross_entropy(logits:sigmoid(), logits:sigmoid(), o) end,
                                  "reduction, weight" }
+  -- normalisation and resizing (helper "norm")
+  cases.layer_norm = { function(o) return F.layer_norm(x4, { 5 }, nil, nil, o) end, "eps" }
+  cases.group_norm = { function(o) return F.group_norm(x4, 1, nil, nil, o) end, "eps" }
+  cases.instance_norm = { function(o) return F.instance_norm(x4, nil, nil, nil, nil, o) end,
+                          "eps, momentum, use_input_stats" }
+  cases.interpolate = { function(o) if next(o) == nil then o.size = 3 end return F.interpolate(x4, o) end,
+                        "align_corners, mode, recompute_scale_factor, scale_factor, size" }
+  cases.adaptive_max_pool2d = { function(o) return F.adaptive_max_pool2d(x4, 2, o) end, "return_indices" }
 
   it("every F function whose signature has an options table is covered", function()
     for name, f in pairs(F) do
@@ -1325,6 +1333,80 @@ describe("conv1d, 1-d pools, padding strings and pad modes (issue 13)", function
   }
   for _, c in ipairs(cases) do
     it(c[1] .. " " .. table.concat(c, " ", 3), function() raises(c[2], c[1], table.unpack(c, 3)) end)
+  end
+end)
+
+-- ---- normalisation and resizing (helper "norm") -------------------------------------------------------
+
+describe("normalisation and resizing: shapes, dtypes, values", function()
+  local x4 = cnn.zeros(2, 6, 3, 4)
+  local cases = {
+    { "layer_norm", function() return F.layer_norm(x4, { 5 }) end, "2x6x3x4", "5" },
+    { "layer_norm", function() return F.layer_norm(x4, 4, cnn.ones(5)) end, "weight 5", "2x6x3x4" },
+    { "layer_norm", function() return F.layer_norm(x4, 4, cnn.ones(4, "float64")) end, "float64" },
+    { "layer_norm", function() return F.layer_norm(cnn.zeros(2, 4, "int64"), 4) end, "int64" },
+    { "layer_norm", function() return F.layer_norm(x4, { 3, 4 }, nil, nil, { eps = -1 }) end, "eps" },
+    { "layer_norm", function() return F.layer_norm(x4) end, "normalized_shape" },
+    { "group_norm", function() return F.group_norm(x4, 4) end, "divisible by num_groups", "2x6x3x4" },
+    { "group_norm", function() return F.group_norm(x4, 0) end, "num_groups=0" },
+    { "group_norm", function() return F.group_norm(x4, 2, cnn.ones(5)) end, "weight 5", "2x6x3x4" },
+    { "group_norm", function() return F.group_norm(cnn.zeros(6), 2) end, "6" },
+    { "instance_norm", function() return F.instance_norm(cnn.zeros(2, 6)) end, "2x6" },
+    { "instance_norm", function() return F.instance_norm(cnn.zeros(2, 6, 1, 1)) end, "spatial", "2x6x1x1" },
+    { "instance_norm", function() return F.instance_norm(x4, cnn.zeros(6)) end, "running_var" },
+    { "instance_norm", function() return F.instance_norm(x4, nil, nil, nil, nil, { use_input_stats = false }) end,
+      "running_mean" },
+    { "instance_norm", function() return F.instance_norm(x4, cnn.zeros(5), cnn.ones(5)) end, "running_mean 5" },
+    { "instance_norm", function() return F.instance_norm(x4, nil, nil, nil, nil, { momentum = 0 / 0 }) end, "momentum" },
+    { "interpolate", function() return F.interpolate(cnn.zeros(2, 3), { size = 4 }) end, "2x3" },
+    { "interpolate", function() return F.interpolate(x4, { size = 4, scale_factor = 2 }) end, "exactly one" },
+    { "interpolate", function() return F.interpolate(x4, {}) end, "exactly one" },
+    { "interpolate", function() return F.interpolate(x4, { size = 0 }) end, "size" },
+    { "interpolate", function() return F.interpolate(x4, { size = 2 ^ 40 }) end, "size" },
+    { "interpolate", function() return F.interpolate(x4, { scale_factor = 0 / 0 }) end, "scale_factor" },
+    { "interpolate", function() return F.interpolate(x4, { scale_factor = -2 }) end, "scale_factor" },
+    { "interpolate", function() return F.interpolate(x4, { scale_factor = 0.1 }) end, "2x6x3x4" },
+    { "interpolate", function() return F.interpolate(x4, { size = 4, mode = "bicubic" }) end, "bicubic" },
+    { "interpolate", function() return F.interpolate(x4, { size = 4, align_corners = true }) end, "align_corners" },
+    { "interpolate", function() return F.interpolate(x4, { size = { 1, 2, 3 } }) end, "size" },
+    { "interpolate", function() return F.interpolate(cnn.zeros(1, 1, 2, 2, "int64"), { size = 4 }) end, "int64" },
+    { "interpolate", function() return F.interpolate(x4) end },
+    { "pixel_shuffle", function() return F.pixel_shuffle(x4, 4) end, "2x6x3x4", "6 channels" },
+    { "pixel_shuffle", function() return F.pixel_shuffle(x4, 0) end, "factor" },
+    { "pixel_shuffle", function() return F.pixel_shuffle(cnn.zeros(4, 4), 2) end, "4x4" },
+    { "pixel_unshuffle", function() return F.pixel_unshuffle(x4, 2) end, "2x6x3x4", "height 3" },
+    { "adaptive_max_pool2d", function() return F.adaptive_max_pool2d(x4, 0) end, "0" },
+    { "adaptive_max_pool2d", function() return F.adaptive_max_pool2d(cnn.zeros(4, 4), 2) end, "4x4" },
+    { "adaptive_max_pool2d", function() return F.adaptive_max_pool2d(x4, { 1, 2, 3 }) end, "output size" },
+    { "adaptive_max_pool2d", function() return F.adaptive_max_pool2d(x4) end, "output size" },
+  }
+  for _, c in ipairs(cases) do
+    it(c[1] .. " " .. table.concat(c, " ", 3), function() raises(c[2], c[1], table.unpack(c, 3)) end)
+  end
+
+  local function fwd(layer, x) return function() return layer(x) end end
+  local layers = {
+    { "LayerNorm", function() return nn.LayerNorm(0 / 0) end, "normalized_shape" },
+    { "LayerNorm", function() return nn.LayerNorm(4, { elementwise_afine = false }) end, "elementwise_afine" },
+    { "layer_norm", fwd(nn.LayerNorm(5), x4), "2x6x3x4" },
+    { "GroupNorm", function() return nn.GroupNorm(4, 6) end, "divisible" },
+    { "GroupNorm", function() return nn.GroupNorm(0, 6) end, "num_groups" },
+    { "group_norm", fwd(nn.GroupNorm(2, 4), x4), "weight 4" },
+    { "InstanceNorm2d", function() return nn.InstanceNorm2d(3, { momentum = 2 }) end, "momentum" },
+    { "InstanceNorm2d", fwd(nn.InstanceNorm2d(3), x4), "3 channels", "2x6x3x4" },
+    { "InstanceNorm2d", fwd(nn.InstanceNorm2d(6), cnn.zeros(6, 3)), "2D" },
+    { "Upsample", function() return nn.Upsample() end, "exactly one" },
+    { "Upsample", function() return nn.Upsample{ scale_factor = 2, mode = "trilinear" } end, "mode" },
+    { "Upsample", function() return nn.Upsample{ size = 2, align_corners = true } end, "align_corners" },
+    { "Upsample", function() return nn.Upsample{ size = 0 } end, "size" },
+    { "interpolate", fwd(nn.Upsample{ scale_factor = 2 }, cnn.zeros(3, 4)), "3x4" },
+    { "PixelShuffle", function() return nn.PixelShuffle(0) end, "upscale_factor" },
+    { "pixel_shuffle", fwd(nn.PixelShuffle(2), x4), "6 channels" },
+    { "AdaptiveMaxPool2d", function() return nn.AdaptiveMaxPool2d() end, "output size" },
+    { "adaptive_max_pool2d", fwd(nn.AdaptiveMaxPool2d(2), cnn.zeros(4, 4)), "4x4" },
+  }
+  for i, c in ipairs(layers) do
+    it(i .. " " .. c[1] .. " " .. table.concat(c, " ", 3), function() raises(c[2], c[1], table.unpack(c, 3)) end)
   end
 end)
 

@@ -178,24 +178,21 @@ static int f_l1_loss(lua_State *L) {
   return cnn_lua_push_result(L, cnn_l1_loss(x, y, red));
 }
 
-/* F.smooth_l1_loss(x, y [, {reduction='mean', beta=1}]) */
-static int f_smooth_l1_loss(lua_State *L) {
-  cnn_tensor *x = cnn_lua_check_tensor(L, 1), *y = cnn_lua_check_tensor(L, 2);
-  static const char *const known[] = {"beta", "reduction", NULL};
-  int opts = trailing_opts(L, 3, "F.smooth_l1_loss", known);
-  cnn_reduction red = reduction_of(L, opts, "smooth_l1_loss");
-  double beta = cnn_lua_opt_number(L, opts, "beta", 1.0);
-  return cnn_lua_push_result(L, cnn_smooth_l1_loss(x, y, red, beta));
-}
+typedef cnn_tensor *(*width_loss_fn)(cnn_tensor *, cnn_tensor *, cnn_reduction, double);
 
-/* F.huber_loss(x, y [, {reduction='mean', delta=1}]) */
-static int f_huber_loss(lua_State *L) {
+/* F.<op>(x, y [, {reduction='mean', <key>=1}]): smooth_l1_loss (beta), huber_loss (delta) */
+static int width_loss(lua_State *L, const char *op, const char *qualified, const char *key, width_loss_fn fn) {
   cnn_tensor *x = cnn_lua_check_tensor(L, 1), *y = cnn_lua_check_tensor(L, 2);
-  static const char *const known[] = {"delta", "reduction", NULL};
-  int opts = trailing_opts(L, 3, "F.huber_loss", known);
-  cnn_reduction red = reduction_of(L, opts, "huber_loss");
-  double delta = cnn_lua_opt_number(L, opts, "delta", 1.0);
-  return cnn_lua_push_result(L, cnn_huber_loss(x, y, red, delta));
+  const char *const known[] = {key, "reduction", NULL}; /* sorted: beta, delta < reduction */
+  int opts = trailing_opts(L, 3, qualified, known);
+  cnn_reduction red = reduction_of(L, opts, op);
+  return cnn_lua_push_result(L, fn(x, y, red, cnn_lua_opt_number(L, opts, key, 1.0)));
+}
+static int f_smooth_l1_loss(lua_State *L) {
+  return width_loss(L, "smooth_l1_loss", "F.smooth_l1_loss", "beta", cnn_smooth_l1_loss);
+}
+static int f_huber_loss(lua_State *L) {
+  return width_loss(L, "huber_loss", "F.huber_loss", "delta", cnn_huber_loss);
 }
 
 /* F.kl_div(logp, target [, {reduction='mean', log_target=false}]); reduction also 'batchmean' */

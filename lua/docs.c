@@ -245,6 +245,7 @@ static const doc_entry docs[] = {
     /* activations, regularisers and losses of issue 13 (helper "act") */
     {"F.hardtanh", "F.hardtanh(x [, min_val=-1 [, max_val=1]]) -> tensor\nx clamped to [min_val, max_val] (also {min_val=, max_val=}); the gradient is 0 at the limits, as PyTorch's."},
     {"F.relu6", "F.relu6(x) -> tensor\nmin(max(x, 0), 6) = F.hardtanh(x, 0, 6) (MobileNet); the gradient is 0 at 0 and at 6."},
+    {"F.dropout2d", "F.dropout2d(x [, p=0.5 [, training=true]]) -> tensor\nZeroes whole channels of N x C x H x W (or N x C x L) input with probability p and scales the rest by 1/(1-p) in training; x unchanged otherwise."},
     {"F.silu", "F.silu(x) -> tensor\nx * sigmoid(x) (also called swish)."},
     {"F.hardswish", "F.hardswish(x) -> tensor\nx * relu6(x + 3) / 6 (MobileNetV3); the gradient is x/3 + 1/2 on [-3, 3], 0 below, 1 above."},
     {"F.hardsigmoid", "F.hardsigmoid(x) -> tensor\nrelu6(x + 3) / 6; the gradient is 1/6 strictly inside (-3, 3), else 0."},

@@ -457,6 +457,28 @@ static int f_conv2d_int8(lua_State *L) {
   return cnn_lua_push_result(L, cnn_conv2d_int8(x, wq, ws, b, x_scale, relu, &p));
 }
 
+/* F.dropout2d(x [, p=0.5 [, training=true]]) (issue 13, helper "act"): whole channels of
+ * N x C x H x W (or N x C x L, as PyTorch reads 3-D input) zeroed with probability p, the
+ * others scaled by 1/(1-p): x times a dropout mask of shape N x C x 1 [x 1] */
+static int f_dropout2d(lua_State *L) {
+  cnn_tensor *x = cnn_lua_check_tensor(L, 1);
+  double p = luaL_optnumber(L, 2, 0.5);
+  bool training = lua_isnoneornil(L, 3) ? true : lua_toboolean(L, 3);
+  char s[CNN_SHAPE_STR];
+  if (!(p >= 0 && p <= 1)) return cnn_lua_fail(L, "dropout2d: p must be in [0, 1], got %g", p);
+  if (x->ndim != 3 && x->ndim != 4)
+    return cnn_lua_fail(L, "dropout2d: expects N x C x H x W or N x C x L input, got %s", cnn_tensor_shape_str(x, s));
+  if (!cnn_dtype_is_float(x->dtype))
+    return cnn_lua_fail(L, "dropout2d: input must be floating-point, got %s", cnn_dtype_name(x->dtype));
+  if (!training || p == 0) return lua_settop(L, 1), 1;
+  int64_t shape[4] = {x->shape[0], x->shape[1], 1, 1};
+  cnn_tensor *ones = cnn_full(x->ndim, shape, 1.0, x->dtype, cnn_tensor_device(x));
+  cnn_lua_push_result(L, ones);
+  cnn_tensor *mask = cnn_dropout(ones, p, true);
+  cnn_lua_push_result(L, mask);
+  return cnn_lua_push_result(L, cnn_binary(CNN_OP_MUL, x, mask));
+}
+
 const luaL_Reg cnn_lua_functional_funcs[] = {
     {"conv2d", f_conv2d},
     {"linear", f_linear},
@@ -469,6 +491,7 @@ const luaL_Reg cnn_lua_functional_funcs[] = {
     {"batch_norm", f_batch_norm},
     {"flatten", f_flatten},
     {"pad", f_pad},
+    {"dropout2d", f_dropout2d}, /* issue 13, helper "act" */
     /* transposed convolution (issue 13) */
     {"conv_transpose2d", f_conv_transpose2d},
     /* 1-d convolution and pooling (issue 13) */

@@ -29,4 +29,17 @@ nn.Dropout([p = 0.5])
 Training: each element is zeroed with probability p, the others multiplied
 by 1/(1-p), so the expected value is unchanged.  Eval: the identity.]]
 
-return { Dropout = Dropout }
+-- nn.Dropout2d (issue 13, helper "act"): whole channels, F.dropout2d
+local Dropout2d = Module:extend("Dropout2d")
+function Dropout2d:init(p)
+  if type(p) == "table" then p = check.options("nn.Dropout2d", p, { "p" }, 3).p end
+  self.p = check.number("nn.Dropout2d", "p", p == nil and 0.5 or p, 3, 0, 1)
+end
+function Dropout2d:forward(x) return F.dropout2d(x, self.p, self.training) end
+Dropout2d.extra_repr = Dropout.extra_repr
+doc[Dropout2d] = [[
+nn.Dropout2d([p = 0.5])
+Training: each channel of N x C x H x W input is zeroed with probability p,
+the others multiplied by 1/(1-p).  Eval: the identity.]]
+
+return { Dropout = Dropout, Dropout2d = Dropout2d }

@@ -202,3 +202,32 @@ describe("ONNX export and load of the activations", function()
     raises(function() cnn.onnx.export(nn.Softplus(1, 1), cnn.randn(2), tmp) end, "Softplus", "threshold")
   end)
 end)
+
+describe("dropout2d", function()
+  it("zeroes whole channels, scales the rest by 1/(1-p), and eval is the identity", function()
+    cnn.manual_seed(5)
+    local x = cnn.ones(4, 8, 3, 3, "float64"):requires_grad_()
+    local y = F.dropout2d(x, 0.5)
+    local zeros, kept = 0, 0
+    for n = 1, 4 do for c = 1, 8 do
+      local ch = y[n][c]
+      local lo, hi = ch:min():item(), ch:max():item()
+      assert.equals(lo, hi) -- one value per channel
+      if lo == 0 then zeros = zeros + 1 else assert.equals(2, lo); kept = kept + 1 end
+    end end
+    assert.is_true(zeros > 0 and kept > 0)
+    y:sum():backward()
+    close(x.grad, y:detach(), 0, 0) -- the gradient is the mask
+    local m = nn.Dropout2d(0.3)
+    m:eval()
+    close(m(x), x, 0, 0)
+    close(F.dropout2d(x, 0.5, false), x, 0, 0)
+    assert.equals("float64", F.dropout2d(cnn.ones(2, 3, 5, "float64"), 0.2).dtype) -- N x C x L
+  end)
+  it("rejects bad input", function()
+    raises(function() F.dropout2d(cnn.ones(2, 3), 0.5) end, "dropout2d", "2x3")
+    raises(function() F.dropout2d(cnn.ones(1, 2, 2, 2), 1.5) end, "dropout2d", "p")
+    raises(function() nn.Dropout2d(2) end, "nn.Dropout2d", "p")
+    assert.truthy(cnn.doc[F.dropout2d] and cnn.doc[nn.Dropout2d])
+  end)
+end)

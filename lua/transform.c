@@ -7,7 +7,8 @@
  *                          {kind = "hflip", p = 0.5}, {kind = "normalize", mean = {..}, std = {..}}, ...}}
  * kinds: resize, center_crop, random_crop (pad), random_resized_crop (lo, hi:
  * scale; rlo, rhi: ratio), hflip (p), rotation (lo, hi degrees),
- * color_jitter (brightness, contrast, saturation), grayscale (channels),
+ * color_jitter (brightness, contrast, saturation; hue_lo, hue_hi: the hue
+ * shift range), grayscale (channels),
  * normalize (mean, std: numbers or lists).
  *
  *   y = cnn.io.transform(img, spec [, seed])   -- img: C x H x W (uint8, float32, float64)
@@ -74,6 +75,7 @@ static void read_op(lua_State *L, int t, cnn_tf_op *op) {
   op->jitter[0] = num_field(L, t, "brightness", 0);
   op->jitter[1] = num_field(L, t, "contrast", 0);
   op->jitter[2] = num_field(L, t, "saturation", 0);
+  op->hue_lo = num_field(L, t, "hue_lo", 0), op->hue_hi = num_field(L, t, "hue_hi", 0);
   op->channels = (int)num_field(L, t, "channels", 1);
   if (op->kind == CNN_TF_NORMALIZE) {
     int nm = cnn_lua_channel_values(L, "transform", t, "mean", op->mean);

@@ -625,9 +625,11 @@ then the centre), resized (bilinear, antialiased) to size.]]
 doc[T.RandomHorizontalFlip] = "data.transforms.RandomHorizontalFlip([p = 0.5])\nMirror left-right with probability p."
 doc[T.RandomRotation] = "data.transforms.RandomRotation(degrees)\nRotate by U(-degrees, degrees) (or {min, max}) counter-clockwise about the centre; bilinear, zero fill, same size."
 doc[T.ColorJitter] = [[
-data.transforms.ColorJitter{brightness = 0, contrast = 0, saturation = 0}  (or (b, c, s))
+data.transforms.ColorJitter{brightness = 0, contrast = 0, saturation = 0, hue = 0}  (or (b, c, s, h))
 Each factor ~ U(max(0, 1 - v), 1 + v), applied in a random order as torchvision's
-adjust_brightness/contrast/saturation on [0, 1] values (clamped).]]
+adjust_brightness/contrast/saturation on [0, 1] values (clamped).  hue = h in [0, 0.5]
+(or {min, max} within [-0.5, 0.5]) shifts the hue of RGB images by U(-h, h) turns in
+HSV space (adjust_hue); one-channel images are left as they are.]]
 doc[T.Grayscale] = "data.transforms.Grayscale([num_output_channels = 1])\n0.299 R + 0.587 G + 0.114 B, as 1 or 3 channels."
 doc[T.pipeline_spec] = "data.transforms.pipeline_spec(tf, dtype) -> spec\nThe {scale, ops} table cnn.io.transform and the C loader run for a transform."
 doc[T.fixed_spec] = "data.transforms.fixed_spec(tf, h, w, dtype) -> spec | nil\nThe tensor loader's fast-path spec, or nil when the transform needs the pipeline."

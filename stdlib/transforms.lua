@@ -137,20 +137,32 @@ function transforms.RandomRotation(degrees)
   return transform("rotation", string.format("RandomRotation({%g, %g})", lo, hi), { lo = lo, hi = hi })
 end
 
--- ColorJitter{brightness =, contrast =, saturation =} or ColorJitter(b, c, s):
--- factors ~ U(max(0, 1 - v), 1 + v), applied in a random order.
-function transforms.ColorJitter(b, c, s)
+-- hue: h in [0, 0.5] meaning {-h, h}, or {min, max} with -0.5 <= min <= max <= 0.5
+local function hue_range(fname, v, level)
+  local lo, hi
+  if type(v) == "number" then lo, hi = -v, v
+  elseif type(v) == "table" and #v == 2 then lo, hi = v[1], v[2] end
+  if type(lo) == "number" and type(hi) == "number" and -0.5 <= lo and lo <= hi and hi <= 0.5 then return lo, hi end
+  check.fail(fname, "hue", "a number in [0, 0.5] or {min, max} with -0.5 <= min <= max <= 0.5", v, level + 1)
+end
+
+-- ColorJitter{brightness =, contrast =, saturation =, hue =} or
+-- ColorJitter(b, c, s, h): factors ~ U(max(0, 1 - v), 1 + v), a hue shift
+-- ~ U(-h, h) (or U(min, max)) turns, applied in a random order.
+function transforms.ColorJitter(b, c, s, h)
   local f = "data.transforms.ColorJitter"
   if type(b) == "table" then
-    check.options(f, b, { "brightness", "contrast", "saturation" }, 2)
-    b, c, s = b.brightness, b.contrast, b.saturation
+    check.options(f, b, { "brightness", "contrast", "saturation", "hue" }, 2)
+    b, c, s, h = b.brightness, b.contrast, b.saturation, b.hue
   end
   b, c, s = b or 0, c or 0, s or 0
   check.number(f, "brightness", b, 2, 0)
   check.number(f, "contrast", c, 2, 0)
   check.number(f, "saturation", s, 2, 0)
-  return transform("jitter", string.format("ColorJitter(brightness=%g, contrast=%g, saturation=%g)", b, c, s),
-    { brightness = b, contrast = c, saturation = s })
+  local hue_lo, hue_hi = hue_range(f, h or 0, 2)
+  local hue = (hue_lo ~= 0 or hue_hi ~= 0) and string.format(", hue={%g, %g}", hue_lo, hue_hi) or ""
+  return transform("jitter", string.format("ColorJitter(brightness=%g, contrast=%g, saturation=%g%s)", b, c, s, hue),
+    { brightness = b, contrast = c, saturation = s, hue_lo = hue_lo, hue_hi = hue_hi })
 end
 
 function transforms.Grayscale(num_output_channels)
@@ -226,7 +238,8 @@ local function op_of(t)
   if k == "hflip" then return { kind = "hflip", p = t.p } end
   if k == "rotation" then return { kind = "rotation", lo = t.lo, hi = t.hi } end
   if k == "jitter" then
-    return { kind = "color_jitter", brightness = t.brightness, contrast = t.contrast, saturation = t.saturation }
+    return { kind = "color_jitter", brightness = t.brightness, contrast = t.contrast, saturation = t.saturation,
+             hue_lo = t.hue_lo, hue_hi = t.hue_hi }
   end
   if k == "grayscale" then return { kind = "grayscale", channels = t.channels } end
 end

@@ -20,6 +20,11 @@
  *  - brightness / contrast / saturation: torchvision's adjust_* on float
  *    images: blend with black, with the mean of the grayscale image, with
  *    the grayscale image; results clamped to [0, 1].
+ *  - hue: torchvision's adjust_hue on float images: RGB -> HSV
+ *    (_rgb2hsv), h = (h + shift) mod 1, HSV -> RGB (_hsv2rgb, which clamps
+ *    the three derived values p, q, t to [0, 1] but not v); a no-op on one
+ *    channel and on gray pixels (s = 0).  In double per pixel, stored as
+ *    float (torchvision computes in float32: differences ~1e-7).
  *  - grayscale: 0.299 R + 0.587 G + 0.114 B (ITU-R 601-2, as PIL's 'L').
  */
 #include "io_internal.h"
@@ -197,5 +202,41 @@ void cnn_image_saturation(float *img, int64_t c, int64_t hw, double factor) {
       float *v = img + ch * hw + i;
       *v = clamp01(factor * *v + (1 - factor) * g);
     }
+  }
+}
+
+/* ---- hue ----------------------------------------------------------------------------- */
+
+/* torchvision's _rgb2hsv on one pixel: h in [0, 1), s, v = max(r, g, b) */
+static void rgb_to_hsv(double r, double g, double b, double hsv[3]) {
+  double maxc = fmax(r, fmax(g, b)), minc = fmin(r, fmin(g, b)), range = maxc - minc;
+  double divisor = maxc == minc ? 1 : range;
+  double rc = (maxc - r) / divisor, gc = (maxc - g) / divisor, bc = (maxc - b) / divisor, h;
+  if (maxc == r) h = bc - gc;
+  else if (maxc == g) h = 2 + rc - bc;
+  else h = 4 + gc - rc;
+  hsv[0] = fmod(h / 6 + 1, 1);
+  hsv[1] = maxc > 0 ? range / maxc : 0; /* torchvision divides by 0 when 0 = max > min (not a [0, 1] image) */
+  hsv[2] = maxc;
+}
+
+/* torchvision's _hsv2rgb on one pixel (h in [0, 1]) */
+static void hsv_to_rgb(double h, double s, double v, double rgb[3]) {
+  double sector = floor(h * 6), f = h * 6 - sector;
+  double p = clamp01(v * (1 - s)), q = clamp01(v * (1 - s * f)), t = clamp01(v * (1 - s * (1 - f)));
+  const double table[6][3] = {{v, t, p}, {q, v, p}, {p, v, t}, {p, q, v}, {t, p, v}, {v, p, q}};
+  int i = sector >= 0 && sector < 6 ? (int)sector : 0; /* 6 (h = 1) wraps to 0 as torchvision's i % 6; NaN: 0 */
+  memcpy(rgb, table[i], sizeof table[i]);
+}
+
+/* in place: rotate the hue by shift turns (in [-0.5, 0.5]); a no-op on one channel */
+void cnn_image_hue(float *img, int64_t c, int64_t hw, double shift) {
+  if (c < 3) return;
+  for (int64_t i = 0; i < hw; i++) {
+    double hsv[3], rgb[3];
+    rgb_to_hsv(img[i], img[hw + i], img[2 * hw + i], hsv);
+    double h = hsv[0] + shift;
+    hsv_to_rgb(h - floor(h), hsv[1], hsv[2], rgb);
+    for (int64_t ch = 0; ch < 3; ch++) img[ch * hw + i] = (float)rgb[ch];
   }
 }

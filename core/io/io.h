@@ -198,6 +198,7 @@ void cnn_image_grayscale(const float *src, int64_t c, int64_t hw, float *dst, in
 void cnn_image_brightness(float *img, int64_t n, double factor);                   /* in place */
 void cnn_image_contrast(float *img, int64_t c, int64_t hw, double factor);         /* in place */
 void cnn_image_saturation(float *img, int64_t c, int64_t hw, double factor);       /* in place */
+void cnn_image_hue(float *img, int64_t c, int64_t hw, double shift);               /* in place, in turns */
 
 typedef enum {
   CNN_TF_RESIZE = 1, CNN_TF_CENTER_CROP, CNN_TF_RANDOM_CROP, CNN_TF_RANDOM_RESIZED_CROP, CNN_TF_HFLIP,
@@ -213,6 +214,7 @@ typedef struct {
   double lo, hi;    /* ROTATION: angle range (degrees); RANDOM_RESIZED_CROP: area scale range */
   double rlo, rhi;  /* RANDOM_RESIZED_CROP: aspect ratio range */
   double jitter[3]; /* COLOR_JITTER: brightness, contrast, saturation (0: off) */
+  double hue_lo, hue_hi; /* COLOR_JITTER: hue shift range in turns, within [-0.5, 0.5] (0, 0: off) */
   int channels;     /* GRAYSCALE: output channels (1, 3); NORMALIZE: values in mean/std (1..4) */
   double mean[4], std[4];
 } cnn_tf_op;

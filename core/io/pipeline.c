@@ -17,8 +17,9 @@
  *    offset, else the centre crop clamped to the ratio range; then resized.
  *  - RandomHorizontalFlip: flip when U(0, 1) < p.
  *  - RandomRotation: angle ~ U(lo, hi) degrees.
- *  - ColorJitter: the order of brightness, contrast, saturation is a
- *    random permutation; each factor ~ U(max(0, 1 - v), 1 + v).
+ *  - ColorJitter: the order of brightness, contrast, saturation (and hue,
+ *    when its range is not {0, 0}) is a random permutation; each factor
+ *    ~ U(max(0, 1 - v), 1 + v), the hue shift ~ U(hue_lo, hue_hi).
  * Deterministic ops: Resize (an integer: the shorter edge, the longer one
  * int(size * long / short), as torchvision), CenterCrop (offsets rounded
  * half to even like Python's round; zero padding when the crop is larger),
@@ -212,14 +213,22 @@ static int run_rotation(cnn_pipeline_scratch *s, int64_t sh[3], const cnn_tf_op 
   return 0;
 }
 
+/* torchvision's ColorJitter: the adjustments in a random order (Fisher-Yates
+ * over 3, or over 4 when hue is on, so results without hue are those of
+ * earlier versions), one factor drawn per adjustment that is on */
 static void run_jitter(cnn_pipeline_scratch *s, const int64_t sh[3], const cnn_tf_op *op, uint64_t *rng) {
-  int order[3] = {0, 1, 2};
-  for (int i = 2; i > 0; i--) { /* Fisher-Yates */
+  bool hue = op->hue_lo != 0 || op->hue_hi != 0;
+  int n = hue ? 4 : 3, order[4] = {0, 1, 2, 3};
+  for (int i = n - 1; i > 0; i--) { /* Fisher-Yates */
     int j = (int)randint(rng, 0, i), t = order[i];
     order[i] = order[j], order[j] = t;
   }
   int64_t hw = sh[1] * sh[2];
-  for (int k = 0; k < 3; k++) {
+  for (int k = 0; k < n; k++) {
+    if (order[k] == 3) {
+      cnn_image_hue(s->a, sh[0], hw, uniform(rng, op->hue_lo, op->hue_hi));
+      continue;
+    }
     double v = op->jitter[order[k]];
     if (v <= 0) continue;
     double f = uniform(rng, v < 1 ? 1 - v : 0, 1 + v);
@@ -295,6 +304,8 @@ static int check_op(const cnn_tf_op *op) {
     return cnn_set_error("%s: scale and ratio must be positive, ordered ranges", name), -1;
   for (int k = 0; k < 3 && op->kind == CNN_TF_COLOR_JITTER; k++)
     if (!(op->jitter[k] >= 0 && op->jitter[k] < 1e6)) return cnn_set_error("%s: factors must be >= 0", name), -1;
+  if (op->kind == CNN_TF_COLOR_JITTER && !(-0.5 <= op->hue_lo && op->hue_lo <= op->hue_hi && op->hue_hi <= 0.5))
+    return cnn_set_error("%s: hue range (%g, %g) must be ordered within [-0.5, 0.5]", name, op->hue_lo, op->hue_hi), -1;
   if (op->kind == CNN_TF_GRAYSCALE && op->channels != 1 && op->channels != 3)
     return cnn_set_error("%s: num_output_channels must be 1 or 3", name), -1;
   for (int c = 0; op->kind == CNN_TF_NORMALIZE && c < op->channels; c++)

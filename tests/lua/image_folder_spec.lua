@@ -87,7 +87,7 @@ describe("images", function()
     local xs, ys = make_images(23, 10, 12, true)
     write_folder(root, xs, ys, { "a", "b", "c" })
     local tf = T.Compose{ T.Resize(9), T.RandomResizedCrop(8), T.RandomHorizontalFlip(), T.RandomRotation(10),
-                          T.ColorJitter(0.3, 0.3, 0.3), T.Normalize({ 0.5, 0.5, 0.5 }, { 0.2, 0.2, 0.2 }) }
+                          T.ColorJitter(0.3, 0.3, 0.3, 0.1), T.Normalize({ 0.5, 0.5, 0.5 }, { 0.2, 0.2, 0.2 }) }
     local ds = data.ImageFolder{ root = root, transform = tf }
     local function epoch(workers)
       cnn.manual_seed(11)

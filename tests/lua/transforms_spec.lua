@@ -4,6 +4,7 @@
 -- centre crops with Python's rounding, every padded window of a random
 -- crop, mirrors, a bilinear rotation (and the exact 90-degree case),
 -- colour jitter as x -> clamp(f x + (1 - f) m) for one factor per op,
+-- the hue shift through the textbook chroma form of HSV (not torchvision's),
 -- ITU-R 601 grayscale, per-channel normalise.  Odd sizes throughout.
 package.path = "./?.lua;" .. package.path
 local H = require("helpers")
@@ -182,6 +183,92 @@ describe("data.transforms against reference loops", function()
     end
   end)
 
+  -- hue: RGB -> (hue in turns, chroma, value) -> hue + shift -> RGB, the
+  -- textbook chroma/sector form (Wikipedia's "HSV"), independent of the C code
+  local function hue_of(r, g, b)
+    local v, m = math.max(r, g, b), math.min(r, g, b)
+    local chroma = v - m
+    if chroma == 0 then return 0, 0, v end
+    local h
+    if v == r then h = ((g - b) / chroma) % 6
+    elseif v == g then h = (b - r) / chroma + 2
+    else h = (r - g) / chroma + 4 end
+    return h / 6, chroma, v
+  end
+  local function shift_hue(r, g, b, shift)
+    local h, chroma, v = hue_of(r, g, b)
+    local hp = ((h + shift) % 1) * 6
+    local x = chroma * (1 - math.abs(hp % 2 - 1))
+    local sector = ({ { chroma, x, 0 }, { x, chroma, 0 }, { 0, chroma, x }, { 0, x, chroma }, { x, 0, chroma },
+                      { chroma, 0, x } })[math.floor(hp) % 6 + 1]
+    local m = v - chroma
+    return sector[1] + m, sector[2] + m, sector[3] + m
+  end
+  local function hue_ref(img, shift)
+    local c, h, w = #img, #img[1], #img[1][1]
+    local ref = { {}, {}, {} }
+    for y = 1, h do
+      for ch = 1, c do ref[ch][y] = {} end
+      for x = 1, w do
+        local rgb = { shift_hue(img[1][y][x], img[2][y][x], img[3][y][x], shift) }
+        for ch = 1, 3 do ref[ch][y][x] = rgb[ch] end
+      end
+    end
+    return ref
+  end
+
+  it("ColorJitter hue: a fixed shift against the textbook HSV loop; 0 keeps; gray pixels and 1 channel kept", function()
+    local t, img = image(3, 5, 7)
+    for _, f in ipairs({ 0.1, -0.3, 0.5, -0.5, 0.25, 1e-3 }) do
+      same(T.ColorJitter{ hue = { f, f } }(t, 4), hue_ref(img, f), 1e-5, "hue " .. f)
+    end
+    local as_float = t:float():totable() -- the pipeline works in float32
+    same(T.ColorJitter{ hue = 0 }(t, 4), as_float, 0, "hue = 0")
+    same(T.ColorJitter{ hue = { 0, 0 } }(t, 4), as_float, 0, "hue = {0, 0}")
+    -- gray pixels (r = g = b) among coloured ones come back exactly
+    local m = t:totable()
+    for y = 1, 5 do for ch = 1, 3 do m[ch][y][3] = 0.37 * y / 5 end end
+    local mixed = cnn.tensor(m, "float64")
+    local got = T.ColorJitter{ hue = { 0.3, 0.3 } }(mixed, 1):totable()
+    for y = 1, 5 do for ch = 1, 3 do
+      assert.is_true(math.abs(got[ch][y][3] - m[ch][y][3]) < 1e-7, "gray pixel at row " .. y)
+    end end
+    same(T.ColorJitter{ hue = { 0.3, 0.3 } }(mixed, 1), hue_ref(m, 0.3), 1e-5, "mixed image")
+    local g = image(1, 4, 6)
+    same(T.ColorJitter{ hue = 0.5 }(g, 2), g:float():totable(), 0, "one channel")
+  end)
+
+  it("ColorJitter hue: the random shift lies in [-h, h] and is the same for every pixel; seeded", function()
+    local t, img = image(3, 6, 5, 3)
+    local shifts = {}
+    for seed = 1, 8 do
+      local got = T.ColorJitter{ hue = 0.2 }(t, seed):totable()
+      -- the shift from one coloured pixel, then every pixel against the loop with it
+      local h0, c0 = hue_of(img[1][1][1], img[2][1][1], img[3][1][1])
+      local h1 = hue_of(got[1][1][1], got[2][1][1], got[3][1][1])
+      assert.is_true(c0 > 0.05, "a coloured pixel")
+      local shift = (h1 - h0 + 0.5) % 1 - 0.5
+      assert.is_true(shift >= -0.2 - 1e-5 and shift <= 0.2 + 1e-5, "shift " .. shift)
+      same(cnn.tensor(got, "float64"), hue_ref(img, shift), 1e-4, "seed " .. seed)
+      shifts[#shifts + 1] = shift
+    end
+    table.sort(shifts)
+    assert.is_true(shifts[#shifts] - shifts[1] > 0.05, "shifts vary with the seed")
+    local all = T.ColorJitter{ brightness = 0.3, contrast = 0.3, saturation = 0.3, hue = { -0.2, 0.4 } }
+    H.assert_close(all(t, 7), all(t, 7), 0, 0, "same seed, same image")
+    assert.is_true(H.max_diff(all(t, 7), all(t, 8)) > 1e-3, "another seed, another image")
+    assert.are.equal("ColorJitter(brightness=0.3, contrast=0.3, saturation=0.3, hue={-0.2, 0.4})", tostring(all))
+  end)
+
+  it("ColorJitter hue: out of [0, 0.5] or a bad range is an error naming the transform", function()
+    for _, bad in ipairs({ 0.6, -0.1, 0 / 0, { 0.3, 0.1 }, { -0.6, 0 }, { 0, 0.7 }, { 0.1 }, "0.1" }) do
+      H.raises(function() T.ColorJitter{ hue = bad } end, "ColorJitter", "hue")
+    end
+    H.raises(function() T.ColorJitter(0, 0, 0, 0.75) end, "ColorJitter", "hue")
+    local spec = { scale = 1, ops = { { kind = "color_jitter", hue_lo = -0.7, hue_hi = 0 } } }
+    H.raises(function() cnn.io.transform(cnn.rand(3, 2, 2), spec, 1) end, "ColorJitter", "hue")
+  end)
+
   it("Grayscale and Normalize", function()
     local t, img = image(3, 4, 5)
     local ref1, ref3 = { {} }, { {}, {}, {} }
@@ -220,7 +307,7 @@ describe("data.transforms against reference loops", function()
     H.raises(function() T.Compose{ T.Normalize(0, 1), T.ToFloat() }(u) end, "ToFloat", "Normalize")
     H.raises(function() T.Resize(0) end, "Resize", "size")
     H.raises(function() T.RandomCrop(3, { pading = 1 }) end, "RandomCrop", "pading")
-    H.raises(function() T.ColorJitter{ hue = 0.1 } end, "ColorJitter", "hue")
+    H.raises(function() T.ColorJitter{ hue = 0.6 } end, "ColorJitter", "hue")
     H.raises(function() T.RandomHorizontalFlip(2) end, "RandomHorizontalFlip", "p")
     H.raises(function() T.Grayscale(2) end, "Grayscale")
     H.raises(function() T.Grayscale()(cnn.rand(2, 3, 3)) end, "Grayscale", "2")

@@ -315,8 +315,10 @@ typedef struct {
 /* Bumped whenever cnn_core_api or cnn_backend changes layout: the module
  * compares it with the version it was built against, so an out-of-date
  * module is refused with a reason instead of calling through a wrong table.
- * 3: the CPU backend table and the per-family elementwise entries. */
-#define CNN_CORE_API_VERSION 3
+ * 3: the CPU backend table and the per-family elementwise entries.
+ * 4: entries for the new layers and ops (row norms, resize, sort, cumulate,
+ *    scatter, adam_step_many, conv2d_int8_forward) and new unary ops. */
+#define CNN_CORE_API_VERSION 4
 
 /* dlopen() a module: $env, then `file` next to the executable, then
  * ../lib/cnnsh/`file` relative to it, then build_path; NULL with dlerror()'s

@@ -14,22 +14,10 @@
 #include "autograd.h"
 #include "backend.h"
 #include "cnn.h"
+#include "ops_internal.h"
 #include "tensor_internal.h"
 
 #define MAX_SIDE ((int64_t)1 << 24)
-
-static int check_input4(const char *op, const cnn_tensor *x) {
-  char a[CNN_SHAPE_STR];
-  if (x->ndim != 4) {
-    cnn_set_error("%s: expected a 4-d input (N x C x H x W), got %s", op, cnn_tensor_shape_str(x, a));
-    return -1;
-  }
-  if (x->dtype != CNN_FLOAT32 && x->dtype != CNN_FLOAT64) {
-    cnn_set_error("%s: input dtype %s is not supported (use float32 or float64)", op, cnn_dtype_name(x->dtype));
-    return -1;
-  }
-  return 0;
-}
 
 static int check_out_size(const char *op, const cnn_tensor *x, int64_t oh, int64_t ow) {
   char a[CNN_SHAPE_STR];
@@ -55,7 +43,7 @@ static int resize_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
 
 cnn_tensor *cnn_interpolate(cnn_tensor *x, int64_t oh, int64_t ow, int mode, bool align_corners, double scale_h,
                             double scale_w) {
-  if (check_input4("interpolate", x) || check_out_size("interpolate", x, oh, ow)) return NULL;
+  if (cnn_check_image_input("interpolate", x) || check_out_size("interpolate", x, oh, ow)) return NULL;
   if (mode != CNN_RESIZE_NEAREST && mode != CNN_RESIZE_BILINEAR) {
     cnn_set_error("interpolate: unknown mode %d (0 nearest, 1 bilinear)", mode);
     return NULL;
@@ -96,7 +84,7 @@ static int adaptive_max_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
 }
 
 cnn_tensor *cnn_adaptive_max_pool2d(cnn_tensor *x, int64_t oh, int64_t ow, cnn_tensor **indices) {
-  if (check_input4("adaptive_max_pool2d", x) || check_out_size("adaptive_max_pool2d", x, oh, ow)) return NULL;
+  if (cnn_check_image_input("adaptive_max_pool2d", x) || check_out_size("adaptive_max_pool2d", x, oh, ow)) return NULL;
   int64_t shape[4] = {x->shape[0], x->shape[1], oh, ow};
   bool want_idx = indices || cnn_any_requires_grad(1, &x);
   cnn_device dev = cnn_tensor_device(x);

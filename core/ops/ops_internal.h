@@ -48,4 +48,8 @@ int cnn_check_indices(const char *op, const cnn_tensor *x, int dim, cnn_tensor *
 void cnn_outer_inner(int ndim, const int64_t *shape, int dim, int64_t *outer, int64_t *inner);
 int cnn_check_op_dim(const char *op, const cnn_tensor *x, int dim);
 
+/* nn_pool.c: 0 when x is a 4-d (N x C x H x W) float32/float64 tensor, else
+ * -1 with "<op>: expected a 4-d input ..." or the dtype (pools, resizing) */
+int cnn_check_image_input(const char *op, const cnn_tensor *x);
+
 #endif

@@ -37,7 +37,8 @@ int64_t cnn_chunk_sizes(int64_t size, int64_t chunks, int64_t *sizes) {
     for (int64_t i = 0; sizes && i < chunks; i++) sizes[i] = 0;
     return chunks;
   }
-  return cnn_split_sizes(size, (size + chunks - 1) / chunks, sizes);
+  /* ceil(size / chunks) without size + chunks - 1, which overflows for a huge count */
+  return cnn_split_sizes(size, size / chunks + (size % chunks != 0), sizes);
 }
 
 static int check_sizes(const cnn_tensor *x, int dim, int64_t n, const int64_t *sizes) {

@@ -17,7 +17,7 @@ return {
     { name = "memory_hog", run = call("memory_hog"), seconds = 30 },
     { name = "absurd_size", run = call("absurd_size") },
     { name = "exits", run = call("exits") },
-    { name = "blocked", run = call("blocked"), seconds = 0.3 },
+    { name = "blocked", run = call("blocked"), seconds = 0.1 },
     { name = "raises", run = call("raises") },
     { name = "skipped", run = function(lab, t) t.skip("no such device here") end },
   },

@@ -23,7 +23,8 @@ int64_t cnn_split_sizes(int64_t size, int64_t split_size, int64_t *sizes) {
   if (split_size < 0 || (split_size == 0 && size > 0))
     return cnn_set_error("split: split size %lld for a dimension of size %lld (must be positive, or 0 "
                          "for an empty dimension)", (long long)split_size, (long long)size), -1;
-  int64_t n = split_size ? (size + split_size - 1) / split_size : 1;
+  /* ceil(size / split_size), without an overflow for a huge split size */
+  int64_t n = split_size ? size / split_size + (size % split_size != 0) : 1;
   if (n == 0) n = 1;
   for (int64_t i = 0; sizes && i < n; i++)
     sizes[i] = i < n - 1 ? split_size : size - split_size * (n - 1);

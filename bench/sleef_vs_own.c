@@ -36,22 +36,22 @@ typedef void (*own_fn)(int64_t n, const float *x, float *y);
 
 /* SLEEF over an array, 16 (AVX-512) or 8 (AVX2) lanes at a time, the tail
  * through a padded vector. */
-#define SLEEF_ARRAY(name, f16, f8)                                                \
-  static void name##_16(int64_t n, const float *x, float *y) { \
-    int64_t i = 0;                                                                \
-    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, f16(_mm512_loadu_ps(x + i))); \
-    float t[16] = {0};                                                            \
-    memcpy(t, x + i, (size_t)(n - i) * 4);                                        \
-    _mm512_storeu_ps(t, f16(_mm512_loadu_ps(t)));                                 \
-    memcpy(y + i, t, (size_t)(n - i) * 4);                                        \
-  }                                                                               \
-  static void name##_8(int64_t n, const float *x, float *y) {                     \
-    int64_t i = 0;                                                                \
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, f8(_mm256_loadu_ps(x + i))); \
-    float t[8] = {0};                                                             \
-    memcpy(t, x + i, (size_t)(n - i) * 4);                                        \
-    _mm256_storeu_ps(t, f8(_mm256_loadu_ps(t)));                                  \
-    memcpy(y + i, t, (size_t)(n - i) * 4);                                        \
+#define SLEEF_ARRAY(name, f16, f8)                                                                 \
+  static void name##_16(int64_t n, const float *x, float *y) {                                     \
+    int64_t i = 0;                                                                                 \
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, f16(_mm512_loadu_ps(x + i)));             \
+    float t[16] = {0};                                                                             \
+    memcpy(t, x + i, (size_t)(n - i) * 4);                                                         \
+    _mm512_storeu_ps(t, f16(_mm512_loadu_ps(t)));                                                  \
+    memcpy(y + i, t, (size_t)(n - i) * 4);                                                         \
+  }                                                                                                \
+  static void name##_8(int64_t n, const float *x, float *y) {                                      \
+    int64_t i = 0;                                                                                 \
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, f8(_mm256_loadu_ps(x + i)));                \
+    float t[8] = {0};                                                                              \
+    memcpy(t, x + i, (size_t)(n - i) * 4);                                                         \
+    _mm256_storeu_ps(t, f8(_mm256_loadu_ps(t)));                                                   \
+    memcpy(y + i, t, (size_t)(n - i) * 4);                                                         \
   }
 
 SLEEF_ARRAY(sleef_exp, Sleef_expf16_u10, Sleef_expf8_u10)

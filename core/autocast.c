@@ -47,7 +47,8 @@ cnn_dtype cnn_autocast_target(cnn_tensor *const *in, int n) {
   for (int i = 0; i < n; i++) {
     if (!in[i]) continue;
     if (in[i]->dtype != CNN_FLOAT32) return CNN_FLOAT32;
-    if (!first) first = in[i];
+    if (!first)
+      first = in[i];
     else if (!cnn_device_equal(cnn_tensor_device(first), cnn_tensor_device(in[i])))
       return CNN_FLOAT32; /* the op reports the mix */
   }

@@ -36,7 +36,8 @@ bool cnn_set_grad_enabled(bool on) {
 void cnn_node_retain(cnn_node *n) { n->refcount++; }
 
 static void node_free_graph(cnn_node *n) {
-  for (int i = 0; i < CNN_NODE_MAX_INPUTS; i++) cnn_tensor_release(n->inputs[i]), n->inputs[i] = NULL;
+  for (int i = 0; i < CNN_NODE_MAX_INPUTS; i++)
+    cnn_tensor_release(n->inputs[i]), n->inputs[i] = NULL;
   for (int i = 0; i < CNN_NODE_MAX_SAVED; i++) cnn_tensor_release(n->saved[i]), n->saved[i] = NULL;
   n->released = true;
 }
@@ -115,11 +116,13 @@ void cnn_node_save(cnn_node *n, int slot, cnn_tensor *t) {
 cnn_tensor *cnn_node_saved(cnn_node *n, int slot) {
   if (n->released || !n->saved[slot]) {
     cnn_set_error("backward: trying to backward through the graph a second time (%s); "
-                  "pass {retain_graph = true} to the first backward", n->name);
+                  "pass {retain_graph = true} to the first backward",
+                  n->name);
     return NULL;
   }
   if (n->saved[slot]->storage->version != n->saved_version[slot]) {
-    cnn_set_error("backward: a tensor needed by %s was modified in place after it was saved", n->name);
+    cnn_set_error("backward: a tensor needed by %s was modified in place after it was saved",
+                  n->name);
     return NULL;
   }
   return n->saved[slot];
@@ -185,13 +188,17 @@ int cnn_tensor_set_grad(cnn_tensor *t, cnn_tensor *g) {
   char a[CNN_SHAPE_STR], b[CNN_SHAPE_STR];
   if (g && !cnn_same_shape(g, t))
     return cnn_set_error("grad: assigned gradient %s does not match tensor %s",
-                         cnn_tensor_shape_str(g, a), cnn_tensor_shape_str(t, b)), -1;
+                         cnn_tensor_shape_str(g, a), cnn_tensor_shape_str(t, b)),
+           -1;
   if (g && g->dtype != t->dtype)
     return cnn_set_error("grad: assigned gradient has dtype %s but the tensor is %s",
-                         cnn_dtype_name(g->dtype), cnn_dtype_name(t->dtype)), -1;
+                         cnn_dtype_name(g->dtype), cnn_dtype_name(t->dtype)),
+           -1;
   if (g && !cnn_device_equal(cnn_tensor_device(g), cnn_tensor_device(t)))
     return cnn_set_error("grad: assigned gradient is on %s but the tensor is on %s",
-                         cnn_device_str(cnn_tensor_device(g), a), cnn_device_str(cnn_tensor_device(t), b)), -1;
+                         cnn_device_str(cnn_tensor_device(g), a),
+                         cnn_device_str(cnn_tensor_device(t), b)),
+           -1;
   if (g) cnn_tensor_retain(g);
   cnn_tensor *old = t->grad;
   t->grad = g;

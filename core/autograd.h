@@ -32,32 +32,32 @@
 #include "cnn.h"
 
 #define CNN_NODE_MAX_INPUTS 4
-#define CNN_NODE_MAX_SAVED 6
+#define CNN_NODE_MAX_SAVED  6
 
 typedef struct cnn_node cnn_node;
 typedef int (*cnn_backward_fn)(cnn_node *n, cnn_tensor *grad_out, cnn_tensor **grad_in);
 
 struct cnn_node {
   int refcount;
-  const char *name;                 /* "MulBackward" */
+  const char *name; /* "MulBackward" */
   cnn_backward_fn backward;
   int ninputs;
-  bool needs[CNN_NODE_MAX_INPUTS];  /* input i wants a gradient */
-  cnn_tensor *inputs[CNN_NODE_MAX_INPUTS]; /* owned refs where needs[i], else NULL */
+  bool needs[CNN_NODE_MAX_INPUTS];                     /* input i wants a gradient */
+  cnn_tensor *inputs[CNN_NODE_MAX_INPUTS];             /* owned refs where needs[i], else NULL */
   int64_t in_shape[CNN_NODE_MAX_INPUTS][CNN_MAX_DIMS]; /* input shapes ... */
   int in_ndim[CNN_NODE_MAX_INPUTS];                    /* ... for sum_to */
   cnn_dtype in_dtype[CNN_NODE_MAX_INPUTS];
-  cnn_tensor *saved[CNN_NODE_MAX_SAVED]; /* detached owned refs or NULL */
+  cnn_tensor *saved[CNN_NODE_MAX_SAVED];     /* detached owned refs or NULL */
   int64_t saved_version[CNN_NODE_MAX_SAVED]; /* storage versions when saved */
-  double p[8];                      /* scalar parameters of the op */
-  int64_t ip[16];                   /* integer parameters of the op */
+  double p[8];                               /* scalar parameters of the op */
+  int64_t ip[16];                            /* integer parameters of the op */
   /* op geometry (a conv or pool shape, a pad plan): plain data copied in by
    * cnn_node_set_geometry, so recording allocates nothing but the node */
   _Alignas(8) unsigned char geometry[272];
-  cnn_tensor *output;               /* weak pointer to the output, or NULL */
-  cnn_hook *hooks;                  /* hooks registered on the (non-leaf) output */
-  bool retain_output_grad;          /* retain_grad() was called on the output */
-  bool released;                    /* graph freed after backward */
+  cnn_tensor *output;      /* weak pointer to the output, or NULL */
+  cnn_hook *hooks;         /* hooks registered on the (non-leaf) output */
+  bool retain_output_grad; /* retain_grad() was called on the output */
+  bool released;           /* graph freed after backward */
   /* scratch for cnn_backward */
   cnn_tensor *grad_accum;
   int pending;
@@ -66,8 +66,8 @@ struct cnn_node {
 
 /* Record a node for `out` if grad mode is on and an input requires grad;
  * NULL (and no error) otherwise.  inputs[i] may be NULL (non-tensor arg). */
-cnn_node *cnn_autograd_record(cnn_tensor *out, const char *name, cnn_backward_fn fn,
-                              int ninputs, cnn_tensor *const *inputs);
+cnn_node *cnn_autograd_record(cnn_tensor *out, const char *name, cnn_backward_fn fn, int ninputs,
+                              cnn_tensor *const *inputs);
 /* Copy the op's geometry (plain data, at most sizeof n->geometry bytes: a
  * compile-time size, so exceeding it is a bug) into the node; returns it. */
 void *cnn_node_set_geometry(cnn_node *n, const void *src, size_t size);

@@ -36,8 +36,8 @@
 #define CNNSH_CUDA_MODULE_BUILD_PATH ""
 #endif
 
-static const cnn_core_api core_api = {CNN_CORE_API_VERSION, cnn_set_error, cnn_interrupt_pending,
-                                     cnn_dtype_name,       cnn_unary_name, cnn_binary_name};
+static const cnn_core_api core_api = {CNN_CORE_API_VERSION, cnn_set_error,  cnn_interrupt_pending,
+                                      cnn_dtype_name,       cnn_unary_name, cnn_binary_name};
 
 static pthread_once_t cuda_once = PTHREAD_ONCE_INIT;
 static const cnn_backend *cuda_backend;
@@ -49,8 +49,8 @@ static void *open_module(const char *path) {
   return dlopen(path, RTLD_NOW | RTLD_LOCAL);
 }
 
-void *cnn_module_open(const char *env, const char *file, const char *build_path,
-                      char *last_error, size_t n) {
+void *cnn_module_open(const char *env, const char *file, const char *build_path, char *last_error,
+                      size_t n) {
   char exe[PATH_MAX], cand[PATH_MAX + 64];
   void *h = open_module(getenv(env));
   ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
@@ -125,7 +125,9 @@ const cnn_backend *cnn_cuda_backend(const char *op) {
 
 int cnn_cuda_check(const char *op) { return cnn_cuda_backend(op) ? 0 : -1; }
 
-int cnn_cuda_device_count(void) { return cnn_cuda_unavailable_reason() ? 0 : cuda_backend->device_count(); }
+int cnn_cuda_device_count(void) {
+  return cnn_cuda_unavailable_reason() ? 0 : cuda_backend->device_count();
+}
 
 /* the CUDA backend if it is usable and `device` exists, else NULL (error set) */
 static const cnn_backend *cuda_device_backend(const char *op, int device) {
@@ -150,7 +152,8 @@ int cnn_cuda_synchronize(int device) {
 int cnn_cuda_memory(int device, cnn_cuda_memory_info *out) {
   const cnn_backend *be = cuda_device_backend("memory", device);
   *out = (cnn_cuda_memory_info){0};
-  if (!be || be->memory_info(device, &out->cached, &out->reserved, &out->free, &out->total)) return -1;
+  if (!be || be->memory_info(device, &out->cached, &out->reserved, &out->free, &out->total))
+    return -1;
   out->has_waste = be->memory_waste && be->memory_waste(device, &out->waste) == 0;
   return 0;
 }

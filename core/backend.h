@@ -37,7 +37,7 @@
 #define CNN_BACKEND_H
 
 #include "cnn.h"
-#include "cpu/kernels.h"        /* cnn_conv_shape, cnn_pool_shape */
+#include "cpu/kernels.h"      /* cnn_conv_shape, cnn_pool_shape */
 #include "elementwise_math.h" /* cnn_sgd_hp, cnn_adam_hp, cnn_rmsprop_hp */
 
 #ifdef __cplusplus
@@ -59,9 +59,9 @@ typedef struct {
  * rows of C classes; the formulas are core/ops/loss.c's. */
 typedef struct {
   int64_t N, C;
-  int logits;          /* 1: x are logits (cross_entropy), 0: log-probabilities */
-  int64_t ignore;      /* ignore_index, < 0 for none */
-  double smoothing;    /* label smoothing (cross_entropy only) */
+  int logits;       /* 1: x are logits (cross_entropy), 0: log-probabilities */
+  int64_t ignore;   /* ignore_index, < 0 for none */
+  double smoothing; /* label smoothing (cross_entropy only) */
 } cnn_be_class_loss;
 
 /* One parameter of a many-tensor Adam step (speed work, issue 19): n
@@ -121,14 +121,14 @@ typedef struct cnn_backend {
                 cnn_be_arg a, cnn_be_arg b);
   /* out = g * f'(v) for unary op `op` (v is x or y as core's
    * the op's `saves` in cnn_unary_ops says); all float dt */
-  int (*unary_grad)(int dev, cnn_unary_op op, cnn_dtype dt, const cnn_be_shape *s,
-                    cnn_be_arg out, cnn_be_arg g, cnn_be_arg v, double p0, double p1);
+  int (*unary_grad)(int dev, cnn_unary_op op, cnn_dtype dt, const cnn_be_shape *s, cnn_be_arg out,
+                    cnn_be_arg g, cnn_be_arg v, double p0, double p1);
   /* out = cond ? a : b; cond of cond_dt, a, b, out of dt */
   int (*where)(int dev, cnn_dtype cond_dt, cnn_dtype dt, const cnn_be_shape *s, cnn_be_arg out,
                cnn_be_arg cond, cnn_be_arg a, cnn_be_arg b);
   /* dst (dst_dt) = cast(src (src_dt)); every dtype including float16/bfloat16 */
-  int (*copy)(int dev, const cnn_be_shape *s, cnn_dtype dst_dt, cnn_be_arg dst,
-              cnn_dtype src_dt, cnn_be_arg src);
+  int (*copy)(int dev, const cnn_be_shape *s, cnn_dtype dst_dt, cnn_be_arg dst, cnn_dtype src_dt,
+              cnn_be_arg src);
   int (*fill)(int dev, const cnn_be_shape *s, cnn_dtype dt, cnn_be_arg dst, double v);
 
   /* ---- reductions: x is M rows of R contiguous elements (dt); out[M] in
@@ -143,9 +143,8 @@ typedef struct cnn_backend {
 
   /* ---- matrix product, row-major: C[M x N] = op(A) op(B), op(A) M x K;
    * lda/ldb/ldc are row strides of the matrices as stored ---- */
-  int (*gemm)(int dev, cnn_dtype dt, bool trans_a, bool trans_b, int64_t M, int64_t N,
-              int64_t K, const void *A, int64_t lda, const void *B, int64_t ldb, void *C,
-              int64_t ldc);
+  int (*gemm)(int dev, cnn_dtype dt, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+              const void *A, int64_t lda, const void *B, int64_t ldb, void *C, int64_t ldc);
   /* `batch` products of one shape in one call (cuBLAS strided batched):
    * for b < batch, C + b*stride_c = op(A + b*stride_a) op(B + b*stride_b),
    * the same row-major layout as gemm; strides in ELEMENTS; stride_a or
@@ -159,11 +158,10 @@ typedef struct cnn_backend {
   /* ---- convolution (cuDNN; CNN_CONV_NAIVE selects the direct kernel) ---- */
   int (*conv2d_forward)(int dev, cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_shape *s,
                         const void *x, const void *w, const void *b, void *y);
-  int (*conv2d_backward_data)(int dev, cnn_conv_algo algo, cnn_dtype dt,
-                              const cnn_conv_shape *s, const void *dy, const void *w, void *dx);
-  int (*conv2d_backward_weight)(int dev, cnn_conv_algo algo, cnn_dtype dt,
-                                const cnn_conv_shape *s, const void *dy, const void *x,
-                                void *dw, void *db);
+  int (*conv2d_backward_data)(int dev, cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_shape *s,
+                              const void *dy, const void *w, void *dx);
+  int (*conv2d_backward_weight)(int dev, cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_shape *s,
+                                const void *dy, const void *x, void *dw, void *db);
   /* Both backward passes in one call (dx, or dw and db, may be NULL for a
    * pass not wanted): the CPU's oneDNN reorders dy once for both.
    * Optional: NULL makes core call the two entries above. */
@@ -172,37 +170,34 @@ typedef struct cnn_backend {
                          void *db);
 
   /* ---- pooling, batch norm, softmax: the CPU kernels' signatures ---- */
-  int (*max_pool2d_forward)(int dev, cnn_dtype dt, const cnn_pool_shape *s, const void *x,
-                            void *y, int64_t *indices);
+  int (*max_pool2d_forward)(int dev, cnn_dtype dt, const cnn_pool_shape *s, const void *x, void *y,
+                            int64_t *indices);
   int (*max_pool2d_backward)(int dev, cnn_dtype dt, const cnn_pool_shape *s, const void *dy,
                              const int64_t *indices, void *dx);
-  int (*avg_pool2d_forward)(int dev, cnn_dtype dt, const cnn_pool_shape *s, const void *x,
-                            void *y);
+  int (*avg_pool2d_forward)(int dev, cnn_dtype dt, const cnn_pool_shape *s, const void *x, void *y);
   int (*avg_pool2d_backward)(int dev, cnn_dtype dt, const cnn_pool_shape *s, const void *dy,
                              void *dx);
   int (*adaptive_avg_pool2d_forward)(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t H,
                                      int64_t W, int64_t OH, int64_t OW, const void *x, void *y);
   int (*adaptive_avg_pool2d_backward)(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t H,
-                                      int64_t W, int64_t OH, int64_t OW, const void *dy,
-                                      void *dx);
-  int (*batch_norm_forward)(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t L,
-                            const void *x, const void *gamma, const void *beta,
-                            void *running_mean, void *running_var, int training,
-                            double momentum, double eps, void *y, void *save_mean,
-                            void *save_invstd);
+                                      int64_t W, int64_t OH, int64_t OW, const void *dy, void *dx);
+  int (*batch_norm_forward)(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t L, const void *x,
+                            const void *gamma, const void *beta, void *running_mean,
+                            void *running_var, int training, double momentum, double eps, void *y,
+                            void *save_mean, void *save_invstd);
   /* eps: the forward's (cuDNN's backward asks for the same value) */
-  int (*batch_norm_backward)(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t L,
-                             const void *dy, const void *x, const void *gamma,
-                             const void *save_mean, const void *save_invstd, void *dx,
-                             void *dgamma, void *dbeta, double eps);
+  int (*batch_norm_backward)(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t L, const void *dy,
+                             const void *x, const void *gamma, const void *save_mean,
+                             const void *save_invstd, void *dx, void *dgamma, void *dbeta,
+                             double eps);
   int (*batch_norm_backward_eval)(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t L,
                                   const void *dy, const void *x, const void *gamma,
                                   const void *save_mean, const void *save_invstd, void *dx,
                                   void *dgamma, void *dbeta, double eps);
-  int (*softmax_forward)(int dev, cnn_dtype dt, int64_t outer, int64_t D, int64_t inner,
-                         int log, const void *x, void *y);
-  int (*softmax_backward)(int dev, cnn_dtype dt, int64_t outer, int64_t D, int64_t inner,
-                          int log, const void *y, const void *dy, void *dx);
+  int (*softmax_forward)(int dev, cnn_dtype dt, int64_t outer, int64_t D, int64_t inner, int log,
+                         const void *x, void *y);
+  int (*softmax_backward)(int dev, cnn_dtype dt, int64_t outer, int64_t D, int64_t inner, int log,
+                          const void *y, const void *dy, void *dx);
 
   /* ---- layer / group / instance norm, resizing, adaptive max pooling
    * (helper "norm"): the CPU kernels' signatures (cpu/kernels.h) ---- */
@@ -213,7 +208,8 @@ typedef struct cnn_backend {
                             const void *x, const void *mean, const void *rstd, const void *gamma,
                             void *dx, void *dgamma, void *dbeta);
   int (*resize2d_forward)(int dev, cnn_dtype dt, const cnn_resize_shape *s, const void *x, void *y);
-  int (*resize2d_backward)(int dev, cnn_dtype dt, const cnn_resize_shape *s, const void *dy, void *dx);
+  int (*resize2d_backward)(int dev, cnn_dtype dt, const cnn_resize_shape *s, const void *dy,
+                           void *dx);
   int (*adaptive_max_pool2d_forward)(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t H,
                                      int64_t W, int64_t OH, int64_t OW, const void *x, void *y,
                                      int64_t *indices);
@@ -233,8 +229,8 @@ typedef struct cnn_backend {
                              int g_per_row, double scale, void *gx);
   /* out[n] = bce_logits(x, y, pw) (pw may be NULL: 1); backward: which =
    * 0 dx, 1 dy, 2 dpw, out[i] = g[i] * d */
-  int (*bce_forward)(int dev, cnn_dtype dt, int64_t n, const void *x, const void *y,
-                     const void *pw, void *out);
+  int (*bce_forward)(int dev, cnn_dtype dt, int64_t n, const void *x, const void *y, const void *pw,
+                     void *out);
   int (*bce_backward)(int dev, cnn_dtype dt, int64_t n, int which, const void *x, const void *y,
                       const void *pw, const void *g, void *out);
   /* mask[n] = 0 with probability p else 1/(1-p), from a hash of (seed, i) */
@@ -242,8 +238,8 @@ typedef struct cnn_backend {
 
   /* ---- indexing ---- */
   /* out[o, j, i] = x[o, index[j], i]: x outer x size x inner, out outer x k x inner */
-  int (*index_select)(int dev, cnn_dtype dt, int64_t outer, int64_t size, int64_t k,
-                      int64_t inner, const void *x, const int64_t *index, void *out);
+  int (*index_select)(int dev, cnn_dtype dt, int64_t outer, int64_t size, int64_t k, int64_t inner,
+                      const void *x, const int64_t *index, void *out);
   /* out[o, index[j], i] += g[o, j, i] (out zeroed by the caller) */
   int (*index_add)(int dev, cnn_dtype dt, int64_t outer, int64_t size, int64_t k, int64_t inner,
                    const void *g, const int64_t *index, void *out);
@@ -251,9 +247,8 @@ typedef struct cnn_backend {
    * scatter_add: out (contiguous, oshape, zeroed) += src (contiguous ishape) */
   int (*gather)(int dev, cnn_dtype dt, int ndim, const int64_t *ishape, int dim, const void *x,
                 const int64_t *xstride, const int64_t *index, void *out);
-  int (*scatter_add)(int dev, cnn_dtype dt, int ndim, const int64_t *oshape,
-                     const int64_t *ishape, int dim, const int64_t *index, const void *src,
-                     void *out);
+  int (*scatter_add)(int dev, cnn_dtype dt, int ndim, const int64_t *oshape, const int64_t *ishape,
+                     int dim, const int64_t *index, const void *src, void *out);
 
   /* ---- optimizer updates over n contiguous elements (elementwise_math.h);
    * state arrays may be NULL where the formula says so ---- */
@@ -261,8 +256,8 @@ typedef struct cnn_backend {
                   cnn_sgd_hp h);
   int (*adam_step)(int dev, cnn_dtype dt, int64_t n, void *p, const void *g, void *m, void *v,
                    void *vmax, cnn_adam_hp h);
-  int (*rmsprop_step)(int dev, cnn_dtype dt, int64_t n, void *p, const void *g, void *sq,
-                      void *ga, void *buf, cnn_rmsprop_hp h);
+  int (*rmsprop_step)(int dev, cnn_dtype dt, int64_t n, void *p, const void *g, void *sq, void *ga,
+                      void *buf, cnn_rmsprop_hp h);
 
   /* ---- speed work (issue 19) ---- */
   /* Adam over `count` slices of dtype dt in one pass (on the CPU one
@@ -272,9 +267,9 @@ typedef struct cnn_backend {
 
   /* ---- quantized inference (issue 16): cnn_conv2d_int8's rule (cnn.h);
    * x, wq, w_scale, b (or NULL), y float32; NULL: not on this device ---- */
-  int (*conv2d_int8_forward)(int dev, cnn_conv_algo algo, const cnn_conv_shape *s,
-                             const float *x, float x_scale, const float *wq,
-                             const float *w_scale, const float *b, int relu, float *y);
+  int (*conv2d_int8_forward)(int dev, cnn_conv_algo algo, const cnn_conv_shape *s, const float *x,
+                             float x_scale, const float *wq, const float *w_scale, const float *b,
+                             int relu, float *y);
 
   /* ---- tensor ops: sort/topk, cumulative sums and products, scatter
    * (issue 13 point 7; core/ops/sort.c, scan.c, scatter.c) ---- */
@@ -323,14 +318,14 @@ typedef struct {
 /* dlopen() a module: $env, then `file` next to the executable, then
  * ../lib/cnnsh/`file` relative to it, then build_path; NULL with dlerror()'s
  * message in last_error[n].  cnn_core_api_get() is what modules receive. */
-void *cnn_module_open(const char *env, const char *file, const char *build_path,
-                      char *last_error, size_t n);
+void *cnn_module_open(const char *env, const char *file, const char *build_path, char *last_error,
+                      size_t n);
 const cnn_core_api *cnn_core_api_get(void);
 
 /* The module's one exported symbol: its table, or NULL and a reason ("no
  * CUDA driver", "no CUDA device", ...) written into reason[len]. */
 typedef const cnn_backend *(*cnn_cuda_backend_init_fn)(const cnn_core_api *core, char *reason,
-                                                        size_t len);
+                                                       size_t len);
 
 /* The CPU backend (core/cpu/backend_cpu.c). */
 extern const cnn_backend cnn_cpu_backend;
@@ -356,16 +351,15 @@ static inline bool cnn_backend_half(const cnn_tensor *t) {
 static inline int cnn_backend_dev(const cnn_tensor *t) { return t->storage->device.index; }
 /* Entry `e` of backend `be` called with the arguments that follow, or -1
  * and "<op>: not supported on cuda yet" where the backend leaves it NULL. */
-#define CNN_BE_CALL(be, op, e, ...) \
-  ((be)->e ? (be)->e(__VA_ARGS__) : cnn_backend_unsupported(op))
+#define CNN_BE_CALL(be, op, e, ...) ((be)->e ? (be)->e(__VA_ARGS__) : cnn_backend_unsupported(op))
 /* CNN_BE_CALL on the backend of tensor t: -1 with the error set where t's
  * device has no backend (CUDA unavailable) or the backend no such entry.
  * The backend is looked up once (a GNU statement expression: core is
  * gnu11; was three lookups per call). */
-#define CNN_TENSOR_CALL(t, op, e, ...)                                        \
-  __extension__({                                                             \
-    const cnn_backend *tensor_call_be_ = cnn_backend_of((t), (op));           \
-    tensor_call_be_ ? CNN_BE_CALL(tensor_call_be_, (op), e, __VA_ARGS__) : -1; \
+#define CNN_TENSOR_CALL(t, op, e, ...)                                                             \
+  __extension__({                                                                                  \
+    const cnn_backend *tensor_call_be_ = cnn_backend_of((t), (op));                                \
+    tensor_call_be_ ? CNN_BE_CALL(tensor_call_be_, (op), e, __VA_ARGS__) : -1;                     \
   })
 /* Sets "<op>: not supported on cuda yet" and returns -1 (a NULL entry). */
 int cnn_backend_unsupported(const char *op);

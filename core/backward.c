@@ -44,8 +44,8 @@ typedef struct {
 } node_list;
 
 typedef struct {
-  cnn_tensor *leaf;  /* borrowed (kept alive by the nodes' inputs) */
-  cnn_tensor *grad;  /* owned sum of the contributions */
+  cnn_tensor *leaf; /* borrowed (kept alive by the nodes' inputs) */
+  cnn_tensor *grad; /* owned sum of the contributions */
 } leaf_grad;
 
 typedef struct {
@@ -89,7 +89,8 @@ static int collect(pass *p, cnn_node *root, int epoch) {
     if (n->released) {
       free(stack.items);
       cnn_set_error("backward: trying to backward through the graph a second time (%s); "
-                    "pass {retain_graph = true} to the first backward", n->name);
+                    "pass {retain_graph = true} to the first backward",
+                    n->name);
       return -1;
     }
     for (int i = 0; i < n->ninputs; i++) {
@@ -127,7 +128,8 @@ static int add_leaf_grad(pass *p, cnn_tensor *leaf, cnn_tensor *g) {
  * shares memory with anything a user or another node can still write. */
 static bool can_adopt(const cnn_tensor *t, const cnn_tensor *g) {
   return g->refcount == 1 && g->storage->refcount == 1 && g->offset == 0 && !g->grad_fn &&
-         !g->requires_grad && g->dtype == t->dtype && cnn_same_shape(t, g) && cnn_tensor_is_contiguous(g) &&
+         !g->requires_grad && g->dtype == t->dtype && cnn_same_shape(t, g) &&
+         cnn_tensor_is_contiguous(g) &&
          cnn_device_equal(cnn_tensor_device(g), cnn_tensor_device(t));
 }
 
@@ -172,8 +174,10 @@ static int run_node(pass *p, cnn_node *n) {
   cnn_tensor_release(g);
   for (int i = 0; i < n->ninputs; i++) {
     if (!gin[i]) continue;
-    if (rc == 0 && n->needs[i] && n->inputs[i]) rc = route(p, n, i, gin[i]);
-    else cnn_tensor_release(gin[i]);
+    if (rc == 0 && n->needs[i] && n->inputs[i])
+      rc = route(p, n, i, gin[i]);
+    else
+      cnn_tensor_release(gin[i]);
   }
   return rc;
 }
@@ -195,7 +199,8 @@ static cnn_tensor *initial_grad(cnn_tensor *root, cnn_tensor *grad) {
   if (!grad) {
     if (cnn_tensor_numel(root) != 1) {
       cnn_set_error("backward: the output has shape %s; a gradient can be created implicitly only "
-                    "for one-element outputs (pass one to backward)", cnn_tensor_shape_str(root, a));
+                    "for one-element outputs (pass one to backward)",
+                    cnn_tensor_shape_str(root, a));
       return NULL;
     }
     return cnn_full(root->ndim, root->shape, 1.0, root->dtype, cnn_tensor_device(root));
@@ -216,8 +221,10 @@ static void end_pass(pass *p, bool retain_graph) {
   }
   for (int i = 0; !retain_graph && i < p->all.len; i++) {
     cnn_node *n = p->all.items[i];
-    for (int k = 0; k < CNN_NODE_MAX_INPUTS; k++) cnn_tensor_release(n->inputs[k]), n->inputs[k] = NULL;
-    for (int k = 0; k < CNN_NODE_MAX_SAVED; k++) cnn_tensor_release(n->saved[k]), n->saved[k] = NULL;
+    for (int k = 0; k < CNN_NODE_MAX_INPUTS; k++)
+      cnn_tensor_release(n->inputs[k]), n->inputs[k] = NULL;
+    for (int k = 0; k < CNN_NODE_MAX_SAVED; k++)
+      cnn_tensor_release(n->saved[k]), n->saved[k] = NULL;
     n->released = true;
   }
   for (int i = 0; i < p->nleaves; i++) cnn_tensor_release(p->leaves[i].grad);
@@ -244,8 +251,10 @@ int cnn_backward(cnn_tensor *root, cnn_tensor *grad, bool retain_graph) {
   } else if (rc == 0) {
     cnn_node *top = root->grad_fn;
     rc = collect(&p, top, ++visit_epoch);
-    if (rc == 0) top->grad_accum = g, rc = push(&p.ready, top);
-    else cnn_tensor_release(g);
+    if (rc == 0)
+      top->grad_accum = g, rc = push(&p.ready, top);
+    else
+      cnn_tensor_release(g);
     while (rc == 0 && p.ready.len) rc = run_node(&p, p.ready.items[--p.ready.len]);
     if (rc == 0) rc = finish_leaves(&p);
     end_pass(&p, retain_graph);

@@ -25,8 +25,8 @@
 #define CNNSH_OPENBLAS_LIB "libopenblas.so.0"
 #endif
 
-typedef void (*sgemm_fn)(int, int, int, int, int, int, float, const float *, int, const float *, int,
-                         float, float *, int);
+typedef void (*sgemm_fn)(int, int, int, int, int, int, float, const float *, int, const float *,
+                         int, float, float *, int);
 typedef void (*dgemm_fn)(int, int, int, int, int, int, double, const double *, int, const double *,
                          int, double, double *, int);
 typedef char *(*corename_fn)(void);
@@ -66,22 +66,23 @@ const char *cnn_blas_info(void) {
 }
 
 /* The naive fallback: C = alpha * op(A) op(B) + beta * C, row-major. */
-#define NAIVE_GEMM(T)                                                                  \
-  for (int i = 0; i < M; i++)                                                         \
-    for (int j = 0; j < N; j++) {                                                     \
-      double s = 0;                                                                   \
-      for (int k = 0; k < K; k++)                                                     \
-        s += (double)(ta ? A[k * lda + i] : A[i * lda + k]) *                         \
-             (tb ? B[j * ldb + k] : B[k * ldb + j]);                                  \
-      C[i * ldc + j] = (T)(alpha * s + (beta == 0 ? 0 : beta * C[i * ldc + j]));      \
+#define NAIVE_GEMM(T)                                                                              \
+  for (int i = 0; i < M; i++)                                                                      \
+    for (int j = 0; j < N; j++) {                                                                  \
+      double s = 0;                                                                                \
+      for (int k = 0; k < K; k++)                                                                  \
+        s += (double)(ta ? A[k * lda + i] : A[i * lda + k]) *                                      \
+             (tb ? B[j * ldb + k] : B[k * ldb + j]);                                               \
+      C[i * ldc + j] = (T)(alpha * s + (beta == 0 ? 0 : beta * C[i * ldc + j]));                   \
     }
 
 void cnn_blas_sgemm(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda,
                     const float *B, int ldb, float beta, float *C, int ldc) {
   pthread_once(&load_once, load_openblas);
   if (sgemm_impl) {
-    sgemm_impl(CNN_BLAS_ROW_MAJOR, ta ? CNN_BLAS_TRANS : CNN_BLAS_NO_TRANS, tb ? CNN_BLAS_TRANS : CNN_BLAS_NO_TRANS,
-               M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    sgemm_impl(CNN_BLAS_ROW_MAJOR, ta ? CNN_BLAS_TRANS : CNN_BLAS_NO_TRANS,
+               tb ? CNN_BLAS_TRANS : CNN_BLAS_NO_TRANS, M, N, K, alpha, A, lda, B, ldb, beta, C,
+               ldc);
     return;
   }
   NAIVE_GEMM(float)
@@ -91,8 +92,9 @@ void cnn_blas_dgemm(bool ta, bool tb, int M, int N, int K, double alpha, const d
                     const double *B, int ldb, double beta, double *C, int ldc) {
   pthread_once(&load_once, load_openblas);
   if (dgemm_impl) {
-    dgemm_impl(CNN_BLAS_ROW_MAJOR, ta ? CNN_BLAS_TRANS : CNN_BLAS_NO_TRANS, tb ? CNN_BLAS_TRANS : CNN_BLAS_NO_TRANS,
-               M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    dgemm_impl(CNN_BLAS_ROW_MAJOR, ta ? CNN_BLAS_TRANS : CNN_BLAS_NO_TRANS,
+               tb ? CNN_BLAS_TRANS : CNN_BLAS_NO_TRANS, M, N, K, alpha, A, lda, B, ldb, beta, C,
+               ldc);
     return;
   }
   NAIVE_GEMM(double)

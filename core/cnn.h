@@ -40,7 +40,7 @@ typedef enum {
 } cnn_dtype;
 
 size_t cnn_dtype_size(cnn_dtype dt);
-const char *cnn_dtype_name(cnn_dtype dt); /* "float32", ... */
+const char *cnn_dtype_name(cnn_dtype dt);                  /* "float32", ... */
 int cnn_dtype_from_name(const char *name, cnn_dtype *out); /* 0 ok, -1 unknown */
 bool cnn_dtype_is_float(cnn_dtype dt);
 
@@ -57,9 +57,8 @@ const char *cnn_device_str(cnn_device d, char buf[32]); /* "cpu", "cuda:0" */
 
 /* ---- errors ------------------------------------------------------------- */
 
-const char *cnn_error(void);                       /* last message, this thread */
-void cnn_set_error(const char *fmt, ...)
-    __attribute__((format(printf, 1, 2)));
+const char *cnn_error(void); /* last message, this thread */
+void cnn_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Set a "user interrupted" flag (SIGINT handler); long kernels poll it. */
 void cnn_request_interrupt(void);
 bool cnn_interrupt_pending(void);
@@ -68,13 +67,13 @@ void cnn_clear_interrupt(void);
 /* ---- storage and memory accounting -------------------------------------- */
 
 typedef struct cnn_storage {
-  int refcount;      /* atomic; see storage.c */
-  void *data;        /* host or device pointer */
+  int refcount; /* atomic; see storage.c */
+  void *data;   /* host or device pointer */
   size_t nbytes;
   cnn_device device;
-  bool borrowed;     /* data not owned (never freed by us) */
-  bool pinned;       /* CPU storage in page-locked memory (cnn_pin_memory) */
-  int64_t version;   /* bumped by every in-place write through any view */
+  bool borrowed;   /* data not owned (never freed by us) */
+  bool pinned;     /* CPU storage in page-locked memory (cnn_pin_memory) */
+  int64_t version; /* bumped by every in-place write through any view */
 } cnn_storage;
 
 cnn_storage *cnn_storage_new(size_t nbytes, cnn_device dev);
@@ -82,9 +81,9 @@ void cnn_storage_retain(cnn_storage *s);
 void cnn_storage_release(cnn_storage *s);
 
 typedef struct {
-  int64_t live;  /* bytes held by live storages, all devices */
-  int64_t peak;  /* highest `live` since start or last reset */
-  int64_t count; /* live storages */
+  int64_t live;   /* bytes held by live storages, all devices */
+  int64_t peak;   /* highest `live` since start or last reset */
+  int64_t count;  /* live storages */
   int64_t cached; /* freed CPU blocks kept for reuse (not in live) */
 } cnn_memory_stats;
 
@@ -110,20 +109,20 @@ struct cnn_node;
 struct cnn_hook;
 
 typedef struct cnn_tensor {
-  int refcount;           /* atomic */
-  cnn_storage *storage;   /* owned reference */
-  int64_t offset;         /* in elements */
+  int refcount;         /* atomic */
+  cnn_storage *storage; /* owned reference */
+  int64_t offset;       /* in elements */
   int ndim;
   int64_t shape[CNN_MAX_DIMS];
   int64_t stride[CNN_MAX_DIMS]; /* in elements */
   cnn_dtype dtype;
   /* autograd */
-  bool requires_grad;     /* leaf flag, or "result of a recorded op" */
-  bool retains_grad;      /* non-leaf that keeps .grad */
-  struct cnn_tensor *grad;    /* owned reference or NULL */
-  struct cnn_node *grad_fn;   /* owned reference; NULL for leaves */
-  struct cnn_hook *hooks;     /* gradient hooks, in registration order */
-  int64_t version;        /* storage->version when last written through this header */
+  bool requires_grad;        /* leaf flag, or "result of a recorded op" */
+  bool retains_grad;         /* non-leaf that keeps .grad */
+  struct cnn_tensor *grad;   /* owned reference or NULL */
+  struct cnn_node *grad_fn;  /* owned reference; NULL for leaves */
+  struct cnn_hook *hooks;    /* gradient hooks, in registration order */
+  int64_t version;           /* storage->version when last written through this header */
   const char *unrecorded_op; /* the op whose graph node could not be allocated: backward
                               * through this tensor fails, naming it */
 } cnn_tensor;
@@ -153,13 +152,15 @@ cnn_tensor *cnn_empty(int ndim, const int64_t *shape, cnn_dtype dt, cnn_device d
 cnn_tensor *cnn_zeros(int ndim, const int64_t *shape, cnn_dtype dt, cnn_device dev);
 cnn_tensor *cnn_full(int ndim, const int64_t *shape, double value, cnn_dtype dt, cnn_device dev);
 cnn_tensor *cnn_scalar(double value, cnn_dtype dt, cnn_device dev); /* 0-d */
-cnn_tensor *cnn_from_buffer(int ndim, const int64_t *shape, cnn_dtype dt, const void *src); /* CPU copy */
+cnn_tensor *cnn_from_buffer(int ndim, const int64_t *shape, cnn_dtype dt,
+                            const void *src);                                /* CPU copy */
 cnn_tensor *cnn_arange(double start, double end, double step, cnn_dtype dt); /* [start, end) */
 cnn_tensor *cnn_linspace(double start, double end, int64_t steps, cnn_dtype dt);
 cnn_tensor *cnn_eye(int64_t n, int64_t m, cnn_dtype dt);
 cnn_tensor *cnn_rand(int ndim, const int64_t *shape, cnn_dtype dt);  /* U[0,1) */
 cnn_tensor *cnn_randn(int ndim, const int64_t *shape, cnn_dtype dt); /* N(0,1) */
-cnn_tensor *cnn_randint(int64_t low, int64_t high, int ndim, const int64_t *shape, cnn_dtype dt); /* [low, high] inclusive */
+cnn_tensor *cnn_randint(int64_t low, int64_t high, int ndim, const int64_t *shape,
+                        cnn_dtype dt); /* [low, high] inclusive */
 /* element access on any layout/device (slow; for printing and item()) */
 double cnn_tensor_get(const cnn_tensor *t, int64_t linear_index); /* row-major index */
 int cnn_tensor_set(cnn_tensor *t, int64_t linear_index, double v);
@@ -168,9 +169,9 @@ int cnn_tensor_copy_to_host(const cnn_tensor *t, void *dst); /* contiguous dump,
 /* ---- random numbers ----------------------------------------------------- */
 
 void cnn_manual_seed(uint64_t seed);
-uint64_t cnn_rng_next(void);          /* 64 random bits, main generator */
-double cnn_rng_uniform(void);         /* [0, 1) */
-double cnn_rng_normal(void);          /* N(0, 1) */
+uint64_t cnn_rng_next(void);  /* 64 random bits, main generator */
+double cnn_rng_uniform(void); /* [0, 1) */
+double cnn_rng_normal(void);  /* N(0, 1) */
 /* Generator state for checkpoints: 4 words (xoshiro256**) + a cached normal. */
 #define CNN_RNG_STATE_WORDS 6
 void cnn_rng_get_state(uint64_t out[CNN_RNG_STATE_WORDS]);
@@ -190,7 +191,7 @@ cnn_tensor *cnn_expand(cnn_tensor *t, int ndim, const int64_t *shape); /* -1 kee
 cnn_tensor *cnn_flatten(cnn_tensor *t, int start_dim, int end_dim);
 cnn_tensor *cnn_contiguous(cnn_tensor *t); /* t itself (retained) if already */
 cnn_tensor *cnn_clone(cnn_tensor *t);
-cnn_tensor *cnn_detach(cnn_tensor *t);     /* shares storage, no graph */
+cnn_tensor *cnn_detach(cnn_tensor *t); /* shares storage, no graph */
 /* t becomes a view of src's storage with src's shape, strides and dtype, in
  * place (torch's set_): every reference to t sees the new data, so moving
  * a model's parameters keeps the optimizer's references valid.  t must be
@@ -218,17 +219,43 @@ cnn_tensor *cnn_to_device_async(cnn_tensor *t, cnn_device dev);
 /* ---- elementwise ---------------------------------------------------------- */
 
 typedef enum {
-  CNN_OP_ADD, CNN_OP_SUB, CNN_OP_MUL, CNN_OP_DIV, CNN_OP_POW,
-  CNN_OP_MAXIMUM, CNN_OP_MINIMUM,
-  CNN_OP_EQ, CNN_OP_NE, CNN_OP_LT, CNN_OP_LE, CNN_OP_GT, CNN_OP_GE,
+  CNN_OP_ADD,
+  CNN_OP_SUB,
+  CNN_OP_MUL,
+  CNN_OP_DIV,
+  CNN_OP_POW,
+  CNN_OP_MAXIMUM,
+  CNN_OP_MINIMUM,
+  CNN_OP_EQ,
+  CNN_OP_NE,
+  CNN_OP_LT,
+  CNN_OP_LE,
+  CNN_OP_GT,
+  CNN_OP_GE,
   CNN_NBINARY
 } cnn_binary_op;
 
 typedef enum {
-  CNN_OP_NEG, CNN_OP_ABS, CNN_OP_EXP, CNN_OP_LOG, CNN_OP_SQRT, CNN_OP_RSQRT,
-  CNN_OP_TANH, CNN_OP_SIGMOID, CNN_OP_RELU, CNN_OP_SIN, CNN_OP_COS,
-  CNN_OP_SIGN, CNN_OP_FLOOR, CNN_OP_CEIL, CNN_OP_ROUND, CNN_OP_RECIPROCAL,
-  CNN_OP_SQUARE, CNN_OP_GELU, CNN_OP_LOG1P, CNN_OP_EXPM1,
+  CNN_OP_NEG,
+  CNN_OP_ABS,
+  CNN_OP_EXP,
+  CNN_OP_LOG,
+  CNN_OP_SQRT,
+  CNN_OP_RSQRT,
+  CNN_OP_TANH,
+  CNN_OP_SIGMOID,
+  CNN_OP_RELU,
+  CNN_OP_SIN,
+  CNN_OP_COS,
+  CNN_OP_SIGN,
+  CNN_OP_FLOOR,
+  CNN_OP_CEIL,
+  CNN_OP_ROUND,
+  CNN_OP_RECIPROCAL,
+  CNN_OP_SQUARE,
+  CNN_OP_GELU,
+  CNN_OP_LOG1P,
+  CNN_OP_EXPM1,
   /* parameterised: p0 (and p1) */
   CNN_OP_LEAKY_RELU, /* slope p0 */
   CNN_OP_ELU,        /* alpha p0 */
@@ -237,13 +264,13 @@ typedef enum {
   CNN_OP_ADD_SCALAR, /* x + p0 */
   CNN_OP_MUL_SCALAR, /* x * p0 */
   /* activations of issue 13 (helper "act") */
-  CNN_OP_HARDTANH,   /* clamp to [p0, p1]; derivative 0 at the bounds (ReLU6: [0, 6]) */
-  CNN_OP_SILU,       /* x * sigmoid(x) */
-  CNN_OP_HARDSWISH,  /* x * relu6(x + 3) / 6 */
+  CNN_OP_HARDTANH,    /* clamp to [p0, p1]; derivative 0 at the bounds (ReLU6: [0, 6]) */
+  CNN_OP_SILU,        /* x * sigmoid(x) */
+  CNN_OP_HARDSWISH,   /* x * relu6(x + 3) / 6 */
   CNN_OP_HARDSIGMOID, /* relu6(x + 3) / 6 */
-  CNN_OP_MISH,       /* x * tanh(softplus(x)) */
-  CNN_OP_GELU_TANH,  /* gelu's tanh approximation */
-  CNN_OP_SOFTPLUS,   /* log(1 + e^(p0 x)) / p0, x where p0 x > p1 (beta, threshold) */
+  CNN_OP_MISH,        /* x * tanh(softplus(x)) */
+  CNN_OP_GELU_TANH,   /* gelu's tanh approximation */
+  CNN_OP_SOFTPLUS,    /* log(1 + e^(p0 x)) / p0, x where p0 x > p1 (beta, threshold) */
   CNN_NUNARY
 } cnn_unary_op;
 
@@ -255,16 +282,16 @@ typedef enum {
  * element would cost the vectorised loops, and CUDA kernels cannot call
  * host function pointers. */
 typedef enum {
-  CNN_SAVES_NOTHING,    /* the derivative is a constant */
-  CNN_SAVES_INPUT,      /* unary: x; binary: a and b */
-  CNN_SAVES_OUTPUT,     /* unary: the output y (exp, tanh, ...) */
-  CNN_SAVES_ALL         /* binary: a, b and the output (div, pow) */
+  CNN_SAVES_NOTHING, /* the derivative is a constant */
+  CNN_SAVES_INPUT,   /* unary: x; binary: a and b */
+  CNN_SAVES_OUTPUT,  /* unary: the output y (exp, tanh, ...) */
+  CNN_SAVES_ALL      /* binary: a, b and the output (div, pow) */
 } cnn_ew_saves;
 typedef enum {
-  CNN_INTS_TO_FLOAT,    /* integer inputs give float32 */
-  CNN_INTS_KEEP,        /* integer inputs keep their dtype */
+  CNN_INTS_TO_FLOAT,      /* integer inputs give float32 */
+  CNN_INTS_KEEP,          /* integer inputs keep their dtype */
   CNN_INTS_KEEP_INTEGRAL, /* ... when p0 is an integral value (x + 2, x * 3) */
-  CNN_INTS_KEEP_POWER   /* ... when p0 is an integral power in [0, 64) */
+  CNN_INTS_KEEP_POWER     /* ... when p0 is an integral power in [0, 64) */
 } cnn_ew_ints;
 enum { CNN_LUA_METHOD = 1, CNN_LUA_INPLACE = 2, CNN_LUA_FUNCTIONAL = 4 };
 typedef struct {
@@ -279,7 +306,7 @@ typedef struct {
   const char *name;      /* "add" */
   const char *grad_name; /* NULL for comparisons (uint8 masks) */
   cnn_ew_saves saves;
-  int lua;               /* CNN_LUA_METHOD, CNN_LUA_INPLACE */
+  int lua; /* CNN_LUA_METHOD, CNN_LUA_INPLACE */
 } cnn_binary_info;
 extern const cnn_unary_info cnn_unary_ops[CNN_NUNARY];
 extern const cnn_binary_info cnn_binary_ops[CNN_NBINARY];
@@ -298,14 +325,22 @@ cnn_tensor *cnn_where(cnn_tensor *cond, cnn_tensor *a, cnn_tensor *b);
 int cnn_fill_(cnn_tensor *t, double v);
 int cnn_copy_(cnn_tensor *dst, cnn_tensor *src); /* broadcast + cast */
 /* broadcast shape of a and b; -1 with an error naming `op` if impossible */
-int cnn_broadcast_shape(const char *op, const cnn_tensor *a, const cnn_tensor *b,
-                        int *ndim, int64_t *shape);
+int cnn_broadcast_shape(const char *op, const cnn_tensor *a, const cnn_tensor *b, int *ndim,
+                        int64_t *shape);
 
 /* ---- reductions ----------------------------------------------------------- */
 
 typedef enum {
-  CNN_RED_SUM, CNN_RED_MEAN, CNN_RED_MAX, CNN_RED_MIN, CNN_RED_PROD,
-  CNN_RED_VAR, CNN_RED_STD, CNN_RED_NORM, CNN_RED_ARGMAX, CNN_RED_ARGMIN,
+  CNN_RED_SUM,
+  CNN_RED_MEAN,
+  CNN_RED_MAX,
+  CNN_RED_MIN,
+  CNN_RED_PROD,
+  CNN_RED_VAR,
+  CNN_RED_STD,
+  CNN_RED_NORM,
+  CNN_RED_ARGMAX,
+  CNN_RED_ARGMIN,
   CNN_NREDUCE
 } cnn_reduce_op;
 
@@ -314,8 +349,8 @@ typedef enum {
  * ARGMAX/ARGMIN give int64 0-based indices and require exactly one dim or
  * all (flattened).  MAX/MIN over one dim may also return indices. */
 cnn_tensor *cnn_reduce(cnn_reduce_op op, cnn_tensor *x, uint32_t dims, bool keepdim, double p);
-int cnn_max_dim(cnn_tensor *x, int dim, bool keepdim, bool is_min,
-                cnn_tensor **values, cnn_tensor **indices);
+int cnn_max_dim(cnn_tensor *x, int dim, bool keepdim, bool is_min, cnn_tensor **values,
+                cnn_tensor **indices);
 /* sum `x` down to `shape` (undo a broadcast) */
 cnn_tensor *cnn_sum_to(cnn_tensor *x, int ndim, const int64_t *shape);
 
@@ -464,29 +499,31 @@ cnn_tensor *cnn_log_softmax(cnn_tensor *x, int dim);
 cnn_tensor *cnn_dropout(cnn_tensor *x, double p, bool training);
 /* running_* may be NULL; updated in place in training */
 cnn_tensor *cnn_batch_norm(cnn_tensor *x, cnn_tensor *running_mean, cnn_tensor *running_var,
-                           cnn_tensor *weight, cnn_tensor *bias, bool training,
-                           double momentum, double eps);
+                           cnn_tensor *weight, cnn_tensor *bias, bool training, double momentum,
+                           double eps);
 
 /* ---- layer / group / instance norm, resizing (helper "norm": ops/nn_row_norm.c,
  * ops/nn_resize.c; PyTorch's semantics) ---- */
 /* over the last k dims, which must equal normalized_shape[0..k-1]; weight and
  * bias (optional) have that shape */
-cnn_tensor *cnn_layer_norm(cnn_tensor *x, int k, const int64_t *normalized_shape, cnn_tensor *weight,
-                           cnn_tensor *bias, double eps);
+cnn_tensor *cnn_layer_norm(cnn_tensor *x, int k, const int64_t *normalized_shape,
+                           cnn_tensor *weight, cnn_tensor *bias, double eps);
 /* x N x C x *, C divisible by groups; weight, bias (optional) C */
-cnn_tensor *cnn_group_norm(cnn_tensor *x, int64_t groups, cnn_tensor *weight, cnn_tensor *bias, double eps);
+cnn_tensor *cnn_group_norm(cnn_tensor *x, int64_t groups, cnn_tensor *weight, cnn_tensor *bias,
+                           double eps);
 /* x N x C x * (at least 3 dims); running_* optional (updated in place when
  * use_input_stats), required when !use_input_stats */
 cnn_tensor *cnn_instance_norm(cnn_tensor *x, cnn_tensor *running_mean, cnn_tensor *running_var,
-                              cnn_tensor *weight, cnn_tensor *bias, bool use_input_stats, double momentum,
-                              double eps);
+                              cnn_tensor *weight, cnn_tensor *bias, bool use_input_stats,
+                              double momentum, double eps);
 /* F.interpolate on N x C x H x W; scale_h/w the user's scale factors used
  * for the coordinates (0: from the sizes); rules in resize_math.h */
 typedef enum { CNN_RESIZE_NEAREST = 0, CNN_RESIZE_BILINEAR = 1 } cnn_resize_mode;
-cnn_tensor *cnn_interpolate(cnn_tensor *x, int64_t out_h, int64_t out_w, int mode, bool align_corners,
-                            double scale_h, double scale_w);
+cnn_tensor *cnn_interpolate(cnn_tensor *x, int64_t out_h, int64_t out_w, int mode,
+                            bool align_corners, double scale_h, double scale_w);
 /* indices (optional out): int64, flat 0-based h*W+w within each plane */
-cnn_tensor *cnn_adaptive_max_pool2d(cnn_tensor *x, int64_t out_h, int64_t out_w, cnn_tensor **indices);
+cnn_tensor *cnn_adaptive_max_pool2d(cnn_tensor *x, int64_t out_h, int64_t out_w,
+                                    cnn_tensor **indices);
 /* N x C*r*r x H x W -> N x C x H*r x W*r, and its inverse (a view, a
  * permute and a copy: differentiable on every device) */
 cnn_tensor *cnn_pixel_shuffle(cnn_tensor *x, int64_t r);
@@ -513,22 +550,26 @@ cnn_tensor *cnn_bce_with_logits(cnn_tensor *x, cnn_tensor *y, cnn_tensor *pos_we
 cnn_tensor *cnn_l1_loss(cnn_tensor *x, cnn_tensor *y, cnn_reduction red);
 cnn_tensor *cnn_smooth_l1_loss(cnn_tensor *x, cnn_tensor *y, cnn_reduction red, double beta);
 cnn_tensor *cnn_huber_loss(cnn_tensor *x, cnn_tensor *y, cnn_reduction red, double delta);
-cnn_tensor *cnn_kl_div(cnn_tensor *x, cnn_tensor *t, cnn_reduction red, bool batchmean, bool log_target);
-cnn_tensor *cnn_binary_cross_entropy(cnn_tensor *x, cnn_tensor *y, cnn_tensor *weight, cnn_reduction red);
-cnn_tensor *cnn_cross_entropy_probs(cnn_tensor *x, cnn_tensor *t, cnn_tensor *weight, cnn_reduction red,
-                                    double label_smoothing);
+cnn_tensor *cnn_kl_div(cnn_tensor *x, cnn_tensor *t, cnn_reduction red, bool batchmean,
+                       bool log_target);
+cnn_tensor *cnn_binary_cross_entropy(cnn_tensor *x, cnn_tensor *y, cnn_tensor *weight,
+                                     cnn_reduction red);
+cnn_tensor *cnn_cross_entropy_probs(cnn_tensor *x, cnn_tensor *t, cnn_tensor *weight,
+                                    cnn_reduction red, double label_smoothing);
 
 /* ---- fused optimizer updates (ops/optim.c) -------------------------------------
  * In place, never recorded by autograd; torch.optim's formulas (see
  * elementwise_math.h).  State tensors: contiguous, like the parameter;
  * the ones an option does not use may be NULL. */
-int cnn_sgd_update(cnn_tensor *p, cnn_tensor *g, cnn_tensor *buf, double lr, double momentum, double dampening,
-                 double weight_decay, bool nesterov, bool first_step);
+int cnn_sgd_update(cnn_tensor *p, cnn_tensor *g, cnn_tensor *buf, double lr, double momentum,
+                   double dampening, double weight_decay, bool nesterov, bool first_step);
 /* vmax non-NULL selects amsgrad; decoupled selects AdamW; step counts from 1 */
-int cnn_adam_update(cnn_tensor *p, cnn_tensor *g, cnn_tensor *m, cnn_tensor *v, cnn_tensor *vmax, double lr,
-                  double beta1, double beta2, double eps, double weight_decay, bool decoupled, int64_t step);
-int cnn_rmsprop_update(cnn_tensor *p, cnn_tensor *g, cnn_tensor *sq, cnn_tensor *ga, cnn_tensor *buf, double lr,
-                     double alpha, double eps, double weight_decay, double momentum, bool centered);
+int cnn_adam_update(cnn_tensor *p, cnn_tensor *g, cnn_tensor *m, cnn_tensor *v, cnn_tensor *vmax,
+                    double lr, double beta1, double beta2, double eps, double weight_decay,
+                    bool decoupled, int64_t step);
+int cnn_rmsprop_update(cnn_tensor *p, cnn_tensor *g, cnn_tensor *sq, cnn_tensor *ga,
+                       cnn_tensor *buf, double lr, double alpha, double eps, double weight_decay,
+                       double momentum, bool centered);
 /* Adam over `count` parameters in one call (speed work, issue 19): p[i],
  * g[i], m[i], v[i] as in cnn_adam_update, vmax NULL or an array whose
  * entries are all set (amsgrad) and steps[i] >= 1 each parameter's step.
@@ -536,9 +577,10 @@ int cnn_rmsprop_update(cnn_tensor *p, cnn_tensor *g, cnn_tensor *sq, cnn_tensor 
  * many-tensor entry, one pass over all their elements (one parallel
  * region on the CPU); else cnn_adam_update one by one.  Every tensor is
  * validated before any is updated. */
-int cnn_adam_update_many(int count, cnn_tensor *const *p, cnn_tensor *const *g, cnn_tensor *const *m,
-                         cnn_tensor *const *v, cnn_tensor *const *vmax, const int64_t *steps, double lr,
-                         double beta1, double beta2, double eps, double weight_decay, bool decoupled);
+int cnn_adam_update_many(int count, cnn_tensor *const *p, cnn_tensor *const *g,
+                         cnn_tensor *const *m, cnn_tensor *const *v, cnn_tensor *const *vmax,
+                         const int64_t *steps, double lr, double beta1, double beta2, double eps,
+                         double weight_decay, bool decoupled);
 
 /* ---- devices ----------------------------------------------------------------- */
 
@@ -563,7 +605,7 @@ typedef struct {
   bool has_waste;
 } cnn_cuda_memory_info;
 int cnn_cuda_memory(int device, cnn_cuda_memory_info *out);
-void cnn_cuda_empty_cache(void); /* gives cached blocks back; nothing without CUDA */
+void cnn_cuda_empty_cache(void);     /* gives cached blocks back; nothing without CUDA */
 int cnn_cuda_set_benchmark(bool on); /* cudnn.benchmark: time conv algorithms per shape */
 
 /* ---- threads and timing ---------------------------------------------------- */

@@ -65,14 +65,14 @@ uint16_t cnn_float_to_half(float f) {
   uint32_t u;
   memcpy(&u, &f, 4);
   uint32_t sign = (u >> 16) & 0x8000, absu = u & 0x7fffffff;
-  if (absu > 0x7f800000) return (uint16_t)(sign | 0x7e00);         /* NaN */
-  if (absu >= 0x477ff000) return (uint16_t)(sign | 0x7c00);        /* overflow: inf */
-  if (absu < 0x38800000) {                                         /* subnormal or 0 */
+  if (absu > 0x7f800000) return (uint16_t)(sign | 0x7e00);  /* NaN */
+  if (absu >= 0x477ff000) return (uint16_t)(sign | 0x7c00); /* overflow: inf */
+  if (absu < 0x38800000) {                                  /* subnormal or 0 */
     float a;
     memcpy(&a, &absu, 4);
-    return (uint16_t)(sign | (uint32_t)lrintf(a * 16777216.0f));   /* a / 2^-24 */
+    return (uint16_t)(sign | (uint32_t)lrintf(a * 16777216.0f)); /* a / 2^-24 */
   }
-  uint32_t mant = absu + 0xc8000fff + ((absu >> 13) & 1);          /* rebias, round even */
+  uint32_t mant = absu + 0xc8000fff + ((absu >> 13) & 1); /* rebias, round even */
   return (uint16_t)(sign | (mant >> 13));
 }
 
@@ -94,8 +94,8 @@ static int check_index(const char *op, const cnn_tensor *t, int64_t i) {
   int64_t n = cnn_tensor_numel(t);
   if (i >= 0 && i < n) return 0;
   char s[CNN_SHAPE_STR];
-  cnn_set_error("%s: index %lld out of range for a tensor of %lld elements (%s)", op,
-                (long long)i, (long long)n, cnn_tensor_shape_str(t, s));
+  cnn_set_error("%s: index %lld out of range for a tensor of %lld elements (%s)", op, (long long)i,
+                (long long)n, cnn_tensor_shape_str(t, s));
   return -1;
 }
 
@@ -140,9 +140,11 @@ static void copy_strided(cnn_tensor *dst, const cnn_tensor *src) {
   size_t es = cnn_dtype_size(dst->dtype);
   bool same = dst->dtype == src->dtype;
   for (int64_t k = 0; k < n; k++) {
-    if (same) memcpy((char *)dst->storage->data + doff * es, (char *)src->storage->data + soff * es, es);
-    else cnn_store_double(dst->dtype, dst->storage->data, doff,
-                          cnn_load_double(src->dtype, src->storage->data, soff));
+    if (same)
+      memcpy((char *)dst->storage->data + doff * es, (char *)src->storage->data + soff * es, es);
+    else
+      cnn_store_double(dst->dtype, dst->storage->data, doff,
+                       cnn_load_double(src->dtype, src->storage->data, soff));
     for (int d = nd - 1; d >= 0; d--) {
       if (++idx[d] < dst->shape[d]) {
         doff += dst->stride[d], soff += sstride[d];
@@ -218,7 +220,8 @@ static int copy_on_device(const cnn_backend *be, cnn_tensor *dst, cnn_tensor *sr
   }
   if (!be->copy) return cnn_backend_unsupported("copy_");
   cnn_be_shape s = cnn_be_shape_of(dst->ndim, dst->shape);
-  return be->copy(dd.index, &s, dst->dtype, cnn_be_arg_of(dst, &s), src->dtype, cnn_be_arg_of(src, &s));
+  return be->copy(dd.index, &s, dst->dtype, cnn_be_arg_of(dst, &s), src->dtype,
+                  cnn_be_arg_of(src, &s));
 }
 
 static int device_to_host(const cnn_backend *be, cnn_tensor *dst, cnn_tensor *src) {
@@ -230,7 +233,8 @@ static int device_to_host(const cnn_backend *be, cnn_tensor *dst, cnn_tensor *sr
   }
   tmp = cnn_empty(c->ndim, c->shape, c->dtype, CNN_DEVICE_CPU);
   rc = tmp ? be->copy_d2h(tmp->storage->data, cnn_tensor_data(c), cnn_tensor_nbytes(c),
-                          c->storage->device.index) : -1;
+                          c->storage->device.index)
+           : -1;
   if (rc == 0) rc = cnn_copy_raw(dst, tmp);
   cnn_tensor_release(tmp);
   if (c != src) cnn_tensor_release(c);
@@ -244,7 +248,8 @@ static int device_to_host(const cnn_backend *be, cnn_tensor *dst, cnn_tensor *sr
 static int host_to_device(const cnn_backend *be, cnn_tensor *dst, cnn_tensor *src,
                           bool non_blocking) {
   cnn_device dd = dst->storage->device;
-  if (cnn_tensor_numel(dst) == 0) return 0; /* (an empty tensor may look strided: no staging loop) */
+  if (cnn_tensor_numel(dst) == 0)
+    return 0;                           /* (an empty tensor may look strided: no staging loop) */
   if (!cnn_tensor_is_contiguous(dst)) { /* stage on the device, then a strided copy */
     cnn_tensor *c = cnn_empty(dst->ndim, dst->shape, dst->dtype, dd);
     int rc = c ? host_to_device(be, c, src, non_blocking) : -1;
@@ -261,7 +266,8 @@ static int host_to_device(const cnn_backend *be, cnn_tensor *dst, cnn_tensor *sr
   cnn_tensor *tmp = cnn_empty(dst->ndim, dst->shape, dst->dtype, CNN_DEVICE_CPU);
   if (!tmp) return -1;
   int rc = cnn_copy_raw(tmp, src);
-  if (rc == 0) rc = be->copy_h2d(cnn_tensor_data(dst), tmp->storage->data, cnn_tensor_nbytes(tmp), dd.index);
+  if (rc == 0)
+    rc = be->copy_h2d(cnn_tensor_data(dst), tmp->storage->data, cnn_tensor_nbytes(tmp), dd.index);
   cnn_tensor_release(tmp);
   return rc;
 }
@@ -280,7 +286,8 @@ static int copy_across_devices(cnn_tensor *dst, cnn_tensor *src) {
 static int check_inplace(const char *op, cnn_tensor *t) {
   if (t->requires_grad && !t->grad_fn && cnn_grad_enabled()) {
     cnn_set_error("%s: a leaf tensor that requires grad cannot be modified in place "
-                  "(use cnn.no_grad or detach())", op);
+                  "(use cnn.no_grad or detach())",
+                  op);
     return -1;
   }
   return 0;
@@ -309,7 +316,8 @@ int cnn_fill_(cnn_tensor *t, double v) {
     }
     return 0;
   }
-  for (int64_t i = 0; i < n; i++) cnn_store_double(t->dtype, t->storage->data, cnn_offset_of(t, i), v);
+  for (int64_t i = 0; i < n; i++)
+    cnn_store_double(t->dtype, t->storage->data, cnn_offset_of(t, i), v);
   return 0;
 }
 
@@ -369,14 +377,18 @@ cnn_tensor *cnn_to_device_async(cnn_tensor *t, cnn_device dev) {
   cnn_tensor *out = cnn_empty(t->ndim, t->shape, t->dtype, dev);
   if (!out) return NULL;
   if (host_to_device(be, out, t, true)) return cnn_tensor_release(out), NULL;
-  if (cnn_dtype_is_float(t->dtype)) cnn_autograd_record(out, "ToCopyBackward", copy_backward, 1, &t);
+  if (cnn_dtype_is_float(t->dtype))
+    cnn_autograd_record(out, "ToCopyBackward", copy_backward, 1, &t);
   return out;
 }
 
 int cnn_tensor_copy_to_host(const cnn_tensor *t, void *dst) {
   /* dst as a contiguous cpu tensor on a borrowed storage, both on the stack */
-  cnn_storage host = {.refcount = 1, .data = dst, .nbytes = cnn_tensor_nbytes(t),
-                      .device = CNN_DEVICE_CPU, .borrowed = true};
+  cnn_storage host = {.refcount = 1,
+                      .data = dst,
+                      .nbytes = cnn_tensor_nbytes(t),
+                      .device = CNN_DEVICE_CPU,
+                      .borrowed = true};
   cnn_tensor out = {.refcount = 1, .storage = &host, .ndim = t->ndim, .dtype = t->dtype};
   memcpy(out.shape, t->shape, sizeof out.shape);
   cnn_set_contiguous_strides(&out);
@@ -408,6 +420,7 @@ cnn_tensor *cnn_pin_memory(cnn_tensor *t) {
   cnn_tensor *out = cnn_empty_pinned(t->ndim, t->shape, t->dtype);
   if (!out) return NULL;
   if (cnn_copy_raw(out, t)) return cnn_tensor_release(out), NULL;
-  if (cnn_dtype_is_float(t->dtype)) cnn_autograd_record(out, "PinMemoryBackward", copy_backward, 1, &t);
+  if (cnn_dtype_is_float(t->dtype))
+    cnn_autograd_record(out, "PinMemoryBackward", copy_backward, 1, &t);
   return out;
 }

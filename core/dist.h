@@ -50,8 +50,8 @@ typedef struct {
 typedef struct cnn_dist_request cnn_dist_request; /* a module's pending operation */
 
 typedef struct cnn_collectives {
-  const char *name;       /* "mpi", "nccl" */
-  cnn_device_type device; /* where its buffers live */
+  const char *name;                /* "mpi", "nccl" */
+  cnn_device_type device;          /* where its buffers live */
   bool (*has_dtype)(cnn_dtype dt); /* reductions in dt supported */
   /* buf[n] = op over ranks of buf[n] (in place) */
   int (*all_reduce)(void *buf, int64_t n, cnn_dtype dt, cnn_dist_op op);
@@ -79,12 +79,12 @@ typedef struct cnn_collectives {
  * its work after the backend's queued kernels (cuda->synchronize).  NULL
  * with a reason on failure. */
 typedef const cnn_collectives *(*cnn_mpi_init_fn)(const cnn_core_api *core, cnn_dist_info *info,
-                                                   char *reason, size_t len);
+                                                  char *reason, size_t len);
 typedef const cnn_collectives *(*cnn_nccl_init_fn)(const cnn_core_api *core,
-                                                    const cnn_dist_info *info, int device,
-                                                    const cnn_collectives *mpi,
-                                                    const cnn_backend *cuda, char *reason,
-                                                    size_t len);
+                                                   const cnn_dist_info *info, int device,
+                                                   const cnn_collectives *mpi,
+                                                   const cnn_backend *cuda, char *reason,
+                                                   size_t len);
 
 /* ---- tensor-level collectives (dist.c) ----------------------------------------- */
 
@@ -92,11 +92,11 @@ typedef const cnn_collectives *(*cnn_nccl_init_fn)(const cnn_core_api *core,
  * reason (Open MPI missing, no GPU, NCCL missing) otherwise. */
 int cnn_dist_init(const char *backend);
 bool cnn_dist_is_initialized(void);
-const char *cnn_dist_backend(void); /* "mpi", "nccl", or NULL */
-cnn_dist_info cnn_dist_get_info(void); /* rank 0 of 1 before init */
-int cnn_dist_all_reduce(cnn_tensor *t, cnn_dist_op op);  /* in place */
-int cnn_dist_broadcast(cnn_tensor *t, int root);         /* in place */
-cnn_tensor *cnn_dist_all_gather(cnn_tensor *t);          /* world x t's shape */
+const char *cnn_dist_backend(void);                     /* "mpi", "nccl", or NULL */
+cnn_dist_info cnn_dist_get_info(void);                  /* rank 0 of 1 before init */
+int cnn_dist_all_reduce(cnn_tensor *t, cnn_dist_op op); /* in place */
+int cnn_dist_broadcast(cnn_tensor *t, int root);        /* in place */
+cnn_tensor *cnn_dist_all_gather(cnn_tensor *t);         /* world x t's shape */
 /* t: (world * k) x rest -> k x rest, this rank's block of the reduction */
 cnn_tensor *cnn_dist_reduce_scatter(cnn_tensor *t, cnn_dist_op op);
 int cnn_dist_barrier(void);
@@ -107,7 +107,7 @@ int cnn_dist_barrier(void);
 typedef struct cnn_dist_work cnn_dist_work;
 cnn_dist_work *cnn_dist_all_reduce_start(cnn_tensor *t, cnn_dist_op op);
 int cnn_dist_work_test(cnn_dist_work *w, bool *done);
-int cnn_dist_work_wait(cnn_dist_work *w); /* idempotent */
+int cnn_dist_work_wait(cnn_dist_work *w);  /* idempotent */
 void cnn_dist_work_free(cnn_dist_work *w); /* waits first if still pending */
 
 /* End of the program: status 0 finalizes (every rank must get here);

@@ -42,7 +42,9 @@ bool cnn_device_equal(cnn_device a, cnn_device b) {
 }
 
 const char *cnn_device_str(cnn_device d, char buf[32]) {
-  if (d.type == CNN_CPU) snprintf(buf, 32, "cpu");
-  else snprintf(buf, 32, "cuda:%d", d.index);
+  if (d.type == CNN_CPU)
+    snprintf(buf, 32, "cpu");
+  else
+    snprintf(buf, 32, "cuda:%d", d.index);
   return buf;
 }

@@ -80,12 +80,8 @@ CNN_HD static inline float cnn_gelu_grad_f(float x) {
 }
 
 /* elu(x) = x for x > 0, alpha * (e^x - 1) otherwise */
-CNN_HD static inline double cnn_elu(double x, double alpha) {
-  return x > 0 ? x : alpha * expm1(x);
-}
-CNN_HD static inline float cnn_elu_f(float x, float alpha) {
-  return x > 0 ? x : alpha * expm1f(x);
-}
+CNN_HD static inline double cnn_elu(double x, double alpha) { return x > 0 ? x : alpha * expm1(x); }
+CNN_HD static inline float cnn_elu_f(float x, float alpha) { return x > 0 ? x : alpha * expm1f(x); }
 CNN_HD static inline double cnn_elu_grad(double x, double alpha) {
   return x > 0 ? 1.0 : alpha * exp(x);
 }
@@ -94,12 +90,8 @@ CNN_HD static inline float cnn_elu_grad_f(float x, float alpha) {
 }
 
 /* leaky_relu(x) = x for x > 0, slope * x otherwise */
-CNN_HD static inline double cnn_leaky_relu(double x, double slope) {
-  return x > 0 ? x : slope * x;
-}
-CNN_HD static inline float cnn_leaky_relu_f(float x, float slope) {
-  return x > 0 ? x : slope * x;
-}
+CNN_HD static inline double cnn_leaky_relu(double x, double slope) { return x > 0 ? x : slope * x; }
+CNN_HD static inline float cnn_leaky_relu_f(float x, float slope) { return x > 0 ? x : slope * x; }
 CNN_HD static inline double cnn_leaky_relu_grad(double x, double slope) {
   return x > 0 ? 1.0 : slope;
 }
@@ -140,8 +132,12 @@ CNN_HD static inline double cnn_silu_grad(double x) {
 
 /* hardsigmoid(x) = relu6(x + 3) / 6; the derivative is 1/6 strictly
  * inside (-3, 3), 0 at -3 and 3 (PyTorch's hardsigmoid_backward) */
-CNN_HD static inline double cnn_hardsigmoid(double x) { return cnn_hardtanh(x + 3.0, 0.0, 6.0) / 6.0; }
-CNN_HD static inline float cnn_hardsigmoid_f(float x) { return cnn_hardtanh_f(x + 3.0f, 0.0f, 6.0f) / 6.0f; }
+CNN_HD static inline double cnn_hardsigmoid(double x) {
+  return cnn_hardtanh(x + 3.0, 0.0, 6.0) / 6.0;
+}
+CNN_HD static inline float cnn_hardsigmoid_f(float x) {
+  return cnn_hardtanh_f(x + 3.0f, 0.0f, 6.0f) / 6.0f;
+}
 CNN_HD static inline double cnn_hardsigmoid_grad(double x) {
   return x > -3.0 && x < 3.0 ? 1.0 / 6.0 : 0.0;
 }
@@ -170,7 +166,6 @@ CNN_HD static inline double cnn_gelu_tanh_grad(double x) {
   double dinner = 0.79788456080286535588 * (1.0 + 3.0 * 0.044715 * x * x);
   return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * dinner;
 }
-
 
 /* ---- binary cross-entropy with logits -------------------------------------
  * softplus(z) = log(1 + e^z) = max(z, 0) + log1p(e^-|z|), never overflows.
@@ -208,12 +203,8 @@ CNN_HD static inline double cnn_bce_logits_dy(double x, double y, double pw) {
 CNN_HD static inline float cnn_bce_logits_dy_f(float x, float y, float pw) {
   return -x + (pw - 1.0f) * cnn_softplus_f(-x);
 }
-CNN_HD static inline double cnn_bce_logits_dpw(double x, double y) {
-  return y * cnn_softplus(-x);
-}
-CNN_HD static inline float cnn_bce_logits_dpw_f(float x, float y) {
-  return y * cnn_softplus_f(-x);
-}
+CNN_HD static inline double cnn_bce_logits_dpw(double x, double y) { return y * cnn_softplus(-x); }
+CNN_HD static inline float cnn_bce_logits_dpw_f(float x, float y) { return y * cnn_softplus_f(-x); }
 
 /* ---- activations of issue 13 that build on softplus (helper "act") ---------- */
 
@@ -285,9 +276,9 @@ typedef struct {
   int amsgrad;
 } cnn_adam_hp;
 
-CNN_HD static inline cnn_adam_hp cnn_adam_hp_make(double lr, double beta1, double beta2,
-                                                  double eps, double wd, int decoupled,
-                                                  int amsgrad, long step) {
+CNN_HD static inline cnn_adam_hp cnn_adam_hp_make(double lr, double beta1, double beta2, double eps,
+                                                  double wd, int decoupled, int amsgrad,
+                                                  long step) {
   cnn_adam_hp h;
   h.lr = lr, h.beta1 = beta1, h.beta2 = beta2, h.eps = eps, h.weight_decay = wd;
   h.decoupled = decoupled, h.amsgrad = amsgrad;
@@ -296,11 +287,13 @@ CNN_HD static inline cnn_adam_hp cnn_adam_hp_make(double lr, double beta1, doubl
   return h;
 }
 
-CNN_HD static inline void cnn_adam_step(double *p, double g, double *m, double *v,
-                                        double *vmax, cnn_adam_hp h) {
+CNN_HD static inline void cnn_adam_step(double *p, double g, double *m, double *v, double *vmax,
+                                        cnn_adam_hp h) {
   if (h.weight_decay != 0) {
-    if (h.decoupled) *p *= 1.0 - h.lr * h.weight_decay;
-    else g += h.weight_decay * *p;
+    if (h.decoupled)
+      *p *= 1.0 - h.lr * h.weight_decay;
+    else
+      g += h.weight_decay * *p;
   }
   *m = h.beta1 * *m + (1.0 - h.beta1) * g;
   *v = h.beta2 * *v + (1.0 - h.beta2) * g * g;
@@ -312,11 +305,13 @@ CNN_HD static inline void cnn_adam_step(double *p, double g, double *m, double *
   double denom = sqrt(vv) / sqrt(h.bc2) + h.eps;
   *p -= (h.lr / h.bc1) * *m / denom;
 }
-CNN_HD static inline void cnn_adam_step_f(float *p, float g, float *m, float *v,
-                                          float *vmax, cnn_adam_hp h) {
+CNN_HD static inline void cnn_adam_step_f(float *p, float g, float *m, float *v, float *vmax,
+                                          cnn_adam_hp h) {
   if (h.weight_decay != 0) {
-    if (h.decoupled) *p *= (float)(1.0 - h.lr * h.weight_decay);
-    else g += (float)h.weight_decay * *p;
+    if (h.decoupled)
+      *p *= (float)(1.0 - h.lr * h.weight_decay);
+    else
+      g += (float)h.weight_decay * *p;
   }
   float b1 = (float)h.beta1, b2 = (float)h.beta2;
   *m = b1 * *m + (1.0f - b1) * g;
@@ -340,8 +335,8 @@ typedef struct {
   int centered;
 } cnn_rmsprop_hp;
 
-CNN_HD static inline void cnn_rmsprop_step(double *p, double g, double *sq, double *ga,
-                                           double *buf, cnn_rmsprop_hp h) {
+CNN_HD static inline void cnn_rmsprop_step(double *p, double g, double *sq, double *ga, double *buf,
+                                           cnn_rmsprop_hp h) {
   if (h.weight_decay != 0) g += h.weight_decay * *p;
   *sq = h.alpha * *sq + (1.0 - h.alpha) * g * g;
   double avg;
@@ -358,8 +353,8 @@ CNN_HD static inline void cnn_rmsprop_step(double *p, double g, double *sq, doub
     *p -= h.lr * g / avg;
   }
 }
-CNN_HD static inline void cnn_rmsprop_step_f(float *p, float g, float *sq, float *ga,
-                                             float *buf, cnn_rmsprop_hp h) {
+CNN_HD static inline void cnn_rmsprop_step_f(float *p, float g, float *sq, float *ga, float *buf,
+                                             cnn_rmsprop_hp h) {
   float a = (float)h.alpha;
   if (h.weight_decay != 0) g += (float)h.weight_decay * *p;
   *sq = a * *sq + (1.0f - a) * g * g;

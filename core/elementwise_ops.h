@@ -126,7 +126,8 @@ CNN_EW int64_t cnn_ew_ipow(int64_t a, int64_t b) {
 CNN_EW int64_t cnn_ew_unary_i64(int op, int64_t x, double p0, double p1) {
   switch (op) {
   case CNN_OP_NEG: return (int64_t)(0 - (uint64_t)x);
-  case CNN_OP_ABS: return x < 0 ? (int64_t)(0 - (uint64_t)x) : x; /* wraps at INT64_MIN, as C's unsigned */
+  case CNN_OP_ABS:
+    return x < 0 ? (int64_t)(0 - (uint64_t)x) : x; /* wraps at INT64_MIN, as C's unsigned */
   case CNN_OP_SIGN: return x > 0 ? 1 : x < 0 ? -1 : 0;
   case CNN_OP_RELU: return x > 0 ? x : 0;
   case CNN_OP_SQUARE: return (int64_t)((uint64_t)x * (uint64_t)x);
@@ -150,20 +151,20 @@ CNN_EW double cnn_ew_unary_deriv(int op, double v, double p0, double p1) {
   switch (op) { /* v is x, or y where marked */
   case CNN_OP_NEG: return -1;
   case CNN_OP_ABS: return v > 0 ? 1 : v < 0 ? -1 : 0;
-  case CNN_OP_EXP: return v;                       /* y */
+  case CNN_OP_EXP: return v; /* y */
   case CNN_OP_LOG: return 1 / v;
   case CNN_OP_SQRT: return 0.5 / v;                /* y */
   case CNN_OP_RSQRT: return -0.5 * v * v * v;      /* y */
   case CNN_OP_TANH: return 1 - v * v;              /* y */
   case CNN_OP_SIGMOID: return cnn_sigmoid_grad(v); /* y */
-  case CNN_OP_RELU: return v <= 0 ? 0 : 1; /* PyTorch's threshold_backward: NaN passes */
+  case CNN_OP_RELU: return v <= 0 ? 0 : 1;         /* PyTorch's threshold_backward: NaN passes */
   case CNN_OP_SIN: return cos(v);
   case CNN_OP_COS: return -sin(v);
-  case CNN_OP_RECIPROCAL: return -v * v;           /* y */
+  case CNN_OP_RECIPROCAL: return -v * v; /* y */
   case CNN_OP_SQUARE: return 2 * v;
   case CNN_OP_GELU: return cnn_gelu_grad(v);
   case CNN_OP_LOG1P: return 1 / (1 + v);
-  case CNN_OP_EXPM1: return v + 1;                 /* y */
+  case CNN_OP_EXPM1: return v + 1; /* y */
   case CNN_OP_LEAKY_RELU: return cnn_leaky_relu_grad(v, p0);
   case CNN_OP_ELU: return cnn_elu_grad(v, p0);
   case CNN_OP_CLAMP: return v >= p0 && v <= p1 ? 1 : 0; /* 1 at a bound, 0 at NaN (PyTorch) */

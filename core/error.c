@@ -16,9 +16,7 @@
 static _Thread_local char error_buffer[1024];
 static atomic_int interrupt_flag;
 
-const char *cnn_error(void) {
-  return error_buffer[0] ? error_buffer : "unknown error";
-}
+const char *cnn_error(void) { return error_buffer[0] ? error_buffer : "unknown error"; }
 
 void cnn_set_error(const char *fmt, ...) {
   va_list ap;
@@ -28,5 +26,7 @@ void cnn_set_error(const char *fmt, ...) {
 }
 
 void cnn_request_interrupt(void) { atomic_store(&interrupt_flag, 1); }
-bool cnn_interrupt_pending(void) { return atomic_load_explicit(&interrupt_flag, memory_order_relaxed) != 0; }
+bool cnn_interrupt_pending(void) {
+  return atomic_load_explicit(&interrupt_flag, memory_order_relaxed) != 0;
+}
 void cnn_clear_interrupt(void) { atomic_store(&interrupt_flag, 0); }

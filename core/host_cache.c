@@ -45,12 +45,12 @@
 #define CACHE_ENABLED 1
 #endif
 
-#define ALIGNMENT 64
-#define CACHE_MIN (1u << 20)         /* blocks below this go straight to free() */
-#define CACHE_ROUND ((size_t)64 << 10)
+#define ALIGNMENT       64
+#define CACHE_MIN       (1u << 20) /* blocks below this go straight to free() */
+#define CACHE_ROUND     ((size_t)64 << 10)
 #define CACHE_LIMIT_MIN ((size_t)256 << 20)  /* the limit: 1/8 of the machine's memory, */
 #define CACHE_LIMIT_MAX ((size_t)1024 << 20) /* clamped to [256 MiB, 1 GiB] */
-#define CACHE_SLOTS 64
+#define CACHE_SLOTS     64
 
 typedef struct {
   void *ptr;
@@ -68,8 +68,9 @@ static size_t cache_limit_bytes(void) {
   if (!cache_limit) {
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
     size_t eighth = pages > 0 && page > 0 ? (size_t)pages * (size_t)page / 8 : CACHE_LIMIT_MIN;
-    cache_limit = eighth < CACHE_LIMIT_MIN ? CACHE_LIMIT_MIN
-                  : eighth > CACHE_LIMIT_MAX ? CACHE_LIMIT_MAX : eighth;
+    cache_limit = eighth < CACHE_LIMIT_MIN   ? CACHE_LIMIT_MIN
+                  : eighth > CACHE_LIMIT_MAX ? CACHE_LIMIT_MAX
+                                             : eighth;
   }
   return cache_limit;
 }

@@ -29,15 +29,16 @@
 #include "elementwise_math.h" /* CNN_HD */
 
 typedef struct {
-  int64_t N, C, H, W;     /* input N x C x H x W */
-  int64_t OH, OW;         /* output N x C x OH x OW */
-  int mode;               /* cnn_resize_mode */
-  int align_corners;      /* bilinear only */
+  int64_t N, C, H, W;      /* input N x C x H x W */
+  int64_t OH, OW;          /* output N x C x OH x OW */
+  int mode;                /* cnn_resize_mode */
+  int align_corners;       /* bilinear only */
   double scale_h, scale_w; /* the user's scale factors, or 0 (sizes given / recomputed) */
 } cnn_resize_shape;
 
 /* nearest: the source index of output index dst */
-CNN_HD static inline int64_t cnn_resize_nearest(int64_t dst, int64_t in, int64_t out, double scale_factor) {
+CNN_HD static inline int64_t cnn_resize_nearest(int64_t dst, int64_t in, int64_t out,
+                                                double scale_factor) {
   if (out == in) return dst;
   if (out == 2 * in) return dst >> 1;
   float s = scale_factor > 0 ? (float)(1.0 / scale_factor) : (float)in / (float)out;
@@ -51,8 +52,8 @@ typedef struct {
   double w0, w1;
 } cnn_resize_taps;
 
-CNN_HD static inline cnn_resize_taps cnn_resize_linear(int64_t dst, int64_t in, int64_t out, int align_corners,
-                                                       double scale_factor) {
+CNN_HD static inline cnn_resize_taps cnn_resize_linear(int64_t dst, int64_t in, int64_t out,
+                                                       int align_corners, double scale_factor) {
   double s, x;
   if (align_corners)
     s = out > 1 ? (double)(in - 1) / (double)(out - 1) : 0.0;
@@ -75,7 +76,9 @@ CNN_HD static inline cnn_resize_taps cnn_resize_linear(int64_t dst, int64_t in, 
 }
 
 /* adaptive pooling: bin i of `out` over `in` is [start, end) */
-CNN_HD static inline int64_t cnn_adaptive_start(int64_t i, int64_t in, int64_t out) { return i * in / out; }
+CNN_HD static inline int64_t cnn_adaptive_start(int64_t i, int64_t in, int64_t out) {
+  return i * in / out;
+}
 CNN_HD static inline int64_t cnn_adaptive_end(int64_t i, int64_t in, int64_t out) {
   return ((i + 1) * in + out - 1) / out;
 }

@@ -72,7 +72,8 @@ void cnn_rng_set_state(const uint64_t in[CNN_RNG_STATE_WORDS]) {
 
 /* ---- random tensors (created on the CPU) ------------------------------------------ */
 
-static cnn_tensor *random_float(const char *op, int ndim, const int64_t *shape, cnn_dtype dt, bool normal) {
+static cnn_tensor *random_float(const char *op, int ndim, const int64_t *shape, cnn_dtype dt,
+                                bool normal) {
   if (!cnn_dtype_is_float(dt)) {
     cnn_set_error("%s: dtype %s is not a floating point type", op, cnn_dtype_name(dt));
     return NULL;
@@ -81,7 +82,8 @@ static cnn_tensor *random_float(const char *op, int ndim, const int64_t *shape, 
   if (!t) return NULL;
   int64_t n = cnn_tensor_numel(t);
   void *d = t->storage->data;
-  for (int64_t i = 0; i < n; i++) cnn_store_double(dt, d, i, normal ? cnn_rng_normal() : cnn_rng_uniform());
+  for (int64_t i = 0; i < n; i++)
+    cnn_store_double(dt, d, i, normal ? cnn_rng_normal() : cnn_rng_uniform());
   return t;
 }
 

@@ -50,14 +50,15 @@ void cnn_set_alloc_hooks(const cnn_alloc_hooks *h) {
   }
 }
 
-static bool on_hooks_thread(void) { return hooks_set && pthread_equal(pthread_self(), hooks_thread); }
+static bool on_hooks_thread(void) {
+  return hooks_set && pthread_equal(pthread_self(), hooks_thread);
+}
 
 static void account(cnn_device_type d, long long delta) {
   long long now = atomic_fetch_add(&live_bytes[d], delta) + delta;
   atomic_fetch_add(&live_count[d], delta > 0 ? 1 : -1);
   long long peak = atomic_load(&peak_bytes[d]);
-  while (now > peak && !atomic_compare_exchange_weak(&peak_bytes[d], &peak, now)) {
-  }
+  while (now > peak && !atomic_compare_exchange_weak(&peak_bytes[d], &peak, now)) {}
 }
 
 cnn_memory_stats cnn_memory(cnn_device_type dev) {
@@ -112,7 +113,7 @@ static int check_cuda_ordinal(cnn_device dev) {
 
 static void *alloc_with_retry(size_t nbytes, cnn_device dev, bool pinned) {
   if (dev.type == CNN_CUDA && check_cuda_ordinal(dev)) return NULL; /* error set */
-  if (pinned && !cnn_cuda_backend("pin_memory")) return NULL;        /* error set */
+  if (pinned && !cnn_cuda_backend("pin_memory")) return NULL;       /* error set */
   void *p = raw_alloc(nbytes, dev, pinned);
   if (!p && dev.type == CNN_CPU && !pinned && cnn_host_cache_clear() > 0)
     p = raw_alloc(nbytes, dev, pinned);
@@ -146,8 +147,9 @@ static bool larger_than_machine(size_t nbytes, cnn_device dev) {
 
 static cnn_storage *storage_new(size_t nbytes, cnn_device dev, bool pinned) {
   if (larger_than_machine(nbytes, dev)) {
-    cnn_set_error("out of memory: cannot allocate %zu bytes (%.1f GiB), more than this machine's memory",
-                  nbytes, nbytes / 1073741824.0);
+    cnn_set_error(
+        "out of memory: cannot allocate %zu bytes (%.1f GiB), more than this machine's memory",
+        nbytes, nbytes / 1073741824.0);
     return NULL;
   }
   cnn_storage *s = calloc(1, sizeof *s);
@@ -171,9 +173,7 @@ cnn_storage *cnn_storage_new_pinned(size_t nbytes) {
   return storage_new(nbytes, CNN_DEVICE_CPU, true);
 }
 
-void cnn_storage_retain(cnn_storage *s) {
-  __atomic_add_fetch(&s->refcount, 1, __ATOMIC_RELAXED);
-}
+void cnn_storage_retain(cnn_storage *s) { __atomic_add_fetch(&s->refcount, 1, __ATOMIC_RELAXED); }
 
 void cnn_storage_release(cnn_storage *s) {
   if (!s || __atomic_sub_fetch(&s->refcount, 1, __ATOMIC_ACQ_REL) != 0) return;

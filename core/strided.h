@@ -18,7 +18,7 @@
 
 #include "elementwise_math.h" /* CNN_HD */
 
-#define CNN_STRIDED_MAX_OPS 4 /* operands of one iteration (output first) */
+#define CNN_STRIDED_MAX_OPS  4 /* operands of one iteration (output first) */
 #define CNN_STRIDED_MAX_DIMS 8 /* = CNN_MAX_DIMS */
 
 /* Strides of an operand (tnd dims: tshape, tstride) broadcast to a shape of

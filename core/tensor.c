@@ -38,7 +38,8 @@ int cnn_tensor_set_(cnn_tensor *t, cnn_tensor *src) {
   if (t->grad_fn) return cnn_set_error("set_: only a leaf tensor can take new data"), -1;
   if (t->requires_grad && cnn_grad_enabled())
     return cnn_set_error("set_: a leaf tensor that requires grad takes new data only "
-                         "inside cnn.no_grad"), -1;
+                         "inside cnn.no_grad"),
+           -1;
   if (t == src) return 0;
   cnn_storage_retain(src->storage);
   cnn_storage_release(t->storage);
@@ -173,8 +174,11 @@ cnn_tensor *cnn_tensor_wrap(cnn_storage *s, int ndim, const int64_t *shape, cnn_
 cnn_tensor *cnn_tensor_view_of(cnn_tensor *base) {
   cnn_tensor *t = calloc(1, sizeof *t);
   if (!t) return cnn_set_error("out of memory: tensor header"), NULL;
-  *t = (cnn_tensor){.refcount = 1, .storage = base->storage, .offset = base->offset,
-                    .ndim = base->ndim, .dtype = base->dtype};
+  *t = (cnn_tensor){.refcount = 1,
+                    .storage = base->storage,
+                    .offset = base->offset,
+                    .ndim = base->ndim,
+                    .dtype = base->dtype};
   memcpy(t->shape, base->shape, sizeof t->shape);
   memcpy(t->stride, base->stride, sizeof t->stride);
   cnn_storage_retain(base->storage);
@@ -209,19 +213,22 @@ cnn_tensor *cnn_from_buffer(int ndim, const int64_t *shape, cnn_dtype dt, const 
   return t;
 }
 
-static cnn_tensor *fill_sequence(const char *op, int64_t n, double start, double step, cnn_dtype dt) {
+static cnn_tensor *fill_sequence(const char *op, int64_t n, double start, double step,
+                                 cnn_dtype dt) {
   if (n < 0 || n > ((int64_t)1 << 40)) {
     cnn_set_error("%s: %lld elements is not a valid length", op, (long long)n);
     return NULL;
   }
   cnn_tensor *t = cnn_empty(1, &n, dt, CNN_DEVICE_CPU);
-  for (int64_t i = 0; t && i < n; i++) cnn_store_double(t->dtype, t->storage->data, i, start + step * i);
+  for (int64_t i = 0; t && i < n; i++)
+    cnn_store_double(t->dtype, t->storage->data, i, start + step * i);
   return t;
 }
 
 cnn_tensor *cnn_arange(double start, double end, double step, cnn_dtype dt) {
   if (!(step != 0) || !isfinite(start) || !isfinite(end) || !isfinite(step)) {
-    cnn_set_error("arange: start %g, end %g and step %g must be finite, step non-zero", start, end, step);
+    cnn_set_error("arange: start %g, end %g and step %g must be finite, step non-zero", start, end,
+                  step);
     return NULL;
   }
   double count = ceil((end - start) / step);

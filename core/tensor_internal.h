@@ -50,7 +50,6 @@ static inline double cnn_load_double(cnn_dtype dt, const void *base, int64_t i) 
   }
 }
 
-
 static inline void cnn_store_double(cnn_dtype dt, void *base, int64_t i, double v) {
   switch (dt) {
   case CNN_FLOAT32: ((float *)base)[i] = (float)v; break;

@@ -35,7 +35,8 @@ static int check_device(cnn_device dev, const cnn_backend **be) {
   char ds[32];
   *be = NULL;
   if (dev.type == CNN_CPU) return 0;
-  if (dev.type != CNN_CUDA) return cnn_set_error("timer: unknown device type %d", (int)dev.type), -1;
+  if (dev.type != CNN_CUDA)
+    return cnn_set_error("timer: unknown device type %d", (int)dev.type), -1;
   const cnn_backend *b = cnn_cuda_backend("timer");
   if (!b) return -1;
   if (!b->event_record || !b->event_elapsed || !b->event_free)
@@ -43,7 +44,8 @@ static int check_device(cnn_device dev, const cnn_backend **be) {
   int n = b->device_count ? b->device_count() : 0;
   if (dev.index < 0 || dev.index >= n)
     return cnn_set_error("timer: %s does not exist (%d CUDA device%s)", cnn_device_str(dev, ds), n,
-                         n == 1 ? "" : "s"), -1;
+                         n == 1 ? "" : "s"),
+           -1;
   *be = b;
   return 0;
 }
@@ -80,7 +82,8 @@ int cnn_timer_count(const cnn_timer *t) { return t->count; }
 /* room for one more mark */
 static int grow(cnn_timer *t) {
   if (t->count < t->cap) return 0;
-  if (t->cap >= (1 << 24)) return cnn_set_error("timer: more than %d marks (call reset)", t->cap), -1;
+  if (t->cap >= (1 << 24))
+    return cnn_set_error("timer: more than %d marks (call reset)", t->cap), -1;
   int cap = t->cap ? 2 * t->cap : 64;
   if (t->be) {
     void **e = realloc(t->events, sizeof *e * (size_t)cap);
@@ -110,7 +113,8 @@ int cnn_timer_mark(cnn_timer *t) {
 
 static int check_mark(const cnn_timer *t, int m) {
   if (m >= 0 && m < t->count) return 0;
-  if (t->count == 0) return cnn_set_error("timer: mark %d does not exist (no marks recorded)", m), -1;
+  if (t->count == 0)
+    return cnn_set_error("timer: mark %d does not exist (no marks recorded)", m), -1;
   return cnn_set_error("timer: mark %d does not exist (marks 0..%d)", m, t->count - 1), -1;
 }
 

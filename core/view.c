@@ -47,7 +47,8 @@ static int slice_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
   cnn_tensor *z = cnn_zeros(n->in_ndim[0], n->in_shape[0], g->dtype, cnn_tensor_device(g));
   if (!z) return -1;
   int dim = (int)n->ip[0];
-  cnn_tensor *part = n->ip[2] < 0 ? cnn_select(z, dim, n->ip[1]) : cnn_narrow(z, dim, n->ip[1], n->ip[2]);
+  cnn_tensor *part =
+      n->ip[2] < 0 ? cnn_select(z, dim, n->ip[1]) : cnn_narrow(z, dim, n->ip[1], n->ip[2]);
   int rc = part ? cnn_copy_(part, g) : -1;
   cnn_tensor_release(part);
   if (rc) return cnn_tensor_release(z), -1;
@@ -64,7 +65,8 @@ static int expand_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
 
 /* A view header of t with a given shape/strides/offset, recording a node. */
 static cnn_tensor *make_view(cnn_tensor *t, int ndim, const int64_t *shape, const int64_t *stride,
-                             int64_t offset, const char *name, cnn_backward_fn fn, cnn_node **node) {
+                             int64_t offset, const char *name, cnn_backward_fn fn,
+                             cnn_node **node) {
   if (node) *node = NULL;
   cnn_tensor *v = cnn_tensor_view_of(t);
   if (!v) return NULL;
@@ -90,7 +92,8 @@ static bool view_strides(const cnn_tensor *t, int ndim, const int64_t *shape, in
   int64_t chunk_stride = t->stride[t->ndim - 1], tensor_numel = 1, view_numel = 1;
   for (int d = t->ndim - 1; d >= 0; d--) {
     tensor_numel *= t->shape[d];
-    bool chunk_ends = d == 0 || (t->shape[d - 1] != 1 && t->stride[d - 1] != tensor_numel * chunk_stride);
+    bool chunk_ends =
+        d == 0 || (t->shape[d - 1] != 1 && t->stride[d - 1] != tensor_numel * chunk_stride);
     if (!chunk_ends) continue;
     while (view_d >= 0 && (view_numel < tensor_numel || shape[view_d] == 1)) {
       out[view_d] = view_numel * chunk_stride;
@@ -104,20 +107,27 @@ static bool view_strides(const cnn_tensor *t, int ndim, const int64_t *shape, in
 }
 
 /* Resolve one -1 and check the element count. */
-static int infer_shape(const char *op, const cnn_tensor *t, int ndim, const int64_t *in, int64_t *out) {
+static int infer_shape(const char *op, const cnn_tensor *t, int ndim, const int64_t *in,
+                       int64_t *out) {
   int infer = -1;
   int64_t known = 1, numel = cnn_tensor_numel(t);
   char a[CNN_SHAPE_STR], b[CNN_SHAPE_STR];
   if (ndim < 0 || ndim > CNN_MAX_DIMS) return cnn_set_error("%s: %d dimensions", op, ndim), -1;
   for (int i = 0; i < ndim; i++) {
     out[i] = in[i];
-    if (in[i] == -1 && infer < 0) infer = i;
-    else if (in[i] < 0) return cnn_set_error("%s: invalid size %lld", op, (long long)in[i]), -1;
-    else if (in[i] && known > INT64_MAX / in[i]) return cnn_set_error("%s: sizes overflow", op), -1;
-    else known *= in[i];
+    if (in[i] == -1 && infer < 0)
+      infer = i;
+    else if (in[i] < 0)
+      return cnn_set_error("%s: invalid size %lld", op, (long long)in[i]), -1;
+    else if (in[i] && known > INT64_MAX / in[i])
+      return cnn_set_error("%s: sizes overflow", op), -1;
+    else
+      known *= in[i];
   }
-  if (infer >= 0 && known != 0 && numel % known == 0) out[infer] = numel / known;
-  else if (infer >= 0) known = -1;
+  if (infer >= 0 && known != 0 && numel % known == 0)
+    out[infer] = numel / known;
+  else if (infer >= 0)
+    known = -1;
   if ((infer >= 0 && known < 0) || (infer < 0 && known != numel)) {
     cnn_set_error("%s: shape %s is invalid for a tensor of %lld elements (%s)", op,
                   cnn_shape_str(ndim, in, a), (long long)numel, cnn_tensor_shape_str(t, b));
@@ -134,7 +144,8 @@ cnn_tensor *cnn_view(cnn_tensor *t, int ndim, const int64_t *shape) {
   if (infer_shape("view", t, ndim, shape, sh)) return NULL;
   if (!view_strides(t, ndim, sh, st)) {
     cnn_set_error("view: a tensor of shape %s with these strides cannot be viewed as %s; "
-                  "use reshape() or contiguous() first", cnn_tensor_shape_str(t, a), cnn_shape_str(ndim, sh, b));
+                  "use reshape() or contiguous() first",
+                  cnn_tensor_shape_str(t, a), cnn_shape_str(ndim, sh, b));
     return NULL;
   }
   return make_view(t, ndim, sh, st, t->offset, "ViewBackward", reshape_backward, NULL);
@@ -155,7 +166,8 @@ cnn_tensor *cnn_reshape(cnn_tensor *t, int ndim, const int64_t *shape) {
 cnn_tensor *cnn_flatten(cnn_tensor *t, int start, int end) {
   if (t->ndim == 0) return cnn_reshape(t, 1, (int64_t[]){1});
   if (check_dim("flatten", t, start, t->ndim) || check_dim("flatten", t, end, t->ndim)) return NULL;
-  if (start > end) return cnn_set_error("flatten: start dim %d is after end dim %d", start + 1, end + 1), NULL;
+  if (start > end)
+    return cnn_set_error("flatten: start dim %d is after end dim %d", start + 1, end + 1), NULL;
   int64_t sh[CNN_MAX_DIMS];
   int nd = 0;
   for (int i = 0; i < start; i++) sh[nd++] = t->shape[i];
@@ -175,7 +187,8 @@ cnn_tensor *cnn_transpose(cnn_tensor *t, int d0, int d1) {
   sh[d0] = t->shape[d1], sh[d1] = t->shape[d0];
   st[d0] = t->stride[d1], st[d1] = t->stride[d0];
   cnn_node *n = NULL;
-  cnn_tensor *v = make_view(t, t->ndim, sh, st, t->offset, "TransposeBackward", transpose_backward, &n);
+  cnn_tensor *v =
+      make_view(t, t->ndim, sh, st, t->offset, "TransposeBackward", transpose_backward, &n);
   if (n) n->ip[0] = d0, n->ip[1] = d1;
   return v;
 }
@@ -208,7 +221,8 @@ cnn_tensor *cnn_squeeze(cnn_tensor *t, int dim) {
 
 cnn_tensor *cnn_unsqueeze(cnn_tensor *t, int dim) {
   if (check_dim("unsqueeze", t, dim, t->ndim + 1)) return NULL;
-  if (t->ndim >= CNN_MAX_DIMS) return cnn_set_error("unsqueeze: at most %d dimensions", CNN_MAX_DIMS), NULL;
+  if (t->ndim >= CNN_MAX_DIMS)
+    return cnn_set_error("unsqueeze: at most %d dimensions", CNN_MAX_DIMS), NULL;
   int64_t sh[CNN_MAX_DIMS], st[CNN_MAX_DIMS];
   for (int i = 0, j = 0; i <= t->ndim; i++) {
     if (i == dim) {
@@ -245,7 +259,8 @@ cnn_tensor *cnn_select(cnn_tensor *t, int dim, int64_t index) {
   if (check_dim("select", t, dim, t->ndim)) return NULL;
   if (index < 0 || index >= t->shape[dim]) {
     cnn_set_error("select: index %lld out of range for dimension %d of size %lld (%s)",
-                  (long long)index + 1, dim + 1, (long long)t->shape[dim], cnn_tensor_shape_str(t, s));
+                  (long long)index + 1, dim + 1, (long long)t->shape[dim],
+                  cnn_tensor_shape_str(t, s));
     return NULL;
   }
   int64_t sh[CNN_MAX_DIMS], st[CNN_MAX_DIMS];
@@ -267,15 +282,19 @@ cnn_tensor *cnn_expand(cnn_tensor *t, int ndim, const int64_t *shape) {
     int64_t want = shape[i];
     if (j >= 0 && want == -1) want = t->shape[j];
     if (want < 0) goto bad;
-    if (j >= 0 && t->shape[j] == want) sh[i] = want, st[i] = t->stride[j];
-    else if (j < 0 || t->shape[j] == 1) sh[i] = want, st[i] = 0;
-    else goto bad;
+    if (j >= 0 && t->shape[j] == want)
+      sh[i] = want, st[i] = t->stride[j];
+    else if (j < 0 || t->shape[j] == 1)
+      sh[i] = want, st[i] = 0;
+    else
+      goto bad;
   }
   if (cnn_check_shape("expand", ndim, sh) < 0) return NULL;
   return make_view(t, ndim, sh, st, t->offset, "ExpandBackward", expand_backward, NULL);
 bad:
-  cnn_set_error("expand: a tensor of shape %s cannot be expanded to %s", cnn_tensor_shape_str(t, a),
-                cnn_shape_str(ndim > CNN_MAX_DIMS ? CNN_MAX_DIMS : (ndim < 0 ? 0 : ndim), shape, b));
+  cnn_set_error(
+      "expand: a tensor of shape %s cannot be expanded to %s", cnn_tensor_shape_str(t, a),
+      cnn_shape_str(ndim > CNN_MAX_DIMS ? CNN_MAX_DIMS : (ndim < 0 ? 0 : ndim), shape, b));
   return NULL;
 }
 
@@ -283,5 +302,6 @@ cnn_tensor *cnn_detach(cnn_tensor *t) { return cnn_tensor_view_of(t); }
 
 /* A plain alias that keeps the graph (0-d transpose). */
 cnn_tensor *cnn_detach_keep_graph(cnn_tensor *t) {
-  return make_view(t, t->ndim, t->shape, t->stride, t->offset, "AliasBackward", reshape_backward, NULL);
+  return make_view(t, t->ndim, t->shape, t->stride, t->offset, "AliasBackward", reshape_backward,
+                   NULL);
 }

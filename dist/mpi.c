@@ -89,8 +89,7 @@ static int all_gather(const void *send, void *recv, int64_t nbytes) {
                "MPI_Allgather");
 }
 
-static int reduce_scatter(const void *send, void *recv, int64_t n, cnn_dtype dt,
-                          cnn_dist_op op) {
+static int reduce_scatter(const void *send, void *recv, int64_t n, cnn_dtype dt, cnn_dist_op op) {
   if (reduction_args(n, dt, "reduce_scatter")) return -1;
   return check(MPI_Reduce_scatter_block(send, recv, (int)n, mpi_type(dt), mpi_op(op), world),
                "MPI_Reduce_scatter_block");
@@ -130,12 +129,19 @@ static int finalize(void) {
 
 static void abort_all(int code) { MPI_Abort(MPI_COMM_WORLD, code); }
 
-static const cnn_collectives table = {
-    .name = "mpi",           .device = CNN_CPU,       .has_dtype = has_dtype,
-    .all_reduce = all_reduce, .broadcast = broadcast, .all_gather = all_gather,
-    .reduce_scatter = reduce_scatter, .barrier = barrier,
-    .all_reduce_start = all_reduce_start, .test = test, .wait = wait,
-    .finalize = finalize,    .abort = abort_all};
+static const cnn_collectives table = {.name = "mpi",
+                                      .device = CNN_CPU,
+                                      .has_dtype = has_dtype,
+                                      .all_reduce = all_reduce,
+                                      .broadcast = broadcast,
+                                      .all_gather = all_gather,
+                                      .reduce_scatter = reduce_scatter,
+                                      .barrier = barrier,
+                                      .all_reduce_start = all_reduce_start,
+                                      .test = test,
+                                      .wait = wait,
+                                      .finalize = finalize,
+                                      .abort = abort_all};
 
 /* rank and size among the processes sharing this machine's memory */
 static int local_rank(cnn_dist_info *info) {

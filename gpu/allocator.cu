@@ -37,7 +37,7 @@
 #define SMALL_LIMIT (1u << 20)
 #define SMALL_ROUND 512u
 #define LARGE_ROUND (256u << 10)
-#define NBUCKETS 4096
+#define NBUCKETS    4096
 
 typedef struct block {
   void *ptr;
@@ -160,8 +160,8 @@ static void report_alloc_failure(int dev, size_t n, cudaError_t err) {
   size_t fr = 0, tot = 0;
   if (cudaMemGetInfo(&fr, &tot) != cudaSuccess) cudaGetLastError();
   gpu_core.set_error("out of memory: cannot allocate %zu bytes (%.1f MiB) on cuda:%d: %s "
-                     "(%.1f MiB free of %.1f MiB; %.1f MiB held by live tensors)", n,
-                     n / 1048576.0, dev, cudaGetErrorString(err), fr / 1048576.0,
+                     "(%.1f MiB free of %.1f MiB; %.1f MiB held by live tensors)",
+                     n, n / 1048576.0, dev, cudaGetErrorString(err), fr / 1048576.0,
                      tot / 1048576.0, (reserved_bytes[dev] - cached_bytes[dev]) / 1048576.0);
 }
 
@@ -286,7 +286,7 @@ int gpu_memory_waste(int dev, int64_t *waste) {
  * after each free (older ready blocks are released to stay under it).
  */
 
-#define PINNED_ROUND ((size_t)4096)
+#define PINNED_ROUND       ((size_t)4096)
 #define PINNED_CACHE_LIMIT ((size_t)512 << 20)
 
 typedef struct pinned {
@@ -414,7 +414,8 @@ static pinned *pinned_fresh(size_t size, size_t nbytes) {
     if (e == cudaSuccess) cudaFreeHost(p);
     cudaGetLastError();
     gpu_core.set_error("out of memory: cannot allocate %zu bytes of page-locked host memory: %s",
-                       nbytes, e == cudaSuccess ? "no memory for its record" : cudaGetErrorString(e));
+                       nbytes,
+                       e == cudaSuccess ? "no memory for its record" : cudaGetErrorString(e));
     return NULL;
   }
   b->ptr = (char *)p, b->size = size;
@@ -439,7 +440,8 @@ void *gpu_alloc_pinned(size_t nbytes) {
  * for the device instead, so the block is never reused too early */
 static int pinned_record(pinned *b, int d) {
   CUDA_CHECK("free_pinned", cudaSetDevice(d));
-  if (!b->ev[d]) CUDA_CHECK("free_pinned", cudaEventCreateWithFlags(&b->ev[d], cudaEventDisableTiming));
+  if (!b->ev[d])
+    CUDA_CHECK("free_pinned", cudaEventCreateWithFlags(&b->ev[d], cudaEventDisableTiming));
   CUDA_CHECK("free_pinned", cudaEventRecord(b->ev[d], 0));
   b->pending |= 1u << d;
   return 0;
@@ -451,7 +453,8 @@ static void pinned_record_uses(pinned *b) {
   for (int d = 0; d < GPU_MAX_DEVICES; d++) {
     if (!(b->used & (1u << d)) || pinned_record(b, d) == 0) continue;
     cudaGetLastError();
-    if (cudaSetDevice(d) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess) cudaGetLastError();
+    if (cudaSetDevice(d) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess)
+      cudaGetLastError();
   }
   if (prev >= 0 && cudaSetDevice(prev) != cudaSuccess) cudaGetLastError();
   b->used = 0;

@@ -31,8 +31,8 @@ static pthread_mutex_t handle_mu = PTHREAD_MUTEX_INITIALIZER;
 
 /* ---- errors ----------------------------------------------------------------------- */
 
-int gpu_fail(const char *op, const char *lib, const char *msg, const char *what,
-             const char *file, int line) {
+int gpu_fail(const char *op, const char *lib, const char *msg, const char *what, const char *file,
+             int line) {
   const char *base = strrchr(file, '/');
   if (gpu_core.set_error)
     gpu_core.set_error("%s: %s error: %s (in %s at %s:%d)", op, lib, msg, what,
@@ -40,8 +40,8 @@ int gpu_fail(const char *op, const char *lib, const char *msg, const char *what,
   return -1;
 }
 
-int gpu_fail_fault(const char *op, const char *lib, const char *msg, gpu_fault f,
-                   const char *what, const char *file, int line) {
+int gpu_fail_fault(const char *op, const char *lib, const char *msg, gpu_fault f, const char *what,
+                   const char *file, int line) {
   const char *base = strrchr(file, '/');
   if (gpu_core.set_error)
     gpu_core.set_error("%s: %s error: %s (in %s at %s:%d)%s", op, lib, msg, what,
@@ -54,13 +54,9 @@ gpu_fault gpu_cuda_failed(cudaError_t e) {
   return gpu_cuda_fault(e);
 }
 
-gpu_fault gpu_cublas_failed(cublasStatus_t s) {
-  return gpu_cublas_fault(s, cudaGetLastError());
-}
+gpu_fault gpu_cublas_failed(cublasStatus_t s) { return gpu_cublas_fault(s, cudaGetLastError()); }
 
-gpu_fault gpu_cudnn_failed(cudnnStatus_t s) {
-  return gpu_cudnn_fault(s, cudaGetLastError());
-}
+gpu_fault gpu_cudnn_failed(cudnnStatus_t s) { return gpu_cudnn_fault(s, cudaGetLastError()); }
 
 const char *gpu_cublas_str(cublasStatus_t s) {
   switch (s) {
@@ -106,7 +102,8 @@ static gpu_fault creation_fault(gpu_fault f) {
 static gpu_fault cublas_attempt(void *ctx) {
   handle_try *t = (handle_try *)ctx;
   t->blas = cublasCreate(&cublas_h[t->dev]);
-  return t->blas == CUBLAS_STATUS_SUCCESS ? GPU_FAULT_NONE : creation_fault(gpu_cublas_failed(t->blas));
+  return t->blas == CUBLAS_STATUS_SUCCESS ? GPU_FAULT_NONE
+                                          : creation_fault(gpu_cublas_failed(t->blas));
 }
 static gpu_fault cudnn_attempt(void *ctx) {
   handle_try *t = (handle_try *)ctx;
@@ -125,8 +122,10 @@ static void handle_release(void *ctx) { gpu_release_cached(((handle_try *)ctx)->
 static void give_cublas_workspace(int dev) {
   cudaDeviceProp p;
   size_t size = (size_t)4 << 20;
-  if (cudaGetDeviceProperties(&p, dev) == cudaSuccess && p.major >= 9) size = (size_t)32 << 20;
-  else cudaGetLastError();
+  if (cudaGetDeviceProperties(&p, dev) == cudaSuccess && p.major >= 9)
+    size = (size_t)32 << 20;
+  else
+    cudaGetLastError();
   void *ws = gpu_alloc(size, dev);
   if (!ws) return; /* the allocation's message is dropped: cuBLAS still works */
   if (cublasSetWorkspace(cublas_h[dev], ws, size) != CUBLAS_STATUS_SUCCESS) {
@@ -139,7 +138,8 @@ static int make_cublas(const char *op, int dev) {
   handle_try t = {dev, CUBLAS_STATUS_SUCCESS, CUDNN_STATUS_SUCCESS};
   gpu_fault f = gpu_retry_once(cublas_attempt, handle_release, &t);
   if (f != GPU_FAULT_NONE)
-    return gpu_fail_fault(op, "cuBLAS", gpu_cublas_str(t.blas), f, "cublasCreate", __FILE__, __LINE__);
+    return gpu_fail_fault(op, "cuBLAS", gpu_cublas_str(t.blas), f, "cublasCreate", __FILE__,
+                          __LINE__);
   give_cublas_workspace(dev);
   return 0;
 }
@@ -148,7 +148,8 @@ static int make_cudnn(const char *op, int dev) {
   handle_try t = {dev, CUBLAS_STATUS_SUCCESS, CUDNN_STATUS_SUCCESS};
   gpu_fault f = gpu_retry_once(cudnn_attempt, handle_release, &t);
   if (f != GPU_FAULT_NONE)
-    return gpu_fail_fault(op, "cuDNN", cudnnGetErrorString(t.dnn), f, "cudnnCreate", __FILE__, __LINE__);
+    return gpu_fail_fault(op, "cuDNN", cudnnGetErrorString(t.dnn), f, "cudnnCreate", __FILE__,
+                          __LINE__);
   return 0;
 }
 
@@ -310,8 +311,8 @@ static void fill_table(void) {
   gpu_loss_register(&table);
   gpu_index_register(&table);
   gpu_optim_register(&table);
-  gpu_sort_register(&table); /* issue 13: sort/topk */
-  gpu_scan_register(&table); /* issue 13: cumsum/cumprod */
+  gpu_sort_register(&table);   /* issue 13: sort/topk */
+  gpu_scan_register(&table);   /* issue 13: cumsum/cumprod */
   gpu_norm_register(&table);   /* helper "norm" */
   gpu_resize_register(&table); /* helper "norm" */
 }
@@ -353,7 +354,8 @@ static int probe_kernel_image(int d, char *reason, size_t len) {
                   e == cudaErrorUnsupportedPtxVersion || e == cudaErrorInvalidPtx ||
                   e == cudaErrorJitCompilerNotFound || e == cudaErrorJitCompilationDisabled;
   if (no_image)
-    snprintf(reason, len, "no kernel image for sm_%d%d (cuda:%d): libcnn_cuda.so was built for %s "
+    snprintf(reason, len,
+             "no kernel image for sm_%d%d (cuda:%d): libcnn_cuda.so was built for %s "
              "(%s: %s); rebuild with -DCNNSH_CUDA_ARCHITECTURES including %d%d-real",
              major, minor, d, CNNSH_CUDA_ARCH_TEXT, cudaGetErrorName(e), cudaGetErrorString(e),
              major, minor);
@@ -366,8 +368,10 @@ static int probe_kernel_image(int d, char *reason, size_t len) {
 extern "C" __attribute__((visibility("default"))) const cnn_backend *
 cnn_cuda_backend_init(const cnn_core_api *core, char *reason, size_t len) {
   if (!core || core->version != CNN_CORE_API_VERSION) {
-    snprintf(reason, len, "the CUDA module does not match this cnnsh (core API version %d, "
-             "module expects %d)", core ? core->version : -1, CNN_CORE_API_VERSION);
+    snprintf(reason, len,
+             "the CUDA module does not match this cnnsh (core API version %d, "
+             "module expects %d)",
+             core ? core->version : -1, CNN_CORE_API_VERSION);
     return NULL;
   }
   gpu_core = *core;

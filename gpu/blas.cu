@@ -44,13 +44,14 @@ static int check_dims(int64_t M, int64_t N, int64_t K, int64_t lda, int64_t ldb,
   return 0;
 }
 
-static int gemm_half(int dev, cublasHandle_t h, cnn_dtype dt, cublasOperation_t ob, cublasOperation_t oa,
-                     int m, int n, int k, const void *B, int ldb, const void *A, int lda, void *C,
-                     int ldc) {
+static int gemm_half(int dev, cublasHandle_t h, cnn_dtype dt, cublasOperation_t ob,
+                     cublasOperation_t oa, int m, int n, int k, const void *B, int ldb,
+                     const void *A, int lda, void *C, int ldc) {
   float one = 1.0f, zero = 0.0f;
   cudaDataType_t t = dt == CNN_FLOAT16 ? CUDA_R_16F : CUDA_R_16BF;
-  CUBLAS_CHECK_RETRY("matmul", dev, cublasGemmEx(h, ob, oa, m, n, k, &one, B, t, ldb, A, t, lda, &zero, C, t,
-                                      ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  CUBLAS_CHECK_RETRY("matmul", dev,
+                     cublasGemmEx(h, ob, oa, m, n, k, &one, B, t, ldb, A, t, lda, &zero, C, t, ldc,
+                                  CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   return 0;
 }
 
@@ -69,12 +70,14 @@ static int gemm(int dev, cnn_dtype dt, bool ta, bool tb, int64_t M, int64_t N, i
   int m = (int)N, n = (int)M, k = (int)K; /* column-major problem: C^T = op(B)^T op(A)^T */
   if (dt == CNN_FLOAT32) {
     float one = 1.0f, zero = 0.0f;
-    CUBLAS_CHECK_RETRY("matmul", dev, cublasSgemm(h, ob, oa, m, n, k, &one, (const float *)B, (int)ldb,
-                                       (const float *)A, (int)lda, &zero, (float *)C, (int)ldc));
+    CUBLAS_CHECK_RETRY("matmul", dev,
+                       cublasSgemm(h, ob, oa, m, n, k, &one, (const float *)B, (int)ldb,
+                                   (const float *)A, (int)lda, &zero, (float *)C, (int)ldc));
   } else if (dt == CNN_FLOAT64) {
     double one = 1.0, zero = 0.0;
-    CUBLAS_CHECK_RETRY("matmul", dev, cublasDgemm(h, ob, oa, m, n, k, &one, (const double *)B, (int)ldb,
-                                       (const double *)A, (int)lda, &zero, (double *)C, (int)ldc));
+    CUBLAS_CHECK_RETRY("matmul", dev,
+                       cublasDgemm(h, ob, oa, m, n, k, &one, (const double *)B, (int)ldb,
+                                   (const double *)A, (int)lda, &zero, (double *)C, (int)ldc));
   } else if (dt == CNN_FLOAT16 || dt == CNN_BFLOAT16) {
     return gemm_half(dev, h, dt, ob, oa, m, n, k, B, (int)ldb, A, (int)lda, C, (int)ldc);
   } else {
@@ -96,10 +99,11 @@ static int batched_half(cublasHandle_t h, cnn_dtype dt, const batched_args *g, c
                         const void *A, void *C) {
   float one = 1.0f, zero = 0.0f;
   cudaDataType_t t = dt == CNN_FLOAT16 ? CUDA_R_16F : CUDA_R_16BF;
-  CUBLAS_CHECK_RETRY("matmul", g->dev, cublasGemmStridedBatchedEx(h, g->ob, g->oa, g->m, g->n, g->k, &one, B, t,
-                                                    g->ldb, g->sb, A, t, g->lda, g->sa, &zero, C,
-                                                    t, g->ldc, g->sc, g->batch,
-                                                    CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  CUBLAS_CHECK_RETRY("matmul", g->dev,
+                     cublasGemmStridedBatchedEx(h, g->ob, g->oa, g->m, g->n, g->k, &one, B, t,
+                                                g->ldb, g->sb, A, t, g->lda, g->sa, &zero, C, t,
+                                                g->ldc, g->sc, g->batch, CUBLAS_COMPUTE_32F,
+                                                CUBLAS_GEMM_DEFAULT));
   return 0;
 }
 
@@ -108,18 +112,20 @@ static int batched_call(cublasHandle_t h, cnn_dtype dt, const batched_args *g, c
                         const void *A, void *C) {
   if (dt == CNN_FLOAT32) {
     float one = 1.0f, zero = 0.0f;
-    CUBLAS_CHECK_RETRY("matmul", g->dev, cublasSgemmStridedBatched(
-                               h, g->ob, g->oa, g->m, g->n, g->k, &one, (const float *)B, g->ldb,
-                               g->sb, (const float *)A, g->lda, g->sa, &zero, (float *)C, g->ldc,
-                               g->sc, g->batch));
+    CUBLAS_CHECK_RETRY("matmul", g->dev,
+                       cublasSgemmStridedBatched(h, g->ob, g->oa, g->m, g->n, g->k, &one,
+                                                 (const float *)B, g->ldb, g->sb, (const float *)A,
+                                                 g->lda, g->sa, &zero, (float *)C, g->ldc, g->sc,
+                                                 g->batch));
     return 0;
   }
   if (dt == CNN_FLOAT64) {
     double one = 1.0, zero = 0.0;
-    CUBLAS_CHECK_RETRY("matmul", g->dev, cublasDgemmStridedBatched(
-                               h, g->ob, g->oa, g->m, g->n, g->k, &one, (const double *)B, g->ldb,
-                               g->sb, (const double *)A, g->lda, g->sa, &zero, (double *)C, g->ldc,
-                               g->sc, g->batch));
+    CUBLAS_CHECK_RETRY("matmul", g->dev,
+                       cublasDgemmStridedBatched(h, g->ob, g->oa, g->m, g->n, g->k, &one,
+                                                 (const double *)B, g->ldb, g->sb,
+                                                 (const double *)A, g->lda, g->sa, &zero,
+                                                 (double *)C, g->ldc, g->sc, g->batch));
     return 0;
   }
   if (dt == CNN_FLOAT16 || dt == CNN_BFLOAT16) return batched_half(h, dt, g, B, A, C);
@@ -128,12 +134,12 @@ static int batched_call(cublasHandle_t h, cnn_dtype dt, const batched_args *g, c
 }
 
 /* K == 0: every product is zeros */
-static int batched_zeros(cnn_dtype dt, int64_t M, int64_t N, void *C, int64_t ldc,
-                         int64_t stride_c, int64_t batch) {
+static int batched_zeros(cnn_dtype dt, int64_t M, int64_t N, void *C, int64_t ldc, int64_t stride_c,
+                         int64_t batch) {
   size_t es = gpu_dtype_size(dt);
   for (int64_t b = 0; b < batch; b++)
-    CUDA_CHECK("matmul", cudaMemset2DAsync((char *)C + (size_t)(b * stride_c) * es, (size_t)ldc * es,
-                                           0, (size_t)N * es, (size_t)M, 0));
+    CUDA_CHECK("matmul", cudaMemset2DAsync((char *)C + (size_t)(b * stride_c) * es,
+                                           (size_t)ldc * es, 0, (size_t)N * es, (size_t)M, 0));
   return 0;
 }
 
@@ -143,8 +149,8 @@ static int gemm_batched(int dev, cnn_dtype dt, bool ta, bool tb, int64_t M, int6
   if (check_dims(M, N, K, lda, ldb, ldc) || check_dims(batch, 0, 0, 0, 0, 0)) return -1;
   if (stride_a < 0 || stride_b < 0 || stride_c < M * ldc) {
     gpu_core.set_error("matmul: bad batch strides %lld, %lld, %lld for %lldx%lld products",
-                       (long long)stride_a, (long long)stride_b, (long long)stride_c,
-                       (long long)M, (long long)N);
+                       (long long)stride_a, (long long)stride_b, (long long)stride_c, (long long)M,
+                       (long long)N);
     return -1;
   }
   if (M == 0 || N == 0 || batch == 0) return 0;

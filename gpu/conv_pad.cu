@@ -40,16 +40,28 @@ static int move(bool crop, cnn_dtype dt, const gpu_pad_plan *p, const cnn_conv_s
   unsigned g = gpu_blocks(total);
   switch (gpu_dtype_size(dt)) {
   case 8:
-    if (crop) k_crop<uint64_t><<<g, GPU_THREADS>>>(total, *p, s->H, s->W, (const uint64_t *)src, (uint64_t *)dst);
-    else k_pad<uint64_t><<<g, GPU_THREADS>>>(total, *p, s->H, s->W, (const uint64_t *)src, (uint64_t *)dst);
+    if (crop)
+      k_crop<uint64_t>
+          <<<g, GPU_THREADS>>>(total, *p, s->H, s->W, (const uint64_t *)src, (uint64_t *)dst);
+    else
+      k_pad<uint64_t>
+          <<<g, GPU_THREADS>>>(total, *p, s->H, s->W, (const uint64_t *)src, (uint64_t *)dst);
     break;
   case 4:
-    if (crop) k_crop<uint32_t><<<g, GPU_THREADS>>>(total, *p, s->H, s->W, (const uint32_t *)src, (uint32_t *)dst);
-    else k_pad<uint32_t><<<g, GPU_THREADS>>>(total, *p, s->H, s->W, (const uint32_t *)src, (uint32_t *)dst);
+    if (crop)
+      k_crop<uint32_t>
+          <<<g, GPU_THREADS>>>(total, *p, s->H, s->W, (const uint32_t *)src, (uint32_t *)dst);
+    else
+      k_pad<uint32_t>
+          <<<g, GPU_THREADS>>>(total, *p, s->H, s->W, (const uint32_t *)src, (uint32_t *)dst);
     break;
   default:
-    if (crop) k_crop<uint16_t><<<g, GPU_THREADS>>>(total, *p, s->H, s->W, (const uint16_t *)src, (uint16_t *)dst);
-    else k_pad<uint16_t><<<g, GPU_THREADS>>>(total, *p, s->H, s->W, (const uint16_t *)src, (uint16_t *)dst);
+    if (crop)
+      k_crop<uint16_t>
+          <<<g, GPU_THREADS>>>(total, *p, s->H, s->W, (const uint16_t *)src, (uint16_t *)dst);
+    else
+      k_pad<uint16_t>
+          <<<g, GPU_THREADS>>>(total, *p, s->H, s->W, (const uint16_t *)src, (uint16_t *)dst);
     break;
   }
   LAUNCH_CHECK("conv2d");

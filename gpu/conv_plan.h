@@ -58,7 +58,8 @@ typedef struct {
 } gpu_pad_plan;
 
 /* the symmetric problem `sym` over the padded copy `p` for s */
-static inline void gpu_conv_pad_plan(const cnn_conv_shape *s, cnn_conv_shape *sym, gpu_pad_plan *p) {
+static inline void gpu_conv_pad_plan(const cnn_conv_shape *s, cnn_conv_shape *sym,
+                                     gpu_pad_plan *p) {
   int ph = s->pt < s->pb ? s->pt : s->pb, pw = s->pl < s->pr ? s->pl : s->pr;
   p->top = s->pt - ph, p->left = s->pl - pw;
   p->H = s->H + (s->pt - ph) + (s->pb - ph);
@@ -70,7 +71,8 @@ static inline void gpu_conv_pad_plan(const cnn_conv_shape *s, cnn_conv_shape *sy
 
 /* For element i of the padded copy (N*C x H x W, row-major): the index of
  * the input element it copies (input N*C x h x w), or -1 for a zero. */
-static inline CNN_HD int64_t gpu_pad_source(const gpu_pad_plan *p, int64_t h, int64_t w, int64_t i) {
+static inline CNN_HD int64_t gpu_pad_source(const gpu_pad_plan *p, int64_t h, int64_t w,
+                                            int64_t i) {
   int64_t col = i % p->W, row = (i / p->W) % p->H, plane = i / (p->W * p->H);
   int64_t r = row - p->top, c = col - p->left;
   if (r < 0 || r >= h || c < 0 || c >= w) return -1;
@@ -79,7 +81,8 @@ static inline CNN_HD int64_t gpu_pad_source(const gpu_pad_plan *p, int64_t h, in
 
 /* For element i of the cropped gradient (N*C x h x w): its index in the
  * padded gradient (N*C x H x W). */
-static inline CNN_HD int64_t gpu_crop_source(const gpu_pad_plan *p, int64_t h, int64_t w, int64_t i) {
+static inline CNN_HD int64_t gpu_crop_source(const gpu_pad_plan *p, int64_t h, int64_t w,
+                                             int64_t i) {
   int64_t c = i % w, r = (i / w) % h, plane = i / (w * h);
   return (plane * p->H + r + p->top) * p->W + c + p->left;
 }

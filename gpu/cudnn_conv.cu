@@ -59,12 +59,12 @@
 #include "gpu.h"
 
 #define CACHE_MAX 64
-#define NCAND 16
+#define NCAND     16
 
 enum { FWD = GPU_CONV_FWD, BWD_DATA = GPU_CONV_BWD_DATA, BWD_FILTER = GPU_CONV_BWD_FILTER };
 
 typedef struct conv_entry {
-  gpu_conv_key key;              /* device, dtype, benchmark flag, shape (conv_plan.h) */
+  gpu_conv_key key; /* device, dtype, benchmark flag, shape (conv_plan.h) */
   cudnnTensorDescriptor_t x, y;
   cudnnFilterDescriptor_t w;
   cudnnConvolutionDescriptor_t conv;
@@ -222,14 +222,17 @@ static cudnnStatus_t rank_bwd_filter(cudnnHandle_t h, conv_entry *e, bool find, 
   cudnnConvolutionBwdFilterAlgoPerf_t p[NCAND];
   cudnnStatus_t st =
       find ? cudnnFindConvolutionBackwardFilterAlgorithm(h, e->x, e->y, e->conv, e->w, NCAND, n, p)
-           : cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, e->x, e->y, e->conv, e->w, NCAND, n, p);
+           : cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, e->x, e->y, e->conv, e->w, NCAND, n,
+                                                           p);
   if (st == CUDNN_STATUS_SUCCESS) take_perf(p, *n, c);
   return st;
 }
 
 static int candidates(cudnnHandle_t h, conv_entry *e, int dir, cand *c, int *n) {
-  cudnnStatus_t (*rank)(cudnnHandle_t, conv_entry *, bool, cand *, int *) =
-      dir == FWD ? rank_fwd : dir == BWD_DATA ? rank_bwd_data : rank_bwd_filter;
+  cudnnStatus_t (*rank)(cudnnHandle_t, conv_entry *, bool, cand *, int *) = dir == FWD ? rank_fwd
+                                                                            : dir == BWD_DATA
+                                                                                ? rank_bwd_data
+                                                                                : rank_bwd_filter;
   *n = 0;
   /* every search starts from the entry's own math type: the descriptor
    * still holds the one the last run (maybe of another direction) set */
@@ -264,14 +267,16 @@ static cudnnStatus_t run(cudnnHandle_t h, conv_entry *e, int dir, int algo, void
   const void *one = e->key.dt == CNN_FLOAT64 ? (const void *)&d1 : (const void *)&f1;
   const void *zero = e->key.dt == CNN_FLOAT64 ? (const void *)&d0 : (const void *)&f0;
   if (dir == FWD) /* a = x, b = w, out = y */
-    return cudnnConvolutionForward(h, one, e->x, a, e->w, b, e->conv, (cudnnConvolutionFwdAlgo_t)algo,
-                                   ws, wsz, zero, e->y, out);
+    return cudnnConvolutionForward(h, one, e->x, a, e->w, b, e->conv,
+                                   (cudnnConvolutionFwdAlgo_t)algo, ws, wsz, zero, e->y, out);
   if (dir == BWD_DATA) /* a = dy, b = w, out = dx */
     return cudnnConvolutionBackwardData(h, one, e->w, b, e->y, a, e->conv,
-                                        (cudnnConvolutionBwdDataAlgo_t)algo, ws, wsz, zero, e->x, out);
+                                        (cudnnConvolutionBwdDataAlgo_t)algo, ws, wsz, zero, e->x,
+                                        out);
   /* a = dy, b = x, out = dw */
   return cudnnConvolutionBackwardFilter(h, one, e->x, b, e->y, a, e->conv,
-                                        (cudnnConvolutionBwdFilterAlgo_t)algo, ws, wsz, zero, e->w, out);
+                                        (cudnnConvolutionBwdFilterAlgo_t)algo, ws, wsz, zero, e->w,
+                                        out);
 }
 
 /* what happened to one candidate (try_algo) */
@@ -308,7 +313,8 @@ static int try_algo(cudnnHandle_t h, conv_entry *e, int dir, cand c, const void 
   CUDNN_CHECK("conv2d", cudnnSetConvolutionMathType(e->conv, m));
   size_t wsz = 0;
   cudnnStatus_t st = workspace_size(h, e, dir, c.algo, &wsz);
-  if (gpu_cudnn_is(st, CUDNN_STATUS_NOT_SUPPORTED) || gpu_cudnn_is(st, CUDNN_STATUS_BAD_PARAM)) return 1;
+  if (gpu_cudnn_is(st, CUDNN_STATUS_NOT_SUPPORTED) || gpu_cudnn_is(st, CUDNN_STATUS_BAD_PARAM))
+    return 1;
   CUDNN_CHECK("conv2d", st);
   st = run_with_workspace(h, e, dir, c.algo, wsz, a, b, out, &notes->no_ws);
   if (st != CUDNN_STATUS_SUCCESS) {
@@ -324,13 +330,13 @@ static int try_algo(cudnnHandle_t h, conv_entry *e, int dir, cand c, const void 
 }
 
 static int no_algorithm(const cnn_conv_shape *s, cnn_dtype dt, bool no_ws) {
-  gpu_core.set_error("conv2d: cuDNN has no usable algorithm for input %lldx%lldx%lldx%lld, weight "
-                     "%lldx%lldx%lldx%lld, stride %dx%d, dilation %dx%d, groups %d (dtype %s)%s",
-                     (long long)s->N, (long long)s->C, (long long)s->H, (long long)s->W,
-                     (long long)s->K, (long long)(s->C / s->groups), (long long)s->R,
-                     (long long)s->S, s->sh, s->sw, s->dh, s->dw, s->groups,
-                     gpu_core.dtype_name(dt),
-                     no_ws ? ": out of memory for the workspaces of the algorithms that apply" : "");
+  gpu_core.set_error(
+      "conv2d: cuDNN has no usable algorithm for input %lldx%lldx%lldx%lld, weight "
+      "%lldx%lldx%lldx%lld, stride %dx%d, dilation %dx%d, groups %d (dtype %s)%s",
+      (long long)s->N, (long long)s->C, (long long)s->H, (long long)s->W, (long long)s->K,
+      (long long)(s->C / s->groups), (long long)s->R, (long long)s->S, s->sh, s->sw, s->dh, s->dw,
+      s->groups, gpu_core.dtype_name(dt),
+      no_ws ? ": out of memory for the workspaces of the algorithms that apply" : "");
   return -1;
 }
 
@@ -356,10 +362,11 @@ static int search_and_run(cudnnHandle_t h, conv_entry *e, int dir, const void *a
 /* bytes of the operands a, b and out of direction dir */
 static void operand_bytes(const cnn_conv_shape *s, cnn_dtype dt, int dir, size_t sz[3]) {
   size_t es = gpu_dtype_size(dt);
-  size_t x = (size_t)(s->N * s->C * s->H * s->W) * es, y = (size_t)(s->N * s->K * s->OH * s->OW) * es;
+  size_t x = (size_t)(s->N * s->C * s->H * s->W) * es,
+         y = (size_t)(s->N * s->K * s->OH * s->OW) * es;
   size_t w = (size_t)(s->K * (s->C / s->groups) * s->R * s->S) * es;
-  sz[0] = dir == FWD ? x : y;          /* x, or dy */
-  sz[1] = dir == BWD_FILTER ? x : w;   /* w, or x */
+  sz[0] = dir == FWD ? x : y;        /* x, or dy */
+  sz[1] = dir == BWD_FILTER ? x : w; /* w, or x */
   sz[2] = dir == FWD ? y : dir == BWD_DATA ? x : w;
 }
 
@@ -427,12 +434,19 @@ static int add_bias(int dev, cnn_dtype dt, const cnn_conv_shape *s, const void *
   if (gpu_device("conv2d", dev)) return -1;
   unsigned g = gpu_blocks(total);
   switch (dt) {
-  case CNN_FLOAT64: k_add_bias<double><<<g, GPU_THREADS>>>(total, s->K, P, (const double *)b, (double *)y); break;
-  case CNN_FLOAT16: k_add_bias<__half><<<g, GPU_THREADS>>>(total, s->K, P, (const __half *)b, (__half *)y); break;
-  case CNN_BFLOAT16:
-    k_add_bias<__nv_bfloat16><<<g, GPU_THREADS>>>(total, s->K, P, (const __nv_bfloat16 *)b, (__nv_bfloat16 *)y);
+  case CNN_FLOAT64:
+    k_add_bias<double><<<g, GPU_THREADS>>>(total, s->K, P, (const double *)b, (double *)y);
     break;
-  default: k_add_bias<float><<<g, GPU_THREADS>>>(total, s->K, P, (const float *)b, (float *)y); break;
+  case CNN_FLOAT16:
+    k_add_bias<__half><<<g, GPU_THREADS>>>(total, s->K, P, (const __half *)b, (__half *)y);
+    break;
+  case CNN_BFLOAT16:
+    k_add_bias<__nv_bfloat16>
+        <<<g, GPU_THREADS>>>(total, s->K, P, (const __nv_bfloat16 *)b, (__nv_bfloat16 *)y);
+    break;
+  default:
+    k_add_bias<float><<<g, GPU_THREADS>>>(total, s->K, P, (const float *)b, (float *)y);
+    break;
   }
   LAUNCH_CHECK("conv2d");
   return 0;

@@ -36,8 +36,9 @@
 
 #include "gpu.h"
 
-#define GRID_LOOP(i, n) \
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
+#define GRID_LOOP(i, n)                                                                            \
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n);                        \
+       i += (int64_t)gridDim.x * blockDim.x)
 
 static cudnnDataType_t ctype(cnn_dtype dt) {
   return dt == CNN_FLOAT64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
@@ -48,8 +49,8 @@ static int fits_int(const char *op, int64_t a, int64_t b, int64_t c) {
   bool ok = a <= INT_MAX && b <= INT_MAX && c <= INT_MAX; /* then a*b cannot overflow int64 */
   if (ok && a && b && c) ok = a * b <= INT_MAX && a * b * c <= INT_MAX;
   if (ok) return 0;
-  gpu_core.set_error("%s: sizes %lldx%lldx%lld too large for cuDNN", op, (long long)a,
-                     (long long)b, (long long)c);
+  gpu_core.set_error("%s: sizes %lldx%lldx%lld too large for cuDNN", op, (long long)a, (long long)b,
+                     (long long)c);
   return -1;
 }
 
@@ -63,7 +64,8 @@ static int float_only(const char *op, cnn_dtype dt) {
 static int desc4(const char *op, cudnnTensorDescriptor_t *d, cnn_dtype dt, int64_t n, int64_t c,
                  int64_t h, int64_t w) {
   CUDNN_CHECK(op, cudnnCreateTensorDescriptor(d));
-  CUDNN_CHECK(op, cudnnSetTensor4dDescriptor(*d, CUDNN_TENSOR_NCHW, ctype(dt), (int)n, (int)c, (int)h, (int)w));
+  CUDNN_CHECK(op, cudnnSetTensor4dDescriptor(*d, CUDNN_TENSOR_NCHW, ctype(dt), (int)n, (int)c,
+                                             (int)h, (int)w));
   return 0;
 }
 
@@ -79,11 +81,12 @@ static int softmax_call(cudnnHandle_t h, int dev, const char *op, int log, bool 
   const void *one = f64 ? (void *)&d1 : (void *)&f1, *zero = f64 ? (void *)&d0 : (void *)&f0;
   cudnnSoftmaxAlgorithm_t algo = log ? CUDNN_SOFTMAX_LOG : CUDNN_SOFTMAX_ACCURATE;
   if (!dy)
-    CUDNN_CHECK_RETRY(op, dev, cudnnSoftmaxForward(h, algo, CUDNN_SOFTMAX_MODE_CHANNEL, one, d, a,
-                                                   zero, d, out));
+    CUDNN_CHECK_RETRY(
+        op, dev, cudnnSoftmaxForward(h, algo, CUDNN_SOFTMAX_MODE_CHANNEL, one, d, a, zero, d, out));
   else
-    CUDNN_CHECK_RETRY(op, dev, cudnnSoftmaxBackward(h, algo, CUDNN_SOFTMAX_MODE_CHANNEL, one, d,
-                                                    a, d, dy, zero, d, out));
+    CUDNN_CHECK_RETRY(
+        op, dev,
+        cudnnSoftmaxBackward(h, algo, CUDNN_SOFTMAX_MODE_CHANNEL, one, d, a, d, dy, zero, d, out));
   return 0;
 }
 
@@ -134,7 +137,8 @@ __global__ void k_channel_sums(int64_t N, int64_t C, int64_t L, const T *dy, con
     sh1[threadIdx.x] = s1, sh2[threadIdx.x] = s2;
     __syncthreads();
     for (int s = blockDim.x / 2; s > 0; s >>= 1) { /* blockDim.x is a power of two */
-      if ((int)threadIdx.x < s) sh1[threadIdx.x] += sh1[threadIdx.x + s], sh2[threadIdx.x] += sh2[threadIdx.x + s];
+      if ((int)threadIdx.x < s)
+        sh1[threadIdx.x] += sh1[threadIdx.x + s], sh2[threadIdx.x] += sh2[threadIdx.x + s];
       __syncthreads();
     }
     if (!threadIdx.x) {
@@ -152,18 +156,25 @@ static void launch_channel_sums(unsigned blocks, int64_t N, int64_t C, int64_t L
                                              (const T *)invstd, (T *)out1, (T *)out2);
 }
 
-int gpu_channel_sums(const char *op, cnn_dtype dt, int64_t N, int64_t C, int64_t L,
-                     const void *dy, const void *x, const void *mean, const void *invstd,
-                     void *out1, void *out2) {
+int gpu_channel_sums(const char *op, cnn_dtype dt, int64_t N, int64_t C, int64_t L, const void *dy,
+                     const void *x, const void *mean, const void *invstd, void *out1, void *out2) {
   if (dt != CNN_FLOAT32 && dt != CNN_FLOAT64 && dt != CNN_FLOAT16 && dt != CNN_BFLOAT16)
     return float_only(op, dt);
   if (C <= 0) return 0;
   unsigned blocks = C < 65535 ? (unsigned)C : 65535;
   switch (dt) {
-  case CNN_FLOAT32: launch_channel_sums<float>(blocks, N, C, L, dy, x, mean, invstd, out1, out2); break;
-  case CNN_FLOAT64: launch_channel_sums<double>(blocks, N, C, L, dy, x, mean, invstd, out1, out2); break;
-  case CNN_FLOAT16: launch_channel_sums<__half>(blocks, N, C, L, dy, x, mean, invstd, out1, out2); break;
-  default: launch_channel_sums<__nv_bfloat16>(blocks, N, C, L, dy, x, mean, invstd, out1, out2); break;
+  case CNN_FLOAT32:
+    launch_channel_sums<float>(blocks, N, C, L, dy, x, mean, invstd, out1, out2);
+    break;
+  case CNN_FLOAT64:
+    launch_channel_sums<double>(blocks, N, C, L, dy, x, mean, invstd, out1, out2);
+    break;
+  case CNN_FLOAT16:
+    launch_channel_sums<__half>(blocks, N, C, L, dy, x, mean, invstd, out1, out2);
+    break;
+  default:
+    launch_channel_sums<__nv_bfloat16>(blocks, N, C, L, dy, x, mean, invstd, out1, out2);
+    break;
   }
   LAUNCH_CHECK(op);
   return 0;
@@ -192,8 +203,10 @@ __global__ void k_bn_eval_dx(int64_t n, int64_t C, int64_t L, const T *dy, const
 }
 
 static int set_const(const char *op, cnn_dtype dt, int64_t n, void *p, double v) {
-  if (dt == CNN_FLOAT32) k_set<float><<<gpu_blocks(n), GPU_THREADS>>>(n, (float *)p, (float)v);
-  else k_set<double><<<gpu_blocks(n), GPU_THREADS>>>(n, (double *)p, v);
+  if (dt == CNN_FLOAT32)
+    k_set<float><<<gpu_blocks(n), GPU_THREADS>>>(n, (float *)p, (float)v);
+  else
+    k_set<double><<<gpu_blocks(n), GPU_THREADS>>>(n, (double *)p, v);
   LAUNCH_CHECK(op);
   return 0;
 }
@@ -223,8 +236,10 @@ static int bn_running(bn_ctx *b, cnn_dtype dt, int64_t C, void **rm, void **rv) 
   size_t bytes = (size_t)C * gpu_dtype_size(dt);
   if (!(b->stat = gpu_scratch("batch_norm", bytes, b->dev))) return -1;
   CUDA_CHECK("batch_norm", cudaMemsetAsync(b->stat, 0, bytes, 0));
-  if (!*rm) *rm = b->stat;
-  else *rv = b->stat;
+  if (!*rm)
+    *rm = b->stat;
+  else
+    *rv = b->stat;
   return 0;
 }
 
@@ -248,12 +263,14 @@ static int bn_begin(bn_ctx *b, int dev, cnn_dtype dt, int64_t N, int64_t C, int6
 static int bn_params(bn_ctx *b, cnn_dtype dt, int64_t C, const void **gamma, const void **beta) {
   size_t bytes = (size_t)C * gpu_dtype_size(dt);
   if (!*gamma) {
-    if (!(b->ones = gpu_scratch("batch_norm", bytes, b->dev)) || set_const("batch_norm", dt, C, b->ones, 1))
+    if (!(b->ones = gpu_scratch("batch_norm", bytes, b->dev)) ||
+        set_const("batch_norm", dt, C, b->ones, 1))
       return -1;
     *gamma = b->ones;
   }
   if (beta && !*beta) {
-    if (!(b->zeros = gpu_scratch("batch_norm", bytes, b->dev)) || set_const("batch_norm", dt, C, b->zeros, 0))
+    if (!(b->zeros = gpu_scratch("batch_norm", bytes, b->dev)) ||
+        set_const("batch_norm", dt, C, b->zeros, 0))
       return -1;
     *beta = b->zeros;
   }
@@ -262,13 +279,15 @@ static int bn_params(bn_ctx *b, cnn_dtype dt, int64_t C, const void **gamma, con
 
 /* eval: save_mean = running_mean, save_invstd = 1/sqrt(running_var + eps)
  * (either may be NULL); current device set by the caller */
-static int eval_stats(cnn_dtype dt, int64_t C, const void *rm, const void *rv, double eps,
-                      void *sm, void *si) {
+static int eval_stats(cnn_dtype dt, int64_t C, const void *rm, const void *rv, double eps, void *sm,
+                      void *si) {
   if ((!sm && !si) || C <= 0) return 0;
   if (dt == CNN_FLOAT64)
-    k_eval_stats<double><<<gpu_blocks(C), GPU_THREADS>>>(C, (const double *)rm, (const double *)rv, eps, (double *)sm, (double *)si);
+    k_eval_stats<double><<<gpu_blocks(C), GPU_THREADS>>>(C, (const double *)rm, (const double *)rv,
+                                                         eps, (double *)sm, (double *)si);
   else
-    k_eval_stats<float><<<gpu_blocks(C), GPU_THREADS>>>(C, (const float *)rm, (const float *)rv, eps, (float *)sm, (float *)si);
+    k_eval_stats<float><<<gpu_blocks(C), GPU_THREADS>>>(C, (const float *)rm, (const float *)rv,
+                                                        eps, (float *)sm, (float *)si);
   LAUNCH_CHECK("batch_norm");
   return 0;
 }
@@ -283,27 +302,31 @@ static int bn_forward_body(bn_ctx *b, cnn_dtype dt, int64_t C, const void *x, co
   if (bn_params(b, dt, C, &gamma, &beta)) return -1;
   if (training) { /* save_mean/save_invstd: both given by core, as cuDNN wants */
     if (bn_running(b, dt, C, &rm, &rv)) return -1;
-    CUDNN_CHECK_RETRY("batch_norm", b->dev, cudnnBatchNormalizationForwardTraining(
-        b->h, CUDNN_BATCHNORM_SPATIAL, one, zero, b->x, x, b->x, y, b->p, gamma, beta, momentum,
-        rm, rv, eps, sm, si));
+    CUDNN_CHECK_RETRY("batch_norm", b->dev,
+                      cudnnBatchNormalizationForwardTraining(b->h, CUDNN_BATCHNORM_SPATIAL, one,
+                                                             zero, b->x, x, b->x, y, b->p, gamma,
+                                                             beta, momentum, rm, rv, eps, sm, si));
     return 0;
   }
-  CUDNN_CHECK_RETRY("batch_norm", b->dev, cudnnBatchNormalizationForwardInference(
-      b->h, CUDNN_BATCHNORM_SPATIAL, one, zero, b->x, x, b->x, y, b->p, gamma, beta, rm, rv, eps));
+  CUDNN_CHECK_RETRY("batch_norm", b->dev,
+                    cudnnBatchNormalizationForwardInference(b->h, CUDNN_BATCHNORM_SPATIAL, one,
+                                                            zero, b->x, x, b->x, y, b->p, gamma,
+                                                            beta, rm, rv, eps));
   return eval_stats(dt, C, rm, rv, eps, sm, si);
 }
 
 static int bn_forward(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t L, const void *x,
                       const void *gamma, const void *beta, void *rm, void *rv, int training,
                       double momentum, double eps, void *y, void *sm, void *si) {
-  if (N * C * L == 0) { /* no data: eval still reports the statistics it uses */
+  if (N * C * L == 0) {     /* no data: eval still reports the statistics it uses */
     if (training) return 0; /* core refuses training with one value per channel */
     if (float_only("batch_norm", dt) || gpu_device("batch_norm", dev)) return -1;
     return eval_stats(dt, C, rm, rv, eps, sm, si);
   }
   bn_ctx b;
   int rc = bn_begin(&b, dev, dt, N, C, L, eps);
-  if (rc == 0) rc = bn_forward_body(&b, dt, C, x, gamma, beta, rm, rv, training, momentum, eps, y, sm, si);
+  if (rc == 0)
+    rc = bn_forward_body(&b, dt, C, x, gamma, beta, rm, rv, training, momentum, eps, y, sm, si);
   bn_done(&b);
   return rc;
 }
@@ -318,9 +341,10 @@ static int bn_backward_call(bn_ctx *b, cnn_dtype dt, const void *dy, const void 
   float f1 = 1, f0 = 0;
   bool f64 = dt == CNN_FLOAT64;
   const void *one = f64 ? (void *)&d1 : (void *)&f1, *zero = f64 ? (void *)&d0 : (void *)&f0;
-  CUDNN_CHECK_RETRY("batch_norm", b->dev, cudnnBatchNormalizationBackward(
-      b->h, CUDNN_BATCHNORM_SPATIAL, one, zero, one, zero, b->x, x, b->x, dy, b->x, dx, b->p, gamma,
-      dg, db, eps, sm, si));
+  CUDNN_CHECK_RETRY("batch_norm", b->dev,
+                    cudnnBatchNormalizationBackward(b->h, CUDNN_BATCHNORM_SPATIAL, one, zero, one,
+                                                    zero, b->x, x, b->x, dy, b->x, dx, b->p, gamma,
+                                                    dg, db, eps, sm, si));
   return 0;
 }
 
@@ -333,7 +357,9 @@ static int bn_backward(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t L, c
   size_t cb = (size_t)C * gpu_dtype_size(dt);
   void *tdx = NULL, *tdg = NULL, *tdb = NULL;
   if (rc == 0) rc = bn_params(&b, dt, C, &gamma, NULL);
-  if (rc == 0 && !dx) rc = (dx = tdx = gpu_scratch("batch_norm", (size_t)(N * C * L) * gpu_dtype_size(dt), dev)) ? 0 : -1;
+  if (rc == 0 && !dx)
+    rc = (dx = tdx = gpu_scratch("batch_norm", (size_t)(N * C * L) * gpu_dtype_size(dt), dev)) ? 0
+                                                                                               : -1;
   if (rc == 0 && !dg) rc = (dg = tdg = gpu_scratch("batch_norm", cb, dev)) ? 0 : -1;
   if (rc == 0 && !db) rc = (db = tdb = gpu_scratch("batch_norm", cb, dev)) ? 0 : -1;
   if (rc == 0) rc = bn_backward_call(&b, dt, dy, x, gamma, sm, si, dx, dg, db, eps);
@@ -351,9 +377,11 @@ static int bn_backward_eval(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t
   if (C <= 0) return 0;
   if (dx && n > 0) {
     if (dt == CNN_FLOAT32)
-      k_bn_eval_dx<float><<<gpu_blocks(n), GPU_THREADS>>>(n, C, L, (const float *)dy, (const float *)gamma, (const float *)si, (float *)dx);
+      k_bn_eval_dx<float><<<gpu_blocks(n), GPU_THREADS>>>(
+          n, C, L, (const float *)dy, (const float *)gamma, (const float *)si, (float *)dx);
     else
-      k_bn_eval_dx<double><<<gpu_blocks(n), GPU_THREADS>>>(n, C, L, (const double *)dy, (const double *)gamma, (const double *)si, (double *)dx);
+      k_bn_eval_dx<double><<<gpu_blocks(n), GPU_THREADS>>>(
+          n, C, L, (const double *)dy, (const double *)gamma, (const double *)si, (double *)dx);
     LAUNCH_CHECK("batch_norm");
   }
   if (!dg && !db) return 0;

@@ -51,7 +51,8 @@ __global__ void k_direct_fwd(cnn_conv_shape s, const T *x, const T *w, const T *
         if (ih < 0 || ih >= s.H) continue;
         for (int64_t q = 0; q < s.S; q++) {
           int64_t iw = ow * s.sw - s.pl + q * s.dw;
-          if (iw >= 0 && iw < s.W) acc += (A)gpu_widen(sw[(c * s.R + r) * s.S + q]) * (A)gpu_widen(xp[ih * s.W + iw]);
+          if (iw >= 0 && iw < s.W)
+            acc += (A)gpu_widen(sw[(c * s.R + r) * s.S + q]) * (A)gpu_widen(xp[ih * s.W + iw]);
         }
       }
     }
@@ -120,7 +121,8 @@ static bool float_type(cnn_dtype dt) {
 static int begin(int dev, cnn_dtype dt, const cnn_conv_shape *s) {
   if (!float_type(dt)) {
     gpu_core.set_error("conv2d: the direct kernel takes float32, float64, float16 or bfloat16, "
-                       "not %s", gpu_core.dtype_name(dt));
+                       "not %s",
+                       gpu_core.dtype_name(dt));
     return -1;
   }
   if (s->R < 1 || s->S < 1 || s->sh < 1 || s->sw < 1 || s->groups < 1) {
@@ -136,26 +138,39 @@ int gpu_direct_conv2d_forward(int dev, cnn_dtype dt, const cnn_conv_shape *s, co
   if (begin(dev, dt, s)) return -1;
   if ((int64_t)gpu_dtype_size(dt) * s->R * s->S > SMEM_BYTES) {
     gpu_core.set_error("conv2d: the direct kernel needs a filter plane of at most %d bytes "
-                       "(kernel %lldx%lld)", SMEM_BYTES, (long long)s->R, (long long)s->S);
+                       "(kernel %lldx%lld)",
+                       SMEM_BYTES, (long long)s->R, (long long)s->S);
     return -1;
   }
   if (s->N > 65535 || s->K > 65535) {
     gpu_core.set_error("conv2d: the direct kernel takes at most 65535 images and filters "
-                       "(input has %lld, weight %lld)", (long long)s->N, (long long)s->K);
+                       "(input has %lld, weight %lld)",
+                       (long long)s->N, (long long)s->K);
     return -1;
   }
   if (!s->N || !s->K || !s->OH || !s->OW) return 0;
-  dim3 grid((unsigned)((s->OH * s->OW + GPU_THREADS - 1) / GPU_THREADS), (unsigned)s->K, (unsigned)s->N);
+  dim3 grid((unsigned)((s->OH * s->OW + GPU_THREADS - 1) / GPU_THREADS), (unsigned)s->K,
+            (unsigned)s->N);
   int64_t Cg = s->C / s->groups, RS = s->R * s->S, es = (int64_t)gpu_dtype_size(dt);
   int64_t chunk = SMEM_BYTES / es / RS;
   size_t smem = (size_t)((Cg < chunk ? Cg : chunk) * RS * es);
   switch (dt) {
-  case CNN_FLOAT32: k_direct_fwd<float><<<grid, GPU_THREADS, smem>>>(*s, (const float *)x, (const float *)w, (const float *)b, (float *)y); break;
-  case CNN_FLOAT64: k_direct_fwd<double><<<grid, GPU_THREADS, smem>>>(*s, (const double *)x, (const double *)w, (const double *)b, (double *)y); break;
-  case CNN_FLOAT16: k_direct_fwd<__half><<<grid, GPU_THREADS, smem>>>(*s, (const __half *)x, (const __half *)w, (const __half *)b, (__half *)y); break;
+  case CNN_FLOAT32:
+    k_direct_fwd<float><<<grid, GPU_THREADS, smem>>>(*s, (const float *)x, (const float *)w,
+                                                     (const float *)b, (float *)y);
+    break;
+  case CNN_FLOAT64:
+    k_direct_fwd<double><<<grid, GPU_THREADS, smem>>>(*s, (const double *)x, (const double *)w,
+                                                      (const double *)b, (double *)y);
+    break;
+  case CNN_FLOAT16:
+    k_direct_fwd<__half><<<grid, GPU_THREADS, smem>>>(*s, (const __half *)x, (const __half *)w,
+                                                      (const __half *)b, (__half *)y);
+    break;
   default:
-    k_direct_fwd<__nv_bfloat16><<<grid, GPU_THREADS, smem>>>(*s, (const __nv_bfloat16 *)x, (const __nv_bfloat16 *)w,
-                                                             (const __nv_bfloat16 *)b, (__nv_bfloat16 *)y);
+    k_direct_fwd<__nv_bfloat16>
+        <<<grid, GPU_THREADS, smem>>>(*s, (const __nv_bfloat16 *)x, (const __nv_bfloat16 *)w,
+                                      (const __nv_bfloat16 *)b, (__nv_bfloat16 *)y);
     break;
   }
   LAUNCH_CHECK("conv2d");
@@ -169,12 +184,21 @@ int gpu_direct_conv2d_backward_data(int dev, cnn_dtype dt, const cnn_conv_shape 
   if (!n) return 0;
   unsigned g = gpu_blocks(n);
   switch (dt) {
-  case CNN_FLOAT32: k_direct_bwd_data<float><<<g, GPU_THREADS>>>(*s, (const float *)dy, (const float *)w, (float *)dx); break;
-  case CNN_FLOAT64: k_direct_bwd_data<double><<<g, GPU_THREADS>>>(*s, (const double *)dy, (const double *)w, (double *)dx); break;
-  case CNN_FLOAT16: k_direct_bwd_data<__half><<<g, GPU_THREADS>>>(*s, (const __half *)dy, (const __half *)w, (__half *)dx); break;
+  case CNN_FLOAT32:
+    k_direct_bwd_data<float>
+        <<<g, GPU_THREADS>>>(*s, (const float *)dy, (const float *)w, (float *)dx);
+    break;
+  case CNN_FLOAT64:
+    k_direct_bwd_data<double>
+        <<<g, GPU_THREADS>>>(*s, (const double *)dy, (const double *)w, (double *)dx);
+    break;
+  case CNN_FLOAT16:
+    k_direct_bwd_data<__half>
+        <<<g, GPU_THREADS>>>(*s, (const __half *)dy, (const __half *)w, (__half *)dx);
+    break;
   default:
-    k_direct_bwd_data<__nv_bfloat16><<<g, GPU_THREADS>>>(*s, (const __nv_bfloat16 *)dy, (const __nv_bfloat16 *)w,
-                                                         (__nv_bfloat16 *)dx);
+    k_direct_bwd_data<__nv_bfloat16><<<g, GPU_THREADS>>>(
+        *s, (const __nv_bfloat16 *)dy, (const __nv_bfloat16 *)w, (__nv_bfloat16 *)dx);
     break;
   }
   LAUNCH_CHECK("conv2d");
@@ -188,12 +212,21 @@ int gpu_direct_conv2d_backward_weight(int dev, cnn_dtype dt, const cnn_conv_shap
   if (n) {
     unsigned g = gpu_blocks(n);
     switch (dt) {
-    case CNN_FLOAT32: k_direct_bwd_weight<float><<<g, GPU_THREADS>>>(*s, (const float *)dy, (const float *)x, (float *)dw); break;
-    case CNN_FLOAT64: k_direct_bwd_weight<double><<<g, GPU_THREADS>>>(*s, (const double *)dy, (const double *)x, (double *)dw); break;
-    case CNN_FLOAT16: k_direct_bwd_weight<__half><<<g, GPU_THREADS>>>(*s, (const __half *)dy, (const __half *)x, (__half *)dw); break;
+    case CNN_FLOAT32:
+      k_direct_bwd_weight<float>
+          <<<g, GPU_THREADS>>>(*s, (const float *)dy, (const float *)x, (float *)dw);
+      break;
+    case CNN_FLOAT64:
+      k_direct_bwd_weight<double>
+          <<<g, GPU_THREADS>>>(*s, (const double *)dy, (const double *)x, (double *)dw);
+      break;
+    case CNN_FLOAT16:
+      k_direct_bwd_weight<__half>
+          <<<g, GPU_THREADS>>>(*s, (const __half *)dy, (const __half *)x, (__half *)dw);
+      break;
     default:
-      k_direct_bwd_weight<__nv_bfloat16><<<g, GPU_THREADS>>>(*s, (const __nv_bfloat16 *)dy, (const __nv_bfloat16 *)x,
-                                                             (__nv_bfloat16 *)dw);
+      k_direct_bwd_weight<__nv_bfloat16><<<g, GPU_THREADS>>>(
+          *s, (const __nv_bfloat16 *)dy, (const __nv_bfloat16 *)x, (__nv_bfloat16 *)dw);
       break;
     }
     LAUNCH_CHECK("conv2d");

@@ -75,8 +75,9 @@ __device__ __forceinline__ int64_t eoff(const Space &s, const Ptr &p, int64_t i)
   return off;
 }
 
-#define GRID_LOOP(i, n) \
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
+#define GRID_LOOP(i, n)                                                                            \
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n);                        \
+       i += (int64_t)gridDim.x * blockDim.x)
 
 /* ---- loads and stores by dtype ----------------------------------------------------------- */
 
@@ -91,14 +92,15 @@ __device__ __forceinline__ double ld(cnn_dtype dt, const char *base, int64_t i) 
   }
 }
 
-
 __device__ __forceinline__ void st(cnn_dtype dt, char *base, int64_t i, double v) {
   switch (dt) {
   case CNN_FLOAT32: ((float *)base)[i] = (float)v; break;
   case CNN_FLOAT64: ((double *)base)[i] = v; break;
   case CNN_INT64: ((int64_t *)base)[i] = cnn_saturate_i64(v); break;
   case CNN_UINT8: ((uint8_t *)base)[i] = (uint8_t)cnn_saturate_i64(v); break;
-  case CNN_FLOAT16: ((unsigned short *)base)[i] = __half_as_ushort(__float2half_rn((float)v)); break;
+  case CNN_FLOAT16:
+    ((unsigned short *)base)[i] = __half_as_ushort(__float2half_rn((float)v));
+    break;
   default: ((unsigned short *)base)[i] = __bfloat16_as_ushort(__float2bfloat16_rn((float)v)); break;
   }
 }
@@ -107,16 +109,13 @@ __device__ __forceinline__ int64_t ld_int(cnn_dtype dt, const char *base, int64_
   return dt == CNN_UINT8 ? ((const uint8_t *)base)[i] : ((const int64_t *)base)[i];
 }
 __device__ __forceinline__ void st_int(cnn_dtype dt, char *base, int64_t i, int64_t v) {
-  if (dt == CNN_UINT8) ((uint8_t *)base)[i] = (uint8_t)v;
-  else ((int64_t *)base)[i] = v;
+  if (dt == CNN_UINT8)
+    ((uint8_t *)base)[i] = (uint8_t)v;
+  else
+    ((int64_t *)base)[i] = v;
 }
 
 /* ---- unary math (the CPU's formulas) ------------------------------------------------------- */
-
-
-
-
-
 
 /* ---- binary math ------------------------------------------------------------------------------ */
 
@@ -125,8 +124,6 @@ template <typename T> __device__ __forceinline__ T bin_float(int op, T a, T b) {
   return (T)cnn_ew_binary_f64(op, (double)a, (double)b);
 }
 
-
-
 /* ---- kernels ----------------------------------------------------------------------------------- */
 
 template <typename T>
@@ -134,15 +131,18 @@ __global__ void k_unary_float(int op, Space s, int64_t n, Ptr o, Ptr x, double p
   GRID_LOOP(i, n) {
     T v = ((const T *)x.p)[eoff(s, x, i)];
     T r;
-    if (sizeof(T) == 4) r = (T)cnn_ew_unary_f32(op, (float)v, (float)p0, (float)p1);
-    else r = (T)cnn_ew_unary_f64(op, (double)v, p0, p1);
+    if (sizeof(T) == 4)
+      r = (T)cnn_ew_unary_f32(op, (float)v, (float)p0, (float)p1);
+    else
+      r = (T)cnn_ew_unary_f64(op, (double)v, p0, p1);
     ((T *)o.p)[eoff(s, o, i)] = r;
   }
 }
 
 __global__ void k_unary_int(int op, cnn_dtype dt, Space s, int64_t n, Ptr o, Ptr x, double p0,
                             double p1) {
-  GRID_LOOP(i, n) st_int(dt, o.p, eoff(s, o, i), cnn_ew_unary_i64(op, ld_int(dt, x.p, eoff(s, x, i)), p0, p1));
+  GRID_LOOP(i, n)
+  st_int(dt, o.p, eoff(s, o, i), cnn_ew_unary_i64(op, ld_int(dt, x.p, eoff(s, x, i)), p0, p1));
 }
 
 template <typename T>
@@ -155,7 +155,8 @@ __global__ void k_binary_float(int op, Space s, int64_t n, Ptr o, Ptr a, Ptr b) 
 
 __global__ void k_binary_int(int op, cnn_dtype dt, Space s, int64_t n, Ptr o, Ptr a, Ptr b) {
   GRID_LOOP(i, n) {
-    int64_t r = cnn_ew_binary_i64(op, ld_int(dt, a.p, eoff(s, a, i)), ld_int(dt, b.p, eoff(s, b, i)));
+    int64_t r =
+        cnn_ew_binary_i64(op, ld_int(dt, a.p, eoff(s, a, i)), ld_int(dt, b.p, eoff(s, b, i)));
     st_int(dt, o.p, eoff(s, o, i), r);
   }
 }
@@ -187,10 +188,11 @@ template <typename E>
 __global__ void k_where(cnn_dtype cdt, Space s, int64_t n, Ptr o, Ptr c, Ptr a, Ptr b) {
   GRID_LOOP(i, n) {
     int64_t co = eoff(s, c, i);
-    bool t = cdt == CNN_UINT8 ? ((const uint8_t *)c.p)[co] != 0
+    bool t = cdt == CNN_UINT8   ? ((const uint8_t *)c.p)[co] != 0
              : cdt == CNN_INT64 ? ((const int64_t *)c.p)[co] != 0
                                 : ld(cdt, c.p, co) != 0;
-    ((E *)o.p)[eoff(s, o, i)] = t ? ((const E *)a.p)[eoff(s, a, i)] : ((const E *)b.p)[eoff(s, b, i)];
+    ((E *)o.p)[eoff(s, o, i)] =
+        t ? ((const E *)a.p)[eoff(s, a, i)] : ((const E *)b.p)[eoff(s, b, i)];
   }
 }
 
@@ -235,9 +237,12 @@ static int ew_unary(int dev, cnn_unary_op op, cnn_dtype dt, const cnn_be_shape *
   coalesce(shape, a, 2, &s, p);
   int64_t n = space_numel(s);
   if (!n) return 0;
-  if (dt == CNN_FLOAT32) k_unary_float<float><<<gpu_blocks(n), GPU_THREADS>>>(op, s, n, p[0], p[1], p0, p1);
-  else if (dt == CNN_FLOAT64) k_unary_float<double><<<gpu_blocks(n), GPU_THREADS>>>(op, s, n, p[0], p[1], p0, p1);
-  else k_unary_int<<<gpu_blocks(n), GPU_THREADS>>>(op, dt, s, n, p[0], p[1], p0, p1);
+  if (dt == CNN_FLOAT32)
+    k_unary_float<float><<<gpu_blocks(n), GPU_THREADS>>>(op, s, n, p[0], p[1], p0, p1);
+  else if (dt == CNN_FLOAT64)
+    k_unary_float<double><<<gpu_blocks(n), GPU_THREADS>>>(op, s, n, p[0], p[1], p0, p1);
+  else
+    k_unary_int<<<gpu_blocks(n), GPU_THREADS>>>(op, dt, s, n, p[0], p[1], p0, p1);
   LAUNCH_CHECK(name);
   return 0;
 }
@@ -254,10 +259,14 @@ static int ew_binary(int dev, cnn_binary_op op, cnn_dtype dt, const cnn_be_shape
   int64_t n = space_numel(s);
   if (!n) return 0;
   unsigned g = gpu_blocks(n);
-  if (op >= CNN_OP_EQ) k_compare<<<g, GPU_THREADS>>>(op, dt, s, n, p[0], p[1], p[2]);
-  else if (dt == CNN_FLOAT32) k_binary_float<float><<<g, GPU_THREADS>>>(op, s, n, p[0], p[1], p[2]);
-  else if (dt == CNN_FLOAT64) k_binary_float<double><<<g, GPU_THREADS>>>(op, s, n, p[0], p[1], p[2]);
-  else k_binary_int<<<g, GPU_THREADS>>>(op, dt, s, n, p[0], p[1], p[2]);
+  if (op >= CNN_OP_EQ)
+    k_compare<<<g, GPU_THREADS>>>(op, dt, s, n, p[0], p[1], p[2]);
+  else if (dt == CNN_FLOAT32)
+    k_binary_float<float><<<g, GPU_THREADS>>>(op, s, n, p[0], p[1], p[2]);
+  else if (dt == CNN_FLOAT64)
+    k_binary_float<double><<<g, GPU_THREADS>>>(op, s, n, p[0], p[1], p[2]);
+  else
+    k_binary_int<<<g, GPU_THREADS>>>(op, dt, s, n, p[0], p[1], p[2]);
   LAUNCH_CHECK(name);
   return 0;
 }
@@ -273,14 +282,16 @@ static int ew_unary_grad(int dev, cnn_unary_op op, cnn_dtype dt, const cnn_be_sh
   coalesce(shape, args, 3, &s, p);
   int64_t n = space_numel(s);
   if (!n) return 0;
-  if (dt == CNN_FLOAT32) k_unary_grad<float><<<gpu_blocks(n), GPU_THREADS>>>(op, s, n, p[0], p[1], p[2], p0, p1);
-  else k_unary_grad<double><<<gpu_blocks(n), GPU_THREADS>>>(op, s, n, p[0], p[1], p[2], p0, p1);
+  if (dt == CNN_FLOAT32)
+    k_unary_grad<float><<<gpu_blocks(n), GPU_THREADS>>>(op, s, n, p[0], p[1], p[2], p0, p1);
+  else
+    k_unary_grad<double><<<gpu_blocks(n), GPU_THREADS>>>(op, s, n, p[0], p[1], p[2], p0, p1);
   LAUNCH_CHECK(name);
   return 0;
 }
 
-static int ew_where(int dev, cnn_dtype cdt, cnn_dtype dt, const cnn_be_shape *shape,
-                    cnn_be_arg out, cnn_be_arg cond, cnn_be_arg a, cnn_be_arg b) {
+static int ew_where(int dev, cnn_dtype cdt, cnn_dtype dt, const cnn_be_shape *shape, cnn_be_arg out,
+                    cnn_be_arg cond, cnn_be_arg a, cnn_be_arg b) {
   if (gpu_device("where", dev)) return -1;
   Space s;
   Ptr p[4];
@@ -299,8 +310,8 @@ static int ew_where(int dev, cnn_dtype cdt, cnn_dtype dt, const cnn_be_shape *sh
   return 0;
 }
 
-static int ew_copy(int dev, const cnn_be_shape *shape, cnn_dtype ddt, cnn_be_arg dst,
-                   cnn_dtype sdt, cnn_be_arg src) {
+static int ew_copy(int dev, const cnn_be_shape *shape, cnn_dtype ddt, cnn_be_arg dst, cnn_dtype sdt,
+                   cnn_be_arg src) {
   if (gpu_device("copy_", dev)) return -1;
   Space s;
   Ptr p[2];
@@ -337,10 +348,14 @@ static uint64_t fill_bits(cnn_dtype dt, double v, size_t *es) {
   } else if (dt == CNN_FLOAT64) {
     memcpy(&bits, &v, 8);
   } else if (dt == CNN_INT64 || dt == CNN_UINT8) {
-    int64_t i = v != v ? 0 : v >= 9.2233720368547758e18 ? INT64_MAX
-              : v <= -9.2233720368547758e18 ? INT64_MIN : (int64_t)v;
-    if (dt == CNN_UINT8) bits = (uint8_t)i;
-    else memcpy(&bits, &i, 8);
+    int64_t i = v != v                        ? 0
+                : v >= 9.2233720368547758e18  ? INT64_MAX
+                : v <= -9.2233720368547758e18 ? INT64_MIN
+                                              : (int64_t)v;
+    if (dt == CNN_UINT8)
+      bits = (uint8_t)i;
+    else
+      memcpy(&bits, &i, 8);
   } else if (dt == CNN_FLOAT16) {
     bits = __half_as_ushort(__float2half_rn((float)v));
   } else {

@@ -36,7 +36,7 @@
 #include "status.h"
 
 #define GPU_MAX_DEVICES 16
-#define GPU_THREADS 256
+#define GPU_THREADS     256
 
 /* core's entry points (set by cnn_cuda_backend_init) */
 extern cnn_core_api gpu_core;
@@ -48,10 +48,10 @@ static inline __host__ __device__ size_t gpu_dtype_size(cnn_dtype dt) {
 
 /* "<op>: <lib> error: <msg> (in <what> at <file>:<line>)<advice>"; returns -1.
  * The advice (recover.h) says when the context is broken for good. */
-int gpu_fail(const char *op, const char *lib, const char *msg, const char *what,
-             const char *file, int line);
-int gpu_fail_fault(const char *op, const char *lib, const char *msg, gpu_fault f,
-                   const char *what, const char *file, int line);
+int gpu_fail(const char *op, const char *lib, const char *msg, const char *what, const char *file,
+             int line);
+int gpu_fail_fault(const char *op, const char *lib, const char *msg, gpu_fault f, const char *what,
+                   const char *file, int line);
 /* classify a failed call and clear the runtime's last error, so a later,
  * unrelated launch does not report this one (a sticky error stays: the
  * runtime keeps it until the process ends) */
@@ -62,38 +62,38 @@ const char *gpu_cublas_str(cublasStatus_t s);
 
 /* one status check: on failure classify it (clearing the runtime's last
  * error), set the message and return -1 from the calling function */
-#define GPU_LIB_CHECK(op, lib, status_t, ok, failed, str, call)                                  \
-  do {                                                                                         \
-    status_t e_ = (call);                                                                      \
-    if (e_ != ok) return gpu_fail_fault(op, lib, str(e_), failed(e_), #call, __FILE__, __LINE__); \
+#define GPU_LIB_CHECK(op, lib, status_t, ok, failed, str, call)                                    \
+  do {                                                                                             \
+    status_t e_ = (call);                                                                          \
+    if (e_ != ok) return gpu_fail_fault(op, lib, str(e_), failed(e_), #call, __FILE__, __LINE__);  \
   } while (0)
-#define CUDA_CHECK(op, call) \
+#define CUDA_CHECK(op, call)                                                                       \
   GPU_LIB_CHECK(op, "CUDA", cudaError_t, cudaSuccess, gpu_cuda_failed, cudaGetErrorString, call)
-#define CUDNN_CHECK(op, call)                                                               \
-  GPU_LIB_CHECK(op, "cuDNN", cudnnStatus_t, CUDNN_STATUS_SUCCESS, gpu_cudnn_failed,          \
+#define CUDNN_CHECK(op, call)                                                                      \
+  GPU_LIB_CHECK(op, "cuDNN", cudnnStatus_t, CUDNN_STATUS_SUCCESS, gpu_cudnn_failed,                \
                 cudnnGetErrorString, call)
-#define CUBLAS_CHECK(op, call)                                                              \
-  GPU_LIB_CHECK(op, "cuBLAS", cublasStatus_t, CUBLAS_STATUS_SUCCESS, gpu_cublas_failed,      \
+#define CUBLAS_CHECK(op, call)                                                                     \
+  GPU_LIB_CHECK(op, "cuBLAS", cublasStatus_t, CUBLAS_STATUS_SUCCESS, gpu_cublas_failed,            \
                 gpu_cublas_str, call)
 /* The same checks for library calls that may allocate device memory of
  * their own (cuBLAS's workspace, cuDNN's internal buffers): on a MEMORY
  * fault our cache on `dev` is released and `call` runs ONCE more
  * (recover.h); `call` is evaluated at most twice. */
-#define GPU_LIB_CHECK_RETRY(op, dev, lib, status_t, ok, failed, str, call)              \
-  do {                                                                                    \
-    status_t e_ = (call);                                                                 \
-    if (e_ != ok && gpu_fault_retry(failed(e_))) {                                        \
-      gpu_release_cached(dev);                                                            \
-      e_ = (call);                                                                        \
-    }                                                                                     \
-    if (e_ != ok) return gpu_fail_fault(op, lib, str(e_), failed(e_), #call, __FILE__, __LINE__); \
+#define GPU_LIB_CHECK_RETRY(op, dev, lib, status_t, ok, failed, str, call)                         \
+  do {                                                                                             \
+    status_t e_ = (call);                                                                          \
+    if (e_ != ok && gpu_fault_retry(failed(e_))) {                                                 \
+      gpu_release_cached(dev);                                                                     \
+      e_ = (call);                                                                                 \
+    }                                                                                              \
+    if (e_ != ok) return gpu_fail_fault(op, lib, str(e_), failed(e_), #call, __FILE__, __LINE__);  \
   } while (0)
-#define CUBLAS_CHECK_RETRY(op, dev, call)                                                   \
-  GPU_LIB_CHECK_RETRY(op, dev, "cuBLAS", cublasStatus_t, CUBLAS_STATUS_SUCCESS,            \
-                      gpu_cublas_failed, gpu_cublas_str, call)
-#define CUDNN_CHECK_RETRY(op, dev, call)                                                    \
-  GPU_LIB_CHECK_RETRY(op, dev, "cuDNN", cudnnStatus_t, CUDNN_STATUS_SUCCESS,               \
-                      gpu_cudnn_failed, cudnnGetErrorString, call)
+#define CUBLAS_CHECK_RETRY(op, dev, call)                                                          \
+  GPU_LIB_CHECK_RETRY(op, dev, "cuBLAS", cublasStatus_t, CUBLAS_STATUS_SUCCESS, gpu_cublas_failed, \
+                      gpu_cublas_str, call)
+#define CUDNN_CHECK_RETRY(op, dev, call)                                                           \
+  GPU_LIB_CHECK_RETRY(op, dev, "cuDNN", cudnnStatus_t, CUDNN_STATUS_SUCCESS, gpu_cudnn_failed,     \
+                      cudnnGetErrorString, call)
 /* after a <<<...>>> launch: configuration errors surface here */
 #define LAUNCH_CHECK(op) CUDA_CHECK(op, cudaGetLastError())
 
@@ -150,7 +150,8 @@ static __device__ __forceinline__ double gpu_block_max(double v, double *sh) {
   sh[threadIdx.x] = v;
   __syncthreads();
   for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-    if ((int)threadIdx.x < s && sh[threadIdx.x + s] > sh[threadIdx.x]) sh[threadIdx.x] = sh[threadIdx.x + s];
+    if ((int)threadIdx.x < s && sh[threadIdx.x + s] > sh[threadIdx.x])
+      sh[threadIdx.x] = sh[threadIdx.x + s];
     __syncthreads();
   }
   return sh[0];
@@ -174,8 +175,7 @@ void gpu_empty_cache(void);
 int gpu_memory_waste(int dev, int64_t *waste);
 /* give dev's cached blocks back to the driver (a library's allocation failed) */
 void gpu_release_cached(int dev);
-int gpu_memory_info(int dev, int64_t *cached, int64_t *reserved, int64_t *free_b,
-                    int64_t *total_b);
+int gpu_memory_info(int dev, int64_t *cached, int64_t *reserved, int64_t *free_b, int64_t *total_b);
 void *gpu_alloc_pinned(size_t nbytes);
 void gpu_free_pinned(void *p);
 int gpu_copy_h2d_async(void *dst, const void *src, size_t n, int dev);
@@ -209,16 +209,15 @@ int gpu_conv_padded(int dev, cnn_dtype dt, const cnn_conv_shape *s, int dir, con
 /* direct_conv.cu: the teaching kernel (float32/float64, groups, dilation) */
 int gpu_direct_conv2d_forward(int dev, cnn_dtype dt, const cnn_conv_shape *s, const void *x,
                               const void *w, const void *b, void *y);
-int gpu_direct_conv2d_backward_data(int dev, cnn_dtype dt, const cnn_conv_shape *s,
-                                    const void *dy, const void *w, void *dx);
+int gpu_direct_conv2d_backward_data(int dev, cnn_dtype dt, const cnn_conv_shape *s, const void *dy,
+                                    const void *w, void *dx);
 int gpu_direct_conv2d_backward_weight(int dev, cnn_dtype dt, const cnn_conv_shape *s,
                                       const void *dy, const void *x, void *dw, void *db);
 
 /* cudnn_ops.cu: per-channel sums over N x C x L (used by batch norm and
  * conv bias gradients): out1[c] = sum dy, out2[c] = sum dy * (x - mean[c]) * invstd[c]
  * (out2 skipped when x is NULL) */
-int gpu_channel_sums(const char *op, cnn_dtype dt, int64_t N, int64_t C, int64_t L,
-                     const void *dy, const void *x, const void *mean, const void *invstd,
-                     void *out1, void *out2);
+int gpu_channel_sums(const char *op, cnn_dtype dt, int64_t N, int64_t C, int64_t L, const void *dy,
+                     const void *x, const void *mean, const void *invstd, void *out1, void *out2);
 
 #endif

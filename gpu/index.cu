@@ -11,8 +11,9 @@
  */
 #include "gpu.h"
 
-#define GRID_LOOP(i, n) \
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
+#define GRID_LOOP(i, n)                                                                            \
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n);                        \
+       i += (int64_t)gridDim.x * blockDim.x)
 
 struct Dims {
   int nd;
@@ -84,17 +85,29 @@ static int float_only(const char *op, cnn_dtype dt) {
   return -1;
 }
 
-static int index_select(int dev, cnn_dtype dt, int64_t outer, int64_t size, int64_t k, int64_t inner,
-                        const void *x, const int64_t *ix, void *out) {
+static int index_select(int dev, cnn_dtype dt, int64_t outer, int64_t size, int64_t k,
+                        int64_t inner, const void *x, const int64_t *ix, void *out) {
   int64_t n = outer * k * inner;
   if (gpu_device("index_select", dev)) return -1;
   if (!n) return 0;
   unsigned g = gpu_blocks(n);
   switch (gpu_dtype_size(dt)) {
-  case 1: k_index_select<uint8_t><<<g, GPU_THREADS>>>(outer, size, k, inner, (const uint8_t *)x, ix, (uint8_t *)out); break;
-  case 2: k_index_select<uint16_t><<<g, GPU_THREADS>>>(outer, size, k, inner, (const uint16_t *)x, ix, (uint16_t *)out); break;
-  case 4: k_index_select<uint32_t><<<g, GPU_THREADS>>>(outer, size, k, inner, (const uint32_t *)x, ix, (uint32_t *)out); break;
-  default: k_index_select<uint64_t><<<g, GPU_THREADS>>>(outer, size, k, inner, (const uint64_t *)x, ix, (uint64_t *)out); break;
+  case 1:
+    k_index_select<uint8_t>
+        <<<g, GPU_THREADS>>>(outer, size, k, inner, (const uint8_t *)x, ix, (uint8_t *)out);
+    break;
+  case 2:
+    k_index_select<uint16_t>
+        <<<g, GPU_THREADS>>>(outer, size, k, inner, (const uint16_t *)x, ix, (uint16_t *)out);
+    break;
+  case 4:
+    k_index_select<uint32_t>
+        <<<g, GPU_THREADS>>>(outer, size, k, inner, (const uint32_t *)x, ix, (uint32_t *)out);
+    break;
+  default:
+    k_index_select<uint64_t>
+        <<<g, GPU_THREADS>>>(outer, size, k, inner, (const uint64_t *)x, ix, (uint64_t *)out);
+    break;
   }
   LAUNCH_CHECK("index_select");
   return 0;
@@ -105,8 +118,12 @@ static int index_add(int dev, cnn_dtype dt, int64_t outer, int64_t size, int64_t
   int64_t n = outer * k * inner;
   if (float_only("index_select", dt) || gpu_device("index_select", dev)) return -1;
   if (!n) return 0;
-  if (dt == CNN_FLOAT32) k_index_add<float><<<gpu_blocks(n), GPU_THREADS>>>(outer, size, k, inner, (const float *)g, ix, (float *)out);
-  else k_index_add<double><<<gpu_blocks(n), GPU_THREADS>>>(outer, size, k, inner, (const double *)g, ix, (double *)out);
+  if (dt == CNN_FLOAT32)
+    k_index_add<float>
+        <<<gpu_blocks(n), GPU_THREADS>>>(outer, size, k, inner, (const float *)g, ix, (float *)out);
+  else
+    k_index_add<double><<<gpu_blocks(n), GPU_THREADS>>>(outer, size, k, inner, (const double *)g,
+                                                        ix, (double *)out);
   LAUNCH_CHECK("index_select");
   return 0;
 }
@@ -121,32 +138,45 @@ static int gather(int dev, cnn_dtype dt, int ndim, const int64_t *ishape, int di
   if (!n) return 0;
   unsigned g = gpu_blocks(n);
   switch (gpu_dtype_size(dt)) {
-  case 1: k_gather<uint8_t><<<g, GPU_THREADS>>>(d, n, dim, (const uint8_t *)x, ix, (uint8_t *)out); break;
-  case 2: k_gather<uint16_t><<<g, GPU_THREADS>>>(d, n, dim, (const uint16_t *)x, ix, (uint16_t *)out); break;
-  case 4: k_gather<uint32_t><<<g, GPU_THREADS>>>(d, n, dim, (const uint32_t *)x, ix, (uint32_t *)out); break;
-  default: k_gather<uint64_t><<<g, GPU_THREADS>>>(d, n, dim, (const uint64_t *)x, ix, (uint64_t *)out); break;
+  case 1:
+    k_gather<uint8_t><<<g, GPU_THREADS>>>(d, n, dim, (const uint8_t *)x, ix, (uint8_t *)out);
+    break;
+  case 2:
+    k_gather<uint16_t><<<g, GPU_THREADS>>>(d, n, dim, (const uint16_t *)x, ix, (uint16_t *)out);
+    break;
+  case 4:
+    k_gather<uint32_t><<<g, GPU_THREADS>>>(d, n, dim, (const uint32_t *)x, ix, (uint32_t *)out);
+    break;
+  default:
+    k_gather<uint64_t><<<g, GPU_THREADS>>>(d, n, dim, (const uint64_t *)x, ix, (uint64_t *)out);
+    break;
   }
   LAUNCH_CHECK("gather");
   return 0;
 }
 
-static int scatter_add(int dev, cnn_dtype dt, int ndim, const int64_t *oshape, const int64_t *ishape,
-                       int dim, const int64_t *ix, const void *src, void *out) {
+static int scatter_add(int dev, cnn_dtype dt, int ndim, const int64_t *oshape,
+                       const int64_t *ishape, int dim, const int64_t *ix, const void *src,
+                       void *out) {
   Dims d = {};
   d.nd = ndim;
   int64_t n = 1;
   for (int k = 0; k < ndim; k++) d.a[k] = ishape[k], d.c[k] = oshape[k], n *= ishape[k];
   if (float_only("gather", dt) || gpu_device("gather", dev)) return -1;
   if (!n) return 0;
-  if (dt == CNN_FLOAT32) k_scatter_add<float><<<gpu_blocks(n), GPU_THREADS>>>(d, n, dim, ix, (const float *)src, (float *)out);
-  else k_scatter_add<double><<<gpu_blocks(n), GPU_THREADS>>>(d, n, dim, ix, (const double *)src, (double *)out);
+  if (dt == CNN_FLOAT32)
+    k_scatter_add<float>
+        <<<gpu_blocks(n), GPU_THREADS>>>(d, n, dim, ix, (const float *)src, (float *)out);
+  else
+    k_scatter_add<double>
+        <<<gpu_blocks(n), GPU_THREADS>>>(d, n, dim, ix, (const double *)src, (double *)out);
   LAUNCH_CHECK("gather");
   return 0;
 }
 
 /* scatter (issue 13): of repeated indices one write wins, in no set order */
-static int scatter(int dev, cnn_dtype dt, int ndim, const int64_t *oshape, const int64_t *ishape, int dim,
-                   const int64_t *ix, const void *src, void *out) {
+static int scatter(int dev, cnn_dtype dt, int ndim, const int64_t *oshape, const int64_t *ishape,
+                   int dim, const int64_t *ix, const void *src, void *out) {
   Dims d = {};
   d.nd = ndim;
   int64_t n = 1;
@@ -155,10 +185,18 @@ static int scatter(int dev, cnn_dtype dt, int ndim, const int64_t *oshape, const
   if (!n) return 0;
   unsigned g = gpu_blocks(n);
   switch (gpu_dtype_size(dt)) {
-  case 1: k_scatter<uint8_t><<<g, GPU_THREADS>>>(d, n, dim, ix, (const uint8_t *)src, (uint8_t *)out); break;
-  case 2: k_scatter<uint16_t><<<g, GPU_THREADS>>>(d, n, dim, ix, (const uint16_t *)src, (uint16_t *)out); break;
-  case 4: k_scatter<uint32_t><<<g, GPU_THREADS>>>(d, n, dim, ix, (const uint32_t *)src, (uint32_t *)out); break;
-  default: k_scatter<uint64_t><<<g, GPU_THREADS>>>(d, n, dim, ix, (const uint64_t *)src, (uint64_t *)out); break;
+  case 1:
+    k_scatter<uint8_t><<<g, GPU_THREADS>>>(d, n, dim, ix, (const uint8_t *)src, (uint8_t *)out);
+    break;
+  case 2:
+    k_scatter<uint16_t><<<g, GPU_THREADS>>>(d, n, dim, ix, (const uint16_t *)src, (uint16_t *)out);
+    break;
+  case 4:
+    k_scatter<uint32_t><<<g, GPU_THREADS>>>(d, n, dim, ix, (const uint32_t *)src, (uint32_t *)out);
+    break;
+  default:
+    k_scatter<uint64_t><<<g, GPU_THREADS>>>(d, n, dim, ix, (const uint64_t *)src, (uint64_t *)out);
+    break;
   }
   LAUNCH_CHECK("scatter");
   return 0;

@@ -17,8 +17,9 @@
  */
 #include "gpu.h"
 
-#define GRID_LOOP(i, n) \
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
+#define GRID_LOOP(i, n)                                                                            \
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n);                        \
+       i += (int64_t)gridDim.x * blockDim.x)
 
 template <typename T> __device__ __forceinline__ double wt(const T *w, int64_t c) {
   return w ? (double)w[c] : 1.0;
@@ -77,7 +78,8 @@ __global__ void k_class_bwd(cnn_be_class_loss a, const T *x, const int64_t *t, c
     }
     double s = per_row ? (double)g[i] : (double)g[0] * scale, wti = wt(w, ti);
     if (!a.logits) {
-      for (int64_t c = threadIdx.x; c < a.C; c += blockDim.x) out[c] = (T)(c == ti ? -wti * s : 0.0);
+      for (int64_t c = threadIdx.x; c < a.C; c += blockDim.x)
+        out[c] = (T)(c == ti ? -wti * s : 0.0);
       continue;
     }
     const T *row = x + i * a.C;
@@ -101,8 +103,9 @@ __global__ void k_bce(int64_t n, int which, bool fwd, const T *x, const T *y, co
       out[i] = (T)cnn_bce_logits(xv, yv, pv);
       continue;
     }
-    double d = which == 0 ? cnn_bce_logits_dx(xv, yv, pv)
-             : which == 1 ? cnn_bce_logits_dy(xv, yv, pv) : cnn_bce_logits_dpw(xv, yv);
+    double d = which == 0   ? cnn_bce_logits_dx(xv, yv, pv)
+               : which == 1 ? cnn_bce_logits_dy(xv, yv, pv)
+                            : cnn_bce_logits_dpw(xv, yv);
     out[i] = (T)((double)g[i] * d);
   }
 }
@@ -133,9 +136,11 @@ static int class_fwd(int dev, cnn_dtype dt, const cnn_be_class_loss *c, const vo
   if (begin(class_name(c), dev, dt)) return -1;
   if (!c->N) return 0;
   if (dt == CNN_FLOAT32)
-    k_class_fwd<float><<<row_blocks(c->N), GPU_THREADS>>>(*c, (const float *)x, t, (const float *)w, (float *)loss, (float *)wsum);
+    k_class_fwd<float><<<row_blocks(c->N), GPU_THREADS>>>(*c, (const float *)x, t, (const float *)w,
+                                                          (float *)loss, (float *)wsum);
   else
-    k_class_fwd<double><<<row_blocks(c->N), GPU_THREADS>>>(*c, (const double *)x, t, (const double *)w, (double *)loss, (double *)wsum);
+    k_class_fwd<double><<<row_blocks(c->N), GPU_THREADS>>>(
+        *c, (const double *)x, t, (const double *)w, (double *)loss, (double *)wsum);
   LAUNCH_CHECK(class_name(c));
   return 0;
 }
@@ -146,9 +151,12 @@ static int class_bwd(int dev, cnn_dtype dt, const cnn_be_class_loss *c, const vo
   if (begin(class_name(c), dev, dt)) return -1;
   if (!c->N) return 0;
   if (dt == CNN_FLOAT32)
-    k_class_bwd<float><<<row_blocks(c->N), GPU_THREADS>>>(*c, (const float *)x, t, (const float *)w, (const float *)g, per_row, scale, (float *)gx);
+    k_class_bwd<float><<<row_blocks(c->N), GPU_THREADS>>>(
+        *c, (const float *)x, t, (const float *)w, (const float *)g, per_row, scale, (float *)gx);
   else
-    k_class_bwd<double><<<row_blocks(c->N), GPU_THREADS>>>(*c, (const double *)x, t, (const double *)w, (const double *)g, per_row, scale, (double *)gx);
+    k_class_bwd<double><<<row_blocks(c->N), GPU_THREADS>>>(*c, (const double *)x, t,
+                                                           (const double *)w, (const double *)g,
+                                                           per_row, scale, (double *)gx);
   LAUNCH_CHECK(class_name(c));
   return 0;
 }
@@ -159,9 +167,12 @@ static int bce(bool fwd, int dev, cnn_dtype dt, int64_t n, int which, const void
   if (begin(op, dev, dt)) return -1;
   if (!n) return 0;
   if (dt == CNN_FLOAT32)
-    k_bce<float><<<gpu_blocks(n), GPU_THREADS>>>(n, which, fwd, (const float *)x, (const float *)y, (const float *)pw, (const float *)g, (float *)out);
+    k_bce<float><<<gpu_blocks(n), GPU_THREADS>>>(n, which, fwd, (const float *)x, (const float *)y,
+                                                 (const float *)pw, (const float *)g, (float *)out);
   else
-    k_bce<double><<<gpu_blocks(n), GPU_THREADS>>>(n, which, fwd, (const double *)x, (const double *)y, (const double *)pw, (const double *)g, (double *)out);
+    k_bce<double><<<gpu_blocks(n), GPU_THREADS>>>(n, which, fwd, (const double *)x,
+                                                  (const double *)y, (const double *)pw,
+                                                  (const double *)g, (double *)out);
   LAUNCH_CHECK(op);
   return 0;
 }
@@ -178,8 +189,10 @@ static int bce_bwd(int dev, cnn_dtype dt, int64_t n, int which, const void *x, c
 static int dropout_mask(int dev, cnn_dtype dt, int64_t n, double p, uint64_t seed, void *mask) {
   if (begin("dropout", dev, dt)) return -1;
   if (!n) return 0;
-  if (dt == CNN_FLOAT32) k_dropout<float><<<gpu_blocks(n), GPU_THREADS>>>(n, p, seed, (float *)mask);
-  else k_dropout<double><<<gpu_blocks(n), GPU_THREADS>>>(n, p, seed, (double *)mask);
+  if (dt == CNN_FLOAT32)
+    k_dropout<float><<<gpu_blocks(n), GPU_THREADS>>>(n, p, seed, (float *)mask);
+  else
+    k_dropout<double><<<gpu_blocks(n), GPU_THREADS>>>(n, p, seed, (double *)mask);
   LAUNCH_CHECK("dropout");
   return 0;
 }

@@ -84,7 +84,9 @@ static int before(void) {
   return check_cuda(cudaSetDevice(device), "cudaSetDevice");
 }
 
-static int after(void) { return check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize"); }
+static int after(void) {
+  return check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+}
 
 static int all_reduce(void *buf, int64_t n, cnn_dtype dt, cnn_dist_op op) {
   if (before()) return -1;
@@ -110,8 +112,7 @@ static int all_gather(const void *send, void *recv, int64_t nbytes) {
   return after();
 }
 
-static int reduce_scatter(const void *send, void *recv, int64_t n, cnn_dtype dt,
-                          cnn_dist_op op) {
+static int reduce_scatter(const void *send, void *recv, int64_t n, cnn_dtype dt, cnn_dist_op op) {
   if (before()) return -1;
   if (check_nccl(ncclReduceScatter(send, recv, (size_t)n, nccl_type(dt), nccl_op(op), comm, stream),
                  "ncclReduceScatter"))
@@ -170,12 +171,19 @@ static void abort_comm(int code) {
   comm = NULL;
 }
 
-static const cnn_collectives table = {
-    .name = "nccl",          .device = CNN_CUDA,      .has_dtype = has_dtype,
-    .all_reduce = all_reduce, .broadcast = broadcast, .all_gather = all_gather,
-    .reduce_scatter = reduce_scatter, .barrier = barrier,
-    .all_reduce_start = all_reduce_start, .test = test, .wait = wait,
-    .finalize = finalize,    .abort = abort_comm};
+static const cnn_collectives table = {.name = "nccl",
+                                      .device = CNN_CUDA,
+                                      .has_dtype = has_dtype,
+                                      .all_reduce = all_reduce,
+                                      .broadcast = broadcast,
+                                      .all_gather = all_gather,
+                                      .reduce_scatter = reduce_scatter,
+                                      .barrier = barrier,
+                                      .all_reduce_start = all_reduce_start,
+                                      .test = test,
+                                      .wait = wait,
+                                      .finalize = finalize,
+                                      .abort = abort_comm};
 
 /* rank 0's unique id on every rank (with whether rank 0 got one, so a
  * failure there fails every rank instead of hanging), then the communicator */
@@ -198,8 +206,7 @@ static int join(const cnn_dist_info *info) {
 
 EXPORT const cnn_collectives *cnn_nccl_init(const cnn_core_api *api, const cnn_dist_info *info,
                                             int dev, const cnn_collectives *bootstrap,
-                                            const cnn_backend *backend, char *reason,
-                                            size_t len) {
+                                            const cnn_backend *backend, char *reason, size_t len) {
   core = api;
   if (!api || api->version != CNN_CORE_API_VERSION) {
     snprintf(reason, len, "the NCCL module was built for another cnnsh");

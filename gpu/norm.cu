@@ -23,8 +23,8 @@ template <typename T> __device__ __forceinline__ double prm(const T *p, int64_t 
 }
 
 template <typename T>
-__global__ void k_norm_fwd(cnn_norm_shape s, const T *x, const T *gamma, const T *beta, double eps, T *y, T *mean,
-                           T *rstd) {
+__global__ void k_norm_fwd(cnn_norm_shape s, const T *x, const T *gamma, const T *beta, double eps,
+                           T *y, T *mean, T *rstd) {
   __shared__ double sh[GPU_THREADS];
   GRID_ROWS(r, s.R) {
     const T *xr = x + r * s.D;
@@ -46,8 +46,8 @@ __global__ void k_norm_fwd(cnn_norm_shape s, const T *x, const T *gamma, const T
 }
 
 template <typename T>
-__global__ void k_norm_bwd_dx(cnn_norm_shape s, const T *dy, const T *x, const T *mean, const T *rstd,
-                              const T *gamma, T *dx) {
+__global__ void k_norm_bwd_dx(cnn_norm_shape s, const T *dy, const T *x, const T *mean,
+                              const T *rstd, const T *gamma, T *dx) {
   __shared__ double sh[GPU_THREADS];
   GRID_ROWS(r, s.R) {
     int64_t base = r * s.D;
@@ -67,9 +67,10 @@ __global__ void k_norm_bwd_dx(cnn_norm_shape s, const T *dy, const T *x, const T
 
 /* layer norm: thread k sums column k over the rows */
 template <typename T>
-__global__ void k_norm_affine_columns(cnn_norm_shape s, const T *dy, const T *x, const T *mean, const T *rstd,
-                                      T *dgamma, T *dbeta) {
-  for (int64_t k = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; k < s.D; k += (int64_t)gridDim.x * blockDim.x) {
+__global__ void k_norm_affine_columns(cnn_norm_shape s, const T *dy, const T *x, const T *mean,
+                                      const T *rstd, T *dgamma, T *dbeta) {
+  for (int64_t k = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; k < s.D;
+       k += (int64_t)gridDim.x * blockDim.x) {
     double sg = 0, sb = 0;
     for (int64_t r = 0; r < s.R; r++) {
       double d = (double)dy[r * s.D + k];
@@ -83,8 +84,8 @@ __global__ void k_norm_affine_columns(cnn_norm_shape s, const T *dy, const T *x,
 
 /* group/instance norm: block k sums channel k's runs (one per row of its group) */
 template <typename T>
-__global__ void k_norm_affine_channels(cnn_norm_shape s, int64_t A, const T *dy, const T *x, const T *mean,
-                                       const T *rstd, T *dgamma, T *dbeta) {
+__global__ void k_norm_affine_channels(cnn_norm_shape s, int64_t A, const T *dy, const T *x,
+                                       const T *mean, const T *rstd, T *dgamma, T *dbeta) {
   __shared__ double sh[GPU_THREADS];
   int64_t runs = s.D / s.L, rows = s.R / s.G;
   GRID_ROWS(k, A) {
@@ -106,7 +107,9 @@ __global__ void k_norm_affine_channels(cnn_norm_shape s, int64_t A, const T *dy,
 
 /* ---- launchers ------------------------------------------------------------------------ */
 
-static unsigned row_blocks(int64_t n) { return (unsigned)(n < 1 ? 1 : (n > 65535 * 8 ? 65535 * 8 : n)); }
+static unsigned row_blocks(int64_t n) {
+  return (unsigned)(n < 1 ? 1 : (n > 65535 * 8 ? 65535 * 8 : n));
+}
 
 static int begin(const char *op, int dev, cnn_dtype dt, const cnn_norm_shape *s) {
   if (dt != CNN_FLOAT32 && dt != CNN_FLOAT64) {
@@ -122,25 +125,28 @@ static int begin(const char *op, int dev, cnn_dtype dt, const cnn_norm_shape *s)
 }
 
 template <typename T>
-static void launch_fwd(const cnn_norm_shape *s, const void *x, const void *g, const void *b, double eps, void *y,
-                       void *mean, void *rstd) {
-  k_norm_fwd<T><<<row_blocks(s->R), GPU_THREADS>>>(*s, (const T *)x, (const T *)g, (const T *)b, eps, (T *)y,
-                                                    (T *)mean, (T *)rstd);
+static void launch_fwd(const cnn_norm_shape *s, const void *x, const void *g, const void *b,
+                       double eps, void *y, void *mean, void *rstd) {
+  k_norm_fwd<T><<<row_blocks(s->R), GPU_THREADS>>>(*s, (const T *)x, (const T *)g, (const T *)b,
+                                                   eps, (T *)y, (T *)mean, (T *)rstd);
 }
 
-static int norm_fwd(int dev, cnn_dtype dt, const cnn_norm_shape *s, const void *x, const void *gamma,
-                    const void *beta, double eps, void *y, void *mean, void *rstd) {
+static int norm_fwd(int dev, cnn_dtype dt, const cnn_norm_shape *s, const void *x,
+                    const void *gamma, const void *beta, double eps, void *y, void *mean,
+                    void *rstd) {
   if (begin("norm_rows", dev, dt, s)) return -1;
   if (!s->R) return 0;
-  if (dt == CNN_FLOAT32) launch_fwd<float>(s, x, gamma, beta, eps, y, mean, rstd);
-  else launch_fwd<double>(s, x, gamma, beta, eps, y, mean, rstd);
+  if (dt == CNN_FLOAT32)
+    launch_fwd<float>(s, x, gamma, beta, eps, y, mean, rstd);
+  else
+    launch_fwd<double>(s, x, gamma, beta, eps, y, mean, rstd);
   LAUNCH_CHECK("norm_rows");
   return 0;
 }
 
 template <typename T>
-static void launch_bwd(const cnn_norm_shape *s, const void *dy, const void *x, const void *mean, const void *rstd,
-                       const void *g, void *dx, void *dg, void *db) {
+static void launch_bwd(const cnn_norm_shape *s, const void *dy, const void *x, const void *mean,
+                       const void *rstd, const void *g, void *dx, void *dg, void *db) {
   const T *dyt = (const T *)dy, *xt = (const T *)x, *mt = (const T *)mean, *rt = (const T *)rstd;
   if (dx && s->R)
     k_norm_bwd_dx<T><<<row_blocks(s->R), GPU_THREADS>>>(*s, dyt, xt, mt, rt, (const T *)g, (T *)dx);
@@ -149,14 +155,18 @@ static void launch_bwd(const cnn_norm_shape *s, const void *dy, const void *x, c
   if (s->L == 1 && s->G == 1)
     k_norm_affine_columns<T><<<gpu_blocks(A), GPU_THREADS>>>(*s, dyt, xt, mt, rt, (T *)dg, (T *)db);
   else
-    k_norm_affine_channels<T><<<row_blocks(A), GPU_THREADS>>>(*s, A, dyt, xt, mt, rt, (T *)dg, (T *)db);
+    k_norm_affine_channels<T>
+        <<<row_blocks(A), GPU_THREADS>>>(*s, A, dyt, xt, mt, rt, (T *)dg, (T *)db);
 }
 
 static int norm_bwd(int dev, cnn_dtype dt, const cnn_norm_shape *s, const void *dy, const void *x,
-                    const void *mean, const void *rstd, const void *gamma, void *dx, void *dgamma, void *dbeta) {
+                    const void *mean, const void *rstd, const void *gamma, void *dx, void *dgamma,
+                    void *dbeta) {
   if (begin("norm_rows_backward", dev, dt, s)) return -1;
-  if (dt == CNN_FLOAT32) launch_bwd<float>(s, dy, x, mean, rstd, gamma, dx, dgamma, dbeta);
-  else launch_bwd<double>(s, dy, x, mean, rstd, gamma, dx, dgamma, dbeta);
+  if (dt == CNN_FLOAT32)
+    launch_bwd<float>(s, dy, x, mean, rstd, gamma, dx, dgamma, dbeta);
+  else
+    launch_bwd<double>(s, dy, x, mean, rstd, gamma, dx, dgamma, dbeta);
   LAUNCH_CHECK("norm_rows_backward");
   return 0;
 }

@@ -22,21 +22,22 @@
 
 #include "gpu.h"
 
-#define GRID_LOOP(i, n) \
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
+#define GRID_LOOP(i, n)                                                                            \
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n);                        \
+       i += (int64_t)gridDim.x * blockDim.x)
 
 __device__ __forceinline__ int64_t mx(int64_t a, int64_t b) { return a > b ? a : b; }
 __device__ __forceinline__ int64_t mn(int64_t a, int64_t b) { return a < b ? a : b; }
 
 /* the taps start, start + d, ... (k of them) inside [0, n), as [*lo, *hi) by d */
-__device__ __forceinline__ void taps(int64_t start, int k, int d, int64_t n, int64_t *lo, int64_t *hi) {
+__device__ __forceinline__ void taps(int64_t start, int k, int d, int64_t n, int64_t *lo,
+                                     int64_t *hi) {
   *lo = start < 0 ? start + (-start + d - 1) / d * d : start;
   *hi = mn(start + (int64_t)(k - 1) * d + 1, n);
 }
 
 /* one thread per output; dilation dh x dw (1 x 1 for undilated windows) */
-template <typename T>
-__global__ void k_max_fwd(cnn_pool_shape s, const T *x, T *y, int64_t *idx) {
+template <typename T> __global__ void k_max_fwd(cnn_pool_shape s, const T *x, T *y, int64_t *idx) {
   int64_t n = s.N * s.C * s.OH * s.OW;
   GRID_LOOP(i, n) {
     int64_t ow = i % s.OW, oh = i / s.OW % s.OH, plane = i / (s.OW * s.OH);
@@ -65,7 +66,8 @@ __global__ void k_max_bwd(cnn_pool_shape s, const T *dy, const int64_t *idx, T *
   int64_t n = s.N * s.C * s.OH * s.OW;
   GRID_LOOP(i, n) {
     int64_t plane = i / (s.OW * s.OH), a = idx[i];
-    if (a >= 0 && a < s.H * s.W) atomicAdd(dx + plane * s.H * s.W + a, dy[i]); /* -1: empty window */
+    if (a >= 0 && a < s.H * s.W)
+      atomicAdd(dx + plane * s.H * s.W + a, dy[i]); /* -1: empty window */
   }
 }
 
@@ -111,7 +113,9 @@ template <typename T> __global__ void k_avg_bwd(cnn_pool_shape s, const T *dy, T
   }
 }
 
-__device__ __forceinline__ int64_t bin_start(int64_t i, int64_t in, int64_t out) { return i * in / out; }
+__device__ __forceinline__ int64_t bin_start(int64_t i, int64_t in, int64_t out) {
+  return i * in / out;
+}
 __device__ __forceinline__ int64_t bin_end(int64_t i, int64_t in, int64_t out) {
   return ((i + 1) * in + out - 1) / out;
 }
@@ -162,8 +166,10 @@ static int max_fwd(int dev, cnn_dtype dt, const cnn_pool_shape *s, const void *x
     return -1;
   }
   if (!n) return 0;
-  if (dt == CNN_FLOAT32) k_max_fwd<float><<<gpu_blocks(n), GPU_THREADS>>>(*s, (const float *)x, (float *)y, idx);
-  else k_max_fwd<double><<<gpu_blocks(n), GPU_THREADS>>>(*s, (const double *)x, (double *)y, idx);
+  if (dt == CNN_FLOAT32)
+    k_max_fwd<float><<<gpu_blocks(n), GPU_THREADS>>>(*s, (const float *)x, (float *)y, idx);
+  else
+    k_max_fwd<double><<<gpu_blocks(n), GPU_THREADS>>>(*s, (const double *)x, (double *)y, idx);
   LAUNCH_CHECK("max_pool2d");
   return 0;
 }
@@ -171,11 +177,14 @@ static int max_fwd(int dev, cnn_dtype dt, const cnn_pool_shape *s, const void *x
 static int max_bwd(int dev, cnn_dtype dt, const cnn_pool_shape *s, const void *dy,
                    const int64_t *idx, void *dx) {
   int64_t n = s->N * s->C * s->OH * s->OW;
-  if (begin("max_pool2d", dev, dt) || zero("max_pool2d", dx, (size_t)(s->N * s->C * s->H * s->W) * gpu_dtype_size(dt)))
+  if (begin("max_pool2d", dev, dt) ||
+      zero("max_pool2d", dx, (size_t)(s->N * s->C * s->H * s->W) * gpu_dtype_size(dt)))
     return -1;
   if (!n) return 0;
-  if (dt == CNN_FLOAT32) k_max_bwd<float><<<gpu_blocks(n), GPU_THREADS>>>(*s, (const float *)dy, idx, (float *)dx);
-  else k_max_bwd<double><<<gpu_blocks(n), GPU_THREADS>>>(*s, (const double *)dy, idx, (double *)dx);
+  if (dt == CNN_FLOAT32)
+    k_max_bwd<float><<<gpu_blocks(n), GPU_THREADS>>>(*s, (const float *)dy, idx, (float *)dx);
+  else
+    k_max_bwd<double><<<gpu_blocks(n), GPU_THREADS>>>(*s, (const double *)dy, idx, (double *)dx);
   LAUNCH_CHECK("max_pool2d");
   return 0;
 }
@@ -184,19 +193,24 @@ static int avg_fwd(int dev, cnn_dtype dt, const cnn_pool_shape *s, const void *x
   int64_t n = s->N * s->C * s->OH * s->OW;
   if (begin("avg_pool2d", dev, dt)) return -1;
   if (!n) return 0;
-  if (dt == CNN_FLOAT32) k_avg_fwd<float><<<gpu_blocks(n), GPU_THREADS>>>(*s, (const float *)x, (float *)y);
-  else k_avg_fwd<double><<<gpu_blocks(n), GPU_THREADS>>>(*s, (const double *)x, (double *)y);
+  if (dt == CNN_FLOAT32)
+    k_avg_fwd<float><<<gpu_blocks(n), GPU_THREADS>>>(*s, (const float *)x, (float *)y);
+  else
+    k_avg_fwd<double><<<gpu_blocks(n), GPU_THREADS>>>(*s, (const double *)x, (double *)y);
   LAUNCH_CHECK("avg_pool2d");
   return 0;
 }
 
 static int avg_bwd(int dev, cnn_dtype dt, const cnn_pool_shape *s, const void *dy, void *dx) {
   int64_t n = s->N * s->C * s->OH * s->OW;
-  if (begin("avg_pool2d", dev, dt) || zero("avg_pool2d", dx, (size_t)(s->N * s->C * s->H * s->W) * gpu_dtype_size(dt)))
+  if (begin("avg_pool2d", dev, dt) ||
+      zero("avg_pool2d", dx, (size_t)(s->N * s->C * s->H * s->W) * gpu_dtype_size(dt)))
     return -1;
   if (!n) return 0;
-  if (dt == CNN_FLOAT32) k_avg_bwd<float><<<gpu_blocks(n), GPU_THREADS>>>(*s, (const float *)dy, (float *)dx);
-  else k_avg_bwd<double><<<gpu_blocks(n), GPU_THREADS>>>(*s, (const double *)dy, (double *)dx);
+  if (dt == CNN_FLOAT32)
+    k_avg_bwd<float><<<gpu_blocks(n), GPU_THREADS>>>(*s, (const float *)dy, (float *)dx);
+  else
+    k_avg_bwd<double><<<gpu_blocks(n), GPU_THREADS>>>(*s, (const double *)dy, (double *)dx);
   LAUNCH_CHECK("avg_pool2d");
   return 0;
 }
@@ -208,8 +222,12 @@ static int adaptive(bool bwd, int dev, cnn_dtype dt, int64_t N, int64_t C, int64
   if (bwd && zero(op, out, (size_t)(N * C * H * W) * gpu_dtype_size(dt))) return -1;
   int64_t n = N * C * OH * OW;
   if (!n || !H || !W) return 0;
-  if (dt == CNN_FLOAT32) k_adaptive<float><<<gpu_blocks(n), GPU_THREADS>>>(bwd, N * C, H, W, OH, OW, (const float *)in, (float *)out);
-  else k_adaptive<double><<<gpu_blocks(n), GPU_THREADS>>>(bwd, N * C, H, W, OH, OW, (const double *)in, (double *)out);
+  if (dt == CNN_FLOAT32)
+    k_adaptive<float>
+        <<<gpu_blocks(n), GPU_THREADS>>>(bwd, N * C, H, W, OH, OW, (const float *)in, (float *)out);
+  else
+    k_adaptive<double><<<gpu_blocks(n), GPU_THREADS>>>(bwd, N * C, H, W, OH, OW, (const double *)in,
+                                                       (double *)out);
   LAUNCH_CHECK(op);
   return 0;
 }

@@ -83,7 +83,9 @@ __device__ Ext block_ext(Ext e, bool is_min, Ext *sh) {
 }
 
 /* the p-norm accumulation of the CPU's row_norm (reduce_plan.h) */
-__device__ __forceinline__ double norm_acc(double acc, double a, double p) { return gpu_norm_acc(acc, a, p); }
+__device__ __forceinline__ double norm_acc(double acc, double a, double p) {
+  return gpu_norm_acc(acc, a, p);
+}
 
 struct RowArgs {
   int op;
@@ -117,12 +119,17 @@ __device__ void row_ext(const RowArgs &a, int64_t m, bool is_min, Ext *sh) {
 
 __device__ void row_float(const RowArgs &a, int64_t m, double *sh) {
   const int64_t base = m * a.R;
-  double acc = a.op == CNN_RED_PROD ? 1.0 : a.op == CNN_RED_NORM && a.p == -INFINITY ? INFINITY : 0.0;
+  double acc = a.op == CNN_RED_PROD                       ? 1.0
+               : a.op == CNN_RED_NORM && a.p == -INFINITY ? INFINITY
+                                                          : 0.0;
   for (int64_t i = threadIdx.x; i < a.R; i += blockDim.x) {
     double v = rld(a.dt, a.x, base + i);
-    if (a.op == CNN_RED_PROD) acc *= v;
-    else if (a.op == CNN_RED_NORM) acc = norm_acc(acc, fabs(v), a.p);
-    else acc += v;
+    if (a.op == CNN_RED_PROD)
+      acc *= v;
+    else if (a.op == CNN_RED_NORM)
+      acc = norm_acc(acc, fabs(v), a.p);
+    else
+      acc += v;
   }
   double r;
   if (a.op == CNN_RED_PROD) { /* product tree in shared memory */
@@ -139,7 +146,8 @@ __device__ void row_float(const RowArgs &a, int64_t m, double *sh) {
     sh[threadIdx.x] = acc;
     __syncthreads();
     for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-      if ((int)threadIdx.x < s) sh[threadIdx.x] = norm_acc(sh[threadIdx.x], sh[threadIdx.x + s], a.p);
+      if ((int)threadIdx.x < s)
+        sh[threadIdx.x] = norm_acc(sh[threadIdx.x], sh[threadIdx.x + s], a.p);
       __syncthreads();
     }
     r = sh[0];
@@ -169,7 +177,8 @@ __global__ void k_reduce_rows(RowArgs a) {
   __shared__ int64_t shi[GPU_THREADS];
   bool integer = a.dt == CNN_INT64 || a.dt == CNN_UINT8;
   for (int64_t m = blockIdx.x; m < a.M; m += gridDim.x) {
-    if (a.op == CNN_RED_MAX || a.op == CNN_RED_MIN || a.op == CNN_RED_ARGMAX || a.op == CNN_RED_ARGMIN) {
+    if (a.op == CNN_RED_MAX || a.op == CNN_RED_MIN || a.op == CNN_RED_ARGMAX ||
+        a.op == CNN_RED_ARGMIN) {
       row_ext(a, m, a.op == CNN_RED_MIN || a.op == CNN_RED_ARGMIN, she);
     } else if (integer && (a.op == CNN_RED_SUM || a.op == CNN_RED_PROD)) {
       bool prod = a.op == CNN_RED_PROD;
@@ -193,7 +202,8 @@ __device__ __forceinline__ bool red_integer(const RowArgs &a) {
 }
 
 /* element `col` of row m into r */
-__device__ __forceinline__ void part_add(const RowArgs &a, gpu_red_part *r, int64_t m, int64_t col) {
+__device__ __forceinline__ void part_add(const RowArgs &a, gpu_red_part *r, int64_t m,
+                                         int64_t col) {
   int64_t at = m * a.R + col;
   bool integer = red_integer(a);
   uint64_t iv = integer ? (uint64_t)rld_int(a.dt, a.x, at) : 0;
@@ -254,7 +264,8 @@ __global__ void k_reduce_split(RowArgs a, gpu_red_plan pl, gpu_red_part *parts) 
     sh[threadIdx.x] = r;
     __syncthreads();
     for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-      if ((int)threadIdx.x < s) gpu_red_merge(&sh[threadIdx.x], &sh[threadIdx.x + s], a.op, red_integer(a), a.p);
+      if ((int)threadIdx.x < s)
+        gpu_red_merge(&sh[threadIdx.x], &sh[threadIdx.x + s], a.op, red_integer(a), a.p);
       __syncthreads();
     }
     if (!threadIdx.x) parts[b] = sh[0];
@@ -266,7 +277,8 @@ __global__ void k_reduce_merge(RowArgs a, int64_t chunks, const gpu_red_part *pa
   for (int64_t m = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; m < a.M;
        m += (int64_t)gridDim.x * blockDim.x) {
     gpu_red_part r = parts[m * chunks];
-    for (int64_t c = 1; c < chunks; c++) gpu_red_merge(&r, &parts[m * chunks + c], a.op, red_integer(a), a.p);
+    for (int64_t c = 1; c < chunks; c++)
+      gpu_red_merge(&r, &parts[m * chunks + c], a.op, red_integer(a), a.p);
     part_store(a, m, r);
   }
 }
@@ -274,7 +286,8 @@ __global__ void k_reduce_merge(RowArgs a, int64_t chunks, const gpu_red_part *pa
 /* the device's SM count, asked once per device */
 static int sm_count(int dev) {
   static int sms[GPU_MAX_DEVICES];
-  if (!sms[dev] && cudaDeviceGetAttribute(&sms[dev], cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+  if (!sms[dev] &&
+      cudaDeviceGetAttribute(&sms[dev], cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
     cudaGetLastError();
     sms[dev] = 0;
   }
@@ -300,15 +313,16 @@ static int launch_split(const char *name, int dev, const RowArgs &a, const gpu_r
 
 static int reduce(int dev, cnn_reduce_op op, cnn_dtype dt, cnn_dtype odt, int64_t M, int64_t R,
                   const void *x, void *out, double p) {
-  static const char *const names[CNN_NREDUCE] = {"sum", "mean", "max", "min", "prod",
-                                                 "var", "std", "norm", "argmax", "argmin"};
+  static const char *const names[CNN_NREDUCE] = {"sum", "mean", "max",  "min",    "prod",
+                                                 "var", "std",  "norm", "argmax", "argmin"};
   const char *name = (unsigned)op < CNN_NREDUCE ? names[op] : "reduce";
   if (dt != CNN_FLOAT32 && dt != CNN_FLOAT64 && dt != CNN_INT64 && dt != CNN_UINT8) {
     gpu_core.set_error("%s: dtype %s is not supported on cuda", name, gpu_core.dtype_name(dt));
     return -1;
   }
   if (odt != CNN_FLOAT32 && odt != CNN_FLOAT64 && odt != CNN_INT64 && odt != dt) {
-    gpu_core.set_error("%s: output dtype %s is not supported on cuda", name, gpu_core.dtype_name(odt));
+    gpu_core.set_error("%s: output dtype %s is not supported on cuda", name,
+                       gpu_core.dtype_name(odt));
     return -1;
   }
   if (M <= 0) return 0;
@@ -316,8 +330,10 @@ static int reduce(int dev, cnn_reduce_op op, cnn_dtype dt, cnn_dtype odt, int64_
   RowArgs a = {(int)op, dt, odt, M, R, x, out, p};
   gpu_red_plan pl = gpu_reduce_plan(M, R, sm_count(dev));
   if (pl.mode == GPU_RED_SPLIT) return launch_split(name, dev, a, pl);
-  if (pl.mode == GPU_RED_WARP_ROWS) k_reduce_warp_rows<<<pl.blocks, GPU_RED_THREADS>>>(a);
-  else k_reduce_rows<<<pl.blocks, GPU_THREADS>>>(a);
+  if (pl.mode == GPU_RED_WARP_ROWS)
+    k_reduce_warp_rows<<<pl.blocks, GPU_RED_THREADS>>>(a);
+  else
+    k_reduce_rows<<<pl.blocks, GPU_THREADS>>>(a);
   LAUNCH_CHECK(name);
   return 0;
 }

@@ -36,12 +36,12 @@
 #include "backend.h"          /* cnn_reduce_op */
 #include "elementwise_math.h" /* CNN_HD */
 
-#define GPU_RED_THREADS 256
-#define GPU_RED_WARP 32
-#define GPU_RED_WARP_MAX 256              /* rows this short: one warp each */
-#define GPU_RED_SPLIT_MIN 8192            /* rows this long may be split */
-#define GPU_RED_CHUNK_MIN 4096            /* elements per chunk, at least */
-#define GPU_RED_MAX_BLOCKS (65535u * 8u)  /* gpu_blocks' cap */
+#define GPU_RED_THREADS    256
+#define GPU_RED_WARP       32
+#define GPU_RED_WARP_MAX   256           /* rows this short: one warp each */
+#define GPU_RED_SPLIT_MIN  8192          /* rows this long may be split */
+#define GPU_RED_CHUNK_MIN  4096          /* elements per chunk, at least */
+#define GPU_RED_MAX_BLOCKS (65535u * 8u) /* gpu_blocks' cap */
 
 typedef enum { GPU_RED_BLOCK, GPU_RED_WARP_ROWS, GPU_RED_SPLIT } gpu_red_mode;
 
@@ -58,7 +58,7 @@ static inline gpu_red_plan gpu_reduce_plan(int64_t M, int64_t R, int sms) {
     p.mode = GPU_RED_WARP_ROWS;
     b = (M + GPU_RED_THREADS / GPU_RED_WARP - 1) / (GPU_RED_THREADS / GPU_RED_WARP);
   } else if (M < 2 * (int64_t)sms && R >= GPU_RED_SPLIT_MIN) {
-    int64_t want = (4 * (int64_t)sms + M - 1) / M;            /* ~4 blocks per SM overall */
+    int64_t want = (4 * (int64_t)sms + M - 1) / M; /* ~4 blocks per SM overall */
     int64_t most = (R + GPU_RED_CHUNK_MIN - 1) / GPU_RED_CHUNK_MIN;
     p.chunks = want < most ? want : most;
     if (p.chunks >= 2) {
@@ -102,7 +102,9 @@ typedef struct {
 static inline CNN_HD bool gpu_red_is_ext(int op) {
   return op == CNN_RED_MAX || op == CNN_RED_MIN || op == CNN_RED_ARGMAX || op == CNN_RED_ARGMIN;
 }
-static inline CNN_HD bool gpu_red_is_min(int op) { return op == CNN_RED_MIN || op == CNN_RED_ARGMIN; }
+static inline CNN_HD bool gpu_red_is_min(int op) {
+  return op == CNN_RED_MIN || op == CNN_RED_ARGMIN;
+}
 
 /* the p-norm accumulation (the CPU's row_norm): max/min of |v| for +-inf
  * (NaN propagates), count of non-zeros for 0, else a sum of |v|^p */
@@ -120,7 +122,8 @@ static inline CNN_HD double gpu_norm_merge(double a, double b, double p) {
 }
 
 /* (bv, bi) better than (av, ai)?  NaN first, then value, then the lower index */
-static inline CNN_HD bool gpu_ext_better(double av, int64_t ai, double bv, int64_t bi, bool is_min) {
+static inline CNN_HD bool gpu_ext_better(double av, int64_t ai, double bv, int64_t bi,
+                                         bool is_min) {
   if (bi < 0) return false;
   if (ai < 0) return true;
   bool an = av != av, bn = bv != bv;
@@ -160,10 +163,11 @@ static inline CNN_HD void gpu_red_add(gpu_red_part *r, int op, bool integer, dou
 }
 
 /* a := a combined with b (b may cover any other elements of the row) */
-static inline CNN_HD void gpu_red_merge(gpu_red_part *a, const gpu_red_part *b, int op, bool integer,
-                                        double p) {
+static inline CNN_HD void gpu_red_merge(gpu_red_part *a, const gpu_red_part *b, int op,
+                                        bool integer, double p) {
   if (gpu_red_is_ext(op)) {
-    if (gpu_ext_better(a->ev, a->ei, b->ev, b->ei, gpu_red_is_min(op))) a->ev = b->ev, a->ei = b->ei;
+    if (gpu_ext_better(a->ev, a->ei, b->ev, b->ei, gpu_red_is_min(op)))
+      a->ev = b->ev, a->ei = b->ei;
   } else if (integer && (op == CNN_RED_SUM || op == CNN_RED_PROD)) {
     a->iacc = op == CNN_RED_PROD ? a->iacc * b->iacc : a->iacc + b->iacc;
   } else if (op == CNN_RED_VAR || op == CNN_RED_STD) {
@@ -193,7 +197,8 @@ static inline CNN_HD double gpu_red_final(const gpu_red_part *r, int op, int64_t
     double v = r->m2 / ((double)R - p); /* p carries the correction */
     return op == CNN_RED_STD ? sqrt(v) : v;
   }
-  if (op == CNN_RED_NORM && !isinf(p) && p != 0 && p != 1) return p == 2 ? sqrt(r->acc) : pow(r->acc, 1.0 / p);
+  if (op == CNN_RED_NORM && !isinf(p) && p != 0 && p != 1)
+    return p == 2 ? sqrt(r->acc) : pow(r->acc, 1.0 / p);
   return r->acc;
 }
 

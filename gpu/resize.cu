@@ -13,17 +13,20 @@
 #include "gpu.h"
 #include "resize_math.h"
 
-#define GRID_LOOP(i, n) \
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
+#define GRID_LOOP(i, n)                                                                            \
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n);                        \
+       i += (int64_t)gridDim.x * blockDim.x)
 
-template <typename T>
-__global__ void k_resize(cnn_resize_shape s, bool bwd, const T *in, T *out) {
+template <typename T> __global__ void k_resize(cnn_resize_shape s, bool bwd, const T *in, T *out) {
   GRID_LOOP(i, s.N * s.C * s.OH * s.OW) {
     int64_t ow = i % s.OW, oh = i / s.OW % s.OH, p = i / (s.OW * s.OH), ib = p * s.H * s.W;
     if (s.mode == CNN_RESIZE_NEAREST) {
-      int64_t at = ib + cnn_resize_nearest(oh, s.H, s.OH, s.scale_h) * s.W + cnn_resize_nearest(ow, s.W, s.OW, s.scale_w);
-      if (bwd) atomicAdd(out + at, in[i]);
-      else out[i] = in[at];
+      int64_t at = ib + cnn_resize_nearest(oh, s.H, s.OH, s.scale_h) * s.W +
+                   cnn_resize_nearest(ow, s.W, s.OW, s.scale_w);
+      if (bwd)
+        atomicAdd(out + at, in[i]);
+      else
+        out[i] = in[at];
       continue;
     }
     cnn_resize_taps th = cnn_resize_linear(oh, s.H, s.OH, s.align_corners, s.scale_h);
@@ -42,8 +45,8 @@ __global__ void k_resize(cnn_resize_shape s, bool bwd, const T *in, T *out) {
 }
 
 template <typename T>
-__global__ void k_adaptive_max(int64_t NC, int64_t H, int64_t W, int64_t OH, int64_t OW, const T *x, T *y,
-                               int64_t *idx) {
+__global__ void k_adaptive_max(int64_t NC, int64_t H, int64_t W, int64_t OH, int64_t OW, const T *x,
+                               T *y, int64_t *idx) {
   GRID_LOOP(i, NC * OH * OW) {
     int64_t ow = i % OW, oh = i / OW % OH, p = i / (OW * OH);
     int64_t h0 = cnn_adaptive_start(oh, H, OH), h1 = cnn_adaptive_end(oh, H, OH);
@@ -63,7 +66,8 @@ __global__ void k_adaptive_max(int64_t NC, int64_t H, int64_t W, int64_t OH, int
 }
 
 template <typename T>
-__global__ void k_adaptive_max_bwd(int64_t NC, int64_t HW, int64_t OHW, const T *dy, const int64_t *idx, T *dx) {
+__global__ void k_adaptive_max_bwd(int64_t NC, int64_t HW, int64_t OHW, const T *dy,
+                                   const int64_t *idx, T *dx) {
   GRID_LOOP(i, NC * OHW) atomicAdd(dx + i / OHW * HW + idx[i], dy[i]);
 }
 
@@ -82,7 +86,8 @@ static int zero(const char *op, void *p, int64_t n, cnn_dtype dt) {
   return 0;
 }
 
-static int resize(bool bwd, int dev, cnn_dtype dt, const cnn_resize_shape *s, const void *in, void *out) {
+static int resize(bool bwd, int dev, cnn_dtype dt, const cnn_resize_shape *s, const void *in,
+                  void *out) {
   const char *op = "interpolate";
   if (begin(op, dev, dt) || (bwd && zero(op, out, s->N * s->C * s->H * s->W, dt))) return -1;
   if (s->mode != CNN_RESIZE_NEAREST && s->mode != CNN_RESIZE_BILINEAR) {
@@ -91,8 +96,10 @@ static int resize(bool bwd, int dev, cnn_dtype dt, const cnn_resize_shape *s, co
   }
   int64_t n = s->N * s->C * s->OH * s->OW;
   if (!n || s->H < 1 || s->W < 1) return 0;
-  if (dt == CNN_FLOAT32) k_resize<float><<<gpu_blocks(n), GPU_THREADS>>>(*s, bwd, (const float *)in, (float *)out);
-  else k_resize<double><<<gpu_blocks(n), GPU_THREADS>>>(*s, bwd, (const double *)in, (double *)out);
+  if (dt == CNN_FLOAT32)
+    k_resize<float><<<gpu_blocks(n), GPU_THREADS>>>(*s, bwd, (const float *)in, (float *)out);
+  else
+    k_resize<double><<<gpu_blocks(n), GPU_THREADS>>>(*s, bwd, (const double *)in, (double *)out);
   LAUNCH_CHECK(op);
   return 0;
 }
@@ -104,31 +111,34 @@ static int resize_bwd(int dev, cnn_dtype dt, const cnn_resize_shape *s, const vo
   return resize(true, dev, dt, s, dy, dx);
 }
 
-static int adaptive_max_fwd(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t H, int64_t W, int64_t OH,
-                            int64_t OW, const void *x, void *y, int64_t *idx) {
+static int adaptive_max_fwd(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t H, int64_t W,
+                            int64_t OH, int64_t OW, const void *x, void *y, int64_t *idx) {
   const char *op = "adaptive_max_pool2d";
   if (begin(op, dev, dt)) return -1;
   int64_t n = N * C * OH * OW;
   if (!n || H < 1 || W < 1) return 0;
   if (dt == CNN_FLOAT32)
-    k_adaptive_max<float><<<gpu_blocks(n), GPU_THREADS>>>(N * C, H, W, OH, OW, (const float *)x, (float *)y, idx);
+    k_adaptive_max<float>
+        <<<gpu_blocks(n), GPU_THREADS>>>(N * C, H, W, OH, OW, (const float *)x, (float *)y, idx);
   else
-    k_adaptive_max<double><<<gpu_blocks(n), GPU_THREADS>>>(N * C, H, W, OH, OW, (const double *)x, (double *)y, idx);
+    k_adaptive_max<double>
+        <<<gpu_blocks(n), GPU_THREADS>>>(N * C, H, W, OH, OW, (const double *)x, (double *)y, idx);
   LAUNCH_CHECK(op);
   return 0;
 }
 
-static int adaptive_max_bwd(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t H, int64_t W, int64_t OH,
-                            int64_t OW, const void *dy, const int64_t *idx, void *dx) {
+static int adaptive_max_bwd(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t H, int64_t W,
+                            int64_t OH, int64_t OW, const void *dy, const int64_t *idx, void *dx) {
   const char *op = "adaptive_max_pool2d";
   if (begin(op, dev, dt) || zero(op, dx, N * C * H * W, dt)) return -1;
   int64_t n = N * C * OH * OW;
   if (!n) return 0;
   if (dt == CNN_FLOAT32)
-    k_adaptive_max_bwd<float><<<gpu_blocks(n), GPU_THREADS>>>(N * C, H * W, OH * OW, (const float *)dy, idx, (float *)dx);
+    k_adaptive_max_bwd<float><<<gpu_blocks(n), GPU_THREADS>>>(N * C, H * W, OH * OW,
+                                                              (const float *)dy, idx, (float *)dx);
   else
-    k_adaptive_max_bwd<double><<<gpu_blocks(n), GPU_THREADS>>>(N * C, H * W, OH * OW, (const double *)dy, idx,
-                                                               (double *)dx);
+    k_adaptive_max_bwd<double><<<gpu_blocks(n), GPU_THREADS>>>(
+        N * C, H * W, OH * OW, (const double *)dy, idx, (double *)dx);
   LAUNCH_CHECK(op);
   return 0;
 }

@@ -12,8 +12,9 @@
  */
 #include "gpu.h"
 
-#define GRID_LOOP(i, n) \
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
+#define GRID_LOOP(i, n)                                                                            \
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n);                        \
+       i += (int64_t)gridDim.x * blockDim.x)
 
 template <typename T> struct scan_acc { typedef double type; };
 template <> struct scan_acc<int64_t> { typedef unsigned long long type; };
@@ -61,9 +62,18 @@ static int cumulate(int dev, cnn_dtype dt, bool prod, bool reverse, int64_t oute
   if (rows * D == 0) return 0;
   unsigned g = gpu_blocks(rows);
   switch (dt) {
-  case CNN_FLOAT32: k_cumulate<float><<<g, GPU_THREADS>>>(rows, D, inner, prod, reverse, (const float *)x, (float *)y); break;
-  case CNN_FLOAT64: k_cumulate<double><<<g, GPU_THREADS>>>(rows, D, inner, prod, reverse, (const double *)x, (double *)y); break;
-  case CNN_INT64: k_cumulate<int64_t><<<g, GPU_THREADS>>>(rows, D, inner, prod, reverse, (const int64_t *)x, (int64_t *)y); break;
+  case CNN_FLOAT32:
+    k_cumulate<float>
+        <<<g, GPU_THREADS>>>(rows, D, inner, prod, reverse, (const float *)x, (float *)y);
+    break;
+  case CNN_FLOAT64:
+    k_cumulate<double>
+        <<<g, GPU_THREADS>>>(rows, D, inner, prod, reverse, (const double *)x, (double *)y);
+    break;
+  case CNN_INT64:
+    k_cumulate<int64_t>
+        <<<g, GPU_THREADS>>>(rows, D, inner, prod, reverse, (const int64_t *)x, (int64_t *)y);
+    break;
   default:
     gpu_core.set_error("%s: dtype %s is not supported on cuda", op, gpu_core.dtype_name(dt));
     return -1;
@@ -82,9 +92,11 @@ static int cumprod_backward(int dev, cnn_dtype dt, int64_t outer, int64_t D, int
   if (gpu_device("cumprod", dev)) return -1;
   if (rows * D == 0) return 0;
   if (dt == CNN_FLOAT32)
-    k_cumprod_backward<float><<<gpu_blocks(rows), GPU_THREADS>>>(rows, D, inner, (const float *)x, (const float *)g, (float *)dx);
+    k_cumprod_backward<float><<<gpu_blocks(rows), GPU_THREADS>>>(rows, D, inner, (const float *)x,
+                                                                 (const float *)g, (float *)dx);
   else
-    k_cumprod_backward<double><<<gpu_blocks(rows), GPU_THREADS>>>(rows, D, inner, (const double *)x, (const double *)g, (double *)dx);
+    k_cumprod_backward<double><<<gpu_blocks(rows), GPU_THREADS>>>(rows, D, inner, (const double *)x,
+                                                                  (const double *)g, (double *)dx);
   LAUNCH_CHECK("cumprod");
   return 0;
 }

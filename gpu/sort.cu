@@ -16,8 +16,9 @@
 #include "gpu.h"
 #include "sort_order.h"
 
-#define GRID_LOOP(i, n) \
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
+#define GRID_LOOP(i, n)                                                                            \
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n);                        \
+       i += (int64_t)gridDim.x * blockDim.x)
 
 static __device__ __forceinline__ uint64_t sort_key(float v) { return cnn_sort_key_f64(v); }
 static __device__ __forceinline__ uint64_t sort_key(double v) { return cnn_sort_key_f64(v); }

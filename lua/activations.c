@@ -34,7 +34,8 @@ static double finite_arg(lua_State *L, int i, double def, const char *op, const 
 
 /* Option `key`: the positional argument at pos, or the field of the
  * options table at opts (0: none), or def; finite. */
-static double finite_option(lua_State *L, int opts, int pos, const char *key, double def, const char *op) {
+static double finite_option(lua_State *L, int opts, int pos, const char *key, double def,
+                            const char *op) {
   if (opts) {
     double v = cnn_lua_opt_number(L, opts, key, def);
     if (!isfinite(v)) cnn_lua_fail(L, "%s: %s must be a finite number, got %f", op, key, v);
@@ -53,7 +54,9 @@ static int options_at_2(lua_State *L, const char *fn, const char *const *known) 
 static int f_leaky_relu(lua_State *L) {
   return act(L, CNN_OP_LEAKY_RELU, finite_arg(L, 2, 0.01, "leaky_relu", "negative_slope"), 0);
 }
-static int f_elu(lua_State *L) { return act(L, CNN_OP_ELU, finite_arg(L, 2, 1.0, "elu", "alpha"), 0); }
+static int f_elu(lua_State *L) {
+  return act(L, CNN_OP_ELU, finite_arg(L, 2, 1.0, "elu", "alpha"), 0);
+}
 
 /* F.hardtanh(x [, min_val=-1 [, max_val=1]]) or F.hardtanh(x, {min_val=, max_val=}) */
 static int f_hardtanh(lua_State *L) {
@@ -88,14 +91,13 @@ static int f_gelu(lua_State *L) {
   return cnn_lua_fail(L, "gelu: approximate must be 'none' or 'tanh', got '%s'", a);
 }
 
-static const luaL_Reg activation_funcs[] = {
-    {"leaky_relu", f_leaky_relu},
-    {"elu", f_elu},
-    {"hardtanh", f_hardtanh},
-    {"relu6", f_relu6},
-    {"softplus", f_softplus},
-    {"gelu", f_gelu},
-    {NULL, NULL}};
+static const luaL_Reg activation_funcs[] = {{"leaky_relu", f_leaky_relu},
+                                            {"elu", f_elu},
+                                            {"hardtanh", f_hardtanh},
+                                            {"relu6", f_relu6},
+                                            {"softplus", f_softplus},
+                                            {"gelu", f_gelu},
+                                            {NULL, NULL}};
 
 /* Into the table on top of the stack (F): the table-driven activations,
  * then those bound by hand. */

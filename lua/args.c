@@ -52,7 +52,8 @@ int cnn_lua_dim_value(lua_State *L, const char *fn, lua_Integer d, int ndim, int
   if (d <= -1 && d >= -n) return (int)(n + d);
   if (n == 0)
     return cnn_lua_fail(L, "%s: dim %lld out of range: the tensor is 0-d", fn, (long long)d);
-  return cnn_lua_fail(L, "%s: dim %lld out of range for a %d-d tensor (expected 1..%lld or -%lld..-1)",
+  return cnn_lua_fail(L,
+                      "%s: dim %lld out of range for a %d-d tensor (expected 1..%lld or -%lld..-1)",
                       fn, (long long)d, ndim, (long long)n, (long long)n);
 }
 
@@ -67,10 +68,8 @@ static int64_t size_value(lua_State *L, int idx, const char *fn, int i, bool all
   lua_Integer v = lua_tointegerx(L, idx, &isnum);
   if (!isnum) {
     if (lua_type(L, idx) == LUA_TNUMBER)
-      return cnn_lua_fail(L, "%s: size %d must be an integer, got %s", fn, i,
-                          lua_tostring(L, idx));
-    return cnn_lua_fail(L, "%s: size %d must be an integer, got %s", fn, i,
-                        luaL_typename(L, idx));
+      return cnn_lua_fail(L, "%s: size %d must be an integer, got %s", fn, i, lua_tostring(L, idx));
+    return cnn_lua_fail(L, "%s: size %d must be an integer, got %s", fn, i, luaL_typename(L, idx));
   }
   if (v < 0 && !(allow_neg1 && v == -1))
     return cnn_lua_fail(L, "%s: size %d is negative (%lld)", fn, i, (long long)v);
@@ -94,7 +93,8 @@ int cnn_lua_sizes(lua_State *L, int first, int last, const char *fn, int64_t *sh
   int ndim = 0;
   if (lua_istable(L, first)) {
     lua_Integer n = luaL_len(L, first);
-    if (n > CNN_MAX_DIMS) return cnn_lua_fail(L, "%s: %lld sizes, at most %d dims", fn, (long long)n, CNN_MAX_DIMS);
+    if (n > CNN_MAX_DIMS)
+      return cnn_lua_fail(L, "%s: %lld sizes, at most %d dims", fn, (long long)n, CNN_MAX_DIMS);
     for (int i = 1; i <= n; i++) {
       lua_geti(L, first, i);
       shape[ndim++] = size_value(L, -1, fn, i, allow_neg1);
@@ -103,7 +103,8 @@ int cnn_lua_sizes(lua_State *L, int first, int last, const char *fn, int64_t *sh
   } else {
     if (last - first + 1 > CNN_MAX_DIMS)
       return cnn_lua_fail(L, "%s: %d sizes, at most %d dims", fn, last - first + 1, CNN_MAX_DIMS);
-    for (int a = first; a <= last; a++) shape[ndim++] = size_value(L, a, fn, a - first + 1, allow_neg1);
+    for (int a = first; a <= last; a++)
+      shape[ndim++] = size_value(L, a, fn, a - first + 1, allow_neg1);
   }
   check_product(L, fn, ndim, shape);
   return ndim;
@@ -115,7 +116,8 @@ cnn_dtype cnn_lua_check_dtype(lua_State *L, int arg) {
   const char *s = luaL_checkstring(L, arg);
   cnn_dtype dt;
   if (cnn_dtype_from_name(s, &dt) != 0)
-    luaL_argerror(L, arg, lua_pushfstring(L, "unknown dtype '%s' (float32, float64, int64, uint8)", s));
+    luaL_argerror(L, arg,
+                  lua_pushfstring(L, "unknown dtype '%s' (float32, float64, int64, uint8)", s));
   return dt;
 }
 
@@ -171,9 +173,11 @@ static int opt_field(lua_State *L, int opts, const char *key) {
 bool cnn_lua_opt_bool(lua_State *L, int opts, const char *key, bool def) {
   int t = opt_field(L, opts, key);
   bool v = def;
-  if (t == LUA_TBOOLEAN) v = lua_toboolean(L, -1);
-  else if (t != LUA_TNIL) cnn_lua_fail(L, "%s: option '%s' must be a boolean, got %s", running_name(L), key,
-                                      lua_typename(L, t));
+  if (t == LUA_TBOOLEAN)
+    v = lua_toboolean(L, -1);
+  else if (t != LUA_TNIL)
+    cnn_lua_fail(L, "%s: option '%s' must be a boolean, got %s", running_name(L), key,
+                 lua_typename(L, t));
   lua_pop(L, 1);
   return v;
 }
@@ -181,9 +185,11 @@ bool cnn_lua_opt_bool(lua_State *L, int opts, const char *key, bool def) {
 double cnn_lua_opt_number(lua_State *L, int opts, const char *key, double def) {
   int t = opt_field(L, opts, key);
   double v = def;
-  if (t == LUA_TNUMBER) v = lua_tonumber(L, -1);
-  else if (t != LUA_TNIL) cnn_lua_fail(L, "%s: option '%s' must be a number, got %s", running_name(L), key,
-                                      lua_typename(L, t));
+  if (t == LUA_TNUMBER)
+    v = lua_tonumber(L, -1);
+  else if (t != LUA_TNIL)
+    cnn_lua_fail(L, "%s: option '%s' must be a number, got %s", running_name(L), key,
+                 lua_typename(L, t));
   lua_pop(L, 1);
   return v;
 }
@@ -192,8 +198,10 @@ double cnn_lua_opt_number(lua_State *L, int opts, const char *key, double def) {
 const char *cnn_lua_opt_string(lua_State *L, int opts, const char *key, const char *def) {
   int t = opt_field(L, opts, key);
   const char *v = def;
-  if (t == LUA_TSTRING) v = lua_tostring(L, -1);
-  else if (t != LUA_TNIL) cnn_lua_fail(L, "option '%s' must be a string, got %s", key, lua_typename(L, t));
+  if (t == LUA_TSTRING)
+    v = lua_tostring(L, -1);
+  else if (t != LUA_TNIL)
+    cnn_lua_fail(L, "option '%s' must be a string, got %s", key, lua_typename(L, t));
   lua_pop(L, 1);
   return v;
 }
@@ -219,7 +227,8 @@ cnn_tensor *cnn_lua_operand(lua_State *L, int idx, const cnn_tensor *like) {
 }
 
 int cnn_lua_shift_(cnn_tensor *t, int64_t delta) {
-  if (cnn_tensor_device(t).type == CNN_CPU && t->dtype == CNN_INT64 && cnn_tensor_is_contiguous(t)) {
+  if (cnn_tensor_device(t).type == CNN_CPU && t->dtype == CNN_INT64 &&
+      cnn_tensor_is_contiguous(t)) {
     int64_t *p = cnn_tensor_data(t), n = cnn_tensor_numel(t);
     for (int64_t i = 0; i < n; i++) p[i] += delta;
     return 0;
@@ -252,8 +261,9 @@ static void check_index_range(lua_State *L, const char *fn, cnn_tensor *idx, int
 cnn_tensor *cnn_lua_index_arg(lua_State *L, int arg, const char *fn, int64_t size) {
   cnn_tensor *idx = cnn_lua_check_tensor(L, arg);
   if (idx->dtype != CNN_INT64)
-    luaL_argerror(L, arg, lua_pushfstring(L, "%s: indices must be int64, got %s", fn,
-                                          cnn_dtype_name(idx->dtype)));
+    luaL_argerror(
+        L, arg,
+        lua_pushfstring(L, "%s: indices must be int64, got %s", fn, cnn_dtype_name(idx->dtype)));
   cnn_tensor *c = cnn_clone(idx); /* contiguous, owned: shifted in place */
   if (!c) cnn_lua_error(L);
   if (cnn_tensor_device(c).type == CNN_CPU && size >= 0) {

@@ -71,11 +71,12 @@ static int f_autocast(lua_State *L) {
 static int f_is_autocast_enabled(lua_State *L) {
   cnn_dtype dt = cnn_autocast_dtype();
   lua_pushboolean(L, dt != CNN_FLOAT32);
-  if (dt == CNN_FLOAT32) lua_pushnil(L);
-  else lua_pushstring(L, cnn_dtype_name(dt));
+  if (dt == CNN_FLOAT32)
+    lua_pushnil(L);
+  else
+    lua_pushstring(L, cnn_dtype_name(dt));
   return 2;
 }
 
-const luaL_Reg cnn_lua_autocast_funcs[] = {{"autocast", f_autocast},
-                                           {"is_autocast_enabled", f_is_autocast_enabled},
-                                           {NULL, NULL}};
+const luaL_Reg cnn_lua_autocast_funcs[] = {
+    {"autocast", f_autocast}, {"is_autocast_enabled", f_is_autocast_enabled}, {NULL, NULL}};

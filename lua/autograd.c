@@ -55,7 +55,8 @@ static cnn_tensor *hook_call(cnn_tensor *grad, void *ud, int *failed) {
   lua_pushlightuserdata(L, h);
   lua_pushlightuserdata(L, grad);
   if (lua_pcall(L, 2, 1, 0) != LUA_OK) {
-    cnn_set_error("hook: %s", lua_isstring(L, -1) ? lua_tostring(L, -1) : "error object is not a string");
+    cnn_set_error("hook: %s",
+                  lua_isstring(L, -1) ? lua_tostring(L, -1) : "error object is not a string");
     lua_pop(L, 1);
     *failed = 1;
     return NULL;
@@ -128,7 +129,8 @@ static int handle_tostring(lua_State *L) {
 }
 
 void cnn_lua_hook_type(lua_State *L) {
-  static const luaL_Reg meta[] = {{"__gc", handle_gc}, {"__tostring", handle_tostring}, {NULL, NULL}};
+  static const luaL_Reg meta[] = {
+      {"__gc", handle_gc}, {"__tostring", handle_tostring}, {NULL, NULL}};
   static const luaL_Reg methods[] = {{"remove", handle_remove}, {NULL, NULL}};
   luaL_newmetatable(L, CNN_HOOK_MT);
   luaL_setfuncs(L, meta, 0);
@@ -230,16 +232,15 @@ static int f_set_grad_enabled(lua_State *L) {
 }
 
 const luaL_Reg cnn_lua_autograd_methods[] = {
-    {"backward", m_backward},       {"requires_grad_", m_requires_grad_},
-    {"retain_grad", m_retain_grad}, {"zero_grad", m_zero_grad},
+    {"backward", m_backward},           {"requires_grad_", m_requires_grad_},
+    {"retain_grad", m_retain_grad},     {"zero_grad", m_zero_grad},
     {"register_hook", m_register_hook}, {NULL, NULL}};
 
-const luaL_Reg cnn_lua_autograd_funcs[] = {
-    {"no_grad", f_no_grad},
-    {"enable_grad", f_enable_grad},
-    {"is_grad_enabled", f_is_grad_enabled},
-    {"set_grad_enabled", f_set_grad_enabled},
-    {NULL, NULL}};
+const luaL_Reg cnn_lua_autograd_funcs[] = {{"no_grad", f_no_grad},
+                                           {"enable_grad", f_enable_grad},
+                                           {"is_grad_enabled", f_is_grad_enabled},
+                                           {"set_grad_enabled", f_set_grad_enabled},
+                                           {NULL, NULL}};
 
 /* stdlib's helpers (viz.graph), in the private table cnn.internal */
 const luaL_Reg cnn_lua_autograd_internal[] = {

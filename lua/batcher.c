@@ -33,7 +33,6 @@
 #include "bind.h"
 #include "io/io.h"
 
-
 typedef struct {
   cnn_batcher *b;
 } batcher_box;
@@ -54,7 +53,8 @@ static void read_spec(lua_State *L, int spec, cnn_transform *tf) {
   if (nm || ns) {
     if (nm != ns) cnn_lua_fail(L, "Batcher: mean has %d values but std has %d", nm, ns);
     for (int i = 0; i < ns; i++)
-      if (!(tf->std[i] > 0)) cnn_lua_fail(L, "Batcher: std[%d] = %g must be positive", i + 1, tf->std[i]);
+      if (!(tf->std[i] > 0))
+        cnn_lua_fail(L, "Batcher: std[%d] = %g must be positive", i + 1, tf->std[i]);
     tf->normalize = 1;
     tf->nchan = nm;
   }
@@ -78,7 +78,8 @@ static int64_t *read_order(lua_State *L, int arg, int64_t n, int64_t *norder) {
     int ok;
     lua_Integer v = lua_tointegerx(L, -1, &ok);
     if (!ok || v < 1 || v > n)
-      cnn_lua_fail(L, "Batcher: order[%lld] is out of range (sample indices are 1..%lld)", (long long)i, (long long)n);
+      cnn_lua_fail(L, "Batcher: order[%lld] is out of range (sample indices are 1..%lld)",
+                   (long long)i, (long long)n);
     order[i - 1] = v - 1;
     lua_pop(L, 1);
   }
@@ -94,7 +95,8 @@ static void apply_opts(lua_State *L, cnn_batcher *b, int opts, bool tensors) {
   int nw = (int)cnn_lua_opt_number(L, opts, "num_workers", 1);
   int pf = (int)cnn_lua_opt_number(L, opts, "prefetch_factor", 2);
   if (cnn_batcher_set_workers(b, nw, pf) < 0) cnn_lua_error(L);
-  if (cnn_batcher_set_skip_bad(b, cnn_lua_opt_bool(L, opts, "skip_bad", false)) < 0) cnn_lua_error(L);
+  if (cnn_batcher_set_skip_bad(b, cnn_lua_opt_bool(L, opts, "skip_bad", false)) < 0)
+    cnn_lua_error(L);
   if (!tensors || lua_getfield(L, opts, "pipeline") == LUA_TNIL) return;
   cnn_pipeline p;
   int64_t shape[3];
@@ -128,7 +130,8 @@ static int f_batcher(lua_State *L) {
   int64_t *order = read_order(L, 3, images->shape[0], &norder);
   batcher_box *box = new_box(L);
   int top = lua_gettop(L);
-  box->b = cnn_batcher_new(images, labels, order, norder, batch, drop_last, &tf, offset, cnn_rng_next());
+  box->b =
+      cnn_batcher_new(images, labels, order, norder, batch, drop_last, &tf, offset, cnn_rng_next());
   if (!box->b) return cnn_lua_error(L);
   if (pin && cnn_batcher_set_pin_memory(box->b, true) < 0) return cnn_lua_error(L);
   apply_opts(L, box->b, 9, true);
@@ -170,8 +173,8 @@ static int f_file_batcher(lua_State *L) {
   int64_t *order = read_order(L, 3, npaths, &norder);
   batcher_box *box = new_box(L);
   int top = lua_gettop(L);
-  box->b = cnn_batcher_new_files(paths, npaths, mode, labels, order, norder, batch, drop_last, &p, shape, offset,
-                                 cnn_rng_next());
+  box->b = cnn_batcher_new_files(paths, npaths, mode, labels, order, norder, batch, drop_last, &p,
+                                 shape, offset, cnn_rng_next());
   if (!box->b) return cnn_lua_error(L);
   if (pin && cnn_batcher_set_pin_memory(box->b, true) < 0) return cnn_lua_error(L);
   apply_opts(L, box->b, 11, false);
@@ -183,8 +186,10 @@ static int f_file_batcher(lua_State *L) {
 static int m_skipped(lua_State *L) {
   const char *first;
   lua_pushinteger(L, cnn_batcher_skipped(check_batcher(L), &first));
-  if (first) lua_pushstring(L, first);
-  else lua_pushnil(L);
+  if (first)
+    lua_pushstring(L, first);
+  else
+    lua_pushnil(L);
   return 2;
 }
 
@@ -216,8 +221,10 @@ static int m_len(lua_State *L) {
 
 static int m_tostring(lua_State *L) {
   batcher_box *box = luaL_checkudata(L, 1, CNN_BATCHER_MT);
-  if (box->b) lua_pushfstring(L, "cnn.Batcher (%I batches)", (lua_Integer)cnn_batcher_len(box->b));
-  else lua_pushstring(L, "cnn.Batcher (closed)");
+  if (box->b)
+    lua_pushfstring(L, "cnn.Batcher (%I batches)", (lua_Integer)cnn_batcher_len(box->b));
+  else
+    lua_pushstring(L, "cnn.Batcher (closed)");
   return 1;
 }
 
@@ -227,14 +234,19 @@ static int f_default_workers(lua_State *L) {
   return 1;
 }
 
-const luaL_Reg cnn_lua_batcher_funcs[] = {{"Batcher", f_batcher}, {"FileBatcher", f_file_batcher},
-                                          {"default_workers", f_default_workers}, {NULL, NULL}};
+const luaL_Reg cnn_lua_batcher_funcs[] = {{"Batcher", f_batcher},
+                                          {"FileBatcher", f_file_batcher},
+                                          {"default_workers", f_default_workers},
+                                          {NULL, NULL}};
 
 void cnn_lua_batcher_type(lua_State *L) {
-  static const luaL_Reg meta[] = {{"__gc", m_close}, {"__close", m_close}, {"__len", m_len},
-                                  {"__tostring", m_tostring}, {NULL, NULL}};
-  static const luaL_Reg methods[] = {{"next", m_next}, {"close", m_close}, {"len", m_len},
-                                     {"skipped", m_skipped}, {NULL, NULL}};
+  static const luaL_Reg meta[] = {{"__gc", m_close},
+                                  {"__close", m_close},
+                                  {"__len", m_len},
+                                  {"__tostring", m_tostring},
+                                  {NULL, NULL}};
+  static const luaL_Reg methods[] = {
+      {"next", m_next}, {"close", m_close}, {"len", m_len}, {"skipped", m_skipped}, {NULL, NULL}};
   luaL_newmetatable(L, CNN_BATCHER_MT);
   luaL_setfuncs(L, meta, 0);
   luaL_newlib(L, methods);

@@ -62,7 +62,9 @@ static int finish(lua_State *L, cnn_tensor *t, const create_opts *o) {
   return 1;
 }
 
-static cnn_dtype dtype_or(const create_opts *o, cnn_dtype def) { return o->has_dtype ? o->dtype : def; }
+static cnn_dtype dtype_or(const create_opts *o, cnn_dtype def) {
+  return o->has_dtype ? o->dtype : def;
+}
 
 /* ---- filled tensors ----------------------------------------------------------- */
 
@@ -109,7 +111,8 @@ static int f_randint(lua_State *L) {
   create_opts o;
   int last = read_opts(L, 3, "randint", &o);
   int64_t lo = cnn_lua_check_int(L, 1), hi = cnn_lua_check_int(L, 2);
-  if (lo > hi) return cnn_lua_fail(L, "randint: low %lld is above high %lld", (long long)lo, (long long)hi);
+  if (lo > hi)
+    return cnn_lua_fail(L, "randint: low %lld is above high %lld", (long long)lo, (long long)hi);
   int64_t shape[CNN_MAX_DIMS];
   int nd = cnn_lua_sizes(L, 3, last, "randint", shape, false);
   return finish(L, cnn_randint(lo, hi, nd, shape, dtype_or(&o, CNN_INT64)), &o);
@@ -156,7 +159,8 @@ static int f_linspace(lua_State *L) {
   read_opts(L, 3, "linspace", &o);
   double a = finite_arg(L, 1, "linspace"), b = finite_arg(L, 2, "linspace");
   int64_t n = cnn_lua_check_int(L, 3);
-  if (n < 0 || n > ((int64_t)1 << 40)) return cnn_lua_fail(L, "linspace: bad number of steps %lld", (long long)n);
+  if (n < 0 || n > ((int64_t)1 << 40))
+    return cnn_lua_fail(L, "linspace: bad number of steps %lld", (long long)n);
   return finish(L, cnn_linspace(a, b, n, dtype_or(&o, CNN_FLOAT32)), &o);
 }
 
@@ -166,7 +170,8 @@ static int f_eye(lua_State *L) {
   int last = read_opts(L, 1, "eye", &o);
   int64_t n = cnn_lua_check_int(L, 1), m = last >= 2 ? cnn_lua_check_int(L, 2) : n;
   int64_t shape[2] = {n, m};
-  if (n < 0 || m < 0) return cnn_lua_fail(L, "eye: negative size %lldx%lld", (long long)n, (long long)m);
+  if (n < 0 || m < 0)
+    return cnn_lua_fail(L, "eye: negative size %lldx%lld", (long long)n, (long long)m);
   cnn_lua_sizes(L, 1, last >= 2 ? 2 : 1, "eye", shape, false); /* overflow check */
   return finish(L, cnn_eye(n, m, dtype_or(&o, CNN_FLOAT32)), &o);
 }
@@ -225,15 +230,22 @@ static void store(lua_State *L, int idx, cnn_dtype dt, void *buf, int64_t i) {
   switch (dt) {
   case CNN_FLOAT32: ((float *)buf)[i] = (float)v; break;
   case CNN_FLOAT64: ((double *)buf)[i] = v; break;
-  case CNN_INT64: ((int64_t *)buf)[i] = v != v ? 0 : fabs(v) < 9.2e18 ? (int64_t)v : v < 0 ? INT64_MIN : INT64_MAX; break;
-  case CNN_UINT8: ((uint8_t *)buf)[i] = (uint8_t)(v != v || fabs(v) > 9.2e18 ? 0 : (int64_t)v); break;
+  case CNN_INT64:
+    ((int64_t *)buf)[i] = v != v             ? 0
+                          : fabs(v) < 9.2e18 ? (int64_t)v
+                          : v < 0            ? INT64_MIN
+                                             : INT64_MAX;
+    break;
+  case CNN_UINT8:
+    ((uint8_t *)buf)[i] = (uint8_t)(v != v || fabs(v) > 9.2e18 ? 0 : (int64_t)v);
+    break;
   default: break;
   }
 }
 
 /* Copy the nested table on top of the stack (level d) into buf from *pos. */
-static void fill_nested(lua_State *L, int d, int nd, const int64_t *shape, cnn_dtype dt,
-                        void *buf, int64_t *pos) {
+static void fill_nested(lua_State *L, int d, int nd, const int64_t *shape, cnn_dtype dt, void *buf,
+                        int64_t *pos) {
   luaL_checkstack(L, 3, "tensor: nesting too deep");
   if (!lua_istable(L, -1))
     cnn_lua_fail(L, "tensor: ragged nested table: found a %s where level %d expects a table",
@@ -248,8 +260,9 @@ static void fill_nested(lua_State *L, int d, int nd, const int64_t *shape, cnn_d
     } else {
       int t = lua_type(L, -1);
       if (t != LUA_TNUMBER && t != LUA_TBOOLEAN)
-        cnn_lua_fail(L, "tensor: element %lld of level %d is a %s, not a number%s", (long long)i, d + 1,
-                     luaL_typename(L, -1), cnn_lua_to_tensor(L, -1) ? " (to join tensors use cnn.stack)" : "");
+        cnn_lua_fail(L, "tensor: element %lld of level %d is a %s, not a number%s", (long long)i,
+                     d + 1, luaL_typename(L, -1),
+                     cnn_lua_to_tensor(L, -1) ? " (to join tensors use cnn.stack)" : "");
       store(L, -1, dt, buf, (*pos)++);
     }
     lua_pop(L, 1);
@@ -300,10 +313,21 @@ static int f_tensor(lua_State *L) {
   return tensor_from_table(L, &o);
 }
 
-const luaL_Reg cnn_lua_creation_funcs[] = {
-    {"tensor", f_tensor},       {"zeros", f_zeros},         {"ones", f_ones},
-    {"empty", f_empty},         {"full", f_full},           {"rand", f_rand},
-    {"randn", f_randn},         {"randint", f_randint},     {"arange", f_arange},
-    {"linspace", f_linspace},   {"eye", f_eye},             {"zeros_like", f_zeros_like},
-    {"ones_like", f_ones_like}, {"empty_like", f_empty_like}, {"rand_like", f_rand_like},
-    {"randn_like", f_randn_like}, {"full_like", f_full_like}, {NULL, NULL}};
+const luaL_Reg cnn_lua_creation_funcs[] = {{"tensor", f_tensor},
+                                           {"zeros", f_zeros},
+                                           {"ones", f_ones},
+                                           {"empty", f_empty},
+                                           {"full", f_full},
+                                           {"rand", f_rand},
+                                           {"randn", f_randn},
+                                           {"randint", f_randint},
+                                           {"arange", f_arange},
+                                           {"linspace", f_linspace},
+                                           {"eye", f_eye},
+                                           {"zeros_like", f_zeros_like},
+                                           {"ones_like", f_ones_like},
+                                           {"empty_like", f_empty_like},
+                                           {"rand_like", f_rand_like},
+                                           {"randn_like", f_randn_like},
+                                           {"full_like", f_full_like},
+                                           {NULL, NULL}};

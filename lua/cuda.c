@@ -34,8 +34,10 @@ static void need_cuda(lua_State *L, const char *fn) {
 static int opt_device(lua_State *L, int arg) {
   int d = (int)luaL_optinteger(L, arg, 0);
   int n = cnn_cuda_device_count();
-  if (d < 0 || d >= n) return luaL_argerror(L, arg, lua_pushfstring(L, "device %d does not exist (%d device%s)",
-                                                                      d, n, n == 1 ? "" : "s"));
+  if (d < 0 || d >= n)
+    return luaL_argerror(
+        L, arg,
+        lua_pushfstring(L, "device %d does not exist (%d device%s)", d, n, n == 1 ? "" : "s"));
   return d;
 }
 
@@ -105,18 +107,25 @@ static int version_info(lua_State *L) {
   const char *mod = cnn_cuda_module_info();
   const char *why = cnn_cuda_unavailable_reason();
   lua_pushfstring(L, "blas: %s\nthreads: %d\n", cnn_blas_info(), cnn_get_num_threads());
-  if (mod && !why) lua_pushstring(L, mod);
-  else if (mod) lua_pushfstring(L, "%s\ncuda: not available: %s", mod, why);
-  else lua_pushfstring(L, "cuda: %s", why ? why : "not available");
+  if (mod && !why)
+    lua_pushstring(L, mod);
+  else if (mod)
+    lua_pushfstring(L, "%s\ncuda: not available: %s", mod, why);
+  else
+    lua_pushfstring(L, "cuda: %s", why ? why : "not available");
   lua_concat(L, 2);
   return 1;
 }
 
 void cnn_lua_cuda_push(lua_State *L) {
-  static const luaL_Reg f[] = {{"is_available", is_available}, {"device_count", device_count},
-                               {"set_device", set_device},     {"synchronize", synchronize},
-                               {"memory", memory},             {"empty_cache", empty_cache},
-                               {"benchmark", benchmark},       {NULL, NULL}};
+  static const luaL_Reg f[] = {{"is_available", is_available},
+                               {"device_count", device_count},
+                               {"set_device", set_device},
+                               {"synchronize", synchronize},
+                               {"memory", memory},
+                               {"empty_cache", empty_cache},
+                               {"benchmark", benchmark},
+                               {NULL, NULL}};
   luaL_newlib(L, f);
 }
 

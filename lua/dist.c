@@ -58,8 +58,10 @@ static int is_initialized(lua_State *L) {
 
 static int backend(lua_State *L) {
   const char *b = cnn_dist_backend();
-  if (b) lua_pushstring(L, b);
-  else lua_pushnil(L);
+  if (b)
+    lua_pushstring(L, b);
+  else
+    lua_pushnil(L);
   return 1;
 }
 
@@ -147,8 +149,8 @@ static int work_free(lua_State *L) {
 }
 
 static void work_type(lua_State *L) {
-  static const luaL_Reg methods[] = {{"wait", work_wait}, {"is_completed", work_is_completed},
-                                     {NULL, NULL}};
+  static const luaL_Reg methods[] = {
+      {"wait", work_wait}, {"is_completed", work_is_completed}, {NULL, NULL}};
   static const luaL_Reg meta[] = {{"__gc", work_free}, {"__close", work_free}, {NULL, NULL}};
   luaL_newmetatable(L, WORK_MT);
   luaL_setfuncs(L, meta, 0);
@@ -158,12 +160,19 @@ static void work_type(lua_State *L) {
 }
 
 void cnn_lua_dist_push(lua_State *L) {
-  static const luaL_Reg f[] = {
-      {"init", init},           {"info", info},           {"is_initialized", is_initialized},
-      {"backend", backend},     {"all_reduce", all_reduce}, {"broadcast", broadcast},
-      {"all_gather", all_gather}, {"reduce_scatter", reduce_scatter}, {"barrier", barrier},
-      {"all_reduce_async", all_reduce_async}, {"shutdown", shutdown}, {"abort", abort_all},
-      {NULL, NULL}};
+  static const luaL_Reg f[] = {{"init", init},
+                               {"info", info},
+                               {"is_initialized", is_initialized},
+                               {"backend", backend},
+                               {"all_reduce", all_reduce},
+                               {"broadcast", broadcast},
+                               {"all_gather", all_gather},
+                               {"reduce_scatter", reduce_scatter},
+                               {"barrier", barrier},
+                               {"all_reduce_async", all_reduce_async},
+                               {"shutdown", shutdown},
+                               {"abort", abort_all},
+                               {NULL, NULL}};
   work_type(L);
   luaL_newlib(L, f);
 }

@@ -21,9 +21,11 @@
 static int small_int(lua_State *L, int idx, const char *fn, const char *key, int lo) {
   int isnum;
   lua_Integer v = lua_tointegerx(L, idx, &isnum);
-  if (!isnum) cnn_lua_fail(L, "%s: %s must be an integer or a table of integers, got %s", fn, key,
-                           luaL_typename(L, idx));
-  if (v < lo || v > (1 << 24)) cnn_lua_fail(L, "%s: %s %lld out of range (at least %d)", fn, key, (long long)v, lo);
+  if (!isnum)
+    cnn_lua_fail(L, "%s: %s must be an integer or a table of integers, got %s", fn, key,
+                 luaL_typename(L, idx));
+  if (v < lo || v > (1 << 24))
+    cnn_lua_fail(L, "%s: %s %lld out of range (at least %d)", fn, key, (long long)v, lo);
   return (int)v;
 }
 
@@ -37,8 +39,9 @@ static int int_list(lua_State *L, int idx, const char *fn, const char *key, int 
     return 1;
   }
   lua_Integer len = luaL_len(L, idx);
-  if (len < 1 || len > max_n) cnn_lua_fail(L, "%s: %s takes a number or {h, w}%s", fn, key,
-                                           max_n == 4 ? " or {top, bottom, left, right}" : "");
+  if (len < 1 || len > max_n)
+    cnn_lua_fail(L, "%s: %s takes a number or {h, w}%s", fn, key,
+                 max_n == 4 ? " or {top, bottom, left, right}" : "");
   for (int i = 0; i < len; i++) {
     lua_geti(L, idx, i + 1);
     out[i] = small_int(L, -1, fn, key, lo);
@@ -50,7 +53,8 @@ static int int_list(lua_State *L, int idx, const char *fn, const char *key, int 
 }
 
 /* opts.key as a pair (number or {h, w}); def when absent */
-static void opt_pair(lua_State *L, int opts, const char *fn, const char *key, int lo, int def, int out[2]) {
+static void opt_pair(lua_State *L, int opts, const char *fn, const char *key, int lo, int def,
+                     int out[2]) {
   out[0] = out[1] = def;
   if (!opts || lua_getfield(L, opts, key) == LUA_TNIL) {
     if (opts) lua_pop(L, 1);
@@ -77,7 +81,8 @@ static void conv_padding(lua_State *L, int opts, cnn_conv_params *p) {
   }
   int n = int_list(L, -1, "conv2d", "padding", 0, v, 4, 4);
   lua_pop(L, 1);
-  if (n == 3) cnn_lua_fail(L, "conv2d: padding takes a number, {h, w} or {top, bottom, left, right}");
+  if (n == 3)
+    cnn_lua_fail(L, "conv2d: padding takes a number, {h, w} or {top, bottom, left, right}");
   if (n == 2) { /* {h, w} */
     int h = v[0], w = v[1];
     v[0] = v[1] = h;
@@ -92,7 +97,8 @@ static void conv_padding(lua_State *L, int opts, cnn_conv_params *p) {
  * input's size; PyTorch's split, the odd pixel to the bottom/right) for
  * conv2d and conv1d (w's last dims are the kernel).  Returns 0 when
  * opts.padding is not a string (the caller reads numbers). */
-static int padding_string(lua_State *L, int opts, const char *fn, const cnn_tensor *w, cnn_conv_params *p) {
+static int padding_string(lua_State *L, int opts, const char *fn, const cnn_tensor *w,
+                          cnn_conv_params *p) {
   if (!opts || lua_getfield(L, opts, "padding") != LUA_TSTRING) {
     if (opts) lua_pop(L, 1);
     return 0;
@@ -102,13 +108,15 @@ static int padding_string(lua_State *L, int opts, const char *fn, const cnn_tens
   for (int i = 0; i < 4; i++) p->pad[i] = 0;
   if (strcmp(mode, "valid") == 0) return 1;
   if (strcmp(mode, "same") != 0)
-    return cnn_lua_fail(L, "%s: padding must be a number, a table, 'same' or 'valid', got '%s'", fn, mode);
+    return cnn_lua_fail(L, "%s: padding must be a number, a table, 'same' or 'valid', got '%s'", fn,
+                        mode);
   if (p->stride[0] != 1 || p->stride[1] != 1)
     return cnn_lua_fail(L, "%s: padding='same' is not supported for strided convolutions", fn);
   for (int i = 0; i < 2 && w->ndim >= 2; i++) {
     int64_t k = w->ndim == 4 || i == 1 ? w->shape[w->ndim - 2 + i] : 1;
     int64_t total = (int64_t)p->dilation[i] * (k - 1);
-    if (total > (1 << 24)) return cnn_lua_fail(L, "%s: padding='same' for kernel %lld is too large", fn, (long long)k);
+    if (total > (1 << 24))
+      return cnn_lua_fail(L, "%s: padding='same' for kernel %lld is too large", fn, (long long)k);
     p->pad[2 * i] = (int)(total / 2), p->pad[2 * i + 1] = (int)(total - total / 2);
   }
   return 1;
@@ -126,7 +134,8 @@ static int f_conv2d(lua_State *L) {
   opt_pair(L, opts, "conv2d", "dilation", 1, 1, p.dilation);
   if (!padding_string(L, opts, "conv2d", w, &p)) conv_padding(L, opts, &p);
   if (opts) {
-    if (lua_getfield(L, opts, "groups") != LUA_TNIL) p.groups = small_int(L, -1, "conv2d", "groups", 1);
+    if (lua_getfield(L, opts, "groups") != LUA_TNIL)
+      p.groups = small_int(L, -1, "conv2d", "groups", 1);
     lua_pop(L, 1);
   }
   return cnn_lua_push_result(L, cnn_conv2d(x, w, b, &p));
@@ -145,7 +154,8 @@ static int f_conv_transpose2d(lua_State *L) {
   cnn_tensor *x = cnn_lua_check_tensor(L, 1), *w = cnn_lua_check_tensor(L, 2);
   int opts = opts_index(L, 3);
   cnn_tensor *b = opts == 3 ? NULL : cnn_lua_opt_tensor(L, 3);
-  static const char *const known[] = {"dilation", "groups", "output_padding", "padding", "stride", NULL};
+  static const char *const known[] = {"dilation", "groups", "output_padding",
+                                      "padding",  "stride", NULL};
   cnn_lua_check_options(L, opts, "F.conv_transpose2d", known);
   cnn_conv_transpose_params p = {{1, 1}, {0, 0}, {0, 0}, {1, 1}, 1};
   opt_pair(L, opts, "conv_transpose2d", "stride", 1, 1, p.stride);
@@ -153,7 +163,8 @@ static int f_conv_transpose2d(lua_State *L) {
   opt_pair(L, opts, "conv_transpose2d", "output_padding", 0, 0, p.output_padding);
   opt_pair(L, opts, "conv_transpose2d", "dilation", 1, 1, p.dilation);
   if (opts) {
-    if (lua_getfield(L, opts, "groups") != LUA_TNIL) p.groups = small_int(L, -1, "conv_transpose2d", "groups", 1);
+    if (lua_getfield(L, opts, "groups") != LUA_TNIL)
+      p.groups = small_int(L, -1, "conv_transpose2d", "groups", 1);
     lua_pop(L, 1);
   }
   return cnn_lua_push_result(L, cnn_conv_transpose2d(x, w, b, &p));
@@ -168,7 +179,8 @@ static int opt_one(lua_State *L, int opts, const char *fn, const char *key, int 
     if (opts) lua_pop(L, 1);
     return def;
   }
-  if (lua_istable(L, -1) && luaL_len(L, -1) != 1) cnn_lua_fail(L, "%s: %s takes a number or {n}", fn, key);
+  if (lua_istable(L, -1) && luaL_len(L, -1) != 1)
+    cnn_lua_fail(L, "%s: %s takes a number or {n}", fn, key);
   int_list(L, -1, fn, key, lo, v, 1, 1);
   lua_pop(L, 1);
   return v[0];
@@ -178,8 +190,8 @@ static int opt_one(lua_State *L, int opts, const char *fn, const char *key, int 
 static cnn_tensor *unit_height(lua_State *L, const char *fn, cnn_tensor *x, bool unbatched_ok) {
   char s[CNN_SHAPE_STR];
   if (x->ndim != 3 && !(unbatched_ok && x->ndim == 2))
-    cnn_lua_fail(L, "%s: expected a 3-d input (N x C x L)%s, got %s", fn, unbatched_ok ? " or 2-d (C x L)" : "",
-                 cnn_tensor_shape_str(x, s));
+    cnn_lua_fail(L, "%s: expected a 3-d input (N x C x L)%s, got %s", fn,
+                 unbatched_ok ? " or 2-d (C x L)" : "", cnn_tensor_shape_str(x, s));
   cnn_tensor *b = x->ndim == 2 ? cnn_unsqueeze(x, 0) : (cnn_tensor_retain(x), x);
   cnn_tensor *v = b ? cnn_unsqueeze(b, 2) : NULL;
   cnn_tensor_release(b);
@@ -189,7 +201,8 @@ static cnn_tensor *unit_height(lua_State *L, const char *fn, cnn_tensor *x, bool
 
 /* The 2-d op's result y4 back to 1-d (unbatched when x was 2-d); an error
  * of the 2-d op is raised with the 1-d op's name in front. */
-static cnn_tensor *from_unit_height(lua_State *L, const char *fn, cnn_tensor *y4, const cnn_tensor *x) {
+static cnn_tensor *from_unit_height(lua_State *L, const char *fn, cnn_tensor *y4,
+                                    const cnn_tensor *x) {
   if (!y4) cnn_lua_fail(L, "%s: %s (as 2-d with a unit height)", fn, cnn_error());
   cnn_tensor *y = cnn_squeeze(y4, 2);
   cnn_tensor_release(y4);
@@ -211,15 +224,21 @@ static int f_conv1d(lua_State *L) {
   cnn_lua_check_options(L, opts, "F.conv1d", known);
   char a[CNN_SHAPE_STR], c[CNN_SHAPE_STR];
   if (x->ndim != 3 || w->ndim != 3)
-    return cnn_lua_fail(L, "conv1d: expected a 3-d input (N x C x L) and a 3-d weight (out x in/groups x k), "
-                        "got input %s and weight %s", cnn_tensor_shape_str(x, a), cnn_tensor_shape_str(w, c));
-  cnn_conv_params p = {{1, opt_one(L, opts, "conv1d", "stride", 1, 1)}, {0, 0, 0, 0},
-                       {1, opt_one(L, opts, "conv1d", "dilation", 1, 1)}, opt_one(L, opts, "conv1d", "groups", 1, 1)};
+    return cnn_lua_fail(
+        L,
+        "conv1d: expected a 3-d input (N x C x L) and a 3-d weight (out x in/groups x k), "
+        "got input %s and weight %s",
+        cnn_tensor_shape_str(x, a), cnn_tensor_shape_str(w, c));
+  cnn_conv_params p = {{1, opt_one(L, opts, "conv1d", "stride", 1, 1)},
+                       {0, 0, 0, 0},
+                       {1, opt_one(L, opts, "conv1d", "dilation", 1, 1)},
+                       opt_one(L, opts, "conv1d", "groups", 1, 1)};
   if (x->shape[1] != w->shape[1] * p.groups)
     return cnn_lua_fail(L, "conv1d: input %s has %lld channels, weight %s expects %lld (groups %d)",
-                        cnn_tensor_shape_str(x, a), (long long)x->shape[1], cnn_tensor_shape_str(w, c),
-                        (long long)(w->shape[1] * p.groups), p.groups);
-  if (!padding_string(L, opts, "conv1d", w, &p)) p.pad[2] = p.pad[3] = opt_one(L, opts, "conv1d", "padding", 0, 0);
+                        cnn_tensor_shape_str(x, a), (long long)x->shape[1],
+                        cnn_tensor_shape_str(w, c), (long long)(w->shape[1] * p.groups), p.groups);
+  if (!padding_string(L, opts, "conv1d", w, &p))
+    p.pad[2] = p.pad[3] = opt_one(L, opts, "conv1d", "padding", 0, 0);
   cnn_tensor *x4 = unit_height(L, "conv1d", x, false), *w4 = cnn_unsqueeze(w, 2);
   cnn_tensor *y4 = w4 ? cnn_conv2d(x4, w4, b, &p) : NULL;
   cnn_tensor_release(x4), cnn_tensor_release(w4);
@@ -227,7 +246,8 @@ static int f_conv1d(lua_State *L) {
 }
 
 /* (x, kernel [, stride] [, opts]) of a 1-d pool -> the 2-d params {1, k} */
-static int pool1d_params(lua_State *L, const char *fn, const char *const *known, cnn_pool_params *p) {
+static int pool1d_params(lua_State *L, const char *fn, const char *const *known,
+                         cnn_pool_params *p) {
   int opts = opts_index(L, 3);
   char qualified[64];
   snprintf(qualified, sizeof qualified, "F.%s", fn);
@@ -235,8 +255,10 @@ static int pool1d_params(lua_State *L, const char *fn, const char *const *known,
   int k[1], st[1] = {0};
   if (lua_isnoneornil(L, 2)) cnn_lua_fail(L, "%s: kernel size expected", fn);
   int_list(L, 2, fn, "kernel_size", 1, k, 1, 1);
-  if (lua_type(L, 3) == LUA_TNUMBER) int_list(L, 3, fn, "stride", 1, st, 1, 1);
-  else st[0] = opt_one(L, opts, fn, "stride", 1, 0);
+  if (lua_type(L, 3) == LUA_TNUMBER)
+    int_list(L, 3, fn, "stride", 1, st, 1, 1);
+  else
+    st[0] = opt_one(L, opts, fn, "stride", 1, 0);
   memset(p, 0, sizeof *p);
   p->kernel[0] = 1, p->kernel[1] = k[0];
   p->stride[0] = 1, p->stride[1] = st[0] ? st[0] : k[0];
@@ -251,7 +273,8 @@ static int pool1d_params(lua_State *L, const char *fn, const char *const *known,
 static int f_max_pool1d(lua_State *L) {
   cnn_tensor *x = cnn_lua_check_tensor(L, 1);
   cnn_pool_params p;
-  static const char *const known[] = {"ceil_mode", "dilation", "padding", "return_indices", "stride", NULL};
+  static const char *const known[] = {"ceil_mode",      "dilation", "padding",
+                                      "return_indices", "stride",   NULL};
   int opts = pool1d_params(L, "max_pool1d", known, &p);
   p.dilation[1] = opt_one(L, opts, "max_pool1d", "dilation", 1, 1);
   bool want_idx = cnn_lua_opt_bool(L, opts, "return_indices", false);
@@ -316,7 +339,8 @@ static int f_max_pool2d(lua_State *L) {
   cnn_tensor *x = cnn_lua_check_tensor(L, 1);
   cnn_pool_params p;
   memset(&p, 0, sizeof p);
-  static const char *const known[] = {"ceil_mode", "dilation", "padding", "return_indices", "stride", NULL};
+  static const char *const known[] = {"ceil_mode",      "dilation", "padding",
+                                      "return_indices", "stride",   NULL};
   int opts = pool_params(L, "max_pool2d", known, &p);
   opt_pair(L, opts, "max_pool2d", "dilation", 1, 1, p.dilation);
   if (!cnn_lua_opt_bool(L, opts, "return_indices", false))
@@ -381,7 +405,8 @@ static int f_batch_norm(lua_State *L) {
   double momentum = cnn_lua_opt_number(L, opts, "momentum", 0.1);
   double eps = cnn_lua_opt_number(L, opts, "eps", 1e-5);
   if (!(eps > 0)) return cnn_lua_fail(L, "batch_norm: eps must be positive, got %g", eps);
-  if (!(momentum >= 0 && momentum <= 1)) return cnn_lua_fail(L, "batch_norm: momentum must be in [0, 1], got %g", momentum);
+  if (!(momentum >= 0 && momentum <= 1))
+    return cnn_lua_fail(L, "batch_norm: momentum must be in [0, 1], got %g", momentum);
   return cnn_lua_push_result(L, cnn_batch_norm(x, t[0], t[1], t[2], t[3], training, momentum, eps));
 }
 
@@ -406,7 +431,8 @@ static int pad_with_mode(lua_State *L, cnn_tensor *x, int n, const int64_t *pads
   while (modes[mode] && strcmp(modes[mode], m) != 0) mode++;
   if (!modes[mode])
     return cnn_lua_fail(L, "pad: unknown mode '%s' (constant, reflect, replicate or circular)", m);
-  if (strcmp(m, "constant") == 0) return cnn_lua_push_result(L, cnn_pad(x, n, pads, luaL_optnumber(L, 4, 0)));
+  if (strcmp(m, "constant") == 0)
+    return cnn_lua_push_result(L, cnn_pad(x, n, pads, luaL_optnumber(L, 4, 0)));
   if (!lua_isnoneornil(L, 4)) return cnn_lua_fail(L, "pad: mode '%s' takes no value argument", m);
   return cnn_lua_push_result(L, cnn_pad_mode(x, n, pads, (cnn_padding_mode)mode));
 }
@@ -418,8 +444,9 @@ static int f_pad(lua_State *L) {
   luaL_checktype(L, 2, LUA_TTABLE);
   lua_Integer n = luaL_len(L, 2);
   if (n < 2 || n % 2 || n > 2 * x->ndim)
-    return cnn_lua_fail(L, "pad: expects {left, right [, top, bottom ...]}: an even count up to %d, got %lld",
-                        2 * x->ndim, (long long)n);
+    return cnn_lua_fail(
+        L, "pad: expects {left, right [, top, bottom ...]}: an even count up to %d, got %lld",
+        2 * x->ndim, (long long)n);
   int64_t pads[2 * CNN_MAX_DIMS];
   for (int i = 0; i < n; i++) {
     lua_geti(L, 2, i + 1);
@@ -447,7 +474,8 @@ static int f_conv2d_int8(lua_State *L) {
   conv_padding(L, opts, &p);
   bool relu = false;
   if (opts) {
-    if (lua_getfield(L, opts, "groups") != LUA_TNIL) p.groups = small_int(L, -1, "conv2d_int8", "groups", 1);
+    if (lua_getfield(L, opts, "groups") != LUA_TNIL)
+      p.groups = small_int(L, -1, "conv2d_int8", "groups", 1);
     if (lua_getfield(L, opts, "relu") != LUA_TNIL) {
       luaL_argexpected(L, lua_isboolean(L, -1), opts, "relu: a boolean");
       relu = lua_toboolean(L, -1);
@@ -467,9 +495,11 @@ static int f_dropout2d(lua_State *L) {
   char s[CNN_SHAPE_STR];
   if (!(p >= 0 && p <= 1)) return cnn_lua_fail(L, "dropout2d: p must be in [0, 1], got %g", p);
   if (x->ndim != 3 && x->ndim != 4)
-    return cnn_lua_fail(L, "dropout2d: expects N x C x H x W or N x C x L input, got %s", cnn_tensor_shape_str(x, s));
+    return cnn_lua_fail(L, "dropout2d: expects N x C x H x W or N x C x L input, got %s",
+                        cnn_tensor_shape_str(x, s));
   if (!cnn_dtype_is_float(x->dtype))
-    return cnn_lua_fail(L, "dropout2d: input must be floating-point, got %s", cnn_dtype_name(x->dtype));
+    return cnn_lua_fail(L, "dropout2d: input must be floating-point, got %s",
+                        cnn_dtype_name(x->dtype));
   if (!training || p == 0) return lua_settop(L, 1), 1;
   int64_t shape[4] = {x->shape[0], x->shape[1], 1, 1};
   cnn_tensor *ones = cnn_full(x->ndim, shape, 1.0, x->dtype, cnn_tensor_device(x));

@@ -15,25 +15,28 @@
 #include "bind.h"
 
 static int f_sgd(lua_State *L) {
-  int rc = cnn_sgd_update(cnn_lua_check_tensor(L, 1), cnn_lua_check_tensor(L, 2), cnn_lua_opt_tensor(L, 3),
-                          luaL_checknumber(L, 4), luaL_checknumber(L, 5), luaL_checknumber(L, 6),
-                          luaL_checknumber(L, 7), lua_toboolean(L, 8), lua_toboolean(L, 9));
+  int rc = cnn_sgd_update(cnn_lua_check_tensor(L, 1), cnn_lua_check_tensor(L, 2),
+                          cnn_lua_opt_tensor(L, 3), luaL_checknumber(L, 4), luaL_checknumber(L, 5),
+                          luaL_checknumber(L, 6), luaL_checknumber(L, 7), lua_toboolean(L, 8),
+                          lua_toboolean(L, 9));
   return rc ? cnn_lua_error(L) : 0;
 }
 
 static int f_adam(lua_State *L) {
-  int rc = cnn_adam_update(cnn_lua_check_tensor(L, 1), cnn_lua_check_tensor(L, 2), cnn_lua_check_tensor(L, 3),
-                           cnn_lua_check_tensor(L, 4), cnn_lua_opt_tensor(L, 5), luaL_checknumber(L, 6),
-                           luaL_checknumber(L, 7), luaL_checknumber(L, 8), luaL_checknumber(L, 9),
-                           luaL_checknumber(L, 10), lua_toboolean(L, 11), luaL_checkinteger(L, 12));
+  int rc = cnn_adam_update(cnn_lua_check_tensor(L, 1), cnn_lua_check_tensor(L, 2),
+                           cnn_lua_check_tensor(L, 3), cnn_lua_check_tensor(L, 4),
+                           cnn_lua_opt_tensor(L, 5), luaL_checknumber(L, 6), luaL_checknumber(L, 7),
+                           luaL_checknumber(L, 8), luaL_checknumber(L, 9), luaL_checknumber(L, 10),
+                           lua_toboolean(L, 11), luaL_checkinteger(L, 12));
   return rc ? cnn_lua_error(L) : 0;
 }
 
 static int f_rmsprop(lua_State *L) {
-  int rc = cnn_rmsprop_update(cnn_lua_check_tensor(L, 1), cnn_lua_check_tensor(L, 2), cnn_lua_check_tensor(L, 3),
-                              cnn_lua_opt_tensor(L, 4), cnn_lua_opt_tensor(L, 5), luaL_checknumber(L, 6),
-                              luaL_checknumber(L, 7), luaL_checknumber(L, 8), luaL_checknumber(L, 9),
-                              luaL_checknumber(L, 10), lua_toboolean(L, 11));
+  int rc = cnn_rmsprop_update(
+      cnn_lua_check_tensor(L, 1), cnn_lua_check_tensor(L, 2), cnn_lua_check_tensor(L, 3),
+      cnn_lua_opt_tensor(L, 4), cnn_lua_opt_tensor(L, 5), luaL_checknumber(L, 6),
+      luaL_checknumber(L, 7), luaL_checknumber(L, 8), luaL_checknumber(L, 9),
+      luaL_checknumber(L, 10), lua_toboolean(L, 11));
   return rc ? cnn_lua_error(L) : 0;
 }
 
@@ -49,7 +52,8 @@ static cnn_tensor *list_tensor(lua_State *L, int arg, int i, const char *what) {
 }
 
 static int f_adam_many(lua_State *L) {
-  static const char *const what[] = {"params", "grads", "exp_avgs", "exp_avg_sqs", "max_exp_avg_sqs"};
+  static const char *const what[] = {"params", "grads", "exp_avgs", "exp_avg_sqs",
+                                     "max_exp_avg_sqs"};
   for (int a = 1; a <= 6; a++)
     if (a != 5 || !lua_isnoneornil(L, 5)) luaL_checktype(L, a, LUA_TTABLE);
   lua_Integer n = luaL_len(L, 1);
@@ -57,13 +61,14 @@ static int f_adam_many(lua_State *L) {
   bool ams = !lua_isnoneornil(L, 5);
   for (int a = 2; a <= 6; a++)
     if ((a != 5 || ams) && luaL_len(L, a) != n)
-      return luaL_error(L, "adam_many: %s has %I entries, params %I", a == 6 ? "steps" : what[a - 1],
-                        luaL_len(L, a), n);
+      return luaL_error(L, "adam_many: %s has %I entries, params %I",
+                        a == 6 ? "steps" : what[a - 1], luaL_len(L, a), n);
   /* scratch owned by Lua (an error below frees it with the userdata) */
   cnn_tensor **t = lua_newuserdatauv(L, (size_t)(n ? n : 1) * (5 * sizeof *t + sizeof(int64_t)), 0);
   int64_t *steps = (int64_t *)(t + 5 * n);
   for (int a = 0; a < 5; a++)
-    for (lua_Integer i = 0; i < n && (a != 4 || ams); i++) t[a * n + i] = list_tensor(L, a + 1, (int)i + 1, what[a]);
+    for (lua_Integer i = 0; i < n && (a != 4 || ams); i++)
+      t[a * n + i] = list_tensor(L, a + 1, (int)i + 1, what[a]);
   for (lua_Integer i = 0; i < n; i++) {
     lua_rawgeti(L, 6, (int)i + 1);
     int ok;
@@ -71,9 +76,10 @@ static int f_adam_many(lua_State *L) {
     lua_pop(L, 1);
     if (!ok) return luaL_error(L, "adam_many: steps[%d] is not an integer", (int)i + 1);
   }
-  int rc = cnn_adam_update_many((int)n, t, t + n, t + 2 * n, t + 3 * n, ams ? t + 4 * n : NULL, steps,
-                                luaL_checknumber(L, 7), luaL_checknumber(L, 8), luaL_checknumber(L, 9),
-                                luaL_checknumber(L, 10), luaL_checknumber(L, 11), lua_toboolean(L, 12));
+  int rc =
+      cnn_adam_update_many((int)n, t, t + n, t + 2 * n, t + 3 * n, ams ? t + 4 * n : NULL, steps,
+                           luaL_checknumber(L, 7), luaL_checknumber(L, 8), luaL_checknumber(L, 9),
+                           luaL_checknumber(L, 10), luaL_checknumber(L, 11), lua_toboolean(L, 12));
   return rc ? cnn_lua_error(L) : 0;
 }
 
@@ -89,11 +95,13 @@ static const struct {
      "cnn.fused.adam(p, g, m, v, vmax|nil, lr, beta1, beta2, eps, weight_decay, decoupled, step)\n"
      "One in-place Adam (decoupled: AdamW; vmax: amsgrad) step of parameter p."},
     {"adam_many", f_adam_many,
-     "cnn.fused.adam_many({p...}, {g...}, {m...}, {v...}, {vmax...}|nil, {step...}, lr, beta1, beta2, eps,\n"
+     "cnn.fused.adam_many({p...}, {g...}, {m...}, {v...}, {vmax...}|nil, {step...}, lr, beta1, "
+     "beta2, eps,\n"
      "                    weight_decay, decoupled)\n"
      "cnn.fused.adam over a list of parameters in one call (one pass over all their elements)."},
     {"rmsprop", f_rmsprop,
-     "cnn.fused.rmsprop(p, g, sq, ga|nil, buf|nil, lr, alpha, eps, weight_decay, momentum, centered)\n"
+     "cnn.fused.rmsprop(p, g, sq, ga|nil, buf|nil, lr, alpha, eps, weight_decay, momentum, "
+     "centered)\n"
      "One in-place RMSprop step of parameter p."},
 };
 

@@ -70,15 +70,16 @@ static int f_read_png(lua_State *L) {
 
 /* The uint8 C x H x W (or H x W) image at arg as contiguous H x W x C bytes
  * on the CPU (the tensors are left on the stack); *c = channels. */
-static const uint8_t *hwc_pixels(lua_State *L, const char *fn, int arg, const char *allowed, int64_t *h,
-                                 int64_t *w, int *c) {
+static const uint8_t *hwc_pixels(lua_State *L, const char *fn, int arg, const char *allowed,
+                                 int64_t *h, int64_t *w, int *c) {
   cnn_tensor *t = cnn_lua_check_tensor(L, arg);
   char s[CNN_SHAPE_STR];
   int64_t ch = t->ndim == 3 ? t->shape[0] : 1;
-  if (t->dtype != CNN_UINT8 || (t->ndim != 2 && t->ndim != 3) || ch < 1 || ch > 4 || !strchr(allowed, '0' + (int)ch))
+  if (t->dtype != CNN_UINT8 || (t->ndim != 2 && t->ndim != 3) || ch < 1 || ch > 4 ||
+      !strchr(allowed, '0' + (int)ch))
     cnn_lua_fail(L, "%s: expects a uint8 C x H x W tensor with C = %s (or H x W), got %s %s", fn,
-                 allowed[1] == '3' && allowed[2] == '4' ? "1, 3 or 4" : "1 or 3", cnn_tensor_shape_str(t, s),
-                 cnn_dtype_name(t->dtype));
+                 allowed[1] == '3' && allowed[2] == '4' ? "1, 3 or 4" : "1 or 3",
+                 cnn_tensor_shape_str(t, s), cnn_dtype_name(t->dtype));
   cnn_tensor *hwc = t;
   if (t->ndim == 3) {
     hwc = cnn_permute(t, (int[]){1, 2, 0});
@@ -109,16 +110,19 @@ static int f_write_jpeg(lua_State *L) {
     lua_pushnil(L);
     while (lua_next(L, 3)) {
       if (lua_type(L, -2) != LUA_TSTRING || strcmp(lua_tostring(L, -2), "quality") != 0)
-        return cnn_lua_fail(L, "write_jpeg: unknown option '%s' (options: quality)", luaL_tolstring(L, -2, NULL));
+        return cnn_lua_fail(L, "write_jpeg: unknown option '%s' (options: quality)",
+                            luaL_tolstring(L, -2, NULL));
       lua_pop(L, 1);
     }
   }
   double q = cnn_lua_opt_number(L, lua_istable(L, 3) ? 3 : 0, "quality", 90);
-  if (!(q >= 1 && q <= 100) || q != (int)q) return cnn_lua_fail(L, "write_jpeg: quality must be an integer in [1, 100], got %g", q);
+  if (!(q >= 1 && q <= 100) || q != (int)q)
+    return cnn_lua_fail(L, "write_jpeg: quality must be an integer in [1, 100], got %g", q);
   int64_t h, w;
   int c;
   const uint8_t *px = hwc_pixels(L, "write_jpeg", 2, "13", &h, &w, &c);
-  if (cnn_jpeg_write(path, h, w, c, px, (int)q) != 0) return cnn_lua_fail(L, "write_jpeg: %s", cnn_error());
+  if (cnn_jpeg_write(path, h, w, c, px, (int)q) != 0)
+    return cnn_lua_fail(L, "write_jpeg: %s", cnn_error());
   return 0;
 }
 
@@ -135,7 +139,8 @@ static int f_mkdir(lua_State *L) {
     struct stat st;
     if (mkdir(p, 0777) != 0 && errno != EEXIST)
       return cnn_lua_fail(L, "mkdir: cannot create %s: %s", p, strerror(errno));
-    if (stat(p, &st) != 0 || !S_ISDIR(st.st_mode)) return cnn_lua_fail(L, "mkdir: %s exists and is not a folder", p);
+    if (stat(p, &st) != 0 || !S_ISDIR(st.st_mode))
+      return cnn_lua_fail(L, "mkdir: %s exists and is not a folder", p);
     p[i] = saved;
   }
   return 0;
@@ -173,7 +178,8 @@ static int f_list_dir(lua_State *L) {
   closedir(d);
   const char **sorted = lua_newuserdatauv(L, sizeof *sorted * (size_t)(n + 1), 0);
   /* the strings stay alive in the names table, so the pointers stay valid */
-  for (int i = 0; i < n; i++) lua_rawgeti(L, -2, i + 1), sorted[i] = lua_tostring(L, -1), lua_pop(L, 1);
+  for (int i = 0; i < n; i++)
+    lua_rawgeti(L, -2, i + 1), sorted[i] = lua_tostring(L, -1), lua_pop(L, 1);
   qsort(sorted, (size_t)n, sizeof *sorted, cmp_name);
   lua_createtable(L, n, 0);
   lua_createtable(L, n, 0);
@@ -186,7 +192,10 @@ static int f_list_dir(lua_State *L) {
   return 2;
 }
 
-const luaL_Reg cnn_lua_image_module[] = {{"read_image", f_read_image}, {"read_png", f_read_png},
-                                         {"write_png", f_write_png},   {"list_dir", f_list_dir},
-                                         {"write_jpeg", f_write_jpeg}, {"mkdir", f_mkdir},
+const luaL_Reg cnn_lua_image_module[] = {{"read_image", f_read_image},
+                                         {"read_png", f_read_png},
+                                         {"write_png", f_write_png},
+                                         {"list_dir", f_list_dir},
+                                         {"write_jpeg", f_write_jpeg},
+                                         {"mkdir", f_mkdir},
                                          {NULL, NULL}};

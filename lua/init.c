@@ -66,7 +66,8 @@ static int f_set_rng_state(lua_State *L) {
 
 static int f_set_num_threads(lua_State *L) {
   int64_t n = cnn_lua_check_int(L, 1);
-  if (n < 1 || n > 4096) return cnn_lua_fail(L, "set_num_threads: %lld threads (expected 1..4096)", (long long)n);
+  if (n < 1 || n > 4096)
+    return cnn_lua_fail(L, "set_num_threads: %lld threads (expected 1..4096)", (long long)n);
   cnn_set_num_threads((int)n);
   return 0;
 }
@@ -126,7 +127,8 @@ static int f_get_conv_algo(lua_State *L) {
 
 /* cnn.backends: a proxy whose field `conv` reads/sets the conv algorithm */
 static int backends_index(lua_State *L) {
-  if (lua_type(L, 2) == LUA_TSTRING && strcmp(lua_tostring(L, 2), "conv") == 0) return f_get_conv_algo(L);
+  if (lua_type(L, 2) == LUA_TSTRING && strcmp(lua_tostring(L, 2), "conv") == 0)
+    return f_get_conv_algo(L);
   return 0;
 }
 
@@ -149,14 +151,19 @@ static void push_backends(lua_State *L) {
   lua_setmetatable(L, -2);
 }
 
-const luaL_Reg cnn_lua_misc_funcs[] = {
-    {"manual_seed", f_manual_seed},   {"get_rng_state", f_get_rng_state},
-    {"set_rng_state", f_set_rng_state}, {"set_num_threads", f_set_num_threads},
-    {"get_num_threads", f_get_num_threads}, {"clock", f_clock},
-    {"is_tensor", f_is_tensor},       {"set_conv_algo", f_set_conv_algo},
-    {"get_conv_algo", f_get_conv_algo},
-    /* machine peaks (speed work, issue 19) */
-    {"fma_peak", f_fma_peak}, {"copy_bandwidth", f_copy_bandwidth}, {NULL, NULL}};
+const luaL_Reg cnn_lua_misc_funcs[] = {{"manual_seed", f_manual_seed},
+                                       {"get_rng_state", f_get_rng_state},
+                                       {"set_rng_state", f_set_rng_state},
+                                       {"set_num_threads", f_set_num_threads},
+                                       {"get_num_threads", f_get_num_threads},
+                                       {"clock", f_clock},
+                                       {"is_tensor", f_is_tensor},
+                                       {"set_conv_algo", f_set_conv_algo},
+                                       {"get_conv_algo", f_get_conv_algo},
+                                       /* machine peaks (speed work, issue 19) */
+                                       {"fma_peak", f_fma_peak},
+                                       {"copy_bandwidth", f_copy_bandwidth},
+                                       {NULL, NULL}};
 
 /* ---- luaopen_cnn ------------------------------------------------------------------------------ */
 
@@ -186,7 +193,7 @@ static void build_functional(lua_State *L) {
   luaL_setfuncs(L, cnn_lua_loss_funcs, 0);
   luaL_setfuncs(L, cnn_lua_join_funcs, 0);
   luaL_setfuncs(L, cnn_lua_tensor_ops_funcs, 0); /* F.one_hot (issue 13) */
-  luaL_setfuncs(L, cnn_lua_norm_funcs, 0); /* helper "norm" */
+  luaL_setfuncs(L, cnn_lua_norm_funcs, 0);       /* helper "norm" */
 }
 
 /* package.loaded["cnn.internal"]: the bindings' helpers for stdlib (viz's
@@ -215,10 +222,9 @@ int luaopen_cnn(lua_State *L) {
   copy_fields(L, m + 1, m);
   lua_setfield(L, m, "Tensor");
   static const luaL_Reg *const funcs[] = {
-      cnn_lua_creation_funcs, cnn_lua_math_funcs, cnn_lua_join_funcs,
-      cnn_lua_autograd_funcs, cnn_lua_autocast_funcs, cnn_lua_memory_funcs,
-      cnn_lua_misc_funcs,     cnn_lua_io_funcs,   cnn_lua_cuda_funcs,
-      cnn_lua_timer_funcs};
+      cnn_lua_creation_funcs, cnn_lua_math_funcs,   cnn_lua_join_funcs, cnn_lua_autograd_funcs,
+      cnn_lua_autocast_funcs, cnn_lua_memory_funcs, cnn_lua_misc_funcs, cnn_lua_io_funcs,
+      cnn_lua_cuda_funcs,     cnn_lua_timer_funcs};
   for (size_t i = 0; i < sizeof funcs / sizeof funcs[0]; i++) luaL_setfuncs(L, funcs[i], 0);
   build_functional(L);
   lua_setfield(L, m, "F");
@@ -272,7 +278,8 @@ static int load_from_dir(lua_State *L, const char *dir, const char *name) {
     lua_pushstring(L, cands[i]);
     return 2;
   }
-  lua_pushfstring(L, "no file '%s' (CNNSH_STDLIB)\n\tno file '%s' (CNNSH_STDLIB)", cands[0], cands[1]);
+  lua_pushfstring(L, "no file '%s' (CNNSH_STDLIB)\n\tno file '%s' (CNNSH_STDLIB)", cands[0],
+                  cands[1]);
   return 1;
 }
 
@@ -303,7 +310,8 @@ static void install_searcher(lua_State *L) {
 
 /* ---- lazy globals ---------------------------------------------------------------------------------- */
 
-static const char *const lazy_names[] = {"nn", "optim", "data", "train", "viz", "help", "dist", "models", NULL};
+static const char *const lazy_names[] = {"nn",   "optim", "data",   "train", "viz",
+                                         "help", "dist",  "models", NULL};
 
 /* _G.__index(t, k): upvalue 1 = require */
 static int lazy_index(lua_State *L) {
@@ -353,11 +361,14 @@ static const char lazy_cnn_functions[] =
     "  return rawget(t, k) end})\n"
     "cnn.quantize = function(...) return require('quantize').quantize(...) end\n"
     "cnn.doc[cnn.gradcheck] = 'cnn.gradcheck(fn, inputs... [, opts]) -> ok, report\\n"
-    "Compares autograd gradients of fn with central finite differences; reports the worst element.'\n"
+    "Compares autograd gradients of fn with central finite differences; reports the worst "
+    "element.'\n"
     "cnn.doc[cnn.timeit] = 'cnn.timeit(fn [, n | {n=, device=}]) -> {median=, min=, max=, mean=}\\n"
-    "Runs fn n times and returns its timings in seconds (a cnn.timer: CUDA events when CUDA is available).'\n"
+    "Runs fn n times and returns its timings in seconds (a cnn.timer: CUDA events when CUDA is "
+    "available).'\n"
     "cnn.doc[cnn.quantize] = 'cnn.quantize(net, calibration [, opts]) -> an int8 copy of net\\n"
-    "Post-training quantization through oneDNN int8; help(require(\"quantize\").quantize) for the options.'\n";
+    "Post-training quantization through oneDNN int8; help(require(\"quantize\").quantize) for the "
+    "options.'\n";
 
 static void install_lazy_cnn_functions(lua_State *L) {
   if (luaL_loadbuffer(L, lazy_cnn_functions, sizeof lazy_cnn_functions - 1, "=cnn") != LUA_OK) {

@@ -35,7 +35,7 @@
 #include "bind.h"
 #include "io/io.h"
 
-#define FILE_MT "cnn.TensorFile"
+#define FILE_MT   "cnn.TensorFile"
 #define MAX_DEPTH 64
 
 /* ---- save ------------------------------------------------------------------ */
@@ -52,10 +52,15 @@ static void refuse_object(lua_State *L, int t, const char *where) {
   lua_getfield(L, t, "__name");
   const char *cls = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "object";
   if (*where)
-    cnn_lua_fail(L, "save: '%s' is a %s (it has a state_dict method), not a table of tensors: save its "
-                 "state_dict() instead", where, cls);
-  cnn_lua_fail(L, "save: got a %s (it has a state_dict method), not a table of tensors: save "
-               "net:state_dict() instead, as in cnn.save(path, net:state_dict())", cls);
+    cnn_lua_fail(
+        L,
+        "save: '%s' is a %s (it has a state_dict method), not a table of tensors: save its "
+        "state_dict() instead",
+        where, cls);
+  cnn_lua_fail(L,
+               "save: got a %s (it has a state_dict method), not a table of tensors: save "
+               "net:state_dict() instead, as in cnn.save(path, net:state_dict())",
+               cls);
 }
 
 /* Pushes the record of one key ("s<len>:<bytes>" or "i<len>:<digits>"),
@@ -77,11 +82,13 @@ typedef struct {
 /* flat[prefix .. key] = value for every entry of the table at t
  * (recursive), paths[name] = the key records of its path (rec_prefix, at
  * stack index rec, holds those of t's own path, depth keys). */
-static void flatten(lua_State *L, int t, const char *prefix, int rec, const flat_ctx *c, int depth) {
+static void flatten(lua_State *L, int t, const char *prefix, int rec, const flat_ctx *c,
+                    int depth) {
   if (depth > MAX_DEPTH) cnn_lua_fail(L, "save: tables nested deeper than %d levels", MAX_DEPTH);
   refuse_object(L, t, prefix);
   lua_pushvalue(L, t);
-  if (lua_rawget(L, c->seen) != LUA_TNIL) cnn_lua_fail(L, "save: the table under '%s' contains itself", prefix);
+  if (lua_rawget(L, c->seen) != LUA_TNIL)
+    cnn_lua_fail(L, "save: the table under '%s' contains itself", prefix);
   lua_pop(L, 1);
   lua_pushvalue(L, t);
   lua_pushboolean(L, 1);
@@ -102,10 +109,12 @@ static void flatten(lua_State *L, int t, const char *prefix, int rec, const flat
     int vt = lua_type(L, top);
     if (vt == LUA_TTABLE && !cnn_lua_to_tensor(L, top)) {
       flatten(L, top, name, top + 3, c, depth + 1);
-    } else if (cnn_lua_to_tensor(L, top) || vt == LUA_TNUMBER || vt == LUA_TSTRING || vt == LUA_TBOOLEAN) {
+    } else if (cnn_lua_to_tensor(L, top) || vt == LUA_TNUMBER || vt == LUA_TSTRING ||
+               vt == LUA_TBOOLEAN) {
       if (strcmp(name, KEYS_META) == 0) cnn_lua_fail(L, "save: the name '%s' is reserved", name);
       if (lua_getfield(L, c->flat, name) != LUA_TNIL)
-        cnn_lua_fail(L, "save: two entries are both named '%s' (a nested key and a dotted one)", name);
+        cnn_lua_fail(L, "save: two entries are both named '%s' (a nested key and a dotted one)",
+                     name);
       lua_pop(L, 1);
       lua_pushvalue(L, top);
       lua_setfield(L, c->flat, name);
@@ -114,8 +123,8 @@ static void flatten(lua_State *L, int t, const char *prefix, int rec, const flat
       lua_concat(L, 2);
       lua_setfield(L, c->paths, name);
     } else {
-      cnn_lua_fail(L, "save: '%s' is a %s (only tensors, numbers, strings, booleans and tables)", name,
-                   luaL_typename(L, top));
+      cnn_lua_fail(L, "save: '%s' is a %s (only tensors, numbers, strings, booleans and tables)",
+                   name, luaL_typename(L, top));
     }
     lua_settop(L, top - 1);
   }
@@ -154,19 +163,19 @@ static int f_save(lua_State *L) {
   const char *path = luaL_checkstring(L, 1);
   luaL_checktype(L, 2, LUA_TTABLE);
   lua_settop(L, 2);
-  lua_newtable(L); /* 3: flat */
-  lua_newtable(L); /* 4: paths */
-  lua_newtable(L); /* 5: seen */
+  lua_newtable(L);        /* 3: flat */
+  lua_newtable(L);        /* 4: paths */
+  lua_newtable(L);        /* 5: seen */
   lua_pushliteral(L, ""); /* 6: the (empty) path of the root */
   flatten(L, 2, "", 6, &(flat_ctx){3, 4, 5}, 0);
   int n = 0;
   lua_pushnil(L);
   while (lua_next(L, 3)) n++, lua_pop(L, 1);
-  const char **names = lua_newuserdatauv(L, sizeof *names * (size_t)(n + 1), 0);   /* 7 */
-  cnn_tensor **ts = lua_newuserdatauv(L, sizeof *ts * (size_t)(n + 1), 0);         /* 8 */
-  const char **keys = lua_newuserdatauv(L, sizeof *keys * (size_t)(n + 2), 0);     /* 9 */
-  const char **vals = lua_newuserdatauv(L, sizeof *vals * (size_t)(n + 2), 0);     /* 10 */
-  lua_newtable(L);                                                                  /* 11: anchors */
+  const char **names = lua_newuserdatauv(L, sizeof *names * (size_t)(n + 1), 0); /* 7 */
+  cnn_tensor **ts = lua_newuserdatauv(L, sizeof *ts * (size_t)(n + 1), 0);       /* 8 */
+  const char **keys = lua_newuserdatauv(L, sizeof *keys * (size_t)(n + 2), 0);   /* 9 */
+  const char **vals = lua_newuserdatauv(L, sizeof *vals * (size_t)(n + 2), 0);   /* 10 */
+  lua_newtable(L);                                                               /* 11: anchors */
   int i = 0;
   lua_pushnil(L);
   while (lua_next(L, 3)) names[i++] = lua_tostring(L, -2), lua_pop(L, 1);
@@ -209,21 +218,31 @@ static int file_gc(lua_State *L) {
 /* %.17g writes infinities and NaN as "inf", "-inf", "nan", "-nan", which
  * lua_stringtonumber does not read: push them as numbers; false if s is none. */
 static bool push_nonfinite(lua_State *L, const char *s) {
-  if (strcmp(s, "inf") == 0) lua_pushnumber(L, HUGE_VAL);
-  else if (strcmp(s, "-inf") == 0) lua_pushnumber(L, -HUGE_VAL);
-  else if (strcmp(s, "nan") == 0 || strcmp(s, "-nan") == 0) lua_pushnumber(L, NAN);
-  else return false;
+  if (strcmp(s, "inf") == 0)
+    lua_pushnumber(L, HUGE_VAL);
+  else if (strcmp(s, "-inf") == 0)
+    lua_pushnumber(L, -HUGE_VAL);
+  else if (strcmp(s, "nan") == 0 || strcmp(s, "-nan") == 0)
+    lua_pushnumber(L, NAN);
+  else
+    return false;
   return true;
 }
 
 /* push a metadata value decoded by its prefix */
 static void push_meta(lua_State *L, const char *v) {
-  if (strncmp(v, "s:", 2) == 0) lua_pushstring(L, v + 2);
-  else if (strcmp(v, "b:true") == 0) lua_pushboolean(L, 1);
-  else if (strcmp(v, "b:false") == 0) lua_pushboolean(L, 0);
-  else if ((strncmp(v, "i:", 2) == 0 || strncmp(v, "n:", 2) == 0) && lua_stringtonumber(L, v + 2)) return;
-  else if (strncmp(v, "n:", 2) == 0 && push_nonfinite(L, v + 2)) return;
-  else lua_pushstring(L, v);
+  if (strncmp(v, "s:", 2) == 0)
+    lua_pushstring(L, v + 2);
+  else if (strcmp(v, "b:true") == 0)
+    lua_pushboolean(L, 1);
+  else if (strcmp(v, "b:false") == 0)
+    lua_pushboolean(L, 0);
+  else if ((strncmp(v, "i:", 2) == 0 || strncmp(v, "n:", 2) == 0) && lua_stringtonumber(L, v + 2))
+    return;
+  else if (strncmp(v, "n:", 2) == 0 && push_nonfinite(L, v + 2))
+    return;
+  else
+    lua_pushstring(L, v);
 }
 
 static void corrupt_record(lua_State *L) { cnn_lua_fail(L, "load: corrupt %s record", KEYS_META); }
@@ -233,10 +252,12 @@ static void corrupt_record(lua_State *L) { cnn_lua_fail(L, "load: corrupt %s rec
 static void push_recorded_key(lua_State *L, const char **r, const char *lim) {
   char kind = **r, *end;
   long len = kind ? strtol(*r + 1, &end, 10) : -1;
-  if ((kind != 's' && kind != 'i') || len < 0 || end == *r + 1 || *end != ':' || len > lim - (end + 1))
+  if ((kind != 's' && kind != 'i') || len < 0 || end == *r + 1 || *end != ':' ||
+      len > lim - (end + 1))
     corrupt_record(L);
   lua_pushlstring(L, end + 1, (size_t)len);
-  if (kind == 'i' && !(lua_stringtonumber(L, lua_tostring(L, -1)) && lua_isinteger(L, -1))) corrupt_record(L);
+  if (kind == 'i' && !(lua_stringtonumber(L, lua_tostring(L, -1)) && lua_isinteger(L, -1)))
+    corrupt_record(L);
   if (kind == 'i') lua_remove(L, -2);
   *r = end + 1 + len;
 }
@@ -348,7 +369,9 @@ static int f_load(lua_State *L) {
 
 /* ---- datasets ------------------------------------------------------------------ */
 
-static int f_load_idx(lua_State *L) { return cnn_lua_push_result(L, cnn_idx_load(luaL_checkstring(L, 1))); }
+static int f_load_idx(lua_State *L) {
+  return cnn_lua_push_result(L, cnn_idx_load(luaL_checkstring(L, 1)));
+}
 
 /* cnn.io.load_cifar10(path) -> images (N x 3 x 32 x 32 uint8), labels (int64, 0-based as stored) */
 static int f_load_cifar10(lua_State *L) {
@@ -368,18 +391,20 @@ static int write_png(lua_State *L, const char *fn, int img, int p) {
   char s[CNN_SHAPE_STR];
   if (t->dtype != CNN_UINT8 || (t->ndim != 2 && t->ndim != 3) ||
       (t->ndim == 3 && t->shape[2] != 1 && t->shape[2] != 3 && t->shape[2] != 4))
-    return cnn_lua_fail(L, "%s: expects a uint8 H x W or H x W x C tensor with C = 1, 3 or 4 channels, got %s %s",
-                        fn, cnn_tensor_shape_str(t, s), cnn_dtype_name(t->dtype));
+    return cnn_lua_fail(
+        L, "%s: expects a uint8 H x W or H x W x C tensor with C = 1, 3 or 4 channels, got %s %s",
+        fn, cnn_tensor_shape_str(t, s), cnn_dtype_name(t->dtype));
   cnn_tensor *c = cnn_to_device(t, CNN_DEVICE_CPU);
   cnn_lua_push_result(L, c);
   cnn_tensor *cc = cnn_contiguous(c);
   cnn_lua_push_result(L, cc);
   int ch = t->ndim == 3 ? (int)t->shape[2] : 1;
-  if (cnn_png_write(path, t->shape[0], t->shape[1], ch, cnn_tensor_data(cc)) != 0) return cnn_lua_error(L);
+  if (cnn_png_write(path, t->shape[0], t->shape[1], ch, cnn_tensor_data(cc)) != 0)
+    return cnn_lua_error(L);
   return 0;
 }
 
-static int f_img_png(lua_State *L) { return write_png(L, "write_png", 1, 2); }    /* (img, path) */
+static int f_img_png(lua_State *L) { return write_png(L, "write_png", 1, 2); } /* (img, path) */
 
 /* uint8 H x W x C of the PNG at arg 1 */
 static int read_png_hwc(lua_State *L) {
@@ -427,9 +452,11 @@ static int f_term_width(lua_State *L) {
 
 const luaL_Reg cnn_lua_io_funcs[] = {{"save", f_save}, {"load", f_load}, {NULL, NULL}};
 
-const luaL_Reg cnn_lua_io_internal[] = {
-    {"write_png", f_img_png}, {"png_read", f_png_read}, {"isatty", f_isatty}, {"term_width", f_term_width},
-    {NULL, NULL}};
+const luaL_Reg cnn_lua_io_internal[] = {{"write_png", f_img_png},
+                                        {"png_read", f_png_read},
+                                        {"isatty", f_isatty},
+                                        {"term_width", f_term_width},
+                                        {NULL, NULL}};
 
 const luaL_Reg cnn_lua_io_module[] = {
     {"load_idx", f_load_idx}, {"load_cifar10", f_load_cifar10}, {"isatty", f_isatty}, {NULL, NULL}};

@@ -30,7 +30,8 @@ static cnn_tensor *opt_tensor_field(lua_State *L, int opts, const char *fn, cons
   lua_getfield(L, opts, key);
   if (lua_isnil(L, -1)) return NULL;
   cnn_tensor *t = cnn_lua_to_tensor(L, -1);
-  if (!t) cnn_lua_fail(L, "%s: option '%s' must be a tensor, got %s", fn, key, luaL_typename(L, -1));
+  if (!t)
+    cnn_lua_fail(L, "%s: option '%s' must be a tensor, got %s", fn, key, luaL_typename(L, -1));
   return t;
 }
 
@@ -48,8 +49,9 @@ typedef struct {
   int64_t core_ignore; /* what core sees, or -1 */
 } ignore_spec;
 
-static void check_labels(lua_State *L, const char *fn, const cnn_tensor *target, const cnn_tensor *input,
-                         int64_t nclass, const ignore_spec *ig, const int64_t *src, int64_t *dst) {
+static void check_labels(lua_State *L, const char *fn, const cnn_tensor *target,
+                         const cnn_tensor *input, int64_t nclass, const ignore_spec *ig,
+                         const int64_t *src, int64_t *dst) {
   int64_t n = cnn_tensor_numel(target);
   for (int64_t i = 0; i < n; i++) {
     int64_t v = src[i];
@@ -57,8 +59,9 @@ static void check_labels(lua_State *L, const char *fn, const cnn_tensor *target,
       dst[i] = ig->core_ignore;
     } else if (v < 1 || v > nclass) {
       char a[CNN_SHAPE_STR], b[CNN_SHAPE_STR];
-      cnn_lua_fail(L, "%s: target %lld out of range 1..%lld (target %s, input %s)", fn, (long long)v,
-                   (long long)nclass, cnn_tensor_shape_str(target, a), cnn_tensor_shape_str(input, b));
+      cnn_lua_fail(L, "%s: target %lld out of range 1..%lld (target %s, input %s)", fn,
+                   (long long)v, (long long)nclass, cnn_tensor_shape_str(target, a),
+                   cnn_tensor_shape_str(input, b));
     } else {
       dst[i] = v - 1;
     }
@@ -106,11 +109,13 @@ static int cross_entropy_probs(lua_State *L, int opts, cnn_reduction red, double
 /* F.cross_entropy(logits, target [, {weight=, reduction='mean', label_smoothing=0, ignore_index=}]) */
 static int f_cross_entropy(lua_State *L) {
   cnn_tensor *x = cnn_lua_check_tensor(L, 1);
-  static const char *const known[] = {"ignore_index", "label_smoothing", "reduction", "weight", NULL};
+  static const char *const known[] = {"ignore_index", "label_smoothing", "reduction", "weight",
+                                      NULL};
   int opts = trailing_opts(L, 3, "F.cross_entropy", known);
   cnn_reduction red = reduction_of(L, opts, "cross_entropy");
   double ls = cnn_lua_opt_number(L, opts, "label_smoothing", 0);
-  if (!(ls >= 0 && ls <= 1)) return cnn_lua_fail(L, "cross_entropy: label_smoothing must be in [0, 1], got %g", ls);
+  if (!(ls >= 0 && ls <= 1))
+    return cnn_lua_fail(L, "cross_entropy: label_smoothing must be in [0, 1], got %g", ls);
   cnn_tensor *w = opt_tensor_field(L, opts, "cross_entropy", "weight");
   if (cnn_lua_to_tensor(L, 2) && cnn_dtype_is_float(cnn_lua_to_tensor(L, 2)->dtype))
     return cross_entropy_probs(L, opts, red, ls, w); /* issue 13 */
@@ -157,15 +162,20 @@ static int f_bce_with_logits(lua_State *L) {
 /* ---- losses of issue 13 (helper "act") ------------------------------------------------------ */
 
 /* probability targets: float, the input's shape; ignore_index has no meaning (PyTorch refuses it) */
-static int cross_entropy_probs(lua_State *L, int opts, cnn_reduction red, double ls, cnn_tensor *w) {
+static int cross_entropy_probs(lua_State *L, int opts, cnn_reduction red, double ls,
+                               cnn_tensor *w) {
   if (opts && lua_getfield(L, opts, "ignore_index") != LUA_TNIL)
-    return cnn_lua_fail(L, "cross_entropy: ignore_index is not supported with probability (float) targets");
+    return cnn_lua_fail(
+        L, "cross_entropy: ignore_index is not supported with probability (float) targets");
   cnn_tensor *x = cnn_lua_check_tensor(L, 1), *t = cnn_lua_check_tensor(L, 2);
   if (!cnn_same_shape(x, t)) {
     char a[CNN_SHAPE_STR], b[CNN_SHAPE_STR];
-    return cnn_lua_fail(L, "cross_entropy: target must be int64 class labels 1..C (use :long()) or %s class "
-                        "probabilities of the input's shape %s, got %s %s", cnn_dtype_name(t->dtype),
-                        cnn_tensor_shape_str(x, a), cnn_dtype_name(t->dtype), cnn_tensor_shape_str(t, b));
+    return cnn_lua_fail(
+        L,
+        "cross_entropy: target must be int64 class labels 1..C (use :long()) or %s class "
+        "probabilities of the input's shape %s, got %s %s",
+        cnn_dtype_name(t->dtype), cnn_tensor_shape_str(x, a), cnn_dtype_name(t->dtype),
+        cnn_tensor_shape_str(t, b));
   }
   return cnn_lua_push_result(L, cnn_cross_entropy_probs(x, t, w, red, ls));
 }
@@ -181,7 +191,8 @@ static int f_l1_loss(lua_State *L) {
 typedef cnn_tensor *(*width_loss_fn)(cnn_tensor *, cnn_tensor *, cnn_reduction, double);
 
 /* F.<op>(x, y [, {reduction='mean', <key>=1}]): smooth_l1_loss (beta), huber_loss (delta) */
-static int width_loss(lua_State *L, const char *op, const char *qualified, const char *key, width_loss_fn fn) {
+static int width_loss(lua_State *L, const char *op, const char *qualified, const char *key,
+                      width_loss_fn fn) {
   cnn_tensor *x = cnn_lua_check_tensor(L, 1), *y = cnn_lua_check_tensor(L, 2);
   const char *const known[] = {key, "reduction", NULL}; /* sorted: beta, delta < reduction */
   int opts = trailing_opts(L, 3, qualified, known);
@@ -203,7 +214,8 @@ static int f_kl_div(lua_State *L) {
   const char *r = cnn_lua_opt_string(L, opts, "reduction", "mean");
   bool batchmean = strcmp(r, "batchmean") == 0;
   if (!batchmean && strcmp(r, "mean") && strcmp(r, "sum") && strcmp(r, "none"))
-    return cnn_lua_fail(L, "kl_div: reduction must be 'mean', 'batchmean', 'sum' or 'none', got '%s'", r);
+    return cnn_lua_fail(
+        L, "kl_div: reduction must be 'mean', 'batchmean', 'sum' or 'none', got '%s'", r);
   cnn_reduction red = batchmean ? CNN_REDUCTION_SUM : reduction_of(L, opts, "kl_div");
   bool log_target = cnn_lua_opt_bool(L, opts, "log_target", false);
   return cnn_lua_push_result(L, cnn_kl_div(x, t, red, batchmean, log_target));
@@ -219,15 +231,14 @@ static int f_bce(lua_State *L) {
   return cnn_lua_push_result(L, cnn_binary_cross_entropy(x, y, w, red));
 }
 
-const luaL_Reg cnn_lua_loss_funcs[] = {
-    {"cross_entropy", f_cross_entropy},
-    {"nll_loss", f_nll_loss},
-    {"mse_loss", f_mse_loss},
-    {"binary_cross_entropy_with_logits", f_bce_with_logits},
-    /* issue 13 (helper "act") */
-    {"l1_loss", f_l1_loss},
-    {"smooth_l1_loss", f_smooth_l1_loss},
-    {"huber_loss", f_huber_loss},
-    {"kl_div", f_kl_div},
-    {"binary_cross_entropy", f_bce},
-    {NULL, NULL}};
+const luaL_Reg cnn_lua_loss_funcs[] = {{"cross_entropy", f_cross_entropy},
+                                       {"nll_loss", f_nll_loss},
+                                       {"mse_loss", f_mse_loss},
+                                       {"binary_cross_entropy_with_logits", f_bce_with_logits},
+                                       /* issue 13 (helper "act") */
+                                       {"l1_loss", f_l1_loss},
+                                       {"smooth_l1_loss", f_smooth_l1_loss},
+                                       {"huber_loss", f_huber_loss},
+                                       {"kl_div", f_kl_div},
+                                       {"binary_cross_entropy", f_bce},
+                                       {NULL, NULL}};

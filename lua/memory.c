@@ -24,8 +24,8 @@
 
 #include "bind.h"
 
-#define HEADER_OVERHEAD 256     /* tensor + storage headers, malloc slack */
-#define STEP_THRESHOLD (64 << 10) /* step the collector per 64 KiB */
+#define HEADER_OVERHEAD 256        /* tensor + storage headers, malloc slack */
+#define STEP_THRESHOLD  (64 << 10) /* step the collector per 64 KiB */
 
 static size_t pending;
 static bool paused; /* during backward: no finalizers while core walks the graph */

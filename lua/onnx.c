@@ -48,11 +48,14 @@ static void push_attr(lua_State *L, const cnn_onnx_attr *a) {
   case CNN_ONNX_STRING: lua_pushstring(L, a->s); break;
   case CNN_ONNX_TENSOR: cnn_tensor_retain(a->t), cnn_lua_push_tensor(L, a->t); break;
   case CNN_ONNX_STRINGS: push_strings(L, a->strings, a->n); break;
-  case CNN_ONNX_FLOATS: case CNN_ONNX_INTS:
+  case CNN_ONNX_FLOATS:
+  case CNN_ONNX_INTS:
     lua_createtable(L, a->n, 0);
     for (int i = 0; i < a->n; i++) {
-      if (a->type == CNN_ONNX_INTS) lua_pushinteger(L, a->ints[i]);
-      else lua_pushnumber(L, a->floats[i]);
+      if (a->type == CNN_ONNX_INTS)
+        lua_pushinteger(L, a->ints[i]);
+      else
+        lua_pushnumber(L, a->floats[i]);
       lua_rawseti(L, -2, i + 1);
     }
     break;
@@ -91,8 +94,10 @@ static void push_values(lua_State *L, const cnn_onnx_value *v, int n) {
     if (v[k].ndim >= 0) {
       lua_createtable(L, v[k].ndim, 0);
       for (int d = 0; d < v[k].ndim; d++) {
-        if (v[k].dim_params[d]) lua_pushstring(L, v[k].dim_params[d]);
-        else lua_pushinteger(L, v[k].dims[d]);
+        if (v[k].dim_params[d])
+          lua_pushstring(L, v[k].dim_params[d]);
+        else
+          lua_pushinteger(L, v[k].dims[d]);
         lua_rawseti(L, -2, d + 1);
       }
       lua_setfield(L, -2, "shape");
@@ -186,7 +191,8 @@ static char *field_str(lua_State *L, int t, const char *key, const char *def, co
     lua_pop(L, 1);
     return xstrdup(L, def);
   }
-  if (ty != LUA_TSTRING) cnn_lua_fail(L, "onnx_write: %s.%s must be a string, got %s", where, key, lua_typename(L, ty));
+  if (ty != LUA_TSTRING)
+    cnn_lua_fail(L, "onnx_write: %s.%s must be a string, got %s", where, key, lua_typename(L, ty));
   char *s = xstrdup(L, lua_tostring(L, -1));
   lua_pop(L, 1);
   return s;
@@ -203,7 +209,8 @@ static int field_list(lua_State *L, int t, const char *key, const char *where) {
 
 /* *out = a copy of the list of strings t[key], *n its length.  Each
  * allocation is stored in the model before the next may raise. */
-static void string_list(lua_State *L, int t, const char *key, char ***out, int *n, const char *where) {
+static void string_list(lua_State *L, int t, const char *key, char ***out, int *n,
+                        const char *where) {
   int len = field_list(L, t, key, where);
   *out = xcalloc(L, (size_t)len, sizeof **out);
   *n = len;
@@ -222,9 +229,12 @@ static int list_kind(lua_State *L, int list, int n, const char *name) {
   int kind = CNN_ONNX_INTS;
   for (int i = 1; i <= n; i++) {
     int ty = lua_geti(L, list, i);
-    if (ty == LUA_TSTRING) kind = CNN_ONNX_STRINGS;
-    else if (ty != LUA_TNUMBER) cnn_lua_fail(L, "onnx_write: attribute %s[%d] is a %s", name, i, lua_typename(L, ty));
-    else if (!lua_isinteger(L, -1) && kind == CNN_ONNX_INTS) kind = CNN_ONNX_FLOATS;
+    if (ty == LUA_TSTRING)
+      kind = CNN_ONNX_STRINGS;
+    else if (ty != LUA_TNUMBER)
+      cnn_lua_fail(L, "onnx_write: attribute %s[%d] is a %s", name, i, lua_typename(L, ty));
+    else if (!lua_isinteger(L, -1) && kind == CNN_ONNX_INTS)
+      kind = CNN_ONNX_FLOATS;
     lua_pop(L, 1);
   }
   return kind;
@@ -234,16 +244,23 @@ static void attr_list(lua_State *L, int list, cnn_onnx_attr *a) {
   lua_Integer n = luaL_len(L, list);
   if (n < 0 || n > (1 << 24)) cnn_lua_fail(L, "onnx_write: attribute %s is too long", a->name);
   a->type = list_kind(L, list, (int)n, a->name);
-  if (a->type == CNN_ONNX_INTS) a->ints = xcalloc(L, (size_t)n, sizeof(int64_t));
-  else if (a->type == CNN_ONNX_FLOATS) a->floats = xcalloc(L, (size_t)n, sizeof(double));
-  else a->strings = xcalloc(L, (size_t)n, sizeof(char *));
+  if (a->type == CNN_ONNX_INTS)
+    a->ints = xcalloc(L, (size_t)n, sizeof(int64_t));
+  else if (a->type == CNN_ONNX_FLOATS)
+    a->floats = xcalloc(L, (size_t)n, sizeof(double));
+  else
+    a->strings = xcalloc(L, (size_t)n, sizeof(char *));
   a->n = (int)n;
   for (int i = 0; i < n; i++) {
     lua_geti(L, list, i + 1);
-    if (a->type == CNN_ONNX_INTS) a->ints[i] = lua_tointeger(L, -1);
-    else if (a->type == CNN_ONNX_FLOATS) a->floats[i] = lua_tonumber(L, -1);
-    else if (lua_type(L, -1) != LUA_TSTRING) cnn_lua_fail(L, "onnx_write: attribute %s mixes strings and numbers", a->name);
-    else a->strings[i] = xstrdup(L, lua_tostring(L, -1));
+    if (a->type == CNN_ONNX_INTS)
+      a->ints[i] = lua_tointeger(L, -1);
+    else if (a->type == CNN_ONNX_FLOATS)
+      a->floats[i] = lua_tonumber(L, -1);
+    else if (lua_type(L, -1) != LUA_TSTRING)
+      cnn_lua_fail(L, "onnx_write: attribute %s mixes strings and numbers", a->name);
+    else
+      a->strings[i] = xstrdup(L, lua_tostring(L, -1));
     lua_pop(L, 1);
   }
 }
@@ -252,23 +269,31 @@ static void attr_list(lua_State *L, int list, cnn_onnx_attr *a) {
 static void attr_value(lua_State *L, cnn_onnx_attr *a) {
   int v = lua_gettop(L);
   cnn_tensor *t;
-  if (lua_type(L, v) == LUA_TNUMBER && lua_isinteger(L, v)) a->type = CNN_ONNX_INT, a->i = lua_tointeger(L, v);
-  else if (lua_type(L, v) == LUA_TNUMBER) a->type = CNN_ONNX_FLOAT, a->f = lua_tonumber(L, v);
-  else if (lua_type(L, v) == LUA_TSTRING) a->type = CNN_ONNX_STRING, a->s = xstrdup(L, lua_tostring(L, v));
-  else if ((t = cnn_lua_to_tensor(L, v))) a->type = CNN_ONNX_TENSOR, cnn_tensor_retain(t), a->t = t;
-  else if (lua_istable(L, v)) attr_list(L, v, a);
-  else cnn_lua_fail(L, "onnx_write: attribute %s is a %s", a->name, luaL_typename(L, v));
+  if (lua_type(L, v) == LUA_TNUMBER && lua_isinteger(L, v))
+    a->type = CNN_ONNX_INT, a->i = lua_tointeger(L, v);
+  else if (lua_type(L, v) == LUA_TNUMBER)
+    a->type = CNN_ONNX_FLOAT, a->f = lua_tonumber(L, v);
+  else if (lua_type(L, v) == LUA_TSTRING)
+    a->type = CNN_ONNX_STRING, a->s = xstrdup(L, lua_tostring(L, v));
+  else if ((t = cnn_lua_to_tensor(L, v)))
+    a->type = CNN_ONNX_TENSOR, cnn_tensor_retain(t), a->t = t;
+  else if (lua_istable(L, v))
+    attr_list(L, v, a);
+  else
+    cnn_lua_fail(L, "onnx_write: attribute %s is a %s", a->name, luaL_typename(L, v));
 }
 
 static void read_attrs(lua_State *L, int node, cnn_onnx_node *n) {
   if (lua_getfield(L, node, "attrs") == LUA_TNIL) return (void)lua_pop(L, 1);
-  if (!lua_istable(L, -1)) cnn_lua_fail(L, "onnx_write: node %s: attrs must be a table", n->op_type);
+  if (!lua_istable(L, -1))
+    cnn_lua_fail(L, "onnx_write: node %s: attrs must be a table", n->op_type);
   int t = lua_gettop(L), count = 0;
   for (lua_pushnil(L); lua_next(L, t); lua_pop(L, 1)) count++;
   n->attrs = xcalloc(L, (size_t)count, sizeof *n->attrs);
   int k = 0;
   for (lua_pushnil(L); lua_next(L, t) && k < count; lua_pop(L, 1)) {
-    if (lua_type(L, -2) != LUA_TSTRING) cnn_lua_fail(L, "onnx_write: node %s: attribute names must be strings", n->op_type);
+    if (lua_type(L, -2) != LUA_TSTRING)
+      cnn_lua_fail(L, "onnx_write: node %s: attribute names must be strings", n->op_type);
     n->attrs[k].name = xstrdup(L, lua_tostring(L, -2));
     n->nattrs = ++k;
     attr_value(L, &n->attrs[k - 1]);
@@ -288,21 +313,26 @@ static void read_node(lua_State *L, int node, cnn_onnx_node *n) {
 
 static void read_shape(lua_State *L, int shape, cnn_onnx_value *v) {
   lua_Integer n = luaL_len(L, shape);
-  if (n < 0 || n > CNN_MAX_DIMS) cnn_lua_fail(L, "onnx_write: %s: a shape of %d dims", v->name, (int)n);
+  if (n < 0 || n > CNN_MAX_DIMS)
+    cnn_lua_fail(L, "onnx_write: %s: a shape of %d dims", v->name, (int)n);
   v->dims = xcalloc(L, (size_t)n, sizeof(int64_t));
   v->dim_params = xcalloc(L, (size_t)n, sizeof(char *));
   v->ndim = (int)n;
   for (int d = 0; d < n; d++) {
     int ty = lua_geti(L, shape, d + 1);
     v->dims[d] = -1;
-    if (ty == LUA_TSTRING) v->dim_params[d] = xstrdup(L, lua_tostring(L, -1));
-    else if (ty == LUA_TNUMBER && lua_isinteger(L, -1) && lua_tointeger(L, -1) >= -1) v->dims[d] = lua_tointeger(L, -1);
-    else cnn_lua_fail(L, "onnx_write: %s: shape[%d] must be a size, a name or -1", v->name, d + 1);
+    if (ty == LUA_TSTRING)
+      v->dim_params[d] = xstrdup(L, lua_tostring(L, -1));
+    else if (ty == LUA_TNUMBER && lua_isinteger(L, -1) && lua_tointeger(L, -1) >= -1)
+      v->dims[d] = lua_tointeger(L, -1);
+    else
+      cnn_lua_fail(L, "onnx_write: %s: shape[%d] must be a size, a name or -1", v->name, d + 1);
     lua_pop(L, 1);
   }
 }
 
-static void read_values(lua_State *L, int model, const char *key, cnn_onnx_value **out, int *count) {
+static void read_values(lua_State *L, int model, const char *key, cnn_onnx_value **out,
+                        int *count) {
   int n = field_list(L, model, key, "model");
   int list = lua_gettop(L);
   *out = xcalloc(L, (size_t)n, sizeof **out);
@@ -310,7 +340,8 @@ static void read_values(lua_State *L, int model, const char *key, cnn_onnx_value
   for (int k = 0; k < n; k++) {
     cnn_onnx_value *v = &(*out)[k];
     v->ndim = -1;
-    if (lua_geti(L, list, k + 1) != LUA_TTABLE) cnn_lua_fail(L, "onnx_write: model.%s[%d] must be a table", key, k + 1);
+    if (lua_geti(L, list, k + 1) != LUA_TTABLE)
+      cnn_lua_fail(L, "onnx_write: model.%s[%d] must be a table", key, k + 1);
     int t = lua_gettop(L);
     v->name = field_str(L, t, "name", NULL, key);
     lua_getfield(L, t, "elem_type");
@@ -327,7 +358,8 @@ static void read_inits(lua_State *L, int model, cnn_onnx_model *m) {
   m->inits = xcalloc(L, (size_t)n, sizeof *m->inits);
   m->ninits = n;
   for (int k = 0; k < n; k++) {
-    if (lua_geti(L, list, k + 1) != LUA_TTABLE) cnn_lua_fail(L, "onnx_write: initializers[%d] must be a table", k + 1);
+    if (lua_geti(L, list, k + 1) != LUA_TTABLE)
+      cnn_lua_fail(L, "onnx_write: initializers[%d] must be a table", k + 1);
     m->inits[k].name = field_str(L, lua_gettop(L), "name", NULL, "initializer");
     lua_getfield(L, -1, "tensor");
     cnn_tensor *t = cnn_lua_to_tensor(L, -1);
@@ -375,9 +407,10 @@ static int f_onnx_write(lua_State *L) {
   return 0;
 }
 
-const luaL_Reg cnn_lua_onnx_funcs[] = {
-    {"onnx_read", f_onnx_read}, {"onnx_write", f_onnx_write}, {"onnx_read_tensor", f_onnx_read_tensor},
-    {NULL, NULL}};
+const luaL_Reg cnn_lua_onnx_funcs[] = {{"onnx_read", f_onnx_read},
+                                       {"onnx_write", f_onnx_write},
+                                       {"onnx_read_tensor", f_onnx_read_tensor},
+                                       {NULL, NULL}};
 
 void cnn_lua_onnx_type(lua_State *L) {
   luaL_newmetatable(L, MODEL_MT);

@@ -54,8 +54,8 @@ void cnn_lua_push_tensor(lua_State *L, cnn_tensor *t) {
 int cnn_lua_error(lua_State *L) {
   const char *msg = cnn_error();
   lua_Debug ar;
-  if (strncmp(msg, "out of memory", 13) == 0 && lua_getstack(L, 0, &ar) && lua_getinfo(L, "n", &ar) &&
-      ar.name)
+  if (strncmp(msg, "out of memory", 13) == 0 && lua_getstack(L, 0, &ar) &&
+      lua_getinfo(L, "n", &ar) && ar.name)
     return luaL_error(L, "%s: %s", ar.name, msg);
   return luaL_error(L, "%s", msg);
 }
@@ -128,11 +128,15 @@ static int field_ndim(lua_State *L) {
   return 1;
 }
 
-static const luaL_Reg fields[] = {
-    {"shape", field_shape},   {"dtype", field_dtype},     {"device", field_device},
-    {"requires_grad", field_requires_grad},               {"grad", field_grad},
-    {"grad_fn", field_grad_fn}, {"is_leaf", field_is_leaf}, {"ndim", field_ndim},
-    {NULL, NULL}};
+static const luaL_Reg fields[] = {{"shape", field_shape},
+                                  {"dtype", field_dtype},
+                                  {"device", field_device},
+                                  {"requires_grad", field_requires_grad},
+                                  {"grad", field_grad},
+                                  {"grad_fn", field_grad_fn},
+                                  {"is_leaf", field_is_leaf},
+                                  {"ndim", field_ndim},
+                                  {NULL, NULL}};
 
 /* x.requires_grad = bool (value at 3) */
 static int set_requires_grad(lua_State *L) {
@@ -281,8 +285,8 @@ static int m_item(lua_State *L) {
 }
 
 /* Fill a nested table for dims d.. of a contiguous dump, from element *pos. */
-static void fill_table(lua_State *L, const cnn_tensor *t, int d, cnn_dtype dt,
-                       const void *buf, int64_t *pos) {
+static void fill_table(lua_State *L, const cnn_tensor *t, int d, cnn_dtype dt, const void *buf,
+                       int64_t *pos) {
   luaL_checkstack(L, 3, "totable: nesting too deep");
   int64_t n = t->shape[d];
   lua_createtable(L, n > INT32_MAX ? 0 : (int)n, 0);
@@ -363,8 +367,10 @@ static int m_to(lua_State *L) {
   cnn_device dev;
   if (cnn_dtype_from_name(s, &dt) == 0) return to_dtype(L, t, dt);
   if (cnn_lua_parse_device(s, &dev) == 0) return to_device(L, t, dev, opt_non_blocking(L, 3));
-  return cnn_lua_fail(L, "to: '%s' is neither a dtype (float32, float64, int64, uint8) nor a "
-                         "device (cpu, cuda, cuda:N)", s);
+  return cnn_lua_fail(L,
+                      "to: '%s' is neither a dtype (float32, float64, int64, uint8) nor a "
+                      "device (cpu, cuda, cuda:N)",
+                      s);
 }
 
 static int m_float(lua_State *L) { return to_dtype(L, cnn_lua_check_tensor(L, 1), CNN_FLOAT32); }
@@ -408,8 +414,12 @@ static int m_contiguous(lua_State *L) {
   return cnn_lua_push_result(L, cnn_contiguous(cnn_lua_check_tensor(L, 1)));
 }
 
-static int m_clone(lua_State *L) { return cnn_lua_push_result(L, cnn_clone(cnn_lua_check_tensor(L, 1))); }
-static int m_detach(lua_State *L) { return cnn_lua_push_result(L, cnn_detach(cnn_lua_check_tensor(L, 1))); }
+static int m_clone(lua_State *L) {
+  return cnn_lua_push_result(L, cnn_clone(cnn_lua_check_tensor(L, 1)));
+}
+static int m_detach(lua_State *L) {
+  return cnn_lua_push_result(L, cnn_detach(cnn_lua_check_tensor(L, 1)));
+}
 
 /* x:set_(src) -> x, now sharing src's data (see cnn_tensor_set_) */
 static int m_set_(lua_State *L) {
@@ -429,16 +439,32 @@ static int m_is_released(lua_State *L) {
 }
 
 const luaL_Reg cnn_lua_tensor_methods[] = {
-    {"size", m_size},       {"stride", m_stride},     {"dim", m_dim},
-    {"numel", m_numel},     {"nelement", m_nelement},    {"is_contiguous", m_is_contiguous},
-    {"element_size", m_element_size},                 {"item", m_item},
-    {"totable", m_totable}, {"to", m_to},             {"float", m_float},
+    {"size", m_size},
+    {"stride", m_stride},
+    {"dim", m_dim},
+    {"numel", m_numel},
+    {"nelement", m_nelement},
+    {"is_contiguous", m_is_contiguous},
+    {"element_size", m_element_size},
+    {"item", m_item},
+    {"totable", m_totable},
+    {"to", m_to},
+    {"float", m_float},
     {"tolist", m_totable}, /* PyTorch's name for totable (issue 13) */
-    {"double", m_double},   {"long", m_long},         {"byte", m_byte},
-    {"cpu", m_cpu},         {"cuda", m_cuda},         {"type", m_type},
-    {"contiguous", m_contiguous},                     {"clone", m_clone},
-    {"detach", m_detach},   {"set_", m_set_},         {"release", m_release},   {"is_released", m_is_released},
-    {"pin_memory", m_pin_memory},                     {"is_pinned", m_is_pinned},
+    {"double", m_double},
+    {"long", m_long},
+    {"byte", m_byte},
+    {"cpu", m_cpu},
+    {"cuda", m_cuda},
+    {"type", m_type},
+    {"contiguous", m_contiguous},
+    {"clone", m_clone},
+    {"detach", m_detach},
+    {"set_", m_set_},
+    {"release", m_release},
+    {"is_released", m_is_released},
+    {"pin_memory", m_pin_memory},
+    {"is_pinned", m_is_pinned},
     {NULL, NULL}};
 
 /* ---- the type ---------------------------------------------------------------- */

@@ -44,12 +44,14 @@ static int64_t entry_int(lua_State *L, int idx, const cnn_tensor *t) {
 }
 
 /* dim: in the current view; orig: the 1-based dim of the user's tensor (messages) */
-static void plan_select(lua_State *L, const cnn_tensor *t, int64_t i, int dim, int orig, index_step *s) {
+static void plan_select(lua_State *L, const cnn_tensor *t, int64_t i, int dim, int orig,
+                        index_step *s) {
   int64_t size = t->shape[dim];
   int64_t j = i < 0 ? i + size : i - 1;
   if (i == 0)
-    cnn_lua_fail(L, "index: index 0 for dim %d of size %lld: indices are 1-based (1..%lld; -1 is the last)",
-                 orig, (long long)size, (long long)size);
+    cnn_lua_fail(
+        L, "index: index 0 for dim %d of size %lld: indices are 1-based (1..%lld; -1 is the last)",
+        orig, (long long)size, (long long)size);
   if (j < 0 || j >= size)
     cnn_lua_fail(L, "index: index %lld out of range for dim %d of size %lld", (long long)i, orig,
                  (long long)size);
@@ -111,7 +113,8 @@ static cnn_tensor *apply(cnn_tensor *t, const index_step *steps, int n) {
   cnn_tensor_retain(cur);
   for (int i = 0; i < n && cur; i++) {
     const index_step *s = &steps[i];
-    cnn_tensor *next = s->select ? cnn_select(cur, s->dim, s->start) : cnn_narrow(cur, s->dim, s->start, s->len);
+    cnn_tensor *next =
+        s->select ? cnn_select(cur, s->dim, s->start) : cnn_narrow(cur, s->dim, s->start, s->len);
     cnn_tensor_release(cur);
     cur = next;
   }
@@ -129,8 +132,9 @@ static cnn_tensor *view_of(lua_State *L, cnn_tensor *t, int k) {
   } else if (lua_istable(L, k)) {
     n = plan(L, t, k, steps);
   } else {
-    fail_shape(L, t, lua_pushfstring(L, "a key must be an integer, a table or an int64 tensor, got %s",
-                                     luaL_typename(L, k)));
+    fail_shape(L, t,
+               lua_pushfstring(L, "a key must be an integer, a table or an int64 tensor, got %s",
+                               luaL_typename(L, k)));
     return NULL;
   }
   cnn_tensor *v = apply(t, steps, n);
@@ -141,7 +145,8 @@ static cnn_tensor *view_of(lua_State *L, cnn_tensor *t, int k) {
 int cnn_lua_index_get(lua_State *L, cnn_tensor *t, int k) {
   cnn_tensor *idx = cnn_lua_to_tensor(L, k);
   if (idx) {
-    if (idx->dtype != CNN_INT64) fail_shape(L, t, "a tensor key must be int64 indices (masks: use masked_fill or where)");
+    if (idx->dtype != CNN_INT64)
+      fail_shape(L, t, "a tensor key must be int64 indices (masks: use masked_fill or where)");
     if (t->ndim == 0) fail_shape(L, t, "a 0-d tensor cannot be indexed");
     cnn_tensor *i0 = cnn_lua_index_arg(L, k, "index", t->shape[0]);
     cnn_tensor *r = cnn_index_select(t, 0, i0);

@@ -57,7 +57,6 @@ static int unary(lua_State *L, cnn_unary_op op) {
   return cnn_lua_push_result(L, cnn_unary(op, cnn_lua_check_tensor(L, 1), 0, 0));
 }
 
-
 static int m_leaky_relu(lua_State *L) {
   cnn_tensor *t = cnn_lua_check_tensor(L, 1);
   return cnn_lua_push_result(L, cnn_unary(CNN_OP_LEAKY_RELU, t, luaL_optnumber(L, 2, 0.01), 0));
@@ -115,11 +114,9 @@ static int binary_(lua_State *L, cnn_binary_op op) {
   return inplace_status(L, rc);
 }
 
-
 static int unary_(lua_State *L, cnn_unary_op op, double p0, double p1) {
   return inplace_status(L, cnn_unary_(op, cnn_lua_check_tensor(L, 1), p0, p1));
 }
-
 
 static int m_clamp_(lua_State *L) {
   cnn_lua_check_tensor(L, 1);
@@ -135,7 +132,9 @@ static int m_fill_(lua_State *L) {
   return inplace_status(L, cnn_fill_(t, luaL_checknumber(L, 2)));
 }
 
-static int m_zero_(lua_State *L) { return inplace_status(L, cnn_fill_(cnn_lua_check_tensor(L, 1), 0)); }
+static int m_zero_(lua_State *L) {
+  return inplace_status(L, cnn_fill_(cnn_lua_check_tensor(L, 1), 0));
+}
 
 static int m_copy_(lua_State *L) {
   cnn_tensor *t = cnn_lua_check_tensor(L, 1);
@@ -198,11 +197,17 @@ void cnn_lua_math_register(lua_State *L) {
 
 /* the methods with their own argument handling (the table's rows are added
  * by cnn_lua_math_register) */
-const luaL_Reg cnn_lua_math_methods[] = {
-    {"pow", m_pow}, {"leaky_relu", m_leaky_relu}, {"elu", m_elu}, {"clamp", m_clamp},
-    {"clamp_", m_clamp_}, {"fill_", m_fill_}, {"zero_", m_zero_}, {"copy_", m_copy_},
-    {"masked_fill_", m_masked_fill_}, {"masked_fill", m_masked_fill},
-    {NULL, NULL}};
+const luaL_Reg cnn_lua_math_methods[] = {{"pow", m_pow},
+                                         {"leaky_relu", m_leaky_relu},
+                                         {"elu", m_elu},
+                                         {"clamp", m_clamp},
+                                         {"clamp_", m_clamp_},
+                                         {"fill_", m_fill_},
+                                         {"zero_", m_zero_},
+                                         {"copy_", m_copy_},
+                                         {"masked_fill_", m_masked_fill_},
+                                         {"masked_fill", m_masked_fill},
+                                         {NULL, NULL}};
 
 const luaL_Reg cnn_lua_math_funcs[] = {{"where", f_where}, {NULL, NULL}};
 
@@ -230,7 +235,7 @@ static int meta_order(lua_State *L) {
                        "x:gt(0), x:lt(y), x:ge(y), x:le(y) (elementwise, uint8)");
 }
 
-const luaL_Reg cnn_lua_math_meta[] = {
-    {"__add", m_add}, {"__sub", m_sub}, {"__mul", m_mul}, {"__div", m_div},
-    {"__pow", m_pow}, {"__unm", m_unm}, {"__eq", meta_eq}, {"__lt", meta_order},
-    {"__le", meta_order}, {NULL, NULL}};
+const luaL_Reg cnn_lua_math_meta[] = {{"__add", m_add},  {"__sub", m_sub},     {"__mul", m_mul},
+                                      {"__div", m_div},  {"__pow", m_pow},     {"__unm", m_unm},
+                                      {"__eq", meta_eq}, {"__lt", meta_order}, {"__le", meta_order},
+                                      {NULL, NULL}};

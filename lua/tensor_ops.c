@@ -41,7 +41,8 @@ static int options_at(lua_State *L, int first) {
 /* the dim at arg (a number), else the options' `dim`, else -1 */
 static lua_Integer dim_arg(lua_State *L, int arg, int opts) {
   if (lua_type(L, arg) == LUA_TNUMBER) return cnn_lua_check_int(L, arg);
-  if (!lua_isnoneornil(L, arg) && arg != opts) luaL_typeerror(L, arg, "integer dim or options table");
+  if (!lua_isnoneornil(L, arg) && arg != opts)
+    luaL_typeerror(L, arg, "integer dim or options table");
   return (lua_Integer)cnn_lua_opt_number(L, opts, "dim", -1);
 }
 
@@ -74,17 +75,21 @@ static int m_topk(lua_State *L) {
   cnn_lua_check_options(L, opts, "topk", known);
   lua_Integer d = dim_arg(L, 3, opts);
   bool largest = opts ? cnn_lua_opt_bool(L, opts, "largest", true) : opt_flag(L, 4, true);
-  if (opts) (void)cnn_lua_opt_bool(L, opts, "sorted", true); /* always sorted */
-  else (void)opt_flag(L, 5, true);
+  if (opts)
+    (void)cnn_lua_opt_bool(L, opts, "sorted", true); /* always sorted */
+  else
+    (void)opt_flag(L, 5, true);
   cnn_tensor *values = NULL, *indices = NULL;
-  if (cnn_topk(t, k, sort_dim(L, "topk", d, t), largest, &values, &indices)) return cnn_lua_error(L);
+  if (cnn_topk(t, k, sort_dim(L, "topk", d, t), largest, &values, &indices))
+    return cnn_lua_error(L);
   return push_values_indices(L, values, indices);
 }
 
 /* x:cumsum(dim), x:cumprod(dim) */
 static int cumulative(lua_State *L, const char *fn, cnn_tensor *(*op)(cnn_tensor *, int)) {
   cnn_tensor *t = cnn_lua_check_tensor(L, 1);
-  if (lua_gettop(L) > 2) return cnn_lua_fail(L, "%s: expects (dim), got %d arguments", fn, lua_gettop(L) - 1);
+  if (lua_gettop(L) > 2)
+    return cnn_lua_fail(L, "%s: expects (dim), got %d arguments", fn, lua_gettop(L) - 1);
   return cnn_lua_push_result(L, op(t, sort_dim(L, fn, cnn_lua_check_int(L, 2), t)));
 }
 
@@ -98,7 +103,8 @@ static int scatter_args(lua_State *L, const char *fn, bool value_ok, cnn_tensor 
                         cnn_tensor **ix, cnn_tensor **src, double *value) {
   *x = cnn_lua_check_tensor(L, 1);
   if (lua_gettop(L) > 4)
-    return cnn_lua_fail(L, "%s: expects (dim, index, src); the reduce argument is not supported", fn);
+    return cnn_lua_fail(L, "%s: expects (dim, index, src); the reduce argument is not supported",
+                        fn);
   *dim = sort_dim(L, fn, cnn_lua_check_int(L, 2), *x);
   *src = cnn_lua_to_tensor(L, 4);
   *value = 0;
@@ -141,7 +147,8 @@ static int f_one_hot(lua_State *L) {
   int64_t c = cnn_lua_opt_int(L, 2, -1);
   if (t->dtype != CNN_INT64)
     return cnn_lua_fail(L, "one_hot: class labels must be int64, got %s", cnn_dtype_name(t->dtype));
-  if (c < -1) return cnn_lua_fail(L, "one_hot: num_classes %lld (expected -1 or at least 0)", (long long)c);
+  if (c < -1)
+    return cnn_lua_fail(L, "one_hot: num_classes %lld (expected -1 or at least 0)", (long long)c);
   if (c == -1 && cnn_tensor_numel(t) > 0) {
     cnn_tensor *m = cnn_reduce(CNN_RED_MAX, t, 0, false, 0);
     if (!m) return cnn_lua_error(L);
@@ -272,7 +279,8 @@ static int m_split(lua_State *L) {
     lua_geti(L, 2, i + 1);
     int isnum;
     sizes[i] = lua_tointegerx(L, -1, &isnum);
-    if (!isnum) return cnn_lua_fail(L, "split: sizes must be integers (entry %lld)", (long long)i + 1);
+    if (!isnum)
+      return cnn_lua_fail(L, "split: sizes must be integers (entry %lld)", (long long)i + 1);
     lua_pop(L, 1);
   }
   return split_with(L, t, dim, n, sizes);
@@ -283,21 +291,29 @@ static int m_unbind(lua_State *L) {
   cnn_tensor *t = cnn_lua_check_tensor(L, 1);
   int dim = split_dim(L, 2, "unbind", t);
   int64_t n = t->shape[dim];
-  if (n > (int64_t)1 << 28) return cnn_lua_fail(L, "unbind: %lld slices are too many", (long long)n);
+  if (n > (int64_t)1 << 28)
+    return cnn_lua_fail(L, "unbind: %lld slices are too many", (long long)n);
   cnn_tensor **pieces = lua_newuserdatauv(L, sizeof *pieces * (size_t)(n ? n : 1), 0);
   if (cnn_unbind(t, dim, pieces)) return cnn_lua_error(L);
   return push_pieces(L, n, pieces);
 }
 
-const luaL_Reg cnn_lua_tensor_ops_methods[] = {
-    {"sort", m_sort},         {"topk", m_topk},
-    {"cumsum", m_cumsum},     {"cumprod", m_cumprod},
-    {"scatter", m_scatter},   {"scatter_", m_scatter_},
-    {"scatter_add", m_scatter_add}, {"scatter_add_", m_scatter_add_},
-    {"repeat", m_repeat},     {"repeat_tensor", m_repeat},
-    {"tile", m_tile},         {"flip", m_flip},
-    {"roll", m_roll},         {"chunk", m_chunk},
-    {"split", m_split},       {"unbind", m_unbind},
-    {NULL, NULL}};
+const luaL_Reg cnn_lua_tensor_ops_methods[] = {{"sort", m_sort},
+                                               {"topk", m_topk},
+                                               {"cumsum", m_cumsum},
+                                               {"cumprod", m_cumprod},
+                                               {"scatter", m_scatter},
+                                               {"scatter_", m_scatter_},
+                                               {"scatter_add", m_scatter_add},
+                                               {"scatter_add_", m_scatter_add_},
+                                               {"repeat", m_repeat},
+                                               {"repeat_tensor", m_repeat},
+                                               {"tile", m_tile},
+                                               {"flip", m_flip},
+                                               {"roll", m_roll},
+                                               {"chunk", m_chunk},
+                                               {"split", m_split},
+                                               {"unbind", m_unbind},
+                                               {NULL, NULL}};
 
 const luaL_Reg cnn_lua_tensor_ops_funcs[] = {{"one_hot", f_one_hot}, {NULL, NULL}};

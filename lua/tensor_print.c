@@ -23,9 +23,9 @@
 
 #include "bind.h"
 
-#define EDGE 3
+#define EDGE              3
 #define SUMMARY_THRESHOLD 1000
-#define LINE_WIDTH 80
+#define LINE_WIDTH        80
 
 typedef struct {
   const cnn_tensor *t;
@@ -71,8 +71,10 @@ static void visit(printer *p, int d, int64_t off, visit_fn f) {
   for (int64_t i = 0; i < n; i++) {
     if (p->summarize && n > 2 * EDGE && i == EDGE) i = n - EDGE;
     int64_t o = off + i * t->stride[d];
-    if (d == t->ndim - 1) f(p, o);
-    else visit(p, d + 1, o, f);
+    if (d == t->ndim - 1)
+      f(p, o);
+    else
+      visit(p, d + 1, o, f);
   }
 }
 
@@ -95,14 +97,21 @@ static void width_value(printer *p, int64_t off) {
 static void choose_format(printer *p) {
   p->int_mode = !p->is_int;
   int64_t off = p->t->offset;
-  if (p->t->ndim == 0) stat_value(p, off);
-  else visit(p, 0, off, stat_value);
+  if (p->t->ndim == 0)
+    stat_value(p, off);
+  else
+    visit(p, 0, off, stat_value);
   if (!p->is_int && p->any_finite) {
-    if (p->int_mode) p->sci = p->max_abs >= 1e8;
-    else p->sci = p->max_abs >= 1e8 || (p->min_abs > 0 && (p->min_abs < 1e-4 || p->max_abs / p->min_abs > 1000));
+    if (p->int_mode)
+      p->sci = p->max_abs >= 1e8;
+    else
+      p->sci = p->max_abs >= 1e8 ||
+               (p->min_abs > 0 && (p->min_abs < 1e-4 || p->max_abs / p->min_abs > 1000));
   }
-  if (p->t->ndim == 0) width_value(p, off);
-  else visit(p, 0, off, width_value);
+  if (p->t->ndim == 0)
+    width_value(p, off);
+  else
+    visit(p, 0, off, width_value);
 }
 
 /* ---- layout ------------------------------------------------------------------- */
@@ -179,8 +188,10 @@ static void add_footer(luaL_Buffer *b, const cnn_tensor *orig) {
   const char *gf = cnn_grad_fn_name(orig);
   int n = snprintf(line, sizeof line, "[cnn.Tensor %s %s %s", cnn_tensor_shape_str(orig, shape),
                    cnn_dtype_name(orig->dtype), cnn_device_str(cnn_tensor_device(orig), dev));
-  if (gf) n += snprintf(line + n, sizeof line - n, ", grad_fn=%s", gf);
-  else if (orig->requires_grad) n += snprintf(line + n, sizeof line - n, ", requires_grad=true");
+  if (gf)
+    n += snprintf(line + n, sizeof line - n, ", grad_fn=%s", gf);
+  else if (orig->requires_grad)
+    n += snprintf(line + n, sizeof line - n, ", requires_grad=true");
   snprintf(line + n, sizeof line - n, "]");
   luaL_addstring(b, line);
 }
@@ -215,8 +226,10 @@ int cnn_lua_tensor_tostring(lua_State *L) {
     luaL_addstring(&b, "[]");
   } else {
     choose_format(&p);
-    if (t->ndim == 0) add_value(&b, &p, t->offset);
-    else add_dim(&b, &p, 0, t->offset);
+    if (t->ndim == 0)
+      add_value(&b, &p, t->offset);
+    else
+      add_dim(&b, &p, 0, t->offset);
   }
   luaL_addchar(&b, '\n');
   add_footer(&b, orig);

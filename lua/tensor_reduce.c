@@ -81,7 +81,8 @@ static int max_min(lua_State *L, bool is_min) {
   const char *fn = is_min ? "min" : "max";
   cnn_tensor *t = cnn_lua_check_tensor(L, 1);
   cnn_tensor *other = cnn_lua_to_tensor(L, 2);
-  if (other) return cnn_lua_push_result(L, cnn_binary(is_min ? CNN_OP_MINIMUM : CNN_OP_MAXIMUM, t, other));
+  if (other)
+    return cnn_lua_push_result(L, cnn_binary(is_min ? CNN_OP_MINIMUM : CNN_OP_MAXIMUM, t, other));
   if (lua_isnoneornil(L, 2))
     return cnn_lua_push_result(L, cnn_reduce(is_min ? CNN_RED_MIN : CNN_RED_MAX, t, 0, false, 0));
   int d = cnn_lua_check_dim(L, 2, fn, t->ndim);
@@ -170,7 +171,9 @@ static cnn_tensor **tensor_list(lua_State *L, const char *fn, int *n) {
   for (lua_Integer i = 1; i <= len; i++) {
     lua_geti(L, 1, i);
     ts[i - 1] = cnn_lua_to_tensor(L, -1);
-    if (!ts[i - 1]) cnn_lua_fail(L, "%s: entry %lld is a %s, not a tensor", fn, (long long)i, luaL_typename(L, -1));
+    if (!ts[i - 1])
+      cnn_lua_fail(L, "%s: entry %lld is a %s, not a tensor", fn, (long long)i,
+                   luaL_typename(L, -1));
     lua_pop(L, 1);
   }
   *n = (int)len;
@@ -195,12 +198,15 @@ static int f_stack(lua_State *L) {
   return cnn_lua_push_result(L, cnn_stack(n, ts, d));
 }
 
-const luaL_Reg cnn_lua_reduce_methods[] = {
-    {"sum", m_sum},       {"mean", m_mean},       {"prod", m_prod},     {"var", m_var},
-    {"std", m_std},       {"norm", m_norm},       {"max", m_max},       {"min", m_min},
-    {"argmax", m_argmax}, {"argmin", m_argmin},   {"matmul", m_matmul}, {"mm", m_mm},
-    {"bmm", m_bmm},       {"index_select", m_index_select},             {"gather", m_gather},
-    {"any", m_any},       {"all", m_all}, /* issue 13 */
-    {NULL, NULL}};
+const luaL_Reg cnn_lua_reduce_methods[] = {{"sum", m_sum},       {"mean", m_mean},
+                                           {"prod", m_prod},     {"var", m_var},
+                                           {"std", m_std},       {"norm", m_norm},
+                                           {"max", m_max},       {"min", m_min},
+                                           {"argmax", m_argmax}, {"argmin", m_argmin},
+                                           {"matmul", m_matmul}, {"mm", m_mm},
+                                           {"bmm", m_bmm},       {"index_select", m_index_select},
+                                           {"gather", m_gather}, {"any", m_any},
+                                           {"all", m_all}, /* issue 13 */
+                                           {NULL, NULL}};
 
 const luaL_Reg cnn_lua_join_funcs[] = {{"cat", f_cat}, {"stack", f_stack}, {NULL, NULL}};

@@ -68,7 +68,8 @@ static int m_permute(lua_State *L) {
   lua_Integer n = lua_istable(L, 2) ? luaL_len(L, 2) : lua_gettop(L) - 1;
   if (n != t->ndim) {
     char s[CNN_SHAPE_STR];
-    return cnn_lua_fail(L, "permute: %d dims given for a %s tensor", (int)n, cnn_tensor_shape_str(t, s));
+    return cnn_lua_fail(L, "permute: %d dims given for a %s tensor", (int)n,
+                        cnn_tensor_shape_str(t, s));
   }
   for (int i = 0; i < n; i++) {
     dims[i] = cnn_lua_dim_value(L, "permute", vararg_int(L, i + 1), t->ndim, 0);
@@ -137,9 +138,17 @@ static int m_flatten(lua_State *L) {
   return cnn_lua_push_result(L, cnn_flatten(t, s, e));
 }
 
-const luaL_Reg cnn_lua_view_methods[] = {
-    {"view", m_view},         {"reshape", m_reshape},     {"view_as", m_view_as},
-    {"transpose", m_transpose}, {"t", m_t},               {"permute", m_permute},
-    {"squeeze", m_squeeze},   {"unsqueeze", m_unsqueeze}, {"narrow", m_narrow},
-    {"select", m_select},     {"expand", m_expand},       {"expand_as", m_expand_as},
-    {"flatten", m_flatten},   {NULL, NULL}};
+const luaL_Reg cnn_lua_view_methods[] = {{"view", m_view},
+                                         {"reshape", m_reshape},
+                                         {"view_as", m_view_as},
+                                         {"transpose", m_transpose},
+                                         {"t", m_t},
+                                         {"permute", m_permute},
+                                         {"squeeze", m_squeeze},
+                                         {"unsqueeze", m_unsqueeze},
+                                         {"narrow", m_narrow},
+                                         {"select", m_select},
+                                         {"expand", m_expand},
+                                         {"expand_as", m_expand_as},
+                                         {"flatten", m_flatten},
+                                         {NULL, NULL}};

@@ -109,7 +109,8 @@ static int timer_close(lua_State *L) {
 static int timer_tostring(lua_State *L) {
   cnn_timer **box = timer_box(L);
   char buf[32];
-  if (!*box) lua_pushliteral(L, "cnn.Timer (closed)");
+  if (!*box)
+    lua_pushliteral(L, "cnn.Timer (closed)");
   else
     lua_pushfstring(L, "cnn.Timer(%s, %d mark%s)", cnn_device_str(cnn_timer_device(*box), buf),
                     cnn_timer_count(*box), cnn_timer_count(*box) == 1 ? "" : "s");
@@ -121,8 +122,10 @@ static void timer_metatable(lua_State *L) {
                                      {"times", timer_times}, {"reset", timer_reset},
                                      {"count", timer_count}, {"device", timer_device},
                                      {"close", timer_close}, {NULL, NULL}};
-  static const luaL_Reg meta[] = {{"__gc", timer_close},      {"__close", timer_close},
-                                  {"__len", timer_count},     {"__tostring", timer_tostring},
+  static const luaL_Reg meta[] = {{"__gc", timer_close},
+                                  {"__close", timer_close},
+                                  {"__len", timer_count},
+                                  {"__tostring", timer_tostring},
                                   {NULL, NULL}};
   if (!luaL_newmetatable(L, TIMER_MT)) return;
   luaL_setfuncs(L, meta, 0);

@@ -22,15 +22,19 @@
 #include "bind.h"
 #include "io/io.h"
 
-static const char *const kind_names[] = {"", "resize", "center_crop", "random_crop", "random_resized_crop",
-                                         "hflip", "rotation", "color_jitter", "grayscale", "normalize", NULL};
+static const char *const kind_names[] = {
+    "",      "resize",   "center_crop",  "random_crop", "random_resized_crop",
+    "hflip", "rotation", "color_jitter", "grayscale",   "normalize",
+    NULL};
 
 /* field key of the table at t as a number (def when absent) */
 static double num_field(lua_State *L, int t, const char *key, double def) {
   int ty = lua_getfield(L, t, key);
   double v = def;
-  if (ty == LUA_TNUMBER) v = lua_tonumber(L, -1);
-  else if (ty != LUA_TNIL) cnn_lua_fail(L, "transform: field %s must be a number", key);
+  if (ty == LUA_TNUMBER)
+    v = lua_tonumber(L, -1);
+  else if (ty != LUA_TNIL)
+    cnn_lua_fail(L, "transform: field %s must be a number", key);
   lua_pop(L, 1);
   return v;
 }
@@ -44,7 +48,8 @@ int cnn_lua_channel_values(lua_State *L, const char *fn, int t, const char *key,
     out[n++] = lua_tonumber(L, -1);
   } else if (ty == LUA_TTABLE) {
     lua_Integer len = luaL_len(L, -1);
-    if (len < 1 || len > 4) cnn_lua_fail(L, "%s: %s takes 1 to 4 channel values, got %d", fn, key, (int)len);
+    if (len < 1 || len > 4)
+      cnn_lua_fail(L, "%s: %s takes 1 to 4 channel values, got %d", fn, key, (int)len);
     for (int i = 1; i <= len; i++) {
       lua_geti(L, -1, i);
       if (!lua_isnumber(L, -1)) cnn_lua_fail(L, "%s: %s[%d] is not a number", fn, key, i);
@@ -91,7 +96,8 @@ void cnn_lua_read_pipeline(lua_State *L, int spec, cnn_pipeline *p) {
   p->scale = num_field(L, spec, "scale", 1);
   if (lua_getfield(L, spec, "ops") == LUA_TTABLE) {
     lua_Integer n = luaL_len(L, -1);
-    if (n > CNN_PIPELINE_MAX) cnn_lua_fail(L, "transform: %d ops (at most %d)", (int)n, CNN_PIPELINE_MAX);
+    if (n > CNN_PIPELINE_MAX)
+      cnn_lua_fail(L, "transform: %d ops (at most %d)", (int)n, CNN_PIPELINE_MAX);
     for (lua_Integer i = 1; i <= n; i++) {
       lua_geti(L, -1, i);
       luaL_checktype(L, -1, LUA_TTABLE);
@@ -166,11 +172,13 @@ static int f_transform(lua_State *L) {
   lua_setmetatable(L, -2);
   int64_t shape[3];
   load_tensor(L, img, &p, s, shape);
-  if (cnn_pipeline_run(&p, s, shape, seed) < 0) return cnn_lua_fail(L, "transform: %s", cnn_error());
+  if (cnn_pipeline_run(&p, s, shape, seed) < 0)
+    return cnn_lua_fail(L, "transform: %s", cnn_error());
   cnn_tensor *out = cnn_empty(3, shape, CNN_FLOAT32, CNN_DEVICE_CPU);
-  if (out) memcpy(cnn_tensor_data(out), s->a, (size_t)(shape[0] * shape[1] * shape[2]) * sizeof(float));
+  if (out)
+    memcpy(cnn_tensor_data(out), s->a, (size_t)(shape[0] * shape[1] * shape[2]) * sizeof(float));
   return cnn_lua_push_result(L, out);
 }
 
-const luaL_Reg cnn_lua_transform_module[] = {{"transform", f_transform}, {"transform_shape", f_transform_shape},
-                                             {NULL, NULL}};
+const luaL_Reg cnn_lua_transform_module[] = {
+    {"transform", f_transform}, {"transform_shape", f_transform_shape}, {NULL, NULL}};

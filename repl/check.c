@@ -52,7 +52,7 @@
 
 #include "repl.h"
 
-#define POLL_MS 20
+#define POLL_MS     20
 #define WALL_FACTOR 30
 
 typedef struct {
@@ -61,82 +61,70 @@ typedef struct {
   double seconds;      /* CPU-time limit; WALL_FACTOR times it on the wall clock */
   long long mem_bytes; /* resident-size limit */
   double start;
-  double elapsed;      /* wall clock */
-  double cpu;          /* CPU seconds, all threads */
+  double elapsed; /* wall clock */
+  double cpu;     /* CPU seconds, all threads */
   long long peak_rss;
-  const char *killed;  /* "time", "wall" or "memory" when we killed it */
-  int status;          /* waitpid's */
+  const char *killed; /* "time", "wall" or "memory" when we killed it */
+  int status;         /* waitpid's */
 } child_watch;
 
-static double now_seconds(void)
-{
+static double now_seconds(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 /* Resident bytes of pid, or -1 when it cannot be read (already gone). */
-static long long resident_bytes(pid_t pid)
-{
+static long long resident_bytes(pid_t pid) {
   char path[64];
   long long size, resident;
   snprintf(path, sizeof path, "/proc/%d/statm", (int)pid);
   FILE *f = fopen(path, "r");
-  if (f == NULL)
-    return -1;
+  if (f == NULL) return -1;
   int n = fscanf(f, "%lld %lld", &size, &resident);
   fclose(f);
   return n == 2 ? resident * sysconf(_SC_PAGESIZE) : -1;
 }
 
 /* CPU seconds (user + system, all threads) of pid, or -1 when unreadable. */
-static double cpu_seconds(pid_t pid)
-{
+static double cpu_seconds(pid_t pid) {
   char path[64], buf[1024];
   snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
   FILE *f = fopen(path, "r");
-  if (f == NULL)
-    return -1;
+  if (f == NULL) return -1;
   size_t n = fread(buf, 1, sizeof buf - 1, f);
   fclose(f);
   buf[n] = '\0';
   const char *p = strrchr(buf, ')'); /* the command name may hold spaces */
   unsigned long long utime, stime;
-  if (p == NULL || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
-                          &utime, &stime) != 2)
+  if (p == NULL ||
+      sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime, &stime) != 2)
     return -1;
   return (double)(utime + stime) / sysconf(_SC_CLK_TCK);
 }
 
 /* ---- the child ------------------------------------------------------------------- */
 
-static void write_all(int fd, const char *s, size_t n)
-{
+static void write_all(int fd, const char *s, size_t n) {
   while (n > 0) {
     ssize_t k = write(fd, s, n);
-    if (k < 0 && errno == EINTR)
-      continue;
-    if (k <= 0)
-      return;
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return;
     s += k;
     n -= (size_t)k;
   }
 }
 
 /* Runs the function at index 1 and writes its string result; never returns. */
-static void run_child(lua_State *L, int fd, bool quiet)
-{
+static void run_child(lua_State *L, int fd, bool quiet) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (quiet)
-    dup2(STDERR_FILENO, STDOUT_FILENO); /* --json: stdout carries the report alone */
+  if (quiet) dup2(STDERR_FILENO, STDOUT_FILENO); /* --json: stdout carries the report alone */
   lua_pushvalue(L, 1);
   int status = cnn_repl_docall(L, 0, 1);
   size_t n = 0;
   const char *s = lua_tolstring(L, -1, &n);
-  if (status != LUA_OK)
-    write_all(fd, "ERROR\n", 6);
-  if (s)
-    write_all(fd, s, n);
+  if (status != LUA_OK) write_all(fd, "ERROR\n", 6);
+  if (s) write_all(fd, s, n);
   fflush(NULL);
   _exit(0);
 }
@@ -144,8 +132,7 @@ static void run_child(lua_State *L, int fd, bool quiet)
 /* ---- the parent ------------------------------------------------------------------ */
 
 /* Reads what is ready on w->fd into b; false at end of file. */
-static bool drain(child_watch *w, luaL_Buffer *b)
-{
+static bool drain(child_watch *w, luaL_Buffer *b) {
   char chunk[4096];
   ssize_t k = read(w->fd, chunk, sizeof chunk);
   if (k > 0) {
@@ -156,15 +143,12 @@ static bool drain(child_watch *w, luaL_Buffer *b)
 }
 
 /* Kills the child if it broke a limit; true when it did. */
-static bool enforce_limits(child_watch *w)
-{
+static bool enforce_limits(child_watch *w) {
   w->elapsed = now_seconds() - w->start;
   long long rss = resident_bytes(w->pid);
   double cpu = cpu_seconds(w->pid);
-  if (rss > w->peak_rss)
-    w->peak_rss = rss;
-  if (cpu > w->cpu)
-    w->cpu = cpu;
+  if (rss > w->peak_rss) w->peak_rss = rss;
+  if (cpu > w->cpu) w->cpu = cpu;
   if (w->cpu > w->seconds)
     w->killed = "time";
   else if (w->elapsed > WALL_FACTOR * w->seconds)
@@ -179,35 +163,29 @@ static bool enforce_limits(child_watch *w)
 
 /* Collects the answer until the pipe closes or a limit kills the child,
  * then reaps it.  The answer is left on the stack. */
-static void watch_child(lua_State *L, child_watch *w)
-{
+static void watch_child(lua_State *L, child_watch *w) {
   luaL_Buffer b;
   luaL_buffinit(L, &b);
   bool open = true;
   while (open) {
     struct pollfd p = {.fd = w->fd, .events = POLLIN};
     int r = poll(&p, 1, POLL_MS);
-    if (r > 0)
-      open = drain(w, &b);
-    if (open && enforce_limits(w))
-      break;
+    if (r > 0) open = drain(w, &b);
+    if (open && enforce_limits(w)) break;
   }
   luaL_pushresult(&b);
   struct rusage ru;
-  while (wait4(w->pid, &w->status, 0, &ru) < 0 && errno == EINTR) {
-  }
+  while (wait4(w->pid, &w->status, 0, &ru) < 0 && errno == EINTR) {}
   w->elapsed = now_seconds() - w->start;
   double cpu = ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 + ru.ru_stime.tv_sec +
                ru.ru_stime.tv_usec * 1e-6; /* exact, at the end */
-  if (cpu > w->cpu)
-    w->cpu = cpu;
+  if (cpu > w->cpu) w->cpu = cpu;
 }
 
 /* How the child ended: "ok" (it answered), "time" (CPU), "wall",
  * "memory", "signal" (with the signal's name) or "exit" (it left without
  * answering); its wall and CPU seconds and peak resident size. */
-static void push_outcome(lua_State *L, const child_watch *w, size_t answer_len)
-{
+static void push_outcome(lua_State *L, const child_watch *w, size_t answer_len) {
   lua_createtable(L, 0, 6);
   const char *how = w->killed;
   if (how == NULL && WIFSIGNALED(w->status))
@@ -232,8 +210,7 @@ static void push_outcome(lua_State *L, const child_watch *w, size_t answer_len)
   lua_setfield(L, -2, "peak_mb");
 }
 
-static double opt_number(lua_State *L, const char *key, double def)
-{
+static double opt_number(lua_State *L, const char *key, double def) {
   lua_getfield(L, 2, key);
   double v = luaL_optnumber(L, -1, def);
   lua_pop(L, 1);
@@ -245,8 +222,7 @@ static double opt_number(lua_State *L, const char *key, double def)
  * quiet: the child's stdout goes to stderr.
  * answer: the string fn returned in the child ("" if none); info: see
  * push_outcome. */
-static int l_isolate(lua_State *L)
-{
+static int l_isolate(lua_State *L) {
   luaL_checktype(L, 1, LUA_TFUNCTION);
   luaL_checktype(L, 2, LUA_TTABLE);
   child_watch w = {.seconds = opt_number(L, "seconds", 60),
@@ -281,8 +257,7 @@ static int l_isolate(lua_State *L)
 
 /* ---- the entry point --------------------------------------------------------------- */
 
-int cnn_repl_check(cnn_repl *r, const cnn_check_opts *o)
-{
+int cnn_repl_check(cnn_repl *r, const cnn_check_opts *o) {
   lua_State *L = r->L;
   lua_getglobal(L, "require");
   lua_pushstring(L, "labcheck");

@@ -35,41 +35,36 @@ typedef struct {
   bool open_short; /* a short string ran into a newline or the end */
 } lexer;
 
-static const char *const keywords[] = {"and", "break", "do", "else", "elseif", "end", "false",
-                                       "for", "function", "goto", "if", "in", "local", "nil",
-                                       "not", "or", "repeat", "return", "then", "true", "until",
-                                       "while", NULL};
+static const char *const keywords[] = {"and",   "break", "do",       "else",  "elseif", "end",
+                                       "false", "for",   "function", "goto",  "if",     "in",
+                                       "local", "nil",   "not",      "or",    "repeat", "return",
+                                       "then",  "true",  "until",    "while", NULL};
 
-static bool is_alpha(char c) { return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+static bool is_alpha(char c) {
+  return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
 static bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
-static bool is_keyword(const char *s, size_t len)
-{
+static bool is_keyword(const char *s, size_t len) {
   for (int i = 0; keywords[i]; i++)
-    if (strlen(keywords[i]) == len && memcmp(keywords[i], s, len) == 0)
-      return true;
+    if (strlen(keywords[i]) == len && memcmp(keywords[i], s, len) == 0) return true;
   return false;
 }
 
 /* At "[" of "[==[": the level (number of '='), or -1 if not a long bracket. */
-static int long_open_level(const lexer *x, size_t at)
-{
+static int long_open_level(const lexer *x, size_t at) {
   size_t i = at + 1;
-  while (i < x->n && x->s[i] == '=')
-    i++;
+  while (i < x->n && x->s[i] == '=') i++;
   return i < x->n && x->s[i] == '[' ? (int)(i - at - 1) : -1;
 }
 
 /* Skip a long bracket of `level` opening at x->pos; marks open_long at the end. */
-static void skip_long(lexer *x, int level)
-{
+static void skip_long(lexer *x, int level) {
   size_t i = x->pos + (size_t)level + 2;
   for (; i < x->n; i++) {
-    if (x->s[i] != ']')
-      continue;
+    if (x->s[i] != ']') continue;
     size_t j = i + 1;
-    while (j < x->n && x->s[j] == '=')
-      j++;
+    while (j < x->n && x->s[j] == '=') j++;
     if (j < x->n && x->s[j] == ']' && (int)(j - i - 1) == level) {
       x->pos = j + 1;
       return;
@@ -79,8 +74,7 @@ static void skip_long(lexer *x, int level)
   x->open_long = true;
 }
 
-static void skip_short_string(lexer *x)
-{
+static void skip_short_string(lexer *x) {
   char quote = x->s[x->pos++];
   while (x->pos < x->n) {
     char c = x->s[x->pos++];
@@ -95,8 +89,7 @@ static void skip_short_string(lexer *x)
 }
 
 /* Skip spaces and comments. */
-static void skip_space(lexer *x)
-{
+static void skip_space(lexer *x) {
   while (x->pos < x->n) {
     char c = x->s[x->pos];
     if (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v') {
@@ -107,8 +100,7 @@ static void skip_space(lexer *x)
       if (level >= 0) {
         skip_long(x, level);
       } else {
-        while (x->pos < x->n && x->s[x->pos] != '\n')
-          x->pos++;
+        while (x->pos < x->n && x->s[x->pos] != '\n') x->pos++;
       }
     } else {
       return;
@@ -116,35 +108,30 @@ static void skip_space(lexer *x)
   }
 }
 
-static const char *const symbols[] = {"...", "..", "==", "~=", "<=", ">=", "<<", ">>", "//",
-                                      "::", NULL};
+static const char *const symbols[] = {
+    "...", "..", "==", "~=", "<=", ">=", "<<", ">>", "//", "::", NULL};
 
-static size_t symbol_len(const lexer *x)
-{
+static size_t symbol_len(const lexer *x) {
   for (int i = 0; symbols[i]; i++) {
     size_t k = strlen(symbols[i]);
-    if (x->pos + k <= x->n && memcmp(x->s + x->pos, symbols[i], k) == 0)
-      return k;
+    if (x->pos + k <= x->n && memcmp(x->s + x->pos, symbols[i], k) == 0) return k;
   }
   return 1;
 }
 
-static token next_token(lexer *x)
-{
+static token next_token(lexer *x) {
   skip_space(x);
   token t = {TK_EOF, x->pos, 0};
-  if (x->pos >= x->n)
-    return t;
+  if (x->pos >= x->n) return t;
   const char *s = x->s;
   char c = s[x->pos];
   if (is_alpha(c)) {
-    while (x->pos < x->n && (is_alpha(s[x->pos]) || is_digit(s[x->pos])))
-      x->pos++;
+    while (x->pos < x->n && (is_alpha(s[x->pos]) || is_digit(s[x->pos]))) x->pos++;
     t.kind = is_keyword(s + t.at, x->pos - t.at) ? TK_KEYWORD : TK_NAME;
   } else if (is_digit(c) || (c == '.' && x->pos + 1 < x->n && is_digit(s[x->pos + 1]))) {
-    while (x->pos < x->n && (is_alpha(s[x->pos]) || is_digit(s[x->pos]) || s[x->pos] == '.' ||
-                             ((s[x->pos] == '+' || s[x->pos] == '-') &&
-                              strchr("eEpP", s[x->pos - 1]))))
+    while (x->pos < x->n &&
+           (is_alpha(s[x->pos]) || is_digit(s[x->pos]) || s[x->pos] == '.' ||
+            ((s[x->pos] == '+' || s[x->pos] == '-') && strchr("eEpP", s[x->pos - 1]))))
       x->pos++;
     t.kind = TK_NUMBER;
   } else if (c == '"' || c == '\'') {
@@ -163,50 +150,42 @@ static token next_token(lexer *x)
 
 /* ---- the scan ---------------------------------------------------------------------- */
 
-static bool tok_is(const lexer *x, token t, const char *text)
-{
+static bool tok_is(const lexer *x, token t, const char *text) {
   return t.len == strlen(text) && memcmp(x->s + t.at, text, t.len) == 0;
 }
 
 /* Block depth change of a keyword: function/do/if/repeat open, end/until
  * close (while and for open with their `do`). */
-static int block_delta(const lexer *x, token t)
-{
-  if (t.kind != TK_KEYWORD)
-    return 0;
+static int block_delta(const lexer *x, token t) {
+  if (t.kind != TK_KEYWORD) return 0;
   if (tok_is(x, t, "function") || tok_is(x, t, "do") || tok_is(x, t, "if") ||
       tok_is(x, t, "repeat"))
     return 1;
   return tok_is(x, t, "end") || tok_is(x, t, "until") ? -1 : 0;
 }
 
-static int bracket_delta(const lexer *x, token t)
-{
-  if (t.kind != TK_SYMBOL || t.len != 1)
-    return 0;
+static int bracket_delta(const lexer *x, token t) {
+  if (t.kind != TK_SYMBOL || t.len != 1) return 0;
   char c = x->s[t.at];
   return (c == '(' || c == '[' || c == '{') ? 1 : (c == ')' || c == ']' || c == '}') ? -1 : 0;
 }
 
 /* Can more text follow `t`, the last token, and make a statement of it? */
-static bool wants_more(const lexer *x, token t)
-{
+static bool wants_more(const lexer *x, token t) {
   if (t.kind == TK_SYMBOL)
-    return !(tok_is(x, t, ")") || tok_is(x, t, "]") || tok_is(x, t, "}") ||
-             tok_is(x, t, "...") || tok_is(x, t, ";") || tok_is(x, t, "::"));
+    return !(tok_is(x, t, ")") || tok_is(x, t, "]") || tok_is(x, t, "}") || tok_is(x, t, "...") ||
+             tok_is(x, t, ";") || tok_is(x, t, "::"));
   if (t.kind == TK_KEYWORD)
     return !(tok_is(x, t, "end") || tok_is(x, t, "true") || tok_is(x, t, "false") ||
              tok_is(x, t, "nil") || tok_is(x, t, "break") || tok_is(x, t, "return"));
   return false;
 }
 
-static int add_edit(cnn_chunk *c, size_t at, size_t del, const char *ins)
-{
+static int add_edit(cnn_chunk *c, size_t at, size_t del, const char *ins) {
   if (c->nedits == c->capedits) {
     int cap = c->capedits ? 2 * c->capedits : 8;
     cnn_edit *e = realloc(c->edits, sizeof *e * (size_t)cap);
-    if (e == NULL)
-      return -1;
+    if (e == NULL) return -1;
     c->edits = e;
     c->capedits = cap;
   }
@@ -216,16 +195,14 @@ static int add_edit(cnn_chunk *c, size_t at, size_t del, const char *ins)
 
 /* A top-level `local` at token t: record its names and the edits that make
  * it an assignment.  Leaves the lexer after the name list. */
-static int rewrite_local(lexer *x, token t, cnn_chunk *c)
-{
+static int rewrite_local(lexer *x, token t, cnn_chunk *c) {
   lexer look = *x;
   token u = next_token(&look);
   if (tok_is(&look, u, "function")) {
     token name = next_token(&look);
     if (name.kind != TK_NAME)
       return 0; /* the lexer stays before `function`: the scan counts its block */
-    if (cnn_strlist_add(&c->locals, x->s + name.at, name.len) < 0)
-      return -1;
+    if (cnn_strlist_add(&c->locals, x->s + name.at, name.len) < 0) return -1;
     return add_edit(c, t.at, t.len, "");
   }
   cnn_strlist names = {0};
@@ -245,16 +222,14 @@ static int rewrite_local(lexer *x, token t, cnn_chunk *c)
       *x = look;
       u = next_token(&look);
     }
-    if (!tok_is(&look, u, ","))
-      break;
+    if (!tok_is(&look, u, ",")) break;
     u = next_token(&look);
   }
   if (closes) {
     c->nedits = first_edit;
   } else if (rc == 0 && names.n > 0) {
     rc = add_edit(c, t.at, t.len, "");
-    if (rc == 0 && !tok_is(&look, u, "="))
-      rc = add_edit(c, end, 0, " = nil");
+    if (rc == 0 && !tok_is(&look, u, "=")) rc = add_edit(c, end, 0, " = nil");
     for (int i = 0; i < names.n && rc == 0; i++) {
       rc = cnn_strlist_add(&c->locals, names.v[i], strlen(names.v[i]));
       rc = rc ? rc : cnn_strlist_add(&c->names, names.v[i], strlen(names.v[i]));
@@ -264,14 +239,12 @@ static int rewrite_local(lexer *x, token t, cnn_chunk *c)
   return rc;
 }
 
-static int cmp_edit(const void *a, const void *b)
-{
+static int cmp_edit(const void *a, const void *b) {
   const cnn_edit *x = a, *y = b;
   return (x->at > y->at) - (x->at < y->at);
 }
 
-int cnn_chunk_scan(const char *code, size_t len, cnn_chunk *c)
-{
+int cnn_chunk_scan(const char *code, size_t len, cnn_chunk *c) {
   memset(c, 0, sizeof *c);
   c->split = -1;
   lexer x = {code, len, 0, false, false};
@@ -279,12 +252,11 @@ int cnn_chunk_scan(const char *code, size_t len, cnn_chunk *c)
   token prev = {TK_EOF, 0, 0}, t;
   long semicolon = -1;
   while (rc == 0 && (t = next_token(&x)).kind != TK_EOF) {
-    if (semicolon >= 0)
-      c->split = semicolon, semicolon = -1;
-    if (t.kind == TK_NAME && !(prev.kind == TK_SYMBOL && (tok_is(&x, prev, ".") || tok_is(&x, prev, ":"))))
+    if (semicolon >= 0) c->split = semicolon, semicolon = -1;
+    if (t.kind == TK_NAME &&
+        !(prev.kind == TK_SYMBOL && (tok_is(&x, prev, ".") || tok_is(&x, prev, ":"))))
       rc = cnn_strlist_add(&c->names, code + t.at, t.len);
-    if (depth == 0 && brackets == 0 && tok_is(&x, t, ";"))
-      semicolon = (long)t.at;
+    if (depth == 0 && brackets == 0 && tok_is(&x, t, ";")) semicolon = (long)t.at;
     if (depth == 0 && t.kind == TK_KEYWORD && tok_is(&x, t, "local"))
       rc = rc ? rc : rewrite_local(&x, t, c);
     depth += block_delta(&x, t);
@@ -292,15 +264,13 @@ int cnn_chunk_scan(const char *code, size_t len, cnn_chunk *c)
     prev = t;
   }
   cnn_strlist_sort_unique(&c->names);
-  if (c->nedits > 1)
-    qsort(c->edits, (size_t)c->nedits, sizeof *c->edits, cmp_edit);
-  c->can_continue = x.open_long ||
-                    (!x.open_short && (depth > 0 || brackets > 0 || wants_more(&x, prev)));
+  if (c->nedits > 1) qsort(c->edits, (size_t)c->nedits, sizeof *c->edits, cmp_edit);
+  c->can_continue =
+      x.open_long || (!x.open_short && (depth > 0 || brackets > 0 || wants_more(&x, prev)));
   return rc;
 }
 
-void cnn_chunk_free(cnn_chunk *c)
-{
+void cnn_chunk_free(cnn_chunk *c) {
   cnn_strlist_clear(&c->names);
   cnn_strlist_clear(&c->locals);
   free(c->edits);
@@ -311,22 +281,17 @@ void cnn_chunk_free(cnn_chunk *c)
 /* code with the edits applied, and `extra` (an insertion, may be NULL)
  * among them; malloc'd, NUL-terminated. */
 char *cnn_chunk_rewrite(const char *code, size_t len, const cnn_chunk *c, const cnn_edit *extra,
-                        size_t *outlen)
-{
+                        size_t *outlen) {
   size_t cap = len + 1 + (extra ? strlen(extra->ins) : 0);
-  for (int i = 0; i < c->nedits; i++)
-    cap += strlen(c->edits[i].ins);
+  for (int i = 0; i < c->nedits; i++) cap += strlen(c->edits[i].ins);
   char *out = malloc(cap);
-  if (out == NULL)
-    return NULL;
+  if (out == NULL) return NULL;
   size_t from = 0, n = 0;
   bool extra_done = extra == NULL;
   for (int i = 0; i <= c->nedits; i++) {
     const cnn_edit *e = i < c->nedits ? &c->edits[i] : NULL;
-    if (!extra_done && (e == NULL || extra->at <= e->at))
-      e = extra, extra_done = true, i--;
-    if (e == NULL)
-      break;
+    if (!extra_done && (e == NULL || extra->at <= e->at)) e = extra, extra_done = true, i--;
+    if (e == NULL) break;
     memcpy(out + n, code + from, e->at - from);
     n += e->at - from;
     memcpy(out + n, e->ins, strlen(e->ins));
@@ -346,8 +311,7 @@ char *cnn_chunk_rewrite(const char *code, size_t len, const cnn_chunk *c, const 
  * that has "name = value" among its arguments rewritten to pass them in a
  * table, "nn.Conv2d(1, 32, 3, {padding=1})"; NULL when there is none (or
  * out of memory).  malloc'd. */
-char *cnn_chunk_keyword_call(const char *code, size_t len)
-{
+char *cnn_chunk_keyword_call(const char *code, size_t len) {
   lexer x = {code, len, 0, false, false};
   enum { MAX_NEST = 64 };
   size_t open_at[MAX_NEST], kw_at[MAX_NEST];
@@ -370,8 +334,7 @@ char *cnn_chunk_keyword_call(const char *code, size_t len)
                (tok_is(&x, prev, "(") || tok_is(&x, prev, ","))) {
       lexer look = x;
       token eq = next_token(&look);
-      if (tok_is(&look, eq, "=") && kw_at[depth - 1] == (size_t)-1)
-        kw_at[depth - 1] = t.at;
+      if (tok_is(&look, eq, "=") && kw_at[depth - 1] == (size_t)-1) kw_at[depth - 1] = t.at;
     }
     prev = t;
   }

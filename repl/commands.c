@@ -33,16 +33,16 @@
 
 #include "repl.h"
 
-#define TIME_TARGET 0.75
-#define TIME_HARD_CAP 3.0
-#define TIME_MIN_SAMPLE 1e-3
-#define TIME_MAX_SAMPLES 1000
-#define TIME_MAX_BATCH 1000000
-#define TIME_MIN_FOR_SPREAD 5 /* samples before the spread means anything */
-#define TIME_BUSY_SPREAD 0.2  /* quartiles further apart than this x median: busy */
+#define TIME_TARGET         0.75
+#define TIME_HARD_CAP       3.0
+#define TIME_MIN_SAMPLE     1e-3
+#define TIME_MAX_SAMPLES    1000
+#define TIME_MAX_BATCH      1000000
+#define TIME_MIN_FOR_SPREAD 5   /* samples before the spread means anything */
+#define TIME_BUSY_SPREAD    0.2 /* quartiles further apart than this x median: busy */
 
-const char *const cnn_repl_command_names[] = {":help", ":time", ":mem", ":bt", ":load",
-                                              ":reset", ":quit", NULL};
+const char *const cnn_repl_command_names[] = {":help", ":time",  ":mem",  ":bt",
+                                              ":load", ":reset", ":quit", NULL};
 
 static const char *const command_help[] = {
     ":help [topic]   this list, or help on a topic or name (help(obj) works too)",
@@ -56,29 +56,22 @@ static const char *const command_help[] = {
 
 /* ---- formatting --------------------------------------------------------------- */
 
-static double now(void)
-{
+static double now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
+static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
 }
 
-double cnn_time_median(double *v, int n)
-{
-  return cnn_time_quantile(v, n, 0.5);
-}
+double cnn_time_median(double *v, int n) { return cnn_time_quantile(v, n, 0.5); }
 
 /* Linear interpolation between the closest ranks (NumPy's default). */
-double cnn_time_quantile(double *v, int n, double q)
-{
-  if (n <= 0)
-    return NAN;
+double cnn_time_quantile(double *v, int n, double q) {
+  if (n <= 0) return NAN;
   qsort(v, (size_t)n, sizeof *v, cmp_double);
   double pos = q * (n - 1);
   int lo = (int)floor(pos);
@@ -86,18 +79,15 @@ double cnn_time_quantile(double *v, int n, double q)
   return v[lo] + (pos - lo) * (v[hi] - v[lo]);
 }
 
-bool cnn_time_busy(double *v, int n)
-{
-  if (n < TIME_MIN_FOR_SPREAD)
-    return false;
+bool cnn_time_busy(double *v, int n) {
+  if (n < TIME_MIN_FOR_SPREAD) return false;
   double q1 = cnn_time_quantile(v, n, 0.25), q3 = cnn_time_quantile(v, n, 0.75);
   return q3 - q1 > TIME_BUSY_SPREAD * cnn_time_median(v, n);
 }
 
 /* value in a unit from `units` (each 1000x the previous), 3 significant digits */
-static const char *scaled(double v, const char *const *units, int nunits, double step,
-                          char *buf, size_t size)
-{
+static const char *scaled(double v, const char *const *units, int nunits, double step, char *buf,
+                          size_t size) {
   int u = 0;
   while (u + 1 < nunits && fabs(v) >= step * 0.9995) {
     v /= step;
@@ -110,14 +100,12 @@ static const char *scaled(double v, const char *const *units, int nunits, double
   return buf;
 }
 
-const char *cnn_time_str(double seconds, char *buf, size_t size)
-{
+const char *cnn_time_str(double seconds, char *buf, size_t size) {
   static const char *const units[] = {"ns", "µs", "ms", "s"};
   return scaled(seconds * 1e9, units, 4, 1000, buf, size);
 }
 
-const char *cnn_bytes_str(double bytes, char *buf, size_t size)
-{
+const char *cnn_bytes_str(double bytes, char *buf, size_t size) {
   static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   return scaled(bytes, units, 5, 1024, buf, size);
 }
@@ -131,8 +119,7 @@ typedef struct {
   long calibration_runs; /* runs that are not in a sample */
 } timing;
 
-static void run_batch(lua_State *L, long batch)
-{
+static void run_batch(lua_State *L, long batch) {
   for (long k = 0; k < batch; k++) {
     lua_pushvalue(L, 1);
     lua_call(L, 0, 0);
@@ -140,15 +127,13 @@ static void run_batch(lua_State *L, long batch)
 }
 
 /* Seconds for one batch of `batch` calls of the function at index 1. */
-static double time_batch(lua_State *L, long batch)
-{
+static double time_batch(lua_State *L, long batch) {
   double t0 = now();
   run_batch(L, batch);
   return now() - t0;
 }
 
-static int time_loop(lua_State *L)
-{
+static int time_loop(lua_State *L) {
   timing *t = lua_touserdata(L, lua_upvalueindex(1));
   double start = now();
   double per_sample = time_batch(L, 1);
@@ -170,8 +155,7 @@ static int time_loop(lua_State *L)
   return 0;
 }
 
-static void report_time(const timing *t, bool statement)
-{
+static void report_time(const timing *t, bool statement) {
   double v[TIME_MAX_SAMPLES];
   memcpy(v, t->samples, sizeof *v * (size_t)t->n);
   double med = cnn_time_median(v, t->n); /* sorts v */
@@ -190,23 +174,22 @@ static void report_time(const timing *t, bool statement)
     fprintf(stderr, "warning: only %ld run%s fit in %.0f s; the figures are rough\n",
             t->n * t->batch, t->n * t->batch == 1 ? "" : "s", TIME_HARD_CAP);
   else if (cnn_time_busy(v, t->n))
-    fprintf(stderr, "warning: the runs disagree (the middle half spans %s to %s): the machine "
-                    "seems busy; trust the min, or time again\n",
+    fprintf(stderr,
+            "warning: the runs disagree (the middle half spans %s to %s): the machine "
+            "seems busy; trust the min, or time again\n",
             cnn_time_str(cnn_time_quantile(v, t->n, 0.25), a, sizeof a),
             cnn_time_str(cnn_time_quantile(v, t->n, 0.75), b, sizeof b));
 }
 
 /* Does expr compile only as a statement (not as an expression)? */
-static bool is_statement(lua_State *L, const char *expr)
-{
+static bool is_statement(lua_State *L, const char *expr) {
   lua_pushfstring(L, "return %s", expr);
   bool stmt = luaL_loadstring(L, lua_tostring(L, -1)) != LUA_OK;
   lua_pop(L, 2);
   return stmt;
 }
 
-static void cmd_time(cnn_repl *r, const char *expr)
-{
+static void cmd_time(cnn_repl *r, const char *expr) {
   lua_State *L = r->L;
   if (*expr == '\0') {
     fprintf(stderr, "usage: :time <expression or statement>\n");
@@ -240,8 +223,7 @@ static void cmd_time(cnn_repl *r, const char *expr)
 
 /* ---- :mem, :help, :load, :reset ---------------------------------------------------- */
 
-static int mem_query(lua_State *L)
-{
+static int mem_query(lua_State *L) {
   lua_getglobal(L, "cnn");
   if (!lua_istable(L, -1) || lua_getfield(L, -1, "memory") != LUA_TFUNCTION)
     return luaL_error(L, ":mem: cnn.memory() is not available");
@@ -257,18 +239,15 @@ static int mem_query(lua_State *L)
   return 0;
 }
 
-static void print_command_list(void)
-{
+static void print_command_list(void) {
   printf("Commands:\n");
-  for (int i = 0; command_help[i]; i++)
-    printf("  %s\n", command_help[i]);
+  for (int i = 0; command_help[i]; i++) printf("  %s\n", command_help[i]);
   printf("Keys: Tab completes, Ctrl-C interrupts or clears the line, Ctrl-D exits.\n");
   fflush(stdout);
 }
 
 /* help(topic) if the global exists; returns false (pushed) when it does not */
-static int help_call(lua_State *L)
-{
+static int help_call(lua_State *L) {
   int nargs = lua_gettop(L);
   lua_getglobal(L, "help");
   if (lua_isnil(L, -1)) {
@@ -281,27 +260,22 @@ static int help_call(lua_State *L)
   return 1;
 }
 
-static void cmd_help(cnn_repl *r, const char *topic)
-{
+static void cmd_help(cnn_repl *r, const char *topic) {
   lua_State *L = r->L;
   lua_pushcfunction(L, help_call);
   int nargs = 0;
-  if (*topic)
-    lua_pushstring(L, topic), nargs = 1;
+  if (*topic) lua_pushstring(L, topic), nargs = 1;
   int status = cnn_repl_docall(L, nargs, 1);
   if (status != LUA_OK) {
     cnn_repl_report(L, status, r->color_err);
-    if (*topic == '\0')
-      print_command_list();
+    if (*topic == '\0') print_command_list();
     return;
   }
-  if (!lua_toboolean(L, -1))
-    print_command_list();
+  if (!lua_toboolean(L, -1)) print_command_list();
   lua_pop(L, 1);
 }
 
-static void cmd_bt(cnn_repl *r)
-{
+static void cmd_bt(cnn_repl *r) {
   if (lua_getfield(r->L, LUA_REGISTRYINDEX, CNN_LAST_TRACEBACK) == LUA_TSTRING)
     printf("%s\n", lua_tostring(r->L, -1));
   else
@@ -310,12 +284,10 @@ static void cmd_bt(cnn_repl *r)
   fflush(stdout);
 }
 
-static void cmd_load(cnn_repl *r, const char *arg)
-{
+static void cmd_load(cnn_repl *r, const char *arg) {
   char path[4096];
   size_t n = strlen(arg);
-  if (n >= 2 && (arg[0] == '"' || arg[0] == '\'') && arg[n - 1] == arg[0])
-    arg++, n -= 2;
+  if (n >= 2 && (arg[0] == '"' || arg[0] == '\'') && arg[n - 1] == arg[0]) arg++, n -= 2;
   if (n == 0 || n >= sizeof path) {
     fprintf(stderr, "usage: :load file.lua\n");
     return;
@@ -323,16 +295,13 @@ static void cmd_load(cnn_repl *r, const char *arg)
   memcpy(path, arg, n);
   path[n] = '\0';
   int status = luaL_loadfile(r->L, path);
-  if (status == LUA_OK)
-    status = cnn_repl_docall(r->L, 0, 0);
+  if (status == LUA_OK) status = cnn_repl_docall(r->L, 0, 0);
   cnn_repl_report(r->L, status, r->color_err);
 }
 
-static void cmd_reset(cnn_repl *r)
-{
+static void cmd_reset(cnn_repl *r) {
   lua_State *L = cnn_repl_newstate(r->ascii);
-  if (L == NULL)
-    return; /* the old state stays */
+  if (L == NULL) return; /* the old state stays */
   lua_close(r->L);
   r->L = L;
   cnn_repl_signals_set_state(L);
@@ -343,21 +312,17 @@ static void cmd_reset(cnn_repl *r)
 /* ---- dispatch ------------------------------------------------------------------------ */
 
 /* The command `name` abbreviates (a unique prefix), or NULL. */
-static const char *find_command(const char *name, size_t len)
-{
+static const char *find_command(const char *name, size_t len) {
   const char *found = NULL;
   for (int i = 0; cnn_repl_command_names[i]; i++) {
     const char *c = cnn_repl_command_names[i];
-    if (strlen(c) == len && strncmp(c, name, len) == 0)
-      return c;
-    if (strncmp(c, name, len) == 0)
-      found = found ? "" : c; /* "" marks an ambiguous prefix */
+    if (strlen(c) == len && strncmp(c, name, len) == 0) return c;
+    if (strncmp(c, name, len) == 0) found = found ? "" : c; /* "" marks an ambiguous prefix */
   }
   return found && *found ? found : NULL;
 }
 
-int cnn_repl_command(cnn_repl *r, const char *line)
-{
+int cnn_repl_command(cnn_repl *r, const char *line) {
   line += strspn(line, " \t");
   if (line[0] != ':' || line[1] == ':') /* "::label::" is Lua */
     return 0;

@@ -30,22 +30,20 @@
 
 #define TRACEBACK_LINES 8 /* frames kept in a "short traceback" */
 
-static lua_State *volatile signal_L;            /* state the hook goes into */
-static volatile sig_atomic_t running;            /* Lua code is executing */
-static volatile sig_atomic_t pending;            /* Ctrl-Cs during this call */
-static volatile sig_atomic_t interrupted;        /* sticky: any interrupt */
-static volatile sig_atomic_t prompt_sigint;      /* Ctrl-C at the prompt */
+static lua_State *volatile signal_L;        /* state the hook goes into */
+static volatile sig_atomic_t running;       /* Lua code is executing */
+static volatile sig_atomic_t pending;       /* Ctrl-Cs during this call */
+static volatile sig_atomic_t interrupted;   /* sticky: any interrupt */
+static volatile sig_atomic_t prompt_sigint; /* Ctrl-C at the prompt */
 static volatile sig_atomic_t script_mode;
 
-static void stop_hook(lua_State *L, lua_Debug *ar)
-{
+static void stop_hook(lua_State *L, lua_Debug *ar) {
   (void)ar;
   lua_sethook(L, NULL, 0, 0);
   luaL_error(L, "interrupted!");
 }
 
-static void on_sigint(int sig)
-{
+static void on_sigint(int sig) {
   if (!running) {
     prompt_sigint = 1;
     return;
@@ -55,17 +53,16 @@ static void on_sigint(int sig)
   cnn_request_interrupt();
   if (pending >= (script_mode ? 2 : 3)) {
     static const char msg[] = "\ncnnsh: killed by repeated Ctrl-C\n";
-    if (write(STDERR_FILENO, msg, sizeof msg - 1) < 0) { /* nothing to do */ }
+    if (write(STDERR_FILENO, msg, sizeof msg - 1) < 0) { /* nothing to do */
+    }
     signal(sig, SIG_DFL);
     raise(sig);
     return;
   }
-  if (signal_L)
-    lua_sethook(signal_L, stop_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
+  if (signal_L) lua_sethook(signal_L, stop_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
 }
 
-void cnn_repl_signals_init(bool script)
-{
+void cnn_repl_signals_init(bool script) {
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_sigint;
@@ -78,23 +75,19 @@ void cnn_repl_signals_init(bool script)
 void cnn_repl_signals_set_state(lua_State *L) { signal_L = L; }
 bool cnn_repl_interrupted(void) { return interrupted != 0; }
 
-bool cnn_repl_take_prompt_sigint(void)
-{
-  if (!prompt_sigint)
-    return false;
+bool cnn_repl_take_prompt_sigint(void) {
+  if (!prompt_sigint) return false;
   prompt_sigint = 0;
   return true;
 }
 
 /* Keep the message and the first TRACEBACK_LINES frames; drop the "[C]: in ?"
  * frame of the host call. */
-static void push_short_traceback(lua_State *L, const char *msg)
-{
+static void push_short_traceback(lua_State *L, const char *msg) {
   luaL_traceback(L, L, msg, 1);
   const char *tb = lua_tostring(L, -1);
   const char *frames = strstr(tb, "\nstack traceback:");
-  if (!frames)
-    return;
+  if (!frames) return;
   luaL_Buffer b;
   luaL_buffinit(L, &b);
   luaL_addlstring(&b, tb, (size_t)(frames - tb));
@@ -107,8 +100,7 @@ static void push_short_traceback(lua_State *L, const char *msg)
     size_t len = next ? (size_t)(next - line) : strlen(line);
     bool host = len >= 9 && memcmp(line + len - 9, "[C]: in ?", 9) == 0;
     if (!host && kept < TRACEBACK_LINES) {
-      if (kept++ == 0)
-        luaL_addstring(&b, "\nstack traceback:");
+      if (kept++ == 0) luaL_addstring(&b, "\nstack traceback:");
       luaL_addchar(&b, '\n');
       luaL_addlstring(&b, line, len);
     } else if (!host) {
@@ -116,8 +108,7 @@ static void push_short_traceback(lua_State *L, const char *msg)
     }
     eol = next;
   }
-  if (skipped)
-    lua_pushfstring(L, "\n\t(... %d more)", skipped), luaL_addvalue(&b);
+  if (skipped) lua_pushfstring(L, "\n\t(... %d more)", skipped), luaL_addvalue(&b);
   luaL_pushresult(&b);
   lua_remove(L, -2); /* the full traceback */
 }
@@ -130,10 +121,8 @@ void cnn_repl_short_errors(bool on) { short_errors = on; }
 
 /* Is `source` (a chunk name) part of cnnsh's own Lua: the embedded stdlib
  * ("@stdlib/..."), the stdlib under CNNSH_STDLIB, or the "=cnn" glue? */
-static bool library_source(const char *source)
-{
-  if (strncmp(source, "@stdlib/", 8) == 0 || strcmp(source, "=cnn") == 0)
-    return true;
+static bool library_source(const char *source) {
+  if (strncmp(source, "@stdlib/", 8) == 0 || strcmp(source, "=cnn") == 0) return true;
   const char *dir = getenv("CNNSH_STDLIB");
   size_t n = dir ? strlen(dir) : 0;
   return n > 0 && source[0] == '@' && strncmp(source + 1, dir, n) == 0;
@@ -141,8 +130,7 @@ static bool library_source(const char *source)
 
 /* The innermost frame of the user's own Lua code (not C, not the stdlib);
  * false when there is none. */
-static bool user_frame(lua_State *L, lua_Debug *ar)
-{
+static bool user_frame(lua_State *L, lua_Debug *ar) {
   for (int level = 1; lua_getstack(L, level, ar); level++) {
     lua_getinfo(L, "Sln", ar);
     if (ar->currentline > 0 && strcmp(ar->what, "C") != 0 && !library_source(ar->source))
@@ -152,25 +140,21 @@ static bool user_frame(lua_State *L, lua_Debug *ar)
 }
 
 /* Was the error raised inside the library (its innermost Lua frame)? */
-static bool raised_in_library(lua_State *L)
-{
+static bool raised_in_library(lua_State *L) {
   lua_Debug ar;
   for (int level = 1; lua_getstack(L, level, &ar); level++) {
     lua_getinfo(L, "S", &ar);
-    if (strcmp(ar.what, "C") != 0)
-      return library_source(ar.source);
+    if (strcmp(ar.what, "C") != 0) return library_source(ar.source);
   }
   return false;
 }
 
 /* Length of a leading "file:line: " in msg, 0 if none. */
-static size_t position_len(const char *msg)
-{
+static size_t position_len(const char *msg) {
   const char *colon = strchr(msg, ':');
   while (colon && colon[1] >= '0' && colon[1] <= '9') {
     const char *p = colon + 1;
-    while (*p >= '0' && *p <= '9')
-      p++;
+    while (*p >= '0' && *p <= '9') p++;
     if (p[0] == ':' && p[1] == ' ' && memchr(msg, '\n', (size_t)(colon - msg)) == NULL)
       return (size_t)(p + 2 - msg);
     colon = strchr(colon + 1, ':');
@@ -180,12 +164,10 @@ static size_t position_len(const char *msg)
 
 /* An error raised inside the stdlib names the user's call site: its
  * "stdlib/check.lua:12: " (or no position) becomes "stdin:3: ". */
-static const char *push_user_position(lua_State *L, const char *msg)
-{
+static const char *push_user_position(lua_State *L, const char *msg) {
   lua_Debug ar;
   size_t pos = position_len(msg);
-  if (!raised_in_library(L) || !user_frame(L, &ar))
-    return lua_pushstring(L, msg);
+  if (!raised_in_library(L) || !user_frame(L, &ar)) return lua_pushstring(L, msg);
   if (pos > 0) {
     char *src = strndup(msg, pos);
     bool ours = src == NULL;
@@ -194,8 +176,7 @@ static const char *push_user_position(lua_State *L, const char *msg)
       ours = library_source(ar.source) && strncmp(src, ar.short_src, strlen(ar.short_src)) == 0;
     }
     free(src);
-    if (!ours)
-      return lua_pushstring(L, msg);
+    if (!ours) return lua_pushstring(L, msg);
     user_frame(L, &ar);
   }
   return lua_pushfstring(L, "%s:%d: %s", ar.short_src, ar.currentline, msg + pos);
@@ -203,8 +184,7 @@ static const char *push_user_position(lua_State *L, const char *msg)
 
 /* The full traceback, kept for :bt; the message and the user's frame are
  * what the prompt prints. */
-static void push_prompt_error(lua_State *L, const char *msg)
-{
+static void push_prompt_error(lua_State *L, const char *msg) {
   luaL_traceback(L, L, msg, 1);
   lua_setfield(L, LUA_REGISTRYINDEX, CNN_LAST_TRACEBACK);
   lua_Debug ar;
@@ -219,8 +199,7 @@ static void push_prompt_error(lua_State *L, const char *msg)
   }
 }
 
-static int msghandler(lua_State *L)
-{
+static int msghandler(lua_State *L) {
   const char *msg = lua_tostring(L, 1);
   if (msg == NULL) {
     if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING)
@@ -236,8 +215,7 @@ static int msghandler(lua_State *L)
   return 1;
 }
 
-int cnn_repl_docall(lua_State *L, int narg, int nres)
-{
+int cnn_repl_docall(lua_State *L, int narg, int nres) {
   int base = lua_gettop(L) - narg;
   lua_pushcfunction(L, msghandler);
   lua_insert(L, base);
@@ -246,20 +224,16 @@ int cnn_repl_docall(lua_State *L, int narg, int nres)
   running = 1;
   int status = lua_pcall(L, narg, nres, base);
   running = 0;
-  if (lua_gethook(L) == stop_hook)
-    lua_sethook(L, NULL, 0, 0); /* armed, but the code ended first */
+  if (lua_gethook(L) == stop_hook) lua_sethook(L, NULL, 0, 0); /* armed, but the code ended first */
   cnn_clear_interrupt();
   lua_remove(L, base);
   return status;
 }
 
-int cnn_repl_report(lua_State *L, int status, bool color)
-{
-  if (status == LUA_OK)
-    return status;
+int cnn_repl_report(lua_State *L, int status, bool color) {
+  if (status == LUA_OK) return status;
   const char *msg = lua_tostring(L, -1);
-  if (msg == NULL)
-    msg = "(error object is not a string)";
+  if (msg == NULL) msg = "(error object is not a string)";
   fflush(stdout);
   if (color)
     fprintf(stderr, "\033[31m%s\033[0m\n", msg);
@@ -271,31 +245,25 @@ int cnn_repl_report(lua_State *L, int status, bool color)
 }
 
 /* A syntax error at the end of the text ("... near <eof>"). */
-static bool at_eof(lua_State *L, int status)
-{
-  if (status != LUA_ERRSYNTAX)
-    return false;
+static bool at_eof(lua_State *L, int status) {
+  if (status != LUA_ERRSYNTAX) return false;
   size_t len;
   const char *msg = lua_tolstring(L, -1, &len);
   static const char mark[] = "<eof>";
-  return msg && len >= sizeof mark - 1 &&
-         strcmp(msg + len - (sizeof mark - 1), mark) == 0;
+  return msg && len >= sizeof mark - 1 && strcmp(msg + len - (sizeof mark - 1), mark) == 0;
 }
 
 /* Load text[0, n) as a check only: LUA_OK (nothing pushed) or the status
  * with the message pushed. */
-static int check_syntax(lua_State *L, const char *text, size_t n, const char *name)
-{
+static int check_syntax(lua_State *L, const char *text, size_t n, const char *name) {
   int status = luaL_loadbuffer(L, text, n, name);
-  if (status == LUA_OK)
-    lua_pop(L, 1);
+  if (status == LUA_OK) lua_pop(L, 1);
   return status;
 }
 
 /* head .. code[0, len) pushed as one string */
 static const char *push_joined(lua_State *L, const char *head, const char *code, size_t len,
-                               size_t *n)
-{
+                               size_t *n) {
   luaL_Buffer b;
   luaL_buffinit(L, &b);
   luaL_addstring(&b, head);
@@ -307,10 +275,8 @@ static const char *push_joined(lua_State *L, const char *head, const char *code,
 /* "a = f(x); a.shape": the text before the last top-level ";" compiles
  * alone, and with "return" after the ";" the whole does. */
 static bool split_compiles(lua_State *L, const char *code, size_t len, const cnn_chunk *c,
-                           const char *name)
-{
-  if (c->split < 0)
-    return false;
+                           const char *name) {
+  if (c->split < 0) return false;
   size_t at = (size_t)c->split + 1, n;
   if (check_syntax(L, code, at, name) != LUA_OK) {
     lua_pop(L, 1);
@@ -331,14 +297,12 @@ static bool split_compiles(lua_State *L, const char *code, size_t len, const cnn
 #define RETURN_VALUES "return " CNN_SESSION_VALUES "("
 
 static int compile_scanned(lua_State *L, const char *code, size_t len, const char *name,
-                           const cnn_chunk *c)
-{
+                           const cnn_chunk *c) {
   size_t n;
   const char *ret = push_joined(L, "return ", code, len, &n);
   int status = check_syntax(L, ret, n, name);
   lua_remove(L, status == LUA_OK ? -1 : -2);
-  if (status == LUA_OK)
-    return cnn_session_load(L, code, len, name, c, NULL, RETURN_VALUES, "\n)");
+  if (status == LUA_OK) return cnn_session_load(L, code, len, name, c, NULL, RETURN_VALUES, "\n)");
   bool open_expr = at_eof(L, status); /* "1 +", "f(a," */
   lua_pop(L, 1);
   if (split_compiles(L, code, len, c, name)) {
@@ -346,8 +310,7 @@ static int compile_scanned(lua_State *L, const char *code, size_t len, const cha
     return cnn_session_load(L, code, len, name, c, &ret, "", "\n)");
   }
   status = check_syntax(L, code, len, name);
-  if (status == LUA_OK)
-    return cnn_session_load(L, code, len, name, c, NULL, "", "");
+  if (status == LUA_OK) return cnn_session_load(L, code, len, name, c, NULL, "", "");
   if ((open_expr || at_eof(L, status)) && c->can_continue) {
     lua_pop(L, 1);
     return CNN_EVAL_INCOMPLETE;
@@ -355,8 +318,7 @@ static int compile_scanned(lua_State *L, const char *code, size_t len, const cha
   return status;
 }
 
-int cnn_repl_compile(lua_State *L, const char *code, size_t len, const char *name)
-{
+int cnn_repl_compile(lua_State *L, const char *code, size_t len, const char *name) {
   cnn_chunk c;
   int status;
   if (cnn_chunk_scan(code, len, &c) != 0) {
@@ -369,31 +331,25 @@ int cnn_repl_compile(lua_State *L, const char *code, size_t len, const char *nam
   return status;
 }
 
-static int print_results(lua_State *L)
-{
+static int print_results(lua_State *L) {
   const cnn_print_opts *o = lua_touserdata(L, lua_upvalueindex(1));
-  if (lua_gettop(L) > 0)
-    cnn_repl_print_values(L, 1, o);
+  if (lua_gettop(L) > 0) cnn_repl_print_values(L, 1, o);
   return 0;
 }
 
 /* Run the compiled chunk at top + 1, leaving its results from top + 1. */
-static int run_chunk(lua_State *L, int top)
-{
+static int run_chunk(lua_State *L, int top) {
   lua_pushvalue(L, top + 1);
   int status = cnn_repl_docall(L, 0, LUA_MULTRET);
-  if (status == LUA_OK)
-    cnn_session_commit(L, top + 1);
+  if (status == LUA_OK) cnn_session_commit(L, top + 1);
   lua_remove(L, top + 1);
   return status;
 }
 
 /* Print the results from top + 1; the first becomes the global `_`. */
-static int print_and_keep(lua_State *L, int top, bool color)
-{
+static int print_and_keep(lua_State *L, int top, bool color) {
   int nres = lua_gettop(L) - top;
-  if (nres == 0)
-    return LUA_OK;
+  if (nres == 0) return LUA_OK;
   lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_GLOBALS);
   lua_pushvalue(L, top + 1);
   lua_setfield(L, -2, "_"); /* _G has no __newindex: a raw set */
@@ -406,17 +362,13 @@ static int print_and_keep(lua_State *L, int top, bool color)
   return cnn_repl_docall(L, nres, 0);
 }
 
-int cnn_repl_eval(lua_State *L, const char *code, bool color, bool color_err)
-{
+int cnn_repl_eval(lua_State *L, const char *code, bool color, bool color_err) {
   int top = lua_gettop(L);
   int status = cnn_repl_compile(L, code, strlen(code), "=stdin");
-  if (status == CNN_EVAL_INCOMPLETE)
-    return status;
+  if (status == CNN_EVAL_INCOMPLETE) return status;
   unsigned long eq_calls = cnn_lua_tensor_eq_calls();
-  if (status == LUA_OK)
-    status = run_chunk(L, top);
-  if (status == LUA_OK)
-    status = print_and_keep(L, top, color);
+  if (status == LUA_OK) status = run_chunk(L, top);
+  if (status == LUA_OK) status = print_and_keep(L, top, color);
   if (status == LUA_ERRSYNTAX) { /* no traceback: :bt shows the message */
     cnn_repl_push_syntax_hint(L, code);
     lua_pushvalue(L, -1);
@@ -433,8 +385,7 @@ int cnn_repl_eval(lua_State *L, const char *code, bool color, bool color_err)
 
 /* ---- fresh states ----------------------------------------------------------- */
 
-static int open_all(lua_State *L)
-{
+static int open_all(lua_State *L) {
   luaL_openlibs(L);
   cnn_lua_open_all(L);
   if (lua_toboolean(L, 1)) { /* --ascii */
@@ -447,8 +398,7 @@ static int open_all(lua_State *L)
   return 0;
 }
 
-lua_State *cnn_repl_newstate(bool ascii)
-{
+lua_State *cnn_repl_newstate(bool ascii) {
   lua_State *L = luaL_newstate();
   if (L == NULL) {
     fprintf(stderr, "cnnsh: cannot create a Lua state: not enough memory\n");

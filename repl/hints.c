@@ -21,37 +21,35 @@
 /* The name of a method called with "." whose missing self caused msg, or
  * NULL.  Looks at the function that raised (level 1) and, for error()
  * calls, at its caller. */
-static const char *dot_called_method(lua_State *L, const char *msg)
-{
+static const char *dot_called_method(lua_State *L, const char *msg) {
   lua_Debug ar;
   for (int level = 1; level <= 2 && lua_getstack(L, level, &ar); level++) {
     lua_getinfo(L, "n", &ar);
-    if (ar.name == NULL || ar.namewhat == NULL || strcmp(ar.namewhat, "method") == 0)
-      continue;
+    if (ar.name == NULL || ar.namewhat == NULL || strcmp(ar.namewhat, "method") == 0) continue;
     const char *arg1 = strstr(msg, "bad argument #1 to '");
     bool self_missing = strstr(msg, "(local 'self')") != NULL ||
                         (arg1 && strncmp(arg1 + 20, ar.name, strlen(ar.name)) == 0);
-    if (self_missing)
-      return ar.name;
+    if (self_missing) return ar.name;
   }
   return NULL;
 }
 
-const char *cnn_repl_push_hinted(lua_State *L, const char *msg)
-{
+const char *cnn_repl_push_hinted(lua_State *L, const char *msg) {
   const char *method = dot_called_method(L, msg);
   if (method)
-    return lua_pushfstring(L, "%s\n  hint: call methods with ':' -- x:%s(...) passes x as self, "
-                              "x.%s(...) does not", msg, method, method);
+    return lua_pushfstring(L,
+                           "%s\n  hint: call methods with ':' -- x:%s(...) passes x as self, "
+                           "x.%s(...) does not",
+                           msg, method, method);
   if (strstr(msg, "(global 'torch')"))
-    return lua_pushfstring(L, "%s\n  hint: there is no torch here: tensors are cnn.* (cnn.randn), "
-                              "layers nn.*, functions F.*, optimizers optim.* (help() lists them)",
+    return lua_pushfstring(L,
+                           "%s\n  hint: there is no torch here: tensors are cnn.* (cnn.randn), "
+                           "layers nn.*, functions F.*, optimizers optim.* (help() lists them)",
                            msg);
   return lua_pushstring(L, msg);
 }
 
-const char *cnn_repl_push_syntax_hint(lua_State *L, const char *code)
-{
+const char *cnn_repl_push_syntax_hint(lua_State *L, const char *code) {
   const char *msg = lua_tostring(L, -1);
   char *call = cnn_chunk_keyword_call(code, strlen(code));
   if (call == NULL || msg == NULL) {
@@ -65,16 +63,13 @@ const char *cnn_repl_push_syntax_hint(lua_State *L, const char *code)
   return msg;
 }
 
-const char *cnn_repl_typed_hint(lua_State *L, const char *line)
-{
+const char *cnn_repl_typed_hint(lua_State *L, const char *line) {
   static const char *const leave[] = {"exit", "quit", "exit()", "quit()", NULL};
   line += strspn(line, " \t");
   size_t n = strlen(line);
-  while (n > 0 && strchr(" \t;", line[n - 1]))
-    n--;
+  while (n > 0 && strchr(" \t;", line[n - 1])) n--;
   for (int i = 0; leave[i]; i++) {
-    if (strlen(leave[i]) != n || strncmp(line, leave[i], n) != 0)
-      continue;
+    if (strlen(leave[i]) != n || strncmp(line, leave[i], n) != 0) continue;
     lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_GLOBALS);
     lua_pushlstring(L, leave[i], 4); /* "exit" or "quit" */
     bool defined = lua_rawget(L, -2) != LUA_TNIL;

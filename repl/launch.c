@@ -20,32 +20,26 @@
 
 #include "repl.h"
 
-int cnn_launch_ranks(int nproc, int argc, char **argv, int skip_at, int skip_len)
-{
+int cnn_launch_ranks(int nproc, int argc, char **argv, int skip_at, int skip_len) {
   static char exe[PATH_MAX];
   ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (n <= 0)
-    return fprintf(stderr, "cnnsh: --nproc: cannot find this program's path\n"), 2;
+  if (n <= 0) return fprintf(stderr, "cnnsh: --nproc: cannot find this program's path\n"), 2;
   exe[n] = 0;
   char np[24];
   snprintf(np, sizeof np, "%d", nproc);
   const char *mpirun = getenv("CNNSH_MPIRUN");
-  if (!mpirun || !*mpirun)
-    mpirun = "mpirun";
+  if (!mpirun || !*mpirun) mpirun = "mpirun";
   char **args = calloc((size_t)argc + 8, sizeof *args);
-  if (!args)
-    return fprintf(stderr, "cnnsh: --nproc: out of memory\n"), 2;
+  if (!args) return fprintf(stderr, "cnnsh: --nproc: out of memory\n"), 2;
   int k = 0;
   args[k++] = (char *)mpirun;
   args[k++] = "-np";
   args[k++] = np;
   args[k++] = "--oversubscribe";
-  if (geteuid() == 0)
-    args[k++] = "--allow-run-as-root";
+  if (geteuid() == 0) args[k++] = "--allow-run-as-root";
   args[k++] = exe;
   for (int i = 1; i < argc; i++)
-    if (i < skip_at || i >= skip_at + skip_len)
-      args[k++] = argv[i];
+    if (i < skip_at || i >= skip_at + skip_len) args[k++] = argv[i];
   fflush(stdout);
   execvp(mpirun, args);
   fprintf(stderr, "cnnsh: --nproc starts the ranks with Open MPI's %s: %s (install openmpi-bin)\n",

@@ -29,7 +29,7 @@
 #include "repl.h"
 
 #define NESTED_STRING_MAX 120
-#define SBUF_META "cnn.repl.sbuf"
+#define SBUF_META         "cnn.repl.sbuf"
 
 enum { C_NONE = 0, C_STR = 32, C_NUM = 36, C_LIT = 35, C_FUN = 33, C_DIM = 90, C_ERR = 31 };
 
@@ -41,19 +41,18 @@ typedef struct {
 typedef struct {
   lua_State *L;
   const cnn_print_opts *o;
-  int seen;     /* absolute index: tables on the current path */
+  int seen;      /* absolute index: tables on the current path */
   sbuf *scratch; /* for measuring the one-line form */
-  bool color;   /* this pass emits colours */
-  bool oneline; /* this pass never breaks lines */
-  size_t limit; /* oneline pass: give up once longer than this (0: none) */
+  bool color;    /* this pass emits colours */
+  bool oneline;  /* this pass never breaks lines */
+  size_t limit;  /* oneline pass: give up once longer than this (0: none) */
 } ctx;
 
 static void render(ctx *c, sbuf *b, int idx, int depth, int indent, bool top);
 
 /* ---- the buffer ------------------------------------------------------------- */
 
-static int sbuf_gc(lua_State *L)
-{
+static int sbuf_gc(lua_State *L) {
   sbuf *b = lua_touserdata(L, 1);
   free(b->p);
   b->p = NULL;
@@ -61,8 +60,7 @@ static int sbuf_gc(lua_State *L)
   return 0;
 }
 
-static sbuf *sbuf_push(lua_State *L)
-{
+static sbuf *sbuf_push(lua_State *L) {
   sbuf *b = lua_newuserdatauv(L, sizeof *b, 0);
   memset(b, 0, sizeof *b);
   if (luaL_newmetatable(L, SBUF_META)) {
@@ -73,15 +71,12 @@ static sbuf *sbuf_push(lua_State *L)
   return b;
 }
 
-static void put(ctx *c, sbuf *b, const char *s, size_t len)
-{
+static void put(ctx *c, sbuf *b, const char *s, size_t len) {
   if (b->n + len + 1 > b->cap) {
     size_t cap = b->cap ? b->cap : 256;
-    while (cap < b->n + len + 1)
-      cap *= 2;
+    while (cap < b->n + len + 1) cap *= 2;
     char *p = realloc(b->p, cap);
-    if (p == NULL)
-      luaL_error(c->L, "print: not enough memory");
+    if (p == NULL) luaL_error(c->L, "print: not enough memory");
     b->p = p;
     b->cap = cap;
   }
@@ -92,8 +87,7 @@ static void put(ctx *c, sbuf *b, const char *s, size_t len)
 
 static void puts_(ctx *c, sbuf *b, const char *s) { put(c, b, s, strlen(s)); }
 
-static void color_on(ctx *c, sbuf *b, int code)
-{
+static void color_on(ctx *c, sbuf *b, int code) {
   if (c->color && code != C_NONE) {
     char esc[16];
     snprintf(esc, sizeof esc, "\033[%dm", code);
@@ -101,44 +95,36 @@ static void color_on(ctx *c, sbuf *b, int code)
   }
 }
 
-static void color_off(ctx *c, sbuf *b, int code)
-{
-  if (c->color && code != C_NONE)
-    puts_(c, b, "\033[0m");
+static void color_off(ctx *c, sbuf *b, int code) {
+  if (c->color && code != C_NONE) puts_(c, b, "\033[0m");
 }
 
-static void colored(ctx *c, sbuf *b, int code, const char *s, size_t len)
-{
+static void colored(ctx *c, sbuf *b, int code, const char *s, size_t len) {
   color_on(c, b, code);
   put(c, b, s, len);
   color_off(c, b, code);
 }
 
-static void spaces(ctx *c, sbuf *b, int n)
-{
+static void spaces(ctx *c, sbuf *b, int n) {
   static const char sp[] = "                                ";
-  for (; n > 0; n -= 32)
-    put(c, b, sp, n < 32 ? (size_t)n : 32);
+  for (; n > 0; n -= 32) put(c, b, sp, n < 32 ? (size_t)n : 32);
 }
 
 /* Text that may span lines, continuation lines indented by `indent`. */
-static void put_indented(ctx *c, sbuf *b, const char *s, size_t len, int indent)
-{
+static void put_indented(ctx *c, sbuf *b, const char *s, size_t len, int indent) {
   const char *end = s + len;
   while (s < end) {
     const char *nl = memchr(s, '\n', (size_t)(end - s));
     size_t n = nl ? (size_t)(nl - s + 1) : (size_t)(end - s);
     put(c, b, s, n);
     s += n;
-    if (nl && s < end)
-      spaces(c, b, indent);
+    if (nl && s < end) spaces(c, b, indent);
   }
 }
 
 /* ---- scalars ---------------------------------------------------------------- */
 
-static void render_string(ctx *c, sbuf *b, int idx, bool top)
-{
+static void render_string(ctx *c, sbuf *b, int idx, bool top) {
   size_t len;
   const char *s = lua_tolstring(c->L, idx, &len);
   size_t shown = (!top && len > NESTED_STRING_MAX) ? NESTED_STRING_MAX : len;
@@ -171,8 +157,7 @@ static void render_string(ctx *c, sbuf *b, int idx, bool top)
   }
 }
 
-static void render_number(ctx *c, sbuf *b, int idx)
-{
+static void render_number(ctx *c, sbuf *b, int idx) {
   lua_pushvalue(c->L, idx);
   size_t len;
   const char *s = lua_tolstring(c->L, -1, &len); /* converts the copy */
@@ -181,8 +166,7 @@ static void render_number(ctx *c, sbuf *b, int idx)
 }
 
 /* The first line of cnn.doc[f], found with raw access; pushes nothing. */
-static void render_doc(ctx *c, sbuf *b, int idx)
-{
+static void render_doc(ctx *c, sbuf *b, int idx) {
   lua_State *L = c->L;
   lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_GLOBALS);
   lua_pushliteral(L, "cnn");
@@ -206,10 +190,8 @@ static void render_doc(ctx *c, sbuf *b, int idx)
   lua_pop(L, 2);
 }
 
-static bool is_tensor(lua_State *L, int idx)
-{
-  if (lua_type(L, idx) != LUA_TUSERDATA || !lua_getmetatable(L, idx))
-    return false;
+static bool is_tensor(lua_State *L, int idx) {
+  if (lua_type(L, idx) != LUA_TUSERDATA || !lua_getmetatable(L, idx)) return false;
   lua_pushliteral(L, "__name");
   lua_rawget(L, -2);
   bool yes = lua_type(L, -1) == LUA_TSTRING && strcmp(lua_tostring(L, -1), "cnn.Tensor") == 0;
@@ -219,17 +201,14 @@ static bool is_tensor(lua_State *L, int idx)
 
 /* tostring() of the value (its __tostring or __name); nested tensors keep
  * only their last, summary line. */
-static void render_tostring(ctx *c, sbuf *b, int idx, int indent, bool top)
-{
+static void render_tostring(ctx *c, sbuf *b, int idx, int indent, bool top) {
   size_t len;
   const char *s = luaL_tolstring(c->L, idx, &len);
   int code = lua_type(c->L, idx) == LUA_TFUNCTION ? C_FUN : C_NONE;
   if (!top && is_tensor(c->L, idx)) {
-    while (len > 0 && s[len - 1] == '\n')
-      len--;
+    while (len > 0 && s[len - 1] == '\n') len--;
     const char *last = s + len;
-    while (last > s && last[-1] != '\n')
-      last--;
+    while (last > s && last[-1] != '\n') last--;
     len -= (size_t)(last - s);
     s = last;
   }
@@ -244,26 +223,21 @@ static void render_tostring(ctx *c, sbuf *b, int idx, int indent, bool top)
 /* ---- tables ----------------------------------------------------------------- */
 
 typedef struct {
-  int rank;        /* 0 numbers, 1 strings, 2 booleans, 3 other */
+  int rank; /* 0 numbers, 1 strings, 2 booleans, 3 other */
   double num;
   const char *str;
-  int pos;         /* index in the keys table */
+  int pos; /* index in the keys table */
 } keyinfo;
 
-static int cmp_keys(const void *pa, const void *pb)
-{
+static int cmp_keys(const void *pa, const void *pb) {
   const keyinfo *a = pa, *b = pb;
-  if (a->rank != b->rank)
-    return a->rank - b->rank;
-  if (a->rank == 0)
-    return (a->num > b->num) - (a->num < b->num);
-  if (a->rank == 1)
-    return strcmp(a->str, b->str);
+  if (a->rank != b->rank) return a->rank - b->rank;
+  if (a->rank == 0) return (a->num > b->num) - (a->num < b->num);
+  if (a->rank == 1) return strcmp(a->str, b->str);
   return a->pos - b->pos;
 }
 
-static int array_length(lua_State *L, int t)
-{
+static int array_length(lua_State *L, int t) {
   int n = 0;
   while (lua_rawgeti(L, t, n + 1) != LUA_TNIL) {
     lua_pop(L, 1);
@@ -275,15 +249,13 @@ static int array_length(lua_State *L, int t)
 
 /* Push a sequence of the keys of table t that are not in 1..narr, sorted,
  * and return their count. */
-static int push_sorted_keys(lua_State *L, int t, int narr)
-{
+static int push_sorted_keys(lua_State *L, int t, int narr) {
   lua_newtable(L);
   int keys = lua_gettop(L), nk = 0;
   lua_pushnil(L);
   while (lua_next(L, t)) {
     lua_pop(L, 1);
-    if (lua_isinteger(L, -1) && lua_tointeger(L, -1) >= 1 && lua_tointeger(L, -1) <= narr)
-      continue;
+    if (lua_isinteger(L, -1) && lua_tointeger(L, -1) >= 1 && lua_tointeger(L, -1) <= narr) continue;
     lua_pushvalue(L, -1);
     lua_rawseti(L, keys, ++nk);
   }
@@ -307,26 +279,22 @@ static int push_sorted_keys(lua_State *L, int t, int narr)
   return nk;
 }
 
-static bool is_identifier(const char *s)
-{
-  static const char *const kw[] = {"and", "break", "do", "else", "elseif", "end", "false",
-                                   "for", "function", "goto", "if", "in", "local", "nil",
-                                   "not", "or", "repeat", "return", "then", "true", "until",
-                                   "while", NULL};
-  if (!(*s == '_' || (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z')))
-    return false;
+static bool is_identifier(const char *s) {
+  static const char *const kw[] = {"and",   "break", "do",       "else",  "elseif", "end",
+                                   "false", "for",   "function", "goto",  "if",     "in",
+                                   "local", "nil",   "not",      "or",    "repeat", "return",
+                                   "then",  "true",  "until",    "while", NULL};
+  if (!(*s == '_' || (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z'))) return false;
   for (const char *p = s; *p; p++)
     if (!(*p == '_' || (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
           (*p >= '0' && *p <= '9')))
       return false;
   for (int i = 0; kw[i]; i++)
-    if (strcmp(s, kw[i]) == 0)
-      return false;
+    if (strcmp(s, kw[i]) == 0) return false;
   return true;
 }
 
-static void render_key(ctx *c, sbuf *b, int idx, int depth)
-{
+static void render_key(ctx *c, sbuf *b, int idx, int depth) {
   if (lua_type(c->L, idx) == LUA_TSTRING && is_identifier(lua_tostring(c->L, idx))) {
     puts_(c, b, lua_tostring(c->L, idx));
   } else {
@@ -343,8 +311,7 @@ static void render_key(ctx *c, sbuf *b, int idx, int depth)
 static bool over(const ctx *c, const sbuf *b) { return c->limit && b->n > c->limit; }
 
 /* The entries of table t, either ", "-separated or one per line. */
-static void render_entries(ctx *c, sbuf *b, int t, int depth, int indent)
-{
+static void render_entries(ctx *c, sbuf *b, int t, int depth, int indent) {
   lua_State *L = c->L;
   luaL_checkstack(L, 8, "print: nesting too deep");
   int narr = array_length(L, t);
@@ -365,8 +332,7 @@ static void render_entries(ctx *c, sbuf *b, int t, int depth, int indent)
     }
     render(c, b, lua_gettop(L), depth + 1, indent + 2, false);
     lua_pop(L, 1);
-    if (!c->oneline)
-      put(c, b, ",", 1);
+    if (!c->oneline) put(c, b, ",", 1);
   }
   if (shown < total) {
     char more[48];
@@ -377,14 +343,12 @@ static void render_entries(ctx *c, sbuf *b, int t, int depth, int indent)
       put(c, b, "\n", 1), spaces(c, b, indent + 2);
     colored(c, b, C_DIM, more, strlen(more));
   }
-  if (!c->oneline)
-    put(c, b, "\n", 1), spaces(c, b, indent);
+  if (!c->oneline) put(c, b, "\n", 1), spaces(c, b, indent);
   lua_pop(L, 1); /* keys */
 }
 
 /* Does the table fit on one line in the columns left? */
-static bool fits_one_line(ctx *c, int t, int depth, int indent)
-{
+static bool fits_one_line(ctx *c, int t, int depth, int indent) {
   ctx m = *c;
   m.color = false;
   m.oneline = true;
@@ -396,13 +360,11 @@ static bool fits_one_line(ctx *c, int t, int depth, int indent)
   return !over(&m, m.scratch) && m.limit != 1;
 }
 
-static void render_table(ctx *c, sbuf *b, int t, int depth, int indent)
-{
+static void render_table(ctx *c, sbuf *b, int t, int depth, int indent) {
   lua_State *L = c->L;
   lua_pushnil(L);
   bool empty = lua_next(L, t) == 0;
-  if (!empty)
-    lua_pop(L, 2);
+  if (!empty) lua_pop(L, 2);
   if (empty) {
     puts_(c, b, "{}");
     return;
@@ -422,8 +384,7 @@ static void render_table(ctx *c, sbuf *b, int t, int depth, int indent)
   lua_pushboolean(L, 1);
   lua_rawset(L, c->seen);
   bool saved = c->oneline;
-  if (!c->oneline && fits_one_line(c, t, depth, indent))
-    c->oneline = true;
+  if (!c->oneline && fits_one_line(c, t, depth, indent)) c->oneline = true;
   put(c, b, "{", 1);
   render_entries(c, b, t, depth, indent);
   put(c, b, "}", 1);
@@ -433,12 +394,10 @@ static void render_table(ctx *c, sbuf *b, int t, int depth, int indent)
   lua_rawset(L, c->seen);
 }
 
-static void render(ctx *c, sbuf *b, int idx, int depth, int indent, bool top)
-{
+static void render(ctx *c, sbuf *b, int idx, int depth, int indent, bool top) {
   lua_State *L = c->L;
   idx = lua_absindex(L, idx);
-  if (over(c, b))
-    return;
+  if (over(c, b)) return;
   switch (lua_type(L, idx)) {
   case LUA_TNIL: colored(c, b, C_LIT, "nil", 3); break;
   case LUA_TBOOLEAN:
@@ -467,16 +426,14 @@ static void render(ctx *c, sbuf *b, int idx, int depth, int indent, bool top)
 
 /* ---- entry points ----------------------------------------------------------- */
 
-void cnn_print_opts_init(cnn_print_opts *o, bool color)
-{
+void cnn_print_opts_init(cnn_print_opts *o, bool color) {
   o->color = color;
   o->max_depth = 5;
   o->max_items = 64;
   o->width = 78;
 }
 
-const char *cnn_repl_format(lua_State *L, int idx, const cnn_print_opts *o)
-{
+const char *cnn_repl_format(lua_State *L, int idx, const cnn_print_opts *o) {
   idx = lua_absindex(L, idx);
   luaL_checkstack(L, 16, "print");
   int base = lua_gettop(L);
@@ -492,8 +449,7 @@ const char *cnn_repl_format(lua_State *L, int idx, const cnn_print_opts *o)
   return lua_tostring(L, -1);
 }
 
-void cnn_repl_print_values(lua_State *L, int first, const cnn_print_opts *o)
-{
+void cnn_repl_print_values(lua_State *L, int first, const cnn_print_opts *o) {
   int top = lua_gettop(L);
   bool multiline = false;
   for (int i = first; i <= top; i++) {
@@ -501,8 +457,7 @@ void cnn_repl_print_values(lua_State *L, int first, const cnn_print_opts *o)
     multiline = multiline || strchr(s, '\n') != NULL;
   }
   for (int i = top + 1; i <= lua_gettop(L); i++) {
-    if (i > top + 1)
-      fputs(multiline ? "\n" : "\t", stdout);
+    if (i > top + 1) fputs(multiline ? "\n" : "\t", stdout);
     fputs(lua_tostring(L, i), stdout);
   }
   fputs("\n", stdout);

@@ -31,8 +31,8 @@
 
 enum { READ_LINE, READ_EOF, READ_INTR };
 
-static cnn_repl *active;    /* the session Tab completes in */
-static char *got_line;      /* set by on_line */
+static cnn_repl *active; /* the session Tab completes in */
+static char *got_line;   /* set by on_line */
 static bool got;
 
 /* ---- a growable text buffer for statements ------------------------------------- */
@@ -42,35 +42,28 @@ typedef struct {
   size_t n, cap;
 } text;
 
-static bool text_add(text *t, const char *s, bool newline)
-{
+static bool text_add(text *t, const char *s, bool newline) {
   size_t len = strlen(s), need = t->n + len + 2;
   if (need > t->cap) {
     size_t cap = t->cap ? t->cap : 256;
-    while (cap < need)
-      cap *= 2;
+    while (cap < need) cap *= 2;
     char *p = realloc(t->p, cap);
-    if (p == NULL)
-      return false;
+    if (p == NULL) return false;
     t->p = p;
     t->cap = cap;
   }
-  if (newline && t->n > 0)
-    t->p[t->n++] = '\n';
+  if (newline && t->n > 0) t->p[t->n++] = '\n';
   memcpy(t->p + t->n, s, len + 1);
   t->n += len;
   return true;
 }
 
-static void text_clear(text *t)
-{
+static void text_clear(text *t) {
   t->n = 0;
-  if (t->p)
-    t->p[0] = '\0';
+  if (t->p) t->p[0] = '\0';
 }
 
-static bool is_command(const char *line)
-{
+static bool is_command(const char *line) {
   line += strspn(line, " \t");
   return line[0] == ':' && line[1] != ':';
 }
@@ -79,10 +72,8 @@ static bool is_command(const char *line)
 
 /* A candidate from complete.c, re-based from its word start `mine` onto
  * readline's `start`. */
-static char *rebased(const char *cand, int mine, int start)
-{
-  if (mine == start)
-    return strdup(cand);
+static char *rebased(const char *cand, int mine, int start) {
+  if (mine == start) return strdup(cand);
   if (mine < start) { /* drop text readline keeps before its word */
     size_t drop = (size_t)(start - mine);
     return strdup(strlen(cand) >= drop ? cand + drop : "");
@@ -96,8 +87,7 @@ static char *rebased(const char *cand, int mine, int start)
   return s;
 }
 
-static char **attempt(const char *text_, int start, int end)
-{
+static char **attempt(const char *text_, int start, int end) {
   (void)text_;
   rl_attempted_completion_over = 1; /* never fall back to file names */
   rl_completion_suppress_append = 1;
@@ -106,8 +96,7 @@ static char **attempt(const char *text_, int start, int end)
   int mine;
   cnn_complete(active->L, rl_line_buffer, end, &mine, &l);
   char **m = l.n ? calloc((size_t)l.n + 2, sizeof *m) : NULL;
-  for (int i = 0; m && i < l.n; i++)
-    m[i + 1] = rebased(l.v[i], mine, start);
+  for (int i = 0; m && i < l.n; i++) m[i + 1] = rebased(l.v[i], mine, start);
   if (m) { /* m[0]: the longest common prefix */
     size_t lcd = strlen(m[1]);
     for (int i = 2; i <= l.n; i++)
@@ -128,19 +117,15 @@ static char **attempt(const char *text_, int start, int end)
 }
 
 /* Show candidates without their shared "a.b." or "dir/" head. */
-static void display_matches(char **matches, int n, int maxlen)
-{
+static void display_matches(char **matches, int n, int maxlen) {
   (void)maxlen;
   size_t cut = 0;
   for (const char *p = matches[1]; p[0] && p[1]; p++) /* a trailing "/" is kept */
-    if (*p == '.' || *p == ':' || *p == '/')
-      cut = (size_t)(p - matches[1]) + 1;
+    if (*p == '.' || *p == ':' || *p == '/') cut = (size_t)(p - matches[1]) + 1;
   for (int i = 2; i <= n; i++)
-    if (strncmp(matches[i], matches[1], cut) != 0)
-      cut = 0;
+    if (strncmp(matches[i], matches[1], cut) != 0) cut = 0;
   char **shown = calloc((size_t)n + 2, sizeof *shown);
-  if (shown == NULL)
-    return;
+  if (shown == NULL) return;
   int longest = 0;
   shown[0] = matches[0];
   for (int i = 1; i <= n; i++) {
@@ -153,8 +138,7 @@ static void display_matches(char **matches, int n, int maxlen)
   free(shown);
 }
 
-static void setup_readline(cnn_repl *r)
-{
+static void setup_readline(cnn_repl *r) {
   active = r;
   rl_readline_name = "cnnsh";
   rl_catch_signals = 0; /* exec.c owns SIGINT */
@@ -169,15 +153,13 @@ static void setup_readline(cnn_repl *r)
 
 /* ---- reading a line ------------------------------------------------------------------ */
 
-static void on_line(char *line)
-{
+static void on_line(char *line) {
   got_line = line;
   got = true;
   rl_callback_handler_remove();
 }
 
-static void cancel_line(void)
-{
+static void cancel_line(void) {
   rl_free_line_state();
   rl_callback_sigcleanup();
   rl_replace_line("", 0);
@@ -189,8 +171,7 @@ static void cancel_line(void)
 
 /* One line; SIGINT stays blocked except inside pselect(), so a Ctrl-C is
  * seen at once wherever it lands. */
-static int read_line(const char *prompt, char **out)
-{
+static int read_line(const char *prompt, char **out) {
   sigset_t block, orig;
   sigemptyset(&block);
   sigaddset(&block, SIGINT);
@@ -209,8 +190,7 @@ static int read_line(const char *prompt, char **out)
       result = READ_INTR;
       break;
     }
-    if (rc < 0 && errno == EINTR)
-      continue;
+    if (rc < 0 && errno == EINTR) continue;
     if (rc < 0) {
       rl_callback_handler_remove();
       break;
@@ -228,15 +208,13 @@ static int read_line(const char *prompt, char **out)
 
 /* ---- the loops -------------------------------------------------------------------------- */
 
-static void run_command(cnn_repl *r, const char *line)
-{
+static void run_command(cnn_repl *r, const char *line) {
   cnn_history_add(r->history_path, line);
   cnn_repl_command(r, line);
   active = r; /* :reset replaced r->L; completion follows r */
 }
 
-int cnn_repl_run_prompt(cnn_repl *r)
-{
+int cnn_repl_run_prompt(cnn_repl *r) {
   setup_readline(r);
   cnn_repl_short_errors(true);
   cnn_history_load(r->history_path);
@@ -269,10 +247,8 @@ int cnn_repl_run_prompt(cnn_repl *r)
     }
     bool ok = text_add(&buf, line, true);
     free(line);
-    if (!ok)
-      break;
-    if (cnn_repl_eval(r->L, buf.p, r->color, r->color_err) == CNN_EVAL_INCOMPLETE)
-      continue;
+    if (!ok) break;
+    if (cnn_repl_eval(r->L, buf.p, r->color, r->color_err) == CNN_EVAL_INCOMPLETE) continue;
     cnn_history_add(r->history_path, buf.p);
     text_clear(&buf);
   }
@@ -282,8 +258,7 @@ int cnn_repl_run_prompt(cnn_repl *r)
 }
 
 /* A statement left unfinished at end of input: report its syntax error. */
-static void report_unfinished(cnn_repl *r, const text *buf)
-{
+static void report_unfinished(cnn_repl *r, const text *buf) {
   int status = luaL_loadbuffer(r->L, buf->p, buf->n, "=stdin");
   if (status == LUA_OK)
     lua_pop(r->L, 1);
@@ -291,8 +266,7 @@ static void report_unfinished(cnn_repl *r, const text *buf)
     cnn_repl_report(r->L, status, r->color_err);
 }
 
-int cnn_repl_run_stream(cnn_repl *r, FILE *in)
-{
+int cnn_repl_run_stream(cnn_repl *r, FILE *in) {
   text buf = {0};
   char *line = NULL;
   size_t cap = 0;
@@ -300,8 +274,7 @@ int cnn_repl_run_stream(cnn_repl *r, FILE *in)
   bool failed = false;
   cnn_repl_short_errors(true);
   while (!r->quit && !cnn_repl_interrupted() && (len = getline(&line, &cap, in)) >= 0) {
-    if (len > 0 && line[len - 1] == '\n')
-      line[len - 1] = '\0';
+    if (len > 0 && line[len - 1] == '\n') line[len - 1] = '\0';
     if (buf.n == 0 && is_command(line)) {
       cnn_repl_command(r, line);
       continue;
@@ -311,11 +284,9 @@ int cnn_repl_run_stream(cnn_repl *r, FILE *in)
       printf("%s\n", hint);
       continue;
     }
-    if (!text_add(&buf, line, true))
-      break;
+    if (!text_add(&buf, line, true)) break;
     int st = cnn_repl_eval(r->L, buf.p, r->color, r->color_err);
-    if (st == CNN_EVAL_INCOMPLETE)
-      continue;
+    if (st == CNN_EVAL_INCOMPLETE) continue;
     failed = failed || st == CNN_EVAL_ERROR;
     text_clear(&buf);
   }

@@ -37,12 +37,12 @@
 /* ---- the session --------------------------------------------------------- */
 
 typedef struct cnn_repl {
-  lua_State *L;         /* current state; replaced by :reset */
-  bool color;           /* ANSI colour on stdout */
-  bool color_err;       /* ANSI colour on stderr */
-  bool ascii;           /* --ascii: set cnn.ascii = true in every state */
-  bool quit;            /* :quit was typed */
-  char *history_path;   /* NULL: no history file */
+  lua_State *L;       /* current state; replaced by :reset */
+  bool color;         /* ANSI colour on stdout */
+  bool color_err;     /* ANSI colour on stderr */
+  bool ascii;         /* --ascii: set cnn.ascii = true in every state */
+  bool quit;          /* :quit was typed */
+  char *history_path; /* NULL: no history file */
 } cnn_repl;
 
 /* A fresh Lua state with the standard libraries and cnn_lua_open_all();
@@ -68,11 +68,11 @@ typedef struct {
 } cnn_edit;
 
 typedef struct {
-  bool can_continue; /* an open block, bracket or long string, or a trailing operator */
-  long split;        /* offset of the last top-level ";" with code after it, or -1 */
-  cnn_strlist names; /* identifiers used as variables (sorted, unique) */
+  bool can_continue;  /* an open block, bracket or long string, or a trailing operator */
+  long split;         /* offset of the last top-level ";" with code after it, or -1 */
+  cnn_strlist names;  /* identifiers used as variables (sorted, unique) */
   cnn_strlist locals; /* names declared by the top-level `local`s rewritten below */
-  cnn_edit *edits;   /* sorted by offset: top-level `local` statements -> assignments */
+  cnn_edit *edits;    /* sorted by offset: top-level `local` statements -> assignments */
   int nedits, capedits;
 } cnn_chunk;
 
@@ -105,8 +105,7 @@ const char *cnn_repl_typed_hint(lua_State *L, const char *line);
  * none).  Pushes the function (LUA_OK) or an error message. */
 #define CNN_SESSION_VALUES "__cnnsh_values" /* the wrapper's identity function */
 int cnn_session_load(lua_State *L, const char *code, size_t len, const char *chunkname,
-                     const cnn_chunk *c, const cnn_edit *extra, const char *head,
-                     const char *tail);
+                     const cnn_chunk *c, const cnn_edit *extra, const char *head, const char *tail);
 /* After the function at fidx ran without error: its new names become
  * session variables. */
 void cnn_session_commit(lua_State *L, int fidx);
@@ -168,7 +167,6 @@ void cnn_repl_print_values(lua_State *L, int first, const cnn_print_opts *o);
 
 /* ---- complete.c: Tab ------------------------------------------------------- */
 
-
 typedef enum {
   CNN_COMPLETE_EXPR,    /* a.b.c / a:b / a global name */
   CNN_COMPLETE_COMMAND, /* :he */
@@ -210,7 +208,7 @@ int cnn_repl_command(cnn_repl *r, const char *line);
 extern const char *const cnn_repl_command_names[];
 
 /* Statistics of :time samples (seconds), exposed for tests. */
-double cnn_time_median(double *v, int n); /* sorts v */
+double cnn_time_median(double *v, int n);             /* sorts v */
 double cnn_time_quantile(double *v, int n, double q); /* sorts v; q in [0, 1] */
 /* Do the samples disagree so much that the machine looks busy? (sorts v) */
 bool cnn_time_busy(double *v, int n);

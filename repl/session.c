@@ -33,14 +33,12 @@
 
 #include "repl.h"
 
-#define SESSION "cnnsh.session"
+#define SESSION            "cnnsh.session"
 #define MAX_SESSION_LOCALS 180 /* Lua allows 200 locals in a function */
 
 /* Push SESSION (created on first use). */
-static void push_session(lua_State *L)
-{
-  if (lua_getfield(L, LUA_REGISTRYINDEX, SESSION) == LUA_TTABLE)
-    return;
+static void push_session(lua_State *L) {
+  if (lua_getfield(L, LUA_REGISTRYINDEX, SESSION) == LUA_TTABLE) return;
   lua_pop(L, 1);
   lua_newtable(L);
   lua_pushvalue(L, -1);
@@ -48,8 +46,7 @@ static void push_session(lua_State *L)
 }
 
 /* Push the {function, index} entry of `name`, or nothing and false. */
-static bool push_entry(lua_State *L, const char *name, size_t len)
-{
+static bool push_entry(lua_State *L, const char *name, size_t len) {
   push_session(L);
   lua_pushlstring(L, name, len);
   if (lua_rawget(L, -2) == LUA_TTABLE) {
@@ -60,32 +57,26 @@ static bool push_entry(lua_State *L, const char *name, size_t len)
   return false;
 }
 
-bool cnn_session_push(lua_State *L, const char *name, size_t len)
-{
-  if (!push_entry(L, name, len))
-    return false;
+bool cnn_session_push(lua_State *L, const char *name, size_t len) {
+  if (!push_entry(L, name, len)) return false;
   lua_rawgeti(L, -1, 1);
   lua_rawgeti(L, -2, 2);
   int n = (int)lua_tointeger(L, -1);
   lua_pop(L, 1);
   const char *got = lua_getupvalue(L, -1, n);
   lua_remove(L, -2), lua_remove(L, -2);
-  if (got == NULL)
-    return false;
+  if (got == NULL) return false;
   return true;
 }
 
-static bool in_list(const cnn_strlist *l, const char *s)
-{
+static bool in_list(const cnn_strlist *l, const char *s) {
   for (int i = 0; i < l->n; i++)
-    if (strcmp(l->v[i], s) == 0)
-      return true;
+    if (strcmp(l->v[i], s) == 0) return true;
   return false;
 }
 
 /* "local a, b; local c, d = c, d; return function(...) " into b. */
-static void add_header(lua_State *L, luaL_Buffer *b, const cnn_chunk *c)
-{
+static void add_header(lua_State *L, luaL_Buffer *b, const cnn_chunk *c) {
   cnn_strlist old = {0}, fresh = {0};
   for (int i = 0; i < c->names.n; i++) {
     const char *n = c->names.v[i];
@@ -98,14 +89,12 @@ static void add_header(lua_State *L, luaL_Buffer *b, const cnn_chunk *c)
   }
   for (int i = 0; i < old.n && i < MAX_SESSION_LOCALS; i++)
     luaL_addstring(b, i ? ", " : "local "), luaL_addstring(b, old.v[i]);
-  if (old.n)
-    luaL_addstring(b, "; ");
+  if (old.n) luaL_addstring(b, "; ");
   for (int k = 0; k < 2 && fresh.n; k++) {
     for (int i = 0; i < fresh.n && i < MAX_SESSION_LOCALS; i++)
       luaL_addstring(b, i ? ", " : k ? " = " : "local "), luaL_addstring(b, fresh.v[i]);
   }
-  if (fresh.n)
-    luaL_addstring(b, "; ");
+  if (fresh.n) luaL_addstring(b, "; ");
   luaL_addstring(b, "local " CNN_SESSION_VALUES " = function(...) return ... end; ");
   luaL_addstring(b, "return function(...) ");
   cnn_strlist_clear(&old);
@@ -113,20 +102,17 @@ static void add_header(lua_State *L, luaL_Buffer *b, const cnn_chunk *c)
 }
 
 /* Not _ENV, not the wrapper's own helper. */
-static bool session_name(const char *name)
-{
+static bool session_name(const char *name) {
   return strcmp(name, "_ENV") != 0 && strcmp(name, CNN_SESSION_VALUES) != 0;
 }
 
 /* Join the upvalues of the function on top that are session variables. */
-static void join_cells(lua_State *L)
-{
+static void join_cells(lua_State *L) {
   int f = lua_gettop(L);
   const char *name;
   for (int i = 1; (name = lua_getupvalue(L, f, i)) != NULL; i++) {
     lua_pop(L, 1);
-    if (!session_name(name) || !push_entry(L, name, strlen(name)))
-      continue;
+    if (!session_name(name) || !push_entry(L, name, strlen(name))) continue;
     lua_rawgeti(L, -1, 1);
     lua_rawgeti(L, -2, 2);
     lua_upvaluejoin(L, f, i, -2, (int)lua_tointeger(L, -1));
@@ -136,8 +122,7 @@ static void join_cells(lua_State *L)
 
 int cnn_session_load(lua_State *L, const char *code, size_t len, const char *chunkname,
                      const cnn_chunk *c, const cnn_edit *extra, const char *head,
-                     const char *tail)
-{
+                     const char *tail) {
   size_t n;
   char *body = cnn_chunk_rewrite(code, len, c, extra, &n);
   if (body == NULL) {
@@ -159,16 +144,13 @@ int cnn_session_load(lua_State *L, const char *code, size_t len, const char *chu
   lua_remove(L, -2);
   if (status == LUA_OK)
     status = lua_pcall(L, 0, 1, 0); /* the wrapper: reads the new names' globals */
-  if (status == LUA_OK)
-    join_cells(L);
+  if (status == LUA_OK) join_cells(L);
   return status;
 }
 
-void cnn_session_commit(lua_State *L, int fidx)
-{
+void cnn_session_commit(lua_State *L, int fidx) {
   fidx = lua_absindex(L, fidx);
-  if (lua_type(L, fidx) != LUA_TFUNCTION)
-    return;
+  if (lua_type(L, fidx) != LUA_TFUNCTION) return;
   push_session(L);
   const char *name;
   for (int i = 1; (name = lua_getupvalue(L, fidx, i)) != NULL; i++) {

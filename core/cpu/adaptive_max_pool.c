@@ -17,8 +17,8 @@
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 
-ALWAYS_INLINE void bin_max(int f64, const void *xp, int64_t H, int64_t W, int64_t OH, int64_t OW, int64_t oh,
-                           int64_t ow, double *best, int64_t *arg) {
+ALWAYS_INLINE void bin_max(int f64, const void *xp, int64_t H, int64_t W, int64_t OH, int64_t OW,
+                           int64_t oh, int64_t ow, double *best, int64_t *arg) {
   int64_t h0 = cnn_adaptive_start(oh, H, OH), h1 = cnn_adaptive_end(oh, H, OH);
   int64_t w0 = cnn_adaptive_start(ow, W, OW), w1 = cnn_adaptive_end(ow, W, OW);
   *best = -INFINITY, *arg = h0 * W + w0;
@@ -32,8 +32,8 @@ ALWAYS_INLINE void bin_max(int f64, const void *xp, int64_t H, int64_t W, int64_
     }
 }
 
-ALWAYS_INLINE void forward_plane(int f64, int64_t H, int64_t W, int64_t OH, int64_t OW, const void *x, void *y,
-                                 int64_t *indices, int64_t p) {
+ALWAYS_INLINE void forward_plane(int f64, int64_t H, int64_t W, int64_t OH, int64_t OW,
+                                 const void *x, void *y, int64_t *indices, int64_t p) {
   const char *xp = (const char *)x + p * H * W * (f64 ? 8 : 4);
   for (int64_t oh = 0; oh < OH; oh++)
     for (int64_t ow = 0; ow < OW; ow++) {
@@ -45,19 +45,20 @@ ALWAYS_INLINE void forward_plane(int f64, int64_t H, int64_t W, int64_t OH, int6
     }
 }
 
-static int check(const char *op, cnn_dtype dt, int64_t N, int64_t C, int64_t H, int64_t W, int64_t OH,
-                 int64_t OW) {
+static int check(const char *op, cnn_dtype dt, int64_t N, int64_t C, int64_t H, int64_t W,
+                 int64_t OH, int64_t OW) {
   if (cnn_cpu_check_float_sizes(op, dt, N, C, H * W)) return -1;
   if (H < 1 || W < 1 || OH < 1 || OW < 1) {
-    cnn_set_error("%s: cannot pool %lldx%lld to %lldx%lld", op, (long long)H, (long long)W, (long long)OH,
-                  (long long)OW);
+    cnn_set_error("%s: cannot pool %lldx%lld to %lldx%lld", op, (long long)H, (long long)W,
+                  (long long)OH, (long long)OW);
     return -1;
   }
   return 0;
 }
 
 int cnn_cpu_adaptive_max_pool2d_forward(cnn_dtype dt, int64_t N, int64_t C, int64_t H, int64_t W,
-                                        int64_t OH, int64_t OW, const void *x, void *y, int64_t *indices) {
+                                        int64_t OH, int64_t OW, const void *x, void *y,
+                                        int64_t *indices) {
   if (check("adaptive_max_pool2d", dt, N, C, H, W, OH, OW)) return -1;
 #pragma omp parallel for schedule(static)
   for (int64_t p = 0; p < N * C; p++) {
@@ -70,8 +71,8 @@ int cnn_cpu_adaptive_max_pool2d_forward(cnn_dtype dt, int64_t N, int64_t C, int6
 }
 
 int cnn_cpu_adaptive_max_pool2d_backward(cnn_dtype dt, int64_t N, int64_t C, int64_t H, int64_t W,
-                                         int64_t OH, int64_t OW, const void *dy, const int64_t *indices,
-                                         void *dx) {
+                                         int64_t OH, int64_t OW, const void *dy,
+                                         const int64_t *indices, void *dx) {
   if (check("adaptive_max_pool2d_backward", dt, N, C, H, W, OH, OW)) return -1;
   int f64 = dt == CNN_FLOAT64;
   memset(dx, 0, (size_t)(N * C * H * W) * cnn_dtype_size(dt));

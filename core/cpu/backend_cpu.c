@@ -25,7 +25,8 @@ static int gemm(int dev, cnn_dtype dt, bool ta, bool tb, int64_t M, int64_t N, i
     return 0;
   }
   if (dt == CNN_FLOAT32)
-    cnn_blas_sgemm(ta, tb, (int)M, (int)N, (int)K, 1.0f, A, (int)lda, B, (int)ldb, 0.0f, C, (int)ldc);
+    cnn_blas_sgemm(ta, tb, (int)M, (int)N, (int)K, 1.0f, A, (int)lda, B, (int)ldb, 0.0f, C,
+                   (int)ldc);
   else
     cnn_blas_dgemm(ta, tb, (int)M, (int)N, (int)K, 1.0, A, (int)lda, B, (int)ldb, 0.0, C, (int)ldc);
   return 0;
@@ -99,13 +100,13 @@ static int bn_fwd(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t L, const 
                   const void *gamma, const void *beta, void *rm, void *rv, int training,
                   double momentum, double eps, void *y, void *mean, void *invstd) {
   (void)dev;
-  return cnn_cpu_batch_norm_forward(dt, N, C, L, x, gamma, beta, rm, rv, training, momentum, eps,
-                                    y, mean, invstd);
+  return cnn_cpu_batch_norm_forward(dt, N, C, L, x, gamma, beta, rm, rv, training, momentum, eps, y,
+                                    mean, invstd);
 }
 /* eps: the CUDA backend's cuDNN asks for it; the CPU uses the saved invstd */
 static int bn_bwd(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t L, const void *dy,
-                  const void *x, const void *gamma, const void *mean, const void *invstd,
-                  void *dx, void *dg, void *db, double eps) {
+                  const void *x, const void *gamma, const void *mean, const void *invstd, void *dx,
+                  void *dg, void *db, double eps) {
   (void)dev, (void)eps;
   return cnn_cpu_batch_norm_backward(dt, N, C, L, dy, x, gamma, mean, invstd, dx, dg, db);
 }
@@ -129,14 +130,15 @@ static int softmax_bwd(int dev, cnn_dtype dt, int64_t outer, int64_t D, int64_t 
 /* ---- layer/group/instance norm, resizing, adaptive max pooling (helper "norm":
  * norm_rows.c, resize.c, adaptive_max_pool.c) ---- */
 
-static int norm_rows_fwd(int dev, cnn_dtype dt, const cnn_norm_shape *s, const void *x, const void *gamma,
-                         const void *beta, double eps, void *y, void *mean, void *rstd) {
+static int norm_rows_fwd(int dev, cnn_dtype dt, const cnn_norm_shape *s, const void *x,
+                         const void *gamma, const void *beta, double eps, void *y, void *mean,
+                         void *rstd) {
   (void)dev;
   return cnn_cpu_norm_rows_forward(dt, s, x, gamma, beta, eps, y, mean, rstd);
 }
-static int norm_rows_bwd(int dev, cnn_dtype dt, const cnn_norm_shape *s, const void *dy, const void *x,
-                         const void *mean, const void *rstd, const void *gamma, void *dx, void *dgamma,
-                         void *dbeta) {
+static int norm_rows_bwd(int dev, cnn_dtype dt, const cnn_norm_shape *s, const void *dy,
+                         const void *x, const void *mean, const void *rstd, const void *gamma,
+                         void *dx, void *dgamma, void *dbeta) {
   (void)dev;
   return cnn_cpu_norm_rows_backward(dt, s, dy, x, mean, rstd, gamma, dx, dgamma, dbeta);
 }
@@ -148,13 +150,14 @@ static int resize_bwd(int dev, cnn_dtype dt, const cnn_resize_shape *s, const vo
   (void)dev;
   return cnn_cpu_resize2d_backward(dt, s, dy, dx);
 }
-static int adaptive_max_fwd(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t H, int64_t W, int64_t OH,
-                            int64_t OW, const void *x, void *y, int64_t *indices) {
+static int adaptive_max_fwd(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t H, int64_t W,
+                            int64_t OH, int64_t OW, const void *x, void *y, int64_t *indices) {
   (void)dev;
   return cnn_cpu_adaptive_max_pool2d_forward(dt, N, C, H, W, OH, OW, x, y, indices);
 }
-static int adaptive_max_bwd(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t H, int64_t W, int64_t OH,
-                            int64_t OW, const void *dy, const int64_t *indices, void *dx) {
+static int adaptive_max_bwd(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t H, int64_t W,
+                            int64_t OH, int64_t OW, const void *dy, const int64_t *indices,
+                            void *dx) {
   (void)dev;
   return cnn_cpu_adaptive_max_pool2d_backward(dt, N, C, H, W, OH, OW, dy, indices, dx);
 }

@@ -64,8 +64,8 @@ int cnn_cpu_class_loss_backward(int dev, cnn_dtype dt, const cnn_be_class_loss *
                                 int g_per_row, double scale, void *gx);
 int cnn_cpu_bce_forward(int dev, cnn_dtype dt, int64_t n, const void *x, const void *y,
                         const void *pw, void *out);
-int cnn_cpu_bce_backward(int dev, cnn_dtype dt, int64_t n, int which, const void *x,
-                         const void *y, const void *pw, const void *g, void *out);
+int cnn_cpu_bce_backward(int dev, cnn_dtype dt, int64_t n, int which, const void *x, const void *y,
+                         const void *pw, const void *g, void *out);
 int cnn_cpu_dropout_mask(int dev, cnn_dtype dt, int64_t n, double p, uint64_t seed, void *mask);
 
 #endif

@@ -120,12 +120,12 @@ ALWAYS_INLINE void eval_plane(int f64, int64_t L, const void *x, const bn_args *
   double invstd = 1.0 / sqrt(var + a->eps);
   double g = a->gamma ? cnn_cpu_ld(a->gamma, c, f64) : 1;
   double b = a->beta ? cnn_cpu_ld(a->beta, c, f64) : 0;
-  channel_normalize(f64, 1, 1, L, (const char *)x + p * L * (f64 ? 8 : 4), 0, mean, invstd, g,
-                    b, (char *)y + p * L * (f64 ? 8 : 4));
+  channel_normalize(f64, 1, 1, L, (const char *)x + p * L * (f64 ? 8 : 4), 0, mean, invstd, g, b,
+                    (char *)y + p * L * (f64 ? 8 : 4));
 }
 
-static int bn_eval(cnn_dtype dt, int64_t N, int64_t C, int64_t L, const void *x,
-                   const bn_args *a, void *y) {
+static int bn_eval(cnn_dtype dt, int64_t N, int64_t C, int64_t L, const void *x, const bn_args *a,
+                   void *y) {
   int f64 = dt == CNN_FLOAT64;
 #pragma omp parallel for schedule(static)
   for (int64_t p = 0; p < N * C; p++) {
@@ -149,15 +149,16 @@ int cnn_cpu_batch_norm_forward(cnn_dtype dt, int64_t N, int64_t C, int64_t L, co
   if (cnn_cpu_check_float_sizes("batch_norm", dt, N, C, L)) return -1;
   if (training && N * L <= 1 && C > 0) {
     cnn_set_error("batch_norm: expected more than 1 value per channel when training, "
-                  "got input %lldx%lldx%lld", (long long)N, (long long)C, (long long)L);
+                  "got input %lldx%lldx%lld",
+                  (long long)N, (long long)C, (long long)L);
     return -1;
   }
   if (!training && (!running_mean || !running_var)) {
     cnn_set_error("batch_norm: running_mean and running_var are required in eval mode");
     return -1;
   }
-  bn_args a = {gamma, beta, running_mean, running_var, save_mean, save_invstd,
-               training, momentum, eps};
+  bn_args a = {gamma,       beta,     running_mean, running_var, save_mean,
+               save_invstd, training, momentum,     eps};
   if (!training) return bn_eval(dt, N, C, L, x, &a, y);
 #pragma omp parallel for schedule(static)
   for (int64_t c = 0; c < C; c++) {
@@ -240,14 +241,13 @@ static int backward(const char *op, int eval, cnn_dtype dt, int64_t N, int64_t C
 int cnn_cpu_batch_norm_backward(cnn_dtype dt, int64_t N, int64_t C, int64_t L, const void *dy,
                                 const void *x, const void *gamma, const void *save_mean,
                                 const void *save_invstd, void *dx, void *dgamma, void *dbeta) {
-  return backward("batch_norm_backward", 0, dt, N, C, L, dy, x, gamma, save_mean, save_invstd,
-                  dx, dgamma, dbeta);
+  return backward("batch_norm_backward", 0, dt, N, C, L, dy, x, gamma, save_mean, save_invstd, dx,
+                  dgamma, dbeta);
 }
 
-int cnn_cpu_batch_norm_backward_eval(cnn_dtype dt, int64_t N, int64_t C, int64_t L,
-                                     const void *dy, const void *x, const void *gamma,
-                                     const void *save_mean, const void *save_invstd, void *dx,
-                                     void *dgamma, void *dbeta) {
-  return backward("batch_norm_backward", 1, dt, N, C, L, dy, x, gamma, save_mean, save_invstd,
-                  dx, dgamma, dbeta);
+int cnn_cpu_batch_norm_backward_eval(cnn_dtype dt, int64_t N, int64_t C, int64_t L, const void *dy,
+                                     const void *x, const void *gamma, const void *save_mean,
+                                     const void *save_invstd, void *dx, void *dgamma, void *dbeta) {
+  return backward("batch_norm_backward", 1, dt, N, C, L, dy, x, gamma, save_mean, save_invstd, dx,
+                  dgamma, dbeta);
 }

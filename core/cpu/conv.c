@@ -44,17 +44,17 @@ const char *cnn_conv_shape_str(const cnn_conv_shape *s, char buf[256]) {
   int64_t wshape[4] = {s->K, s->groups > 0 ? s->C / s->groups : s->C, s->R, s->S};
   int64_t xshape[4] = {s->N, s->C, s->H, s->W}, yshape[4] = {s->N, s->K, s->OH, s->OW};
   char xs[CNN_SHAPE_STR], ws[CNN_SHAPE_STR], ys[CNN_SHAPE_STR];
-  snprintf(buf, 256, "input %s, weight %s, output %s, stride %dx%d, pad %d,%d,%d,%d, "
+  snprintf(buf, 256,
+           "input %s, weight %s, output %s, stride %dx%d, pad %d,%d,%d,%d, "
            "dilation %dx%d, groups %d",
-           cnn_shape_str(4, xshape, xs), cnn_shape_str(4, wshape, ws),
-           cnn_shape_str(4, yshape, ys), s->sh, s->sw, s->pt, s->pb, s->pl, s->pr, s->dh,
-           s->dw, s->groups);
+           cnn_shape_str(4, xshape, xs), cnn_shape_str(4, wshape, ws), cnn_shape_str(4, yshape, ys),
+           s->sh, s->sw, s->pt, s->pb, s->pl, s->pr, s->dh, s->dw, s->groups);
   return buf;
 }
 
 static int check_params(const cnn_conv_shape *s, char *d) {
-  if (s->sh < 1 || s->sw < 1 || s->dh < 1 || s->dw < 1 || s->pt < 0 || s->pb < 0 ||
-      s->pl < 0 || s->pr < 0) {
+  if (s->sh < 1 || s->sw < 1 || s->dh < 1 || s->dw < 1 || s->pt < 0 || s->pb < 0 || s->pl < 0 ||
+      s->pr < 0) {
     cnn_set_error("conv2d: stride and dilation must be >= 1 and padding >= 0 (%s)",
                   cnn_conv_shape_str(s, d));
     return -1;
@@ -93,8 +93,7 @@ int cnn_cpu_conv2d_check(cnn_dtype dt, const cnn_conv_shape *s) {
 /* Zero-sized problems (an empty batch, no output pixels) take the naive
  * loops, which simply write zeros where there is something to write. */
 static int degenerate(const cnn_conv_shape *s) {
-  return s->N == 0 || s->C == 0 || s->K == 0 || s->H == 0 || s->W == 0 || s->OH == 0 ||
-         s->OW == 0;
+  return s->N == 0 || s->C == 0 || s->K == 0 || s->H == 0 || s->W == 0 || s->OH == 0 || s->OW == 0;
 }
 
 /* 1: try oneDNN first (float32, not NAIVE/IM2COL). */
@@ -102,8 +101,8 @@ static int wants_onednn(cnn_conv_algo algo, cnn_dtype dt) {
   return dt == CNN_FLOAT32 && (algo == CNN_CONV_AUTO || algo == CNN_CONV_ONEDNN);
 }
 
-int cnn_cpu_conv2d_forward(cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_shape *s,
-                           const void *x, const void *w, const void *b, void *y) {
+int cnn_cpu_conv2d_forward(cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_shape *s, const void *x,
+                           const void *w, const void *b, void *y) {
   if (cnn_cpu_conv2d_check(dt, s)) return -1;
   if (algo == CNN_CONV_NAIVE || degenerate(s))
     return cnn_cpu_conv2d_naive_forward(dt, s, x, w, b, y);

@@ -39,16 +39,15 @@ static inline void *at(const void *p, int64_t i, int f64) {
 }
 
 /* C = alpha * op(A) * op(B) + beta * C, row-major, in the dtype. */
-static void gemm(int f64, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
-                 const void *A, int64_t lda, const void *B, int64_t ldb, double beta, void *C,
-                 int64_t ldc) {
+static void gemm(int f64, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, const void *A,
+                 int64_t lda, const void *B, int64_t ldb, double beta, void *C, int64_t ldc) {
   bool ta = trans_a, tb = trans_b;
   if (f64)
-    cnn_blas_dgemm(ta, tb, (int)M, (int)N, (int)K, 1.0, A, (int)lda, B, (int)ldb,
-                beta, C, (int)ldc);
+    cnn_blas_dgemm(ta, tb, (int)M, (int)N, (int)K, 1.0, A, (int)lda, B, (int)ldb, beta, C,
+                   (int)ldc);
   else
-    cnn_blas_sgemm(ta, tb, (int)M, (int)N, (int)K, 1.0f, A, (int)lda, B, (int)ldb,
-                (float)beta, C, (int)ldc);
+    cnn_blas_sgemm(ta, tb, (int)M, (int)N, (int)K, 1.0f, A, (int)lda, B, (int)ldb, (float)beta, C,
+                   (int)ldc);
 }
 
 /* No lowering needed: the image planes already form the CRS x P matrix. */
@@ -61,7 +60,7 @@ static int is_pointwise(const cnn_conv_shape *s) {
  * form one range [*lo, *hi); the rest read padding. */
 static void valid_range(int64_t off, int64_t size, int stride, int64_t n, int64_t *lo,
                         int64_t *hi) {
-  int64_t a = off >= 0 ? 0 : (-off + stride - 1) / stride;          /* o*stride + off >= 0 */
+  int64_t a = off >= 0 ? 0 : (-off + stride - 1) / stride;              /* o*stride + off >= 0 */
   int64_t b = size - off <= 0 ? 0 : (size - off + stride - 1) / stride; /* ... < size */
   *lo = a < n ? a : n;
   *hi = b < n ? b : n;
@@ -70,8 +69,8 @@ static void valid_range(int64_t off, int64_t size, int stride, int64_t n, int64_
 
 /* One row of col: tap (r, q) of one input channel plane (H x W) at every
  * output position; out has OH x OW entries. */
-ALWAYS_INLINE void im2col_row(int f64, cnn_conv_shape s, const void *plane, int64_t r,
-                              int64_t q, void *out) {
+ALWAYS_INLINE void im2col_row(int f64, cnn_conv_shape s, const void *plane, int64_t r, int64_t q,
+                              void *out) {
   int64_t lo, hi, off = q * s.dw - s.pl;
   valid_range(off, s.W, s.sw, s.OW, &lo, &hi);
   for (int64_t oh = 0; oh < s.OH; oh++) {
@@ -250,8 +249,8 @@ static void bias_grad(int f64, const cnn_conv_shape *s, const void *dy, void *db
   }
 }
 
-static int im2col_backward_weight(int f64, const cnn_conv_shape *s, const void *dy,
-                                  const void *x, void *dw, void *db) {
+static int im2col_backward_weight(int f64, const cnn_conv_shape *s, const void *dy, const void *x,
+                                  void *dw, void *db) {
   int64_t Cg = s->C / s->groups, Kg = s->K / s->groups, CRS = Cg * s->R * s->S;
   int64_t P = s->OH * s->OW;
   void *col;
@@ -261,8 +260,8 @@ static int im2col_backward_weight(int f64, const cnn_conv_shape *s, const void *
     for (int64_t g = 0; g < s->groups; g++) {
       const void *B = col ? col : at(x, (n * s->C + g * Cg) * P, f64);
       if (col) im2col(f64 ? CNN_FLOAT64 : CNN_FLOAT32, s, x, n, g, col);
-      gemm(f64, 0, 1, Kg, CRS, P, at(dy, (n * s->K + g * Kg) * P, f64), P, B, P,
-           n == 0 ? 0.0 : 1.0, at(dw, g * Kg * CRS, f64), CRS);
+      gemm(f64, 0, 1, Kg, CRS, P, at(dy, (n * s->K + g * Kg) * P, f64), P, B, P, n == 0 ? 0.0 : 1.0,
+           at(dw, g * Kg * CRS, f64), CRS);
     }
   }
   free(col);

@@ -116,13 +116,14 @@ static int check_int8(const cnn_conv_shape *s) {
   if (cnn_cpu_conv2d_check(CNN_FLOAT32, s)) return -1;
   if (s->C / s->groups * s->R * s->S <= INT8_MAX_TERMS) return 0;
   cnn_set_error("conv2d_int8: %lld products per output overflow the int32 accumulator "
-                "(at most %lld) (%s)", (long long)(s->C / s->groups * s->R * s->S),
-                (long long)INT8_MAX_TERMS, cnn_conv_shape_str(s, d));
+                "(at most %lld) (%s)",
+                (long long)(s->C / s->groups * s->R * s->S), (long long)INT8_MAX_TERMS,
+                cnn_conv_shape_str(s, d));
   return -1;
 }
 
 typedef struct {
-  uint8_t *pos, *neg;      /* qx parts */
+  uint8_t *pos, *neg; /* qx parts */
   int32_t *acc, *acc_neg;
 } int8_buffers;
 
@@ -132,12 +133,12 @@ static void buffers_free(int8_buffers *b) {
 
 static int buffers_alloc(const cnn_conv_shape *s, int8_buffers *b) {
   int64_t nx = s->N * s->C * s->H * s->W, ny = s->N * s->K * s->OH * s->OW;
-  *b = (int8_buffers){malloc((size_t)nx + 1), malloc((size_t)nx + 1),
-                      malloc((size_t)ny * 4 + 4), malloc((size_t)ny * 4 + 4)};
+  *b = (int8_buffers){malloc((size_t)nx + 1), malloc((size_t)nx + 1), malloc((size_t)ny * 4 + 4),
+                      malloc((size_t)ny * 4 + 4)};
   if (b->pos && b->neg && b->acc && b->acc_neg) return 0;
   buffers_free(b);
-  cnn_set_error("conv2d_int8: out of memory for %lld input and %lld output elements",
-                (long long)nx, (long long)ny);
+  cnn_set_error("conv2d_int8: out of memory for %lld input and %lld output elements", (long long)nx,
+                (long long)ny);
   return -1;
 }
 

@@ -78,8 +78,8 @@ int cnn_cpu_conv2d_naive_forward(cnn_dtype dt, const cnn_conv_shape *s, const vo
 
 /* dx[n, g*Cg+c, :, :] for one input channel c of group g: scatter from
  * every output channel k of the group.  Accumulates in `acc` (H x W). */
-ALWAYS_INLINE void bwd_data_channel(int f64, const cnn_conv_shape *s, const void *dy,
-                                    const void *w, int64_t n, int64_t g, int64_t c, double *acc) {
+ALWAYS_INLINE void bwd_data_channel(int f64, const cnn_conv_shape *s, const void *dy, const void *w,
+                                    int64_t n, int64_t g, int64_t c, double *acc) {
   int64_t Cg = s->C / s->groups, Kg = s->K / s->groups;
   for (int64_t i = 0; i < s->H * s->W; i++) acc[i] = 0;
   for (int64_t k = g * Kg; k < (g + 1) * Kg; k++)
@@ -137,8 +137,7 @@ int cnn_cpu_conv2d_naive_backward_data(cnn_dtype dt, const cnn_conv_shape *s, co
 
 /* dw[k,c,r,q] = sum over n, oh, ow of dy[n,k,oh,ow] * x[n, g*Cg+c, ih, iw]. */
 ALWAYS_INLINE double bwd_weight_point(int f64, const cnn_conv_shape *s, const void *dy,
-                                      const void *x, int64_t k, int64_t c, int64_t r,
-                                      int64_t q) {
+                                      const void *x, int64_t k, int64_t c, int64_t r, int64_t q) {
   int64_t Cg = s->C / s->groups, g = k / (s->K / s->groups);
   double acc = 0;
   for (int64_t n = 0; n < s->N; n++)

@@ -64,10 +64,10 @@
 
 #include "cpu/kernels.h"
 
-#define CACHE_SIZE 64
+#define CACHE_SIZE      64
 #define FWD_SPLIT_BYTES ((int64_t)16 << 20) /* forward: split batches above this ... */
 #define FWD_CHUNK_BYTES ((int64_t)4 << 20)  /* ... into slices of this (input + output) */
-#define ARENA_ALIGN 4096
+#define ARENA_ALIGN     4096
 
 typedef enum { FWD = 0, BWD_DATA, BWD_WEIGHT } conv_kind;
 
@@ -75,7 +75,7 @@ typedef enum { FWD = 0, BWD_DATA, BWD_WEIGHT } conv_kind;
 typedef enum { PREC_F32 = 0, PREC_U8 } conv_prec;
 
 typedef struct {
-  int arg;                  /* DNNL_ARG_SRC, ... */
+  int arg; /* DNNL_ARG_SRC, ... */
   int is_output;
   dnnl_memory_t user;       /* plain layout; handle = the caller's array */
   dnnl_memory_t inner;      /* the primitive's layout; NULL if == user's */
@@ -84,17 +84,17 @@ typedef struct {
 } port;
 
 typedef struct {
-  int used, unsupported;    /* unsupported: oneDNN rejected this shape */
+  int used, unsupported; /* unsupported: oneDNN rejected this shape */
   conv_kind kind;
   conv_prec prec;
   int has_bias;
   cnn_conv_shape shape;
-  uint64_t last_use;        /* LRU clock */
+  uint64_t last_use; /* LRU clock */
   dnnl_primitive_t conv;
   port ports[3];
-  int bias_arg;             /* DNNL_ARG_BIAS / DNNL_ARG_DIFF_BIAS */
-  dnnl_memory_t bias;       /* plain K, or NULL */
-  dnnl_memory_t scratch;    /* or NULL when the primitive needs none */
+  int bias_arg;          /* DNNL_ARG_BIAS / DNNL_ARG_DIFF_BIAS */
+  dnnl_memory_t bias;    /* plain K, or NULL */
+  dnnl_memory_t scratch; /* or NULL when the primitive needs none */
   size_t scratch_bytes;
 } entry;
 
@@ -146,8 +146,8 @@ static void entry_destroy(entry *e) {
 static int shape_equal(const cnn_conv_shape *a, const cnn_conv_shape *b) {
   return a->N == b->N && a->C == b->C && a->H == b->H && a->W == b->W && a->K == b->K &&
          a->R == b->R && a->S == b->S && a->OH == b->OH && a->OW == b->OW && a->sh == b->sh &&
-         a->sw == b->sw && a->pt == b->pt && a->pb == b->pb && a->pl == b->pl &&
-         a->pr == b->pr && a->dh == b->dh && a->dw == b->dw && a->groups == b->groups;
+         a->sw == b->sw && a->pt == b->pt && a->pb == b->pb && a->pl == b->pl && a->pr == b->pr &&
+         a->dh == b->dh && a->dw == b->dw && a->groups == b->groups;
 }
 
 static entry *cache_find(conv_kind kind, conv_prec prec, int has_bias, const cnn_conv_shape *s) {
@@ -218,8 +218,9 @@ static void init_mds(const cnn_conv_shape *s, conv_prec prec, conv_mds *m) {
 static dnnl_status_t forward_desc(conv_mds *m, conv_prec prec, int has_bias,
                                   dnnl_convolution_desc_t *cd) {
   return dnnl_dilated_convolution_forward_desc_init(
-      cd, prec == PREC_U8 ? dnnl_forward_inference : dnnl_forward_training, dnnl_convolution_direct, &m->any[T_SRC], &m->any[T_WEI],
-      has_bias ? &m->bias : NULL, &m->any[T_DST], m->strides, m->dilates, m->pad_l, m->pad_r);
+      cd, prec == PREC_U8 ? dnnl_forward_inference : dnnl_forward_training, dnnl_convolution_direct,
+      &m->any[T_SRC], &m->any[T_WEI], has_bias ? &m->bias : NULL, &m->any[T_DST], m->strides,
+      m->dilates, m->pad_l, m->pad_r);
 }
 
 static dnnl_status_t kind_desc(conv_kind kind, conv_prec prec, conv_mds *m, int has_bias,
@@ -227,8 +228,8 @@ static dnnl_status_t kind_desc(conv_kind kind, conv_prec prec, conv_mds *m, int 
   if (kind == FWD) return forward_desc(m, prec, has_bias, cd);
   if (kind == BWD_DATA)
     return dnnl_dilated_convolution_backward_data_desc_init(
-        cd, dnnl_convolution_direct, &m->any[T_SRC], &m->any[T_WEI], &m->any[T_DST],
-        m->strides, m->dilates, m->pad_l, m->pad_r);
+        cd, dnnl_convolution_direct, &m->any[T_SRC], &m->any[T_WEI], &m->any[T_DST], m->strides,
+        m->dilates, m->pad_l, m->pad_r);
   return dnnl_dilated_convolution_backward_weights_desc_init(
       cd, dnnl_convolution_direct, &m->any[T_SRC], &m->any[T_WEI], has_bias ? &m->bias : NULL,
       &m->any[T_DST], m->strides, m->dilates, m->pad_l, m->pad_r);
@@ -315,8 +316,7 @@ static dnnl_status_t entry_memories(entry *e, dnnl_primitive_desc_t pd, conv_mds
     e->bias_arg = e->kind == FWD ? DNNL_ARG_BIAS : DNNL_ARG_DIFF_BIAS;
     if ((st = dnnl_memory_create(&e->bias, &m->bias, G.engine, DNNL_MEMORY_NONE))) return st;
   }
-  const dnnl_memory_desc_t *smd =
-      dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+  const dnnl_memory_desc_t *smd = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
   e->scratch_bytes = smd ? dnnl_memory_desc_get_size(smd) : 0;
   if (e->scratch_bytes == 0) return dnnl_success;
   return dnnl_memory_create(&e->scratch, smd, G.engine, DNNL_MEMORY_NONE);
@@ -400,8 +400,8 @@ static dnnl_status_t set_handle(dnnl_memory_t m, const void *p) {
 /* Points every memory of `e` at the caller's arrays and the arena from
  * `base` on.  Port `shared` (-1 for none) takes `shared_at`, a blocked
  * tensor another entry has already filled, and gets no arena space. */
-static dnnl_status_t bind(entry *e, const void *arrays[3], const void *bias, char *base,
-                          int shared, void *shared_at) {
+static dnnl_status_t bind(entry *e, const void *arrays[3], const void *bias, char *base, int shared,
+                          void *shared_at) {
   char *a = base;
   dnnl_status_t st = dnnl_success;
   for (int i = 0; i < 3 && st == dnnl_success; i++) {
@@ -466,8 +466,8 @@ static int entry_run(entry *e, const void *arrays[3], const void *bias) {
 
 /* One call: lock, find or build the entry, run it.  arrays[] follow the
  * port order of the table at the top. */
-static int conv_call(conv_kind kind, conv_prec prec, const cnn_conv_shape *s,
-                     const void *arrays[3], const void *bias) {
+static int conv_call(conv_kind kind, conv_prec prec, const cnn_conv_shape *s, const void *arrays[3],
+                     const void *bias) {
   if (cnn_interrupt_pending()) {
     cnn_set_error("conv2d: interrupted");
     return -1;
@@ -504,13 +504,13 @@ int cnn_cpu_conv2d_onednn_forward(const cnn_conv_shape *s, const float *x, const
   return 0;
 }
 
-int cnn_cpu_conv2d_onednn_backward_data(const cnn_conv_shape *s, const float *dy,
-                                        const float *w, float *dx) {
+int cnn_cpu_conv2d_onednn_backward_data(const cnn_conv_shape *s, const float *dy, const float *w,
+                                        float *dx) {
   return conv_call(BWD_DATA, PREC_F32, s, (const void *[3]){dy, w, dx}, NULL);
 }
 
-int cnn_cpu_conv2d_onednn_backward_weight(const cnn_conv_shape *s, const float *dy,
-                                          const float *x, float *dw, float *db) {
+int cnn_cpu_conv2d_onednn_backward_weight(const cnn_conv_shape *s, const float *dy, const float *x,
+                                          float *dw, float *db) {
   return conv_call(BWD_WEIGHT, PREC_F32, s, (const void *[3]){x, dy, dw}, db);
 }
 
@@ -539,8 +539,7 @@ static int dy_shareable(entry *d, entry *wt) {
 
 /* The data entry's tensors come first in the arena (its dy at offset 0),
  * then the weight entry's, less its dy when shared. */
-static int backward_run(entry *d, entry *wt, const void *ad[3], const void *aw[3],
-                        const void *db) {
+static int backward_run(entry *d, entry *wt, const void *ad[3], const void *aw[3], const void *db) {
   int share = dy_shareable(d, wt);
   size_t dneed = arena_need(d);
   size_t need = dneed + arena_need(wt) - (share ? round_up(wt->ports[WEIGHT_DY].inner_bytes) : 0);

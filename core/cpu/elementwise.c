@@ -38,7 +38,7 @@
 #include "strided.h"
 
 #define CNN_EW_PARALLEL 32768
-#define AI static inline __attribute__((always_inline))
+#define AI              static inline __attribute__((always_inline))
 
 static bool is_compare(cnn_binary_op op) { return op >= CNN_OP_EQ && op <= CNN_OP_GE; }
 
@@ -143,8 +143,8 @@ AI void bin_row_f32_op(int op, int64_t n, char *const *p, const int64_t *s) {
     for (int64_t i = 0; i < n; i++) o[i] = cnn_ew_binary_f32(op, av, b[i]);
   } else {
     for (int64_t i = 0; i < n; i++)
-      *(float *)(p[0] + i * s[0]) =
-          cnn_ew_binary_f32(op, *(const float *)(p[1] + i * s[1]), *(const float *)(p[2] + i * s[2]));
+      *(float *)(p[0] + i * s[0]) = cnn_ew_binary_f32(op, *(const float *)(p[1] + i * s[1]),
+                                                      *(const float *)(p[2] + i * s[2]));
   }
 }
 AI void bin_row_f64_op(int op, int64_t n, char *const *p, const int64_t *s) {
@@ -160,8 +160,8 @@ AI void bin_row_f64_op(int op, int64_t n, char *const *p, const int64_t *s) {
     for (int64_t i = 0; i < n; i++) o[i] = cnn_ew_binary_f64(op, av, b[i]);
   } else {
     for (int64_t i = 0; i < n; i++)
-      *(double *)(p[0] + i * s[0]) =
-          cnn_ew_binary_f64(op, *(const double *)(p[1] + i * s[1]), *(const double *)(p[2] + i * s[2]));
+      *(double *)(p[0] + i * s[0]) = cnn_ew_binary_f64(op, *(const double *)(p[1] + i * s[1]),
+                                                       *(const double *)(p[2] + i * s[2]));
   }
 }
 
@@ -192,14 +192,17 @@ static int64_t load_int(const char *p, cnn_dtype dt) {
   return dt == CNN_UINT8 ? *(const uint8_t *)p : *(const int64_t *)p;
 }
 static void store_int(char *p, cnn_dtype dt, int64_t v) {
-  if (dt == CNN_UINT8) *(uint8_t *)p = (uint8_t)v;
-  else *(int64_t *)p = v;
+  if (dt == CNN_UINT8)
+    *(uint8_t *)p = (uint8_t)v;
+  else
+    *(int64_t *)p = v;
 }
 static void bin_row_int(const void *ctx, int64_t n, char *const *p, const int64_t *s) {
   const ew_ctx *c = ctx;
   for (int64_t i = 0; i < n; i++)
     store_int(p[0] + i * s[0], c->dt,
-              cnn_ew_binary_i64(c->op, load_int(p[1] + i * s[1], c->dt), load_int(p[2] + i * s[2], c->dt)));
+              cnn_ew_binary_i64(c->op, load_int(p[1] + i * s[1], c->dt),
+                                load_int(p[2] + i * s[2], c->dt)));
 }
 
 static int cmp_sign(const char *a, const char *b, cnn_dtype dt) {
@@ -245,7 +248,8 @@ AI void un_row_f64_op(int op, const ew_ctx *c, int64_t n, char *const *p, const 
     for (int64_t i = 0; i < n; i++) o[i] = cnn_ew_unary_f64(op, x[i], c->p0, c->p1);
   } else {
     for (int64_t i = 0; i < n; i++)
-      *(double *)(p[0] + i * s[0]) = cnn_ew_unary_f64(op, *(const double *)(p[1] + i * s[1]), c->p0, c->p1);
+      *(double *)(p[0] + i * s[0]) =
+          cnn_ew_unary_f64(op, *(const double *)(p[1] + i * s[1]), c->p0, c->p1);
   }
 }
 
@@ -315,7 +319,8 @@ static void un_row_f64(const void *ctx, int64_t n, char *const *p, const int64_t
 static void un_row_int(const void *ctx, int64_t n, char *const *p, const int64_t *s) {
   const ew_ctx *c = ctx;
   for (int64_t i = 0; i < n; i++)
-    store_int(p[0] + i * s[0], c->dt, cnn_ew_unary_i64(c->op, load_int(p[1] + i * s[1], c->dt), c->p0, c->p1));
+    store_int(p[0] + i * s[0], c->dt,
+              cnn_ew_unary_i64(c->op, load_int(p[1] + i * s[1], c->dt), c->p0, c->p1));
 }
 
 static row_fn unary_row(cnn_dtype dt) {
@@ -343,8 +348,10 @@ static void deriv_row(const void *ctx, int64_t n, char *const *p, const int64_t 
   for (int64_t i = 0; i < n; i++) {
     double g = load_f(p[1] + i * s[1], c->dt), v = load_f(p[2] + i * s[2], c->dt);
     double r = g * cnn_ew_unary_deriv(c->op, v, c->p0, c->p1);
-    if (c->dt == CNN_FLOAT32) *(float *)(p[0] + i * s[0]) = (float)r;
-    else *(double *)(p[0] + i * s[0]) = r;
+    if (c->dt == CNN_FLOAT32)
+      *(float *)(p[0] + i * s[0]) = (float)r;
+    else
+      *(double *)(p[0] + i * s[0]) = r;
   }
 }
 
@@ -356,7 +363,7 @@ static void where_row(const void *ctx, int64_t n, char *const *p, const int64_t 
   cnn_dtype cdt = (cnn_dtype)c->op; /* dtype of the condition */
   for (int64_t i = 0; i < n; i++) {
     const char *cp = p[1] + i * s[1];
-    bool t = cdt == CNN_UINT8 ? *(const uint8_t *)cp != 0
+    bool t = cdt == CNN_UINT8   ? *(const uint8_t *)cp != 0
              : cdt == CNN_INT64 ? *(const int64_t *)cp != 0
                                 : load_f(cp, cdt) != 0;
     memcpy(p[0] + i * s[0], t ? p[2] + i * s[2] : p[3] + i * s[3], es);

@@ -12,9 +12,12 @@
 #include "tensor_internal.h" /* cnn_load_double, cnn_store_double */
 
 static void add_elem(cnn_dtype dt, void *dst, int64_t di, const void *src, int64_t si) {
-  if (dt == CNN_FLOAT32) ((float *)dst)[di] += ((const float *)src)[si];
-  else if (dt == CNN_FLOAT64) ((double *)dst)[di] += ((const double *)src)[si];
-  else cnn_store_double(dt, dst, di, cnn_load_double(dt, dst, di) + cnn_load_double(dt, src, si));
+  if (dt == CNN_FLOAT32)
+    ((float *)dst)[di] += ((const float *)src)[si];
+  else if (dt == CNN_FLOAT64)
+    ((double *)dst)[di] += ((const double *)src)[si];
+  else
+    cnn_store_double(dt, dst, di, cnn_load_double(dt, dst, di) + cnn_load_double(dt, src, si));
 }
 
 /* out[o, j, i] = x[o, index[j], i]: x outer x size x inner, out outer x k x inner */

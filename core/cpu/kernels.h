@@ -23,7 +23,7 @@
 #ifndef CNN_CPU_KERNELS_H
 #define CNN_CPU_KERNELS_H
 
-#include "cnn.h" /* cnn_dtype, cnn_conv_algo, cnn_set_error */
+#include "cnn.h"         /* cnn_dtype, cnn_conv_algo, cnn_set_error */
 #include "norm_math.h"   /* cnn_norm_shape (helper "norm") */
 #include "resize_math.h" /* cnn_resize_shape (helper "norm") */
 
@@ -39,12 +39,12 @@ int cnn_cpu_check_float_sizes(const char *op, cnn_dtype dt, int64_t a, int64_t b
 /* ---- convolution ---------------------------------------------------------- */
 
 typedef struct {
-  int64_t N, C, H, W;      /* input  N x C x H x W */
-  int64_t K, R, S;         /* weight K x (C/groups) x R x S */
-  int64_t OH, OW;          /* output N x K x OH x OW (caller computes) */
-  int sh, sw;              /* stride */
-  int pt, pb, pl, pr;      /* padding top, bottom, left, right */
-  int dh, dw;              /* dilation */
+  int64_t N, C, H, W; /* input  N x C x H x W */
+  int64_t K, R, S;    /* weight K x (C/groups) x R x S */
+  int64_t OH, OW;     /* output N x K x OH x OW (caller computes) */
+  int sh, sw;         /* stride */
+  int pt, pb, pl, pr; /* padding top, bottom, left, right */
+  int dh, dw;         /* dilation */
   int groups;
 } cnn_conv_shape;
 
@@ -59,8 +59,8 @@ int64_t cnn_conv_out_size(int64_t in, int p0, int p1, int k, int s, int d);
  * All return 0, or -1 with cnn_set_error("conv2d: ...") (e.g. oneDNN failure,
  * out of memory for a workspace, or interrupted: "conv2d: interrupted"). */
 /* x: N x C x H x W, w: K x C/g x R x S, b: K or NULL, y: N x K x OH x OW */
-int cnn_cpu_conv2d_forward(cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_shape *s,
-                           const void *x, const void *w, const void *b, void *y);
+int cnn_cpu_conv2d_forward(cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_shape *s, const void *x,
+                           const void *w, const void *b, void *y);
 /* dx = conv_transpose(dy, w), OVERWRITES dx (N x C x H x W) */
 int cnn_cpu_conv2d_backward_data(cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_shape *s,
                                  const void *dy, const void *w, void *dx);
@@ -72,14 +72,15 @@ int cnn_cpu_conv2d_backward_weight(cnn_conv_algo algo, cnn_dtype dt, const cnn_c
  * dx (may be NULL), dw (may be NULL; then db too), db (may be NULL);
  * outputs OVERWRITTEN.  Falls back per pass as the two calls above do. */
 int cnn_cpu_conv2d_backward(cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_shape *s,
-                            const void *dy, const void *x, const void *w, void *dx, void *dw, void *db);
+                            const void *dy, const void *x, const void *w, void *dx, void *dw,
+                            void *db);
 
 /* The three paths, callable directly (tests, benchmarks).  They assume a
  * shape that cnn_cpu_conv2d_check() accepted and no zero-sized dimension.
  * The oneDNN ones are float32 only and never fall back: they return -2
  * (error set) where oneDNN cannot create a primitive for the shape, -1 on
  * any other failure. */
-int cnn_cpu_conv2d_check(cnn_dtype dt, const cnn_conv_shape *s); /* 0 ok, -1 + error */
+int cnn_cpu_conv2d_check(cnn_dtype dt, const cnn_conv_shape *s);        /* 0 ok, -1 + error */
 const char *cnn_conv_shape_str(const cnn_conv_shape *s, char buf[256]); /* for messages */
 
 int cnn_cpu_conv2d_naive_forward(cnn_dtype dt, const cnn_conv_shape *s, const void *x,
@@ -98,10 +99,10 @@ int cnn_cpu_conv2d_im2col_backward_weight(cnn_dtype dt, const cnn_conv_shape *s,
 
 int cnn_cpu_conv2d_onednn_forward(const cnn_conv_shape *s, const float *x, const float *w,
                                   const float *b, float *y);
-int cnn_cpu_conv2d_onednn_backward_data(const cnn_conv_shape *s, const float *dy,
-                                        const float *w, float *dx);
-int cnn_cpu_conv2d_onednn_backward_weight(const cnn_conv_shape *s, const float *dy,
-                                          const float *x, float *dw, float *db);
+int cnn_cpu_conv2d_onednn_backward_data(const cnn_conv_shape *s, const float *dy, const float *w,
+                                        float *dx);
+int cnn_cpu_conv2d_onednn_backward_weight(const cnn_conv_shape *s, const float *dy, const float *x,
+                                          float *dw, float *db);
 /* Both passes, dy reordered once; -2 where oneDNN has no primitive (nothing written). */
 int cnn_cpu_conv2d_onednn_backward(const cnn_conv_shape *s, const float *dy, const float *x,
                                    const float *w, float *dx, float *dw, float *db);
@@ -126,10 +127,10 @@ int cnn_cpu_onednn_cache_size(void);
 /* ---- pooling ------------------------------------------------------------------ */
 
 typedef struct {
-  int64_t N, C, H, W, OH, OW;   /* caller computes OH/OW (incl. ceil_mode) */
+  int64_t N, C, H, W, OH, OW; /* caller computes OH/OW (incl. ceil_mode) */
   int kh, kw, sh, sw, ph, pw;
-  int count_include_pad;        /* avg pool */
-  int dh, dw;                   /* max pool dilation, >= 1 (avg pool: unused) */
+  int count_include_pad; /* avg pool */
+  int dh, dw;            /* max pool dilation, >= 1 (avg pool: unused) */
 } cnn_pool_shape;
 
 /* x: N x C x H x W, y: N x C x OH x OW.  The window of output (oh, ow)
@@ -176,10 +177,9 @@ int cnn_cpu_batch_norm_backward(cnn_dtype dt, int64_t N, int64_t C, int64_t L, c
 /* Eval-mode backward (fixed statistics, e.g. save_* from an eval forward):
  * dx = dy*gamma*invstd, dgamma = sum dy*xhat, dbeta = sum dy.  Same
  * arguments and overwrite rules as the training backward. */
-int cnn_cpu_batch_norm_backward_eval(cnn_dtype dt, int64_t N, int64_t C, int64_t L,
-                                     const void *dy, const void *x, const void *gamma,
-                                     const void *save_mean, const void *save_invstd, void *dx,
-                                     void *dgamma, void *dbeta);
+int cnn_cpu_batch_norm_backward_eval(cnn_dtype dt, int64_t N, int64_t C, int64_t L, const void *dy,
+                                     const void *x, const void *gamma, const void *save_mean,
+                                     const void *save_invstd, void *dx, void *dgamma, void *dbeta);
 
 /* ---- softmax ------------------------------------------------------------------ */
 
@@ -197,8 +197,9 @@ int cnn_cpu_softmax_backward(cnn_dtype dt, int64_t outer, int64_t D, int64_t inn
 
 /* x, y: R x D; mean, rstd: R (saved for backward); gamma, beta: A values
  * (norm_math.h) or NULL (1 and 0) */
-int cnn_cpu_norm_rows_forward(cnn_dtype dt, const cnn_norm_shape *s, const void *x, const void *gamma,
-                              const void *beta, double eps, void *y, void *mean, void *rstd);
+int cnn_cpu_norm_rows_forward(cnn_dtype dt, const cnn_norm_shape *s, const void *x,
+                              const void *gamma, const void *beta, double eps, void *y, void *mean,
+                              void *rstd);
 /* dx (R x D), dgamma, dbeta (A) OVERWRITTEN; each may be NULL */
 int cnn_cpu_norm_rows_backward(cnn_dtype dt, const cnn_norm_shape *s, const void *dy, const void *x,
                                const void *mean, const void *rstd, const void *gamma, void *dx,
@@ -210,10 +211,11 @@ int cnn_cpu_resize2d_backward(cnn_dtype dt, const cnn_resize_shape *s, const voi
 /* adaptive max pooling, PyTorch's bins; indices: flat h*W+w in the plane
  * (first maximum; NaN propagates); backward OVERWRITES dx */
 int cnn_cpu_adaptive_max_pool2d_forward(cnn_dtype dt, int64_t N, int64_t C, int64_t H, int64_t W,
-                                        int64_t OH, int64_t OW, const void *x, void *y, int64_t *indices);
+                                        int64_t OH, int64_t OW, const void *x, void *y,
+                                        int64_t *indices);
 int cnn_cpu_adaptive_max_pool2d_backward(cnn_dtype dt, int64_t N, int64_t C, int64_t H, int64_t W,
-                                         int64_t OH, int64_t OW, const void *dy, const int64_t *indices,
-                                         void *dx);
+                                         int64_t OH, int64_t OW, const void *dy,
+                                         const int64_t *indices, void *dx);
 
 /* ---- element access shared by the kernels ------------------------------------- */
 

@@ -95,8 +95,8 @@ int cnn_cpu_bce_forward(int dev, cnn_dtype dt, int64_t n, const void *x, const v
   return 0;
 }
 
-int cnn_cpu_bce_backward(int dev, cnn_dtype dt, int64_t n, int which, const void *x,
-                         const void *y, const void *pw, const void *g, void *out) {
+int cnn_cpu_bce_backward(int dev, cnn_dtype dt, int64_t n, int which, const void *x, const void *y,
+                         const void *pw, const void *g, void *out) {
   (void)dev;
   for (int64_t i = 0; i < n; i++) {
     double xv = cnn_load_double(dt, x, i), yv = cnn_load_double(dt, y, i);

@@ -31,30 +31,31 @@
 /* Vectors as wide as the ISA's registers: wider ones are split and spilled. */
 typedef float v8f __attribute__((vector_size(32)));
 typedef float v16f __attribute__((vector_size(64)));
-#define ACC 12           /* independent FMA chains per thread */
-#define FMA_INNER 4096   /* iterations of the first round */
+#define ACC       12   /* independent FMA chains per thread */
+#define FMA_INNER 4096 /* iterations of the first round */
 
 /* ACC chains of `iters` FMAs over vectors of type V (W floats); returns
  * the sum of the lanes, kept live by the caller. */
-#define FMA_BODY(V, W)                                                         \
-  V a[ACC], b, c;                                                              \
-  for (int k = 0; k < W; k++) b[k] = 0.999999f, c[k] = 1e-7f;                  \
-  for (int j = 0; j < ACC; j++)                                                \
-    for (int k = 0; k < W; k++) a[j][k] = (float)(j + 1);                      \
-  for (int64_t i = 0; i < iters; i++)                                          \
-    for (int j = 0; j < ACC; j++) a[j] = a[j] * b + c;                         \
-  float s = 0;                                                                 \
-  for (int j = 0; j < ACC; j++)                                                \
-    for (int k = 0; k < W; k++) s += a[j][k];                                  \
+#define FMA_BODY(V, W)                                                                             \
+  V a[ACC], b, c;                                                                                  \
+  for (int k = 0; k < W; k++) b[k] = 0.999999f, c[k] = 1e-7f;                                      \
+  for (int j = 0; j < ACC; j++)                                                                    \
+    for (int k = 0; k < W; k++) a[j][k] = (float)(j + 1);                                          \
+  for (int64_t i = 0; i < iters; i++)                                                              \
+    for (int j = 0; j < ACC; j++) a[j] = a[j] * b + c;                                             \
+  float s = 0;                                                                                     \
+  for (int j = 0; j < ACC; j++)                                                                    \
+    for (int k = 0; k < W; k++) s += a[j][k];                                                      \
   return s;
 
 /* Not instrumented: under the sanitizers the chains would live in
  * redzoned stack memory instead of registers and measure a third of the
  * peak (no user data passes through them). */
 #define NO_SANITIZE __attribute__((no_sanitize("address", "undefined")))
-NO_SANITIZE static float fma_chains_v8(int64_t iters) { FMA_BODY(v8f, 8) }
-NO_SANITIZE __attribute__((target("avx512f,prefer-vector-width=512"))) static float
-fma_chains_v16(int64_t iters) { FMA_BODY(v16f, 16) }
+NO_SANITIZE static float fma_chains_v8(int64_t iters){FMA_BODY(v8f, 8)} NO_SANITIZE __attribute__((
+    target("avx512f,prefer-vector-width=512"))) static float fma_chains_v16(int64_t iters) {
+  FMA_BODY(v16f, 16)
+}
 
 /* the lanes of the vectors the chains run on */
 static int chain_width(int avx512) { return avx512 ? 16 : 8; }
@@ -115,7 +116,8 @@ static double copy_round(char *dst, const char *src, size_t n, int reps) {
 int cnn_cpu_copy_bandwidth(int64_t bytes, double seconds, double *bytes_per_s) {
   if (bytes < 4096 || bytes > ((int64_t)1 << 32) || !(seconds > 0 && seconds <= 60)) {
     cnn_set_error("copy_bandwidth: bytes must be in [4096, 2^32] and seconds in (0, 60], "
-                  "got %lld and %g", (long long)bytes, seconds);
+                  "got %lld and %g",
+                  (long long)bytes, seconds);
     return -1;
   }
   char *src = malloc((size_t)bytes), *dst = malloc((size_t)bytes);

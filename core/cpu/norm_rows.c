@@ -19,7 +19,7 @@
 #include "norm_math.h"
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
-#define COL_BLOCK 64
+#define COL_BLOCK     64
 
 typedef struct {
   const cnn_norm_shape *s;
@@ -54,9 +54,11 @@ ALWAYS_INLINE void row_normalize(int f64, const affine *a, const void *x, int64_
   int64_t L = s->L, runs = L > 0 ? s->D / L : 0;
   for (int64_t c = 0; c < runs; c++) {
     int64_t k = cnn_norm_affine_index(s, r, c * L), base = r * s->D + c * L;
-    double scale = rstd * param(a->gamma, k, 1, f64), shift = param(a->beta, k, 0, f64) - mean * scale;
+    double scale = rstd * param(a->gamma, k, 1, f64),
+           shift = param(a->beta, k, 0, f64) - mean * scale;
 #pragma omp simd
-    for (int64_t l = 0; l < L; l++) cnn_cpu_st(y, base + l, cnn_cpu_ld(x, base + l, f64) * scale + shift, f64);
+    for (int64_t l = 0; l < L; l++)
+      cnn_cpu_st(y, base + l, cnn_cpu_ld(x, base + l, f64) * scale + shift, f64);
   }
 }
 
@@ -71,8 +73,8 @@ ALWAYS_INLINE void row_normalize_elementwise(int f64, const affine *a, const voi
   }
 }
 
-ALWAYS_INLINE void forward_row(int f64, const affine *a, const void *x, int64_t r, double eps, void *y,
-                               void *mean, void *rstd) {
+ALWAYS_INLINE void forward_row(int f64, const affine *a, const void *x, int64_t r, double eps,
+                               void *y, void *mean, void *rstd) {
   double m, rs;
   row_stats(f64, a->s, x, r, eps, &m, &rs);
   if (a->s->L == 1 && a->s->G == 1)
@@ -85,15 +87,16 @@ ALWAYS_INLINE void forward_row(int f64, const affine *a, const void *x, int64_t 
 static int check_shape(const char *op, cnn_dtype dt, const cnn_norm_shape *s) {
   if (cnn_cpu_check_float_sizes(op, dt, s->R, s->D, s->G)) return -1;
   if (s->G < 1 || s->L < 1 || s->D % s->L) {
-    cnn_set_error("%s: bad row geometry (D %lld, G %lld, L %lld)", op, (long long)s->D, (long long)s->G,
-                  (long long)s->L);
+    cnn_set_error("%s: bad row geometry (D %lld, G %lld, L %lld)", op, (long long)s->D,
+                  (long long)s->G, (long long)s->L);
     return -1;
   }
   return 0;
 }
 
-int cnn_cpu_norm_rows_forward(cnn_dtype dt, const cnn_norm_shape *s, const void *x, const void *gamma,
-                              const void *beta, double eps, void *y, void *mean, void *rstd) {
+int cnn_cpu_norm_rows_forward(cnn_dtype dt, const cnn_norm_shape *s, const void *x,
+                              const void *gamma, const void *beta, double eps, void *y, void *mean,
+                              void *rstd) {
   if (check_shape("norm_rows", dt, s)) return -1;
   affine a = {s, gamma, beta};
 #pragma omp parallel for schedule(static)
@@ -120,21 +123,24 @@ ALWAYS_INLINE void backward_row(int f64, const grads_in *g, int64_t r, void *dx)
   double m = cnn_cpu_ld(g->mean, r, f64), rs = cnn_cpu_ld(g->rstd, r, f64), s1 = 0, s2 = 0;
 #pragma omp simd reduction(+ : s1, s2)
   for (int64_t j = 0; j < D; j++) {
-    double dxh = cnn_cpu_ld(g->dy, base + j, f64) * param(g->gamma, cnn_norm_affine_index(s, r, j), 1, f64);
+    double dxh =
+        cnn_cpu_ld(g->dy, base + j, f64) * param(g->gamma, cnn_norm_affine_index(s, r, j), 1, f64);
     s1 += dxh;
     s2 += dxh * (cnn_cpu_ld(g->x, base + j, f64) - m) * rs;
   }
   double m1 = D > 0 ? s1 / (double)D : 0, m2 = D > 0 ? s2 / (double)D : 0;
 #pragma omp simd
   for (int64_t j = 0; j < D; j++) {
-    double dxh = cnn_cpu_ld(g->dy, base + j, f64) * param(g->gamma, cnn_norm_affine_index(s, r, j), 1, f64);
+    double dxh =
+        cnn_cpu_ld(g->dy, base + j, f64) * param(g->gamma, cnn_norm_affine_index(s, r, j), 1, f64);
     double xh = (cnn_cpu_ld(g->x, base + j, f64) - m) * rs;
     cnn_cpu_st(dx, base + j, cnn_norm_dx(dxh, xh, rs, m1, m2), f64);
   }
 }
 
 /* layer norm's dgamma/dbeta for columns [k0, k1): every row, in row order */
-ALWAYS_INLINE void column_block(int f64, const grads_in *g, int64_t k0, int64_t k1, void *dgamma, void *dbeta) {
+ALWAYS_INLINE void column_block(int f64, const grads_in *g, int64_t k0, int64_t k1, void *dgamma,
+                                void *dbeta) {
   double sg[COL_BLOCK] = {0}, sb[COL_BLOCK] = {0};
   int64_t D = g->s->D;
   for (int64_t r = 0; r < g->s->R; r++) {

@@ -54,8 +54,8 @@ static int check_pool(const char *op, cnn_dtype dt, const cnn_pool_shape *s) {
     return -1;
   }
   if (s->kh < 1 || s->kw < 1 || s->sh < 1 || s->sw < 1 || s->ph < 0 || s->pw < 0) {
-    cnn_set_error("%s: kernel %dx%d and stride %dx%d must be >= 1, padding %dx%d >= 0", op,
-                  s->kh, s->kw, s->sh, s->sw, s->ph, s->pw);
+    cnn_set_error("%s: kernel %dx%d and stride %dx%d must be >= 1, padding %dx%d >= 0", op, s->kh,
+                  s->kw, s->sh, s->sw, s->ph, s->pw);
     return -1;
   }
   return 0;
@@ -194,8 +194,8 @@ int cnn_cpu_max_pool2d_forward(cnn_dtype dt, const cnn_pool_shape *s, const void
 }
 
 /* dx (H x W) = 0, then dx[idx[o]] += dy[o] for the plane's outputs. */
-ALWAYS_INLINE void max_plane_backward(int f64, cnn_pool_shape s, const void *dy,
-                                      const int64_t *idx, void *dx) {
+ALWAYS_INLINE void max_plane_backward(int f64, cnn_pool_shape s, const void *dy, const int64_t *idx,
+                                      void *dx) {
   int64_t HW = s.H * s.W;
   for (int64_t i = 0; i < HW; i++) cnn_cpu_st(dx, i, 0, f64);
   for (int64_t o = 0; o < s.OH * s.OW; o++) {
@@ -307,8 +307,8 @@ static inline int64_t bin_end(int64_t i, int64_t in, int64_t out) {
   return ((i + 1) * in + out - 1) / out;
 }
 
-static int check_adaptive(const char *op, cnn_dtype dt, int64_t N, int64_t C, int64_t H,
-                          int64_t W, int64_t OH, int64_t OW) {
+static int check_adaptive(const char *op, cnn_dtype dt, int64_t N, int64_t C, int64_t H, int64_t W,
+                          int64_t OH, int64_t OW) {
   if (check_dtype(op, dt)) return -1;
   if (N < 0 || C < 0 || H < 0 || W < 0 || OH < 0 || OW < 0) {
     int64_t x[4] = {N, C, H, W}, y[4] = {N, C, OH, OW};
@@ -373,9 +373,8 @@ ALWAYS_INLINE void adaptive_plane_backward(int f64, cnn_pool_shape s, const void
     }
 }
 
-int cnn_cpu_adaptive_avg_pool2d_backward(cnn_dtype dt, int64_t N, int64_t C, int64_t H,
-                                         int64_t W, int64_t OH, int64_t OW, const void *dy,
-                                         void *dx) {
+int cnn_cpu_adaptive_avg_pool2d_backward(cnn_dtype dt, int64_t N, int64_t C, int64_t H, int64_t W,
+                                         int64_t OH, int64_t OW, const void *dy, void *dx) {
   if (check_adaptive("adaptive_avg_pool2d_backward", dt, N, C, H, W, OH, OW)) return -1;
   cnn_pool_shape s = adaptive_shape(N, C, H, W, OH, OW);
   int64_t esz = (int64_t)cnn_dtype_size(dt);

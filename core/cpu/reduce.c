@@ -105,12 +105,18 @@ static double row_norm(const void *row, cnn_dtype dt, int64_t R, double p) {
   double acc = p == -INFINITY ? INFINITY : 0;
   for (int64_t i = 0; i < R; i++) {
     double a = fabs(cnn_load_double(dt, row, i));
-    if (p == INFINITY) acc = (a > acc || a != a) ? a : acc;
-    else if (p == -INFINITY) acc = (a < acc || a != a) ? a : acc;
-    else if (p == 0) acc += a != 0;
-    else if (p == 1) acc += a;
-    else if (p == 2) acc += a * a;
-    else acc += pow(a, p);
+    if (p == INFINITY)
+      acc = (a > acc || a != a) ? a : acc;
+    else if (p == -INFINITY)
+      acc = (a < acc || a != a) ? a : acc;
+    else if (p == 0)
+      acc += a != 0;
+    else if (p == 1)
+      acc += a;
+    else if (p == 2)
+      acc += a * a;
+    else
+      acc += pow(a, p);
   }
   if (p == 2) return sqrt(acc);
   if (p == 0 || p == 1 || isinf(p)) return acc;
@@ -138,9 +144,8 @@ static void reduce_row(cnn_reduce_op op, const char *row, cnn_dtype dt, int64_t 
   case CNN_RED_VAR: v = row_var(row, dt, R, p); break;
   case CNN_RED_STD: v = sqrt(row_var(row, dt, R, p)); break;
   case CNN_RED_NORM: v = row_norm(row, dt, R, p); break;
-  case CNN_RED_ARGMAX: case CNN_RED_ARGMIN:
-    ((int64_t *)out)[m] = row_argext(row, dt, R, op == CNN_RED_ARGMIN);
-    return;
+  case CNN_RED_ARGMAX:
+  case CNN_RED_ARGMIN: ((int64_t *)out)[m] = row_argext(row, dt, R, op == CNN_RED_ARGMIN); return;
   default: { /* MAX, MIN: copy the winning element exactly */
     int64_t i = row_argext(row, dt, R, op == CNN_RED_MIN);
     size_t es = cnn_dtype_size(dt);

@@ -17,8 +17,8 @@
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 
 /* one plane, nearest */
-ALWAYS_INLINE void nearest_plane(int f64, int bwd, const cnn_resize_shape *s, const void *in, void *out,
-                                 int64_t p) {
+ALWAYS_INLINE void nearest_plane(int f64, int bwd, const cnn_resize_shape *s, const void *in,
+                                 void *out, int64_t p) {
   int64_t ib = p * s->H * s->W, ob = p * s->OH * s->OW;
   for (int64_t oh = 0; oh < s->OH; oh++) {
     int64_t h = cnn_resize_nearest(oh, s->H, s->OH, s->scale_h);
@@ -34,8 +34,8 @@ ALWAYS_INLINE void nearest_plane(int f64, int bwd, const cnn_resize_shape *s, co
 }
 
 /* one plane, bilinear */
-ALWAYS_INLINE void bilinear_plane(int f64, int bwd, const cnn_resize_shape *s, const void *in, void *out,
-                                  int64_t p) {
+ALWAYS_INLINE void bilinear_plane(int f64, int bwd, const cnn_resize_shape *s, const void *in,
+                                  void *out, int64_t p) {
   int64_t ib = p * s->H * s->W, ob = p * s->OH * s->OW, W = s->W;
   for (int64_t oh = 0; oh < s->OH; oh++) {
     cnn_resize_taps th = cnn_resize_linear(oh, s->H, s->OH, s->align_corners, s->scale_h);
@@ -47,17 +47,21 @@ ALWAYS_INLINE void bilinear_plane(int f64, int bwd, const cnn_resize_shape *s, c
         double g = cnn_cpu_ld(in, dst, f64);
         int64_t at[4] = {r0 + tw.i0, r0 + tw.i1, r1 + tw.i0, r1 + tw.i1};
         double wt[4] = {th.w0 * tw.w0, th.w0 * tw.w1, th.w1 * tw.w0, th.w1 * tw.w1};
-        for (int k = 0; k < 4; k++) cnn_cpu_st(out, at[k], cnn_cpu_ld(out, at[k], f64) + g * wt[k], f64);
+        for (int k = 0; k < 4; k++)
+          cnn_cpu_st(out, at[k], cnn_cpu_ld(out, at[k], f64) + g * wt[k], f64);
       } else {
-        double top = tw.w0 * cnn_cpu_ld(in, r0 + tw.i0, f64) + tw.w1 * cnn_cpu_ld(in, r0 + tw.i1, f64);
-        double bot = tw.w0 * cnn_cpu_ld(in, r1 + tw.i0, f64) + tw.w1 * cnn_cpu_ld(in, r1 + tw.i1, f64);
+        double top =
+            tw.w0 * cnn_cpu_ld(in, r0 + tw.i0, f64) + tw.w1 * cnn_cpu_ld(in, r0 + tw.i1, f64);
+        double bot =
+            tw.w0 * cnn_cpu_ld(in, r1 + tw.i0, f64) + tw.w1 * cnn_cpu_ld(in, r1 + tw.i1, f64);
         cnn_cpu_st(out, dst, th.w0 * top + th.w1 * bot, f64);
       }
     }
   }
 }
 
-ALWAYS_INLINE void plane(int f64, int bwd, const cnn_resize_shape *s, const void *in, void *out, int64_t p) {
+ALWAYS_INLINE void plane(int f64, int bwd, const cnn_resize_shape *s, const void *in, void *out,
+                         int64_t p) {
   if (s->mode == CNN_RESIZE_BILINEAR)
     bilinear_plane(f64, bwd, s, in, out, p);
   else

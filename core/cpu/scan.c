@@ -21,8 +21,8 @@ static void cumulate_float(cnn_dtype dt, bool prod, bool rev, int64_t r, int64_t
   }
 }
 
-static void cumulate_int(bool prod, bool rev, int64_t r, int64_t D, int64_t inner,
-                         const int64_t *x, int64_t *y) {
+static void cumulate_int(bool prod, bool rev, int64_t r, int64_t D, int64_t inner, const int64_t *x,
+                         int64_t *y) {
   int64_t base = (r / inner) * D * inner + r % inner;
   uint64_t acc = prod ? 1 : 0;
   for (int64_t s = 0; s < D; s++) {
@@ -37,12 +37,15 @@ int cnn_cpu_cumulate(int dev, cnn_dtype dt, bool prod, bool reverse, int64_t out
   (void)dev;
   if (dt != CNN_FLOAT32 && dt != CNN_FLOAT64 && dt != CNN_INT64)
     return cnn_set_error("%s: dtype %s is not supported", prod ? "cumprod" : "cumsum",
-                         cnn_dtype_name(dt)), -1;
+                         cnn_dtype_name(dt)),
+           -1;
   int64_t rows = outer * inner;
 #pragma omp parallel for schedule(static) if (rows * D > 32768)
   for (int64_t r = 0; r < rows; r++) {
-    if (dt == CNN_INT64) cumulate_int(prod, reverse, r, D, inner, x, y);
-    else cumulate_float(dt, prod, reverse, r, D, inner, x, y);
+    if (dt == CNN_INT64)
+      cumulate_int(prod, reverse, r, D, inner, x, y);
+    else
+      cumulate_float(dt, prod, reverse, r, D, inner, x, y);
   }
   return 0;
 }

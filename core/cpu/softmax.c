@@ -126,8 +126,8 @@ int cnn_cpu_softmax_forward(cnn_dtype dt, int64_t outer, int64_t D, int64_t inne
   return 0;
 }
 
-ALWAYS_INLINE void softmax_bwd_row(int f64, int is_log, int64_t D, int64_t stride,
-                                   const void *y, const void *dy, void *dx) {
+ALWAYS_INLINE void softmax_bwd_row(int f64, int is_log, int64_t D, int64_t stride, const void *y,
+                                   const void *dy, void *dx) {
   double s = 0;
   for (int64_t d = 0; d < D; d++) {
     double g = cnn_cpu_ld(dy, d * stride, f64);
@@ -161,7 +161,8 @@ int cnn_cpu_softmax_backward(cnn_dtype dt, int64_t outer, int64_t D, int64_t inn
   if (dt == CNN_FLOAT32 && is_log && inner == 1) {
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < outer; r++)
-      log_softmax_bwd_row_f32(D, (const float *)y + r * D, (const float *)dy + r * D, (float *)dx + r * D);
+      log_softmax_bwd_row_f32(D, (const float *)y + r * D, (const float *)dy + r * D,
+                              (float *)dx + r * D);
     return 0;
   }
 #pragma omp parallel for schedule(static)

@@ -43,7 +43,8 @@ static void sort_row(cnn_dtype dt, int64_t r, int64_t D, int64_t inner, int64_t 
   qsort(p, (size_t)D, sizeof *p, compare_pairs);
   for (int64_t j = 0; j < k; j++) {
     int64_t dst = (o * k + j) * inner + in;
-    memcpy((char *)values + dst * (int64_t)es, (const char *)x + ((o * D + p[j].pos) * inner + in) * (int64_t)es, es);
+    memcpy((char *)values + dst * (int64_t)es,
+           (const char *)x + ((o * D + p[j].pos) * inner + in) * (int64_t)es, es);
     indices[dst] = p[j].pos;
   }
 }
@@ -68,6 +69,7 @@ int cnn_cpu_sort(int dev, cnn_dtype dt, int64_t outer, int64_t D, int64_t inner,
       if (p) sort_row(dt, r, D, inner, k, descending, x, values, indices, p);
     free(p);
   }
-  if (failed) return cnn_set_error("sort: out of memory for a row of %lld elements", (long long)D), -1;
+  if (failed)
+    return cnn_set_error("sort: out of memory for a row of %lld elements", (long long)D), -1;
   return 0;
 }

@@ -58,24 +58,36 @@
 
 #define VM static inline __attribute__((always_inline))
 
-#define LN2 0x1.62e42fefa39efp-1
+#define LN2   0x1.62e42fefa39efp-1
 #define LOG2E 0x1.71547652b82fep+0
 #define SHIFT 0x1.8p52 /* t + SHIFT rounds t to an integer held in the low bits */
 
 VM uint64_t bits64(double d) {
-  union { double d; uint64_t u; } v = {.d = d};
+  union {
+    double d;
+    uint64_t u;
+  } v = {.d = d};
   return v.u;
 }
 VM double double_of(uint64_t u) {
-  union { uint64_t u; double d; } v = {.u = u};
+  union {
+    uint64_t u;
+    double d;
+  } v = {.u = u};
   return v.d;
 }
 VM uint32_t bits32(float f) {
-  union { float f; uint32_t u; } v = {.f = f};
+  union {
+    float f;
+    uint32_t u;
+  } v = {.f = f};
   return v.u;
 }
 VM float float_of(uint32_t u) {
-  union { uint32_t u; float f; } v = {.u = u};
+  union {
+    uint32_t u;
+    float f;
+  } v = {.u = u};
   return v.f;
 }
 
@@ -162,8 +174,10 @@ enum { OP_EXP, OP_LOG, OP_TANH, OP_SIGMOID };
 VM void run_loop(int op, int64_t n, const float *x, float *y) {
 #pragma omp simd
   for (int64_t i = 0; i < n; i++)
-    y[i] = op == OP_EXP ? exp_one(x[i]) : op == OP_LOG ? log_one(x[i])
-         : op == OP_TANH ? tanh_one(x[i]) : sigmoid_one(x[i]);
+    y[i] = op == OP_EXP    ? exp_one(x[i])
+           : op == OP_LOG  ? log_one(x[i])
+           : op == OP_TANH ? tanh_one(x[i])
+                           : sigmoid_one(x[i]);
 }
 
 VM void run_op(int op, int64_t n, const float *x, float *y) {
@@ -182,7 +196,8 @@ static void run_base(int op, int64_t n, const float *x, float *y) { run_op(op, n
 #ifdef __clang__
 #define TARGET_AVX512 __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw")))
 #else
-#define TARGET_AVX512 __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw,prefer-vector-width=512")))
+#define TARGET_AVX512                                                                              \
+  __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw,prefer-vector-width=512")))
 #endif
 TARGET_AVX512 static void run_avx512(int op, int64_t n, const float *x, float *y) {
   run_op(op, n, x, y);

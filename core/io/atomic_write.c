@@ -42,8 +42,10 @@ static char *folder_of(const char *path) {
     free(dir);
     return strdup(".");
   }
-  if (slash == dir) slash[1] = '\0';
-  else *slash = '\0';
+  if (slash == dir)
+    slash[1] = '\0';
+  else
+    *slash = '\0';
   return dir;
 }
 
@@ -114,7 +116,8 @@ int cnn_io_atomic_open(cnn_io_atomic *a, const char *op, const char *path) {
     free(a->tmp), a->tmp = NULL;
     return -1;
   }
-  if (fchmod(a->fd, mode) != 0) { /* not fatal: the file is still ours */ }
+  if (fchmod(a->fd, mode) != 0) { /* not fatal: the file is still ours */
+  }
   return 0;
 }
 
@@ -124,7 +127,8 @@ int cnn_io_atomic_write(cnn_io_atomic *a, const void *data, size_t n) {
     ssize_t w = write(a->fd, p, n > (1u << 30) ? (1u << 30) : n);
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0) {
-      cnn_set_error("%s: cannot write %s: %s", a->op, a->path, w < 0 ? strerror(errno) : "short write");
+      cnn_set_error("%s: cannot write %s: %s", a->op, a->path,
+                    w < 0 ? strerror(errno) : "short write");
       cnn_io_atomic_abort(a);
       return -1;
     }
@@ -149,7 +153,8 @@ static int link_unnamed(cnn_io_atomic *a) {
   snprintf(proc, sizeof proc, "/proc/self/fd/%d", a->fd);
   for (unsigned n = 0; n < 100; n++) {
     free(a->tmp);
-    if (asprintf(&a->tmp, "%s.tmp.%ld.%u", a->path, (long)getpid(), n) < 0) return a->tmp = NULL, ENOMEM;
+    if (asprintf(&a->tmp, "%s.tmp.%ld.%u", a->path, (long)getpid(), n) < 0)
+      return a->tmp = NULL, ENOMEM;
     if (linkat(AT_FDCWD, proc, AT_FDCWD, a->tmp, AT_SYMLINK_FOLLOW) == 0) return 0;
     if (errno != EEXIST) {
       int err = errno;

@@ -49,17 +49,20 @@ static const int64_t *sample_map(const cnn_batcher *b, int64_t *map, int64_t pos
 
 #define SRC(i) (map ? (map[i] < 0 ? 0 : src[map[i]]) : src[i])
 
-static void plane_u8(const uint8_t *src, float *dst, const int64_t *map, int64_t n, double a, double b) {
+static void plane_u8(const uint8_t *src, float *dst, const int64_t *map, int64_t n, double a,
+                     double b) {
   float fa = (float)a, fb = (float)b;
   for (int64_t i = 0; i < n; i++) dst[i] = (float)SRC(i) * fa + fb;
 }
 
-static void plane_f32(const float *src, float *dst, const int64_t *map, int64_t n, double a, double b) {
+static void plane_f32(const float *src, float *dst, const int64_t *map, int64_t n, double a,
+                      double b) {
   float fa = (float)a, fb = (float)b;
   for (int64_t i = 0; i < n; i++) dst[i] = SRC(i) * fa + fb;
 }
 
-static void plane_f64(const double *src, double *dst, const int64_t *map, int64_t n, double a, double b) {
+static void plane_f64(const double *src, double *dst, const int64_t *map, int64_t n, double a,
+                      double b) {
   for (int64_t i = 0; i < n; i++) dst[i] = SRC(i) * a + b;
 }
 
@@ -69,7 +72,8 @@ static void plane_i64(const int64_t *src, int64_t *dst, const int64_t *map, int6
 
 #undef SRC
 
-static void fill_fixed(const cnn_batcher *b, worker_scratch *ws, int64_t pos, int64_t j, cnn_tensor *x) {
+static void fill_fixed(const cnn_batcher *b, worker_scratch *ws, int64_t pos, int64_t j,
+                       cnn_tensor *x) {
   int64_t idx = b->order[pos], n = b->h * b->w, per = b->planes * n;
   const int64_t *map = sample_map(b, ws->map, pos);
   size_t isz = cnn_dtype_size(b->images->dtype), osz = cnn_dtype_size(b->out_dtype);
@@ -91,21 +95,30 @@ static void fill_fixed(const cnn_batcher *b, worker_scratch *ws, int64_t pos, in
 /* ---- the pipeline (tensor or file source) ----------------------------------------- */
 
 /* sample idx of the tensor source into ws->s.a as float C x H x W times scale */
-static int load_tensor_sample(const cnn_batcher *b, worker_scratch *ws, int64_t idx, int64_t shape[3]) {
+static int load_tensor_sample(const cnn_batcher *b, worker_scratch *ws, int64_t idx,
+                              int64_t shape[3]) {
   int64_t n = b->planes * b->h * b->w;
   if (cnn_pipeline_reserve(&ws->s, n) < 0) return -1;
   float *dst = ws->s.a, f = (float)b->pipe.scale;
-  const void *src = (const char *)cnn_tensor_data(b->images) + (size_t)(idx * n) * cnn_dtype_size(b->images->dtype);
+  const void *src = (const char *)cnn_tensor_data(b->images) +
+                    (size_t)(idx * n) * cnn_dtype_size(b->images->dtype);
   switch (b->images->dtype) {
-  case CNN_UINT8: for (int64_t i = 0; i < n; i++) dst[i] = (float)((const uint8_t *)src)[i] * f; break;
-  case CNN_FLOAT32: for (int64_t i = 0; i < n; i++) dst[i] = ((const float *)src)[i] * f; break;
-  default: for (int64_t i = 0; i < n; i++) dst[i] = (float)(((const double *)src)[i] * f); break;
+  case CNN_UINT8:
+    for (int64_t i = 0; i < n; i++) dst[i] = (float)((const uint8_t *)src)[i] * f;
+    break;
+  case CNN_FLOAT32:
+    for (int64_t i = 0; i < n; i++) dst[i] = ((const float *)src)[i] * f;
+    break;
+  default:
+    for (int64_t i = 0; i < n; i++) dst[i] = (float)(((const double *)src)[i] * f);
+    break;
   }
   shape[0] = b->planes, shape[1] = b->h, shape[2] = b->w;
   return 0;
 }
 
-static int load_file_sample(const cnn_batcher *b, worker_scratch *ws, int64_t idx, int64_t shape[3]) {
+static int load_file_sample(const cnn_batcher *b, worker_scratch *ws, int64_t idx,
+                            int64_t shape[3]) {
   cnn_image img;
   if (cnn_image_load(b->paths[idx], b->mode, &img) < 0) return -1;
   int rc = cnn_pipeline_load_image(&ws->s, &img, b->pipe.scale, shape);
@@ -119,7 +132,8 @@ static const char *sample_name(const cnn_batcher *b, int64_t idx, char *buf, siz
   return buf;
 }
 
-static int fill_pipeline(const cnn_batcher *b, worker_scratch *ws, int64_t pos, int64_t j, cnn_tensor *x) {
+static int fill_pipeline(const cnn_batcher *b, worker_scratch *ws, int64_t pos, int64_t j,
+                         cnn_tensor *x) {
   int64_t idx = b->order[pos], shape[3];
   int rc = b->paths ? load_file_sample(b, ws, idx, shape) : load_tensor_sample(b, ws, idx, shape);
   char name[64];
@@ -131,11 +145,12 @@ static int fill_pipeline(const cnn_batcher *b, worker_scratch *ws, int64_t pos, 
   }
   if (rc < 0) return -1;
   if (shape[0] != b->out_shape[0] || shape[1] != b->out_shape[1] || shape[2] != b->out_shape[2]) {
-    cnn_set_error("%s is %lldx%lldx%lld after the transform but the batch holds %lldx%lldx%lld images "
-                  "(add Resize and CenterCrop to make every image one size)",
-                  sample_name(b, idx, name, sizeof name), (long long)shape[0], (long long)shape[1],
-                  (long long)shape[2], (long long)b->out_shape[0], (long long)b->out_shape[1],
-                  (long long)b->out_shape[2]);
+    cnn_set_error(
+        "%s is %lldx%lldx%lld after the transform but the batch holds %lldx%lldx%lld images "
+        "(add Resize and CenterCrop to make every image one size)",
+        sample_name(b, idx, name, sizeof name), (long long)shape[0], (long long)shape[1],
+        (long long)shape[2], (long long)b->out_shape[0], (long long)b->out_shape[1],
+        (long long)b->out_shape[2]);
     return -1;
   }
   int64_t n = shape[0] * shape[1] * shape[2];
@@ -154,7 +169,8 @@ static void fill_label(const cnn_batcher *b, int64_t pos, int64_t j, cnn_tensor 
     for (int64_t e = 0; e < b->lab_elems; e++) ((int64_t *)dst)[e] += b->label_offset;
 }
 
-int cnn_batcher_fill(cnn_batcher *b, worker_scratch *ws, int64_t pos, int64_t j, cnn_tensor *x, cnn_tensor *y) {
+int cnn_batcher_fill(cnn_batcher *b, worker_scratch *ws, int64_t pos, int64_t j, cnn_tensor *x,
+                     cnn_tensor *y) {
   if (b->use_pipe) {
     if (fill_pipeline(b, ws, pos, j, x) < 0) return -1;
   } else {

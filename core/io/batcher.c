@@ -94,7 +94,8 @@ static int configure(cnn_batcher *b) {
       return cnn_set_error("batcher: out of memory"), -1;
   for (int i = 0; i < b->nslots; i++) {
     b->slots[i].k = -1;
-    if (!(b->slots[i].bad = calloc((size_t)b->batch_size, 1))) return cnn_set_error("batcher: out of memory"), -1;
+    if (!(b->slots[i].bad = calloc((size_t)b->batch_size, 1)))
+      return cnn_set_error("batcher: out of memory"), -1;
   }
   b->configured = true;
   return start_pool(b);
@@ -116,7 +117,8 @@ static int new_batch(const cnn_batcher *b, int64_t n, cnn_tensor **x, cnn_tensor
   int64_t shape[CNN_MAX_DIMS];
   int ndim = 4;
   if (b->use_pipe) {
-    shape[0] = n, shape[1] = b->out_shape[0], shape[2] = b->out_shape[1], shape[3] = b->out_shape[2];
+    shape[0] = n, shape[1] = b->out_shape[0], shape[2] = b->out_shape[1],
+    shape[3] = b->out_shape[2];
   } else {
     memcpy(shape, b->images->shape, sizeof shape);
     ndim = b->images->ndim, shape[0] = n;
@@ -138,7 +140,8 @@ static int new_batch(const cnn_batcher *b, int64_t n, cnn_tensor **x, cnn_tensor
 /* fill batch k's slot on this thread (num_workers = 0) */
 static void fill_here(cnn_batcher *b, batch_slot *sl) {
   for (int64_t j = 0; j < sl->count; j++) {
-    bool failed = cnn_batcher_fill(b, &b->scratch[0], sl->k * b->batch_size + j, j, sl->x, sl->y) < 0;
+    bool failed =
+        cnn_batcher_fill(b, &b->scratch[0], sl->k * b->batch_size + j, j, sl->x, sl->y) < 0;
     finish_sample(b, sl, j, failed);
   }
 }
@@ -222,8 +225,10 @@ static int take(cnn_batcher *b, batch_slot *sl, cnn_tensor **x, cnn_tensor **y) 
   }
   sl->x = sl->y = NULL, sl->k = -1;
   *x = tx;
-  if (y) *y = ty;
-  else if (ty) cnn_tensor_release(ty);
+  if (y)
+    *y = ty;
+  else if (ty)
+    cnn_tensor_release(ty);
   return 1;
 }
 
@@ -262,7 +267,8 @@ int64_t cnn_batcher_skipped(const cnn_batcher *b, const char **first) {
 
 static int check_unstarted(cnn_batcher *b, const char *what) {
   if (!b) return cnn_set_error("batcher: no batcher"), -1;
-  if (b->configured) return cnn_set_error("batcher: %s must be set before the first batch", what), -1;
+  if (b->configured)
+    return cnn_set_error("batcher: %s must be set before the first batch", what), -1;
   return 0;
 }
 
@@ -329,14 +335,15 @@ static int check_data(const cnn_tensor *images, const cnn_tensor *labels) {
   }
   cnn_dtype dt = images->dtype;
   if (dt != CNN_UINT8 && dt != CNN_FLOAT32 && dt != CNN_FLOAT64 && dt != CNN_INT64) {
-    cnn_set_error("batcher: images are %s; expected uint8, float32, float64 or int64", cnn_dtype_name(dt));
+    cnn_set_error("batcher: images are %s; expected uint8, float32, float64 or int64",
+                  cnn_dtype_name(dt));
     return -1;
   }
   for (int i = 0; i < 2; i++) {
     const cnn_tensor *t = i ? labels : images;
     if (t && cnn_tensor_device(t).type != CNN_CPU) {
-      cnn_set_error("batcher: %s are on %s; the data loader reads from the cpu", i ? "labels" : "images",
-                    cnn_device_str(cnn_tensor_device(t), dev));
+      cnn_set_error("batcher: %s are on %s; the data loader reads from the cpu",
+                    i ? "labels" : "images", cnn_device_str(cnn_tensor_device(t), dev));
       return -1;
     }
   }
@@ -357,8 +364,9 @@ static int check_order(const int64_t *order, int64_t norder, int64_t batch_size,
   for (int64_t i = 0; i < norder; i++) {
     int64_t v = order ? order[i] : i;
     if (v < 0 || v >= n) {
-      cnn_set_error("batcher: sample index %lld at position %lld is out of range (the data has %lld samples)",
-                    (long long)v, (long long)i + 1, (long long)n);
+      cnn_set_error(
+          "batcher: sample index %lld at position %lld is out of range (the data has %lld samples)",
+          (long long)v, (long long)i + 1, (long long)n);
       return -1;
     }
   }
@@ -375,7 +383,8 @@ static void set_geometry(cnn_batcher *b, const cnn_tensor *img) {
 
 static int check_normalize(const cnn_batcher *b, const cnn_transform *tf, cnn_dtype dt) {
   if (dt == CNN_INT64 && (tf->normalize || (tf->scale != 0 && tf->scale != 1))) {
-    cnn_set_error("batcher: int64 images cannot be scaled or normalised; convert them to float first");
+    cnn_set_error(
+        "batcher: int64 images cannot be scaled or normalised; convert them to float first");
     return -1;
   }
   if (!isfinite(tf->scale)) {
@@ -427,7 +436,8 @@ static int copy_order(cnn_batcher *b, const int64_t *order) {
   return 0;
 }
 
-static int copy_inputs(cnn_batcher *b, cnn_tensor *images, cnn_tensor *labels, const int64_t *order) {
+static int copy_inputs(cnn_batcher *b, cnn_tensor *images, cnn_tensor *labels,
+                       const int64_t *order) {
   if (copy_order(b, order) < 0) return -1;
   if (images && !(b->images = cnn_contiguous(images))) return -1;
   if (labels && !(b->labels = cnn_contiguous(labels))) return -1;
@@ -437,8 +447,8 @@ static int copy_inputs(cnn_batcher *b, cnn_tensor *images, cnn_tensor *labels, c
 }
 
 /* the common part of both constructors: NULL only when out of memory */
-static cnn_batcher *new_batcher(int64_t norder, int64_t batch_size, bool drop_last, int64_t label_offset,
-                                uint64_t seed) {
+static cnn_batcher *new_batcher(int64_t norder, int64_t batch_size, bool drop_last,
+                                int64_t label_offset, uint64_t seed) {
   cnn_batcher *b = calloc(1, sizeof *b);
   if (!b) {
     cnn_set_error("batcher: out of memory");
@@ -458,7 +468,8 @@ cnn_batcher *cnn_batcher_new(cnn_tensor *images, cnn_tensor *labels, const int64
                              int64_t norder, int64_t batch_size, bool drop_last,
                              const cnn_transform *tf, int64_t label_offset, uint64_t seed) {
   static const cnn_transform identity = {0};
-  if (check_data(images, labels) < 0 || check_order(order, norder, batch_size, images->shape[0]) < 0)
+  if (check_data(images, labels) < 0 ||
+      check_order(order, norder, batch_size, images->shape[0]) < 0)
     return NULL;
   cnn_batcher *b = new_batcher(norder, batch_size, drop_last, label_offset, seed);
   if (!b) return NULL;
@@ -477,15 +488,18 @@ static int check_pipeline(const cnn_pipeline *pipe, const int64_t out_shape[3]) 
   if (!pipe || !out_shape) return cnn_set_error("batcher: no pipeline or output shape"), -1;
   if (cnn_pipeline_check(pipe) < 0) return -1;
   if (!cnn_io_shape_ok(3, out_shape) || out_shape[0] < 1 || out_shape[1] < 1 || out_shape[2] < 1)
-    return cnn_set_error("batcher: output shape %lldx%lldx%lld is out of range", (long long)out_shape[0],
-                         (long long)out_shape[1], (long long)out_shape[2]), -1;
+    return cnn_set_error("batcher: output shape %lldx%lldx%lld is out of range",
+                         (long long)out_shape[0], (long long)out_shape[1], (long long)out_shape[2]),
+           -1;
   return 0;
 }
 
 int cnn_batcher_set_pipeline(cnn_batcher *b, const cnn_pipeline *pipe, const int64_t out_shape[3]) {
   if (check_unstarted(b, "the pipeline") < 0 || check_pipeline(pipe, out_shape) < 0) return -1;
   if (!b->paths && b->images->dtype == CNN_INT64)
-    return cnn_set_error("batcher: int64 images cannot be transformed; convert them to float first"), -1;
+    return cnn_set_error(
+               "batcher: int64 images cannot be transformed; convert them to float first"),
+           -1;
   b->use_pipe = true, b->pipe = *pipe, b->out_dtype = CNN_FLOAT32;
   memcpy(b->out_shape, out_shape, sizeof b->out_shape);
   return 0;
@@ -503,16 +517,20 @@ static int copy_paths(cnn_batcher *b, const char *const *paths, int64_t npaths) 
 }
 
 cnn_batcher *cnn_batcher_new_files(const char *const *paths, int64_t npaths, cnn_image_mode mode,
-                                   cnn_tensor *labels, const int64_t *order, int64_t norder, int64_t batch_size,
-                                   bool drop_last, const cnn_pipeline *pipe, const int64_t out_shape[3],
-                                   int64_t label_offset, uint64_t seed) {
+                                   cnn_tensor *labels, const int64_t *order, int64_t norder,
+                                   int64_t batch_size, bool drop_last, const cnn_pipeline *pipe,
+                                   const int64_t out_shape[3], int64_t label_offset,
+                                   uint64_t seed) {
   char s[CNN_SHAPE_STR];
   if (!paths || npaths < 0) return cnn_set_error("batcher: no file list"), NULL;
-  if (check_order(order, norder, batch_size, npaths) < 0 || check_pipeline(pipe, out_shape) < 0) return NULL;
-  if (mode < CNN_IMAGE_UNCHANGED || mode > CNN_IMAGE_RGBA) return cnn_set_error("batcher: bad image mode"), NULL;
-  if (labels && (labels->ndim < 1 || labels->shape[0] != npaths || cnn_tensor_device(labels).type != CNN_CPU)) {
-    cnn_set_error("batcher: labels %s do not match %lld files on the cpu", cnn_tensor_shape_str(labels, s),
-                  (long long)npaths);
+  if (check_order(order, norder, batch_size, npaths) < 0 || check_pipeline(pipe, out_shape) < 0)
+    return NULL;
+  if (mode < CNN_IMAGE_UNCHANGED || mode > CNN_IMAGE_RGBA)
+    return cnn_set_error("batcher: bad image mode"), NULL;
+  if (labels && (labels->ndim < 1 || labels->shape[0] != npaths ||
+                 cnn_tensor_device(labels).type != CNN_CPU)) {
+    cnn_set_error("batcher: labels %s do not match %lld files on the cpu",
+                  cnn_tensor_shape_str(labels, s), (long long)npaths);
     return NULL;
   }
   cnn_batcher *b = new_batcher(norder, batch_size, drop_last, label_offset, seed);

@@ -29,23 +29,23 @@
 #include <stdatomic.h>
 
 typedef struct {
-  int64_t k;          /* the batch held, or -1 */
-  cnn_tensor *x, *y;  /* its tensors (y NULL without labels) */
-  int64_t count;      /* samples in it */
-  int64_t remaining;  /* samples not filled yet (under mu) */
-  uint8_t *bad;       /* per sample: 1 when it failed (batch_size bytes) */
-  char err[512];      /* the first failure's message (under mu) */
+  int64_t k;         /* the batch held, or -1 */
+  cnn_tensor *x, *y; /* its tensors (y NULL without labels) */
+  int64_t count;     /* samples in it */
+  int64_t remaining; /* samples not filled yet (under mu) */
+  uint8_t *bad;      /* per sample: 1 when it failed (batch_size bytes) */
+  char err[512];     /* the first failure's message (under mu) */
 } batch_slot;
 
 typedef struct {
-  int64_t *map;              /* legacy transform: h*w source offsets (-1: padding) */
-  cnn_pipeline_scratch s;    /* pipeline buffers */
+  int64_t *map;           /* legacy transform: h*w source offsets (-1: padding) */
+  cnn_pipeline_scratch s; /* pipeline buffers */
 } worker_scratch;
 
 struct cnn_batcher {
   /* source */
-  cnn_tensor *images, *labels;  /* contiguous CPU references (images NULL for files) */
-  char **paths;                 /* files: npaths owned strings */
+  cnn_tensor *images, *labels; /* contiguous CPU references (images NULL for files) */
+  char **paths;                /* files: npaths owned strings */
   int64_t npaths;
   cnn_image_mode mode;
   /* epoch */
@@ -59,24 +59,25 @@ struct cnn_batcher {
   int64_t planes, h, w, lab_elems; /* tensor source: one sample is planes x h x w */
   cnn_dtype out_dtype;
   bool pinned, skip_bad;
-  double a[4], b[4];            /* legacy: value = raw * a[c] + b[c] */
+  double a[4], b[4]; /* legacy: value = raw * a[c] + b[c] */
   /* pool */
   int nworkers, nstarted, nslots;
   pthread_t *threads;
-  worker_scratch *scratch;      /* one per worker (one for the caller when nworkers = 0) */
+  worker_scratch *scratch; /* one per worker (one for the caller when nworkers = 0) */
   pthread_mutex_t mu;
   pthread_cond_t work_cv, done_cv;
   batch_slot *slots;
   int64_t next, submitted, claim, avail;
   atomic_bool stop;
-  bool configured;              /* the pool exists: no more set_* calls */
+  bool configured; /* the pool exists: no more set_* calls */
   int64_t skipped;
   char first_bad[512];
 };
 
 /* batch_fill.c: fill sample j of x (and y) from position pos; 0, or -1
  * with this thread's cnn_error() set.  Never allocates tensors. */
-int cnn_batcher_fill(cnn_batcher *b, worker_scratch *ws, int64_t pos, int64_t j, cnn_tensor *x, cnn_tensor *y);
+int cnn_batcher_fill(cnn_batcher *b, worker_scratch *ws, int64_t pos, int64_t j, cnn_tensor *x,
+                     cnn_tensor *y);
 /* the number of elements of one output sample */
 int64_t cnn_batcher_sample_numel(const cnn_batcher *b);
 

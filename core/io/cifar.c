@@ -19,7 +19,8 @@
 static int check_batch(const uint8_t *buf, size_t len, const char *what) {
   if (len == 0 || len % CIFAR_RECORD != 0) {
     cnn_set_error("cifar10: %s has %zu bytes, not a positive multiple of the %d-byte record "
-                  "(1 label byte + 3x32x32 pixels)%s", what, len, CIFAR_RECORD,
+                  "(1 label byte + 3x32x32 pixels)%s",
+                  what, len, CIFAR_RECORD,
                   len > CIFAR_RECORD * (size_t)1000 ? "; is it truncated?" : "");
     return -1;
   }
@@ -35,8 +36,8 @@ static int check_batch(const uint8_t *buf, size_t len, const char *what) {
   return 0;
 }
 
-int cnn_cifar10_parse(const uint8_t *buf, size_t len, const char *what,
-                      cnn_tensor **images, cnn_tensor **labels) {
+int cnn_cifar10_parse(const uint8_t *buf, size_t len, const char *what, cnn_tensor **images,
+                      cnn_tensor **labels) {
   if (!what) what = "buffer";
   if (!images || !labels || (!buf && len)) {
     cnn_set_error("cifar10: %s: no data or no output", what);

@@ -36,18 +36,20 @@ typedef struct {
   const idx_type *type;
   int ndim;
   int64_t shape[CNN_MAX_DIMS];
-  size_t header;  /* bytes before the data */
-  size_t nbytes;  /* bytes of data the header announces */
+  size_t header; /* bytes before the data */
+  size_t nbytes; /* bytes of data the header announces */
 } idx_header;
 
 static int check_magic(const uint8_t *buf, size_t len, const char *what, idx_header *h) {
   if (len < 4) {
-    cnn_set_error("idx: %s is truncated: %zu bytes, too short for the 4-byte magic number", what, len);
+    cnn_set_error("idx: %s is truncated: %zu bytes, too short for the 4-byte magic number", what,
+                  len);
     return -1;
   }
   if (buf[0] != 0 || buf[1] != 0) {
     cnn_set_error("idx: %s is not an IDX file (magic number %02x %02x %02x %02x; "
-                  "expected 00 00 <type> <ndims>)", what, buf[0], buf[1], buf[2], buf[3]);
+                  "expected 00 00 <type> <ndims>)",
+                  what, buf[0], buf[1], buf[2], buf[3]);
     return -1;
   }
   if (!(h->type = find_type(buf[2]))) {
@@ -67,8 +69,9 @@ static int read_header(const uint8_t *buf, size_t len, const char *what, idx_hea
   if (check_magic(buf, len, what, h) < 0) return -1;
   h->header = 4 + 4 * (size_t)h->ndim;
   if (len < h->header) {
-    cnn_set_error("idx: %s is truncated: %d dimensions need a %zu-byte header but the file has %zu bytes",
-                  what, h->ndim, h->header, len);
+    cnn_set_error(
+        "idx: %s is truncated: %d dimensions need a %zu-byte header but the file has %zu bytes",
+        what, h->ndim, h->header, len);
     return -1;
   }
   uint64_t count = 1;
@@ -80,8 +83,10 @@ static int read_header(const uint8_t *buf, size_t len, const char *what, idx_hea
   uint64_t nbytes;
   overflow |= __builtin_mul_overflow(count, (uint64_t)h->type->size, &nbytes);
   char sh[CNN_SHAPE_STR];
-  if (overflow || nbytes > (uint64_t)INT64_MAX || nbytes > SIZE_MAX || !cnn_io_shape_ok(h->ndim, h->shape)) {
-    cnn_set_error("idx: %s: header says %s, too many elements", what, cnn_shape_str(h->ndim, h->shape, sh));
+  if (overflow || nbytes > (uint64_t)INT64_MAX || nbytes > SIZE_MAX ||
+      !cnn_io_shape_ok(h->ndim, h->shape)) {
+    cnn_set_error("idx: %s: header says %s, too many elements", what,
+                  cnn_shape_str(h->ndim, h->shape, sh));
     return -1;
   }
   h->nbytes = (size_t)nbytes;
@@ -92,8 +97,8 @@ static int read_header(const uint8_t *buf, size_t len, const char *what, idx_hea
     return -1;
   }
   if (have > h->nbytes) {
-    cnn_set_error("idx: %s has %zu bytes after the data: header says %s (%zu bytes of data)",
-                  what, have - h->nbytes, cnn_shape_str(h->ndim, h->shape, sh), h->nbytes);
+    cnn_set_error("idx: %s has %zu bytes after the data: header says %s (%zu bytes of data)", what,
+                  have - h->nbytes, cnn_shape_str(h->ndim, h->shape, sh), h->nbytes);
     return -1;
   }
   return 0;

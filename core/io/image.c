@@ -46,8 +46,9 @@ cnn_image_format cnn_image_sniff(const uint8_t *buf, size_t len) {
 
 static int check_size(const char *fmt, const char *what, int64_t h, int64_t w, int c) {
   if (h < 1 || w < 1 || (uint64_t)h * (uint64_t)w * (uint64_t)c > CNN_IMAGE_MAX_BYTES) {
-    cnn_set_error("%s: %s: image size %lldx%lld (x%d channels) is out of range (at most %llu bytes decoded)",
-                  fmt, what, (long long)h, (long long)w, c, (unsigned long long)CNN_IMAGE_MAX_BYTES);
+    cnn_set_error(
+        "%s: %s: image size %lldx%lld (x%d channels) is out of range (at most %llu bytes decoded)",
+        fmt, what, (long long)h, (long long)w, c, (unsigned long long)CNN_IMAGE_MAX_BYTES);
     return -1;
   }
   return 0;
@@ -108,7 +109,8 @@ static int png_decode_rows(png_structp png, png_infop info, cnn_image_mode mode,
   png_read_update_info(png, info);
   int64_t h = png_get_image_height(png, info), w = png_get_image_width(png, info);
   if (check_size("png", s->what, h, w, c) < 0 || png_get_rowbytes(png, info) != (size_t)(w * c)) {
-    if (png_get_rowbytes(png, info) != (size_t)(w * c)) cnn_set_error("png: %s: unsupported pixel layout", s->what);
+    if (png_get_rowbytes(png, info) != (size_t)(w * c))
+      cnn_set_error("png: %s: unsupported pixel layout", s->what);
     return -1;
   }
   out->px = malloc((size_t)(h * w * c));
@@ -124,9 +126,11 @@ static int png_decode_rows(png_structp png, png_infop info, cnn_image_mode mode,
   return 0;
 }
 
-static int png_decode(const uint8_t *buf, size_t len, const char *what, cnn_image_mode mode, cnn_image *out) {
+static int png_decode(const uint8_t *buf, size_t len, const char *what, cnn_image_mode mode,
+                      cnn_image *out) {
   png_source src = {buf, len, 0, what};
-  png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &src, on_read_error, on_read_warning);
+  png_structp png =
+      png_create_read_struct(PNG_LIBPNG_VER_STRING, &src, on_read_error, on_read_warning);
   png_infop info = png ? png_create_info_struct(png) : NULL;
   if (!info) {
     png_destroy_read_struct(&png, NULL, NULL);
@@ -154,7 +158,8 @@ static int jpeg_fail(tjhandle tj, const char *what, const char *reason) {
   return -1;
 }
 
-static int jpeg_decode(const uint8_t *buf, size_t len, const char *what, cnn_image_mode mode, cnn_image *out) {
+static int jpeg_decode(const uint8_t *buf, size_t len, const char *what, cnn_image_mode mode,
+                       cnn_image *out) {
   memset(out, 0, sizeof *out);
   if (len > 0xFFFFFFFFul) return jpeg_fail(NULL, what, "the file is larger than 4 GiB");
   tjhandle tj = tjInitDecompress();
@@ -162,7 +167,8 @@ static int jpeg_decode(const uint8_t *buf, size_t len, const char *what, cnn_ima
   int w, h, sub, space;
   if (tjDecompressHeader3(tj, buf, (unsigned long)len, &w, &h, &sub, &space) != 0)
     return jpeg_fail(tj, what, NULL);
-  if (space == TJCS_CMYK || space == TJCS_YCCK) return jpeg_fail(tj, what, "CMYK JPEG is not supported");
+  if (space == TJCS_CMYK || space == TJCS_YCCK)
+    return jpeg_fail(tj, what, "CMYK JPEG is not supported");
   bool gray = mode == CNN_IMAGE_GRAY || (mode == CNN_IMAGE_UNCHANGED && space == TJCS_GRAY);
   int c = gray ? 1 : mode == CNN_IMAGE_RGBA ? 4 : 3;
   int pf = gray ? TJPF_GRAY : c == 4 ? TJPF_RGBA : TJPF_RGB;
@@ -181,10 +187,12 @@ static int jpeg_decode(const uint8_t *buf, size_t len, const char *what, cnn_ima
 
 /* ---- entry points ------------------------------------------------------------- */
 
-int cnn_image_decode(const uint8_t *buf, size_t len, const char *what, cnn_image_mode mode, cnn_image *out) {
+int cnn_image_decode(const uint8_t *buf, size_t len, const char *what, cnn_image_mode mode,
+                     cnn_image *out) {
   what = what ? what : "(memory)";
   if (!out || (!buf && len)) return cnn_set_error("image: %s: no data", what), -1;
-  if (mode < CNN_IMAGE_UNCHANGED || mode > CNN_IMAGE_RGBA) return cnn_set_error("image: bad mode %d", (int)mode), -1;
+  if (mode < CNN_IMAGE_UNCHANGED || mode > CNN_IMAGE_RGBA)
+    return cnn_set_error("image: bad mode %d", (int)mode), -1;
   switch (cnn_image_sniff(buf, len)) {
   case CNN_IMAGE_PNG: return png_decode(buf, len, what, mode, out);
   case CNN_IMAGE_JPEG: return jpeg_decode(buf, len, what, mode, out);
@@ -222,12 +230,17 @@ cnn_tensor *cnn_image_to_tensor(const cnn_image *img) {
 
 /* ---- JPEG out (data.export_images) ---------------------------------------------- */
 
-int cnn_jpeg_write(const char *path, int64_t h, int64_t w, int channels, const uint8_t *pixels, int quality) {
+int cnn_jpeg_write(const char *path, int64_t h, int64_t w, int channels, const uint8_t *pixels,
+                   int quality) {
   if (!path || !pixels) return cnn_set_error("jpeg: no %s", path ? "pixels" : "file name"), -1;
-  if (channels != 1 && channels != 3) return cnn_set_error("jpeg: %d channels (expected 1 gray or 3 RGB)", channels), -1;
+  if (channels != 1 && channels != 3)
+    return cnn_set_error("jpeg: %d channels (expected 1 gray or 3 RGB)", channels), -1;
   if (h < 1 || w < 1 || h > 65535 || w > 65535)
-    return cnn_set_error("jpeg: image size %lldx%lld is out of range (1..65535)", (long long)h, (long long)w), -1;
-  if (quality < 1 || quality > 100) return cnn_set_error("jpeg: quality %d is out of range (1..100)", quality), -1;
+    return cnn_set_error("jpeg: image size %lldx%lld is out of range (1..65535)", (long long)h,
+                         (long long)w),
+           -1;
+  if (quality < 1 || quality > 100)
+    return cnn_set_error("jpeg: quality %d is out of range (1..100)", quality), -1;
   tjhandle tj = tjInitCompress();
   unsigned char *out = NULL;
   unsigned long len = 0;
@@ -241,8 +254,10 @@ int cnn_jpeg_write(const char *path, int64_t h, int64_t w, int channels, const u
   tjDestroy(tj);
   cnn_io_atomic a;
   int rc = cnn_io_atomic_open(&a, "jpeg", path);
-  if (rc == 0 && cnn_io_atomic_write(&a, out, len) < 0) rc = -1;
-  else if (rc == 0) rc = cnn_io_atomic_commit(&a);
+  if (rc == 0 && cnn_io_atomic_write(&a, out, len) < 0)
+    rc = -1;
+  else if (rc == 0)
+    rc = cnn_io_atomic_commit(&a);
   tjFree(out);
   return rc;
 }

@@ -38,8 +38,8 @@
 /* Weights of the 1-D PIL bilinear filter from n_in to n_out samples:
  * for output i, taps first[i] .. first[i]+count[i]-1 with weights
  * w[i*kmax + t].  Returns kmax, or -1 (out of memory). */
-static int64_t filter_weights(int64_t n_in, int64_t n_out, bool antialias, int64_t **first, int64_t **count,
-                              double **w) {
+static int64_t filter_weights(int64_t n_in, int64_t n_out, bool antialias, int64_t **first,
+                              int64_t **count, double **w) {
   double scale = (double)n_in / (double)n_out;
   double fscale = antialias && scale > 1 ? scale : 1;
   double support = fscale; /* bilinear: 1, widened by the shrink factor */
@@ -50,7 +50,8 @@ static int64_t filter_weights(int64_t n_in, int64_t n_out, bool antialias, int64
   if (!*first || !*count || !*w) return -1;
   for (int64_t i = 0; i < n_out; i++) {
     double centre = ((double)i + 0.5) * scale;
-    int64_t lo = (int64_t)floor(centre - support + 0.5), hi = (int64_t)floor(centre + support + 0.5);
+    int64_t lo = (int64_t)floor(centre - support + 0.5),
+            hi = (int64_t)floor(centre + support + 0.5);
     if (lo < 0) lo = 0;
     if (hi > n_in) hi = n_in;
     double total = 0, *wi = *w + i * kmax;
@@ -71,9 +72,7 @@ typedef struct {
   double *w;
 } filter1d;
 
-static void filter_free(filter1d *f) {
-  free(f->first), free(f->count), free(f->w);
-}
+static void filter_free(filter1d *f) { free(f->first), free(f->count), free(f->w); }
 
 static int filter_make(filter1d *f, int64_t n_in, int64_t n_out, bool antialias) {
   f->kmax = filter_weights(n_in, n_out, antialias, &f->first, &f->count, &f->w);
@@ -81,8 +80,8 @@ static int filter_make(filter1d *f, int64_t n_in, int64_t n_out, bool antialias)
 }
 
 /* src: c x h x w, dst: c x oh x ow; tmp: c x h x ow */
-int cnn_image_resize(const float *src, int64_t c, int64_t h, int64_t w, float *dst, int64_t oh, int64_t ow,
-                     bool antialias, float *tmp) {
+int cnn_image_resize(const float *src, int64_t c, int64_t h, int64_t w, float *dst, int64_t oh,
+                     int64_t ow, bool antialias, float *tmp) {
   filter1d fx = {0}, fy = {0};
   if (filter_make(&fx, w, ow, antialias) < 0 || filter_make(&fy, h, oh, antialias) < 0) {
     filter_free(&fx), filter_free(&fy);
@@ -114,8 +113,8 @@ int cnn_image_resize(const float *src, int64_t c, int64_t h, int64_t w, float *d
 /* ---- geometry ---------------------------------------------------------------------- */
 
 /* dst: c x oh x ow = src (c x h x w) at rows top.., cols left..; 0 outside */
-void cnn_image_crop(const float *src, int64_t c, int64_t h, int64_t w, float *dst, int64_t top, int64_t left,
-                    int64_t oh, int64_t ow) {
+void cnn_image_crop(const float *src, int64_t c, int64_t h, int64_t w, float *dst, int64_t top,
+                    int64_t left, int64_t oh, int64_t ow) {
   for (int64_t ch = 0; ch < c; ch++)
     for (int64_t y = 0; y < oh; y++) {
       int64_t sy = top + y;
@@ -151,7 +150,8 @@ static float sample_bilinear(const float *plane, int64_t h, int64_t w, double y,
 }
 
 /* dst = src rotated by degrees counter-clockwise about the centre */
-void cnn_image_rotate(const float *src, int64_t c, int64_t h, int64_t w, float *dst, double degrees) {
+void cnn_image_rotate(const float *src, int64_t c, int64_t h, int64_t w, float *dst,
+                      double degrees) {
   double a = degrees * M_PI / 180, ca = cos(a), sa = sin(a);
   double cy = (double)h * 0.5, cx = (double)w * 0.5;
   for (int64_t y = 0; y < h; y++)
@@ -212,11 +212,15 @@ static void rgb_to_hsv(double r, double g, double b, double hsv[3]) {
   double maxc = fmax(r, fmax(g, b)), minc = fmin(r, fmin(g, b)), range = maxc - minc;
   double divisor = maxc == minc ? 1 : range;
   double rc = (maxc - r) / divisor, gc = (maxc - g) / divisor, bc = (maxc - b) / divisor, h;
-  if (maxc == r) h = bc - gc;
-  else if (maxc == g) h = 2 + rc - bc;
-  else h = 4 + gc - rc;
+  if (maxc == r)
+    h = bc - gc;
+  else if (maxc == g)
+    h = 2 + rc - bc;
+  else
+    h = 4 + gc - rc;
   hsv[0] = fmod(h / 6 + 1, 1);
-  hsv[1] = maxc > 0 ? range / maxc : 0; /* torchvision divides by 0 when 0 = max > min (not a [0, 1] image) */
+  hsv[1] = maxc > 0 ? range / maxc
+                    : 0; /* torchvision divides by 0 when 0 = max > min (not a [0, 1] image) */
   hsv[2] = maxc;
 }
 
@@ -225,7 +229,8 @@ static void hsv_to_rgb(double h, double s, double v, double rgb[3]) {
   double sector = floor(h * 6), f = h * 6 - sector;
   double p = clamp01(v * (1 - s)), q = clamp01(v * (1 - s * f)), t = clamp01(v * (1 - s * (1 - f)));
   const double table[6][3] = {{v, t, p}, {q, v, p}, {p, v, t}, {p, q, v}, {t, p, v}, {v, p, q}};
-  int i = sector >= 0 && sector < 6 ? (int)sector : 0; /* 6 (h = 1) wraps to 0 as torchvision's i % 6; NaN: 0 */
+  int i = sector >= 0 && sector < 6 ? (int)sector
+                                    : 0; /* 6 (h = 1) wraps to 0 as torchvision's i % 6; NaN: 0 */
   memcpy(rgb, table[i], sizeof table[i]);
 }
 

@@ -41,8 +41,8 @@ cnn_tensor *cnn_idx_load(const char *path); /* gzipped or plain */
 /* Records of 1 label byte (0..9) + 3072 pixel bytes (R, G, B planes of
  * 32x32).  images: N x 3 x 32 x 32 uint8; labels: int64 N, 0-based.
  * Returns 0, or -1 with the outputs untouched. */
-int cnn_cifar10_parse(const uint8_t *buf, size_t len, const char *what,
-                      cnn_tensor **images, cnn_tensor **labels);
+int cnn_cifar10_parse(const uint8_t *buf, size_t len, const char *what, cnn_tensor **images,
+                      cnn_tensor **labels);
 int cnn_cifar10_load(const char *path, cnn_tensor **images, cnn_tensor **labels);
 
 /* ---- safetensors -------------------------------------------------------------- */
@@ -61,7 +61,7 @@ typedef struct {
   int ntensors;
   cnn_named_tensor *tensors; /* in header order */
   int nmeta;
-  cnn_meta_entry *meta;      /* __metadata__ (string -> string), in header order */
+  cnn_meta_entry *meta; /* __metadata__ (string -> string), in header order */
 } cnn_tensor_file;
 
 /* Names must be unique, non-empty and not "__metadata__"; tensors may have
@@ -69,8 +69,8 @@ typedef struct {
  * header is padded with spaces to a multiple of 8 bytes, data are written
  * in argument order.  Atomic (see above).  0 or -1. */
 int cnn_safetensors_save(const char *path, int n, const char *const *names,
-                         cnn_tensor *const *tensors, int nmeta,
-                         const char *const *keys, const char *const *values);
+                         cnn_tensor *const *tensors, int nmeta, const char *const *keys,
+                         const char *const *values);
 /* Dtypes: F32, F64, I64, U8, F16, BF16 (also BOOL -> uint8 and I32 -> int64). */
 cnn_tensor_file *cnn_safetensors_parse(const uint8_t *buf, size_t len, const char *what);
 cnn_tensor_file *cnn_safetensors_load(const char *path);
@@ -91,18 +91,24 @@ const char *cnn_tensor_file_meta(const cnn_tensor_file *f, const char *key);
  * Attribute kinds cnnsh has no use for (graphs, sparse tensors, type
  * protos) keep their type with no value, so the loader can name them. */
 enum { /* AttributeProto.AttributeType */
-  CNN_ONNX_FLOAT = 1, CNN_ONNX_INT = 2, CNN_ONNX_STRING = 3, CNN_ONNX_TENSOR = 4,
-  CNN_ONNX_GRAPH = 5, CNN_ONNX_FLOATS = 6, CNN_ONNX_INTS = 7, CNN_ONNX_STRINGS = 8
+       CNN_ONNX_FLOAT = 1,
+       CNN_ONNX_INT = 2,
+       CNN_ONNX_STRING = 3,
+       CNN_ONNX_TENSOR = 4,
+       CNN_ONNX_GRAPH = 5,
+       CNN_ONNX_FLOATS = 6,
+       CNN_ONNX_INTS = 7,
+       CNN_ONNX_STRINGS = 8
 };
 
 typedef struct {
   char *name;
-  int type;          /* CNN_ONNX_* (or another AttributeType, without a value) */
-  double f;          /* FLOAT */
-  int64_t i;         /* INT */
-  char *s;           /* STRING, NUL-terminated (an inner NUL is refused) */
-  cnn_tensor *t;     /* TENSOR, an owned reference */
-  int n;             /* element count of FLOATS, INTS, STRINGS */
+  int type;      /* CNN_ONNX_* (or another AttributeType, without a value) */
+  double f;      /* FLOAT */
+  int64_t i;     /* INT */
+  char *s;       /* STRING, NUL-terminated (an inner NUL is refused) */
+  cnn_tensor *t; /* TENSOR, an owned reference */
+  int n;         /* element count of FLOATS, INTS, STRINGS */
   double *floats;
   int64_t *ints;
   char **strings;
@@ -111,7 +117,7 @@ typedef struct {
 typedef struct {
   char *op_type, *name, *domain; /* name and domain are "" when absent */
   int ninputs, noutputs;
-  char **inputs, **outputs;      /* "" is an omitted optional input/output */
+  char **inputs, **outputs; /* "" is an omitted optional input/output */
   int nattrs;
   cnn_onnx_attr *attrs;
 } cnn_onnx_node;
@@ -129,9 +135,9 @@ typedef struct {
   int64_t ir_version, opset_version; /* opset of the default domain ("" or ai.onnx) */
   char *producer_name, *producer_version, *graph_name;
   int nnodes, ninits, ninputs, noutputs;
-  cnn_onnx_node *nodes;              /* in the file's (topological) order */
-  cnn_named_tensor *inits;           /* initializers, CPU, contiguous */
-  cnn_onnx_value *inputs, *outputs;  /* inputs may repeat initializer names (IR < 4) */
+  cnn_onnx_node *nodes;             /* in the file's (topological) order */
+  cnn_named_tensor *inits;          /* initializers, CPU, contiguous */
+  cnn_onnx_value *inputs, *outputs; /* inputs may repeat initializer names (IR < 4) */
 } cnn_onnx_model;
 
 cnn_onnx_model *cnn_onnx_parse(const uint8_t *buf, size_t len, const char *what);
@@ -174,35 +180,45 @@ cnn_image_format cnn_image_sniff(const uint8_t *buf, size_t len);
 /* 0 with *out filled, or -1 with cnn_error() "png: <what>: <reason>" (or
  * "jpeg: ...", "image: ... not a PNG or JPEG file") and *out zeroed.
  * Thread-safe: the loader's workers call it. */
-int cnn_image_decode(const uint8_t *buf, size_t len, const char *what, cnn_image_mode mode, cnn_image *out);
+int cnn_image_decode(const uint8_t *buf, size_t len, const char *what, cnn_image_mode mode,
+                     cnn_image *out);
 int cnn_image_load(const char *path, cnn_image_mode mode, cnn_image *out);
 void cnn_image_free(cnn_image *img); /* NULL ok, idempotent */
 /* A new uint8 C x H x W tensor of the image (calling thread: allocates). */
 cnn_tensor *cnn_image_to_tensor(const cnn_image *img);
 /* JPEG out: 8-bit gray (1) or RGB (3, 4:2:0 subsampled), pixels h x w x
  * channels, quality 1..100 (libjpeg's scale).  Atomic.  0 or -1. */
-int cnn_jpeg_write(const char *path, int64_t h, int64_t w, int channels, const uint8_t *pixels, int quality);
+int cnn_jpeg_write(const char *path, int64_t h, int64_t w, int channels, const uint8_t *pixels,
+                   int quality);
 
 /* ---- image transforms (image_ops.c: kernels; pipeline.c: data.transforms) ------- */
 
 /* Kernels on one float32 C x H x W image; outputs never alias inputs.
  * resize: PIL's bilinear filter, widened when shrinking if antialias; tmp
  * holds c x h x ow floats; 0 or -1 (out of memory). */
-int cnn_image_resize(const float *src, int64_t c, int64_t h, int64_t w, float *dst, int64_t oh, int64_t ow,
-                     bool antialias, float *tmp);
-void cnn_image_crop(const float *src, int64_t c, int64_t h, int64_t w, float *dst, int64_t top, int64_t left,
-                    int64_t oh, int64_t ow); /* zero outside the image */
-void cnn_image_hflip(float *img, int64_t c, int64_t h, int64_t w);                 /* in place */
-void cnn_image_rotate(const float *src, int64_t c, int64_t h, int64_t w, float *dst, double degrees);
+int cnn_image_resize(const float *src, int64_t c, int64_t h, int64_t w, float *dst, int64_t oh,
+                     int64_t ow, bool antialias, float *tmp);
+void cnn_image_crop(const float *src, int64_t c, int64_t h, int64_t w, float *dst, int64_t top,
+                    int64_t left, int64_t oh, int64_t ow);         /* zero outside the image */
+void cnn_image_hflip(float *img, int64_t c, int64_t h, int64_t w); /* in place */
+void cnn_image_rotate(const float *src, int64_t c, int64_t h, int64_t w, float *dst,
+                      double degrees);
 void cnn_image_grayscale(const float *src, int64_t c, int64_t hw, float *dst, int64_t out_c);
-void cnn_image_brightness(float *img, int64_t n, double factor);                   /* in place */
-void cnn_image_contrast(float *img, int64_t c, int64_t hw, double factor);         /* in place */
-void cnn_image_saturation(float *img, int64_t c, int64_t hw, double factor);       /* in place */
-void cnn_image_hue(float *img, int64_t c, int64_t hw, double shift);               /* in place, in turns */
+void cnn_image_brightness(float *img, int64_t n, double factor);             /* in place */
+void cnn_image_contrast(float *img, int64_t c, int64_t hw, double factor);   /* in place */
+void cnn_image_saturation(float *img, int64_t c, int64_t hw, double factor); /* in place */
+void cnn_image_hue(float *img, int64_t c, int64_t hw, double shift); /* in place, in turns */
 
 typedef enum {
-  CNN_TF_RESIZE = 1, CNN_TF_CENTER_CROP, CNN_TF_RANDOM_CROP, CNN_TF_RANDOM_RESIZED_CROP, CNN_TF_HFLIP,
-  CNN_TF_ROTATION, CNN_TF_COLOR_JITTER, CNN_TF_GRAYSCALE, CNN_TF_NORMALIZE
+  CNN_TF_RESIZE = 1,
+  CNN_TF_CENTER_CROP,
+  CNN_TF_RANDOM_CROP,
+  CNN_TF_RANDOM_RESIZED_CROP,
+  CNN_TF_HFLIP,
+  CNN_TF_ROTATION,
+  CNN_TF_COLOR_JITTER,
+  CNN_TF_GRAYSCALE,
+  CNN_TF_NORMALIZE
 } cnn_tf_kind;
 
 typedef struct {
@@ -214,8 +230,9 @@ typedef struct {
   double lo, hi;    /* ROTATION: angle range (degrees); RANDOM_RESIZED_CROP: area scale range */
   double rlo, rhi;  /* RANDOM_RESIZED_CROP: aspect ratio range */
   double jitter[3]; /* COLOR_JITTER: brightness, contrast, saturation (0: off) */
-  double hue_lo, hue_hi; /* COLOR_JITTER: hue shift range in turns, within [-0.5, 0.5] (0, 0: off) */
-  int channels;     /* GRAYSCALE: output channels (1, 3); NORMALIZE: values in mean/std (1..4) */
+  double hue_lo,
+      hue_hi;   /* COLOR_JITTER: hue shift range in turns, within [-0.5, 0.5] (0, 0: off) */
+  int channels; /* GRAYSCALE: output channels (1, 3); NORMALIZE: values in mean/std (1..4) */
   double mean[4], std[4];
 } cnn_tf_op;
 
@@ -237,10 +254,12 @@ int cnn_pipeline_check(const cnn_pipeline *p); /* 0 or -1 naming the op */
 /* The shape (C, H, W) a C x H x W input leaves with; -1 when an op cannot apply. */
 int cnn_pipeline_out_shape(const cnn_pipeline *p, const int64_t in[3], int64_t out[3]);
 /* The decoded image into s->a as float C x H x W times scale. */
-int cnn_pipeline_load_image(cnn_pipeline_scratch *s, const cnn_image *img, double scale, int64_t shape[3]);
+int cnn_pipeline_load_image(cnn_pipeline_scratch *s, const cnn_image *img, double scale,
+                            int64_t shape[3]);
 int cnn_pipeline_reserve(cnn_pipeline_scratch *s, int64_t n); /* s->a holds at least n floats */
 /* Runs the ops on s->a (shape updated); randomness from `seed` only. */
-int cnn_pipeline_run(const cnn_pipeline *p, cnn_pipeline_scratch *s, int64_t shape[3], uint64_t seed);
+int cnn_pipeline_run(const cnn_pipeline *p, cnn_pipeline_scratch *s, int64_t shape[3],
+                     uint64_t seed);
 void cnn_pipeline_scratch_free(cnn_pipeline_scratch *s);
 /* The seed of the sample at position pos of an epoch seeded by `seed`. */
 uint64_t cnn_sample_seed(uint64_t seed, int64_t pos);
@@ -255,12 +274,12 @@ uint64_t cnn_sample_seed(uint64_t seed, int64_t pos);
  * RandomCrop before ToTensor/Normalize).  A zeroed struct is the identity
  * (uint8 still becomes float32). */
 typedef struct {
-  double scale;      /* multiply uint8 by this (1/255); 0 means 1 */
+  double scale; /* multiply uint8 by this (1/255); 0 means 1 */
   int normalize;
-  int nchan;         /* 1 (same for all channels) or the images' channel count (<= 4) */
+  int nchan; /* 1 (same for all channels) or the images' channel count (<= 4) */
   double mean[4], std[4];
-  int crop_pad;      /* random crop with this zero padding (0: off) */
-  int hflip;         /* random horizontal flip with p = 0.5 */
+  int crop_pad; /* random crop with this zero padding (0: off) */
+  int hflip;    /* random horizontal flip with p = 0.5 */
 } cnn_transform;
 
 typedef struct cnn_batcher cnn_batcher;
@@ -307,10 +326,10 @@ int64_t cnn_batcher_skipped(const cnn_batcher *b, const char **first);
 /* Files: paths[i] decoded in `mode`, through `pipe`, each out_shape
  * (C x H x W float32); labels N x ... (or NULL); the rest as cnn_batcher_new. */
 cnn_batcher *cnn_batcher_new_files(const char *const *paths, int64_t npaths, cnn_image_mode mode,
-                                   cnn_tensor *labels, const int64_t *order, int64_t norder, int64_t batch_size,
-                                   bool drop_last, const cnn_pipeline *pipe, const int64_t out_shape[3],
-                                   int64_t label_offset, uint64_t seed);
-void cnn_batcher_free(cnn_batcher *b);         /* stops and joins the workers; NULL ok */
+                                   cnn_tensor *labels, const int64_t *order, int64_t norder,
+                                   int64_t batch_size, bool drop_last, const cnn_pipeline *pipe,
+                                   const int64_t out_shape[3], int64_t label_offset, uint64_t seed);
+void cnn_batcher_free(cnn_batcher *b); /* stops and joins the workers; NULL ok */
 
 #ifdef __cplusplus
 }

@@ -42,8 +42,7 @@ static int read_all(const char *op, const char *path, gzFile gz, uint8_t **out, 
     if (got < 0) {
       int errnum;
       const char *msg = gzerror(gz, &errnum);
-      cnn_set_error("%s: cannot read %s: %s", op, path,
-                    errnum == Z_ERRNO ? strerror(errno) : msg);
+      cnn_set_error("%s: cannot read %s: %s", op, path, errnum == Z_ERRNO ? strerror(errno) : msg);
       free(buf);
       return -1;
     }
@@ -64,7 +63,8 @@ static int read_all(const char *op, const char *path, gzFile gz, uint8_t **out, 
 int cnn_io_read_file(const char *op, const char *path, uint8_t **buf, size_t *len) {
   struct stat st;
   if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
-    cnn_set_error("%s: %s is %s, not a regular file", op, path, S_ISDIR(st.st_mode) ? "a folder" : "a device or pipe");
+    cnn_set_error("%s: %s is %s, not a regular file", op, path,
+                  S_ISDIR(st.st_mode) ? "a folder" : "a device or pipe");
     return -1;
   }
   errno = 0;
@@ -84,7 +84,9 @@ int cnn_io_read_file(const char *op, const char *path, uint8_t **buf, size_t *le
 static int read_fd(const char *op, const char *path, int fd, uint8_t **buf, size_t *len) {
   struct stat st;
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size > CNN_IO_MAX_FILE) {
-    cnn_set_error("%s: %s is %s", op, path, S_ISDIR(st.st_mode) ? "a folder, not a file" : "not a regular file of at most 8 GiB");
+    cnn_set_error("%s: %s is %s", op, path,
+                  S_ISDIR(st.st_mode) ? "a folder, not a file"
+                                      : "not a regular file of at most 8 GiB");
     return -1;
   }
   size_t n = (size_t)st.st_size, got = 0;
@@ -94,7 +96,8 @@ static int read_fd(const char *op, const char *path, int fd, uint8_t **buf, size
     ssize_t r = read(fd, b + got, n - got);
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) {
-      cnn_set_error("%s: cannot read %s: %s", op, path, r < 0 ? strerror(errno) : "the file shrank while reading");
+      cnn_set_error("%s: cannot read %s: %s", op, path,
+                    r < 0 ? strerror(errno) : "the file shrank while reading");
       free(b);
       return -1;
     }
@@ -107,7 +110,8 @@ static int read_fd(const char *op, const char *path, int fd, uint8_t **buf, size
 int cnn_io_read_raw(const char *op, const char *path, uint8_t **buf, size_t *len) {
   int fd = path ? open(path, O_RDONLY | O_CLOEXEC) : -1;
   if (fd < 0) {
-    cnn_set_error("%s: cannot open %s: %s", op, path ? path : "(no file name)", path ? strerror(errno) : "");
+    cnn_set_error("%s: cannot open %s: %s", op, path ? path : "(no file name)",
+                  path ? strerror(errno) : "");
     return -1;
   }
   int rc = read_fd(op, path, fd, buf, len);

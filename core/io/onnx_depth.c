@@ -30,24 +30,33 @@ static bool skip_value(const uint8_t **p, const uint8_t *end, int wt, uint64_t *
   *len = 0;
   switch (wt) {
   case 0: return read_varint(p, end, &v);
-  case 1: if (end - *p < 8) return false; *p += 8; return true;
-  case 5: if (end - *p < 4) return false; *p += 4; return true;
+  case 1:
+    if (end - *p < 8) return false;
+    *p += 8;
+    return true;
+  case 5:
+    if (end - *p < 4) return false;
+    *p += 4;
+    return true;
   case 2:
     if (!read_varint(p, end, len) || *len > (uint64_t)(end - *p)) return false;
-    return true; /* the caller steps over (or into) the payload */
+    return true;         /* the caller steps over (or into) the payload */
   default: return false; /* groups (3, 4) and invalid types */
   }
 }
 
-static bool walk(const uint8_t *p, const uint8_t *end, const ProtobufCMessageDescriptor *desc, int depth) {
+static bool walk(const uint8_t *p, const uint8_t *end, const ProtobufCMessageDescriptor *desc,
+                 int depth) {
   if (depth > CNN_ONNX_MAX_DEPTH) return false;
   while (p < end) {
     uint64_t tag, len;
     if (!read_varint(&p, end, &tag) || !skip_value(&p, end, (int)(tag & 7), &len)) return false;
     if ((tag & 7) != 2) continue;
     const ProtobufCFieldDescriptor *f =
-        tag >> 3 <= 0x1fffffff ? protobuf_c_message_descriptor_get_field(desc, (unsigned)(tag >> 3)) : NULL;
-    if (f && f->type == PROTOBUF_C_TYPE_MESSAGE && !walk(p, p + len, f->descriptor, depth + 1)) return false;
+        tag >> 3 <= 0x1fffffff ? protobuf_c_message_descriptor_get_field(desc, (unsigned)(tag >> 3))
+                               : NULL;
+    if (f && f->type == PROTOBUF_C_TYPE_MESSAGE && !walk(p, p + len, f->descriptor, depth + 1))
+      return false;
     p += len;
   }
   return true;

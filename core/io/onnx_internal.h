@@ -18,7 +18,8 @@ cnn_tensor *cnn_onnx_tensor_from_proto(const Onnx__TensorProto *p, const char *w
 /* Fills an initialised TensorProto with t's dims, type and raw little-endian
  * data.  *keep receives the contiguous host tensor the raw data points into
  * (release it after packing).  0, or -1 with cnn_error(). */
-int cnn_onnx_tensor_to_proto(cnn_tensor *t, const char *name, Onnx__TensorProto *p, cnn_tensor **keep);
+int cnn_onnx_tensor_to_proto(cnn_tensor *t, const char *name, Onnx__TensorProto *p,
+                             cnn_tensor **keep);
 
 /* Whether buf's framing is sound and its messages nest at most 64 deep
  * (protobuf-c recurses without a limit): run before every unpack. */

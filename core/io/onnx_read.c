@@ -89,12 +89,15 @@ static void read_lists(reader *r, const Onnx__AttributeProto *a, cnn_onnx_attr *
   } else if (o->type == CNN_ONNX_STRINGS) {
     o->n = (int)a->n_strings;
     o->strings = alloc_n(r, a->n_strings, sizeof(char *));
-    for (size_t k = 0; o->strings && k < a->n_strings; k++) o->strings[k] = dup_bytes(r, a->strings[k], a->name);
+    for (size_t k = 0; o->strings && k < a->n_strings; k++)
+      o->strings[k] = dup_bytes(r, a->strings[k], a->name);
   }
 }
 
-static void read_attr(reader *r, const Onnx__AttributeProto *a, cnn_onnx_attr *o, const char *node) {
-  if (!a->name || !*a->name) return fail(r, "node '%s' has an attribute without a name%s", node, "");
+static void read_attr(reader *r, const Onnx__AttributeProto *a, cnn_onnx_attr *o,
+                      const char *node) {
+  if (!a->name || !*a->name)
+    return fail(r, "node '%s' has an attribute without a name%s", node, "");
   o->name = dup_str(r, a->name);
   o->type = a->has_type ? (int)a->type : 0;
   switch (o->type) {
@@ -105,7 +108,9 @@ static void read_attr(reader *r, const Onnx__AttributeProto *a, cnn_onnx_attr *o
     if (!a->t) return fail(r, "attribute '%s' of node '%s' has no tensor", a->name, node);
     if (!r->failed && !(o->t = cnn_onnx_tensor_from_proto(a->t, r->what))) r->failed = true;
     break;
-  case CNN_ONNX_FLOATS: case CNN_ONNX_INTS: case CNN_ONNX_STRINGS: read_lists(r, a, o); break;
+  case CNN_ONNX_FLOATS:
+  case CNN_ONNX_INTS:
+  case CNN_ONNX_STRINGS: read_lists(r, a, o); break;
   case 0: return fail(r, "attribute '%s' of node '%s' has no type", a->name, node);
   default: break; /* graphs, sparse tensors, type protos: named by the loader */
   }
@@ -127,7 +132,8 @@ static void read_node(reader *r, const Onnx__NodeProto *n, cnn_onnx_node *o, siz
   o->attrs = alloc_n(r, n->n_attribute, sizeof *o->attrs);
   if (r->failed) return;
   o->nattrs = (int)n->n_attribute;
-  for (size_t k = 0; k < n->n_attribute && !r->failed; k++) read_attr(r, n->attribute[k], &o->attrs[k], label);
+  for (size_t k = 0; k < n->n_attribute && !r->failed; k++)
+    read_attr(r, n->attribute[k], &o->attrs[k], label);
 }
 
 /* ---- graph inputs and outputs ---------------------------------------------------- */
@@ -139,7 +145,8 @@ static void read_dims(reader *r, const Onnx__TensorShapeProto *s, cnn_onnx_value
   for (size_t d = 0; !r->failed && d < s->n_dim; d++) {
     const Onnx__TensorShapeProto__Dimension *dim = s->dim[d];
     o->dims[d] = -1;
-    if (dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE && dim->dim_value >= 0)
+    if (dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE &&
+        dim->dim_value >= 0)
       o->dims[d] = dim->dim_value;
     else if (dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM)
       o->dim_params[d] = dup_str(r, dim->dim_param);
@@ -151,14 +158,16 @@ static void read_value(reader *r, const Onnx__ValueInfoProto *v, cnn_onnx_value 
   o->name = dup_str(r, v->name);
   o->ndim = -1;
   const Onnx__TypeProto *tp = v->type;
-  if (tp && tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE) o->elem_type = -1; /* sequence, map, ... */
+  if (tp && tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE)
+    o->elem_type = -1; /* sequence, map, ... */
   if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !tp->tensor_type) return;
   const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
   o->elem_type = tt->has_elem_type ? tt->elem_type : 0;
   if (tt->shape) read_dims(r, tt->shape, o);
 }
 
-static void read_values(reader *r, size_t n, Onnx__ValueInfoProto **src, cnn_onnx_value **out, int *count) {
+static void read_values(reader *r, size_t n, Onnx__ValueInfoProto **src, cnn_onnx_value **out,
+                        int *count) {
   *out = alloc_n(r, n, sizeof **out);
   if (r->failed) return;
   *count = (int)n;
@@ -175,7 +184,8 @@ static void read_inits(reader *r, const Onnx__GraphProto *g, cnn_onnx_model *m) 
     const Onnx__TensorProto *t = g->initializer[k];
     if (!t->name || !*t->name) return fail(r, "an initializer has no name%s%s", "", "");
     m->inits[k].name = dup_str(r, t->name);
-    if (!r->failed && !(m->inits[k].tensor = cnn_onnx_tensor_from_proto(t, r->what))) r->failed = true;
+    if (!r->failed && !(m->inits[k].tensor = cnn_onnx_tensor_from_proto(t, r->what)))
+      r->failed = true;
   }
 }
 
@@ -185,7 +195,8 @@ static void read_opset(reader *r, const Onnx__ModelProto *p, cnn_onnx_model *m) 
     bool dflt = !o->domain || !*o->domain || strcmp(o->domain, "ai.onnx") == 0;
     if (dflt && o->has_version) m->opset_version = o->version;
   }
-  if (m->opset_version <= 0) fail(r, "the model imports no version of the default opset%s%s", "", "");
+  if (m->opset_version <= 0)
+    fail(r, "the model imports no version of the default opset%s%s", "", "");
 }
 
 static void read_model(reader *r, const Onnx__ModelProto *p, cnn_onnx_model *m) {
@@ -207,7 +218,8 @@ static void read_model(reader *r, const Onnx__ModelProto *p, cnn_onnx_model *m) 
 
 cnn_onnx_model *cnn_onnx_parse(const uint8_t *buf, size_t len, const char *what) {
   if (!cnn_onnx_nesting_ok(buf, len, &onnx__model_proto__descriptor)) {
-    cnn_set_error("onnx: %s: not a valid ONNX model (broken framing, or messages nested too deep)", what);
+    cnn_set_error("onnx: %s: not a valid ONNX model (broken framing, or messages nested too deep)",
+                  what);
     return NULL;
   }
   Onnx__ModelProto *p = onnx__model_proto__unpack(NULL, len, buf);

@@ -70,7 +70,7 @@ typedef struct {
   const int64_t *i64;
   const double *d;
   const uint64_t *u64;
-  size_t count;       /* elements (typed) or bytes (raw) */
+  size_t count; /* elements (typed) or bytes (raw) */
 } elem_source;
 
 static const char *tensor_label(const Onnx__TensorProto *p) {
@@ -83,7 +83,8 @@ static void typed_source(const Onnx__TensorProto *p, const onnx_dtype *dt, elem_
   case 1: s->f = p->float_data, s->count = p->n_float_data; break;
   case 7: s->i64 = p->int64_data, s->count = p->n_int64_data; break;
   case 11: s->d = p->double_data, s->count = p->n_double_data; break;
-  case 12: case 13: s->u64 = p->uint64_data, s->count = p->n_uint64_data; break;
+  case 12:
+  case 13: s->u64 = p->uint64_data, s->count = p->n_uint64_data; break;
   default: s->i32 = p->int32_data, s->count = p->n_int32_data; break;
   }
 }
@@ -101,8 +102,8 @@ static int check_layout(const Onnx__TensorProto *p, const char *what) {
     return -1;
   }
   if (p->n_dims > CNN_MAX_DIMS) {
-    cnn_set_error("onnx: %s: tensor '%s' has %zu dims (cnnsh holds at most %d)", what, tensor_label(p),
-                  p->n_dims, CNN_MAX_DIMS);
+    cnn_set_error("onnx: %s: tensor '%s' has %zu dims (cnnsh holds at most %d)", what,
+                  tensor_label(p), p->n_dims, CNN_MAX_DIMS);
     return -1;
   }
   if (!cnn_io_shape_ok((int)p->n_dims, p->dims)) {
@@ -113,23 +114,23 @@ static int check_layout(const Onnx__TensorProto *p, const char *what) {
 }
 
 /* The data's source, checked against numel. */
-static int find_source(const Onnx__TensorProto *p, const onnx_dtype *dt, int64_t numel, const char *what,
-                       elem_source *s) {
+static int find_source(const Onnx__TensorProto *p, const onnx_dtype *dt, int64_t numel,
+                       const char *what, elem_source *s) {
   memset(s, 0, sizeof *s);
   if (p->has_raw_data) {
     s->raw = p->raw_data.data, s->count = p->raw_data.len;
     if (s->count / dt->size != (size_t)numel || s->count % dt->size) {
-      cnn_set_error("onnx: %s: tensor '%s' (%s, %lld elements) has %zu bytes of raw data, expected %lld",
-                    what, tensor_label(p), dt->name, (long long)numel, s->count,
-                    (long long)numel * dt->size);
+      cnn_set_error(
+          "onnx: %s: tensor '%s' (%s, %lld elements) has %zu bytes of raw data, expected %lld",
+          what, tensor_label(p), dt->name, (long long)numel, s->count, (long long)numel * dt->size);
       return -1;
     }
     return 0;
   }
   typed_source(p, dt, s);
   if (s->count != (size_t)numel) {
-    cnn_set_error("onnx: %s: tensor '%s' (%s) holds %zu values for %lld elements", what, tensor_label(p),
-                  dt->name, s->count, (long long)numel);
+    cnn_set_error("onnx: %s: tensor '%s' (%s) holds %zu values for %lld elements", what,
+                  tensor_label(p), dt->name, s->count, (long long)numel);
     return -1;
   }
   return 0;
@@ -171,14 +172,20 @@ static int64_t double_to_i64(double d) {
 }
 
 /* Element k as (double, integer) from whichever source holds it. */
-static void source_elem(const elem_source *s, const onnx_dtype *dt, int64_t k, double *d, int64_t *i) {
+static void source_elem(const elem_source *s, const onnx_dtype *dt, int64_t k, double *d,
+                        int64_t *i) {
   *d = 0, *i = 0;
   if (s->raw) return raw_elem(s->raw, dt, k, d, i);
-  if (s->f) *d = s->f[k], *i = double_to_i64(*d);
-  else if (s->d) *d = s->d[k], *i = double_to_i64(*d);
-  else if (s->i64) *i = s->i64[k], *d = (double)*i;
-  else if (s->u64) *i = (int64_t)s->u64[k], *d = (double)*i;
-  else *i = s->i32[k], *d = (double)*i;
+  if (s->f)
+    *d = s->f[k], *i = double_to_i64(*d);
+  else if (s->d)
+    *d = s->d[k], *i = double_to_i64(*d);
+  else if (s->i64)
+    *i = s->i64[k], *d = (double)*i;
+  else if (s->u64)
+    *i = (int64_t)s->u64[k], *d = (double)*i;
+  else
+    *i = s->i32[k], *d = (double)*i;
 }
 
 static void store_elem(cnn_tensor *t, int64_t k, const onnx_dtype *dt, double d, int64_t i) {
@@ -188,7 +195,8 @@ static void store_elem(cnn_tensor *t, int64_t k, const onnx_dtype *dt, double d,
   case CNN_FLOAT64: ((double *)base)[k] = d; break;
   case CNN_INT64: ((int64_t *)base)[k] = i; break;
   case CNN_UINT8: ((uint8_t *)base)[k] = dt->onnx == 9 ? (i != 0) : (uint8_t)i; break;
-  case CNN_FLOAT16: case CNN_BFLOAT16: ((uint16_t *)base)[k] = (uint16_t)i; break; /* the bits */
+  case CNN_FLOAT16:
+  case CNN_BFLOAT16: ((uint16_t *)base)[k] = (uint16_t)i; break; /* the bits */
   default: break;
   }
 }
@@ -197,8 +205,8 @@ cnn_tensor *cnn_onnx_tensor_from_proto(const Onnx__TensorProto *p, const char *w
   const onnx_dtype *dt = p->has_data_type ? find_dtype(p->data_type) : NULL;
   if (!dt) {
     cnn_set_error("onnx: %s: tensor '%s' has data type %d, which cnnsh cannot hold (float, double, "
-                  "float16, bfloat16, integers and bool can)", what, tensor_label(p),
-                  p->has_data_type ? (int)p->data_type : 0);
+                  "float16, bfloat16, integers and bool can)",
+                  what, tensor_label(p), p->has_data_type ? (int)p->data_type : 0);
     return NULL;
   }
   if (check_layout(p, what) < 0) return NULL;
@@ -219,7 +227,8 @@ cnn_tensor *cnn_onnx_tensor_from_proto(const Onnx__TensorProto *p, const char *w
 
 cnn_tensor *cnn_onnx_tensor_parse(const uint8_t *buf, size_t len, const char *what) {
   Onnx__TensorProto *p = cnn_onnx_nesting_ok(buf, len, &onnx__tensor_proto__descriptor)
-                             ? onnx__tensor_proto__unpack(NULL, len, buf) : NULL;
+                             ? onnx__tensor_proto__unpack(NULL, len, buf)
+                             : NULL;
   if (!p) {
     cnn_set_error("onnx: %s: not a valid TensorProto (protobuf decoding failed)", what);
     return NULL;
@@ -240,7 +249,8 @@ cnn_tensor *cnn_onnx_tensor_load(const char *path) {
 
 /* ---- writing ------------------------------------------------------------------- */
 
-int cnn_onnx_tensor_to_proto(cnn_tensor *t, const char *name, Onnx__TensorProto *p, cnn_tensor **keep) {
+int cnn_onnx_tensor_to_proto(cnn_tensor *t, const char *name, Onnx__TensorProto *p,
+                             cnn_tensor **keep) {
   *keep = NULL;
   cnn_tensor *host = cnn_to_device(t, CNN_DEVICE_CPU);
   if (!host) return -1;

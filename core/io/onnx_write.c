@@ -15,9 +15,9 @@
 #include <string.h>
 
 typedef struct {
-  void **blocks;           /* everything calloc'd for the messages */
+  void **blocks; /* everything calloc'd for the messages */
   int nblocks, capblocks;
-  void **keep;             /* cnn_tensor *: host copies the raw data points into */
+  void **keep; /* cnn_tensor *: host copies the raw data points into */
   int nkeep, capkeep;
   bool failed;
 } arena;
@@ -97,9 +97,13 @@ static Onnx__AttributeProto *attr_proto(arena *a, const cnn_onnx_attr *s) {
   switch (s->type) {
   case CNN_ONNX_FLOAT: p->has_f = 1, p->f = (float)s->f; break;
   case CNN_ONNX_INT: p->has_i = 1, p->i = s->i; break;
-  case CNN_ONNX_STRING: p->has_s = 1, p->s = (ProtobufCBinaryData){strlen(s->s), (uint8_t *)s->s}; break;
+  case CNN_ONNX_STRING:
+    p->has_s = 1, p->s = (ProtobufCBinaryData){strlen(s->s), (uint8_t *)s->s};
+    break;
   case CNN_ONNX_TENSOR: p->t = tensor_proto(a, s->t, ""); break;
-  case CNN_ONNX_FLOATS: case CNN_ONNX_INTS: case CNN_ONNX_STRINGS: attr_lists(a, s, p); break;
+  case CNN_ONNX_FLOATS:
+  case CNN_ONNX_INTS:
+  case CNN_ONNX_STRINGS: attr_lists(a, s, p); break;
   default:
     cnn_set_error("onnx: attribute '%s' has type %d, which cnnsh does not write", s->name, s->type);
     a->failed = true;
@@ -236,8 +240,10 @@ int cnn_onnx_save(const char *path, const cnn_onnx_model *m) {
   if (!buf) return -1;
   cnn_io_atomic w;
   int rc = cnn_io_atomic_open(&w, "onnx", path);
-  if (rc == 0 && (rc = cnn_io_atomic_write(&w, buf, len)) == 0) rc = cnn_io_atomic_commit(&w);
-  else cnn_io_atomic_abort(&w);
+  if (rc == 0 && (rc = cnn_io_atomic_write(&w, buf, len)) == 0)
+    rc = cnn_io_atomic_commit(&w);
+  else
+    cnn_io_atomic_abort(&w);
   free(buf);
   return rc;
 }

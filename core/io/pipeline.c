@@ -93,9 +93,16 @@ static void resize_shape(const cnn_tf_op *op, int64_t h, int64_t w, int64_t *oh,
   if (*ow < 1) *ow = 1;
 }
 
-static const char *const op_names[] = {"?", "Resize", "CenterCrop", "RandomCrop", "RandomResizedCrop",
-                                       "RandomHorizontalFlip", "RandomRotation", "ColorJitter",
-                                       "Grayscale", "Normalize"};
+static const char *const op_names[] = {"?",
+                                       "Resize",
+                                       "CenterCrop",
+                                       "RandomCrop",
+                                       "RandomResizedCrop",
+                                       "RandomHorizontalFlip",
+                                       "RandomRotation",
+                                       "ColorJitter",
+                                       "Grayscale",
+                                       "Normalize"};
 
 /* the shape after one op; -1 (with a message) when the op cannot apply */
 static int op_shape(const cnn_tf_op *op, int64_t sh[3]) {
@@ -107,7 +114,8 @@ static int op_shape(const cnn_tf_op *op, int64_t sh[3]) {
   case CNN_TF_RANDOM_CROP:
     if (sh[1] + 2 * op->pad < op->h || sh[2] + 2 * op->pad < op->w) {
       cnn_set_error("%s: the image is %lldx%lld (padding %lld) but the crop is %lldx%lld", name,
-                    (long long)sh[1], (long long)sh[2], (long long)op->pad, (long long)op->h, (long long)op->w);
+                    (long long)sh[1], (long long)sh[2], (long long)op->pad, (long long)op->h,
+                    (long long)op->w);
       return -1;
     }
     sh[1] = op->h, sh[2] = op->w;
@@ -122,8 +130,8 @@ static int op_shape(const cnn_tf_op *op, int64_t sh[3]) {
     break;
   case CNN_TF_NORMALIZE:
     if (op->channels != 1 && op->channels != sh[0]) {
-      cnn_set_error("%s: mean and std have %d values but the image has %lld channels", name, op->channels,
-                    (long long)sh[0]);
+      cnn_set_error("%s: mean and std have %d values but the image has %lld channels", name,
+                    op->channels, (long long)sh[0]);
       return -1;
     }
     break;
@@ -143,7 +151,8 @@ int cnn_pipeline_out_shape(const cnn_pipeline *p, const int64_t in[3], int64_t o
 /* ---- the ops ------------------------------------------------------------------------ */
 
 /* resize s->a (sh) to oh x ow into s->a */
-static int run_resize(cnn_pipeline_scratch *s, int64_t sh[3], int64_t oh, int64_t ow, bool antialias) {
+static int run_resize(cnn_pipeline_scratch *s, int64_t sh[3], int64_t oh, int64_t ow,
+                      bool antialias) {
   if (oh == sh[1] && ow == sh[2]) return 0;
   if (reserve(&s->b, &s->cap_b, (size_t)(sh[0] * oh * ow)) < 0 ||
       reserve(&s->t, &s->cap_t, (size_t)(sh[0] * sh[1] * ow)) < 0)
@@ -154,7 +163,8 @@ static int run_resize(cnn_pipeline_scratch *s, int64_t sh[3], int64_t oh, int64_
   return 0;
 }
 
-static int run_crop(cnn_pipeline_scratch *s, int64_t sh[3], int64_t top, int64_t left, int64_t oh, int64_t ow) {
+static int run_crop(cnn_pipeline_scratch *s, int64_t sh[3], int64_t top, int64_t left, int64_t oh,
+                    int64_t ow) {
   if (reserve(&s->b, &s->cap_b, (size_t)(sh[0] * oh * ow)) < 0) return -1;
   cnn_image_crop(s->a, sh[0], sh[1], sh[2], s->b, top, left, oh, ow);
   swap(s);
@@ -174,7 +184,8 @@ static int run_center_crop(cnn_pipeline_scratch *s, int64_t sh[3], const cnn_tf_
   return run_crop(s, sh, top, left, op->h, op->w);
 }
 
-static int run_random_crop(cnn_pipeline_scratch *s, int64_t sh[3], const cnn_tf_op *op, uint64_t *rng) {
+static int run_random_crop(cnn_pipeline_scratch *s, int64_t sh[3], const cnn_tf_op *op,
+                           uint64_t *rng) {
   int64_t top = randint(rng, 0, sh[1] + 2 * op->pad - op->h) - op->pad;
   int64_t left = randint(rng, 0, sh[2] + 2 * op->pad - op->w) - op->pad;
   return run_crop(s, sh, top, left, op->h, op->w);
@@ -185,7 +196,8 @@ static void rrc_window(const cnn_tf_op *op, int64_t h, int64_t w, uint64_t *rng,
   double area = (double)h * (double)w, lr0 = log(op->rlo), lr1 = log(op->rhi);
   for (int attempt = 0; attempt < 10; attempt++) {
     double target = area * uniform(rng, op->lo, op->hi), aspect = exp(uniform(rng, lr0, lr1));
-    int64_t cw = (int64_t)nearbyint(sqrt(target * aspect)), ch = (int64_t)nearbyint(sqrt(target / aspect));
+    int64_t cw = (int64_t)nearbyint(sqrt(target * aspect)),
+            ch = (int64_t)nearbyint(sqrt(target / aspect));
     if (cw > 0 && cw <= w && ch > 0 && ch <= h) {
       win[0] = randint(rng, 0, h - ch), win[1] = randint(rng, 0, w - cw), win[2] = ch, win[3] = cw;
       return;
@@ -193,8 +205,10 @@ static void rrc_window(const cnn_tf_op *op, int64_t h, int64_t w, uint64_t *rng,
   }
   double ratio = (double)w / (double)h;
   int64_t cw = w, ch = h;
-  if (ratio < op->rlo) ch = (int64_t)nearbyint((double)w / op->rlo);
-  else if (ratio > op->rhi) cw = (int64_t)nearbyint((double)h * op->rhi);
+  if (ratio < op->rlo)
+    ch = (int64_t)nearbyint((double)w / op->rlo);
+  else if (ratio > op->rhi)
+    cw = (int64_t)nearbyint((double)h * op->rhi);
   win[0] = (h - ch) / 2, win[1] = (w - cw) / 2, win[2] = ch, win[3] = cw;
 }
 
@@ -205,7 +219,8 @@ static int run_rrc(cnn_pipeline_scratch *s, int64_t sh[3], const cnn_tf_op *op, 
   return run_resize(s, sh, op->h, op->w, op->antialias);
 }
 
-static int run_rotation(cnn_pipeline_scratch *s, int64_t sh[3], const cnn_tf_op *op, uint64_t *rng) {
+static int run_rotation(cnn_pipeline_scratch *s, int64_t sh[3], const cnn_tf_op *op,
+                        uint64_t *rng) {
   double angle = uniform(rng, op->lo, op->hi);
   if (reserve(&s->b, &s->cap_b, (size_t)(sh[0] * sh[1] * sh[2])) < 0) return -1;
   cnn_image_rotate(s->a, sh[0], sh[1], sh[2], s->b, angle);
@@ -216,7 +231,8 @@ static int run_rotation(cnn_pipeline_scratch *s, int64_t sh[3], const cnn_tf_op 
 /* torchvision's ColorJitter: the adjustments in a random order (Fisher-Yates
  * over 3, or over 4 when hue is on, so results without hue are those of
  * earlier versions), one factor drawn per adjustment that is on */
-static void run_jitter(cnn_pipeline_scratch *s, const int64_t sh[3], const cnn_tf_op *op, uint64_t *rng) {
+static void run_jitter(cnn_pipeline_scratch *s, const int64_t sh[3], const cnn_tf_op *op,
+                       uint64_t *rng) {
   bool hue = op->hue_lo != 0 || op->hue_hi != 0;
   int n = hue ? 4 : 3, order[4] = {0, 1, 2, 3};
   for (int i = n - 1; i > 0; i--) { /* Fisher-Yates */
@@ -232,9 +248,12 @@ static void run_jitter(cnn_pipeline_scratch *s, const int64_t sh[3], const cnn_t
     double v = op->jitter[order[k]];
     if (v <= 0) continue;
     double f = uniform(rng, v < 1 ? 1 - v : 0, 1 + v);
-    if (order[k] == 0) cnn_image_brightness(s->a, sh[0] * hw, f);
-    else if (order[k] == 1) cnn_image_contrast(s->a, sh[0], hw, f);
-    else cnn_image_saturation(s->a, sh[0], hw, f);
+    if (order[k] == 0)
+      cnn_image_brightness(s->a, sh[0] * hw, f);
+    else if (order[k] == 1)
+      cnn_image_contrast(s->a, sh[0], hw, f);
+    else
+      cnn_image_saturation(s->a, sh[0], hw, f);
   }
 }
 
@@ -279,7 +298,8 @@ static int run_op(cnn_pipeline_scratch *s, int64_t sh[3], const cnn_tf_op *op, u
   return cnn_set_error("transform: unknown op %d", (int)op->kind), -1;
 }
 
-int cnn_pipeline_run(const cnn_pipeline *p, cnn_pipeline_scratch *s, int64_t shape[3], uint64_t seed) {
+int cnn_pipeline_run(const cnn_pipeline *p, cnn_pipeline_scratch *s, int64_t shape[3],
+                     uint64_t seed) {
   uint64_t rng = seed;
   for (int i = 0; i < p->n; i++)
     if (run_op(s, shape, &p->ops[i], &rng) < 0) return -1;
@@ -289,35 +309,50 @@ int cnn_pipeline_run(const cnn_pipeline *p, cnn_pipeline_scratch *s, int64_t sha
 /* ---- validation ---------------------------------------------------------------------- */
 
 static int check_op(const cnn_tf_op *op) {
-  const char *name = op->kind >= CNN_TF_RESIZE && op->kind <= CNN_TF_NORMALIZE ? op_names[op->kind] : "transform";
-  bool sized = op->kind == CNN_TF_RESIZE || op->kind == CNN_TF_CENTER_CROP || op->kind == CNN_TF_RANDOM_CROP ||
-               op->kind == CNN_TF_RANDOM_RESIZED_CROP;
-  if (op->kind < CNN_TF_RESIZE || op->kind > CNN_TF_NORMALIZE) return cnn_set_error("transform: unknown op"), -1;
-  if (sized && (op->h < 1 || op->h > 65536 || op->w < (op->kind == CNN_TF_RESIZE ? 0 : 1) || op->w > 65536))
-    return cnn_set_error("%s: size %lldx%lld is out of range (1..65536)", name, (long long)op->h, (long long)op->w), -1;
-  if (op->pad < 0 || op->pad > 65536) return cnn_set_error("%s: padding %lld is out of range", name, (long long)op->pad), -1;
-  if (op->kind == CNN_TF_HFLIP && !(op->p >= 0 && op->p <= 1)) return cnn_set_error("%s: p = %g is not in [0, 1]", name, op->p), -1;
+  const char *name =
+      op->kind >= CNN_TF_RESIZE && op->kind <= CNN_TF_NORMALIZE ? op_names[op->kind] : "transform";
+  bool sized = op->kind == CNN_TF_RESIZE || op->kind == CNN_TF_CENTER_CROP ||
+               op->kind == CNN_TF_RANDOM_CROP || op->kind == CNN_TF_RANDOM_RESIZED_CROP;
+  if (op->kind < CNN_TF_RESIZE || op->kind > CNN_TF_NORMALIZE)
+    return cnn_set_error("transform: unknown op"), -1;
+  if (sized &&
+      (op->h < 1 || op->h > 65536 || op->w < (op->kind == CNN_TF_RESIZE ? 0 : 1) || op->w > 65536))
+    return cnn_set_error("%s: size %lldx%lld is out of range (1..65536)", name, (long long)op->h,
+                         (long long)op->w),
+           -1;
+  if (op->pad < 0 || op->pad > 65536)
+    return cnn_set_error("%s: padding %lld is out of range", name, (long long)op->pad), -1;
+  if (op->kind == CNN_TF_HFLIP && !(op->p >= 0 && op->p <= 1))
+    return cnn_set_error("%s: p = %g is not in [0, 1]", name, op->p), -1;
   if ((op->kind == CNN_TF_ROTATION || op->kind == CNN_TF_RANDOM_RESIZED_CROP) &&
       !(isfinite(op->lo) && isfinite(op->hi) && op->lo <= op->hi))
     return cnn_set_error("%s: range (%g, %g) must be finite and ordered", name, op->lo, op->hi), -1;
-  if (op->kind == CNN_TF_RANDOM_RESIZED_CROP && !(op->lo > 0 && op->rlo > 0 && op->rlo <= op->rhi && isfinite(op->rhi)))
+  if (op->kind == CNN_TF_RANDOM_RESIZED_CROP &&
+      !(op->lo > 0 && op->rlo > 0 && op->rlo <= op->rhi && isfinite(op->rhi)))
     return cnn_set_error("%s: scale and ratio must be positive, ordered ranges", name), -1;
   for (int k = 0; k < 3 && op->kind == CNN_TF_COLOR_JITTER; k++)
-    if (!(op->jitter[k] >= 0 && op->jitter[k] < 1e6)) return cnn_set_error("%s: factors must be >= 0", name), -1;
-  if (op->kind == CNN_TF_COLOR_JITTER && !(-0.5 <= op->hue_lo && op->hue_lo <= op->hue_hi && op->hue_hi <= 0.5))
-    return cnn_set_error("%s: hue range (%g, %g) must be ordered within [-0.5, 0.5]", name, op->hue_lo, op->hue_hi), -1;
+    if (!(op->jitter[k] >= 0 && op->jitter[k] < 1e6))
+      return cnn_set_error("%s: factors must be >= 0", name), -1;
+  if (op->kind == CNN_TF_COLOR_JITTER &&
+      !(-0.5 <= op->hue_lo && op->hue_lo <= op->hue_hi && op->hue_hi <= 0.5))
+    return cnn_set_error("%s: hue range (%g, %g) must be ordered within [-0.5, 0.5]", name,
+                         op->hue_lo, op->hue_hi),
+           -1;
   if (op->kind == CNN_TF_GRAYSCALE && op->channels != 1 && op->channels != 3)
     return cnn_set_error("%s: num_output_channels must be 1 or 3", name), -1;
   for (int c = 0; op->kind == CNN_TF_NORMALIZE && c < op->channels; c++)
     if (!isfinite(op->mean[c]) || !(op->std[c] > 0) || !isfinite(op->std[c]))
-      return cnn_set_error("%s: channel %d has mean %g, std %g (need finite, std > 0)", name, c + 1, op->mean[c], op->std[c]), -1;
+      return cnn_set_error("%s: channel %d has mean %g, std %g (need finite, std > 0)", name, c + 1,
+                           op->mean[c], op->std[c]),
+             -1;
   if (op->kind == CNN_TF_NORMALIZE && (op->channels < 1 || op->channels > 4))
     return cnn_set_error("%s: 1 to 4 channel values", name), -1;
   return 0;
 }
 
 int cnn_pipeline_check(const cnn_pipeline *p) {
-  if (p->n < 0 || p->n > CNN_PIPELINE_MAX) return cnn_set_error("transform: at most %d ops", CNN_PIPELINE_MAX), -1;
+  if (p->n < 0 || p->n > CNN_PIPELINE_MAX)
+    return cnn_set_error("transform: at most %d ops", CNN_PIPELINE_MAX), -1;
   if (!isfinite(p->scale)) return cnn_set_error("transform: scale %g is not finite", p->scale), -1;
   for (int i = 0; i < p->n; i++)
     if (check_op(&p->ops[i]) < 0) return -1;
@@ -326,7 +361,8 @@ int cnn_pipeline_check(const cnn_pipeline *p) {
 
 /* ---- inputs ---------------------------------------------------------------------------- */
 
-int cnn_pipeline_load_image(cnn_pipeline_scratch *s, const cnn_image *img, double scale, int64_t shape[3]) {
+int cnn_pipeline_load_image(cnn_pipeline_scratch *s, const cnn_image *img, double scale,
+                            int64_t shape[3]) {
   int64_t c = img->channels, hw = img->h * img->w;
   if (reserve(&s->a, &s->cap_a, (size_t)(c * hw)) < 0) return -1;
   float f = (float)scale;

@@ -57,7 +57,8 @@ static int check_png_args(const char *path, int64_t h, int64_t w, int channels, 
     return -1;
   }
   if (h < 1 || w < 1 || h > 0x7fffffff || w > 0x7fffffff / channels) {
-    cnn_set_error("png: image size %lldx%lld is out of range (1..2^31-1)", (long long)h, (long long)w);
+    cnn_set_error("png: image size %lldx%lld is out of range (1..2^31-1)", (long long)h,
+                  (long long)w);
     return -1;
   }
   return 0;
@@ -67,11 +68,14 @@ int cnn_png_write(const char *path, int64_t h, int64_t w, int channels, const ui
   if (check_png_args(path, h, w, channels, pixels) < 0) return -1;
   cnn_io_atomic a;
   if (cnn_io_atomic_open(&a, "png", path) < 0) return -1;
-  png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, &a, on_png_error, on_png_warning);
+  png_structp png =
+      png_create_write_struct(PNG_LIBPNG_VER_STRING, &a, on_png_error, on_png_warning);
   png_infop info = png ? png_create_info_struct(png) : NULL;
   int rc = -1;
-  if (!info) cnn_set_error("png: out of memory");
-  else rc = write_rows(png, info, &a, h, w, channels, pixels);
+  if (!info)
+    cnn_set_error("png: out of memory");
+  else
+    rc = write_rows(png, info, &a, h, w, channels, pixels);
   png_destroy_write_struct(&png, &info);
   if (rc == 0) return cnn_io_atomic_commit(&a);
   cnn_io_atomic_abort(&a);

@@ -42,7 +42,7 @@ static const st_dtype st_dtypes[] = {
 };
 
 typedef struct {
-  const char *name;    /* borrowed from the cJSON tree */
+  const char *name; /* borrowed from the cJSON tree */
   const st_dtype *dt;
   int ndim;
   int64_t shape[CNN_MAX_DIMS];
@@ -52,7 +52,7 @@ typedef struct {
 typedef struct {
   const char *what;
   cJSON *root;
-  const cJSON *meta;   /* __metadata__ or NULL */
+  const cJSON *meta; /* __metadata__ or NULL */
   st_entry *entries;
   int n;
   const uint8_t *data;
@@ -99,12 +99,15 @@ static int describe_header(st_parse *p, const uint8_t *buf, size_t len) {
   if (hlen < 2 || hlen > MAX_HEADER || hlen > len - 8) {
     cnn_set_error("safetensors: %s: header length %llu is %s (the file has %zu bytes)", p->what,
                   (unsigned long long)hlen,
-                  hlen < 2 ? "too small" : hlen > MAX_HEADER ? "over the 100 MB limit" : "past the end of the file",
+                  hlen < 2            ? "too small"
+                  : hlen > MAX_HEADER ? "over the 100 MB limit"
+                                      : "past the end of the file",
                   len);
     return -1;
   }
   if (buf[8] != '{') {
-    cnn_set_error("safetensors: %s: the header does not start with '{'; not a safetensors file?", p->what);
+    cnn_set_error("safetensors: %s: the header does not start with '{'; not a safetensors file?",
+                  p->what);
     return -1;
   }
   if (!(p->root = parse_json(buf + 8, (size_t)hlen, p->what))) return -1;
@@ -138,7 +141,8 @@ static int entry_dtype(const st_parse *p, const cJSON *j, st_entry *e) {
   }
   if (!(e->dt = find_dtype(dt->valuestring))) {
     cnn_set_error("safetensors: %s: tensor '%s' has dtype '%.32s', which cnnsh does not support "
-                  "(F32, F64, I64, U8, F16, BF16, BOOL, I32)", p->what, e->name, dt->valuestring);
+                  "(F32, F64, I64, U8, F16, BF16, BOOL, I32)",
+                  p->what, e->name, dt->valuestring);
     return -1;
   }
   return 0;
@@ -176,14 +180,17 @@ static int entry_offsets(const st_parse *p, const cJSON *j, st_entry *e) {
       !get_count(cJSON_GetArrayItem(off, 0), &e->begin) ||
       !get_count(cJSON_GetArrayItem(off, 1), &e->end)) {
     cnn_set_error("safetensors: %s: tensor '%s' needs \"data_offsets\": [begin, end] "
-                  "with non-negative integers", p->what, e->name);
+                  "with non-negative integers",
+                  p->what, e->name);
     return -1;
   }
   if (e->begin > e->end || e->end > p->dlen) {
     cnn_set_error("safetensors: %s: tensor '%s' has data_offsets [%llu, %llu] %s the "
-                  "%llu-byte data section%s", p->what, e->name, (unsigned long long)e->begin,
-                  (unsigned long long)e->end, e->begin > e->end ? "reversed, in" : "past the end of",
-                  (unsigned long long)p->dlen, e->begin > e->end ? "" : " (is the file truncated?)");
+                  "%llu-byte data section%s",
+                  p->what, e->name, (unsigned long long)e->begin, (unsigned long long)e->end,
+                  e->begin > e->end ? "reversed, in" : "past the end of",
+                  (unsigned long long)p->dlen,
+                  e->begin > e->end ? "" : " (is the file truncated?)");
     return -1;
   }
   return 0;
@@ -192,7 +199,8 @@ static int entry_offsets(const st_parse *p, const cJSON *j, st_entry *e) {
 static int entry_size(const st_parse *p, st_entry *e) {
   uint64_t n = (uint64_t)e->dt->size;
   bool overflow = false;
-  for (int i = 0; i < e->ndim; i++) overflow |= __builtin_mul_overflow(n, (uint64_t)e->shape[i], &n);
+  for (int i = 0; i < e->ndim; i++)
+    overflow |= __builtin_mul_overflow(n, (uint64_t)e->shape[i], &n);
   char sh[CNN_SHAPE_STR];
   if (!overflow && !cnn_io_shape_ok(e->ndim, e->shape)) {
     cnn_set_error("safetensors: %s: tensor '%s' has shape %s, too many elements", p->what, e->name,
@@ -201,10 +209,11 @@ static int entry_size(const st_parse *p, st_entry *e) {
   }
   if (overflow || n != e->end - e->begin) {
     cnn_set_error("safetensors: %s: tensor '%s' is %s %s (%s%llu bytes) but its data_offsets "
-                  "[%llu, %llu] hold %llu bytes", p->what, e->name, e->dt->code,
-                  cnn_shape_str(e->ndim, e->shape, sh), overflow ? "over " : "",
-                  (unsigned long long)(overflow ? UINT64_MAX : n), (unsigned long long)e->begin,
-                  (unsigned long long)e->end, (unsigned long long)(e->end - e->begin));
+                  "[%llu, %llu] hold %llu bytes",
+                  p->what, e->name, e->dt->code, cnn_shape_str(e->ndim, e->shape, sh),
+                  overflow ? "over " : "", (unsigned long long)(overflow ? UINT64_MAX : n),
+                  (unsigned long long)e->begin, (unsigned long long)e->end,
+                  (unsigned long long)(e->end - e->begin));
     return -1;
   }
   return 0;
@@ -303,13 +312,13 @@ static int report_tiling(const st_parse *p, const st_entry *prev, const st_entry
     cnn_set_error("safetensors: %s: the data section has %llu bytes but the tensors end at %llu",
                   p->what, (unsigned long long)p->dlen, (unsigned long long)at);
   else if (e->begin < at)
-    cnn_set_error("safetensors: %s: tensors '%s' and '%s' overlap (data_offsets from %llu and %llu)",
-                  p->what, prev->name, e->name, (unsigned long long)prev->begin,
-                  (unsigned long long)e->begin);
+    cnn_set_error(
+        "safetensors: %s: tensors '%s' and '%s' overlap (data_offsets from %llu and %llu)", p->what,
+        prev->name, e->name, (unsigned long long)prev->begin, (unsigned long long)e->begin);
   else
     cnn_set_error("safetensors: %s: a hole in the data: bytes %llu..%llu belong to no tensor "
-                  "(before '%s')", p->what, (unsigned long long)at,
-                  (unsigned long long)e->begin, e->name);
+                  "(before '%s')",
+                  p->what, (unsigned long long)at, (unsigned long long)e->begin, e->name);
   return -1;
 }
 
@@ -365,11 +374,11 @@ static int build_meta(const st_parse *p, cnn_tensor_file *f) {
   if (!(f->meta = calloc(n > 0 ? (size_t)n : 1, sizeof *f->meta))) return -1;
   const cJSON *v;
   if (p->meta) cJSON_ArrayForEach(v, p->meta) {
-    cnn_meta_entry *m = &f->meta[f->nmeta++];
-    m->key = strdup(v->string);
-    m->value = strdup(v->valuestring);
-    if (!m->key || !m->value) return -1;
-  }
+      cnn_meta_entry *m = &f->meta[f->nmeta++];
+      m->key = strdup(v->string);
+      m->value = strdup(v->valuestring);
+      if (!m->key || !m->value) return -1;
+    }
   return 0;
 }
 

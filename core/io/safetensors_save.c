@@ -89,15 +89,19 @@ static const char *dtype_code(cnn_dtype dt) {
 static bool valid_utf8(const char *str) {
   const unsigned char *s = (const unsigned char *)str;
   while (*s) {
-    unsigned c = *s++, n = c < 0x80 ? 0 : c >= 0xC2 && c <= 0xDF ? 1 : c >= 0xE0 && c <= 0xEF ? 2
-                          : c >= 0xF0 && c <= 0xF4 ? 3 : 4;
+    unsigned c = *s++, n = c < 0x80                 ? 0
+                           : c >= 0xC2 && c <= 0xDF ? 1
+                           : c >= 0xE0 && c <= 0xEF ? 2
+                           : c >= 0xF0 && c <= 0xF4 ? 3
+                                                    : 4;
     if (n == 4) return false;
     unsigned cp = n == 0 ? c : n == 1 ? c & 0x1F : n == 2 ? c & 0x0F : c & 0x07;
     for (unsigned k = 0; k < n; k++, s++) {
       if ((*s & 0xC0) != 0x80) return false;
       cp = cp << 6 | (*s & 0x3F);
     }
-    if ((n == 2 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) || (n == 3 && (cp < 0x10000 || cp > 0x10FFFF)))
+    if ((n == 2 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) ||
+        (n == 3 && (cp < 0x10000 || cp > 0x10FFFF)))
       return false;
   }
   return true;
@@ -136,7 +140,8 @@ static int check_args(int n, const char *const *names, cnn_tensor *const *tensor
   if (check_names("save", nmeta, keys, "metadata key") < 0) return -1;
   for (int i = 0; i < nmeta; i++)
     if (!values[i] || !valid_utf8(values[i])) {
-      cnn_set_error("save: metadata '%s' %s", keys[i], values[i] ? "is not valid UTF-8" : "has no value");
+      cnn_set_error("save: metadata '%s' %s", keys[i],
+                    values[i] ? "is not valid UTF-8" : "has no value");
       return -1;
     }
   for (int i = 0; i < n; i++) {
@@ -160,7 +165,8 @@ static size_t tensor_bytes(const cnn_tensor *t) {
 
 /* ---- writing ------------------------------------------------------------------------ */
 
-static void header_entry(sbuf *s, const char *name, const cnn_tensor *t, uint64_t begin, uint64_t end) {
+static void header_entry(sbuf *s, const char *name, const cnn_tensor *t, uint64_t begin,
+                         uint64_t end) {
   sb_json_string(s, name);
   sb_printf(s, ":{\"dtype\":\"%s\",\"shape\":[", dtype_code(t->dtype));
   for (int d = 0; d < t->ndim; d++) sb_printf(s, "%s%" PRId64, d ? "," : "", t->shape[d]);
@@ -220,8 +226,8 @@ static int write_tensor(cnn_io_atomic *a, const char *name, cnn_tensor *t) {
 }
 
 int cnn_safetensors_save(const char *path, int n, const char *const *names,
-                         cnn_tensor *const *tensors, int nmeta,
-                         const char *const *keys, const char *const *values) {
+                         cnn_tensor *const *tensors, int nmeta, const char *const *keys,
+                         const char *const *values) {
   if (check_args(n, names, tensors, nmeta, keys, values) < 0) return -1;
   sbuf s = {0};
   if (build_header(&s, n, names, tensors, nmeta, keys, values) < 0) {

@@ -25,7 +25,13 @@
 #include "dist.h"
 #include "tensor_internal.h"
 
-typedef enum { CALL_ALL_REDUCE, CALL_BROADCAST, CALL_ALL_GATHER, CALL_REDUCE_SCATTER, CALL_BARRIER } call_kind;
+typedef enum {
+  CALL_ALL_REDUCE,
+  CALL_BROADCAST,
+  CALL_ALL_GATHER,
+  CALL_REDUCE_SCATTER,
+  CALL_BARRIER
+} call_kind;
 static const char *const call_names[] = {"all_reduce", "broadcast", "all_gather", "reduce_scatter",
                                          "barrier"};
 static const char *const op_names[] = {"sum", "mean", "max", "min"};
@@ -57,8 +63,10 @@ static const char *desc_str(const call_desc *d, char *buf, size_t n) {
 }
 
 static const char *arg_str(const call_desc *d, char *buf, size_t n) {
-  if (d->kind == CALL_BROADCAST) snprintf(buf, n, "root %lld", (long long)d->arg);
-  else snprintf(buf, n, "'%s'", op_names[d->arg]);
+  if (d->kind == CALL_BROADCAST)
+    snprintf(buf, n, "root %lld", (long long)d->arg);
+  else
+    snprintf(buf, n, "'%s'", op_names[d->arg]);
   return buf;
 }
 
@@ -196,7 +204,8 @@ static int check_scatter_shape(const cnn_tensor *t, int world) {
   if (t->ndim >= 1 && t->shape[0] % world == 0) return 0;
   char s[CNN_SHAPE_STR];
   cnn_set_error("reduce_scatter: the first dimension of %s must be a multiple of the world size "
-                "(%d)", cnn_tensor_shape_str(t, s), world);
+                "(%d)",
+                cnn_tensor_shape_str(t, s), world);
   return -1;
 }
 
@@ -229,12 +238,12 @@ int cnn_dist_barrier(void) {
 /* ---- a started all-reduce ---------------------------------------------------------------- */
 
 struct cnn_dist_work {
-  cnn_tensor *t;           /* the caller's tensor (owned reference) */
-  cnn_tensor *buf;         /* what the module reduces: t or a staged copy (owned) */
+  cnn_tensor *t;   /* the caller's tensor (owned reference) */
+  cnn_tensor *buf; /* what the module reduces: t or a staged copy (owned) */
   const cnn_collectives *c;
-  cnn_dist_request *req;   /* NULL once finished */
+  cnn_dist_request *req; /* NULL once finished */
   cnn_dist_op op;
-  int rc;                  /* the outcome, once finished */
+  int rc; /* the outcome, once finished */
 };
 
 cnn_dist_work *cnn_dist_all_reduce_start(cnn_tensor *t, cnn_dist_op op) {

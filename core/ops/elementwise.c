@@ -42,9 +42,8 @@
 #include "ops_internal.h"
 #include "tensor_internal.h"
 
-
 #define binary_names(op) (cnn_binary_ops[op].name)
-#define unary_names(op) (cnn_unary_ops[op].name)
+#define unary_names(op)  (cnn_unary_ops[op].name)
 
 static bool is_compare(cnn_binary_op op) { return op >= CNN_OP_EQ && op <= CNN_OP_GE; }
 
@@ -67,8 +66,7 @@ static cnn_dtype promote_operands(const cnn_tensor *a, const cnn_tensor *b) {
   bool a0 = a->ndim == 0, b0 = b->ndim == 0;
   if (a0 != b0) {
     const cnn_tensor *dim = a0 ? b : a, *zero = a0 ? a : b;
-    if (cnn_dtype_is_float(zero->dtype) && !cnn_dtype_is_float(dim->dtype))
-      return zero->dtype;
+    if (cnn_dtype_is_float(zero->dtype) && !cnn_dtype_is_float(dim->dtype)) return zero->dtype;
     return dim->dtype;
   }
   return promote2(a->dtype, b->dtype);
@@ -143,8 +141,8 @@ int cnn_broadcast_shape(const char *op, const cnn_tensor *a, const cnn_tensor *b
     int64_t sa = ia >= 0 ? a->shape[ia] : 1, sb = ib >= 0 ? b->shape[ib] : 1;
     if (sa != sb && sa != 1 && sb != 1) {
       char s1[CNN_SHAPE_STR], s2[CNN_SHAPE_STR];
-      cnn_set_error("%s: shapes %s and %s cannot be broadcast", op,
-                    cnn_tensor_shape_str(a, s1), cnn_tensor_shape_str(b, s2));
+      cnn_set_error("%s: shapes %s and %s cannot be broadcast", op, cnn_tensor_shape_str(a, s1),
+                    cnn_tensor_shape_str(b, s2));
       return -1;
     }
     shape[i] = sa == 1 ? sb : sa;
@@ -183,8 +181,8 @@ static cnn_dtype binary_compute_dtype(cnn_binary_op op, cnn_dtype promoted) {
 static void record_binary(cnn_binary_op op, cnn_tensor *out, cnn_tensor *a, cnn_tensor *b) {
   const cnn_binary_info *info = &cnn_binary_ops[op];
   if (!info->grad_name || !cnn_dtype_is_float(out->dtype)) return;
-  cnn_node *n = cnn_autograd_record(out, info->grad_name, cnn_binary_backward, 2,
-                                    (cnn_tensor *[]){a, b});
+  cnn_node *n =
+      cnn_autograd_record(out, info->grad_name, cnn_binary_backward, 2, (cnn_tensor *[]){a, b});
   if (!n) return;
   n->ip[0] = op;
   if (info->saves != CNN_SAVES_NOTHING) cnn_node_save(n, 0, a), cnn_node_save(n, 1, b);
@@ -204,8 +202,8 @@ cnn_tensor *cnn_binary(cnn_binary_op op, cnn_tensor *a, cnn_tensor *b) {
   cnn_dtype dt = binary_compute_dtype(op, promote_operands(a, b));
   cnn_tensor *ca = as_dtype(a, dt), *cb = ca ? as_dtype(b, dt) : NULL;
   if (cb && same_device(name, &ca, &cb)) cnn_tensor_release(cb), cb = NULL;
-  cnn_tensor *out = cb ? cnn_empty(nd, shape, is_compare(op) ? CNN_UINT8 : dt, cnn_tensor_device(ca))
-                       : NULL;
+  cnn_tensor *out =
+      cb ? cnn_empty(nd, shape, is_compare(op) ? CNN_UINT8 : dt, cnn_tensor_device(ca)) : NULL;
   if (out && run_binary(op, dt, out, ca, cb)) cnn_tensor_release(out), out = NULL;
   if (ca) cnn_tensor_release(ca);
   if (cb) cnn_tensor_release(cb);
@@ -218,18 +216,20 @@ int cnn_check_inplace(const char *op, cnn_tensor *t, cnn_tensor *other) {
   char s[CNN_SHAPE_STR];
   if (cnn_grad_enabled() && t->requires_grad && !t->grad_fn) {
     cnn_set_error("%s_: a leaf tensor that requires grad (%s) cannot be modified in place "
-                  "while grad mode is on (use no_grad)", op, cnn_tensor_shape_str(t, s));
+                  "while grad mode is on (use no_grad)",
+                  op, cnn_tensor_shape_str(t, s));
     return -1;
   }
   if (cnn_grad_enabled() && (t->requires_grad || (other && other->requires_grad))) {
     cnn_set_error("%s_: in-place operations on tensors that take part in autograd are not "
-                  "supported (%s); use the out-of-place %s", op, cnn_tensor_shape_str(t, s), op);
+                  "supported (%s); use the out-of-place %s",
+                  op, cnn_tensor_shape_str(t, s), op);
     return -1;
   }
   for (int d = 0; d < t->ndim; d++)
     if (t->stride[d] == 0 && t->shape[d] > 1) {
-      cnn_set_error("%s_: the tensor (%s) is an expanded view; write to a contiguous copy",
-                    op, cnn_tensor_shape_str(t, s));
+      cnn_set_error("%s_: the tensor (%s) is an expanded view; write to a contiguous copy", op,
+                    cnn_tensor_shape_str(t, s));
       return -1;
     }
   return 0;
@@ -390,8 +390,8 @@ static int run_unary_grad(cnn_unary_op op, cnn_dtype dt, cnn_tensor *out, cnn_te
 
 /* g * f'(x) for unary op `op`; pass x, or y for ops whose derivative uses the
  * output (saves CNN_SAVES_OUTPUT in cnn_unary_ops).  Shapes of g and x/y must match. */
-cnn_tensor *cnn_unary_grad(cnn_unary_op op, cnn_tensor *g, cnn_tensor *x, cnn_tensor *y,
-                           double p0, double p1) {
+cnn_tensor *cnn_unary_grad(cnn_unary_op op, cnn_tensor *g, cnn_tensor *x, cnn_tensor *y, double p0,
+                           double p1) {
   cnn_tensor *v = cnn_unary_ops[op].saves == CNN_SAVES_OUTPUT ? y : x;
   if (check_unary(op, g) || !v || check_operand(unary_names(op), v)) return NULL;
   if (!cnn_same_shape(g, v)) {
@@ -427,8 +427,8 @@ static int run_where(cnn_dtype dt, cnn_tensor *out, cnn_tensor *cond, cnn_tensor
   cnn_be_arg g[4];
   const cnn_backend *be = strided_args("where", 4, (cnn_tensor *[]){out, cond, a, b}, &s, g);
   if (!be) return -1;
-  return CNN_BE_CALL(be, "where", where, cnn_backend_dev(out), cond->dtype, dt, &s, g[0], g[1], g[2],
-                     g[3]);
+  return CNN_BE_CALL(be, "where", where, cnn_backend_dev(out), cond->dtype, dt, &s, g[0], g[1],
+                     g[2], g[3]);
 }
 
 cnn_tensor *cnn_where(cnn_tensor *cond, cnn_tensor *a, cnn_tensor *b) {
@@ -448,8 +448,8 @@ cnn_tensor *cnn_where(cnn_tensor *cond, cnn_tensor *a, cnn_tensor *b) {
   if (ca) cnn_tensor_release(ca);
   if (cb) cnn_tensor_release(cb);
   if (out && cnn_dtype_is_float(dt)) {
-    cnn_node *n = cnn_autograd_record(out, "WhereBackward", cnn_where_backward, 2,
-                                      (cnn_tensor *[]){a, b});
+    cnn_node *n =
+        cnn_autograd_record(out, "WhereBackward", cnn_where_backward, 2, (cnn_tensor *[]){a, b});
     if (n) cnn_node_save(n, 0, cond);
   }
   return out;

@@ -20,8 +20,6 @@
 #include "cnn.h"
 #include "ops_internal.h"
 
-
-
 /* r, consumed: reduce/cast to input i and store into gin[i] */
 static int finish(cnn_node *n, int i, cnn_tensor *r, cnn_tensor **gin) {
   if (!r) return -1;
@@ -80,30 +78,24 @@ static cnn_tensor *div_grad_divisor(cnn_tensor *g, cnn_tensor *b, cnn_tensor *y)
   return r;
 }
 
-static cnn_tensor *binary_input_grad(int op, int i, cnn_tensor *g, cnn_tensor *a,
-                                     cnn_tensor *b, cnn_tensor *y) {
+static cnn_tensor *binary_input_grad(int op, int i, cnn_tensor *g, cnn_tensor *a, cnn_tensor *b,
+                                     cnn_tensor *y) {
   switch (op) {
-  case CNN_OP_ADD:
-    cnn_tensor_retain(g);
-    return g;
+  case CNN_OP_ADD: cnn_tensor_retain(g); return g;
   case CNN_OP_SUB:
     if (i == 0) cnn_tensor_retain(g);
     return i == 0 ? g : cnn_unary(CNN_OP_NEG, g, 0, 0);
-  case CNN_OP_MUL:
-    return bin(CNN_OP_MUL, g, i == 0 ? b : a);
+  case CNN_OP_MUL: return bin(CNN_OP_MUL, g, i == 0 ? b : a);
   case CNN_OP_DIV: /* d/da = 1/b, d/db = -y/b */
     return i == 0 ? bin(CNN_OP_DIV, g, b) : div_grad_divisor(g, b, y);
-  case CNN_OP_POW:
-    return i == 0 ? pow_grad_base(g, a, b) : pow_grad_exponent(g, a, y);
+  case CNN_OP_POW: return i == 0 ? pow_grad_base(g, a, b) : pow_grad_exponent(g, a, y);
   case CNN_OP_MAXIMUM:
   case CNN_OP_MINIMUM: {
     cnn_binary_op win = op == CNN_OP_MAXIMUM ? CNN_OP_GT : CNN_OP_LT;
     cnn_tensor *w = i == 0 ? extremum_weight(win, a, b) : extremum_weight(win, b, a);
     return bin_consume(CNN_OP_MUL, w, g);
   }
-  default:
-    cnn_set_error("binary backward: op %d is not differentiable", op);
-    return NULL;
+  default: cnn_set_error("binary backward: op %d is not differentiable", op); return NULL;
   }
 }
 

@@ -31,7 +31,11 @@
 /* ---- helpers ----------------------------------------------------------------- */
 
 static int dtype_rank(cnn_dtype dt) {
-  return dt == CNN_UINT8 ? 0 : dt == CNN_INT64 ? 1 : dt == CNN_FLOAT32 ? 2 : dt == CNN_FLOAT64 ? 3 : -1;
+  return dt == CNN_UINT8     ? 0
+         : dt == CNN_INT64   ? 1
+         : dt == CNN_FLOAT32 ? 2
+         : dt == CNN_FLOAT64 ? 3
+                             : -1;
 }
 
 static int check_tensor(const char *op, const cnn_tensor *t) {
@@ -125,8 +129,7 @@ static cnn_tensor *join_small(int n, cnn_tensor *const *ts, int dim, bool stack,
   int64_t shape[CNN_MAX_DIMS];
   const cnn_tensor *t0 = ts[0];
   int nd = t0->ndim + (stack ? 1 : 0);
-  for (int d = 0, k = 0; d < nd; d++)
-    shape[d] = stack && d == dim ? n : t0->shape[k++];
+  for (int d = 0, k = 0; d < nd; d++) shape[d] = stack && d == dim ? n : t0->shape[k++];
   if (!stack) {
     shape[dim] = 0;
     for (int i = 0; i < n; i++) shape[dim] += ts[i]->shape[dim];
@@ -140,8 +143,8 @@ static cnn_tensor *join_small(int n, cnn_tensor *const *ts, int dim, bool stack,
     at += stack ? 1 : len;
   }
   if (!cnn_dtype_is_float(dt) || n > CNN_NODE_MAX_INPUTS) return out; /* join() groups if needed */
-  cnn_node *node = cnn_autograd_record(out, stack ? "StackBackward" : "CatBackward",
-                                       join_backward, n, ts);
+  cnn_node *node =
+      cnn_autograd_record(out, stack ? "StackBackward" : "CatBackward", join_backward, n, ts);
   if (node) {
     node->ip[0] = dim, node->ip[1] = stack;
     at = 0;
@@ -164,7 +167,8 @@ static cnn_tensor *join_list(int n, cnn_tensor *const *ts, int dim, bool stack, 
   cnn_tensor *out = NULL;
   int ok = 1;
   for (int gi = 0; gi < ng && ok; gi++) {
-    int lo = gi * CNN_NODE_MAX_INPUTS, cnt = n - lo < CNN_NODE_MAX_INPUTS ? n - lo : CNN_NODE_MAX_INPUTS;
+    int lo = gi * CNN_NODE_MAX_INPUTS,
+        cnt = n - lo < CNN_NODE_MAX_INPUTS ? n - lo : CNN_NODE_MAX_INPUTS;
     ok = (groups[gi] = join_small(cnt, ts + lo, dim, stack, dt)) != NULL;
   }
   if (ok) out = join_list(ng, groups, dim, false, dt);
@@ -180,8 +184,12 @@ static cnn_tensor *join(const char *op, int n, cnn_tensor *const *ts, int dim, b
   return join_list(n, ts, dim, stack, dt);
 }
 
-cnn_tensor *cnn_cat(int n, cnn_tensor *const *ts, int dim) { return join("cat", n, ts, dim, false); }
-cnn_tensor *cnn_stack(int n, cnn_tensor *const *ts, int dim) { return join("stack", n, ts, dim, true); }
+cnn_tensor *cnn_cat(int n, cnn_tensor *const *ts, int dim) {
+  return join("cat", n, ts, dim, false);
+}
+cnn_tensor *cnn_stack(int n, cnn_tensor *const *ts, int dim) {
+  return join("stack", n, ts, dim, true);
+}
 
 /* ---- scatter-add (backward of index_select, gather, max along a dim) ------------------ */
 
@@ -192,8 +200,9 @@ cnn_tensor *cnn_scatter_add_new(int ndim, const int64_t *shape, int dim, cnn_ten
   cnn_tensor *out = cnn_zeros(ndim, shape, src->dtype, cnn_tensor_device(src));
   cnn_tensor *ic = out ? contig(index) : NULL, *sc = ic ? contig(src) : NULL;
   if (!sc) return cnn_tensor_release(out), cnn_tensor_release(ic), NULL;
-  int rc = CNN_TENSOR_CALL(out, "gather", scatter_add, cnn_backend_dev(out), src->dtype, ndim, shape, ic->shape,
-                           dim, cnn_tensor_data(ic), cnn_tensor_data(sc), cnn_tensor_data(out));
+  int rc = CNN_TENSOR_CALL(out, "gather", scatter_add, cnn_backend_dev(out), src->dtype, ndim,
+                           shape, ic->shape, dim, cnn_tensor_data(ic), cnn_tensor_data(sc),
+                           cnn_tensor_data(out));
   cnn_tensor_release(ic), cnn_tensor_release(sc);
   if (rc) return cnn_tensor_release(out), NULL;
   return out;
@@ -234,8 +243,9 @@ static int index_select_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
   if (!out) return cnn_tensor_release(gc), -1;
   int64_t outer, inner, k = cnn_tensor_numel(idx), size = n->in_shape[0][dim];
   split3(n->in_shape[0], nd, dim, &outer, &inner);
-  int rc = CNN_TENSOR_CALL(out, "index_select", index_add, cnn_backend_dev(out), g->dtype, outer, size, k, inner,
-                           cnn_tensor_data(gc), cnn_tensor_data(idx), cnn_tensor_data(out));
+  int rc =
+      CNN_TENSOR_CALL(out, "index_select", index_add, cnn_backend_dev(out), g->dtype, outer, size,
+                      k, inner, cnn_tensor_data(gc), cnn_tensor_data(idx), cnn_tensor_data(out));
   cnn_tensor_release(gc);
   if (rc) return cnn_tensor_release(out), -1;
   gin[0] = out;
@@ -248,7 +258,8 @@ cnn_tensor *cnn_index_select(cnn_tensor *x, int dim, cnn_tensor *index) {
   if (check_dim("index_select", x, dim, x->ndim ? x->ndim : 1)) return NULL;
   if (index->dtype != CNN_INT64 || index->ndim > 1)
     return cnn_set_error("index_select: index must be a 1-D int64 tensor, got %s %s",
-                         cnn_dtype_name(index->dtype), cnn_tensor_shape_str(index, s)), NULL;
+                         cnn_dtype_name(index->dtype), cnn_tensor_shape_str(index, s)),
+           NULL;
   cnn_tensor *ic = contig(index);
   if (!ic || cnn_check_indices("index_select", x, dim, ic)) return cnn_tensor_release(ic), NULL;
   int64_t shape[CNN_MAX_DIMS], k = cnn_tensor_numel(ic), outer, inner;
@@ -257,14 +268,14 @@ cnn_tensor *cnn_index_select(cnn_tensor *x, int dim, cnn_tensor *index) {
   cnn_tensor *xc = contig(x);
   cnn_tensor *out = xc ? cnn_empty(x->ndim, shape, x->dtype, cnn_tensor_device(x)) : NULL;
   split3(x->shape, x->ndim, dim, &outer, &inner);
-  if (out && CNN_TENSOR_CALL(out, "index_select", index_select, cnn_backend_dev(out), x->dtype, outer,
-                             x->ndim ? x->shape[dim] : 1, k, inner, cnn_tensor_data(xc), cnn_tensor_data(ic),
-                             cnn_tensor_data(out)))
+  if (out && CNN_TENSOR_CALL(out, "index_select", index_select, cnn_backend_dev(out), x->dtype,
+                             outer, x->ndim ? x->shape[dim] : 1, k, inner, cnn_tensor_data(xc),
+                             cnn_tensor_data(ic), cnn_tensor_data(out)))
     cnn_tensor_release(out), out = NULL;
   if (out) {
-    cnn_node *n = cnn_dtype_is_float(x->dtype)
-                      ? cnn_autograd_record(out, "IndexSelectBackward", index_select_backward, 1, &x)
-                      : NULL;
+    cnn_node *n = cnn_dtype_is_float(x->dtype) ? cnn_autograd_record(out, "IndexSelectBackward",
+                                                                     index_select_backward, 1, &x)
+                                               : NULL;
     if (n) cnn_node_save(n, 0, ic), n->ip[0] = dim;
   }
   cnn_tensor_release(xc);
@@ -290,8 +301,9 @@ static int check_gather(const cnn_tensor *x, int dim, const cnn_tensor *index) {
     if (d != dim && index->shape[d] > x->shape[d]) ok = false;
   if (!ok) {
     cnn_set_error("gather: index (%s %s) must be int64 with the input's rank and no larger "
-                  "than the input %s outside dimension %d", cnn_dtype_name(index->dtype),
-                  cnn_tensor_shape_str(index, s1), cnn_tensor_shape_str(x, s2), dim + 1);
+                  "than the input %s outside dimension %d",
+                  cnn_dtype_name(index->dtype), cnn_tensor_shape_str(index, s1),
+                  cnn_tensor_shape_str(x, s2), dim + 1);
     return -1;
   }
   return 0;
@@ -303,8 +315,9 @@ cnn_tensor *cnn_gather(cnn_tensor *x, int dim, cnn_tensor *index) {
   if (!ic || cnn_check_indices("gather", x, dim, ic)) return cnn_tensor_release(ic), NULL;
   cnn_tensor *out = cnn_empty(ic->ndim, ic->shape, x->dtype, cnn_tensor_device(x));
   if (!out) return cnn_tensor_release(ic), NULL;
-  if (CNN_TENSOR_CALL(out, "gather", gather, cnn_backend_dev(out), x->dtype, x->ndim, ic->shape, dim,
-                      cnn_tensor_data(x), x->stride, cnn_tensor_data(ic), cnn_tensor_data(out)))
+  if (CNN_TENSOR_CALL(out, "gather", gather, cnn_backend_dev(out), x->dtype, x->ndim, ic->shape,
+                      dim, cnn_tensor_data(x), x->stride, cnn_tensor_data(ic),
+                      cnn_tensor_data(out)))
     return cnn_tensor_release(ic), cnn_tensor_release(out), NULL;
   cnn_node *node = cnn_dtype_is_float(x->dtype)
                        ? cnn_autograd_record(out, "GatherBackward", gather_backward, 1, &x)
@@ -329,7 +342,9 @@ static int plan_pad(const cnn_tensor *x, int npads, const int64_t *pads, pad_pla
   char s[CNN_SHAPE_STR];
   if (npads % 2 || npads / 2 > x->ndim)
     return cnn_set_error("pad: %d pad values for input %s (need an even number, at most 2 per "
-                         "dimension)", npads, cnn_tensor_shape_str(x, s)), -1;
+                         "dimension)",
+                         npads, cnn_tensor_shape_str(x, s)),
+           -1;
   pl->ndim = x->ndim;
   for (int d = 0; d < x->ndim; d++) {
     int k = x->ndim - 1 - d;
@@ -340,8 +355,9 @@ static int plan_pad(const cnn_tensor *x, int npads, const int64_t *pads, pad_pla
     pl->len[d] = x->shape[d] - pl->src0[d] - (hi < 0 ? -hi : 0);
     if (pl->out_shape[d] < 0 || pl->len[d] < 0)
       return cnn_set_error("pad: padding (%lld, %lld) leaves dimension %d of input %s with a "
-                           "negative size", (long long)lo, (long long)hi, d + 1,
-                           cnn_tensor_shape_str(x, s)), -1;
+                           "negative size",
+                           (long long)lo, (long long)hi, d + 1, cnn_tensor_shape_str(x, s)),
+             -1;
   }
   return 0;
 }
@@ -381,8 +397,9 @@ cnn_tensor *cnn_pad(cnn_tensor *x, int npads, const int64_t *pads, double value)
   cnn_tensor_release(dst);
   cnn_tensor_release(src);
   if (rc) return cnn_tensor_release(out), NULL;
-  cnn_node *n = cnn_dtype_is_float(x->dtype) ? cnn_autograd_record(out, "PadBackward", pad_backward, 1, &x)
-                                             : NULL;
+  cnn_node *n = cnn_dtype_is_float(x->dtype)
+                    ? cnn_autograd_record(out, "PadBackward", pad_backward, 1, &x)
+                    : NULL;
   if (n) cnn_node_set_geometry(n, &pl, sizeof pl);
   return out;
 }

@@ -64,10 +64,10 @@ static int check_float(const char *op, const char *what, const cnn_tensor *t) {
   if (!t) return cnn_set_error("%s: missing %s", op, what), -1;
   if (t->dtype != CNN_FLOAT32 && t->dtype != CNN_FLOAT64)
     return cnn_set_error("%s: %s must be float32 or float64, got %s (use :float())", op, what,
-                         cnn_dtype_name(t->dtype)), -1;
+                         cnn_dtype_name(t->dtype)),
+           -1;
   return 0;
 }
-
 
 static int check_reduction(const char *op, cnn_reduction red) {
   if (red != CNN_REDUCTION_NONE && red != CNN_REDUCTION_MEAN && red != CNN_REDUCTION_SUM)
@@ -111,16 +111,19 @@ static int check_linear(cnn_tensor *x, cnn_tensor *w, cnn_tensor *b) {
   if (b && check_float("linear", "bias", b)) return -1;
   if (w->ndim != 2)
     return cnn_set_error("linear: weight must be 2-D (out x in), got %s",
-                         cnn_tensor_shape_str(w, s1)), -1;
+                         cnn_tensor_shape_str(w, s1)),
+           -1;
   if (x->ndim < 1 || x->shape[x->ndim - 1] != w->shape[1])
     return cnn_set_error("linear: input has %lld features (%s) but weight expects %lld (%s)",
                          (long long)(x->ndim ? x->shape[x->ndim - 1] : 1),
                          cnn_tensor_shape_str(x, s1), (long long)w->shape[1],
-                         cnn_tensor_shape_str(w, s2)), -1;
+                         cnn_tensor_shape_str(w, s2)),
+           -1;
   if (b && (b->ndim != 1 || b->shape[0] != w->shape[0]))
     return cnn_set_error("linear: bias %s does not match weight %s (needs %lld elements)",
                          cnn_tensor_shape_str(b, s1), cnn_tensor_shape_str(w, s2),
-                         (long long)w->shape[0]), -1;
+                         (long long)w->shape[0]),
+           -1;
   return 0;
 }
 
@@ -148,8 +151,8 @@ cnn_tensor *cnn_linear(cnn_tensor *x, cnn_tensor *w, cnn_tensor *b) {
   cnn_set_grad_enabled(prev);
   cnn_tensor_release(wt);
   if (!y) return NULL;
-  cnn_node *n = cnn_autograd_record(y, "LinearBackward", linear_backward, 3,
-                                    (cnn_tensor *[]){x, w, b});
+  cnn_node *n =
+      cnn_autograd_record(y, "LinearBackward", linear_backward, 3, (cnn_tensor *[]){x, w, b});
   if (n) cnn_node_save(n, 0, x), cnn_node_save(n, 1, w);
   return y;
 }
@@ -170,11 +173,10 @@ static cnn_tensor *dropout_mask(const cnn_tensor *x, double p) {
   cnn_tensor *m = cnn_empty(x->ndim, x->shape, x->dtype, cnn_tensor_device(x));
   if (!m) return NULL;
   /* counter-based mask from one draw of the generator */
-  if (CNN_TENSOR_CALL(m, "dropout", dropout_mask, cnn_backend_dev(m), m->dtype, cnn_tensor_numel(m), p,
-                      cnn_rng_next(), cnn_tensor_data(m)))
+  if (CNN_TENSOR_CALL(m, "dropout", dropout_mask, cnn_backend_dev(m), m->dtype, cnn_tensor_numel(m),
+                      p, cnn_rng_next(), cnn_tensor_data(m)))
     cnn_tensor_release(m), m = NULL;
   return m;
-
 }
 
 cnn_tensor *cnn_dropout(cnn_tensor *x, double p, bool training) {
@@ -182,8 +184,8 @@ cnn_tensor *cnn_dropout(cnn_tensor *x, double p, bool training) {
   if (!(p >= 0 && p <= 1))
     return cnn_set_error("dropout: probability must be between 0 and 1, got %g", p), NULL;
   if (!training || p == 0) return cnn_tensor_retain(x), x;
-  cnn_tensor *mask = p == 1 ? cnn_zeros(x->ndim, x->shape, x->dtype, cnn_tensor_device(x))
-                            : dropout_mask(x, p);
+  cnn_tensor *mask =
+      p == 1 ? cnn_zeros(x->ndim, x->shape, x->dtype, cnn_tensor_device(x)) : dropout_mask(x, p);
   if (!mask) return NULL;
   bool prev = cnn_set_grad_enabled(false);
   cnn_tensor *y = cnn_binary(CNN_OP_MUL, x, mask);
@@ -198,10 +200,10 @@ cnn_tensor *cnn_dropout(cnn_tensor *x, double p, bool training) {
 
 typedef struct {
   int64_t N, C;
-  bool single;      /* input is 1-D (C), target 0-d */
-  cnn_tensor *x;    /* contiguous logits / log-probs (owned) */
-  cnn_tensor *t;    /* contiguous int64 targets (owned) */
-  cnn_tensor *w;    /* contiguous weights or NULL (owned) */
+  bool single;   /* input is 1-D (C), target 0-d */
+  cnn_tensor *x; /* contiguous logits / log-probs (owned) */
+  cnn_tensor *t; /* contiguous int64 targets (owned) */
+  cnn_tensor *w; /* contiguous weights or NULL (owned) */
 } class_args;
 
 static void class_args_free(class_args *a) {
@@ -212,10 +214,12 @@ static int check_class_shapes(const char *op, cnn_tensor *x, cnn_tensor *target,
   char s[CNN_SHAPE_STR];
   if (x->ndim != 1 && x->ndim != 2)
     return cnn_set_error("%s: input must be N x C, C or N x C x d1 x ..., got %s", op,
-                         cnn_tensor_shape_str(x, s)), -1;
+                         cnn_tensor_shape_str(x, s)),
+           -1;
   if (target->dtype != CNN_INT64)
     return cnn_set_error("%s: target must hold int64 class indices, got %s (use :long())", op,
-                         cnn_dtype_name(target->dtype)), -1;
+                         cnn_dtype_name(target->dtype)),
+           -1;
   a->single = x->ndim == 1;
   a->N = a->single ? 1 : x->shape[0];
   a->C = x->shape[x->ndim - 1];
@@ -223,7 +227,8 @@ static int check_class_shapes(const char *op, cnn_tensor *x, cnn_tensor *target,
   if (!ok || cnn_tensor_numel(target) != a->N)
     return cnn_set_error("%s: target has %lld elements but input has %lld rows (%s)", op,
                          (long long)cnn_tensor_numel(target), (long long)a->N,
-                         cnn_tensor_shape_str(x, s)), -1;
+                         cnn_tensor_shape_str(x, s)),
+           -1;
   return 0;
 }
 
@@ -235,7 +240,8 @@ static int check_class_values(const char *op, const class_args *a, int64_t ignor
   for (int64_t i = 0; rc == 0 && i < a->N; i++)
     if (t[i] != ignore && (t[i] < 0 || t[i] >= a->C))
       rc = (cnn_set_error("%s: target %lld out of range for %lld classes", op, (long long)t[i],
-                          (long long)a->C), -1);
+                          (long long)a->C),
+            -1);
   cnn_tensor_release(host);
   return rc;
 }
@@ -251,7 +257,8 @@ static int class_args_make(const char *op, cnn_tensor *x, cnn_tensor *target, cn
   if (check_class_shapes(op, x, target, a) || cnn_check_same_device(op, x, target) ||
       cnn_check_same_device(op, x, weight))
     return -1;
-  if (weight && (check_float(op, "weight", weight) || weight->ndim != 1 || weight->shape[0] != a->C)) {
+  if (weight &&
+      (check_float(op, "weight", weight) || weight->ndim != 1 || weight->shape[0] != a->C)) {
     if (weight->ndim != 1 || weight->shape[0] != a->C)
       cnn_set_error("%s: weight %s does not match the %lld classes", op,
                     cnn_tensor_shape_str(weight, s), (long long)a->C);
@@ -271,14 +278,16 @@ typedef cnn_tensor *(*class_loss_fn)(cnn_tensor *x, cnn_tensor *t, cnn_tensor *w
                                      double smoothing, int64_t ignore);
 
 static cnn_tensor *spatial_loss(const char *op, class_loss_fn fn, cnn_tensor *x, cnn_tensor *target,
-                                cnn_tensor *weight, cnn_reduction red, double smoothing, int64_t ignore) {
+                                cnn_tensor *weight, cnn_reduction red, double smoothing,
+                                int64_t ignore) {
   char s1[CNN_SHAPE_STR], s2[CNN_SHAPE_STR];
   bool ok = target && target->ndim == x->ndim - 1 && target->shape[0] == x->shape[0];
   for (int d = 2; ok && d < x->ndim; d++) ok = target->shape[d - 1] == x->shape[d];
   if (!ok)
-    return cnn_set_error("%s: target %s does not match input %s (expected N x d1 x ... for N x C x d1 x ...)",
-                         op, target ? cnn_tensor_shape_str(target, s1) : "nil",
-                         cnn_tensor_shape_str(x, s2)), NULL;
+    return cnn_set_error(
+               "%s: target %s does not match input %s (expected N x d1 x ... for N x C x d1 x ...)",
+               op, target ? cnn_tensor_shape_str(target, s1) : "nil", cnn_tensor_shape_str(x, s2)),
+           NULL;
   int perm[CNN_MAX_DIMS], nd = x->ndim;
   perm[0] = 0, perm[nd - 1] = 1;
   for (int d = 2; d < nd; d++) perm[d - 1] = d;
@@ -294,8 +303,8 @@ static cnn_tensor *spatial_loss(const char *op, class_loss_fn fn, cnn_tensor *x,
   return r;
 }
 
-static cnn_tensor *nll_rows(cnn_tensor *x, cnn_tensor *t, cnn_tensor *w, cnn_reduction red, double e,
-                            int64_t ignore) {
+static cnn_tensor *nll_rows(cnn_tensor *x, cnn_tensor *t, cnn_tensor *w, cnn_reduction red,
+                            double e, int64_t ignore) {
   (void)e;
   return cnn_nll_loss(x, t, w, red, ignore);
 }
@@ -325,11 +334,14 @@ static cnn_tensor *class_forward(const char *op, const class_args *a, bool logit
   if (!be) return NULL;
   if (!be->class_loss_forward) return cnn_backend_unsupported(op), NULL;
   cnn_device dev = cnn_tensor_device(a->x);
-  cnn_tensor *loss = cnn_empty(1, &a->N, a->x->dtype, dev), *ws = loss ? cnn_empty(1, &a->N, a->x->dtype, dev) : NULL;
+  cnn_tensor *loss = cnn_empty(1, &a->N, a->x->dtype, dev),
+             *ws = loss ? cnn_empty(1, &a->N, a->x->dtype, dev) : NULL;
   cnn_be_class_loss c = class_desc(a, logits, ignore, e);
-  int rc = ws ? be->class_loss_forward(cnn_backend_dev(a->x), a->x->dtype, &c, cnn_tensor_data(a->x), cnn_tensor_data(a->t),
-                                       a->w ? cnn_tensor_data(a->w) : NULL, cnn_tensor_data(loss), cnn_tensor_data(ws))
-              : -1;
+  int rc =
+      ws ? be->class_loss_forward(cnn_backend_dev(a->x), a->x->dtype, &c, cnn_tensor_data(a->x),
+                                  cnn_tensor_data(a->t), a->w ? cnn_tensor_data(a->w) : NULL,
+                                  cnn_tensor_data(loss), cnn_tensor_data(ws))
+         : -1;
   cnn_tensor *wsum = rc == 0 ? cnn_reduce(CNN_RED_SUM, ws, 0, false, 0) : NULL, *out = NULL;
   *denom = wsum ? cnn_tensor_get(wsum, 0) : 0;
   if (wsum && red == CNN_REDUCTION_NONE) {
@@ -343,20 +355,22 @@ static cnn_tensor *class_forward(const char *op, const class_args *a, bool logit
   return out;
 }
 
-static int class_backward(cnn_node *n, const class_args *a, cnn_tensor *x, cnn_tensor *g, bool logits,
-                          cnn_tensor **gin) {
+static int class_backward(cnn_node *n, const class_args *a, cnn_tensor *x, cnn_tensor *g,
+                          bool logits, cnn_tensor **gin) {
   const char *op = logits ? "cross_entropy" : "nll_loss";
   const cnn_backend *be = cnn_backend_of(x, op);
   if (!be) return -1;
   if (!be->class_loss_backward) return cnn_backend_unsupported(op);
   cnn_tensor *gc = cnn_contiguous(g);
-  cnn_tensor *gx = gc ? cnn_empty(n->in_ndim[0], n->in_shape[0], n->in_dtype[0], cnn_tensor_device(x)) : NULL;
+  cnn_tensor *gx =
+      gc ? cnn_empty(n->in_ndim[0], n->in_shape[0], n->in_dtype[0], cnn_tensor_device(x)) : NULL;
   cnn_be_class_loss c = class_desc(a, logits, n->ip[1], n->p[1]);
   int red = (int)n->ip[0];
   int rc = gx ? be->class_loss_backward(cnn_backend_dev(x), x->dtype, &c, cnn_tensor_data(x),
                                         cnn_tensor_data(a->t), a->w ? cnn_tensor_data(a->w) : NULL,
                                         cnn_tensor_data(gc), red == CNN_REDUCTION_NONE,
-                                        red == CNN_REDUCTION_MEAN ? 1.0 / n->p[0] : 1.0, cnn_tensor_data(gx))
+                                        red == CNN_REDUCTION_MEAN ? 1.0 / n->p[0] : 1.0,
+                                        cnn_tensor_data(gx))
               : -1;
   cnn_tensor_release(gc);
   if (rc) return cnn_tensor_release(gx), -1;
@@ -410,7 +424,8 @@ cnn_tensor *cnn_cross_entropy(cnn_tensor *logits, cnn_tensor *target, cnn_tensor
                               cnn_reduction red, double label_smoothing, int64_t ignore_index) {
   if (!(label_smoothing >= 0 && label_smoothing <= 1))
     return cnn_set_error("cross_entropy: label_smoothing must be between 0 and 1, got %g",
-                         label_smoothing), NULL;
+                         label_smoothing),
+           NULL;
   class_args a;
   if (check_reduction("cross_entropy", red)) return NULL;
   if (logits && logits->ndim > 2)
@@ -430,11 +445,11 @@ cnn_tensor *cnn_cross_entropy(cnn_tensor *logits, cnn_tensor *target, cnn_tensor
 
 static cnn_tensor *apply_reduction(cnn_tensor *l, cnn_reduction red) {
   if (red == CNN_REDUCTION_NONE) return l;
-  cnn_tensor *r = cnn_reduce(red == CNN_REDUCTION_MEAN ? CNN_RED_MEAN : CNN_RED_SUM, l, 0, false, 0);
+  cnn_tensor *r =
+      cnn_reduce(red == CNN_REDUCTION_MEAN ? CNN_RED_MEAN : CNN_RED_SUM, l, 0, false, 0);
   cnn_tensor_release(l);
   return r;
 }
-
 
 cnn_tensor *cnn_mse_loss(cnn_tensor *x, cnn_tensor *y, cnn_reduction red) {
   int nd;
@@ -469,7 +484,6 @@ static int bce_make(cnn_tensor *x, cnn_tensor *y, cnn_tensor *pw, bce_args *b) {
   return 0;
 }
 
-
 /* out = the BCE terms (k < 0) or the gradient g * d/d(x, y, pw) (k = 0, 1, 2), in the backend */
 static int bce_run(cnn_tensor *out, int k, const bce_args *b, cnn_tensor *g) {
   const char *op = "binary_cross_entropy_with_logits";
@@ -479,7 +493,8 @@ static int bce_run(cnn_tensor *out, int k, const bce_args *b, cnn_tensor *g) {
   const void *pw = b->pw ? cnn_tensor_data(b->pw) : NULL;
   int64_t N = cnn_tensor_numel(out);
   if (k < 0 && be->bce_forward)
-    return be->bce_forward(dev, out->dtype, N, cnn_tensor_data(b->x), cnn_tensor_data(b->y), pw, cnn_tensor_data(out));
+    return be->bce_forward(dev, out->dtype, N, cnn_tensor_data(b->x), cnn_tensor_data(b->y), pw,
+                           cnn_tensor_data(out));
   if (k >= 0 && be->bce_backward)
     return be->bce_backward(dev, out->dtype, N, k, cnn_tensor_data(b->x), cnn_tensor_data(b->y), pw,
                             cnn_tensor_data(g), cnn_tensor_data(out));
@@ -487,7 +502,8 @@ static int bce_run(cnn_tensor *out, int k, const bce_args *b, cnn_tensor *g) {
 }
 
 static int bce_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
-  bce_args b = {cnn_node_saved(n, 0), cnn_node_saved(n, 1), n->saved[2] ? cnn_node_saved(n, 2) : NULL};
+  bce_args b = {cnn_node_saved(n, 0), cnn_node_saved(n, 1),
+                n->saved[2] ? cnn_node_saved(n, 2) : NULL};
   if (!b.x || !b.y) return -1;
   cnn_tensor *gc = cnn_contiguous(g);
   if (!gc) return -1;
@@ -511,9 +527,11 @@ static int check_bce_weight(const char *what, cnn_tensor *x, cnn_tensor *w) {
   if (check_float(op, what, w) || cnn_check_same_device(op, x, w)) return -1;
   int nd;
   int64_t shape[CNN_MAX_DIMS];
-  if (cnn_broadcast_shape(op, w, x, &nd, shape) || nd != x->ndim || memcmp(shape, x->shape, sizeof(int64_t) * nd))
-    return cnn_set_error("%s: %s %s cannot be broadcast to input %s", op, what, cnn_tensor_shape_str(w, s1),
-                         cnn_tensor_shape_str(x, s2)), -1;
+  if (cnn_broadcast_shape(op, w, x, &nd, shape) || nd != x->ndim ||
+      memcmp(shape, x->shape, sizeof(int64_t) * nd))
+    return cnn_set_error("%s: %s %s cannot be broadcast to input %s", op, what,
+                         cnn_tensor_shape_str(w, s1), cnn_tensor_shape_str(x, s2)),
+           -1;
   return 0;
 }
 
@@ -524,7 +542,8 @@ static int check_bce(cnn_tensor *x, cnn_tensor *y, cnn_tensor *pw, cnn_tensor *w
   if (cnn_check_same_device(op, x, y)) return -1;
   if (!cnn_same_shape(x, y))
     return cnn_set_error("%s: target %s does not match input %s", op, cnn_tensor_shape_str(y, s1),
-                         cnn_tensor_shape_str(x, s2)), -1;
+                         cnn_tensor_shape_str(x, s2)),
+           -1;
   return check_bce_weight("pos_weight", x, pw) || check_bce_weight("weight", x, w) ? -1 : 0;
 }
 
@@ -540,8 +559,8 @@ static cnn_tensor *bce_weighted(cnn_tensor *l, cnn_tensor *w) {
 cnn_tensor *cnn_bce_with_logits(cnn_tensor *x, cnn_tensor *y, cnn_tensor *pos_weight,
                                 cnn_tensor *weight, cnn_reduction red) {
   bce_args b;
-  if (check_reduction("binary_cross_entropy_with_logits", red) || check_bce(x, y, pos_weight, weight) ||
-      bce_make(x, y, pos_weight, &b))
+  if (check_reduction("binary_cross_entropy_with_logits", red) ||
+      check_bce(x, y, pos_weight, weight) || bce_make(x, y, pos_weight, &b))
     return NULL;
   cnn_tensor *l = cnn_empty(x->ndim, x->shape, x->dtype, cnn_tensor_device(x));
   if (l && bce_run(l, -1, &b, NULL)) cnn_tensor_release(l), l = NULL;

@@ -71,7 +71,8 @@ static cnn_tensor *sum_all(temps *k, cnn_tensor *x) {
 
 static cnn_tensor *reduce_loss(temps *k, cnn_tensor *l, cnn_reduction red) {
   if (!l || red == CNN_REDUCTION_NONE) return l;
-  return keep(k, cnn_reduce(red == CNN_REDUCTION_MEAN ? CNN_RED_MEAN : CNN_RED_SUM, l, 0, false, 0));
+  return keep(k,
+              cnn_reduce(red == CNN_REDUCTION_MEAN ? CNN_RED_MEAN : CNN_RED_SUM, l, 0, false, 0));
 }
 
 /* ---- checks ------------------------------------------------------------------------------ */
@@ -86,14 +87,16 @@ static int check_float(const char *op, const char *what, const cnn_tensor *t) {
   if (cnn_dtype_is_float(t->dtype)) return 0;
   char s[CNN_SHAPE_STR];
   return cnn_set_error("%s: %s must be a floating-point tensor, got %s %s", op, what,
-                       cnn_dtype_name(t->dtype), cnn_tensor_shape_str(t, s)), -1;
+                       cnn_dtype_name(t->dtype), cnn_tensor_shape_str(t, s)),
+         -1;
 }
 
 /* x and y: float, one device, broadcastable (PyTorch broadcasts them) */
 static int check_pair(const char *op, cnn_tensor *x, cnn_tensor *y, cnn_reduction red) {
   int nd;
   int64_t shape[CNN_MAX_DIMS];
-  if (check_reduction(op, red) || check_float(op, "input", x) || check_float(op, "target", y)) return -1;
+  if (check_reduction(op, red) || check_float(op, "input", x) || check_float(op, "target", y))
+    return -1;
   if (cnn_check_same_device(op, x, y)) return -1;
   return cnn_broadcast_shape(op, x, y, &nd, shape);
 }
@@ -113,7 +116,8 @@ static cnn_tensor *piecewise_quadratic(temps *k, cnn_tensor *x, cnn_tensor *y, d
   cnn_tensor *d = bin(k, CNN_OP_SUB, x, y), *a = un(k, CNN_OP_ABS, d, 0, 0);
   cnn_tensor *inside = bin(k, CNN_OP_LT, a, constant(k, width, x));
   cnn_tensor *quad = un(k, CNN_OP_MUL_SCALAR, un(k, CNN_OP_SQUARE, d, 0, 0), scale_sq, 0);
-  cnn_tensor *linear = un(k, CNN_OP_MUL_SCALAR, un(k, CNN_OP_ADD_SCALAR, a, -0.5 * width, 0), lin, 0);
+  cnn_tensor *linear =
+      un(k, CNN_OP_MUL_SCALAR, un(k, CNN_OP_ADD_SCALAR, a, -0.5 * width, 0), lin, 0);
   return where(k, inside, quad, linear);
 }
 
@@ -145,13 +149,15 @@ static cnn_tensor *t_log_t(temps *k, cnn_tensor *t) {
   return bin(k, CNN_OP_MUL, t, un(k, CNN_OP_LOG, safe, 0, 0));
 }
 
-cnn_tensor *cnn_kl_div(cnn_tensor *x, cnn_tensor *t, cnn_reduction red, bool batchmean, bool log_target) {
+cnn_tensor *cnn_kl_div(cnn_tensor *x, cnn_tensor *t, cnn_reduction red, bool batchmean,
+                       bool log_target) {
   if (check_pair("kl_div", x, t, red)) return NULL;
   if (batchmean && red != CNN_REDUCTION_SUM)
     return cnn_set_error("kl_div: batchmean is a sum divided by the batch size"), NULL;
   temps k = {.n = 0};
-  cnn_tensor *l = log_target ? bin(&k, CNN_OP_MUL, un(&k, CNN_OP_EXP, t, 0, 0), bin(&k, CNN_OP_SUB, t, x))
-                             : bin(&k, CNN_OP_SUB, t_log_t(&k, t), bin(&k, CNN_OP_MUL, t, x));
+  cnn_tensor *l = log_target
+                      ? bin(&k, CNN_OP_MUL, un(&k, CNN_OP_EXP, t, 0, 0), bin(&k, CNN_OP_SUB, t, x))
+                      : bin(&k, CNN_OP_SUB, t_log_t(&k, t), bin(&k, CNN_OP_MUL, t, x));
   cnn_tensor *r = reduce_loss(&k, l, red);
   if (batchmean && x->ndim > 0) r = un(&k, CNN_OP_MUL_SCALAR, r, 1.0 / (double)x->shape[0], 0);
   return finish(&k, r);
@@ -172,7 +178,8 @@ static int check_probabilities(const char *op, cnn_tensor *x) {
   if (host && cnn_tensor_get(host, 0) != 0) {
     char s[CNN_SHAPE_STR];
     cnn_set_error("%s: every element of the input %s must lie in [0, 1] (probabilities; use "
-                  "binary_cross_entropy_with_logits on logits)", op, cnn_tensor_shape_str(x, s));
+                  "binary_cross_entropy_with_logits on logits)",
+                  op, cnn_tensor_shape_str(x, s));
     rc = -1;
   }
   temps_release(&k);
@@ -184,26 +191,30 @@ static int check_bce(cnn_tensor *x, cnn_tensor *y, cnn_tensor *w, cnn_reduction 
   char s1[CNN_SHAPE_STR], s2[CNN_SHAPE_STR];
   if (check_pair(op, x, y, red)) return -1;
   if (!cnn_same_shape(x, y))
-    return cnn_set_error("%s: target %s must have the shape of the input %s", op, cnn_tensor_shape_str(y, s1),
-                         cnn_tensor_shape_str(x, s2)), -1;
+    return cnn_set_error("%s: target %s must have the shape of the input %s", op,
+                         cnn_tensor_shape_str(y, s1), cnn_tensor_shape_str(x, s2)),
+           -1;
   if (w && (check_float(op, "weight", w) || cnn_check_same_device(op, x, w))) return -1;
   int nd;
   int64_t shape[CNN_MAX_DIMS];
   if (w && (cnn_broadcast_shape(op, w, x, &nd, shape) || nd != x->ndim ||
             memcmp(shape, x->shape, sizeof(int64_t) * (size_t)nd)))
-    return cnn_set_error("%s: weight %s cannot be broadcast to input %s", op, cnn_tensor_shape_str(w, s1),
-                         cnn_tensor_shape_str(x, s2)), -1;
+    return cnn_set_error("%s: weight %s cannot be broadcast to input %s", op,
+                         cnn_tensor_shape_str(w, s1), cnn_tensor_shape_str(x, s2)),
+           -1;
   return check_probabilities(op, x);
 }
 
-cnn_tensor *cnn_binary_cross_entropy(cnn_tensor *x, cnn_tensor *y, cnn_tensor *weight, cnn_reduction red) {
+cnn_tensor *cnn_binary_cross_entropy(cnn_tensor *x, cnn_tensor *y, cnn_tensor *weight,
+                                     cnn_reduction red) {
   if (check_bce(x, y, weight, red)) return NULL;
   temps k = {.n = 0};
   cnn_tensor *logx = un(&k, CNN_OP_CLAMP, un(&k, CNN_OP_LOG, x, 0, 0), -100, INFINITY);
   cnn_tensor *one_minus_x = un(&k, CNN_OP_ADD_SCALAR, un(&k, CNN_OP_NEG, x, 0, 0), 1, 0);
   cnn_tensor *log1mx = un(&k, CNN_OP_CLAMP, un(&k, CNN_OP_LOG, one_minus_x, 0, 0), -100, INFINITY);
   cnn_tensor *one_minus_y = un(&k, CNN_OP_ADD_SCALAR, un(&k, CNN_OP_NEG, y, 0, 0), 1, 0);
-  cnn_tensor *ll = bin(&k, CNN_OP_ADD, bin(&k, CNN_OP_MUL, y, logx), bin(&k, CNN_OP_MUL, one_minus_y, log1mx));
+  cnn_tensor *ll =
+      bin(&k, CNN_OP_ADD, bin(&k, CNN_OP_MUL, y, logx), bin(&k, CNN_OP_MUL, one_minus_y, log1mx));
   cnn_tensor *l = un(&k, CNN_OP_NEG, ll, 0, 0);
   if (weight) l = bin(&k, CNN_OP_MUL, l, weight);
   return finish(&k, reduce_loss(&k, l, red));
@@ -211,20 +222,25 @@ cnn_tensor *cnn_binary_cross_entropy(cnn_tensor *x, cnn_tensor *y, cnn_tensor *w
 
 /* ---- cross entropy with probability targets -------------------------------------------------- */
 
-static int check_probs_target(cnn_tensor *x, cnn_tensor *t, cnn_tensor *w, cnn_reduction red, double e) {
+static int check_probs_target(cnn_tensor *x, cnn_tensor *t, cnn_tensor *w, cnn_reduction red,
+                              double e) {
   const char *op = "cross_entropy";
   char s1[CNN_SHAPE_STR], s2[CNN_SHAPE_STR];
   if (check_pair(op, x, t, red)) return -1;
-  if (x->ndim == 0) return cnn_set_error("%s: input must have a class dim, got a 0-d tensor", op), -1;
+  if (x->ndim == 0)
+    return cnn_set_error("%s: input must have a class dim, got a 0-d tensor", op), -1;
   if (!cnn_same_shape(x, t))
     return cnn_set_error("%s: a probability target %s must have the shape of the input %s", op,
-                         cnn_tensor_shape_str(t, s1), cnn_tensor_shape_str(x, s2)), -1;
-  if (!(e >= 0 && e <= 1)) return cnn_set_error("%s: label_smoothing must be in [0, 1], got %g", op, e), -1;
+                         cnn_tensor_shape_str(t, s1), cnn_tensor_shape_str(x, s2)),
+           -1;
+  if (!(e >= 0 && e <= 1))
+    return cnn_set_error("%s: label_smoothing must be in [0, 1], got %g", op, e), -1;
   int64_t C = x->shape[x->ndim == 1 ? 0 : 1];
   if (w && (check_float(op, "weight", w) || cnn_check_same_device(op, x, w))) return -1;
   if (w && (w->ndim != 1 || w->shape[0] != C))
     return cnn_set_error("%s: weight %s must hold one value per class (%lld) of the input %s", op,
-                         cnn_tensor_shape_str(w, s1), (long long)C, cnn_tensor_shape_str(x, s2)), -1;
+                         cnn_tensor_shape_str(w, s1), (long long)C, cnn_tensor_shape_str(x, s2)),
+           -1;
   return 0;
 }
 
@@ -237,8 +253,8 @@ static cnn_tensor *class_weight_view(temps *k, cnn_tensor *w, int ndim) {
   return keep(k, cnn_view(w, ndim - 1, shape));
 }
 
-cnn_tensor *cnn_cross_entropy_probs(cnn_tensor *x, cnn_tensor *t, cnn_tensor *weight, cnn_reduction red,
-                                    double label_smoothing) {
+cnn_tensor *cnn_cross_entropy_probs(cnn_tensor *x, cnn_tensor *t, cnn_tensor *weight,
+                                    cnn_reduction red, double label_smoothing) {
   if (check_probs_target(x, t, weight, red, label_smoothing)) return NULL;
   int cdim = x->ndim == 1 ? 0 : 1;
   int64_t C = x->shape[cdim];
@@ -246,7 +262,8 @@ cnn_tensor *cnn_cross_entropy_probs(cnn_tensor *x, cnn_tensor *t, cnn_tensor *we
   cnn_tensor *logp = keep(&k, cnn_log_softmax(x, cdim));
   cnn_tensor *tt = t;
   if (label_smoothing > 0)
-    tt = un(&k, CNN_OP_ADD_SCALAR, un(&k, CNN_OP_MUL_SCALAR, t, 1 - label_smoothing, 0), label_smoothing / C, 0);
+    tt = un(&k, CNN_OP_ADD_SCALAR, un(&k, CNN_OP_MUL_SCALAR, t, 1 - label_smoothing, 0),
+            label_smoothing / C, 0);
   cnn_tensor *prod = bin(&k, CNN_OP_MUL, logp, tt);
   if (weight) prod = bin(&k, CNN_OP_MUL, prod, class_weight_view(&k, weight, x->ndim));
   cnn_tensor *per = prod ? keep(&k, cnn_reduce(CNN_RED_SUM, prod, 1u << cdim, false, 0)) : NULL;

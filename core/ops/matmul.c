@@ -39,10 +39,10 @@
 /* ---- layout ---------------------------------------------------------------- */
 
 typedef struct {
-  cnn_tensor *t;       /* the operand as (batch..., rows, cols): owned */
-  int nb;              /* batch dims */
+  cnn_tensor *t; /* the operand as (batch..., rows, cols): owned */
+  int nb;        /* batch dims */
   int64_t rows, cols;
-  bool trans;          /* pass transposed to gemm */
+  bool trans; /* pass transposed to gemm */
   int64_t ld;
 } mat_view;
 
@@ -162,21 +162,29 @@ static int run_products(cnn_dtype dt, const mat_view *a, const mat_view *b, int 
 static int check_operands(const char *op, const cnn_tensor *a, const cnn_tensor *b) {
   char s1[CNN_SHAPE_STR], s2[CNN_SHAPE_STR];
   if (!a || !b) return cnn_set_error("%s: missing tensor argument", op), -1;
-  const cnn_tensor *bad = !cnn_dtype_is_float(a->dtype) ? a : !cnn_dtype_is_float(b->dtype) ? b : NULL;
+  const cnn_tensor *bad = !cnn_dtype_is_float(a->dtype)   ? a
+                          : !cnn_dtype_is_float(b->dtype) ? b
+                                                          : NULL;
   if (cnn_check_same_device(op, a, b)) return -1;
   bool half_ok = a->dtype == b->dtype && a->dtype > CNN_FLOAT64 && cnn_backend_half(a);
   if (bad || ((a->dtype > CNN_FLOAT64 || b->dtype > CNN_FLOAT64) && !half_ok))
-    return cnn_set_error("%s: %s not supported, use :float()%s", op,
-                         cnn_dtype_name(bad ? bad->dtype : a->dtype > CNN_FLOAT64 ? a->dtype : b->dtype),
-                         bad ? "" : " (half precision products run on a CUDA device, under cnn.autocast)"), -1;
+    return cnn_set_error(
+               "%s: %s not supported, use :float()%s", op,
+               cnn_dtype_name(bad                      ? bad->dtype
+                              : a->dtype > CNN_FLOAT64 ? a->dtype
+                                                       : b->dtype),
+               bad ? "" : " (half precision products run on a CUDA device, under cnn.autocast)"),
+           -1;
   if (a->ndim == 0 || b->ndim == 0)
     return cnn_set_error("%s: both arguments need at least one dimension (got %s and %s)", op,
-                         cnn_tensor_shape_str(a, s1), cnn_tensor_shape_str(b, s2)), -1;
+                         cnn_tensor_shape_str(a, s1), cnn_tensor_shape_str(b, s2)),
+           -1;
   int64_t ka = a->shape[a->ndim - 1], kb = b->ndim == 1 ? b->shape[0] : b->shape[b->ndim - 2];
   if (ka != kb)
     return cnn_set_error("%s: shapes %s and %s cannot be multiplied (%lld != %lld)", op,
-                         cnn_tensor_shape_str(a, s1), cnn_tensor_shape_str(b, s2),
-                         (long long)ka, (long long)kb), -1;
+                         cnn_tensor_shape_str(a, s1), cnn_tensor_shape_str(b, s2), (long long)ka,
+                         (long long)kb),
+           -1;
   int64_t big = INT_MAX;
   for (int i = 0; i < a->ndim; i++)
     if (a->shape[i] > big) return cnn_set_error("%s: dimension too large for BLAS", op), -1;
@@ -195,7 +203,8 @@ static int batch_shape(const char *op, const cnn_tensor *a, const cnn_tensor *b,
     int64_t sa = da >= 0 ? ma->t->shape[da] : 1, sb = db >= 0 ? mb->t->shape[db] : 1;
     if (sa != sb && sa != 1 && sb != 1)
       return cnn_set_error("%s: batch dimensions of %s and %s cannot be broadcast", op,
-                           cnn_tensor_shape_str(a, s1), cnn_tensor_shape_str(b, s2)), -1;
+                           cnn_tensor_shape_str(a, s1), cnn_tensor_shape_str(b, s2)),
+             -1;
     shape[d] = sa == 1 ? sb : sa;
   }
   return 0;
@@ -212,7 +221,8 @@ static cnn_tensor *as_matrix(cnn_tensor *t, bool row) {
 static cnn_tensor *mT(cnn_tensor *t) { return cnn_transpose(t, t->ndim - 2, t->ndim - 1); }
 
 /* gradient of operand i in matrix form, reduced to the operand's shape */
-static cnn_tensor *operand_grad(cnn_node *n, int i, cnn_tensor *a2, cnn_tensor *b2, cnn_tensor *g2) {
+static cnn_tensor *operand_grad(cnn_node *n, int i, cnn_tensor *a2, cnn_tensor *b2,
+                                cnn_tensor *g2) {
   cnn_tensor *t = mT(i == 0 ? b2 : a2);
   cnn_tensor *p = t ? (i == 0 ? cnn_matmul(g2, t) : cnn_matmul(t, g2)) : NULL;
   cnn_tensor_release(t);
@@ -264,14 +274,16 @@ static cnn_tensor *autocast_product(cnn_tensor **in, const void *names) {
   return matmul_impl(p->op, p->node_name, in[0], in[1]);
 }
 
-static cnn_tensor *matmul_impl(const char *op, const char *node_name, cnn_tensor *a, cnn_tensor *b) {
+static cnn_tensor *matmul_impl(const char *op, const char *node_name, cnn_tensor *a,
+                               cnn_tensor *b) {
   cnn_tensor *operands[2] = {a, b};
   cnn_dtype run = a && b ? cnn_autocast_target(operands, 2) : CNN_FLOAT32;
   if (run != CNN_FLOAT32)
     return cnn_autocast_call(run, 2, operands, autocast_product, &(product_names){op, node_name});
   if (check_operands(op, a, b)) return NULL;
-  cnn_dtype dt = a->dtype == b->dtype ? a->dtype
-                 : a->dtype == CNN_FLOAT64 || b->dtype == CNN_FLOAT64 ? CNN_FLOAT64 : CNN_FLOAT32;
+  cnn_dtype dt = a->dtype == b->dtype                                 ? a->dtype
+                 : a->dtype == CNN_FLOAT64 || b->dtype == CNN_FLOAT64 ? CNN_FLOAT64
+                                                                      : CNN_FLOAT32;
   mat_view ma = {0}, mb = {0};
   int nb;
   int64_t shape[CNN_MAX_DIMS];

@@ -23,26 +23,31 @@
 #include <math.h>
 #include <stdlib.h>
 
-int cnn_conv_check_dtypes(const char *op, const cnn_tensor *x, const cnn_tensor *w, const cnn_tensor *b) {
+int cnn_conv_check_dtypes(const char *op, const cnn_tensor *x, const cnn_tensor *w,
+                          const cnn_tensor *b) {
   char d1[32], d2[32];
   bool half = x->dtype == CNN_FLOAT16 || x->dtype == CNN_BFLOAT16;
   if (half && !cnn_backend_half(x)) {
     cnn_set_error("%s: %s convolutions run on a CUDA device only (on the CPU use float32, "
-                  "or cnn.autocast('bfloat16', ...))", op, cnn_dtype_name(x->dtype));
+                  "or cnn.autocast('bfloat16', ...))",
+                  op, cnn_dtype_name(x->dtype));
     return -1;
   }
   if (x->dtype != CNN_FLOAT32 && x->dtype != CNN_FLOAT64 && !half) {
-    cnn_set_error("%s: input dtype %s is not supported (use float32 or float64)", op, cnn_dtype_name(x->dtype));
+    cnn_set_error("%s: input dtype %s is not supported (use float32 or float64)", op,
+                  cnn_dtype_name(x->dtype));
     return -1;
   }
   if (w->dtype != x->dtype || (b && b->dtype != x->dtype)) {
     cnn_set_error("%s: input is %s but weight is %s%s%s", op, cnn_dtype_name(x->dtype),
-                  cnn_dtype_name(w->dtype), b ? " and bias " : "", b ? cnn_dtype_name(b->dtype) : "");
+                  cnn_dtype_name(w->dtype), b ? " and bias " : "",
+                  b ? cnn_dtype_name(b->dtype) : "");
     return -1;
   }
   if (!cnn_device_equal(cnn_tensor_device(x), cnn_tensor_device(w)) ||
       (b && !cnn_device_equal(cnn_tensor_device(x), cnn_tensor_device(b)))) {
-    cnn_set_error("%s: input is on %s but weight is on %s", op, cnn_device_str(cnn_tensor_device(x), d1),
+    cnn_set_error("%s: input is on %s but weight is on %s", op,
+                  cnn_device_str(cnn_tensor_device(x), d1),
                   cnn_device_str(cnn_tensor_device(w), d2));
     return -1;
   }
@@ -50,15 +55,16 @@ int cnn_conv_check_dtypes(const char *op, const cnn_tensor *x, const cnn_tensor 
 }
 
 static int check_conv_shapes(const cnn_tensor *x, const cnn_tensor *w, const cnn_tensor *b,
-                          const cnn_conv_params *p) {
+                             const cnn_conv_params *p) {
   char a[CNN_SHAPE_STR], c[CNN_SHAPE_STR];
   if (x->ndim != 4 || w->ndim != 4) {
-    cnn_set_error("conv2d: expected a 4-d input (N x C x H x W) and a 4-d weight, got input %s and weight %s",
-                  cnn_tensor_shape_str(x, a), cnn_tensor_shape_str(w, c));
+    cnn_set_error(
+        "conv2d: expected a 4-d input (N x C x H x W) and a 4-d weight, got input %s and weight %s",
+        cnn_tensor_shape_str(x, a), cnn_tensor_shape_str(w, c));
     return -1;
   }
-  if (p->groups < 1 || p->stride[0] < 1 || p->stride[1] < 1 || p->dilation[0] < 1 || p->dilation[1] < 1 ||
-      p->pad[0] < 0 || p->pad[1] < 0 || p->pad[2] < 0 || p->pad[3] < 0) {
+  if (p->groups < 1 || p->stride[0] < 1 || p->stride[1] < 1 || p->dilation[0] < 1 ||
+      p->dilation[1] < 1 || p->pad[0] < 0 || p->pad[1] < 0 || p->pad[2] < 0 || p->pad[3] < 0) {
     cnn_set_error("conv2d: stride, dilation and groups must be positive and padding non-negative");
     return -1;
   }
@@ -76,24 +82,28 @@ static int check_conv_shapes(const cnn_tensor *x, const cnn_tensor *w, const cnn
   return 0;
 }
 
-static int conv_geometry(const cnn_tensor *x, const cnn_tensor *w, const cnn_conv_params *p, cnn_conv_shape *s) {
-  *s = (cnn_conv_shape){x->shape[0], x->shape[1], x->shape[2], x->shape[3], w->shape[0], w->shape[2],
-                        w->shape[3], 0, 0, p->stride[0], p->stride[1], p->pad[0], p->pad[1], p->pad[2],
-                        p->pad[3], p->dilation[0], p->dilation[1], p->groups};
+static int conv_geometry(const cnn_tensor *x, const cnn_tensor *w, const cnn_conv_params *p,
+                         cnn_conv_shape *s) {
+  *s = (cnn_conv_shape){x->shape[0],    x->shape[1],    x->shape[2], x->shape[3], w->shape[0],
+                        w->shape[2],    w->shape[3],    0,           0,           p->stride[0],
+                        p->stride[1],   p->pad[0],      p->pad[1],   p->pad[2],   p->pad[3],
+                        p->dilation[0], p->dilation[1], p->groups};
   s->OH = cnn_conv_out_size(s->H, s->pt, s->pb, (int)s->R, s->sh, s->dh);
   s->OW = cnn_conv_out_size(s->W, s->pl, s->pr, (int)s->S, s->sw, s->dw);
   if (s->OH > 0 && s->OW > 0) return 0;
   char a[CNN_SHAPE_STR], c[CNN_SHAPE_STR];
-  cnn_set_error("conv2d: input %s is too small for kernel %s with this padding/dilation (output would be %lldx%lld)",
-                cnn_tensor_shape_str(x, a), cnn_tensor_shape_str(w, c), (long long)s->OH, (long long)s->OW);
+  cnn_set_error("conv2d: input %s is too small for kernel %s with this padding/dilation (output "
+                "would be %lldx%lld)",
+                cnn_tensor_shape_str(x, a), cnn_tensor_shape_str(w, c), (long long)s->OH,
+                (long long)s->OW);
   return -1;
 }
 
 /* Both backward passes: one entry where the backend has it (the CPU's
  * oneDNN reorders dy once for both), else the two passes in turn. */
 static int conv_backward_call(const cnn_backend *be, int dev, cnn_conv_algo algo, cnn_dtype dt,
-                              const cnn_conv_shape *s, const void *dy, const void *x,
-                              const void *w, void *dx, void *dw, void *db) {
+                              const cnn_conv_shape *s, const void *dy, const void *x, const void *w,
+                              void *dx, void *dw, void *db) {
   if (be->conv2d_backward) return be->conv2d_backward(dev, algo, dt, s, dy, x, w, dx, dw, db);
   int rc = 0;
   if (dx) rc = CNN_BE_CALL(be, "conv2d", conv2d_backward_data, dev, algo, dt, s, dy, w, dx);
@@ -109,7 +119,8 @@ static int backward_outputs(cnn_node *n, cnn_tensor *x, cnn_tensor *w, const cnn
   int want_b = n->ninputs > 2 && n->needs[2];
   if (n->needs[0] && !(gin[0] = cnn_empty(x->ndim, x->shape, x->dtype, cnn_tensor_device(x))))
     return -1;
-  if ((n->needs[1] || want_b) && !(*dw = cnn_empty(w->ndim, w->shape, w->dtype, cnn_tensor_device(w))))
+  if ((n->needs[1] || want_b) &&
+      !(*dw = cnn_empty(w->ndim, w->shape, w->dtype, cnn_tensor_device(w))))
     return -1;
   if (want_b && !(gin[2] = cnn_empty(1, &s->K, w->dtype, cnn_tensor_device(w)))) return -1;
   return 0;
@@ -126,10 +137,13 @@ static int conv_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
   const cnn_backend *be = cnn_backend_of(x, "conv2d");
   int rc = be ? backward_outputs(n, x, w, s, gin, &dw) : -1;
   if (rc == 0)
-    rc = conv_backward_call(be, cnn_backend_dev(x), cnn_get_conv_algo(), x->dtype, s, cnn_tensor_data(dy),
-                            cnn_tensor_data(x), cnn_tensor_data(w), data_or_null(gin[0]), data_or_null(dw),
-                            data_or_null(gin[2]));
-  if (n->needs[1]) gin[1] = dw; else cnn_tensor_release(dw);
+    rc = conv_backward_call(be, cnn_backend_dev(x), cnn_get_conv_algo(), x->dtype, s,
+                            cnn_tensor_data(dy), cnn_tensor_data(x), cnn_tensor_data(w),
+                            data_or_null(gin[0]), data_or_null(dw), data_or_null(gin[2]));
+  if (n->needs[1])
+    gin[1] = dw;
+  else
+    cnn_tensor_release(dw);
   cnn_tensor_release(dy);
   return rc;
 }
@@ -143,16 +157,22 @@ cnn_tensor *cnn_conv2d(cnn_tensor *x, cnn_tensor *w, cnn_tensor *b, const cnn_co
   cnn_dtype run = x && w ? cnn_autocast_target(operands, 3) : CNN_FLOAT32;
   if (run != CNN_FLOAT32) return cnn_autocast_call(run, 3, operands, conv2d_op, p);
   cnn_conv_shape s;
-  if (cnn_conv_check_dtypes("conv2d", x, w, b) || check_conv_shapes(x, w, b, p) || conv_geometry(x, w, p, &s)) return NULL;
+  if (cnn_conv_check_dtypes("conv2d", x, w, b) || check_conv_shapes(x, w, b, p) ||
+      conv_geometry(x, w, p, &s))
+    return NULL;
   cnn_tensor *xc = cnn_contiguous(x), *wc = cnn_contiguous(w), *bc = b ? cnn_contiguous(b) : NULL;
   int64_t shape[4] = {s.N, s.K, s.OH, s.OW};
-  cnn_tensor *y = xc && wc && (bc || !b) ? cnn_empty(4, shape, x->dtype, cnn_tensor_device(x)) : NULL;
+  cnn_tensor *y =
+      xc && wc && (bc || !b) ? cnn_empty(4, shape, x->dtype, cnn_tensor_device(x)) : NULL;
   const cnn_backend *be = y ? cnn_backend_of(x, "conv2d") : NULL;
-  if (y && (!be || CNN_BE_CALL(be, "conv2d", conv2d_forward, cnn_backend_dev(x), cnn_get_conv_algo(), x->dtype,
-                               &s, cnn_tensor_data(xc), cnn_tensor_data(wc), bc ? cnn_tensor_data(bc) : NULL,
-                               cnn_tensor_data(y))))
+  if (y &&
+      (!be || CNN_BE_CALL(be, "conv2d", conv2d_forward, cnn_backend_dev(x), cnn_get_conv_algo(),
+                          x->dtype, &s, cnn_tensor_data(xc), cnn_tensor_data(wc),
+                          bc ? cnn_tensor_data(bc) : NULL, cnn_tensor_data(y))))
     cnn_tensor_release(y), y = NULL;
-  cnn_node *n = y ? cnn_autograd_record(y, "Conv2dBackward", conv_backward, b ? 3 : 2, (cnn_tensor *[]){x, w, b}) : NULL;
+  cnn_node *n = y ? cnn_autograd_record(y, "Conv2dBackward", conv_backward, b ? 3 : 2,
+                                        (cnn_tensor *[]){x, w, b})
+                  : NULL;
   if (n) {
     cnn_node_save(n, 0, xc);
     cnn_node_save(n, 1, wc);
@@ -170,7 +190,8 @@ static int check_int8_dtypes(const cnn_tensor *x, const cnn_tensor *wq, const cn
   static const char *names[4] = {"input", "weight", "weight scales", "bias"};
   for (int i = 0; i < 4; i++)
     if (all[i] && all[i]->dtype != CNN_FLOAT32) {
-      cnn_set_error("conv2d_int8: %s is %s (float32 expected)", names[i], cnn_dtype_name(all[i]->dtype));
+      cnn_set_error("conv2d_int8: %s is %s (float32 expected)", names[i],
+                    cnn_dtype_name(all[i]->dtype));
       return -1;
     }
   for (int i = 1; i < 4; i++)
@@ -185,27 +206,33 @@ static int check_int8_values(const cnn_tensor *wq, const cnn_tensor *ws, double 
     return cnn_set_error("conv2d_int8: input scale %g must be positive and finite", x_scale), -1;
   for (int64_t i = 0, n = cnn_tensor_numel(wq); i < n; i++)
     if (!(w[i] >= -127.f && w[i] <= 127.f && w[i] == rintf(w[i])))
-      return cnn_set_error("conv2d_int8: weight element %lld is %g (whole numbers in [-127, 127] expected)",
-                           (long long)i + 1, w[i]), -1;
+      return cnn_set_error(
+                 "conv2d_int8: weight element %lld is %g (whole numbers in [-127, 127] expected)",
+                 (long long)i + 1, w[i]),
+             -1;
   for (int64_t i = 0, n = cnn_tensor_numel(ws); i < n; i++)
     if (!(s[i] > 0 && s[i] < INFINITY))
       return cnn_set_error("conv2d_int8: weight scale %lld is %g (positive and finite expected)",
-                           (long long)i + 1, s[i]), -1;
+                           (long long)i + 1, s[i]),
+             -1;
   return 0;
 }
 
 static int check_int8_scales_shape(const cnn_tensor *wq, const cnn_tensor *ws) {
   char a[CNN_SHAPE_STR], c[CNN_SHAPE_STR];
   if (ws->ndim == 1 && ws->shape[0] == wq->shape[0]) return 0;
-  cnn_set_error("conv2d_int8: weight scales %s do not match weight %s (one per output channel: %lld)",
-                cnn_tensor_shape_str(ws, a), cnn_tensor_shape_str(wq, c), (long long)wq->shape[0]);
+  cnn_set_error(
+      "conv2d_int8: weight scales %s do not match weight %s (one per output channel: %lld)",
+      cnn_tensor_shape_str(ws, a), cnn_tensor_shape_str(wq, c), (long long)wq->shape[0]);
   return -1;
 }
 
 static int check_int8_args(cnn_tensor *x, cnn_tensor *wq, cnn_tensor *ws, cnn_tensor *b,
                            const cnn_conv_params *p, cnn_conv_shape *s) {
-  if (!x || !wq || !ws) return cnn_set_error("conv2d_int8: input, weight and weight scales are required"), -1;
-  if (check_int8_dtypes(x, wq, ws, b) || check_conv_shapes(x, wq, b, p) || check_int8_scales_shape(wq, ws))
+  if (!x || !wq || !ws)
+    return cnn_set_error("conv2d_int8: input, weight and weight scales are required"), -1;
+  if (check_int8_dtypes(x, wq, ws, b) || check_conv_shapes(x, wq, b, p) ||
+      check_int8_scales_shape(wq, ws))
     return -1;
   return conv_geometry(x, wq, p, s);
 }

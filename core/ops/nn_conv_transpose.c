@@ -50,12 +50,12 @@ static int check_params(const cnn_conv_transpose_params *p) {
     if (p->stride[i] < 1 || p->dilation[i] < 1 || p->pad[i] < 0 || p->output_padding[i] < 0 ||
         p->groups < 1) {
       cnn_set_error(OP ": stride, dilation and groups must be positive, padding and "
-                    "output_padding non-negative");
+                       "output_padding non-negative");
       return -1;
     }
     if (p->output_padding[i] >= p->stride[i] && p->output_padding[i] >= p->dilation[i]) {
       cnn_set_error(OP ": output padding must be smaller than either stride or dilation, got "
-                    "output_padding %dx%d, stride %dx%d, dilation %dx%d",
+                       "output_padding %dx%d, stride %dx%d, dilation %dx%d",
                     p->output_padding[0], p->output_padding[1], p->stride[0], p->stride[1],
                     p->dilation[0], p->dilation[1]);
       return -1;
@@ -68,8 +68,10 @@ static int check_shapes(const cnn_tensor *x, const cnn_tensor *w, const cnn_tens
                         const cnn_conv_transpose_params *p) {
   char a[CNN_SHAPE_STR], c[CNN_SHAPE_STR];
   if (x->ndim != 4 || w->ndim != 4) {
-    cnn_set_error(OP ": expected a 4-d input (N x C x H x W) and a 4-d weight (in x out/groups x kH x kW), "
-                  "got input %s and weight %s", cnn_tensor_shape_str(x, a), cnn_tensor_shape_str(w, c));
+    cnn_set_error(
+        OP ": expected a 4-d input (N x C x H x W) and a 4-d weight (in x out/groups x kH x kW), "
+           "got input %s and weight %s",
+        cnn_tensor_shape_str(x, a), cnn_tensor_shape_str(w, c));
     return -1;
   }
   if (w->shape[0] % p->groups) {
@@ -78,7 +80,8 @@ static int check_shapes(const cnn_tensor *x, const cnn_tensor *w, const cnn_tens
     return -1;
   }
   if (x->shape[1] != w->shape[0]) {
-    cnn_set_error(OP ": input %s has %lld channels, weight %s expects %lld (weight is in x out/groups x kH x kW)",
+    cnn_set_error(OP ": input %s has %lld channels, weight %s expects %lld (weight is in x "
+                     "out/groups x kH x kW)",
                   cnn_tensor_shape_str(x, a), (long long)x->shape[1], cnn_tensor_shape_str(w, c),
                   (long long)w->shape[0]);
     return -1;
@@ -105,24 +108,40 @@ static int far_pad(const cnn_conv_transpose_params *p, int i) {
 
 /* The convolution whose input-gradient this op is (the header), on the
  * transposed output less its last crop[0] rows and crop[1] columns. */
-static int transpose_shape(const cnn_tensor *x, const cnn_tensor *w, const cnn_conv_transpose_params *p,
-                           cnn_conv_shape *s, int64_t out[2], int crop[2]) {
+static int transpose_shape(const cnn_tensor *x, const cnn_tensor *w,
+                           const cnn_conv_transpose_params *p, cnn_conv_shape *s, int64_t out[2],
+                           int crop[2]) {
   int64_t R = w->shape[2], S = w->shape[3];
   out[0] = out_size(x->shape[2], (int)R, p, 0);
   out[1] = out_size(x->shape[3], (int)S, p, 1);
   if (out[0] <= 0 || out[1] <= 0) {
     char a[CNN_SHAPE_STR], c[CNN_SHAPE_STR];
-    cnn_set_error(OP ": input %s with weight %s gives an output of %lldx%lld: too small (less padding?)",
-                  cnn_tensor_shape_str(x, a), cnn_tensor_shape_str(w, c), (long long)out[0],
-                  (long long)out[1]);
+    cnn_set_error(
+        OP ": input %s with weight %s gives an output of %lldx%lld: too small (less padding?)",
+        cnn_tensor_shape_str(x, a), cnn_tensor_shape_str(w, c), (long long)out[0],
+        (long long)out[1]);
     return -1;
   }
   int pb = far_pad(p, 0), pr = far_pad(p, 1);
   crop[0] = pb < 0 ? -pb : 0, crop[1] = pr < 0 ? -pr : 0;
-  *s = (cnn_conv_shape){x->shape[0], w->shape[1] * p->groups, out[0] - crop[0], out[1] - crop[1],
-                        x->shape[1], R, S, x->shape[2], x->shape[3], p->stride[0], p->stride[1],
-                        p->pad[0], pb + crop[0], p->pad[1], pr + crop[1], p->dilation[0],
-                        p->dilation[1], p->groups};
+  *s = (cnn_conv_shape){x->shape[0],
+                        w->shape[1] * p->groups,
+                        out[0] - crop[0],
+                        out[1] - crop[1],
+                        x->shape[1],
+                        R,
+                        S,
+                        x->shape[2],
+                        x->shape[3],
+                        p->stride[0],
+                        p->stride[1],
+                        p->pad[0],
+                        pb + crop[0],
+                        p->pad[1],
+                        pr + crop[1],
+                        p->dilation[0],
+                        p->dilation[1],
+                        p->groups};
   return 0;
 }
 
@@ -190,9 +209,9 @@ static cnn_tensor *forward_values(cnn_tensor *xc, cnn_tensor *wc, cnn_tensor *b,
   int64_t shape[4] = {s->N, s->C, s->H, s->W};
   cnn_tensor *y = cnn_empty(4, shape, xc->dtype, cnn_tensor_device(xc));
   const cnn_backend *be = y ? cnn_backend_of(xc, OP) : NULL;
-  if (y && (!be || CNN_BE_CALL(be, OP, conv2d_backward_data, cnn_backend_dev(xc), cnn_get_conv_algo(),
-                               xc->dtype, s, cnn_tensor_data(xc), cnn_tensor_data(wc),
-                               cnn_tensor_data(y))))
+  if (y && (!be || CNN_BE_CALL(be, OP, conv2d_backward_data, cnn_backend_dev(xc),
+                               cnn_get_conv_algo(), xc->dtype, s, cnn_tensor_data(xc),
+                               cnn_tensor_data(wc), cnn_tensor_data(y))))
     cnn_tensor_release(y), y = NULL;
   if (y && (geo->crop[0] || geo->crop[1])) {
     int64_t pads[4] = {0, geo->crop[1], 0, geo->crop[0]};

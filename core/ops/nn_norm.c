@@ -14,20 +14,22 @@
 
 #include <string.h>
 
-static int check_channel_vector(const char *what, const cnn_tensor *v, const cnn_tensor *x, int64_t C) {
+static int check_channel_vector(const char *what, const cnn_tensor *v, const cnn_tensor *x,
+                                int64_t C) {
   char a[CNN_SHAPE_STR], b[CNN_SHAPE_STR];
   if (!v) return 0;
   if (v->ndim == 1 && v->shape[0] == C && v->dtype == x->dtype && cnn_tensor_is_contiguous(v) &&
       cnn_device_equal(cnn_tensor_device(v), cnn_tensor_device(x)))
     return 0;
-  cnn_set_error("batch_norm: %s %s (%s) does not match input %s (%s): expected %lld contiguous elements",
-                what, cnn_tensor_shape_str(v, a), cnn_dtype_name(v->dtype), cnn_tensor_shape_str(x, b),
-                cnn_dtype_name(x->dtype), (long long)C);
+  cnn_set_error(
+      "batch_norm: %s %s (%s) does not match input %s (%s): expected %lld contiguous elements",
+      what, cnn_tensor_shape_str(v, a), cnn_dtype_name(v->dtype), cnn_tensor_shape_str(x, b),
+      cnn_dtype_name(x->dtype), (long long)C);
   return -1;
 }
 
-static int check_bn_inputs(cnn_tensor *x, cnn_tensor *rm, cnn_tensor *rv, cnn_tensor *w, cnn_tensor *b,
-                        bool training) {
+static int check_bn_inputs(cnn_tensor *x, cnn_tensor *rm, cnn_tensor *rv, cnn_tensor *w,
+                           cnn_tensor *b, bool training) {
   char a[CNN_SHAPE_STR];
   if (x->ndim < 2 || (x->dtype != CNN_FLOAT32 && x->dtype != CNN_FLOAT64)) {
     cnn_set_error("batch_norm: expected a float input of at least 2 dims (N x C ...), got %s %s",
@@ -35,8 +37,9 @@ static int check_bn_inputs(cnn_tensor *x, cnn_tensor *rm, cnn_tensor *rv, cnn_te
     return -1;
   }
   int64_t C = x->shape[1], M = cnn_tensor_numel(x) / (C ? C : 1);
-  if (check_channel_vector("running_mean", rm, x, C) || check_channel_vector("running_var", rv, x, C) ||
-      check_channel_vector("weight", w, x, C) || check_channel_vector("bias", b, x, C))
+  if (check_channel_vector("running_mean", rm, x, C) ||
+      check_channel_vector("running_var", rv, x, C) || check_channel_vector("weight", w, x, C) ||
+      check_channel_vector("bias", b, x, C))
     return -1;
   if (training && M <= 1) {
     cnn_set_error("batch_norm: expected more than 1 value per channel when training, got input %s",
@@ -52,18 +55,19 @@ static int check_bn_inputs(cnn_tensor *x, cnn_tensor *rm, cnn_tensor *rv, cnn_te
 
 /* ---- the backward entry of the mode ------------------------------------------------------- */
 
-static int bn_backward_call(const cnn_tensor *x, bool training, double eps, int64_t N, int64_t C, int64_t L,
-                            const void *dy, const void *xd, const void *gamma, const void *mean,
-                            const void *invstd, void *dx, void *dg, void *db) {
+static int bn_backward_call(const cnn_tensor *x, bool training, double eps, int64_t N, int64_t C,
+                            int64_t L, const void *dy, const void *xd, const void *gamma,
+                            const void *mean, const void *invstd, void *dx, void *dg, void *db) {
   if (training)
-    return CNN_TENSOR_CALL(x, "batch_norm", batch_norm_backward, cnn_backend_dev(x), x->dtype, N, C, L, dy, xd,
-                           gamma, mean, invstd, dx, dg, db, eps);
-  return CNN_TENSOR_CALL(x, "batch_norm", batch_norm_backward_eval, cnn_backend_dev(x), x->dtype, N, C, L, dy, xd,
-                         gamma, mean, invstd, dx, dg, db, eps);
+    return CNN_TENSOR_CALL(x, "batch_norm", batch_norm_backward, cnn_backend_dev(x), x->dtype, N, C,
+                           L, dy, xd, gamma, mean, invstd, dx, dg, db, eps);
+  return CNN_TENSOR_CALL(x, "batch_norm", batch_norm_backward_eval, cnn_backend_dev(x), x->dtype, N,
+                         C, L, dy, xd, gamma, mean, invstd, dx, dg, db, eps);
 }
 
 static int bn_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
-  cnn_tensor *x = cnn_node_saved(n, 0), *w = n->saved[1], *mean = n->saved[2], *invstd = n->saved[3];
+  cnn_tensor *x = cnn_node_saved(n, 0), *w = n->saved[1], *mean = n->saved[2],
+             *invstd = n->saved[3];
   if (!x) return -1;
   cnn_tensor *dy = cnn_contiguous(g);
   if (!dy) return -1;
@@ -73,7 +77,8 @@ static int bn_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
   if (n->needs[2]) gin[2] = cnn_empty(1, &C, x->dtype, cnn_tensor_device(x));
   int rc = -1;
   if ((gin[0] || !n->needs[0]) && (gin[1] || !n->needs[1]) && (gin[2] || !n->needs[2])) {
-    void *dx = gin[0] ? cnn_tensor_data(gin[0]) : NULL, *dg = gin[1] ? cnn_tensor_data(gin[1]) : NULL;
+    void *dx = gin[0] ? cnn_tensor_data(gin[0]) : NULL,
+         *dg = gin[1] ? cnn_tensor_data(gin[1]) : NULL;
     void *db = gin[2] ? cnn_tensor_data(gin[2]) : NULL, *gamma = w ? cnn_tensor_data(w) : NULL;
     double eps;
     memcpy(&eps, &n->ip[1], sizeof eps);
@@ -84,25 +89,29 @@ static int bn_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
   return rc;
 }
 
-cnn_tensor *cnn_batch_norm(cnn_tensor *x, cnn_tensor *rm, cnn_tensor *rv, cnn_tensor *w, cnn_tensor *b,
-                           bool training, double momentum, double eps) {
+cnn_tensor *cnn_batch_norm(cnn_tensor *x, cnn_tensor *rm, cnn_tensor *rv, cnn_tensor *w,
+                           cnn_tensor *b, bool training, double momentum, double eps) {
   if (check_bn_inputs(x, rm, rv, w, b, training)) return NULL;
   int64_t N = x->shape[0], C = x->shape[1], L = N * C > 0 ? cnn_tensor_numel(x) / (N * C) : 0;
   cnn_tensor *xc = cnn_contiguous(x);
   cnn_tensor *y = xc ? cnn_empty(x->ndim, x->shape, x->dtype, cnn_tensor_device(x)) : NULL;
   cnn_tensor *mean = y ? cnn_empty(1, &C, x->dtype, cnn_tensor_device(x)) : NULL;
   cnn_tensor *invstd = mean ? cnn_empty(1, &C, x->dtype, cnn_tensor_device(x)) : NULL;
-  int rc = invstd ? CNN_TENSOR_CALL(x, "batch_norm", batch_norm_forward, cnn_backend_dev(x), x->dtype, N, C, L,
-                                    cnn_tensor_data(xc), w ? cnn_tensor_data(w) : NULL, b ? cnn_tensor_data(b) : NULL,
-                                    rm ? cnn_tensor_data(rm) : NULL, rv ? cnn_tensor_data(rv) : NULL, training,
-                                    momentum, eps, cnn_tensor_data(y), cnn_tensor_data(mean),
-                                    cnn_tensor_data(invstd))
-                  : -1;
+  int rc = invstd
+               ? CNN_TENSOR_CALL(x, "batch_norm", batch_norm_forward, cnn_backend_dev(x), x->dtype,
+                                 N, C, L, cnn_tensor_data(xc), w ? cnn_tensor_data(w) : NULL,
+                                 b ? cnn_tensor_data(b) : NULL, rm ? cnn_tensor_data(rm) : NULL,
+                                 rv ? cnn_tensor_data(rv) : NULL, training, momentum, eps,
+                                 cnn_tensor_data(y), cnn_tensor_data(mean), cnn_tensor_data(invstd))
+               : -1;
   if (rc) cnn_tensor_release(y), y = NULL;
   if (y && training && rm) cnn_tensor_bump_version(rm), cnn_tensor_bump_version(rv);
-  cnn_node *n = y ? cnn_autograd_record(y, "BatchNormBackward", bn_backward, 3, (cnn_tensor *[]){x, w, b}) : NULL;
+  cnn_node *n =
+      y ? cnn_autograd_record(y, "BatchNormBackward", bn_backward, 3, (cnn_tensor *[]){x, w, b})
+        : NULL;
   if (n) {
-    cnn_node_save(n, 0, xc), cnn_node_save(n, 1, w), cnn_node_save(n, 2, mean), cnn_node_save(n, 3, invstd);
+    cnn_node_save(n, 0, xc), cnn_node_save(n, 1, w), cnn_node_save(n, 2, mean),
+        cnn_node_save(n, 3, invstd);
     n->ip[0] = training;
     memcpy(&n->ip[1], &eps, sizeof eps); /* the forward's eps, for cuDNN's backward */
   }

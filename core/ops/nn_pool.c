@@ -31,57 +31,70 @@ static int64_t pool_out_size(int64_t in, int64_t ek, int s, int p, bool ceil_mod
 int cnn_check_image_input(const char *op, const cnn_tensor *x) {
   char a[CNN_SHAPE_STR];
   if (x->ndim != 4) {
-    cnn_set_error("%s: expected a 4-d input (N x C x H x W), got %s", op, cnn_tensor_shape_str(x, a));
+    cnn_set_error("%s: expected a 4-d input (N x C x H x W), got %s", op,
+                  cnn_tensor_shape_str(x, a));
     return -1;
   }
   if (x->dtype != CNN_FLOAT32 && x->dtype != CNN_FLOAT64) {
-    cnn_set_error("%s: input dtype %s is not supported (use float32 or float64)", op, cnn_dtype_name(x->dtype));
+    cnn_set_error("%s: input dtype %s is not supported (use float32 or float64)", op,
+                  cnn_dtype_name(x->dtype));
     return -1;
   }
   return 0;
 }
 
 /* entry `e` of the backend of t's device, on t's device and dtype */
-#define POOL_CALL(t, op, e, ...) \
+#define POOL_CALL(t, op, e, ...)                                                                   \
   CNN_TENSOR_CALL(t, op, e, cnn_backend_dev(t), (t)->dtype, __VA_ARGS__)
 
 /* The kernel, stride, padding and dilation of p as PyTorch checks them
  * (pool2d_shape_check): all positive but padding, padding at most half the
  * kernel (undilated, as PyTorch). */
 static int check_pool_params(const char *op, const cnn_pool_params *p, const int dil[2]) {
-  if (p->kernel[0] < 1 || p->kernel[1] < 1 || p->stride[0] < 1 || p->stride[1] < 1 || p->pad[0] < 0 ||
-      p->pad[1] < 0 || dil[0] < 1 || dil[1] < 1) {
+  if (p->kernel[0] < 1 || p->kernel[1] < 1 || p->stride[0] < 1 || p->stride[1] < 1 ||
+      p->pad[0] < 0 || p->pad[1] < 0 || dil[0] < 1 || dil[1] < 1) {
     cnn_set_error("%s: kernel, stride and dilation must be positive, padding non-negative", op);
     return -1;
   }
   if (p->pad[0] * 2 > p->kernel[0] || p->pad[1] * 2 > p->kernel[1]) {
-    cnn_set_error("%s: padding %dx%d must be at most half the kernel %dx%d", op, p->pad[0], p->pad[1],
-                  p->kernel[0], p->kernel[1]);
+    cnn_set_error("%s: padding %dx%d must be at most half the kernel %dx%d", op, p->pad[0],
+                  p->pad[1], p->kernel[0], p->kernel[1]);
     return -1;
   }
   return 0;
 }
 
 /* Validates p for x and fills s; dil is {1, 1} for average pooling. */
-static int pool_geometry(const char *op, const cnn_tensor *x, const cnn_pool_params *p, const int dil[2],
-                         cnn_pool_shape *s) {
+static int pool_geometry(const char *op, const cnn_tensor *x, const cnn_pool_params *p,
+                         const int dil[2], cnn_pool_shape *s) {
   char a[CNN_SHAPE_STR];
   if (check_pool_params(op, p, dil)) return -1;
-  int64_t ekh = (int64_t)(p->kernel[0] - 1) * dil[0] + 1, ekw = (int64_t)(p->kernel[1] - 1) * dil[1] + 1;
+  int64_t ekh = (int64_t)(p->kernel[0] - 1) * dil[0] + 1,
+          ekw = (int64_t)(p->kernel[1] - 1) * dil[1] + 1;
   if (x->shape[2] + 2 * p->pad[0] < ekh || x->shape[3] + 2 * p->pad[1] < ekw) {
     cnn_set_error("%s: input %s (padded by %dx%d) is smaller than the kernel %lldx%lld%s", op,
                   cnn_tensor_shape_str(x, a), p->pad[0], p->pad[1], (long long)ekh, (long long)ekw,
                   dil[0] > 1 || dil[1] > 1 ? " (dilated)" : "");
     return -1;
   }
-  *s = (cnn_pool_shape){.N = x->shape[0], .C = x->shape[1], .H = x->shape[2], .W = x->shape[3],
-                        .kh = p->kernel[0], .kw = p->kernel[1], .sh = p->stride[0], .sw = p->stride[1],
-                        .ph = p->pad[0], .pw = p->pad[1], .count_include_pad = p->count_include_pad,
-                        .dh = dil[0], .dw = dil[1]};
+  *s = (cnn_pool_shape){.N = x->shape[0],
+                        .C = x->shape[1],
+                        .H = x->shape[2],
+                        .W = x->shape[3],
+                        .kh = p->kernel[0],
+                        .kw = p->kernel[1],
+                        .sh = p->stride[0],
+                        .sw = p->stride[1],
+                        .ph = p->pad[0],
+                        .pw = p->pad[1],
+                        .count_include_pad = p->count_include_pad,
+                        .dh = dil[0],
+                        .dw = dil[1]};
   s->OH = pool_out_size(s->H, ekh, s->sh, s->ph, p->ceil_mode);
   s->OW = pool_out_size(s->W, ekw, s->sw, s->pw, p->ceil_mode);
   if (s->OH > 0 && s->OW > 0) return 0;
-  cnn_set_error("%s: input %s is smaller than the kernel %dx%d", op, cnn_tensor_shape_str(x, a), s->kh, s->kw);
+  cnn_set_error("%s: input %s is smaller than the kernel %dx%d", op, cnn_tensor_shape_str(x, a),
+                s->kh, s->kw);
   return -1;
 }
 
@@ -90,8 +103,8 @@ static int max_pool_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
   cnn_tensor *idx = cnn_node_saved(n, 0), *dy = cnn_contiguous(g);
   if (!idx || !dy) return cnn_tensor_release(dy), -1;
   gin[0] = cnn_empty(n->in_ndim[0], n->in_shape[0], g->dtype, cnn_tensor_device(g));
-  int rc = gin[0] ? POOL_CALL(dy, "max_pool2d", max_pool2d_backward, s, cnn_tensor_data(dy), cnn_tensor_data(idx),
-                              cnn_tensor_data(gin[0]))
+  int rc = gin[0] ? POOL_CALL(dy, "max_pool2d", max_pool2d_backward, s, cnn_tensor_data(dy),
+                              cnn_tensor_data(idx), cnn_tensor_data(gin[0]))
                   : -1;
   cnn_tensor_release(dy);
   return rc;
@@ -99,23 +112,26 @@ static int max_pool_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
 
 cnn_tensor *cnn_max_pool2d(cnn_tensor *x, const cnn_pool_params *p, cnn_tensor **indices) {
   cnn_pool_shape s;
-  if (cnn_check_image_input("max_pool2d", x) || pool_geometry("max_pool2d", x, p, p->dilation, &s)) return NULL;
+  if (cnn_check_image_input("max_pool2d", x) || pool_geometry("max_pool2d", x, p, p->dilation, &s))
+    return NULL;
   int64_t shape[4] = {s.N, s.C, s.OH, s.OW};
   bool want_idx = indices || cnn_any_requires_grad(1, &x); /* else no int64 array at all */
   cnn_tensor *xc = cnn_contiguous(x);
   cnn_tensor *y = xc ? cnn_empty(4, shape, x->dtype, cnn_tensor_device(x)) : NULL;
   cnn_tensor *idx = y && want_idx ? cnn_empty(4, shape, CNN_INT64, cnn_tensor_device(x)) : NULL;
   if (y && want_idx && !idx) cnn_tensor_release(y), y = NULL;
-  if (y && POOL_CALL(x, "max_pool2d", max_pool2d_forward, &s, cnn_tensor_data(xc), cnn_tensor_data(y),
-                     idx ? cnn_tensor_data(idx) : NULL))
+  if (y && POOL_CALL(x, "max_pool2d", max_pool2d_forward, &s, cnn_tensor_data(xc),
+                     cnn_tensor_data(y), idx ? cnn_tensor_data(idx) : NULL))
     cnn_tensor_release(y), y = NULL;
   cnn_node *n = y ? cnn_autograd_record(y, "MaxPool2dBackward", max_pool_backward, 1, &x) : NULL;
   if (n) {
     cnn_node_save(n, 0, idx);
     cnn_node_set_geometry(n, &s, sizeof s);
   }
-  if (indices && y) *indices = idx;
-  else cnn_tensor_release(idx);
+  if (indices && y)
+    *indices = idx;
+  else
+    cnn_tensor_release(idx);
   cnn_tensor_release(xc);
   return y;
 }
@@ -127,11 +143,11 @@ static int avg_pool_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
   const int64_t *in = n->in_shape[0];
   int rc = -1;
   if (gin[0] && n->ip[0] == 0)
-    rc = POOL_CALL(dy, "avg_pool2d", avg_pool2d_backward, (const cnn_pool_shape *)n->geometry, cnn_tensor_data(dy),
-                   cnn_tensor_data(gin[0]));
+    rc = POOL_CALL(dy, "avg_pool2d", avg_pool2d_backward, (const cnn_pool_shape *)n->geometry,
+                   cnn_tensor_data(dy), cnn_tensor_data(gin[0]));
   else if (gin[0])
-    rc = POOL_CALL(dy, "adaptive_avg_pool2d", adaptive_avg_pool2d_backward, in[0], in[1], in[2], in[3], g->shape[2],
-                   g->shape[3], cnn_tensor_data(dy), cnn_tensor_data(gin[0]));
+    rc = POOL_CALL(dy, "adaptive_avg_pool2d", adaptive_avg_pool2d_backward, in[0], in[1], in[2],
+                   in[3], g->shape[2], g->shape[3], cnn_tensor_data(dy), cnn_tensor_data(gin[0]));
   cnn_tensor_release(dy);
   return rc;
 }
@@ -139,11 +155,13 @@ static int avg_pool_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
 cnn_tensor *cnn_avg_pool2d(cnn_tensor *x, const cnn_pool_params *p) {
   cnn_pool_shape s;
   static const int no_dilation[2] = {1, 1};
-  if (cnn_check_image_input("avg_pool2d", x) || pool_geometry("avg_pool2d", x, p, no_dilation, &s)) return NULL;
+  if (cnn_check_image_input("avg_pool2d", x) || pool_geometry("avg_pool2d", x, p, no_dilation, &s))
+    return NULL;
   int64_t shape[4] = {s.N, s.C, s.OH, s.OW};
   cnn_tensor *xc = cnn_contiguous(x);
   cnn_tensor *y = xc ? cnn_empty(4, shape, x->dtype, cnn_tensor_device(x)) : NULL;
-  if (y && POOL_CALL(x, "avg_pool2d", avg_pool2d_forward, &s, cnn_tensor_data(xc), cnn_tensor_data(y)))
+  if (y &&
+      POOL_CALL(x, "avg_pool2d", avg_pool2d_forward, &s, cnn_tensor_data(xc), cnn_tensor_data(y)))
     cnn_tensor_release(y), y = NULL;
   cnn_node *n = y ? cnn_autograd_record(y, "AvgPool2dBackward", avg_pool_backward, 1, &x) : NULL;
   if (n) cnn_node_set_geometry(n, &s, sizeof s), n->ip[0] = 0;
@@ -154,16 +172,19 @@ cnn_tensor *cnn_avg_pool2d(cnn_tensor *x, const cnn_pool_params *p) {
 cnn_tensor *cnn_adaptive_avg_pool2d(cnn_tensor *x, int64_t oh, int64_t ow) {
   if (cnn_check_image_input("adaptive_avg_pool2d", x)) return NULL;
   if (oh < 1 || ow < 1 || oh > (int64_t)1 << 20 || ow > (int64_t)1 << 20) {
-    cnn_set_error("adaptive_avg_pool2d: output size %lldx%lld must be positive", (long long)oh, (long long)ow);
+    cnn_set_error("adaptive_avg_pool2d: output size %lldx%lld must be positive", (long long)oh,
+                  (long long)ow);
     return NULL;
   }
   int64_t shape[4] = {x->shape[0], x->shape[1], oh, ow};
   cnn_tensor *xc = cnn_contiguous(x);
   cnn_tensor *y = xc ? cnn_empty(4, shape, x->dtype, cnn_tensor_device(x)) : NULL;
-  if (y && POOL_CALL(x, "adaptive_avg_pool2d", adaptive_avg_pool2d_forward, x->shape[0], x->shape[1], x->shape[2],
-                     x->shape[3], oh, ow, cnn_tensor_data(xc), cnn_tensor_data(y)))
+  if (y &&
+      POOL_CALL(x, "adaptive_avg_pool2d", adaptive_avg_pool2d_forward, x->shape[0], x->shape[1],
+                x->shape[2], x->shape[3], oh, ow, cnn_tensor_data(xc), cnn_tensor_data(y)))
     cnn_tensor_release(y), y = NULL;
-  cnn_node *n = y ? cnn_autograd_record(y, "AdaptiveAvgPool2dBackward", avg_pool_backward, 1, &x) : NULL;
+  cnn_node *n =
+      y ? cnn_autograd_record(y, "AdaptiveAvgPool2dBackward", avg_pool_backward, 1, &x) : NULL;
   if (n) n->ip[0] = 1;
   cnn_tensor_release(xc);
   return y;

@@ -25,8 +25,8 @@
 
 /* 0 if p is NULL or a contiguous tensor of x's dtype and device with the
  * given shape; else -1 naming op, what, and both shapes */
-static int check_param(const char *op, const char *what, const cnn_tensor *p, const cnn_tensor *x, int ndim,
-                       const int64_t *shape) {
+static int check_param(const char *op, const char *what, const cnn_tensor *p, const cnn_tensor *x,
+                       int ndim, const int64_t *shape) {
   char a[CNN_SHAPE_STR], b[CNN_SHAPE_STR];
   if (!p) return 0;
   bool ok = p->ndim == ndim && p->dtype == x->dtype && cnn_tensor_is_contiguous(p) &&
@@ -35,18 +35,19 @@ static int check_param(const char *op, const char *what, const cnn_tensor *p, co
   if (ok) return 0;
   cnn_tensor tmp = {.ndim = ndim};
   memcpy(tmp.shape, shape, (size_t)ndim * sizeof *shape);
-  cnn_set_error("%s: %s %s (%s) does not match: expected shape %s (%s, contiguous, on the input's device) "
-                "for input %s",
-                op, what, cnn_tensor_shape_str(p, a), cnn_dtype_name(p->dtype), cnn_tensor_shape_str(&tmp, b),
-                cnn_dtype_name(x->dtype), cnn_tensor_shape_str(x, (char[CNN_SHAPE_STR]){0}));
+  cnn_set_error(
+      "%s: %s %s (%s) does not match: expected shape %s (%s, contiguous, on the input's device) "
+      "for input %s",
+      op, what, cnn_tensor_shape_str(p, a), cnn_dtype_name(p->dtype), cnn_tensor_shape_str(&tmp, b),
+      cnn_dtype_name(x->dtype), cnn_tensor_shape_str(x, (char[CNN_SHAPE_STR]){0}));
   return -1;
 }
 
 static int check_float(const char *op, const cnn_tensor *x) {
   char a[CNN_SHAPE_STR];
   if (x->dtype == CNN_FLOAT32 || x->dtype == CNN_FLOAT64) return 0;
-  cnn_set_error("%s: expected a float32 or float64 input, got %s %s", op, cnn_tensor_shape_str(x, a),
-                cnn_dtype_name(x->dtype));
+  cnn_set_error("%s: expected a float32 or float64 input, got %s %s", op,
+                cnn_tensor_shape_str(x, a), cnn_dtype_name(x->dtype));
   return -1;
 }
 
@@ -64,14 +65,18 @@ static int norm_rows_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
   bool empty = cnn_tensor_numel(x) == 0; /* no values: zero gradients, no call */
   if (n->needs[0]) gin[0] = cnn_empty(x->ndim, x->shape, x->dtype, dev);
   for (int i = 1; i < 3; i++)
-    if (n->needs[i]) gin[i] = (empty ? cnn_zeros : cnn_empty)(n->in_ndim[i], n->in_shape[i], x->dtype, dev);
+    if (n->needs[i])
+      gin[i] = (empty ? cnn_zeros : cnn_empty)(n->in_ndim[i], n->in_shape[i], x->dtype, dev);
   int rc = -1;
   if ((gin[0] || !n->needs[0]) && (gin[1] || !n->needs[1]) && (gin[2] || !n->needs[2]))
     rc = empty ? 0
-               : CNN_TENSOR_CALL(x, op_names[n->ip[0]], norm_rows_backward, cnn_backend_dev(x), x->dtype, s, cnn_tensor_data(dy),
-                         cnn_tensor_data(x), cnn_tensor_data(mean), cnn_tensor_data(rstd),
-                         w ? cnn_tensor_data(w) : NULL, gin[0] ? cnn_tensor_data(gin[0]) : NULL,
-                         gin[1] ? cnn_tensor_data(gin[1]) : NULL, gin[2] ? cnn_tensor_data(gin[2]) : NULL);
+               : CNN_TENSOR_CALL(x, op_names[n->ip[0]], norm_rows_backward, cnn_backend_dev(x),
+                                 x->dtype, s, cnn_tensor_data(dy), cnn_tensor_data(x),
+                                 cnn_tensor_data(mean), cnn_tensor_data(rstd),
+                                 w ? cnn_tensor_data(w) : NULL,
+                                 gin[0] ? cnn_tensor_data(gin[0]) : NULL,
+                                 gin[1] ? cnn_tensor_data(gin[1]) : NULL,
+                                 gin[2] ? cnn_tensor_data(gin[2]) : NULL);
   cnn_tensor_release(dy);
   return rc;
 }
@@ -86,15 +91,18 @@ static cnn_tensor *norm_rows(int which, const char *node, cnn_tensor *x, const c
   cnn_tensor *y = xc ? cnn_empty(x->ndim, x->shape, x->dtype, dev) : NULL;
   cnn_tensor *mean = y ? cnn_empty(1, &R, x->dtype, dev) : NULL;
   cnn_tensor *rstd = mean ? cnn_empty(1, &R, x->dtype, dev) : NULL;
-  int rc = rstd ? CNN_TENSOR_CALL(x, op, norm_rows_forward, cnn_backend_dev(x), x->dtype, s, cnn_tensor_data(xc),
-                                  w ? cnn_tensor_data(w) : NULL, b ? cnn_tensor_data(b) : NULL, eps,
-                                  cnn_tensor_data(y), cnn_tensor_data(mean), cnn_tensor_data(rstd))
+  int rc = rstd ? CNN_TENSOR_CALL(x, op, norm_rows_forward, cnn_backend_dev(x), x->dtype, s,
+                                  cnn_tensor_data(xc), w ? cnn_tensor_data(w) : NULL,
+                                  b ? cnn_tensor_data(b) : NULL, eps, cnn_tensor_data(y),
+                                  cnn_tensor_data(mean), cnn_tensor_data(rstd))
                 : -1;
   if (rc) cnn_tensor_release(y), y = NULL;
-  cnn_node *n = y ? cnn_autograd_record(y, node, norm_rows_backward, 3, (cnn_tensor *[]){x, w, b}) : NULL;
+  cnn_node *n =
+      y ? cnn_autograd_record(y, node, norm_rows_backward, 3, (cnn_tensor *[]){x, w, b}) : NULL;
   if (n) {
     cnn_node_set_geometry(n, s, sizeof *s), n->ip[0] = which;
-    cnn_node_save(n, 0, xc), cnn_node_save(n, 1, w), cnn_node_save(n, 2, mean), cnn_node_save(n, 3, rstd);
+    cnn_node_save(n, 0, xc), cnn_node_save(n, 1, w), cnn_node_save(n, 2, mean),
+        cnn_node_save(n, 3, rstd);
   }
   cnn_tensor_release(xc), cnn_tensor_release(mean), cnn_tensor_release(rstd);
   return y;
@@ -108,7 +116,8 @@ static int check_eps(const char *op, double eps) {
 
 /* ---- layer norm ------------------------------------------------------------------------------- */
 
-static int check_layer_norm(cnn_tensor *x, int k, const int64_t *nshape, cnn_tensor *w, cnn_tensor *b) {
+static int check_layer_norm(cnn_tensor *x, int k, const int64_t *nshape, cnn_tensor *w,
+                            cnn_tensor *b) {
   char a[CNN_SHAPE_STR], c[CNN_SHAPE_STR];
   if (check_float("layer_norm", x)) return -1;
   cnn_tensor want = {.ndim = k < 0 ? 0 : k};
@@ -116,15 +125,17 @@ static int check_layer_norm(cnn_tensor *x, int k, const int64_t *nshape, cnn_ten
   bool ok = k >= 1 && k <= x->ndim;
   for (int i = 0; ok && i < k; i++) ok = nshape[i] == x->shape[x->ndim - k + i];
   if (!ok) {
-    cnn_set_error("layer_norm: input %s does not end with normalized_shape %s", cnn_tensor_shape_str(x, a),
+    cnn_set_error("layer_norm: input %s does not end with normalized_shape %s",
+                  cnn_tensor_shape_str(x, a),
                   k >= 1 && k <= CNN_MAX_DIMS ? cnn_tensor_shape_str(&want, c) : "(none)");
     return -1;
   }
-  return check_param("layer_norm", "weight", w, x, k, nshape) || check_param("layer_norm", "bias", b, x, k, nshape);
+  return check_param("layer_norm", "weight", w, x, k, nshape) ||
+         check_param("layer_norm", "bias", b, x, k, nshape);
 }
 
-cnn_tensor *cnn_layer_norm(cnn_tensor *x, int k, const int64_t *normalized_shape, cnn_tensor *w, cnn_tensor *b,
-                           double eps) {
+cnn_tensor *cnn_layer_norm(cnn_tensor *x, int k, const int64_t *normalized_shape, cnn_tensor *w,
+                           cnn_tensor *b, double eps) {
   if (check_layer_norm(x, k, normalized_shape, w, b) || check_eps("layer_norm", eps)) return NULL;
   int64_t D = 1;
   for (int i = 0; i < k; i++) D *= normalized_shape[i];
@@ -157,12 +168,14 @@ cnn_tensor *cnn_group_norm(cnn_tensor *x, int64_t G, cnn_tensor *w, cnn_tensor *
   if (check_channels_input("group_norm", x, 2) || check_eps("group_norm", eps)) return NULL;
   int64_t C = x->shape[1];
   if (G < 1 || C % G) {
-    cnn_set_error("group_norm: expected number of channels in input %s to be divisible by num_groups, but got "
+    cnn_set_error("group_norm: expected number of channels in input %s to be divisible by "
+                  "num_groups, but got "
                   "%lld channels and num_groups=%lld",
                   cnn_tensor_shape_str(x, a), (long long)C, (long long)G);
     return NULL;
   }
-  if (check_param("group_norm", "weight", w, x, 1, &C) || check_param("group_norm", "bias", b, x, 1, &C))
+  if (check_param("group_norm", "weight", w, x, 1, &C) ||
+      check_param("group_norm", "bias", b, x, 1, &C))
     return NULL;
   cnn_norm_shape s = channel_groups(x, G);
   return norm_rows(1, "NativeGroupNormBackward", x, &s, w, b, eps);
@@ -173,7 +186,9 @@ cnn_tensor *cnn_group_norm(cnn_tensor *x, int64_t G, cnn_tensor *w, cnn_tensor *
 /* running = (1 - m) * running + m * stat, in place and unrecorded */
 static int lerp_(cnn_tensor *running, cnn_tensor *stat, double m) {
   cnn_tensor *t = cnn_unary(CNN_OP_MUL_SCALAR, stat, m, 0);
-  int rc = t ? cnn_unary_(CNN_OP_MUL_SCALAR, running, 1 - m, 0) || cnn_binary_(CNN_OP_ADD, running, t) : -1;
+  int rc =
+      t ? cnn_unary_(CNN_OP_MUL_SCALAR, running, 1 - m, 0) || cnn_binary_(CNN_OP_ADD, running, t)
+        : -1;
   cnn_tensor_release(t);
   return rc;
 }
@@ -194,12 +209,13 @@ static int update_running(cnn_tensor *x, cnn_tensor *rm, cnn_tensor *rv, double 
   return rc;
 }
 
-static int check_instance_norm(cnn_tensor *x, cnn_tensor *rm, cnn_tensor *rv, cnn_tensor *w, cnn_tensor *b,
-                               bool use_input_stats, double momentum, double eps) {
+static int check_instance_norm(cnn_tensor *x, cnn_tensor *rm, cnn_tensor *rv, cnn_tensor *w,
+                               cnn_tensor *b, bool use_input_stats, double momentum, double eps) {
   char a[CNN_SHAPE_STR];
   if (check_channels_input("instance_norm", x, 3) || check_eps("instance_norm", eps)) return -1;
   int64_t C = x->shape[1], L = cnn_tensor_numel(x) / (x->shape[0] * C > 0 ? x->shape[0] * C : 1);
-  if (check_param("instance_norm", "weight", w, x, 1, &C) || check_param("instance_norm", "bias", b, x, 1, &C) ||
+  if (check_param("instance_norm", "weight", w, x, 1, &C) ||
+      check_param("instance_norm", "bias", b, x, 1, &C) ||
       check_param("instance_norm", "running_mean", rm, x, 1, &C) ||
       check_param("instance_norm", "running_var", rv, x, 1, &C))
     return -1;
@@ -223,16 +239,18 @@ static int check_instance_norm(cnn_tensor *x, cnn_tensor *rm, cnn_tensor *rv, cn
   return 0;
 }
 
-cnn_tensor *cnn_instance_norm(cnn_tensor *x, cnn_tensor *rm, cnn_tensor *rv, cnn_tensor *w, cnn_tensor *b,
-                              bool use_input_stats, double momentum, double eps) {
+cnn_tensor *cnn_instance_norm(cnn_tensor *x, cnn_tensor *rm, cnn_tensor *rv, cnn_tensor *w,
+                              cnn_tensor *b, bool use_input_stats, double momentum, double eps) {
   if (check_instance_norm(x, rm, rv, w, b, use_input_stats, momentum, eps)) return NULL;
   if (!use_input_stats) return cnn_batch_norm(x, rm, rv, w, b, false, 0, eps);
   cnn_norm_shape s = channel_groups(x, x->shape[1]);
   if (s.G < 1) s.G = 1; /* C == 0: no rows */
   cnn_tensor *y = norm_rows(2, "NativeGroupNormBackward", x, &s, w, b, eps);
   if (y && rm && cnn_tensor_numel(x) > 0) {
-    if (update_running(x, rm, rv, momentum)) cnn_tensor_release(y), y = NULL;
-    else cnn_tensor_bump_version(rm), cnn_tensor_bump_version(rv);
+    if (update_running(x, rm, rv, momentum))
+      cnn_tensor_release(y), y = NULL;
+    else
+      cnn_tensor_bump_version(rm), cnn_tensor_bump_version(rv);
   }
   return y;
 }

@@ -15,8 +15,8 @@ int cnn_unary_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin);
 int cnn_where_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin);
 /* elementwise.c: g * f'(v) for unary op `op` in one pass, v = x or y (the
  * output) as the op's `saves` in cnn_unary_ops says */
-cnn_tensor *cnn_unary_grad(cnn_unary_op op, cnn_tensor *g, cnn_tensor *x, cnn_tensor *y,
-                           double p0, double p1);
+cnn_tensor *cnn_unary_grad(cnn_unary_op op, cnn_tensor *g, cnn_tensor *x, cnn_tensor *y, double p0,
+                           double p1);
 
 /* reduce_grad.c: the rules recorded by reduce.c */
 int cnn_reduce_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin);

@@ -32,8 +32,8 @@ static int check_state(const char *op, const cnn_tensor *p, const cnn_tensor *t,
 static int check_param(const char *op, const cnn_tensor *p, const cnn_tensor *g) {
   char a[CNN_SHAPE_STR], b[CNN_SHAPE_STR];
   if ((p->dtype != CNN_FLOAT32 && p->dtype != CNN_FLOAT64) || !cnn_tensor_is_contiguous(p)) {
-    cnn_set_error("%s: the parameter must be a contiguous float32 or float64 tensor (got %s %s)", op,
-                  cnn_tensor_shape_str(p, a), cnn_dtype_name(p->dtype));
+    cnn_set_error("%s: the parameter must be a contiguous float32 or float64 tensor (got %s %s)",
+                  op, cnn_tensor_shape_str(p, a), cnn_dtype_name(p->dtype));
     return -1;
   }
   if (!cnn_same_shape(p, g)) {
@@ -60,9 +60,10 @@ static void bump(cnn_tensor *const *ts, int n) {
     if (ts[i]) cnn_tensor_bump_version(ts[i]);
 }
 
-int cnn_sgd_update(cnn_tensor *p, cnn_tensor *g, cnn_tensor *buf, double lr, double momentum, double dampening,
-                 double weight_decay, bool nesterov, bool first_step) {
-  if (check_param("sgd_update", p, g) || check_state("sgd_update", p, momentum != 0 ? buf : NULL, "momentum buffer"))
+int cnn_sgd_update(cnn_tensor *p, cnn_tensor *g, cnn_tensor *buf, double lr, double momentum,
+                   double dampening, double weight_decay, bool nesterov, bool first_step) {
+  if (check_param("sgd_update", p, g) ||
+      check_state("sgd_update", p, momentum != 0 ? buf : NULL, "momentum buffer"))
     return -1;
   if (momentum != 0 && !buf) return cnn_set_error("sgd_update: momentum needs a buffer"), -1;
   cnn_sgd_hp h = {lr, momentum, dampening, weight_decay, nesterov, first_step};
@@ -72,27 +73,35 @@ int cnn_sgd_update(cnn_tensor *p, cnn_tensor *g, cnn_tensor *buf, double lr, dou
   void *pp = cnn_tensor_data(p), *bb = momentum != 0 ? cnn_tensor_data(buf) : NULL;
   const void *gg = cnn_tensor_data(gc);
   const cnn_backend *be = cnn_backend_of(p, "sgd_update");
-  int rc = !be ? -1 : CNN_BE_CALL(be, "sgd_update", sgd_step, cnn_backend_dev(p), p->dtype, n, pp, gg, bb, h);
+  int rc =
+      !be ? -1
+          : CNN_BE_CALL(be, "sgd_update", sgd_step, cnn_backend_dev(p), p->dtype, n, pp, gg, bb, h);
   cnn_tensor_release(gc);
   bump((cnn_tensor *[]){p, buf}, 2);
   return rc;
 }
 
-int cnn_adam_update(cnn_tensor *p, cnn_tensor *g, cnn_tensor *m, cnn_tensor *v, cnn_tensor *vmax, double lr,
-                  double beta1, double beta2, double eps, double weight_decay, bool decoupled, int64_t step) {
+int cnn_adam_update(cnn_tensor *p, cnn_tensor *g, cnn_tensor *m, cnn_tensor *v, cnn_tensor *vmax,
+                    double lr, double beta1, double beta2, double eps, double weight_decay,
+                    bool decoupled, int64_t step) {
   if (check_param("adam_update", p, g) || check_state("adam_update", p, m, "exp_avg") ||
-      check_state("adam_update", p, v, "exp_avg_sq") || check_state("adam_update", p, vmax, "max_exp_avg_sq"))
+      check_state("adam_update", p, v, "exp_avg_sq") ||
+      check_state("adam_update", p, vmax, "max_exp_avg_sq"))
     return -1;
-  if (!m || !v || step < 1) return cnn_set_error("adam_update: needs exp_avg, exp_avg_sq and a step >= 1"), -1;
-  cnn_adam_hp h = cnn_adam_hp_make(lr, beta1, beta2, eps, weight_decay, decoupled, vmax != NULL, (long)step);
+  if (!m || !v || step < 1)
+    return cnn_set_error("adam_update: needs exp_avg, exp_avg_sq and a step >= 1"), -1;
+  cnn_adam_hp h =
+      cnn_adam_hp_make(lr, beta1, beta2, eps, weight_decay, decoupled, vmax != NULL, (long)step);
   cnn_tensor *gc = grad_like(p, g);
   if (!gc) return -1;
   int64_t n = cnn_tensor_numel(p);
-  void *pp = cnn_tensor_data(p), *mm = cnn_tensor_data(m), *vv = cnn_tensor_data(v), *xx = data_or_null(vmax);
+  void *pp = cnn_tensor_data(p), *mm = cnn_tensor_data(m), *vv = cnn_tensor_data(v),
+       *xx = data_or_null(vmax);
   const void *gg = cnn_tensor_data(gc);
   const cnn_backend *be = cnn_backend_of(p, "adam_update");
   int rc = !be ? -1
-               : CNN_BE_CALL(be, "adam_update", adam_step, cnn_backend_dev(p), p->dtype, n, pp, gg, mm, vv, xx, h);
+               : CNN_BE_CALL(be, "adam_update", adam_step, cnn_backend_dev(p), p->dtype, n, pp, gg,
+                             mm, vv, xx, h);
   cnn_tensor_release(gc);
   bump((cnn_tensor *[]){p, m, v, vmax}, 4);
   return rc;
@@ -101,46 +110,55 @@ int cnn_adam_update(cnn_tensor *p, cnn_tensor *g, cnn_tensor *m, cnn_tensor *v, 
 /* ---- Adam over many parameters (speed work, issue 19) ---------------------------------- */
 
 /* Parameter i of a many-tensor update: validated as cnn_adam_update does. */
-static int check_adam_one(cnn_tensor *p, cnn_tensor *g, cnn_tensor *m, cnn_tensor *v, cnn_tensor *vmax,
-                          int64_t step) {
-  if (!p || !g || !m || !v) return cnn_set_error("adam_update: a parameter, gradient or state is missing"), -1;
+static int check_adam_one(cnn_tensor *p, cnn_tensor *g, cnn_tensor *m, cnn_tensor *v,
+                          cnn_tensor *vmax, int64_t step) {
+  if (!p || !g || !m || !v)
+    return cnn_set_error("adam_update: a parameter, gradient or state is missing"), -1;
   if (check_param("adam_update", p, g) || check_state("adam_update", p, m, "exp_avg") ||
-      check_state("adam_update", p, v, "exp_avg_sq") || check_state("adam_update", p, vmax, "max_exp_avg_sq"))
+      check_state("adam_update", p, v, "exp_avg_sq") ||
+      check_state("adam_update", p, vmax, "max_exp_avg_sq"))
     return -1;
-  if (step < 1) return cnn_set_error("adam_update: step must be >= 1, got %lld", (long long)step), -1;
+  if (step < 1)
+    return cnn_set_error("adam_update: step must be >= 1, got %lld", (long long)step), -1;
   return 0;
 }
 
 /* Whether one backend call can run all the parameters: one dtype, one device, an entry. */
 static const cnn_backend *many_backend(int count, cnn_tensor *const *p) {
   for (int i = 1; i < count; i++)
-    if (p[i]->dtype != p[0]->dtype || !cnn_device_equal(cnn_tensor_device(p[i]), cnn_tensor_device(p[0])))
+    if (p[i]->dtype != p[0]->dtype ||
+        !cnn_device_equal(cnn_tensor_device(p[i]), cnn_tensor_device(p[0])))
       return NULL;
   const cnn_backend *be = cnn_backend_of(p[0], "adam_update");
   return be && be->adam_step_many ? be : NULL;
 }
 
 /* The slices of the many-tensor call; grads[i] are the contiguous gradients. */
-static int adam_many_call(const cnn_backend *be, int count, cnn_tensor *const *p, cnn_tensor *const *grads,
-                          cnn_tensor *const *m, cnn_tensor *const *v, cnn_tensor *const *vmax,
-                          const int64_t *steps, const double *hp, bool decoupled) {
+static int adam_many_call(const cnn_backend *be, int count, cnn_tensor *const *p,
+                          cnn_tensor *const *grads, cnn_tensor *const *m, cnn_tensor *const *v,
+                          cnn_tensor *const *vmax, const int64_t *steps, const double *hp,
+                          bool decoupled) {
   cnn_adam_slice *s = malloc(sizeof *s * (size_t)count);
   if (!s) return cnn_set_error("adam_update: out of memory for %d parameters", count), -1;
   for (int i = 0; i < count; i++) {
-    s[i] = (cnn_adam_slice){cnn_tensor_data(p[i]), cnn_tensor_data(m[i]), cnn_tensor_data(v[i]),
-                            vmax ? cnn_tensor_data(vmax[i]) : NULL, cnn_tensor_data(grads[i]),
+    s[i] = (cnn_adam_slice){cnn_tensor_data(p[i]),
+                            cnn_tensor_data(m[i]),
+                            cnn_tensor_data(v[i]),
+                            vmax ? cnn_tensor_data(vmax[i]) : NULL,
+                            cnn_tensor_data(grads[i]),
                             cnn_tensor_numel(p[i]),
-                            cnn_adam_hp_make(hp[0], hp[1], hp[2], hp[3], hp[4], decoupled, vmax != NULL,
-                                             (long)steps[i])};
+                            cnn_adam_hp_make(hp[0], hp[1], hp[2], hp[3], hp[4], decoupled,
+                                             vmax != NULL, (long)steps[i])};
   }
   int rc = be->adam_step_many(cnn_backend_dev(p[0]), p[0]->dtype, count, s);
   free(s);
   return rc;
 }
 
-int cnn_adam_update_many(int count, cnn_tensor *const *p, cnn_tensor *const *g, cnn_tensor *const *m,
-                         cnn_tensor *const *v, cnn_tensor *const *vmax, const int64_t *steps, double lr,
-                         double beta1, double beta2, double eps, double weight_decay, bool decoupled) {
+int cnn_adam_update_many(int count, cnn_tensor *const *p, cnn_tensor *const *g,
+                         cnn_tensor *const *m, cnn_tensor *const *v, cnn_tensor *const *vmax,
+                         const int64_t *steps, double lr, double beta1, double beta2, double eps,
+                         double weight_decay, bool decoupled) {
   if (count < 0) return cnn_set_error("adam_update: %d parameters", count), -1;
   for (int i = 0; i < count; i++)
     if (check_adam_one(p[i], g[i], m[i], v[i], vmax ? vmax[i] : NULL, steps[i])) return -1;
@@ -148,8 +166,8 @@ int cnn_adam_update_many(int count, cnn_tensor *const *p, cnn_tensor *const *g, 
   const cnn_backend *be = many_backend(count, p);
   if (!be) { /* mixed dtypes or devices, or no many-tensor entry: one by one */
     for (int i = 0; i < count; i++)
-      if (cnn_adam_update(p[i], g[i], m[i], v[i], vmax ? vmax[i] : NULL, lr, beta1, beta2, eps, weight_decay,
-                          decoupled, steps[i]))
+      if (cnn_adam_update(p[i], g[i], m[i], v[i], vmax ? vmax[i] : NULL, lr, beta1, beta2, eps,
+                          weight_decay, decoupled, steps[i]))
         return -1;
     return 0;
   }
@@ -167,10 +185,12 @@ int cnn_adam_update_many(int count, cnn_tensor *const *p, cnn_tensor *const *g, 
   return rc;
 }
 
-int cnn_rmsprop_update(cnn_tensor *p, cnn_tensor *g, cnn_tensor *sq, cnn_tensor *ga, cnn_tensor *buf, double lr,
-                     double alpha, double eps, double weight_decay, double momentum, bool centered) {
+int cnn_rmsprop_update(cnn_tensor *p, cnn_tensor *g, cnn_tensor *sq, cnn_tensor *ga,
+                       cnn_tensor *buf, double lr, double alpha, double eps, double weight_decay,
+                       double momentum, bool centered) {
   if (check_param("rmsprop_update", p, g) || check_state("rmsprop_update", p, sq, "square_avg") ||
-      check_state("rmsprop_update", p, ga, "grad_avg") || check_state("rmsprop_update", p, buf, "momentum_buffer"))
+      check_state("rmsprop_update", p, ga, "grad_avg") ||
+      check_state("rmsprop_update", p, buf, "momentum_buffer"))
     return -1;
   if (!sq || (centered && !ga) || (momentum > 0 && !buf)) {
     cnn_set_error("rmsprop_update: missing state (square_avg%s%s)", centered ? ", grad_avg" : "",
@@ -181,12 +201,13 @@ int cnn_rmsprop_update(cnn_tensor *p, cnn_tensor *g, cnn_tensor *sq, cnn_tensor 
   cnn_tensor *gc = grad_like(p, g);
   if (!gc) return -1;
   int64_t n = cnn_tensor_numel(p);
-  void *pp = cnn_tensor_data(p), *ss = cnn_tensor_data(sq), *aa = data_or_null(ga), *bb = data_or_null(buf);
+  void *pp = cnn_tensor_data(p), *ss = cnn_tensor_data(sq), *aa = data_or_null(ga),
+       *bb = data_or_null(buf);
   const void *gg = cnn_tensor_data(gc);
   const cnn_backend *be = cnn_backend_of(p, "rmsprop_update");
   int rc = !be ? -1
-               : CNN_BE_CALL(be, "rmsprop_update", rmsprop_step, cnn_backend_dev(p), p->dtype, n, pp, gg, ss, aa,
-                             bb, h);
+               : CNN_BE_CALL(be, "rmsprop_update", rmsprop_step, cnn_backend_dev(p), p->dtype, n,
+                             pp, gg, ss, aa, bb, h);
   cnn_tensor_release(gc);
   bump((cnn_tensor *[]){p, sq, ga, buf}, 4);
   return rc;

@@ -39,7 +39,8 @@ static int check_pads(const cnn_tensor *x, int npads, const int64_t *pads, cnn_p
   const char *m = mode_name[mode];
   if (npads < 2 || npads > 6 || npads % 2 || x->ndim < npads / 2 + 1) {
     cnn_set_error("pad: mode '%s' pads the last 1 to 3 dims of an input with at least one more dim "
-                  "(%d pads for input %s)", m, npads, cnn_tensor_shape_str(x, s));
+                  "(%d pads for input %s)",
+                  m, npads, cnn_tensor_shape_str(x, s));
     return -1;
   }
   for (int k = 0; k < npads; k++) {
@@ -47,10 +48,11 @@ static int check_pads(const cnn_tensor *x, int npads, const int64_t *pads, cnn_p
     int64_t L = x->shape[dim], p = pads[k];
     int bad = mode == CNN_PAD_REFLECT ? p >= L : mode == CNN_PAD_CIRCULAR ? p > L : L == 0;
     if (bad || L + pads[k - k % 2] + pads[k - k % 2 + 1] <= 0) {
-      cnn_set_error("pad: mode '%s': padding (%lld, %lld) of dim %d does not fit input %s "
-                    "(reflect: each pad < the dim's size; circular: <= it; the result must not be empty)",
-                    m, (long long)pads[k - k % 2], (long long)pads[k - k % 2 + 1], dim + 1,
-                    cnn_tensor_shape_str(x, s));
+      cnn_set_error(
+          "pad: mode '%s': padding (%lld, %lld) of dim %d does not fit input %s "
+          "(reflect: each pad < the dim's size; circular: <= it; the result must not be empty)",
+          m, (long long)pads[k - k % 2], (long long)pads[k - k % 2 + 1], dim + 1,
+          cnn_tensor_shape_str(x, s));
       return -1;
     }
   }
@@ -58,7 +60,8 @@ static int check_pads(const cnn_tensor *x, int npads, const int64_t *pads, cnn_p
 }
 
 /* The index tensor of one padded dim, on `dev`. */
-static cnn_tensor *pad_index(cnn_padding_mode mode, int64_t L, int64_t l, int64_t r, cnn_device dev) {
+static cnn_tensor *pad_index(cnn_padding_mode mode, int64_t L, int64_t l, int64_t r,
+                             cnn_device dev) {
   int64_t n = L + l + r;
   int64_t *v = malloc((size_t)n * sizeof *v);
   if (!v) return cnn_set_error("pad: out of memory for a %lld-entry index", (long long)n), NULL;
@@ -73,7 +76,8 @@ static cnn_tensor *pad_index(cnn_padding_mode mode, int64_t L, int64_t l, int64_
 
 cnn_tensor *cnn_pad_mode(cnn_tensor *x, int npads, const int64_t *pads, cnn_padding_mode mode) {
   if (!x) return cnn_set_error("pad: no input tensor"), NULL;
-  if ((unsigned)mode > CNN_PAD_CIRCULAR) return cnn_set_error("pad: unknown mode %d", (int)mode), NULL;
+  if ((unsigned)mode > CNN_PAD_CIRCULAR)
+    return cnn_set_error("pad: unknown mode %d", (int)mode), NULL;
   if (check_pads(x, npads, pads, mode)) return NULL;
   cnn_tensor *y = x;
   cnn_tensor_retain(x);

@@ -12,7 +12,8 @@
 #include "tensor_internal.h"
 
 /* x viewed as 6 dims, permuted by perm, reshaped to the output's shape */
-static cnn_tensor *rearrange(cnn_tensor *x, const int64_t six[6], const int perm[6], const int64_t *out_shape) {
+static cnn_tensor *rearrange(cnn_tensor *x, const int64_t six[6], const int perm[6],
+                             const int64_t *out_shape) {
   cnn_tensor *v = cnn_reshape(x, 6, six);
   cnn_tensor *p = v ? cnn_permute(v, perm) : NULL;
   cnn_tensor *y = p ? cnn_reshape(p, x->ndim, out_shape) : NULL;
@@ -23,7 +24,8 @@ static cnn_tensor *rearrange(cnn_tensor *x, const int64_t six[6], const int perm
 static int check(const char *op, const cnn_tensor *x, int64_t r, int64_t c_div) {
   char a[CNN_SHAPE_STR];
   if (x->ndim < 3) {
-    cnn_set_error("%s: expected an input of at least 3 dims (* x C x H x W), got %s", op, cnn_tensor_shape_str(x, a));
+    cnn_set_error("%s: expected an input of at least 3 dims (* x C x H x W), got %s", op,
+                  cnn_tensor_shape_str(x, a));
     return -1;
   }
   if (r < 1 || r > (1 << 16)) {
@@ -37,8 +39,8 @@ static int check(const char *op, const cnn_tensor *x, int64_t r, int64_t c_div) 
     return -1;
   }
   if (c_div == 1 && (H % r || W % r)) {
-    cnn_set_error("%s: input %s: height %lld and width %lld must be divisible by the factor %lld", op,
-                  cnn_tensor_shape_str(x, a), (long long)H, (long long)W, (long long)r);
+    cnn_set_error("%s: input %s: height %lld and width %lld must be divisible by the factor %lld",
+                  op, cnn_tensor_shape_str(x, a), (long long)H, (long long)W, (long long)r);
     return -1;
   }
   return 0;

@@ -23,19 +23,28 @@
 
 typedef int64_t (*position_fn)(int64_t j, int64_t size, int64_t param);
 
-static int64_t flipped(int64_t j, int64_t size, int64_t param) { (void)param; return size - 1 - j; }
+static int64_t flipped(int64_t j, int64_t size, int64_t param) {
+  (void)param;
+  return size - 1 - j;
+}
 static int64_t rolled(int64_t j, int64_t size, int64_t shift) {
   int64_t p = (j - shift % size) % size; /* |shift % size| < size: no overflow */
   return p < 0 ? p + size : p;
 }
-static int64_t repeated(int64_t j, int64_t size, int64_t param) { (void)param; return j % size; }
+static int64_t repeated(int64_t j, int64_t size, int64_t param) {
+  (void)param;
+  return j % size;
+}
 
 /* index_select(x, dim, [pos(j) for j < n]) with the index on x's device */
 static cnn_tensor *select_positions(const char *op, cnn_tensor *x, int dim, int64_t n,
                                     position_fn pos, int64_t param) {
   int64_t size = x->ndim ? x->shape[dim] : 1;
-  int64_t *buf = (uint64_t)n < SIZE_MAX / sizeof *buf ? malloc((size_t)(n ? n : 1) * sizeof *buf) : NULL;
-  if (!buf) return cnn_set_error("%s: out of memory for an index of %lld positions", op, (long long)n), NULL;
+  int64_t *buf =
+      (uint64_t)n < SIZE_MAX / sizeof *buf ? malloc((size_t)(n ? n : 1) * sizeof *buf) : NULL;
+  if (!buf)
+    return cnn_set_error("%s: out of memory for an index of %lld positions", op, (long long)n),
+           NULL;
   for (int64_t j = 0; j < n; j++) buf[j] = pos(j, size, param);
   cnn_tensor *host = cnn_from_buffer(1, &n, CNN_INT64, buf);
   free(buf);
@@ -71,7 +80,8 @@ static int check_flip_dims(const cnn_tensor *x, int ndims, const int *dims) {
     for (int k = 0; k < i; k++)
       if (dims[k] == dims[i])
         return cnn_set_error("flip: dimension %d appears more than once (input %s)", dims[i] + 1,
-                             cnn_tensor_shape_str(x, s)), -1;
+                             cnn_tensor_shape_str(x, s)),
+               -1;
   }
   return 0;
 }
@@ -98,18 +108,22 @@ static cnn_tensor *roll_flat(cnn_tensor *x, int64_t shift) {
   return out;
 }
 
-cnn_tensor *cnn_roll(cnn_tensor *x, int nshifts, const int64_t *shifts, int ndims, const int *dims) {
+cnn_tensor *cnn_roll(cnn_tensor *x, int nshifts, const int64_t *shifts, int ndims,
+                     const int *dims) {
   if (check_input("roll", x)) return NULL;
   if (nshifts < 1 || (ndims > 0 && ndims != nshifts) || (ndims == 0 && nshifts != 1))
     return cnn_set_error("roll: %d shifts for %d dimensions (give one shift per dimension, or one "
-                         "shift and no dimensions to roll the flattened tensor)", nshifts, ndims), NULL;
+                         "shift and no dimensions to roll the flattened tensor)",
+                         nshifts, ndims),
+           NULL;
   for (int i = 0; i < ndims; i++)
     if (cnn_check_op_dim("roll", x, dims[i])) return NULL;
   if (ndims == 0) return roll_flat(x, shifts[0]);
   cnn_tensor *out = cnn_clone(x);
   for (int i = 0; i < ndims && out; i++) {
     int64_t size = x->ndim ? x->shape[dims[i]] : 1;
-    if (size > 0 && shifts[i] % size != 0) out = step("roll", out, dims[i], size, rolled, shifts[i]);
+    if (size > 0 && shifts[i] % size != 0)
+      out = step("roll", out, dims[i], size, rolled, shifts[i]);
   }
   return out;
 }
@@ -120,13 +134,17 @@ static int check_repeat(const cnn_tensor *x, int n, const int64_t *reps) {
   char s[CNN_SHAPE_STR];
   if (n < x->ndim || n > CNN_MAX_DIMS)
     return cnn_set_error("repeat: %d counts for input %s (give at least one per dimension, at most "
-                         "%d)", n, cnn_tensor_shape_str(x, s), CNN_MAX_DIMS), -1;
+                         "%d)",
+                         n, cnn_tensor_shape_str(x, s), CNN_MAX_DIMS),
+           -1;
   int64_t total = 1;
   for (int d = 0; d < n; d++) {
     int64_t size = d < n - x->ndim ? 1 : x->shape[d - (n - x->ndim)];
     if (reps[d] < 0 || (size && reps[d] > INT64_MAX / size / (total ? total : 1)))
-      return cnn_set_error("repeat: count %lld for dimension %d of input %s is %s", (long long)reps[d],
-                           d + 1, cnn_tensor_shape_str(x, s), reps[d] < 0 ? "negative" : "too large"), -1;
+      return cnn_set_error("repeat: count %lld for dimension %d of input %s is %s",
+                           (long long)reps[d], d + 1, cnn_tensor_shape_str(x, s),
+                           reps[d] < 0 ? "negative" : "too large"),
+             -1;
     total *= reps[d] * size;
   }
   return 0;

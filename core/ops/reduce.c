@@ -34,24 +34,22 @@
 #include "ops_internal.h"
 #include "tensor_internal.h"
 
-
 /* indexed by the enum (designated), so a reordered cnn_reduce_op cannot mislabel */
 static const char *const red_names[CNN_NREDUCE] = {
-    [CNN_RED_SUM] = "sum",   [CNN_RED_MEAN] = "mean", [CNN_RED_MAX] = "max",
-    [CNN_RED_MIN] = "min",   [CNN_RED_PROD] = "prod", [CNN_RED_VAR] = "var",
-    [CNN_RED_STD] = "std",   [CNN_RED_NORM] = "norm", [CNN_RED_ARGMAX] = "argmax",
+    [CNN_RED_SUM] = "sum",      [CNN_RED_MEAN] = "mean", [CNN_RED_MAX] = "max",
+    [CNN_RED_MIN] = "min",      [CNN_RED_PROD] = "prod", [CNN_RED_VAR] = "var",
+    [CNN_RED_STD] = "std",      [CNN_RED_NORM] = "norm", [CNN_RED_ARGMAX] = "argmax",
     [CNN_RED_ARGMIN] = "argmin"};
 static const char *const red_grad_names[CNN_NREDUCE] = {
-    [CNN_RED_SUM] = "SumBackward",   [CNN_RED_MEAN] = "MeanBackward",
-    [CNN_RED_MAX] = "AmaxBackward",  [CNN_RED_MIN] = "AminBackward",
-    [CNN_RED_PROD] = "ProdBackward", [CNN_RED_VAR] = "VarBackward",
-    [CNN_RED_STD] = "StdBackward",   [CNN_RED_NORM] = "NormBackward"}; /* arg*: none */
+    [CNN_RED_SUM] = "SumBackward",  [CNN_RED_MEAN] = "MeanBackward", [CNN_RED_MAX] = "AmaxBackward",
+    [CNN_RED_MIN] = "AminBackward", [CNN_RED_PROD] = "ProdBackward", [CNN_RED_VAR] = "VarBackward",
+    [CNN_RED_STD] = "StdBackward",  [CNN_RED_NORM] = "NormBackward"}; /* arg*: none */
 
 /* ---- shapes ------------------------------------------------------------------ */
 
 typedef struct {
-  uint32_t dims;  /* normalised mask: every reduced dim */
-  int64_t M, R;   /* kept elements, reduced elements */
+  uint32_t dims; /* normalised mask: every reduced dim */
+  int64_t M, R;  /* kept elements, reduced elements */
   int out_ndim;
   int64_t out_shape[CNN_MAX_DIMS];
   int64_t keep_shape[CNN_MAX_DIMS]; /* x's shape with reduced dims = 1 */
@@ -72,8 +70,10 @@ static int plan_reduce(const char *op, const cnn_tensor *x, uint32_t dims, bool 
   for (int d = 0; d < x->ndim; d++) {
     bool red = (pl->dims >> d) & 1;
     pl->keep_shape[d] = red ? 1 : x->shape[d];
-    if (red) pl->R *= x->shape[d];
-    else pl->M *= x->shape[d];
+    if (red)
+      pl->R *= x->shape[d];
+    else
+      pl->M *= x->shape[d];
     if (!red || keepdim) pl->out_shape[pl->out_ndim++] = red ? 1 : x->shape[d];
   }
   return 0;
@@ -81,14 +81,15 @@ static int plan_reduce(const char *op, const cnn_tensor *x, uint32_t dims, bool 
 
 static cnn_dtype reduce_dtype(cnn_reduce_op op, cnn_dtype in) {
   switch (op) {
-  case CNN_RED_SUM: case CNN_RED_PROD:
-    return cnn_dtype_is_float(in) ? in : CNN_INT64;
-  case CNN_RED_MEAN: case CNN_RED_VAR: case CNN_RED_STD: case CNN_RED_NORM:
-    return cnn_dtype_is_float(in) ? in : CNN_FLOAT32;
-  case CNN_RED_ARGMAX: case CNN_RED_ARGMIN:
-    return CNN_INT64;
-  default:
-    return in;
+  case CNN_RED_SUM:
+  case CNN_RED_PROD: return cnn_dtype_is_float(in) ? in : CNN_INT64;
+  case CNN_RED_MEAN:
+  case CNN_RED_VAR:
+  case CNN_RED_STD:
+  case CNN_RED_NORM: return cnn_dtype_is_float(in) ? in : CNN_FLOAT32;
+  case CNN_RED_ARGMAX:
+  case CNN_RED_ARGMIN: return CNN_INT64;
+  default: return in;
   }
 }
 
@@ -125,7 +126,9 @@ static int reduce_leading(cnn_reduce_op op, const cnn_tensor *x, int64_t M, int6
   if (!be) return -1;
   if (!be->reduce_leading) return 0;
   return be->reduce_leading(cnn_backend_dev(x), x->dtype, out->dtype, R, M, cnn_tensor_data(x),
-                            cnn_tensor_data(out), op == CNN_RED_MEAN) ? -1 : 1;
+                            cnn_tensor_data(out), op == CNN_RED_MEAN)
+             ? -1
+             : 1;
 }
 
 static bool leading_dims_only(const cnn_tensor *x, uint32_t dims) {
@@ -151,8 +154,8 @@ static int check_reduce(cnn_reduce_op op, const cnn_tensor *x, uint32_t dims, do
                   cnn_tensor_shape_str(x, s));
     return -1;
   }
-  bool needs_elems = op == CNN_RED_MAX || op == CNN_RED_MIN || op == CNN_RED_ARGMAX ||
-                     op == CNN_RED_ARGMIN;
+  bool needs_elems =
+      op == CNN_RED_MAX || op == CNN_RED_MIN || op == CNN_RED_ARGMAX || op == CNN_RED_ARGMIN;
   if (needs_elems && pl->R == 0 && pl->M > 0) {
     cnn_set_error("%s: cannot reduce over an empty dimension (input %s)", name,
                   cnn_tensor_shape_str(x, s));
@@ -173,7 +176,8 @@ static void record_reduce(cnn_reduce_op op, cnn_tensor *out, cnn_tensor *x, cons
   n->ip[0] = op, n->ip[1] = pl->dims, n->ip[2] = keepdim;
   n->p[0] = p;
   if (op != CNN_RED_SUM && op != CNN_RED_MEAN) cnn_node_save(n, 0, x);
-  if (op != CNN_RED_SUM && op != CNN_RED_MEAN && op != CNN_RED_VAR && op != CNN_RED_PROD) cnn_node_save(n, 1, out);
+  if (op != CNN_RED_SUM && op != CNN_RED_MEAN && op != CNN_RED_VAR && op != CNN_RED_PROD)
+    cnn_node_save(n, 1, out);
 }
 
 /* ---- public ------------------------------------------------------------------------------ */
@@ -184,7 +188,8 @@ cnn_tensor *cnn_reduce(cnn_reduce_op op, cnn_tensor *x, uint32_t dims, bool keep
   red_plan pl;
   if (plan_reduce(red_names[op], x, dims, keepdim, &pl) || check_reduce(op, x, dims, p, &pl))
     return NULL;
-  cnn_tensor *out = cnn_empty(pl.out_ndim, pl.out_shape, reduce_dtype(op, x->dtype), cnn_tensor_device(x));
+  cnn_tensor *out =
+      cnn_empty(pl.out_ndim, pl.out_shape, reduce_dtype(op, x->dtype), cnn_tensor_device(x));
   if (!out) return NULL;
   bool fast = (op == CNN_RED_SUM || op == CNN_RED_MEAN) && cnn_dtype_is_float(x->dtype) &&
               cnn_tensor_is_contiguous(x) && leading_dims_only(x, pl.dims);
@@ -239,8 +244,10 @@ int cnn_max_dim(cnn_tensor *x, int dim, bool keepdim, bool is_min, cnn_tensor **
                     : NULL;
   if (n) cnn_node_save(n, 0, idx), n->ip[0] = dim, n->ip[1] = keepdim;
   *values = val;
-  if (indices) *indices = idx;
-  else cnn_tensor_release(idx);
+  if (indices)
+    *indices = idx;
+  else
+    cnn_tensor_release(idx);
   return 0;
 }
 
@@ -252,8 +259,10 @@ cnn_tensor *cnn_sum_to(cnn_tensor *x, int ndim, const int64_t *shape) {
   for (int d = 0; ok && d < ndim; d++) {
     int64_t have = x->shape[lead + d];
     if (shape[d] == have) continue;
-    if (shape[d] == 1) mask |= 1u << (lead + d);
-    else ok = false;
+    if (shape[d] == 1)
+      mask |= 1u << (lead + d);
+    else
+      ok = false;
   }
   if (!ok) {
     cnn_set_error("sum_to: cannot reduce %s to %s", cnn_tensor_shape_str(x, s1),

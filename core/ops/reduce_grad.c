@@ -43,8 +43,7 @@ static cnn_tensor *un2(cnn_unary_op op, cnn_tensor *a, double p0) {
 static cnn_tensor *to_keepdim(cnn_node *n, cnn_tensor *g) {
   uint32_t dims = (uint32_t)n->ip[1];
   int64_t shape[CNN_MAX_DIMS];
-  for (int d = 0; d < n->in_ndim[0]; d++)
-    shape[d] = (dims >> d) & 1 ? 1 : n->in_shape[0][d];
+  for (int d = 0; d < n->in_ndim[0]; d++) shape[d] = (dims >> d) & 1 ? 1 : n->in_shape[0][d];
   return cnn_reshape(g, n->in_ndim[0], shape);
 }
 
@@ -67,9 +66,11 @@ static cnn_tensor *spread(cnn_node *n, cnn_tensor *gk, double scale) {
  * v == yk, or v is NaN (then yk is NaN too: NaN propagates). */
 static cnn_tensor *extremum_mask(cnn_tensor *gk, cnn_tensor *v, cnn_tensor *yk) {
   cnn_tensor *eq = cnn_binary(CNN_OP_EQ, v, yk), *nan = cnn_binary(CNN_OP_NE, v, v);
-  cnn_tensor *eqf = eq ? cnn_to_dtype(eq, gk->dtype) : NULL, *nanf = nan ? cnn_to_dtype(nan, gk->dtype) : NULL;
+  cnn_tensor *eqf = eq ? cnn_to_dtype(eq, gk->dtype) : NULL,
+             *nanf = nan ? cnn_to_dtype(nan, gk->dtype) : NULL;
   cnn_tensor *r = eqf && nanf ? cnn_binary(CNN_OP_ADD, eqf, nanf) : NULL;
-  cnn_tensor_release(eq), cnn_tensor_release(nan), cnn_tensor_release(eqf), cnn_tensor_release(nanf);
+  cnn_tensor_release(eq), cnn_tensor_release(nan), cnn_tensor_release(eqf),
+      cnn_tensor_release(nanf);
   return r;
 }
 
@@ -107,8 +108,8 @@ static cnn_tensor *norm_grad(cnn_node *n, cnn_tensor *gk, cnn_tensor *x, cnn_ten
   }
   /* sign(x)|x|^(p-1) * g / y^(p-1), with 0/0 -> 0 where y == 0 */
   cnn_tensor *ax = cnn_unary(CNN_OP_ABS, x, 0, 0);
-  cnn_tensor *num = bin2(CNN_OP_MUL, un2(CNN_OP_POW_SCALAR, ax, p - 1),
-                         cnn_unary(CNN_OP_SIGN, x, 0, 0), true);
+  cnn_tensor *num =
+      bin2(CNN_OP_MUL, un2(CNN_OP_POW_SCALAR, ax, p - 1), cnn_unary(CNN_OP_SIGN, x, 0, 0), true);
   cnn_tensor *den = cnn_unary(CNN_OP_POW_SCALAR, yk, p - 1, 0);
   cnn_tensor *zero = cnn_scalar(0, gk->dtype, CNN_DEVICE_CPU);
   cnn_tensor *is0 = zero ? cnn_binary(CNN_OP_EQ, yk, zero) : NULL;
@@ -125,7 +126,8 @@ static cnn_tensor *norm_grad(cnn_node *n, cnn_tensor *gk, cnn_tensor *x, cnn_ten
  * survives only where it is 0. */
 static cnn_tensor *prod_grad(cnn_node *n, cnn_tensor *gk, cnn_tensor *x) {
   uint32_t dims = (uint32_t)n->ip[1];
-  cnn_tensor *zero = cnn_scalar(0, x->dtype, CNN_DEVICE_CPU), *one = cnn_scalar(1, x->dtype, CNN_DEVICE_CPU);
+  cnn_tensor *zero = cnn_scalar(0, x->dtype, CNN_DEVICE_CPU),
+             *one = cnn_scalar(1, x->dtype, CNN_DEVICE_CPU);
   cnn_tensor *is0 = zero ? cnn_binary(CNN_OP_EQ, x, zero) : NULL;
   cnn_tensor *zf = is0 ? cnn_to_dtype(is0, x->dtype) : NULL;
   cnn_tensor *count = zf ? cnn_reduce(CNN_RED_SUM, zf, dims, true, 0) : NULL;
@@ -151,7 +153,8 @@ static cnn_tensor *reduce_input_grad(cnn_node *n, cnn_reduce_op op, cnn_tensor *
   cnn_tensor *yk = y ? to_keepdim(n, y) : NULL, *r = NULL;
   if (y && !yk) return NULL;
   switch (op) {
-  case CNN_RED_MAX: case CNN_RED_MIN: r = extremum_grad(n, gk, x, yk); break;
+  case CNN_RED_MAX:
+  case CNN_RED_MIN: r = extremum_grad(n, gk, x, yk); break;
   case CNN_RED_VAR: r = var_grad(n, gk, x, NULL, false); break;
   case CNN_RED_STD: r = var_grad(n, gk, x, yk, true); break;
   case CNN_RED_NORM: r = norm_grad(n, gk, x, yk); break;

@@ -57,7 +57,8 @@ static cnn_tensor *cumulate(const char *op, cnn_tensor *x, int dim, bool prod) {
   if (x->dtype != CNN_FLOAT32 && x->dtype != CNN_FLOAT64 && x->dtype != CNN_INT64 &&
       x->dtype != CNN_UINT8)
     return cnn_set_error("%s: dtype %s is not supported (float32, float64, int64, uint8)", op,
-                         cnn_dtype_name(x->dtype)), NULL;
+                         cnn_dtype_name(x->dtype)),
+           NULL;
   if (cnn_check_op_dim(op, x, dim)) return NULL;
   bool prev = cnn_set_grad_enabled(false);
   cnn_tensor *xt = cnn_to_dtype(x, x->dtype == CNN_UINT8 ? CNN_INT64 : x->dtype);

@@ -41,9 +41,10 @@ static int check_shapes(const char *op, const cnn_tensor *x, int dim, const cnn_
     ok = (!src || index->shape[d] <= src->shape[d]) && (d == dim || index->shape[d] <= x->shape[d]);
   if (ok) return 0;
   cnn_set_error("%s: index (%s %s) must be int64 with the input's rank, no larger than src (%s) "
-                "and than the input %s outside dimension %d", op, cnn_dtype_name(index->dtype),
-                cnn_tensor_shape_str(index, s1), src ? cnn_tensor_shape_str(src, s2) : "a value",
-                cnn_tensor_shape_str(x, s3), dim + 1);
+                "and than the input %s outside dimension %d",
+                op, cnn_dtype_name(index->dtype), cnn_tensor_shape_str(index, s1),
+                src ? cnn_tensor_shape_str(src, s2) : "a value", cnn_tensor_shape_str(x, s3),
+                dim + 1);
   return -1;
 }
 
@@ -54,7 +55,8 @@ static int check_scatter(const char *op, const cnn_tensor *x, int dim, const cnn
     return cnn_set_error("%s: dtype %s is not supported", op, cnn_dtype_name(x->dtype)), -1;
   if (src && src->dtype != x->dtype)
     return cnn_set_error("%s: src is %s but the input is %s (they must match)", op,
-                         cnn_dtype_name(src->dtype), cnn_dtype_name(x->dtype)), -1;
+                         cnn_dtype_name(src->dtype), cnn_dtype_name(x->dtype)),
+           -1;
   if (cnn_check_same_device(op, x, index) || cnn_check_same_device(op, x, src)) return -1;
   return cnn_check_op_dim(op, x, dim) || check_shapes(op, x, dim, index, src) ? -1 : 0;
 }
@@ -122,7 +124,8 @@ static int scatter_operands(const char *op, cnn_tensor *x, int dim, cnn_tensor *
   *ic = cnn_contiguous(index);
   cnn_set_grad_enabled(prev);
   if (!*ic || cnn_check_indices(op, x, dim, *ic)) return cnn_tensor_release(*ic), -1;
-  *sv = src ? used_part(src, *ic) : cnn_full((*ic)->ndim, (*ic)->shape, value, x->dtype, cnn_tensor_device(x));
+  *sv = src ? used_part(src, *ic)
+            : cnn_full((*ic)->ndim, (*ic)->shape, value, x->dtype, cnn_tensor_device(x));
   if (!*sv) return cnn_tensor_release(*ic), -1;
   return 0;
 }
@@ -184,7 +187,9 @@ static int64_t infer_classes(cnn_tensor *labels) {
   char s[CNN_SHAPE_STR];
   if (cnn_tensor_numel(labels) == 0)
     return cnn_set_error("one_hot: cannot infer the number of classes of an empty tensor (%s); "
-                         "give num_classes", cnn_tensor_shape_str(labels, s)), -1;
+                         "give num_classes",
+                         cnn_tensor_shape_str(labels, s)),
+           -1;
   bool prev = cnn_set_grad_enabled(false);
   cnn_tensor *m = cnn_reduce(CNN_RED_MAX, labels, 0, false, 0);
   cnn_set_grad_enabled(prev);
@@ -200,7 +205,8 @@ cnn_tensor *cnn_one_hot(cnn_tensor *labels, int64_t num_classes) {
   if (labels->dtype != CNN_INT64 || labels->ndim >= CNN_MAX_DIMS)
     return cnn_set_error("one_hot: expects int64 class indices of at most %d dimensions, got %s %s",
                          CNN_MAX_DIMS - 1, cnn_dtype_name(labels->dtype),
-                         cnn_tensor_shape_str(labels, s)), NULL;
+                         cnn_tensor_shape_str(labels, s)),
+           NULL;
   if (num_classes < 0 && (num_classes = infer_classes(labels)) < 0) return NULL;
   int64_t shape[CNN_MAX_DIMS];
   memcpy(shape, labels->shape, sizeof(int64_t) * (size_t)labels->ndim);

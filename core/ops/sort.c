@@ -43,7 +43,8 @@ static int check_sort_input(const char *op, const cnn_tensor *x, int dim) {
   if (x->dtype != CNN_FLOAT32 && x->dtype != CNN_FLOAT64 && x->dtype != CNN_INT64 &&
       x->dtype != CNN_UINT8)
     return cnn_set_error("%s: dtype %s is not supported (float32, float64, int64, uint8)", op,
-                         cnn_dtype_name(x->dtype)), -1;
+                         cnn_dtype_name(x->dtype)),
+           -1;
   return cnn_check_op_dim(op, x, dim);
 }
 
@@ -65,14 +66,14 @@ static int sort_first(const char *op, const char *node, cnn_tensor *x, int dim, 
   cnn_set_grad_enabled(prev);
   cnn_tensor *v = xc ? cnn_empty(x->ndim, shape, x->dtype, cnn_tensor_device(x)) : NULL;
   cnn_tensor *ix = v ? cnn_empty(x->ndim, shape, CNN_INT64, cnn_tensor_device(x)) : NULL;
-  int rc = ix ? CNN_TENSOR_CALL(x, op, sort, cnn_backend_dev(x), x->dtype, outer, D, inner, k,
-                                descending, cnn_tensor_data(xc), cnn_tensor_data(v),
-                                cnn_tensor_data(ix))
-              : -1;
+  int rc =
+      ix ? CNN_TENSOR_CALL(x, op, sort, cnn_backend_dev(x), x->dtype, outer, D, inner, k,
+                           descending, cnn_tensor_data(xc), cnn_tensor_data(v), cnn_tensor_data(ix))
+         : -1;
   cnn_tensor_release(xc);
   if (rc) return cnn_tensor_release(v), cnn_tensor_release(ix), -1;
-  cnn_node *n = cnn_dtype_is_float(x->dtype) ? cnn_autograd_record(v, node, sort_backward, 1, &x)
-                                             : NULL;
+  cnn_node *n =
+      cnn_dtype_is_float(x->dtype) ? cnn_autograd_record(v, node, sort_backward, 1, &x) : NULL;
   if (n) cnn_node_save(n, 0, ix), n->ip[0] = dim;
   *values = v, *indices = ix;
   return 0;
@@ -80,8 +81,8 @@ static int sort_first(const char *op, const char *node, cnn_tensor *x, int dim, 
 
 int cnn_sort(cnn_tensor *x, int dim, bool descending, cnn_tensor **values, cnn_tensor **indices) {
   if (check_sort_input("sort", x, dim)) return -1;
-  return sort_first("sort", "SortBackward", x, dim, x->ndim ? x->shape[dim] : 1, descending,
-                    values, indices);
+  return sort_first("sort", "SortBackward", x, dim, x->ndim ? x->shape[dim] : 1, descending, values,
+                    indices);
 }
 
 int cnn_topk(cnn_tensor *x, int64_t k, int dim, bool largest, cnn_tensor **values,
@@ -91,6 +92,7 @@ int cnn_topk(cnn_tensor *x, int64_t k, int dim, bool largest, cnn_tensor **value
   int64_t size = x->ndim ? x->shape[dim] : 1;
   if (k < 0 || k > size)
     return cnn_set_error("topk: k = %lld is out of range for dimension %d of size %lld (input %s)",
-                         (long long)k, dim + 1, (long long)size, cnn_tensor_shape_str(x, s)), -1;
+                         (long long)k, dim + 1, (long long)size, cnn_tensor_shape_str(x, s)),
+           -1;
   return sort_first("topk", "TopkBackward", x, dim, k, largest, values, indices);
 }

@@ -21,8 +21,11 @@
 
 int64_t cnn_split_sizes(int64_t size, int64_t split_size, int64_t *sizes) {
   if (split_size < 0 || (split_size == 0 && size > 0))
-    return cnn_set_error("split: split size %lld for a dimension of size %lld (must be positive, or 0 "
-                         "for an empty dimension)", (long long)split_size, (long long)size), -1;
+    return cnn_set_error(
+               "split: split size %lld for a dimension of size %lld (must be positive, or 0 "
+               "for an empty dimension)",
+               (long long)split_size, (long long)size),
+           -1;
   /* ceil(size / split_size), without an overflow for a huge split size */
   int64_t n = split_size ? size / split_size + (size % split_size != 0) : 1;
   if (n == 0) n = 1;
@@ -48,13 +51,15 @@ static int check_sizes(const cnn_tensor *x, int dim, int64_t n, const int64_t *s
   for (int64_t i = 0; i < n; i++) {
     if (sizes[i] < 0 || sizes[i] > size - total)
       return cnn_set_error("split: sizes must be non-negative and add up to %lld, the size of "
-                           "dimension %d of input %s", (long long)size, dim + 1,
-                           cnn_tensor_shape_str(x, s)), -1;
+                           "dimension %d of input %s",
+                           (long long)size, dim + 1, cnn_tensor_shape_str(x, s)),
+             -1;
     total += sizes[i];
   }
   if (total != size)
     return cnn_set_error("split: sizes add up to %lld, but dimension %d of input %s has %lld",
-                         (long long)total, dim + 1, cnn_tensor_shape_str(x, s), (long long)size), -1;
+                         (long long)total, dim + 1, cnn_tensor_shape_str(x, s), (long long)size),
+           -1;
   return 0;
 }
 
@@ -66,7 +71,9 @@ int cnn_split(cnn_tensor *x, int dim, int64_t n, const int64_t *sizes, cnn_tenso
   char s[CNN_SHAPE_STR];
   if (!x) return cnn_set_error("split: missing tensor argument"), -1;
   if (x->ndim == 0)
-    return cnn_set_error("split: a 0-d tensor (%s) has no dimension to split", cnn_tensor_shape_str(x, s)), -1;
+    return cnn_set_error("split: a 0-d tensor (%s) has no dimension to split",
+                         cnn_tensor_shape_str(x, s)),
+           -1;
   if (cnn_check_op_dim("split", x, dim) || check_sizes(x, dim, n, sizes)) return -1;
   int64_t at = 0;
   for (int64_t i = 0; i < n; i++) {
@@ -80,7 +87,8 @@ int cnn_unbind(cnn_tensor *x, int dim, cnn_tensor **out) {
   char s[CNN_SHAPE_STR];
   if (!x) return cnn_set_error("unbind: missing tensor argument"), -1;
   if (x->ndim == 0)
-    return cnn_set_error("unbind: a 0-d tensor (%s) has no dimension", cnn_tensor_shape_str(x, s)), -1;
+    return cnn_set_error("unbind: a 0-d tensor (%s) has no dimension", cnn_tensor_shape_str(x, s)),
+           -1;
   if (cnn_check_op_dim("unbind", x, dim)) return -1;
   for (int64_t i = 0; i < x->shape[dim]; i++)
     if (!(out[i] = cnn_select(x, dim, i))) return release_all(i, out), -1;

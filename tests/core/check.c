@@ -7,16 +7,16 @@
 int check_failures = 0;
 int check_count = 0;
 
-static int report_mismatch(const char *what, int64_t worst, double got, double ref,
-                           int64_t bad, int64_t n) {
+static int report_mismatch(const char *what, int64_t worst, double got, double ref, int64_t bad,
+                           int64_t n) {
   check_failures++;
   fprintf(stderr, "%s: %lld of %lld elements differ; worst at [%lld]: got %.9g, expected %.9g\n",
           what, (long long)bad, (long long)n, (long long)worst, got, ref);
   return 0;
 }
 
-int check_arrays(const char *what, const double *got, const double *ref, int64_t n,
-                 double atol, double rtol) {
+int check_arrays(const char *what, const double *got, const double *ref, int64_t n, double atol,
+                 double rtol) {
   int64_t bad = 0, worst = -1;
   double worst_excess = 0;
   check_count++;
@@ -32,8 +32,8 @@ int check_arrays(const char *what, const double *got, const double *ref, int64_t
   return report_mismatch(what, worst, got[worst], ref[worst], bad, n);
 }
 
-int check_arrays_f32(const char *what, const float *got, const float *ref, int64_t n,
-                     double atol, double rtol) {
+int check_arrays_f32(const char *what, const float *got, const float *ref, int64_t n, double atol,
+                     double rtol) {
   int64_t bad = 0, worst = -1;
   double worst_excess = 0;
   check_count++;

@@ -14,31 +14,31 @@
 extern int check_failures;
 extern int check_count;
 
-#define CHECK(cond)                                                          \
-  do {                                                                       \
-    check_count++;                                                           \
-    if (!(cond)) {                                                           \
-      check_failures++;                                                      \
-      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-    }                                                                        \
+#define CHECK(cond)                                                                                \
+  do {                                                                                             \
+    check_count++;                                                                                 \
+    if (!(cond)) {                                                                                 \
+      check_failures++;                                                                            \
+      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);                     \
+    }                                                                                              \
   } while (0)
 
-#define CHECK_CLOSE(a, b, tol)                                               \
-  do {                                                                       \
-    double ca_ = (double)(a), cb_ = (double)(b);                             \
-    check_count++;                                                           \
-    if (!(ca_ - cb_ <= (tol) && cb_ - ca_ <= (tol))) {                       \
-      check_failures++;                                                      \
-      fprintf(stderr, "%s:%d: %s = %.9g, expected %s = %.9g (tol %g)\n",    \
-              __FILE__, __LINE__, #a, ca_, #b, cb_, (double)(tol));          \
-    }                                                                        \
+#define CHECK_CLOSE(a, b, tol)                                                                     \
+  do {                                                                                             \
+    double ca_ = (double)(a), cb_ = (double)(b);                                                   \
+    check_count++;                                                                                 \
+    if (!(ca_ - cb_ <= (tol) && cb_ - ca_ <= (tol))) {                                             \
+      check_failures++;                                                                            \
+      fprintf(stderr, "%s:%d: %s = %.9g, expected %s = %.9g (tol %g)\n", __FILE__, __LINE__, #a,   \
+              ca_, #b, cb_, (double)(tol));                                                        \
+    }                                                                                              \
   } while (0)
 
 /* Compare n doubles; `what` names the op and shape in the message. */
-int check_arrays(const char *what, const double *got, const double *ref, int64_t n,
-                 double atol, double rtol);
-int check_arrays_f32(const char *what, const float *got, const float *ref, int64_t n,
-                     double atol, double rtol);
+int check_arrays(const char *what, const double *got, const double *ref, int64_t n, double atol,
+                 double rtol);
+int check_arrays_f32(const char *what, const float *got, const float *ref, int64_t n, double atol,
+                     double rtol);
 int check_report(const char *test_name);
 
 /* Test data: a seeded xorshift64 (each test's numbers are the same run after

@@ -18,8 +18,10 @@ static inline int check_error(int failed, const char *msg) {
   check_count++;
   if (failed && strstr(cnn_error(), msg)) return 1;
   check_failures++;
-  if (!failed) fprintf(stderr, "expected an error with \"%s\", but the call succeeded\n", msg);
-  else fprintf(stderr, "expected an error with \"%s\", got \"%s\"\n", msg, cnn_error());
+  if (!failed)
+    fprintf(stderr, "expected an error with \"%s\", but the call succeeded\n", msg);
+  else
+    fprintf(stderr, "expected an error with \"%s\", got \"%s\"\n", msg, cnn_error());
   return 0;
 }
 

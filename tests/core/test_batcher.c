@@ -21,7 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static uint8_t pix(int64_t i, int64_t c, int64_t y, int64_t x) { return (uint8_t)(i * 13 + c * 7 + y * 5 + x * 3); }
+static uint8_t pix(int64_t i, int64_t c, int64_t y, int64_t x) {
+  return (uint8_t)(i * 13 + c * 7 + y * 5 + x * 3);
+}
 
 /* N x 2 x 3 x 4 uint8 images with pix() values, labels 100 + i */
 static void make_data(int64_t n, cnn_tensor **img, cnn_tensor **lab) {
@@ -41,7 +43,8 @@ static void test_gather(bool drop_last, int64_t n, int64_t bs, int64_t stride) {
   make_data(n, &img, &lab);
   int64_t *order = malloc(n * sizeof *order);
   for (int64_t p = 0; p < n; p++) order[p] = p * stride % n; /* stride coprime with n */
-  cnn_transform tf = {.scale = 1 / 255.0, .normalize = 1, .nchan = 2, .mean = {0.5, 0.25}, .std = {0.5, 2}};
+  cnn_transform tf = {
+      .scale = 1 / 255.0, .normalize = 1, .nchan = 2, .mean = {0.5, 0.25}, .std = {0.5, 2}};
   cnn_batcher *b = cnn_batcher_new(img, lab, order, n, bs, drop_last, &tf, 1, 7);
   CHECK(b != NULL);
   if (!b) return;
@@ -52,7 +55,8 @@ static void test_gather(bool drop_last, int64_t n, int64_t bs, int64_t stride) {
   float *ref = malloc(bs * 24 * sizeof *ref);
   while ((rc = cnn_batcher_next(b, &x, &y)) == 1) {
     int64_t m = x->shape[0];
-    CHECK(x->dtype == CNN_FLOAT32 && x->ndim == 4 && x->shape[1] == 2 && x->shape[2] == 3 && x->shape[3] == 4);
+    CHECK(x->dtype == CNN_FLOAT32 && x->ndim == 4 && x->shape[1] == 2 && x->shape[2] == 3 &&
+          x->shape[3] == 4);
     CHECK(y->dtype == CNN_INT64 && y->ndim == 1 && y->shape[0] == m);
     CHECK(m == (pos + bs <= n ? bs : n - pos));
     for (int64_t j = 0; j < m; j++) {
@@ -61,7 +65,8 @@ static void test_gather(bool drop_last, int64_t n, int64_t bs, int64_t stride) {
       for (int c = 0; c < 2; c++)
         for (int yy = 0; yy < 3; yy++)
           for (int xx = 0; xx < 4; xx++)
-            ref[((j * 2 + c) * 3 + yy) * 4 + xx] = (float)((pix(i, c, yy, xx) / 255.0 - tf.mean[c]) / tf.std[c]);
+            ref[((j * 2 + c) * 3 + yy) * 4 + xx] =
+                (float)((pix(i, c, yy, xx) / 255.0 - tf.mean[c]) / tf.std[c]);
     }
     check_arrays_f32("batch", cnn_tensor_data(x), ref, m * 24, 1e-6, 1e-6);
     pos += m, got_batches++;
@@ -92,7 +97,8 @@ static void test_passthrough(void) {
   CHECK(xd[0] == v[10] && xd[4] == v[14] && xd[5] == v[0]);
   CHECK(yd[0] == l[4] && yd[1] == l[5] && yd[2] == l[0]); /* no offset on float labels */
   cnn_tensor_release(x), cnn_tensor_release(y);
-  CHECK(cnn_batcher_next(b, &x, NULL) == 1 && x->shape[0] == 1 && ((double *)cnn_tensor_data(x))[0] == v[5]);
+  CHECK(cnn_batcher_next(b, &x, NULL) == 1 && x->shape[0] == 1 &&
+        ((double *)cnn_tensor_data(x))[0] == v[5]);
   cnn_tensor_release(x);
   cnn_batcher_free(b);
   /* no labels: y comes back NULL */
@@ -128,9 +134,12 @@ static void test_flip(void) {
   CHECK(out != NULL);
   int nsame = 0, nmirror = 0, other = 0;
   for (int s = 0; out && s < 64; s++) {
-    if (memcmp(out + 6 * s, same, sizeof same) == 0) nsame++;
-    else if (memcmp(out + 6 * s, mirror, sizeof mirror) == 0) nmirror++;
-    else other++;
+    if (memcmp(out + 6 * s, same, sizeof same) == 0)
+      nsame++;
+    else if (memcmp(out + 6 * s, mirror, sizeof mirror) == 0)
+      nmirror++;
+    else
+      other++;
   }
   CHECK(other == 0 && nsame > 10 && nmirror > 10);
   free(out);
@@ -161,8 +170,10 @@ static void test_crop(void) {
   int seen[9] = {0}, none = 0, kinds = 0;
   for (int s = 0; out && s < 200; s++) {
     int k = which_shift(out + 9 * s, 0);
-    if (k < 0) none++;
-    else seen[k]++;
+    if (k < 0)
+      none++;
+    else
+      seen[k]++;
   }
   for (int k = 0; k < 9; k++) kinds += seen[k] > 0;
   CHECK(none == 0 && kinds >= 7);
@@ -185,7 +196,8 @@ static void test_reproducible(void) {
   cnn_tensor *img, *lab;
   make_data(40, &img, &lab);
   cnn_transform tf = {.crop_pad = 1, .hflip = 1, .scale = 1};
-  float *a = one_batch(img, 40, &tf, 2024), *b = one_batch(img, 40, &tf, 2024), *c = one_batch(img, 40, &tf, 2025);
+  float *a = one_batch(img, 40, &tf, 2024), *b = one_batch(img, 40, &tf, 2024),
+        *c = one_batch(img, 40, &tf, 2025);
   CHECK(a && b && c);
   if (a && b && c) {
     CHECK(memcmp(a, b, 40 * 24 * sizeof(float)) == 0);
@@ -241,15 +253,21 @@ static void test_errors(void) {
   cnn_tensor *flat = cnn_zeros(2, (int64_t[]){5, 6}, CNN_UINT8, CNN_DEVICE_CPU);
   cnn_transform crop = {.crop_pad = 2}, n3 = {.normalize = 1, .nchan = 3, .std = {1, 1, 1}};
   cnn_transform std0 = {.normalize = 1, .nchan = 1}, negpad = {.crop_pad = -1};
-  expect_error(cnn_batcher_new(img, lab4, NULL, 5, 2, false, NULL, 0, 0), "images 5x2x3x4 and labels 4");
-  expect_error(cnn_batcher_new(img, lab, (int64_t[]){0, 5}, 2, 2, false, NULL, 0, 0), "sample index 5 at position 2");
-  expect_error(cnn_batcher_new(img, lab, (int64_t[]){-1}, 1, 2, false, NULL, 0, 0), "sample index -1");
+  expect_error(cnn_batcher_new(img, lab4, NULL, 5, 2, false, NULL, 0, 0),
+               "images 5x2x3x4 and labels 4");
+  expect_error(cnn_batcher_new(img, lab, (int64_t[]){0, 5}, 2, 2, false, NULL, 0, 0),
+               "sample index 5 at position 2");
+  expect_error(cnn_batcher_new(img, lab, (int64_t[]){-1}, 1, 2, false, NULL, 0, 0),
+               "sample index -1");
   expect_error(cnn_batcher_new(img, lab, NULL, 5, 0, false, NULL, 0, 0), "batch size 0");
-  expect_error(cnn_batcher_new(flat, NULL, NULL, 5, 2, false, &crop, 0, 0), "need images N x [C x] H x W, got 5x6");
-  expect_error(cnn_batcher_new(img, NULL, NULL, 5, 2, false, &n3, 0, 0), "normalize has 3 channel(s) but the images have 2");
+  expect_error(cnn_batcher_new(flat, NULL, NULL, 5, 2, false, &crop, 0, 0),
+               "need images N x [C x] H x W, got 5x6");
+  expect_error(cnn_batcher_new(img, NULL, NULL, 5, 2, false, &n3, 0, 0),
+               "normalize has 3 channel(s) but the images have 2");
   expect_error(cnn_batcher_new(img, NULL, NULL, 5, 2, false, &std0, 0, 0), "std 0");
   expect_error(cnn_batcher_new(img, NULL, NULL, 5, 2, false, &negpad, 0, 0), "crop padding -1");
-  expect_error(cnn_batcher_new(NULL, NULL, NULL, 5, 2, false, NULL, 0, 0), "images must be a tensor");
+  expect_error(cnn_batcher_new(NULL, NULL, NULL, 5, 2, false, NULL, 0, 0),
+               "images must be a tensor");
   /* an empty epoch is not an error */
   cnn_batcher *b = cnn_batcher_new(img, lab, NULL, 0, 2, false, NULL, 0, 0);
   cnn_tensor *x, *y;
@@ -258,7 +276,8 @@ static void test_errors(void) {
   b = cnn_batcher_new(img, lab, NULL, 5, 8, true, NULL, 0, 0); /* drop_last, fewer than a batch */
   CHECK(b && cnn_batcher_len(b) == 0 && cnn_batcher_next(b, &x, &y) == 0);
   cnn_batcher_free(b);
-  cnn_tensor_release(img), cnn_tensor_release(lab), cnn_tensor_release(lab4), cnn_tensor_release(flat);
+  cnn_tensor_release(img), cnn_tensor_release(lab), cnn_tensor_release(lab4),
+      cnn_tensor_release(flat);
 }
 
 int main(void) {

@@ -80,12 +80,14 @@ static void ref_bn(const double *x, int64_t N, int64_t C, int64_t L, const doubl
 static void test_bn_forward(int64_t N, int64_t C, int64_t L) {
   int64_t n = N * C * L;
   double *x = rand_f64(n, 2, 0.5), *g = rand_f64(C, 1, 0), *b = rand_f64(C, 1, 0);
-  double *rm = rand_f64(C, 1, 0), *rv = rand_f64(C, 0.5, 1), *rm0 = malloc(C * 8), *rv0 = malloc(C * 8);
+  double *rm = rand_f64(C, 1, 0), *rv = rand_f64(C, 0.5, 1), *rm0 = malloc(C * 8),
+         *rv0 = malloc(C * 8);
   double *y = malloc(n * 8), *yr = malloc(n * 8), *mean = malloc(C * 8), *var = malloc(C * 8);
   double *sm = malloc(C * 8), *si = malloc(C * 8), eps = 1e-5, mom = 0.1;
   memcpy(rm0, rm, C * 8), memcpy(rv0, rv, C * 8);
   ref_bn(x, N, C, L, g, b, eps, yr, mean, var);
-  CHECK(cnn_cpu_batch_norm_forward(CNN_FLOAT64, N, C, L, x, g, b, rm, rv, 1, mom, eps, y, sm, si) == 0);
+  CHECK(cnn_cpu_batch_norm_forward(CNN_FLOAT64, N, C, L, x, g, b, rm, rv, 1, mom, eps, y, sm, si) ==
+        0);
   check_arrays("bn train y float64", y, yr, n, 1e-12, 1e-12);
   check_arrays("bn save_mean", sm, mean, C, 1e-14, 1e-14);
   for (int64_t c = 0; c < C; c++) {
@@ -112,14 +114,14 @@ static void test_bn_offset(int64_t N, int64_t C, int64_t L) {
   double *mean = malloc(C * 8), *var = malloc(C * 8), *sm = malloc(C * 8), *si = malloc(C * 8);
   x[0] = 1003; /* channel 0's K far out in its tail */
   ref_bn(x, N, C, L, NULL, NULL, 1e-5, yr, mean, var);
-  CHECK(cnn_cpu_batch_norm_forward(CNN_FLOAT64, N, C, L, x, NULL, NULL, NULL, NULL, 1, 0.1, 1e-5, y, sm,
-                                   si) == 0);
+  CHECK(cnn_cpu_batch_norm_forward(CNN_FLOAT64, N, C, L, x, NULL, NULL, NULL, NULL, 1, 0.1, 1e-5, y,
+                                   sm, si) == 0);
   check_arrays("bn offset y float64", y, yr, n, 1e-9, 1e-9);
   float *xf = check_to_f32(x, n), *yf = malloc(n * 4), *smf = malloc(C * 4), *sif = malloc(C * 4);
   double *x32 = check_to_f64(xf, n); /* the float32 input, exactly */
   ref_bn(x32, N, C, L, NULL, NULL, 1e-5, yr, mean, var);
-  CHECK(cnn_cpu_batch_norm_forward(CNN_FLOAT32, N, C, L, xf, NULL, NULL, NULL, NULL, 1, 0.1, 1e-5, yf,
-                                   smf, sif) == 0);
+  CHECK(cnn_cpu_batch_norm_forward(CNN_FLOAT32, N, C, L, xf, NULL, NULL, NULL, NULL, 1, 0.1, 1e-5,
+                                   yf, smf, sif) == 0);
   double *y64 = check_to_f64(yf, n);
   check_arrays("bn offset y float32", y64, yr, n, 1e-4, 1e-4);
   free(x), free(yr), free(y), free(mean), free(var), free(sm), free(si);
@@ -159,8 +161,16 @@ static void numeric(bn_case *k, double *p, int64_t n, double *grad) {
 
 static void test_bn_backward(int64_t N, int64_t C, int64_t L, int training) {
   int64_t n = N * C * L;
-  bn_case k = {N, C, L, training, rand_f64(n, 2, 0.3), rand_f64(C, 1, 0), rand_f64(C, 1, 0),
-               rand_f64(C, 1, 0), rand_f64(C, 0.5, 1), rand_f64(n, 1, 0)};
+  bn_case k = {N,
+               C,
+               L,
+               training,
+               rand_f64(n, 2, 0.3),
+               rand_f64(C, 1, 0),
+               rand_f64(C, 1, 0),
+               rand_f64(C, 1, 0),
+               rand_f64(C, 0.5, 1),
+               rand_f64(n, 1, 0)};
   double *y = malloc(n * 8), *sm = malloc(C * 8), *si = malloc(C * 8);
   double *dx = malloc(n * 8), *dg = malloc(C * 8), *db = malloc(C * 8);
   double *gx = malloc(n * 8), *gg = malloc(C * 8), *gb = malloc(C * 8);
@@ -197,14 +207,14 @@ static void test_bn_errors(void) {
   CHECK(cnn_cpu_batch_norm_forward(CNN_FLOAT64, 1, 3, 1, x, NULL, NULL, rm, rv, 1, 0.1, 1e-5, y,
                                    NULL, NULL) == -1);
   CHECK(strstr(cnn_error(), "batch_norm: expected more than 1 value per channel") != NULL);
-  CHECK(cnn_cpu_batch_norm_forward(CNN_FLOAT64, 1, 3, 1, x, NULL, NULL, NULL, NULL, 0, 0.1, 1e-5,
-                                   y, NULL, NULL) == -1);
-  CHECK(cnn_cpu_batch_norm_forward(CNN_UINT8, 2, 3, 1, x, NULL, NULL, rm, rv, 0, 0.1, 1e-5, y,
+  CHECK(cnn_cpu_batch_norm_forward(CNN_FLOAT64, 1, 3, 1, x, NULL, NULL, NULL, NULL, 0, 0.1, 1e-5, y,
                                    NULL, NULL) == -1);
+  CHECK(cnn_cpu_batch_norm_forward(CNN_UINT8, 2, 3, 1, x, NULL, NULL, rm, rv, 0, 0.1, 1e-5, y, NULL,
+                                   NULL) == -1);
   CHECK(strstr(cnn_error(), "batch_norm: dtype uint8") != NULL);
   /* eval with one value per channel is fine */
-  CHECK(cnn_cpu_batch_norm_forward(CNN_FLOAT64, 1, 3, 1, x, NULL, NULL, rm, rv, 0, 0.1, 0, y,
-                                   NULL, NULL) == 0);
+  CHECK(cnn_cpu_batch_norm_forward(CNN_FLOAT64, 1, 3, 1, x, NULL, NULL, rm, rv, 0, 0.1, 0, y, NULL,
+                                   NULL) == 0);
   CHECK_CLOSE(y[2], 3, 1e-15);
 }
 
@@ -268,7 +278,8 @@ static void test_softmax(int64_t outer, int64_t D, int64_t inner, int is_log) {
   snprintf(what, sizeof what, "%s backward vs finite diff %lldx%lldx%lld", op, (long long)outer,
            (long long)D, (long long)inner);
   check_arrays(what, dx, g, n, 1e-7, 1e-6);
-  float *xf = check_to_f32(x, n), *yf = malloc(n * 4), *dyf = check_to_f32(dy, n), *dxf = malloc(n * 4);
+  float *xf = check_to_f32(x, n), *yf = malloc(n * 4), *dyf = check_to_f32(dy, n),
+        *dxf = malloc(n * 4);
   CHECK(cnn_cpu_softmax_forward(CNN_FLOAT32, outer, D, inner, is_log, xf, yf) == 0);
   CHECK(cnn_cpu_softmax_backward(CNN_FLOAT32, outer, D, inner, is_log, yf, dyf, dxf) == 0);
   double *y64 = check_to_f64(yf, n), *dx64 = check_to_f64(dxf, n);

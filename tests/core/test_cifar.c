@@ -16,7 +16,9 @@
 
 #define REC 3073
 
-static uint8_t pixel(int i, int c, int y, int x) { return (uint8_t)((i * 7 + c * 5 + y * 3 + x) % 256); }
+static uint8_t pixel(int i, int c, int y, int x) {
+  return (uint8_t)((i * 7 + c * 5 + y * 3 + x) % 256);
+}
 
 static uint8_t *make_batch(int n, const uint8_t *labels) {
   uint8_t *b = malloc((size_t)n * REC);

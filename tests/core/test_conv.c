@@ -24,8 +24,8 @@
 /* ---- helpers ------------------------------------------------------------------ */
 
 static cnn_conv_shape mk(int64_t N, int64_t C, int64_t H, int64_t W, int64_t K, int64_t R,
-                         int64_t S, int sh, int sw, int pt, int pb, int pl, int pr, int dh,
-                         int dw, int groups) {
+                         int64_t S, int sh, int sw, int pt, int pb, int pl, int pr, int dh, int dw,
+                         int groups) {
   cnn_conv_shape s = {N, C, H, W, K, R, S, 0, 0, sh, sw, pt, pb, pl, pr, dh, dw, groups};
   s.OH = cnn_conv_out_size(H, pt, pb, (int)R, sh, dh);
   s.OW = cnn_conv_out_size(W, pl, pr, (int)S, sw, dw);
@@ -90,18 +90,26 @@ typedef struct {
 static conv_case *cases(int *n) {
   static conv_case c[16];
   int i = 0;
-  c[i++] = (conv_case){"3x3 s2 pad(1,0,2,1) d2", mk(2, 3, 7, 5, 4, 3, 3, 2, 2, 1, 0, 2, 1, 2, 2, 1), 1};
-  c[i++] = (conv_case){"3x3 s2 pad(1,0,2,1) d2 g3", mk(2, 3, 7, 5, 6, 3, 3, 2, 2, 1, 0, 2, 1, 2, 2, 3), 1};
+  c[i++] =
+      (conv_case){"3x3 s2 pad(1,0,2,1) d2", mk(2, 3, 7, 5, 4, 3, 3, 2, 2, 1, 0, 2, 1, 2, 2, 1), 1};
+  c[i++] = (conv_case){"3x3 s2 pad(1,0,2,1) d2 g3",
+                       mk(2, 3, 7, 5, 6, 3, 3, 2, 2, 1, 0, 2, 1, 2, 2, 3), 1};
   c[i++] = (conv_case){"1x1 pointwise", mk(2, 5, 7, 5, 4, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1), 1};
   c[i++] = (conv_case){"1x1 s2", mk(2, 3, 7, 5, 4, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1), 1};
-  c[i++] = (conv_case){"2x3 s(1,2) pad(0,1,1,0) d(1,2) g2", mk(2, 4, 6, 7, 6, 2, 3, 1, 2, 0, 1, 1, 0, 1, 2, 2), 1};
+  c[i++] = (conv_case){"2x3 s(1,2) pad(0,1,1,0) d(1,2) g2",
+                       mk(2, 4, 6, 7, 6, 2, 3, 1, 2, 0, 1, 1, 0, 1, 2, 2), 1};
   c[i++] = (conv_case){"1x1 pointwise g2", mk(1, 4, 3, 5, 2, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 2), 1};
-  c[i++] = (conv_case){"3x3 pad1 C32 K48", mk(2, 32, 9, 11, 48, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), 0};
-  c[i++] = (conv_case){"3x3 s2 C32 K64 g2", mk(3, 32, 10, 9, 64, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 2), 0};
-  c[i++] = (conv_case){"3x3 depthwise C16 K32 g16", mk(2, 16, 8, 7, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 16), 0};
-  c[i++] = (conv_case){"5x5 C20 K10 pad(2,1,0,2) d2", mk(2, 20, 13, 12, 10, 5, 5, 1, 1, 2, 1, 0, 2, 2, 2, 1), 0};
+  c[i++] =
+      (conv_case){"3x3 pad1 C32 K48", mk(2, 32, 9, 11, 48, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), 0};
+  c[i++] =
+      (conv_case){"3x3 s2 C32 K64 g2", mk(3, 32, 10, 9, 64, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 2), 0};
+  c[i++] = (conv_case){"3x3 depthwise C16 K32 g16",
+                       mk(2, 16, 8, 7, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 16), 0};
+  c[i++] = (conv_case){"5x5 C20 K10 pad(2,1,0,2) d2",
+                       mk(2, 20, 13, 12, 10, 5, 5, 1, 1, 2, 1, 0, 2, 2, 2, 1), 0};
   c[i++] = (conv_case){"1x1 C64 K32", mk(2, 64, 7, 7, 32, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1), 0};
-  c[i++] = (conv_case){"7x7 s2 pad3 C3 K16", mk(2, 3, 19, 17, 16, 7, 7, 2, 2, 3, 3, 3, 3, 1, 1, 1), 0};
+  c[i++] =
+      (conv_case){"7x7 s2 pad3 C3 K16", mk(2, 3, 19, 17, 16, 7, 7, 2, 2, 3, 3, 3, 3, 1, 1, 1), 0};
   *n = i;
   return c;
 }
@@ -116,8 +124,8 @@ static double loss(const cnn_conv_shape *s, const double *x, const double *w, co
 }
 
 /* Central differences of L with respect to every element of p (n). */
-static void numeric_grad(const cnn_conv_shape *s, double *x, double *w, double *b,
-                         const double *dy, double *p, int64_t n, double *g) {
+static void numeric_grad(const cnn_conv_shape *s, double *x, double *w, double *b, const double *dy,
+                         double *p, int64_t n, double *g) {
   double *y = malloc(ny(s) * sizeof *y), h = 1e-6;
   for (int64_t i = 0; i < n; i++) {
     double keep = p[i];
@@ -133,7 +141,8 @@ static void numeric_grad(const cnn_conv_shape *s, double *x, double *w, double *
 
 static void test_finite_differences(const conv_case *c) {
   const cnn_conv_shape *s = &c->s;
-  double *x = check_rand_f64(nx(s)), *w = check_rand_f64(nw(s)), *b = check_rand_f64(s->K), *dy = check_rand_f64(ny(s));
+  double *x = check_rand_f64(nx(s)), *w = check_rand_f64(nw(s)), *b = check_rand_f64(s->K),
+         *dy = check_rand_f64(ny(s));
   double *dx = malloc(nx(s) * 8), *dw = malloc(nw(s) * 8), *db = malloc(s->K * 8);
   double *gx = malloc(nx(s) * 8), *gw = malloc(nw(s) * 8), *gb = malloc(s->K * 8);
   char what[160];
@@ -154,15 +163,17 @@ static void test_finite_differences(const conv_case *c) {
 /* ---- 3. paths against the naive loop -------------------------------------------------- */
 
 typedef struct {
-  double *x, *w, *b, *dy;          /* random inputs */
-  double *y, *dx, *dw, *db;        /* naive float64 results */
+  double *x, *w, *b, *dy;   /* random inputs */
+  double *y, *dx, *dw, *db; /* naive float64 results */
   float *xf, *wf, *bf, *dyf;
-  float *yf, *dxf, *dwf, *dbf;     /* naive float32 results */
+  float *yf, *dxf, *dwf, *dbf; /* naive float32 results */
 } refs;
 
 static void refs_make(const cnn_conv_shape *s, refs *r) {
-  r->x = check_rand_f64(nx(s)), r->w = check_rand_f64(nw(s)), r->b = check_rand_f64(s->K), r->dy = check_rand_f64(ny(s));
-  r->xf = check_to_f32(r->x, nx(s)), r->wf = check_to_f32(r->w, nw(s)), r->bf = check_to_f32(r->b, s->K);
+  r->x = check_rand_f64(nx(s)), r->w = check_rand_f64(nw(s)), r->b = check_rand_f64(s->K),
+  r->dy = check_rand_f64(ny(s));
+  r->xf = check_to_f32(r->x, nx(s)), r->wf = check_to_f32(r->w, nw(s)),
+  r->bf = check_to_f32(r->b, s->K);
   r->dyf = check_to_f32(r->dy, ny(s));
   r->y = malloc(ny(s) * 8), r->dx = malloc(nx(s) * 8), r->dw = malloc(nw(s) * 8);
   r->db = malloc(s->K * 8);
@@ -177,15 +188,15 @@ static void refs_make(const cnn_conv_shape *s, refs *r) {
 }
 
 static void refs_free(refs *r) {
-  void *p[] = {r->x, r->w, r->b, r->dy, r->y, r->dx, r->dw, r->db,
+  void *p[] = {r->x,  r->w,  r->b,  r->dy,  r->y,  r->dx,  r->dw,  r->db,
                r->xf, r->wf, r->bf, r->dyf, r->yf, r->dxf, r->dwf, r->dbf};
   for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) free(p[i]);
 }
 
 /* The float32 results of one path, compared with the naive float32 ones.
  * Outputs start as NaN garbage so a path that forgets to write shows. */
-static void compare_f32(const char *path, const conv_case *c, const refs *r, int rc_fwd,
-                        int rc_bd, int rc_bw, const float *y, const float *dx, const float *dw,
+static void compare_f32(const char *path, const conv_case *c, const refs *r, int rc_fwd, int rc_bd,
+                        int rc_bw, const float *y, const float *dx, const float *dw,
                         const float *db) {
   const cnn_conv_shape *s = &c->s;
   char what[160];

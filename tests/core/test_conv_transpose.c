@@ -34,18 +34,48 @@ typedef struct {
 
 static const config configs[] = {
     {"3x3 pad 1", 2, 3, 4, 5, 2, 3, 3, {{1, 1}, {1, 1}, {0, 0}, {1, 1}, 1}},
-    {"3x2 stride (2,3) pad (1,0) output_padding (1,2) groups 2", 2, 4, 3, 4, 6, 3, 2,
+    {"3x2 stride (2,3) pad (1,0) output_padding (1,2) groups 2",
+     2,
+     4,
+     3,
+     4,
+     6,
+     3,
+     2,
      {{2, 3}, {1, 0}, {1, 2}, {1, 1}, 2}},
-    {"dilation 2 output_padding 1 > stride 1 (unreached last rows)", 1, 2, 3, 3, 3, 2, 2,
+    {"dilation 2 output_padding 1 > stride 1 (unreached last rows)",
+     1,
+     2,
+     3,
+     3,
+     3,
+     2,
+     2,
      {{1, 1}, {0, 0}, {1, 1}, {2, 2}, 1}},
-    {"3x3 stride 2 pad 1 output_padding 1 dilation 2 groups 3", 2, 6, 4, 4, 6, 3, 3,
+    {"3x3 stride 2 pad 1 output_padding 1 dilation 2 groups 3",
+     2,
+     6,
+     4,
+     4,
+     6,
+     3,
+     3,
      {{2, 2}, {1, 1}, {1, 1}, {2, 2}, 3}},
-    {"4x4 stride 2 pad 1, 16 -> 32 channels", 3, 16, 5, 5, 32, 4, 4, {{2, 2}, {1, 1}, {0, 0}, {1, 1}, 1}},
+    {"4x4 stride 2 pad 1, 16 -> 32 channels",
+     3,
+     16,
+     5,
+     5,
+     32,
+     4,
+     4,
+     {{2, 2}, {1, 1}, {0, 0}, {1, 1}, 1}},
 };
 #define NCONFIGS (int)(sizeof configs / sizeof configs[0])
 
 static int64_t out_dim(int64_t in, int64_t k, const cnn_conv_transpose_params *p, int i) {
-  return (in - 1) * p->stride[i] - 2 * p->pad[i] + p->dilation[i] * (k - 1) + p->output_padding[i] + 1;
+  return (in - 1) * p->stride[i] - 2 * p->pad[i] + p->dilation[i] * (k - 1) + p->output_padding[i] +
+         1;
 }
 
 /* ---- the oracle: the definition as a scatter loop, in double ------------------ */
@@ -54,7 +84,8 @@ static void oracle(const config *c, const double *x, const double *w, const doub
                    int64_t OH, int64_t OW) {
   const cnn_conv_transpose_params *p = &c->p;
   int64_t Cin_g = c->Cin / p->groups, Cout_g = c->Cout / p->groups;
-  for (int64_t i = 0; i < c->N * c->Cout * OH * OW; i++) y[i] = b ? b[(i / (OH * OW)) % c->Cout] : 0;
+  for (int64_t i = 0; i < c->N * c->Cout * OH * OW; i++)
+    y[i] = b ? b[(i / (OH * OW)) % c->Cout] : 0;
   for (int64_t n = 0; n < c->N; n++)
     for (int64_t ci = 0; ci < c->Cin; ci++)
       for (int64_t ih = 0; ih < c->H; ih++)
@@ -104,7 +135,9 @@ static void test_hand(void) {
   cnn_conv_transpose_params p = {{1, 1}, {0, 0}, {0, 0}, {1, 1}, 1};
   cnn_tensor *y = cnn_conv_transpose2d(x, w, NULL, &p);
   CHECK(y && y->shape[2] == 3 && y->shape[3] == 3);
-  if (y) values(y, got), check_arrays("hand stride 1", got, (double[]){1, 12, 20, 103, 1234, 2040, 300, 3400, 4000}, 9, 0, 0);
+  if (y)
+    values(y, got), check_arrays("hand stride 1", got,
+                                 (double[]){1, 12, 20, 103, 1234, 2040, 300, 3400, 4000}, 9, 0, 0);
   cnn_tensor_release(y);
 
   p.stride[0] = p.stride[1] = 2;
@@ -112,7 +145,8 @@ static void test_hand(void) {
   CHECK(y && y->shape[2] == 4 && y->shape[3] == 4);
   if (y)
     values(y, got), check_arrays("hand stride 2", got,
-                                 (double[]){1, 10, 2, 20, 100, 1000, 200, 2000, 3, 30, 4, 40, 300, 3000, 400, 4000},
+                                 (double[]){1, 10, 2, 20, 100, 1000, 200, 2000, 3, 30, 4, 40, 300,
+                                            3000, 400, 4000},
                                  16, 0, 0);
   cnn_tensor_release(y);
 
@@ -120,8 +154,10 @@ static void test_hand(void) {
   y = cnn_conv_transpose2d(x, w, b, &p);
   CHECK(y && y->shape[2] == 3 && y->shape[3] == 3);
   if (y)
-    values(y, got), check_arrays("hand stride 2 pad 1 output_padding 1 bias", got,
-                                 (double[]){1000.5, 200.5, 2000.5, 30.5, 4.5, 40.5, 3000.5, 400.5, 4000.5}, 9, 0, 0);
+    values(y, got),
+        check_arrays("hand stride 2 pad 1 output_padding 1 bias", got,
+                     (double[]){1000.5, 200.5, 2000.5, 30.5, 4.5, 40.5, 3000.5, 400.5, 4000.5}, 9,
+                     0, 0);
   cnn_tensor_release(y);
   cnn_tensor_release(x), cnn_tensor_release(w), cnn_tensor_release(b);
 }
@@ -131,16 +167,19 @@ static void test_hand(void) {
 static void check_against_oracle(const config *c, cnn_conv_algo algo, cnn_dtype dt) {
   int64_t OH = out_dim(c->H, c->R, &c->p, 0), OW = out_dim(c->W, c->S, &c->p, 1);
   int64_t xs[4] = {c->N, c->Cin, c->H, c->W}, ws[4] = {c->Cin, c->Cout / c->p.groups, c->R, c->S};
-  int64_t nx = c->N * c->Cin * c->H * c->W, nw = ws[0] * ws[1] * c->R * c->S, ny = c->N * c->Cout * OH * OW;
+  int64_t nx = c->N * c->Cin * c->H * c->W, nw = ws[0] * ws[1] * c->R * c->S,
+          ny = c->N * c->Cout * OH * OW;
   double *x = check_rand_f64(nx), *w = check_rand_f64(nw), *b = check_rand_f64(c->Cout);
   double *ref = malloc((size_t)ny * sizeof(double)), *got = malloc((size_t)ny * sizeof(double));
   oracle(c, x, w, b, ref, OH, OW);
-  cnn_tensor *tx = tensor_of(4, xs, x, dt), *tw = tensor_of(4, ws, w, dt), *tb = tensor_of(1, &c->Cout, b, dt);
+  cnn_tensor *tx = tensor_of(4, xs, x, dt), *tw = tensor_of(4, ws, w, dt),
+             *tb = tensor_of(1, &c->Cout, b, dt);
   cnn_set_conv_algo(algo);
   cnn_tensor *y = cnn_conv_transpose2d(tx, tw, tb, &c->p);
   cnn_set_conv_algo(CNN_CONV_AUTO);
   char what[200];
-  snprintf(what, sizeof what, "conv_transpose2d %s (%s, %s) vs oracle", c->name, algo_names[algo], cnn_dtype_name(dt));
+  snprintf(what, sizeof what, "conv_transpose2d %s (%s, %s) vs oracle", c->name, algo_names[algo],
+           cnn_dtype_name(dt));
   if (!y) {
     fprintf(stderr, "%s: failed: %s\n", what, cnn_error());
     check_failures++;
@@ -178,12 +217,15 @@ static void check_is_conv_gradient(const config *c) {
   cnn_tensor *x = cnn_randn(4, xs, CNN_FLOAT64), *w = cnn_randn(4, ws, CNN_FLOAT64);
   cnn_tensor *yt = cnn_conv_transpose2d(x, w, NULL, p);
   cnn_tensor *z = yt ? cnn_zeros(4, yt->shape, CNN_FLOAT64, CNN_DEVICE_CPU) : NULL;
-  cnn_conv_params cp = {{p->stride[0], p->stride[1]}, {p->pad[0], p->pad[0], p->pad[1], p->pad[1]},
-                        {p->dilation[0], p->dilation[1]}, p->groups};
+  cnn_conv_params cp = {{p->stride[0], p->stride[1]},
+                        {p->pad[0], p->pad[0], p->pad[1], p->pad[1]},
+                        {p->dilation[0], p->dilation[1]},
+                        p->groups};
   if (z) cnn_set_requires_grad(z, true);
   cnn_tensor *y = z ? cnn_conv2d(z, w, NULL, &cp) : NULL;
   CHECK(y && y->shape[2] >= c->H && y->shape[3] >= c->W);
-  cnn_tensor *dy = y ? cnn_pad(x, 4, (int64_t[]){0, y->shape[3] - c->W, 0, y->shape[2] - c->H}, 0) : NULL;
+  cnn_tensor *dy =
+      y ? cnn_pad(x, 4, (int64_t[]){0, y->shape[3] - c->W, 0, y->shape[2] - c->H}, 0) : NULL;
   if (dy && cnn_backward(y, dy, false) == 0 && z->grad) {
     int64_t n = cnn_tensor_numel(yt);
     double *a = malloc((size_t)n * sizeof(double)), *g = malloc((size_t)n * sizeof(double));
@@ -213,11 +255,13 @@ static cnn_tensor *transpose_op(cnn_tensor **in, void *ctx) {
 static void test_gradcheck(void) {
   for (int i = 0; i < 4; i++) { /* the small configurations */
     const config *c = &configs[i];
-    for (int algo = CNN_CONV_AUTO; algo <= CNN_CONV_NAIVE; algo += CNN_CONV_NAIVE) { /* float64: see test_oracle */
+    for (int algo = CNN_CONV_AUTO; algo <= CNN_CONV_NAIVE;
+         algo += CNN_CONV_NAIVE) { /* float64: see test_oracle */
       cnn_set_conv_algo((cnn_conv_algo)algo);
-      cnn_tensor *in[3] = {gc_leaf(4, (int64_t[]){c->N, c->Cin, c->H, c->W}, -1, 1, 1),
-                           gc_leaf(4, (int64_t[]){c->Cin, c->Cout / c->p.groups, c->R, c->S}, -1, 1, 2),
-                           gc_leaf(1, &c->Cout, -1, 1, 3)};
+      cnn_tensor *in[3] = {
+          gc_leaf(4, (int64_t[]){c->N, c->Cin, c->H, c->W}, -1, 1, 1),
+          gc_leaf(4, (int64_t[]){c->Cin, c->Cout / c->p.groups, c->R, c->S}, -1, 1, 2),
+          gc_leaf(1, &c->Cout, -1, 1, 3)};
       char what[200];
       snprintf(what, sizeof what, "conv_transpose2d %s (%s)", c->name, algo_names[algo]);
       gradcheck(what, transpose_op, (void *)&c->p, 3, in);
@@ -246,7 +290,8 @@ static void test_errors(void) {
   cnn_conv_transpose_params ok = {{1, 1}, {0, 0}, {0, 0}, {1, 1}, 1}, p = ok;
   p.output_padding[1] = 1;
   expect_error(x, w, NULL, p, "output padding must be smaller than either stride or dilation");
-  expect_error(x, w5, NULL, ok, "conv_transpose2d: input 2x4x5x5 has 4 channels, weight 5x3x3x3 expects 5");
+  expect_error(x, w5, NULL, ok,
+               "conv_transpose2d: input 2x4x5x5 has 4 channels, weight 5x3x3x3 expects 5");
   expect_error(x, w, b, ok, "conv_transpose2d: bias 4 does not match weight 4x3x3x3");
   p = ok, p.groups = 3;
   expect_error(x, w, NULL, p, "not divisible by groups 3");

@@ -49,7 +49,9 @@ static void test_broadcast_2x1x3_4x1(cnn_dtype dt) {
     cnn_tensor *y = cnn_binary((cnn_binary_op)op, a, b);
     CHECK(y && y->ndim == 3 && y->shape[0] == 2 && y->shape[1] == 4 && y->shape[2] == 3);
     if (!y) continue;
-    cnn_dtype want = op >= CNN_OP_EQ ? CNN_UINT8 : op == CNN_OP_DIV && dt == CNN_INT64 ? CNN_FLOAT32 : dt;
+    cnn_dtype want = op >= CNN_OP_EQ                       ? CNN_UINT8
+                     : op == CNN_OP_DIV && dt == CNN_INT64 ? CNN_FLOAT32
+                                                           : dt;
     CHECK(y->dtype == want);
     double got[24], ref[24];
     for (int i = 0; i < 2; i++)
@@ -75,11 +77,13 @@ static void test_scalar_and_views(void) {
   CHECK(y && y->dtype == CNN_FLOAT32 && y->shape[0] == 4 && y->shape[1] == 3);
   double got[12], ref[12];
   for (int i = 0; i < 4; i++)
-    for (int j = 0; j < 3; j++) got[i * 3 + j] = cnn_tensor_get(y, i * 3 + j), ref[i * 3 + j] = 10 - (-2 + 0.5 * (j * 4 + i));
+    for (int j = 0; j < 3; j++)
+      got[i * 3 + j] = cnn_tensor_get(y, i * 3 + j), ref[i * 3 + j] = 10 - (-2 + 0.5 * (j * 4 + i));
   check_arrays("10 - transpose(3x4)", got, ref, 12, 0, 0);
   /* a transposed view with itself: t * t */
   cnn_tensor *sq = cnn_binary(CNN_OP_MUL, t, t);
-  for (int i = 0; i < 12; i++) got[i] = cnn_tensor_get(sq, i), ref[i] = pow(cnn_tensor_get(t, i), 2);
+  for (int i = 0; i < 12; i++)
+    got[i] = cnn_tensor_get(sq, i), ref[i] = pow(cnn_tensor_get(t, i), 2);
   check_arrays("t * t (transposed)", got, ref, 12, 0, 0);
   cnn_tensor_release(y), cnn_tensor_release(sq), cnn_tensor_release(s);
   cnn_tensor_release(t), cnn_tensor_release(base);
@@ -114,8 +118,8 @@ static void test_large_parallel(void) {
 }
 
 static void test_promotion(void) {
-  cnn_tensor *u8 = filled(1, SH(3), CNN_UINT8, 250, 2);   /* 250 252 254 */
-  cnn_tensor *i64 = filled(1, SH(3), CNN_INT64, 7, 1);    /* 7 8 9 */
+  cnn_tensor *u8 = filled(1, SH(3), CNN_UINT8, 250, 2); /* 250 252 254 */
+  cnn_tensor *i64 = filled(1, SH(3), CNN_INT64, 7, 1);  /* 7 8 9 */
   cnn_tensor *f32 = filled(1, SH(3), CNN_FLOAT32, 0.5, 1);
   cnn_tensor *f64s = cnn_scalar(0.25, CNN_FLOAT64, CNN_DEVICE_CPU);
   cnn_tensor *i64s = cnn_scalar(2, CNN_INT64, CNN_DEVICE_CPU);
@@ -179,7 +183,10 @@ static double ref_unary(int op, double x, double p0, double p1) {
   case CNN_OP_SIGN: return (x > 0) - (x < 0);
   case CNN_OP_FLOOR: return floor(x);
   case CNN_OP_CEIL: return ceil(x);
-  case CNN_OP_ROUND: { double r = round(x); return fabs(x - trunc(x)) == 0.5 ? 2 * round(x / 2) : r; }
+  case CNN_OP_ROUND: {
+    double r = round(x);
+    return fabs(x - trunc(x)) == 0.5 ? 2 * round(x / 2) : r;
+  }
   case CNN_OP_RECIPROCAL: return 1 / x;
   case CNN_OP_SQUARE: return x * x;
   case CNN_OP_GELU: return 0.5 * x * (1 + erf(x / sqrt(2)));
@@ -215,10 +222,12 @@ static void test_unary_values(cnn_dtype dt) {
     cnn_tensor *y = cnn_unary((cnn_unary_op)op, x, p0, p1);
     CHECK(y && y->dtype == dt && cnn_same_shape(x, y));
     double got[20], ref[20];
-    for (int i = 0; i < 20; i++) got[i] = cnn_tensor_get(y, i), ref[i] = ref_unary(op, cnn_tensor_get(x, i), p0, p1);
+    for (int i = 0; i < 20; i++)
+      got[i] = cnn_tensor_get(y, i), ref[i] = ref_unary(op, cnn_tensor_get(x, i), p0, p1);
     char what[64];
     snprintf(what, sizeof what, "%s 5x4(T) %s", cnn_unary_name(op), cnn_dtype_name(dt));
-    check_arrays(what, got, ref, 20, dt == CNN_FLOAT32 ? 1e-6 : 1e-14, dt == CNN_FLOAT32 ? 1e-6 : 1e-14);
+    check_arrays(what, got, ref, 20, dt == CNN_FLOAT32 ? 1e-6 : 1e-14,
+                 dt == CNN_FLOAT32 ? 1e-6 : 1e-14);
     cnn_tensor_release(y);
   }
   /* known values */
@@ -237,10 +246,12 @@ static void test_unary_values(cnn_dtype dt) {
  * by hand from the definitions, through the autograd engine in float64. */
 
 /* y = op(x) and dy/dx at the n points xs, x float64 */
-static void act_at(cnn_unary_op op, const double *xs, int n, double p0, double p1, double *y, double *dy) {
+static void act_at(cnn_unary_op op, const double *xs, int n, double p0, double p1, double *y,
+                   double *dy) {
   cnn_tensor *x = cnn_from_buffer(1, SH(n), CNN_FLOAT64, xs);
   cnn_set_requires_grad(x, true);
-  cnn_tensor *out = cnn_unary(op, x, p0, p1), *sum = out ? cnn_reduce(CNN_RED_SUM, out, 0, false, 0) : NULL;
+  cnn_tensor *out = cnn_unary(op, x, p0, p1),
+             *sum = out ? cnn_reduce(CNN_RED_SUM, out, 0, false, 0) : NULL;
   CHECK(sum && cnn_backward(sum, NULL, false) == 0 && x->grad);
   for (int i = 0; i < n; i++) {
     y[i] = out ? cnn_tensor_get(out, i) : NAN;
@@ -249,8 +260,8 @@ static void act_at(cnn_unary_op op, const double *xs, int n, double p0, double p
   cnn_tensor_release(sum), cnn_tensor_release(out), cnn_tensor_release(x);
 }
 
-static void check_act(const char *what, cnn_unary_op op, double p0, double p1, int n, const double *xs,
-                      const double *y_ref, const double *dy_ref) {
+static void check_act(const char *what, cnn_unary_op op, double p0, double p1, int n,
+                      const double *xs, const double *y_ref, const double *dy_ref) {
   double y[16], dy[16];
   act_at(op, xs, n, p0, p1, y, dy);
   char w[80];
@@ -279,7 +290,8 @@ static void test_activations(void) {
             (double[]){-0.08296408384578255, 0.5, 1.0860992566236183});
   /* hardswish: derivative -1/2 at -3 and 3/2 at 3 (PyTorch's hardswish_backward) */
   check_act("hardswish", CNN_OP_HARDSWISH, 0, 0, 7, (double[]){-4, -3, -1, 0, 1.5, 3, 4},
-            (double[]){0, 0, -1.0 / 3, 0, 1.125, 3, 4}, (double[]){0, -0.5, 1.0 / 6, 0.5, 1, 1.5, 1});
+            (double[]){0, 0, -1.0 / 3, 0, 1.125, 3, 4},
+            (double[]){0, -0.5, 1.0 / 6, 0.5, 1, 1.5, 1});
   /* hardsigmoid: derivative 1/6 strictly inside (-3, 3) */
   check_act("hardsigmoid", CNN_OP_HARDSIGMOID, 0, 0, 6, (double[]){-4, -3, 0, 1.5, 3, 4},
             (double[]){0, 0, 0.5, 0.75, 1, 1}, (double[]){0, 0, 1.0 / 6, 1.0 / 6, 0, 0});
@@ -327,11 +339,13 @@ static void test_inplace(void) {
   CHECK(cnn_tensor_get(a, 5) == 6.5);
   CHECK(cnn_unary_(CNN_OP_MUL_SCALAR, a, 2, 0) == 0 && cnn_tensor_get(a, 0) == 3);
   /* broadcasting the target itself is an error */
-  CHECK(cnn_binary_(CNN_OP_ADD, row, a) == -1 && strstr(cnn_error(), "add_") && strstr(cnn_error(), "2x3"));
+  CHECK(cnn_binary_(CNN_OP_ADD, row, a) == -1 && strstr(cnn_error(), "add_") &&
+        strstr(cnn_error(), "2x3"));
   /* int target, float operand: computed in float, cast back */
   cnn_tensor *i = filled(1, SH(3), CNN_INT64, 1, 1);
   cnn_tensor *half = cnn_scalar(2.5, CNN_FLOAT32, CNN_DEVICE_CPU);
-  CHECK(cnn_binary_(CNN_OP_MUL, i, half) == 0 && i->dtype == CNN_INT64 && cnn_tensor_get(i, 1) == 5);
+  CHECK(cnn_binary_(CNN_OP_MUL, i, half) == 0 && i->dtype == CNN_INT64 &&
+        cnn_tensor_get(i, 1) == 5);
   /* a transposed view of itself: a_ += a^T is done against a copy */
   cnn_tensor *sq = filled(2, SH(2, 2), CNN_FLOAT64, 1, 1), *sqt = cnn_transpose(sq, 0, 1);
   CHECK(cnn_binary_(CNN_OP_ADD, sq, sqt) == 0);
@@ -339,7 +353,8 @@ static void test_inplace(void) {
   /* autograd rules */
   cnn_tensor *leaf = filled(1, SH(3), CNN_FLOAT32, 1, 1);
   cnn_set_requires_grad(leaf, true);
-  CHECK(cnn_unary_(CNN_OP_NEG, leaf, 0, 0) == -1 && strstr(cnn_error(), "neg_") && strstr(cnn_error(), "leaf"));
+  CHECK(cnn_unary_(CNN_OP_NEG, leaf, 0, 0) == -1 && strstr(cnn_error(), "neg_") &&
+        strstr(cnn_error(), "leaf"));
   bool prev = cnn_set_grad_enabled(false);
   CHECK(cnn_binary_(CNN_OP_SUB, leaf, half) == 0 && cnn_tensor_get(leaf, 0) == -1.5);
   cnn_set_grad_enabled(prev);
@@ -367,7 +382,8 @@ static void test_math_header(void) {
   CHECK_CLOSE(cnn_sigmoid(-800), 0, 1e-300);
   CHECK_CLOSE(cnn_sigmoid(2), 0.8807970779778823, 1e-15);
   CHECK_CLOSE(cnn_sigmoid_f(-2.0f), 0.11920292202211755, 1e-7);
-  CHECK_CLOSE(cnn_gelu_grad(0.7), 0.5 * (1 + erf(0.7 / sqrt(2))) + 0.7 * exp(-0.245) / sqrt(2 * M_PI), 1e-15);
+  CHECK_CLOSE(cnn_gelu_grad(0.7),
+              0.5 * (1 + erf(0.7 / sqrt(2))) + 0.7 * exp(-0.245) / sqrt(2 * M_PI), 1e-15);
   CHECK_CLOSE(cnn_elu(-1, 2), 2 * (exp(-1) - 1), 1e-15);
   CHECK_CLOSE(cnn_softplus(1000), 1000, 1e-12);
   CHECK_CLOSE(cnn_softplus(-1000), 0, 1e-300);
@@ -384,8 +400,12 @@ static void test_sgd(void) {
   /* momentum 0.9, dampening 0.1, wd 0.01, lr 0.1, constant gradient 0.5, p0 = 1 */
   double p = 1, buf = 0, g = 0.5, rp = 1, rbuf = 0;
   for (int step = 0; step < 3; step++) {
-    cnn_sgd_hp h = {.lr = 0.1, .momentum = 0.9, .dampening = 0.1, .weight_decay = 0.01,
-                    .nesterov = 0, .first_step = step == 0};
+    cnn_sgd_hp h = {.lr = 0.1,
+                    .momentum = 0.9,
+                    .dampening = 0.1,
+                    .weight_decay = 0.01,
+                    .nesterov = 0,
+                    .first_step = step == 0};
     cnn_sgd_step(&p, g, &buf, h);
     double gg = g + 0.01 * rp;
     rbuf = step == 0 ? gg : 0.9 * rbuf + 0.9 * gg;
@@ -394,11 +414,13 @@ static void test_sgd(void) {
   CHECK_CLOSE(p, rp, 1e-15);
   /* step 1 by hand: g = 0.51, buf = 0.51, p = 0.949 */
   double q = 1, qb = 0;
-  cnn_sgd_step(&q, 0.5, &qb, (cnn_sgd_hp){.lr = 0.1, .momentum = 0.9, .weight_decay = 0.01, .first_step = 1});
+  cnn_sgd_step(&q, 0.5, &qb,
+               (cnn_sgd_hp){.lr = 0.1, .momentum = 0.9, .weight_decay = 0.01, .first_step = 1});
   CHECK_CLOSE(q, 0.949, 1e-15);
   /* nesterov, float: g = 0.5, buf = 0.5, g' = 0.5 + 0.9*0.5 = 0.95 */
   float f = 1, fb = 0;
-  cnn_sgd_step_f(&f, 0.5f, &fb, (cnn_sgd_hp){.lr = 0.1, .momentum = 0.9, .nesterov = 1, .first_step = 1});
+  cnn_sgd_step_f(&f, 0.5f, &fb,
+                 (cnn_sgd_hp){.lr = 0.1, .momentum = 0.9, .nesterov = 1, .first_step = 1});
   CHECK_CLOSE(f, 0.905, 1e-7);
 }
 
@@ -411,7 +433,8 @@ static void test_adam_rmsprop(void) {
   /* three steps, AdamW wd 0.1, gradients 0.5, -0.2, 0.1, against the formulas */
   double ps = 2, ms = 0, vs = 0, rp = 2, rm = 0, rv = 0, gs[3] = {0.5, -0.2, 0.1};
   for (int t = 1; t <= 3; t++) {
-    cnn_adam_step(&ps, gs[t - 1], &ms, &vs, NULL, cnn_adam_hp_make(0.01, 0.9, 0.99, 1e-8, 0.1, 1, 0, t));
+    cnn_adam_step(&ps, gs[t - 1], &ms, &vs, NULL,
+                  cnn_adam_hp_make(0.01, 0.9, 0.99, 1e-8, 0.1, 1, 0, t));
     rp *= 1 - 0.01 * 0.1;
     rm = 0.9 * rm + 0.1 * gs[t - 1];
     rv = 0.99 * rv + 0.01 * gs[t - 1] * gs[t - 1];
@@ -421,7 +444,8 @@ static void test_adam_rmsprop(void) {
   CHECK_CLOSE(ps, rp, 1e-12);
   /* RMSprop centered with momentum, two steps by formula */
   double q = 1, sq = 0, ga = 0, buf = 0, rq = 1, rsq = 0, rga = 0, rbuf = 0;
-  cnn_rmsprop_hp h = {.lr = 0.01, .alpha = 0.99, .eps = 1e-8, .weight_decay = 0, .momentum = 0.9, .centered = 1};
+  cnn_rmsprop_hp h = {
+      .lr = 0.01, .alpha = 0.99, .eps = 1e-8, .weight_decay = 0, .momentum = 0.9, .centered = 1};
   for (int t = 0; t < 2; t++) {
     double g = t ? -0.3 : 0.4;
     cnn_rmsprop_step(&q, g, &sq, &ga, &buf, h);
@@ -432,7 +456,8 @@ static void test_adam_rmsprop(void) {
   }
   CHECK_CLOSE(q, rq, 1e-12);
   float fq = 1, fsq = 0;
-  cnn_rmsprop_step_f(&fq, 0.4f, &fsq, NULL, NULL, (cnn_rmsprop_hp){.lr = 0.01, .alpha = 0.99, .eps = 1e-8});
+  cnn_rmsprop_step_f(&fq, 0.4f, &fsq, NULL, NULL,
+                     (cnn_rmsprop_hp){.lr = 0.01, .alpha = 0.99, .eps = 1e-8});
   CHECK_CLOSE(fq, 1 - 0.01 * 0.4 / (sqrt(0.01 * 0.16) + 1e-8), 1e-6);
 }
 

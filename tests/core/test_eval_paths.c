@@ -72,7 +72,8 @@ static int same_bits(float a, float b) {
 }
 
 static void test_shape(int64_t N, int64_t C, int64_t H, int64_t W, int ceil_mode) {
-  cnn_pool_shape s = {N, C, H, W, out_size(H, ceil_mode), out_size(W, ceil_mode), 2, 2, 2, 2, 0, 0, 0, 1, 1};
+  cnn_pool_shape s = {N, C, H, W, out_size(H, ceil_mode), out_size(W, ceil_mode), 2, 2, 2, 2, 0,
+                      0, 0, 1, 1};
   int64_t P = N * C, nx = P * H * W, ny = P * s.OH * s.OW;
   float *x = malloc(nx * 4), *y = malloc(ny * 4), *y2 = malloc(ny * 4), *yr = malloc(ny * 4);
   int64_t *idx = malloc(ny * 8), *idxr = malloc(ny * 8);
@@ -89,10 +90,11 @@ static void test_shape(int64_t N, int64_t C, int64_t H, int64_t W, int ceil_mode
   }
   if (bad_y >= 0 || bad_y2 >= 0 || bad_i >= 0) {
     int64_t i = bad_y >= 0 ? bad_y : bad_y2 >= 0 ? bad_y2 : bad_i;
-    fprintf(stderr, "max_pool2d 2x2 %lldx%lldx%lldx%lld ceil=%d: first mismatch at %lld: "
-            "y %g / %g (no idx) vs %g, idx %lld vs %lld\n", (long long)N, (long long)C,
-            (long long)H, (long long)W, ceil_mode, (long long)i, y[i], y2[i], yr[i],
-            (long long)idx[i], (long long)idxr[i]);
+    fprintf(stderr,
+            "max_pool2d 2x2 %lldx%lldx%lldx%lld ceil=%d: first mismatch at %lld: "
+            "y %g / %g (no idx) vs %g, idx %lld vs %lld\n",
+            (long long)N, (long long)C, (long long)H, (long long)W, ceil_mode, (long long)i, y[i],
+            y2[i], yr[i], (long long)idx[i], (long long)idxr[i]);
   }
   CHECK(bad_y < 0);
   CHECK(bad_y2 < 0);
@@ -125,7 +127,8 @@ static void test_tensor_level(void) {
   CHECK(x->grad != NULL);
   if (x->grad) {
     double *got = malloc(n * 8), *want = malloc(n * 8);
-    for (int64_t i = 0; i < n; i++) got[i] = ((float *)cnn_tensor_data(x->grad))[i], want[i] = want_g[i];
+    for (int64_t i = 0; i < n; i++)
+      got[i] = ((float *)cnn_tensor_data(x->grad))[i], want[i] = want_g[i];
     check_arrays("max_pool2d 3x4x9x10 gradient", got, want, n, 0, 0);
     free(got), free(want);
   }
@@ -138,7 +141,8 @@ static void test_bn_eval(int f64, int affine) {
   double xd[n], ref[n], rm[C], rv[C], g[C], b[C], sm[C], si[C];
   for (int i = 0; i < n; i++) xd[i] = 3 * check_urand();
   for (int c = 0; c < C; c++)
-    rm[c] = check_urand(), rv[c] = 1.5 + check_urand(), g[c] = 2 * check_urand(), b[c] = check_urand();
+    rm[c] = check_urand(), rv[c] = 1.5 + check_urand(), g[c] = 2 * check_urand(),
+    b[c] = check_urand();
   double eps = 1e-3;
   for (int nn = 0; nn < N; nn++)
     for (int c = 0; c < C; c++)
@@ -157,9 +161,11 @@ static void test_bn_eval(int f64, int affine) {
   } else {
     float xf[n], yf[n], rmf[C], rvf[C], gf[C], bf[C];
     for (int i = 0; i < n; i++) xf[i] = (float)xd[i];
-    for (int c = 0; c < C; c++) rmf[c] = (float)rm[c], rvf[c] = (float)rv[c], gf[c] = (float)g[c], bf[c] = (float)b[c];
-    CHECK(cnn_cpu_batch_norm_forward(CNN_FLOAT32, N, C, L, xf, affine ? gf : NULL, affine ? bf : NULL,
-                                     rmf, rvf, 0, 0.1, eps, yf, NULL, NULL) == 0);
+    for (int c = 0; c < C; c++)
+      rmf[c] = (float)rm[c], rvf[c] = (float)rv[c], gf[c] = (float)g[c], bf[c] = (float)b[c];
+    CHECK(cnn_cpu_batch_norm_forward(CNN_FLOAT32, N, C, L, xf, affine ? gf : NULL,
+                                     affine ? bf : NULL, rmf, rvf, 0, 0.1, eps, yf, NULL,
+                                     NULL) == 0);
     for (int i = 0; i < n; i++) got[i] = yf[i];
   }
   char what[64];

@@ -112,7 +112,8 @@ typedef cnn_tensor *(*view_fn)(cnn_tensor *base);
 
 static cnn_tensor *values(int nd, const int64_t *shape, cnn_dtype dt, int seed) {
   cnn_tensor *t = cnn_empty(nd, shape, dt, CNN_DEVICE_CPU);
-  for (int64_t i = 0; i < cnn_tensor_numel(t); i++) cnn_tensor_set(t, i, cos(0.37 * (double)i + seed));
+  for (int64_t i = 0; i < cnn_tensor_numel(t); i++)
+    cnn_tensor_set(t, i, cos(0.37 * (double)i + seed));
   return t;
 }
 
@@ -171,8 +172,10 @@ static void run_case(const char *what, int nda, const int64_t *sa, view_fn va, i
   /* empty bases are made on the device directly (nothing to copy) */
   cnn_tensor *ga = cnn_tensor_numel(a) ? cnn_to_device(a, cuda) : cnn_empty(nda, sa, dt, cuda);
   cnn_tensor *gb = cnn_tensor_numel(b) ? cnn_to_device(b, cuda) : cnn_empty(ndb, sb, dt, cuda);
-  cnn_tensor *ca = va ? va(a) : (cnn_tensor_retain(a), a), *cb = vb ? vb(b) : (cnn_tensor_retain(b), b);
-  cnn_tensor *da = va ? va(ga) : (cnn_tensor_retain(ga), ga), *db = vb ? vb(gb) : (cnn_tensor_retain(gb), gb);
+  cnn_tensor *ca = va ? va(a) : (cnn_tensor_retain(a), a),
+             *cb = vb ? vb(b) : (cnn_tensor_retain(b), b);
+  cnn_tensor *da = va ? va(ga) : (cnn_tensor_retain(ga), ga),
+             *db = vb ? vb(gb) : (cnn_tensor_retain(gb), gb);
   long before = *batched_calls;
   cnn_tensor *out = use_bmm ? cnn_bmm(da, db) : cnn_matmul(da, db);
   if (!out) fprintf(stderr, "%s: %s\n", what, cnn_error());

@@ -13,7 +13,7 @@
 #include "gradcheck.h"
 
 #define SH(...) ((int64_t[]){__VA_ARGS__})
-#define NIN(a) ((int)(sizeof(a) / sizeof((a)[0])))
+#define NIN(a)  ((int)(sizeof(a) / sizeof((a)[0])))
 
 typedef struct {
   int op;
@@ -62,27 +62,47 @@ static void test_unary(void) {
     cnn_unary_op op;
     double lo, hi, p0, p1;
   } cases[] = {
-      {CNN_OP_NEG, -2, 2, 0, 0},       {CNN_OP_ABS, 0.2, 2, 0, 0},
-      {CNN_OP_EXP, -2, 2, 0, 0},       {CNN_OP_LOG, 0.3, 3, 0, 0},
-      {CNN_OP_SQRT, 0.3, 3, 0, 0},     {CNN_OP_RSQRT, 0.3, 3, 0, 0},
-      {CNN_OP_TANH, -2, 2, 0, 0},      {CNN_OP_SIGMOID, -3, 3, 0, 0},
-      {CNN_OP_RELU, 0.1, 2, 0, 0},     {CNN_OP_SIN, -3, 3, 0, 0},
-      {CNN_OP_COS, -3, 3, 0, 0},       {CNN_OP_RECIPROCAL, 0.5, 3, 0, 0},
-      {CNN_OP_SQUARE, -2, 2, 0, 0},    {CNN_OP_GELU, -3, 3, 0, 0},
-      {CNN_OP_LOG1P, -0.5, 3, 0, 0},   {CNN_OP_EXPM1, -2, 2, 0, 0},
-      {CNN_OP_LEAKY_RELU, 0.1, 2, 0.1, 0}, {CNN_OP_LEAKY_RELU, -2, -0.1, 0.1, 0},
-      {CNN_OP_ELU, -2, -0.1, 1.3, 0},  {CNN_OP_ELU, 0.1, 2, 1.3, 0},
-      {CNN_OP_CLAMP, -2, 2, -1, 1},    {CNN_OP_POW_SCALAR, 0.3, 2, 2.5, 0},
-      {CNN_OP_POW_SCALAR, -2, 2, 3, 0}, {CNN_OP_ADD_SCALAR, -2, 2, 0.7, 0},
-      {CNN_OP_MUL_SCALAR, -2, 2, -1.5, 0}, {CNN_OP_RELU, -2, -0.1, 0, 0},
+      {CNN_OP_NEG, -2, 2, 0, 0},
+      {CNN_OP_ABS, 0.2, 2, 0, 0},
+      {CNN_OP_EXP, -2, 2, 0, 0},
+      {CNN_OP_LOG, 0.3, 3, 0, 0},
+      {CNN_OP_SQRT, 0.3, 3, 0, 0},
+      {CNN_OP_RSQRT, 0.3, 3, 0, 0},
+      {CNN_OP_TANH, -2, 2, 0, 0},
+      {CNN_OP_SIGMOID, -3, 3, 0, 0},
+      {CNN_OP_RELU, 0.1, 2, 0, 0},
+      {CNN_OP_SIN, -3, 3, 0, 0},
+      {CNN_OP_COS, -3, 3, 0, 0},
+      {CNN_OP_RECIPROCAL, 0.5, 3, 0, 0},
+      {CNN_OP_SQUARE, -2, 2, 0, 0},
+      {CNN_OP_GELU, -3, 3, 0, 0},
+      {CNN_OP_LOG1P, -0.5, 3, 0, 0},
+      {CNN_OP_EXPM1, -2, 2, 0, 0},
+      {CNN_OP_LEAKY_RELU, 0.1, 2, 0.1, 0},
+      {CNN_OP_LEAKY_RELU, -2, -0.1, 0.1, 0},
+      {CNN_OP_ELU, -2, -0.1, 1.3, 0},
+      {CNN_OP_ELU, 0.1, 2, 1.3, 0},
+      {CNN_OP_CLAMP, -2, 2, -1, 1},
+      {CNN_OP_POW_SCALAR, 0.3, 2, 2.5, 0},
+      {CNN_OP_POW_SCALAR, -2, 2, 3, 0},
+      {CNN_OP_ADD_SCALAR, -2, 2, 0.7, 0},
+      {CNN_OP_MUL_SCALAR, -2, 2, -1.5, 0},
+      {CNN_OP_RELU, -2, -0.1, 0, 0},
       /* activations of issue 13 (helper "act"); the pieces between the kinks */
-      {CNN_OP_HARDTANH, -0.9, 1.9, -1, 2}, {CNN_OP_HARDTANH, 2.1, 4, -1, 2},
-      {CNN_OP_HARDTANH, -3, -1.1, -1, 2},  {CNN_OP_SILU, -3, 3, 0, 0},
-      {CNN_OP_HARDSWISH, -2.9, 2.9, 0, 0}, {CNN_OP_HARDSWISH, 3.1, 5, 0, 0},
-      {CNN_OP_HARDSWISH, -5, -3.1, 0, 0},  {CNN_OP_HARDSIGMOID, -2.9, 2.9, 0, 0},
-      {CNN_OP_HARDSIGMOID, 3.1, 5, 0, 0},  {CNN_OP_MISH, -3, 3, 0, 0},
-      {CNN_OP_GELU_TANH, -3, 3, 0, 0},     {CNN_OP_SOFTPLUS, -3, 3, 1, 20},
-      {CNN_OP_SOFTPLUS, -2, 0.9, 2, 2},    {CNN_OP_SOFTPLUS, 1.1, 3, 2, 2},
+      {CNN_OP_HARDTANH, -0.9, 1.9, -1, 2},
+      {CNN_OP_HARDTANH, 2.1, 4, -1, 2},
+      {CNN_OP_HARDTANH, -3, -1.1, -1, 2},
+      {CNN_OP_SILU, -3, 3, 0, 0},
+      {CNN_OP_HARDSWISH, -2.9, 2.9, 0, 0},
+      {CNN_OP_HARDSWISH, 3.1, 5, 0, 0},
+      {CNN_OP_HARDSWISH, -5, -3.1, 0, 0},
+      {CNN_OP_HARDSIGMOID, -2.9, 2.9, 0, 0},
+      {CNN_OP_HARDSIGMOID, 3.1, 5, 0, 0},
+      {CNN_OP_MISH, -3, 3, 0, 0},
+      {CNN_OP_GELU_TANH, -3, 3, 0, 0},
+      {CNN_OP_SOFTPLUS, -3, 3, 1, 20},
+      {CNN_OP_SOFTPLUS, -2, 0.9, 2, 2},
+      {CNN_OP_SOFTPLUS, 1.1, 3, 2, 2},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     ctx_t c = {.op = cases[i].op, .p0 = cases[i].p0, .p1 = cases[i].p1};
@@ -130,18 +150,19 @@ static void test_reduce(void) {
     bool keep;
     double p, lo, hi;
   } cases[] = {
-      {CNN_RED_SUM, 0, false, 0, -1, 1},    {CNN_RED_SUM, 2, false, 0, -1, 1},
-      {CNN_RED_SUM, 5, true, 0, -1, 1},     {CNN_RED_MEAN, 1, false, 0, -1, 1},
-      {CNN_RED_MEAN, 0, false, 0, -1, 1},   {CNN_RED_MAX, 2, false, 0, -1, 1},
-      {CNN_RED_MIN, 0, false, 0, -1, 1},    {CNN_RED_MAX, 5, true, 0, -1, 1},
+      {CNN_RED_SUM, 0, false, 0, -1, 1},     {CNN_RED_SUM, 2, false, 0, -1, 1},
+      {CNN_RED_SUM, 5, true, 0, -1, 1},      {CNN_RED_MEAN, 1, false, 0, -1, 1},
+      {CNN_RED_MEAN, 0, false, 0, -1, 1},    {CNN_RED_MAX, 2, false, 0, -1, 1},
+      {CNN_RED_MIN, 0, false, 0, -1, 1},     {CNN_RED_MAX, 5, true, 0, -1, 1},
       {CNN_RED_PROD, 4, false, 0, 0.5, 1.5}, {CNN_RED_PROD, 0, false, 0, 0.8, 1.2},
-      {CNN_RED_VAR, 4, false, 1, -1, 1},    {CNN_RED_VAR, 0, false, 0, -1, 1},
-      {CNN_RED_STD, 3, true, 1, -1, 1},     {CNN_RED_STD, 0, false, 0, -1, 1},
-      {CNN_RED_NORM, 0, false, 2, -1, 1},   {CNN_RED_NORM, 4, false, 1, 0.1, 1},
-      {CNN_RED_NORM, 2, false, 3, -1, 1},   {CNN_RED_NORM, 4, false, INFINITY, -1, 1},
+      {CNN_RED_VAR, 4, false, 1, -1, 1},     {CNN_RED_VAR, 0, false, 0, -1, 1},
+      {CNN_RED_STD, 3, true, 1, -1, 1},      {CNN_RED_STD, 0, false, 0, -1, 1},
+      {CNN_RED_NORM, 0, false, 2, -1, 1},    {CNN_RED_NORM, 4, false, 1, 0.1, 1},
+      {CNN_RED_NORM, 2, false, 3, -1, 1},    {CNN_RED_NORM, 4, false, INFINITY, -1, 1},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    ctx_t c = {.op = cases[i].op, .mask = cases[i].mask, .keepdim = cases[i].keep, .p0 = cases[i].p};
+    ctx_t c = {
+        .op = cases[i].op, .mask = cases[i].mask, .keepdim = cases[i].keep, .p0 = cases[i].p};
     cnn_tensor *in[1] = {gc_leaf(3, SH(2, 3, 4), cases[i].lo, cases[i].hi, 10 + (int)i)};
     char what[80];
     snprintf(what, sizeof what, "reduce op %d mask %u keepdim %d p %g 2x3x4", cases[i].op,
@@ -165,7 +186,9 @@ static void test_reduce(void) {
 
 static cnn_tensor *f_matmul(cnn_tensor **in, void *c) {
   ctx_t *x = c;
-  return x->op == 1 ? cnn_mm(in[0], in[1]) : x->op == 2 ? cnn_bmm(in[0], in[1]) : cnn_matmul(in[0], in[1]);
+  return x->op == 1   ? cnn_mm(in[0], in[1])
+         : x->op == 2 ? cnn_bmm(in[0], in[1])
+                      : cnn_matmul(in[0], in[1]);
 }
 
 static void test_matmul(void) {
@@ -173,10 +196,14 @@ static void test_matmul(void) {
     int op, na, nb;
     int64_t a[4], b[4];
   } cases[] = {
-      {0, 2, 2, {3, 4}, {4, 5}},       {0, 1, 2, {4}, {4, 3}},
-      {0, 2, 1, {3, 4}, {4}},          {0, 1, 1, {5}, {5}},
-      {0, 4, 3, {2, 1, 3, 4}, {5, 4, 2}}, {0, 3, 1, {2, 3, 4}, {4}},
-      {0, 1, 3, {3}, {2, 3, 4}},       {1, 2, 2, {2, 3}, {3, 4}},
+      {0, 2, 2, {3, 4}, {4, 5}},
+      {0, 1, 2, {4}, {4, 3}},
+      {0, 2, 1, {3, 4}, {4}},
+      {0, 1, 1, {5}, {5}},
+      {0, 4, 3, {2, 1, 3, 4}, {5, 4, 2}},
+      {0, 3, 1, {2, 3, 4}, {4}},
+      {0, 1, 3, {3}, {2, 3, 4}},
+      {1, 2, 2, {2, 3}, {3, 4}},
       {2, 3, 3, {2, 3, 4}, {2, 4, 2}},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -234,7 +261,8 @@ static void test_join(void) {
   gradcheck("stack of 3 2x3 dim 2", f_cat, &c, 3, six);
   gc_release(6, six);
 
-  cnn_tensor *is[2] = {gc_leaf(3, SH(4, 3, 2), -1, 1, 110), int_tensor(1, SH(5), (int64_t[]){2, 0, 2, 3, 2})};
+  cnn_tensor *is[2] = {gc_leaf(3, SH(4, 3, 2), -1, 1, 110),
+                       int_tensor(1, SH(5), (int64_t[]){2, 0, 2, 3, 2})};
   c = (ctx_t){.dim = 0};
   gradcheck("index_select dim 0 (repeats)", f_index_select, &c, 2, is);
   cnn_tensor_release(is[1]);
@@ -304,9 +332,9 @@ static void test_class_losses(void) {
   for (int red = 0; red < 3; red++)
     for (int variant = 0; variant < 4; variant++) {
       /* variant: 0 plain, 1 weights, 2 weights + smoothing + ignore, 3 smoothing */
-      ctx_t c = {.red = red, .smoothing = variant >= 2 ? 0.2 : 0, .ignore = variant == 2 ? 3 : -100};
-      cnn_tensor *in[3] = {gc_leaf(2, SH(5, 4), -2, 2, 150 + variant),
-                           int_tensor(1, SH(5), tv),
+      ctx_t c = {
+          .red = red, .smoothing = variant >= 2 ? 0.2 : 0, .ignore = variant == 2 ? 3 : -100};
+      cnn_tensor *in[3] = {gc_leaf(2, SH(5, 4), -2, 2, 150 + variant), int_tensor(1, SH(5), tv),
                            variant == 1 || variant == 2 ? gc_leaf(1, SH(4), 0.5, 2, 160) : NULL};
       if (in[2]) cnn_set_requires_grad(in[2], false);
       char what[80];
@@ -361,8 +389,10 @@ static void test_dtypes_and_shapes(void) {
   cnn_tensor *s = cnn_reduce(CNN_RED_SUM, y, 0, false, 0);
   CHECK(y->dtype == CNN_FLOAT64 && strcmp(cnn_grad_fn_name(y), "MulBackward") == 0);
   CHECK(cnn_backward(s, NULL, false) == 0);
-  CHECK(a->grad && a->grad->dtype == CNN_FLOAT32 && cnn_same_shape(a->grad, a) && cnn_tensor_get(a->grad, 4) == 2.0);
-  CHECK(b->grad && b->grad->ndim == 1 && b->grad->shape[0] == 3 && cnn_tensor_get(b->grad, 1) == 3.0);
+  CHECK(a->grad && a->grad->dtype == CNN_FLOAT32 && cnn_same_shape(a->grad, a) &&
+        cnn_tensor_get(a->grad, 4) == 2.0);
+  CHECK(b->grad && b->grad->ndim == 1 && b->grad->shape[0] == 3 &&
+        cnn_tensor_get(b->grad, 1) == 3.0);
   cnn_tensor *w = gc_leaf(2, SH(3, 3), -1, 1, 200);
   cnn_tensor *ww = cnn_binary(CNN_OP_MUL, w, w), *l = cnn_reduce(CNN_RED_SUM, ww, 0, false, 0);
   CHECK(cnn_backward(l, NULL, false) == 0);
@@ -370,7 +400,8 @@ static void test_dtypes_and_shapes(void) {
   /* comparisons and argmax record nothing */
   cnn_tensor *m = cnn_binary(CNN_OP_GT, w, w), *am = cnn_reduce(CNN_RED_ARGMAX, w, 1, false, 0);
   CHECK(!m->requires_grad && !am->requires_grad);
-  cnn_tensor_release(m), cnn_tensor_release(am), cnn_tensor_release(ww), cnn_tensor_release(l), cnn_tensor_release(w);
+  cnn_tensor_release(m), cnn_tensor_release(am), cnn_tensor_release(ww), cnn_tensor_release(l),
+      cnn_tensor_release(w);
   cnn_tensor_release(y), cnn_tensor_release(s), cnn_tensor_release(a), cnn_tensor_release(b);
 }
 

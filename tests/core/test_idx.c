@@ -22,7 +22,8 @@ static cnn_tensor *parse(const uint8_t *buf, size_t len) { return cnn_idx_parse(
 static void expect_error(const uint8_t *buf, size_t len, const char *fragment) {
   cnn_tensor *t = parse(buf, len);
   CHECK(t == NULL);
-  if (t) cnn_tensor_release(t);
+  if (t)
+    cnn_tensor_release(t);
   else if (!strstr(cnn_error(), fragment)) {
     CHECK(!"error message");
     fprintf(stderr, "  got '%s', expected it to contain '%s'\n", cnn_error(), fragment);
@@ -30,8 +31,8 @@ static void expect_error(const uint8_t *buf, size_t len, const char *fragment) {
 }
 
 static void test_uint8(void) {
-  const uint8_t f[] = {0, 0, 0x08, 3, 0, 0, 0, 3, 0, 0, 0, 2, 0, 0, 0, 2,
-                       0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 255};
+  const uint8_t f[] = {0, 0, 0x08, 3, 0, 0, 0, 3, 0, 0, 0, 2, 0,  0,
+                       0, 2, 0,    1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 255};
   cnn_tensor *t = parse(f, sizeof f);
   CHECK(t != NULL);
   if (!t) return;
@@ -65,7 +66,8 @@ static void test_other_types(void) {
   t = parse(i32, sizeof i32);
   CHECK(t && t->dtype == CNN_INT64);
   if (t) {
-    CHECK(((int64_t *)cnn_tensor_data(t))[0] == INT32_MIN && ((int64_t *)cnn_tensor_data(t))[1] == 256);
+    CHECK(((int64_t *)cnn_tensor_data(t))[0] == INT32_MIN &&
+          ((int64_t *)cnn_tensor_data(t))[1] == 256);
     cnn_tensor_release(t);
   }
   t = parse(f32, sizeof f32); /* 1.5 and -42.0 */
@@ -83,8 +85,8 @@ static void test_other_types(void) {
 }
 
 static void test_errors(void) {
-  const uint8_t ok[] = {0, 0, 0x08, 3, 0, 0, 0, 3, 0, 0, 0, 2, 0, 0, 0, 2,
-                        0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
+  const uint8_t ok[] = {0, 0, 0x08, 3, 0, 0, 0, 3, 0, 0, 0, 2, 0,  0,
+                        0, 2, 0,    1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
   uint8_t f[64];
   expect_error(ok, 0, "too short");
   expect_error(ok, 3, "too short");
@@ -97,19 +99,22 @@ static void test_errors(void) {
   memcpy(f, ok, sizeof ok), f[3] = 9;
   expect_error(f, sizeof ok, "has 9 dimensions");
   expect_error(ok, 10, "need a 16-byte header but the file has 10 bytes");
-  expect_error(ok, 27, "idx: t is truncated: header says 3x2x2 (12 bytes of data) but the file has 11");
+  expect_error(ok, 27,
+               "idx: t is truncated: header says 3x2x2 (12 bytes of data) but the file has 11");
   memcpy(f, ok, sizeof ok), f[sizeof ok] = 0;
   expect_error(f, sizeof ok + 1, "has 1 bytes after the data");
   /* 4 dims of 0xFFFFFFFF ints: 2^128 elements */
-  const uint8_t big[] = {0, 0, 0x0C, 4, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,
-                         0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF};
+  const uint8_t big[] = {0,    0,    0x0C, 4,    0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,
+                         0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF};
   expect_error(big, sizeof big, "too many elements");
-  const uint8_t zbig[] = {0, 0, 0x08, 3, 0, 0, 0, 0, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF};
+  const uint8_t zbig[] = {0,    0,    0x08, 3,    0,    0,    0,    0,
+                          0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF};
   expect_error(zbig, sizeof zbig, "header says 0x4294967295x4294967295, too many elements");
   /* a real header over a short buffer: 60000x28x28 with 1234 bytes of data */
   uint8_t *mn = calloc(16 + 1234, 1);
   memcpy(mn, (uint8_t[]){0, 0, 8, 3, 0, 0, 0xEA, 0x60, 0, 0, 0, 28, 0, 0, 0, 28}, 16);
-  expect_error(mn, 16 + 1234, "header says 60000x28x28 (47040000 bytes of data) but the file has 1234");
+  expect_error(mn, 16 + 1234,
+               "header says 60000x28x28 (47040000 bytes of data) but the file has 1234");
   free(mn);
   /* zero-sized dimension: a valid empty tensor */
   const uint8_t empty[] = {0, 0, 0x08, 2, 0, 0, 0, 0, 0, 0, 0, 5};
@@ -133,9 +138,9 @@ static void test_files(void) {
     cnn_tensor *t = cnn_idx_load(i ? gz : plain);
     CHECK(t && t->ndim == 1 && t->shape[0] == 4);
     if (t) {
-    CHECK(memcmp(cnn_tensor_data(t), f + 8, 4) == 0);
-    cnn_tensor_release(t);
-  }
+      CHECK(memcmp(cnn_tensor_data(t), f + 8, 4) == 0);
+      cnn_tensor_release(t);
+    }
   }
   /* a truncated gzip stream is an error, not a short file */
   fp = fopen(gz, "rb");
@@ -147,8 +152,10 @@ static void test_files(void) {
   fclose(fp);
   cnn_tensor *t = cnn_idx_load(gz);
   CHECK(t == NULL);
-  if (t) cnn_tensor_release(t);
-  else CHECK(strstr(cnn_error(), gz) != NULL);
+  if (t)
+    cnn_tensor_release(t);
+  else
+    CHECK(strstr(cnn_error(), gz) != NULL);
   char missing[512];
   snprintf(missing, sizeof missing, "%s/missing-idx", tmpdir);
   CHECK(cnn_idx_load(missing) == NULL);
@@ -172,7 +179,8 @@ static void test_fashion_mnist(void) {
   cnn_tensor *x = cnn_idx_load(p);
   CHECK(x && y);
   if (!x || !y) return;
-  CHECK(x->dtype == CNN_UINT8 && x->ndim == 3 && x->shape[0] == 10000 && x->shape[1] == 28 && x->shape[2] == 28);
+  CHECK(x->dtype == CNN_UINT8 && x->ndim == 3 && x->shape[0] == 10000 && x->shape[1] == 28 &&
+        x->shape[2] == 28);
   CHECK(y->dtype == CNN_UINT8 && y->ndim == 1 && y->shape[0] == 10000);
   int64_t count[10] = {0};
   const uint8_t *l = cnn_tensor_data(y);
@@ -184,7 +192,8 @@ static void test_fashion_mnist(void) {
 }
 
 int main(void) {
-  snprintf(tmpdir, sizeof tmpdir, "%s/cnn_idx_XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+  snprintf(tmpdir, sizeof tmpdir, "%s/cnn_idx_XXXXXX",
+           getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
   if (!mkdtemp(tmpdir)) return perror("mkdtemp"), 1;
   test_uint8();
   test_other_types();

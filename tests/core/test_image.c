@@ -49,7 +49,9 @@ static uint8_t at(const cnn_image *img, int x, int y, int c) {
   return img->px[((int64_t)y * img->w + x) * img->channels + c];
 }
 
-static int gray_of(int r, int g, int b) { return (int)((r * 29900 + g * 58700 + b * 11400 + 50000) / 100000); }
+static int gray_of(int r, int g, int b) {
+  return (int)((r * 29900 + g * 58700 + b * 11400 + 50000) / 100000);
+}
 
 /* rgb8.png: every mode against the formula */
 static void test_rgb_modes(void) {
@@ -86,7 +88,8 @@ static void test_gray_alpha(void) {
   CHECK(decode("ga8.png", CNN_IMAGE_UNCHANGED, &img) == 0 && img.channels == 2);
   CHECK(at(&img, 2, 2, 0) == px(2, 2, 0) && at(&img, 2, 2, 1) == px(2, 2, 1));
   cnn_image_free(&img);
-  CHECK(decode("ga8.png", CNN_IMAGE_GRAY, &img) == 0 && img.channels == 1 && at(&img, 1, 0, 0) == px(1, 0, 0));
+  CHECK(decode("ga8.png", CNN_IMAGE_GRAY, &img) == 0 && img.channels == 1 &&
+        at(&img, 1, 0, 0) == px(1, 0, 0));
   cnn_image_free(&img);
 }
 
@@ -109,7 +112,8 @@ static void test_16bit(void) {
 
 /* palette {black, red, green, blue} with tRNS {255, 128}; index (x+y)%4 */
 static void test_palette_and_bits(void) {
-  static const uint8_t pal[4][4] = {{0, 0, 0, 255}, {255, 0, 0, 128}, {0, 255, 0, 255}, {0, 0, 255, 255}};
+  static const uint8_t pal[4][4] = {
+      {0, 0, 0, 255}, {255, 0, 0, 128}, {0, 255, 0, 255}, {0, 0, 255, 255}};
   cnn_image img;
   CHECK(decode("pal.png", CNN_IMAGE_UNCHANGED, &img) == 0 && img.channels == 4);
   for (int y = 0; y < 3; y++)
@@ -148,17 +152,20 @@ static void test_jpeg(void) {
   CHECK(cnn_image_decode(jpg, len, "a.jpg", CNN_IMAGE_UNCHANGED, &img) == 0);
   CHECK(img.w == W && img.h == H && img.channels == 3);
   int worst = 0;
-  for (int i = 0; i < W * H * 3 && img.px; i++) worst = abs(img.px[i] - rgb[i]) > worst ? abs(img.px[i] - rgb[i]) : worst;
+  for (int i = 0; i < W * H * 3 && img.px; i++)
+    worst = abs(img.px[i] - rgb[i]) > worst ? abs(img.px[i] - rgb[i]) : worst;
   CHECK(worst <= 3);
   cnn_image_free(&img);
   CHECK(cnn_image_decode(jpg, len, "a.jpg", CNN_IMAGE_GRAY, &img) == 0 && img.channels == 1);
-  CHECK(abs(at(&img, 5, 7, 0) - gray_of(rgb[(7 * W + 5) * 3], rgb[(7 * W + 5) * 3 + 1], rgb[(7 * W + 5) * 3 + 2])) <= 3);
+  CHECK(abs(at(&img, 5, 7, 0) - gray_of(rgb[(7 * W + 5) * 3], rgb[(7 * W + 5) * 3 + 1],
+                                        rgb[(7 * W + 5) * 3 + 2])) <= 3);
   cnn_image_free(&img);
   /* truncated: an error naming the file, never a gray-filled image */
   CHECK(cnn_image_decode(jpg, len * 2 / 3, "cut.jpg", CNN_IMAGE_RGB, &img) < 0);
   CHECK(strstr(cnn_error(), "jpeg: cut.jpg") != NULL && img.px == NULL);
   memset(jpg + 20, 0x55, 40); /* corrupt tables */
-  CHECK(cnn_image_decode(jpg, len, "bad.jpg", CNN_IMAGE_RGB, &img) < 0 && strstr(cnn_error(), "bad.jpg"));
+  CHECK(cnn_image_decode(jpg, len, "bad.jpg", CNN_IMAGE_RGB, &img) < 0 &&
+        strstr(cnn_error(), "bad.jpg"));
   tjFree(jpg);
   uint8_t gray[W * H];
   for (int i = 0; i < W * H; i++) gray[i] = (uint8_t)(i * 7);
@@ -185,20 +192,24 @@ static void test_bad_input(void) {
   }
   if (b) {
     b[len - 20] ^= 0xFF; /* inside IDAT: CRC or zlib error */
-    CHECK(cnn_image_decode(b, len, "crc.png", CNN_IMAGE_RGB, &img) < 0 && strstr(cnn_error(), "crc.png"));
+    CHECK(cnn_image_decode(b, len, "crc.png", CNN_IMAGE_RGB, &img) < 0 &&
+          strstr(cnn_error(), "crc.png"));
     b[len - 20] ^= 0xFF;
     b[16] = 0x7F, b[17] = 0xFF; /* width 2^31-ish: refused before allocation */
-    CHECK(cnn_image_decode(b, len, "huge.png", CNN_IMAGE_RGB, &img) < 0 && strstr(cnn_error(), "huge.png"));
+    CHECK(cnn_image_decode(b, len, "huge.png", CNN_IMAGE_RGB, &img) < 0 &&
+          strstr(cnn_error(), "huge.png"));
   }
   free(b);
-  CHECK(cnn_image_load("/no/such/dir/x.png", CNN_IMAGE_RGB, &img) < 0 && strstr(cnn_error(), "/no/such/dir/x.png"));
+  CHECK(cnn_image_load("/no/such/dir/x.png", CNN_IMAGE_RGB, &img) < 0 &&
+        strstr(cnn_error(), "/no/such/dir/x.png"));
   CHECK(cnn_image_load("/", CNN_IMAGE_RGB, &img) < 0 && strstr(cnn_error(), "folder"));
 }
 
 int main(void) {
   snprintf(corpus, sizeof corpus, "%s", __FILE__);
   char *slash = strrchr(corpus, '/');
-  snprintf(slash ? slash + 1 : corpus, sizeof corpus - (size_t)(slash ? slash + 1 - corpus : 0), "../fuzz/corpus/png");
+  snprintf(slash ? slash + 1 : corpus, sizeof corpus - (size_t)(slash ? slash + 1 - corpus : 0),
+           "../fuzz/corpus/png");
   test_rgb_modes();
   test_gray_alpha();
   test_16bit();

@@ -54,7 +54,8 @@ static void test_cat(void) {
   CHECK(cnn_cat(2, (cnn_tensor *[]){a, b}, 0) == NULL &&
         strstr(cnn_error(), "cat: tensor 2 has shape 2x2 but tensor 1 has 2x3"));
   CHECK(cnn_stack(2, (cnn_tensor *[]){a, b}, 0) == NULL && strstr(cnn_error(), "stack"));
-  CHECK(cnn_cat(2, (cnn_tensor *[]){a, a}, 2) == NULL && strstr(cnn_error(), "cat: dimension 3 out of range for input 2x3"));
+  CHECK(cnn_cat(2, (cnn_tensor *[]){a, a}, 2) == NULL &&
+        strstr(cnn_error(), "cat: dimension 3 out of range for input 2x3"));
   CHECK(cnn_cat(0, NULL, 0) == NULL && strstr(cnn_error(), "cat"));
   cnn_tensor_release(a), cnn_tensor_release(b), cnn_tensor_release(base), cnn_tensor_release(t);
 }
@@ -69,15 +70,18 @@ static void test_index_select(void) {
   for (int i = 0; i < 3; i++)
     for (int j = 0; j < 5; j++)
       for (int k = 0; k < 2; k++)
-        if (cnn_tensor_get(y, (i * 5 + j) * 2 + k) != cnn_tensor_get(x, (i * 4 + ix[j]) * 2 + k)) bad++;
+        if (cnn_tensor_get(y, (i * 5 + j) * 2 + k) != cnn_tensor_get(x, (i * 4 + ix[j]) * 2 + k))
+          bad++;
   CHECK(bad == 0);
   cnn_tensor_release(y);
   cnn_tensor *bad_idx = cnn_from_buffer(1, SH(2), CNN_INT64, (int64_t[]){1, 4});
   CHECK(cnn_index_select(x, 1, bad_idx) == NULL &&
-        strstr(cnn_error(), "index_select: index 4 out of range for dimension 2 of size 4 (input 3x4x2)"));
+        strstr(cnn_error(),
+               "index_select: index 4 out of range for dimension 2 of size 4 (input 3x4x2)"));
   cnn_tensor *fidx = values(1, SH(2), CNN_FLOAT32, 0);
   CHECK(cnn_index_select(x, 0, fidx) == NULL && strstr(cnn_error(), "int64"));
-  cnn_tensor_release(bad_idx), cnn_tensor_release(fidx), cnn_tensor_release(idx), cnn_tensor_release(x);
+  cnn_tensor_release(bad_idx), cnn_tensor_release(fidx), cnn_tensor_release(idx),
+      cnn_tensor_release(x);
 }
 
 static void test_gather(void) {
@@ -95,15 +99,17 @@ static void test_gather(void) {
   CHECK(cnn_tensor_get(y, 0) == 13 && cnn_tensor_get(y, 1) == 14 && cnn_tensor_get(y, 2) == 19);
   cnn_tensor_release(y);
   cnn_tensor *oob = cnn_from_buffer(2, SH(1, 1), CNN_INT64, (int64_t[]){-1});
-  CHECK(cnn_gather(x, 1, oob) == NULL && strstr(cnn_error(), "gather: index -1 out of range for dimension 2 of size 4 (input 3x4)"));
+  CHECK(cnn_gather(x, 1, oob) == NULL &&
+        strstr(cnn_error(), "gather: index -1 out of range for dimension 2 of size 4 (input 3x4)"));
   cnn_tensor *big = cnn_zeros(2, SH(4, 1), CNN_INT64, CNN_DEVICE_CPU);
-  CHECK(cnn_gather(x, 1, big) == NULL && strstr(cnn_error(), "gather") && strstr(cnn_error(), "4x1") && strstr(cnn_error(), "3x4"));
+  CHECK(cnn_gather(x, 1, big) == NULL && strstr(cnn_error(), "gather") &&
+        strstr(cnn_error(), "4x1") && strstr(cnn_error(), "3x4"));
   cnn_tensor_release(big), cnn_tensor_release(oob), cnn_tensor_release(i0), cnn_tensor_release(t);
   cnn_tensor_release(idx), cnn_tensor_release(x);
 }
 
 static void test_pad(void) {
-  cnn_tensor *x = values(2, SH(2, 3), CNN_FLOAT32, 1); /* 1 2 3 / 4 5 6 */
+  cnn_tensor *x = values(2, SH(2, 3), CNN_FLOAT32, 1);        /* 1 2 3 / 4 5 6 */
   cnn_tensor *y = cnn_pad(x, 4, (int64_t[]){1, 2, 1, 0}, -1); /* last dim 1+2, dim 0 top 1 */
   CHECK(y && y->shape[0] == 3 && y->shape[1] == 6);
   double ref[18] = {-1, -1, -1, -1, -1, -1, -1, 1, 2, 3, -1, -1, -1, 4, 5, 6, -1, -1}, got[18];
@@ -115,8 +121,10 @@ static void test_pad(void) {
   for (int i = 0; i < 6; i++) got[i] = cnn_tensor_get(y, i);
   check_arrays("pad (-1,1) 2x3", got, ref2, 6, 0, 0);
   cnn_tensor_release(y);
-  CHECK(cnn_pad(x, 3, (int64_t[]){1, 1, 1}, 0) == NULL && strstr(cnn_error(), "pad: 3 pad values for input 2x3"));
-  CHECK(cnn_pad(x, 2, (int64_t[]){-2, -2}, 0) == NULL && strstr(cnn_error(), "pad") && strstr(cnn_error(), "2x3"));
+  CHECK(cnn_pad(x, 3, (int64_t[]){1, 1, 1}, 0) == NULL &&
+        strstr(cnn_error(), "pad: 3 pad values for input 2x3"));
+  CHECK(cnn_pad(x, 2, (int64_t[]){-2, -2}, 0) == NULL && strstr(cnn_error(), "pad") &&
+        strstr(cnn_error(), "2x3"));
   cnn_tensor_release(x);
 }
 

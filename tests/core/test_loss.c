@@ -15,7 +15,8 @@
 
 static cnn_tensor *values(int nd, const int64_t *shape, cnn_dtype dt, int seed) {
   cnn_tensor *t = cnn_empty(nd, shape, dt, CNN_DEVICE_CPU);
-  for (int64_t i = 0; i < cnn_tensor_numel(t); i++) cnn_tensor_set(t, i, 2 * sin(1.7 * (double)i + seed));
+  for (int64_t i = 0; i < cnn_tensor_numel(t); i++)
+    cnn_tensor_set(t, i, 2 * sin(1.7 * (double)i + seed));
   return t;
 }
 
@@ -69,21 +70,26 @@ static void test_cross_entropy(void) {
       cnn_tensor_release(y);
     }
   /* a known value: logits (0, 0) target 0 -> log 2 */
-  cnn_tensor *z = cnn_zeros(2, SH(1, 2), CNN_FLOAT64, CNN_DEVICE_CPU), *t0 = cnn_zeros(1, SH(1), CNN_INT64, CNN_DEVICE_CPU);
+  cnn_tensor *z = cnn_zeros(2, SH(1, 2), CNN_FLOAT64, CNN_DEVICE_CPU),
+             *t0 = cnn_zeros(1, SH(1), CNN_INT64, CNN_DEVICE_CPU);
   cnn_tensor *l = cnn_cross_entropy(z, t0, NULL, CNN_REDUCTION_MEAN, 0, -100);
   CHECK_CLOSE(cnn_tensor_get(l, 0), log(2), 1e-15);
   cnn_tensor_release(l), cnn_tensor_release(z), cnn_tensor_release(t0);
   /* errors name the op and the shapes */
-  cnn_tensor *x8 = cnn_zeros(2, SH(8, 10), CNN_FLOAT32, CNN_DEVICE_CPU), *t7 = cnn_zeros(1, SH(7), CNN_INT64, CNN_DEVICE_CPU);
+  cnn_tensor *x8 = cnn_zeros(2, SH(8, 10), CNN_FLOAT32, CNN_DEVICE_CPU),
+             *t7 = cnn_zeros(1, SH(7), CNN_INT64, CNN_DEVICE_CPU);
   CHECK(cnn_cross_entropy(x8, t7, NULL, CNN_REDUCTION_MEAN, 0, -100) == NULL &&
-        strcmp(cnn_error(), "cross_entropy: target has 7 elements but input has 8 rows (8x10)") == 0);
+        strcmp(cnn_error(), "cross_entropy: target has 7 elements but input has 8 rows (8x10)") ==
+            0);
   cnn_tensor *t8 = cnn_zeros(1, SH(8), CNN_INT64, CNN_DEVICE_CPU);
   cnn_tensor_set(t8, 3, 11);
   CHECK(cnn_cross_entropy(x8, t8, NULL, CNN_REDUCTION_MEAN, 0, -100) == NULL &&
         strcmp(cnn_error(), "cross_entropy: target 11 out of range for 10 classes") == 0);
   cnn_tensor *tf = cnn_zeros(1, SH(8), CNN_FLOAT32, CNN_DEVICE_CPU);
-  CHECK(cnn_cross_entropy(x8, tf, NULL, CNN_REDUCTION_MEAN, 0, -100) == NULL && strstr(cnn_error(), "int64"));
-  CHECK(cnn_cross_entropy(x8, t7, w, CNN_REDUCTION_MEAN, 0, -100) == NULL && strstr(cnn_error(), "cross_entropy"));
+  CHECK(cnn_cross_entropy(x8, tf, NULL, CNN_REDUCTION_MEAN, 0, -100) == NULL &&
+        strstr(cnn_error(), "int64"));
+  CHECK(cnn_cross_entropy(x8, t7, w, CNN_REDUCTION_MEAN, 0, -100) == NULL &&
+        strstr(cnn_error(), "cross_entropy"));
   cnn_tensor_release(x8), cnn_tensor_release(t7), cnn_tensor_release(t8), cnn_tensor_release(tf);
   cnn_tensor_release(x), cnn_tensor_release(t), cnn_tensor_release(w);
 }
@@ -96,7 +102,8 @@ static void test_cross_entropy_spatial(void) {
   cnn_tensor *rows = cnn_empty(2, SH(8, 3), CNN_FLOAT64, CNN_DEVICE_CPU);
   for (int n = 0; n < 2; n++)
     for (int c = 0; c < 3; c++)
-      for (int p = 0; p < 4; p++) cnn_tensor_set(rows, (n * 4 + p) * 3 + c, cnn_tensor_get(x, (n * 3 + c) * 4 + p));
+      for (int p = 0; p < 4; p++)
+        cnn_tensor_set(rows, (n * 4 + p) * 3 + c, cnn_tensor_get(x, (n * 3 + c) * 4 + p));
   double ref_rows[8], ref = naive_ce(rows, tv, NULL, CNN_REDUCTION_MEAN, 0.1, 1, ref_rows);
   cnn_tensor *none = cnn_cross_entropy(x, t, NULL, CNN_REDUCTION_NONE, 0.1, 1);
   cnn_tensor *mean = cnn_cross_entropy(x, t, NULL, CNN_REDUCTION_MEAN, 0.1, 1);
@@ -108,7 +115,8 @@ static void test_cross_entropy_spatial(void) {
   cnn_tensor *bad = cnn_zeros(2, SH(2, 4), CNN_INT64, CNN_DEVICE_CPU);
   CHECK(cnn_cross_entropy(x, bad, NULL, CNN_REDUCTION_MEAN, 0, -100) == NULL &&
         strstr(cnn_error(), "cross_entropy: target 2x4 does not match input 2x3x2x2"));
-  cnn_tensor_release(bad), cnn_tensor_release(none), cnn_tensor_release(mean), cnn_tensor_release(rows);
+  cnn_tensor_release(bad), cnn_tensor_release(none), cnn_tensor_release(mean),
+      cnn_tensor_release(rows);
   cnn_tensor_release(x), cnn_tensor_release(t);
 }
 
@@ -117,7 +125,8 @@ static void test_nll(void) {
   cnn_tensor *t = cnn_from_buffer(1, SH(3), CNN_INT64, (int64_t[]){1, 3, 1});
   cnn_tensor *w = cnn_from_buffer(1, SH(4), CNN_FLOAT64, (double[]){1, 2, 3, 4});
   cnn_tensor *y = cnn_nll_loss(lp, t, w, CNN_REDUCTION_MEAN, -100);
-  double ref = -(2 * cnn_tensor_get(lp, 1) + 4 * cnn_tensor_get(lp, 7) + 2 * cnn_tensor_get(lp, 9)) / 8;
+  double ref =
+      -(2 * cnn_tensor_get(lp, 1) + 4 * cnn_tensor_get(lp, 7) + 2 * cnn_tensor_get(lp, 9)) / 8;
   CHECK_CLOSE(cnn_tensor_get(y, 0), ref, 1e-14);
   cnn_tensor_release(y);
   y = cnn_nll_loss(lp, t, NULL, CNN_REDUCTION_SUM, 1); /* ignore class 1: only row 1 */
@@ -128,14 +137,16 @@ static void test_nll(void) {
 
 static void test_mse_bce(void) {
   cnn_tensor *x = values(2, SH(3, 4), CNN_FLOAT32, 3), *y = values(2, SH(3, 4), CNN_FLOAT32, 4);
-  cnn_tensor *m = cnn_mse_loss(x, y, CNN_REDUCTION_MEAN), *s = cnn_mse_loss(x, y, CNN_REDUCTION_SUM);
+  cnn_tensor *m = cnn_mse_loss(x, y, CNN_REDUCTION_MEAN),
+             *s = cnn_mse_loss(x, y, CNN_REDUCTION_SUM);
   double ref = 0;
   for (int i = 0; i < 12; i++) ref += pow(cnn_tensor_get(x, i) - cnn_tensor_get(y, i), 2);
   CHECK_CLOSE(cnn_tensor_get(s, 0), ref, 1e-4);
   CHECK_CLOSE(cnn_tensor_get(m, 0), ref / 12, 1e-5);
   cnn_tensor_release(m), cnn_tensor_release(s);
   cnn_tensor *bad = cnn_zeros(1, SH(5), CNN_FLOAT32, CNN_DEVICE_CPU);
-  CHECK(cnn_mse_loss(x, bad, CNN_REDUCTION_MEAN) == NULL && strstr(cnn_error(), "mse_loss: shapes 3x4 and 5"));
+  CHECK(cnn_mse_loss(x, bad, CNN_REDUCTION_MEAN) == NULL &&
+        strstr(cnn_error(), "mse_loss: shapes 3x4 and 5"));
   /* bce with logits: naive -[pw y log s + (1-y) log(1-s)] */
   cnn_tensor *prob = cnn_empty(2, SH(3, 4), CNN_FLOAT32, CNN_DEVICE_CPU);
   for (int i = 0; i < 12; i++) cnn_tensor_set(prob, i, (i % 5) / 4.0);
@@ -158,7 +169,8 @@ static void test_mse_bce(void) {
   if (lw) CHECK_CLOSE(cnn_tensor_get(lw, 0), wsum, 1e-5);
   cnn_tensor *wbad = cnn_from_buffer(1, SH(3), CNN_FLOAT32, (float[]){1, 2, 3});
   CHECK(cnn_bce_with_logits(x, prob, NULL, wbad, CNN_REDUCTION_SUM) == NULL &&
-        strstr(cnn_error(), "binary_cross_entropy_with_logits: weight 3 cannot be broadcast to input 3x4"));
+        strstr(cnn_error(),
+               "binary_cross_entropy_with_logits: weight 3 cannot be broadcast to input 3x4"));
   cnn_tensor_release(lw), cnn_tensor_release(w), cnn_tensor_release(wbad);
   cnn_tensor *lm = cnn_bce_with_logits(x, prob, NULL, NULL, CNN_REDUCTION_MEAN);
   CHECK(lm && lm->ndim == 0);
@@ -182,9 +194,12 @@ static void test_linear(void) {
     }
   check_arrays("linear 2x3x4 by 5x4 + 5", got, ref, 30, 1e-5, 1e-5);
   cnn_tensor_release(y);
-  cnn_tensor *x2 = cnn_zeros(2, SH(64, 1600), CNN_FLOAT32, CNN_DEVICE_CPU), *w2 = cnn_zeros(2, SH(128, 9216), CNN_FLOAT32, CNN_DEVICE_CPU);
+  cnn_tensor *x2 = cnn_zeros(2, SH(64, 1600), CNN_FLOAT32, CNN_DEVICE_CPU),
+             *w2 = cnn_zeros(2, SH(128, 9216), CNN_FLOAT32, CNN_DEVICE_CPU);
   CHECK(cnn_linear(x2, w2, NULL) == NULL &&
-        strcmp(cnn_error(), "linear: input has 1600 features (64x1600) but weight expects 9216 (128x9216)") == 0);
+        strcmp(cnn_error(),
+               "linear: input has 1600 features (64x1600) but weight expects 9216 (128x9216)") ==
+            0);
   cnn_tensor *b3 = cnn_zeros(1, SH(3), CNN_FLOAT32, CNN_DEVICE_CPU);
   CHECK(cnn_linear(x, w, b3) == NULL && strstr(cnn_error(), "linear: bias 3"));
   cnn_tensor_release(b3), cnn_tensor_release(x2), cnn_tensor_release(w2);
@@ -198,8 +213,10 @@ static void test_dropout(void) {
   int64_t zeros = 0, other = 0;
   for (int64_t i = 0; i < 100000; i++) {
     double v = cnn_tensor_get(y, i);
-    if (v == 0) zeros++;
-    else if (fabs(v - 2 / 0.7) > 1e-6) other++;
+    if (v == 0)
+      zeros++;
+    else if (fabs(v - 2 / 0.7) > 1e-6)
+      other++;
   }
   CHECK(other == 0);
   CHECK(zeros > 29400 && zeros < 30600); /* 30000 +- 4 sigma */
@@ -208,10 +225,12 @@ static void test_dropout(void) {
   CHECK(memcmp(cnn_tensor_data(y), cnn_tensor_data(y2), 400000) == 0);
   cnn_tensor *e = cnn_dropout(x, 0.3, false);
   CHECK(e == x);
-  CHECK(cnn_dropout(x, 1.5, true) == NULL && strstr(cnn_error(), "dropout: probability must be between 0 and 1, got 1.5"));
+  CHECK(cnn_dropout(x, 1.5, true) == NULL &&
+        strstr(cnn_error(), "dropout: probability must be between 0 and 1, got 1.5"));
   cnn_tensor *all = cnn_dropout(x, 1, true);
   CHECK(cnn_tensor_get(all, 7) == 0);
-  cnn_tensor_release(all), cnn_tensor_release(e), cnn_tensor_release(y), cnn_tensor_release(y2), cnn_tensor_release(x);
+  cnn_tensor_release(all), cnn_tensor_release(e), cnn_tensor_release(y), cnn_tensor_release(y2),
+      cnn_tensor_release(x);
 }
 
 int main(void) {

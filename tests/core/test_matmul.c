@@ -14,7 +14,8 @@
 
 static cnn_tensor *values(int nd, const int64_t *shape, cnn_dtype dt, int seed) {
   cnn_tensor *t = cnn_empty(nd, shape, dt, CNN_DEVICE_CPU);
-  for (int64_t i = 0; i < cnn_tensor_numel(t); i++) cnn_tensor_set(t, i, cos(0.7 * (double)i + seed));
+  for (int64_t i = 0; i < cnn_tensor_numel(t); i++)
+    cnn_tensor_set(t, i, cos(0.7 * (double)i + seed));
   return t;
 }
 
@@ -25,8 +26,8 @@ static double at(const cnn_tensor *t, int64_t batch, int64_t i, int64_t j) {
 }
 
 /* naive C[b] = A[ba(b)] B[bb(b)] for 3-D operands given batch index maps */
-static void check_product(const char *what, cnn_tensor *a, cnn_tensor *b, cnn_tensor *c, int64_t nbatch,
-                          const int64_t *amap, const int64_t *bmap, double tol) {
+static void check_product(const char *what, cnn_tensor *a, cnn_tensor *b, cnn_tensor *c,
+                          int64_t nbatch, const int64_t *amap, const int64_t *bmap, double tol) {
   int64_t m = a->shape[a->ndim - 2], k = a->shape[a->ndim - 1], n = b->shape[b->ndim - 1];
   double got[4096], ref[4096];
   int64_t cnt = 0;
@@ -34,7 +35,8 @@ static void check_product(const char *what, cnn_tensor *a, cnn_tensor *b, cnn_te
     for (int64_t i = 0; i < m; i++)
       for (int64_t j = 0; j < n; j++) {
         double s = 0;
-        for (int64_t q = 0; q < k; q++) s += at(a, amap ? amap[bt] : bt, i, q) * at(b, bmap ? bmap[bt] : bt, q, j);
+        for (int64_t q = 0; q < k; q++)
+          s += at(a, amap ? amap[bt] : bt, i, q) * at(b, bmap ? bmap[bt] : bt, q, j);
         ref[cnt] = s;
         got[cnt] = cnn_tensor_get(c, cnt);
         cnt++;
@@ -97,16 +99,19 @@ static void test_1d(void) {
 
 static void test_batched(void) {
   /* 2x1x3x4 @ 5x4x2 -> 2x5x3x2; a's batch (i,0) and b's batch j */
-  cnn_tensor *a = values(4, SH(2, 1, 3, 4), CNN_FLOAT32, 1), *b = values(3, SH(5, 4, 2), CNN_FLOAT32, 2);
+  cnn_tensor *a = values(4, SH(2, 1, 3, 4), CNN_FLOAT32, 1),
+             *b = values(3, SH(5, 4, 2), CNN_FLOAT32, 2);
   cnn_tensor *c = cnn_matmul(a, b);
-  CHECK(c && c->ndim == 4 && c->shape[0] == 2 && c->shape[1] == 5 && c->shape[2] == 3 && c->shape[3] == 2);
+  CHECK(c && c->ndim == 4 && c->shape[0] == 2 && c->shape[1] == 5 && c->shape[2] == 3 &&
+        c->shape[3] == 2);
   int64_t amap[10], bmap[10];
   for (int i = 0; i < 2; i++)
     for (int j = 0; j < 5; j++) amap[i * 5 + j] = i, bmap[i * 5 + j] = j;
   check_product("matmul 2x1x3x4 @ 5x4x2", a, b, c, 10, amap, bmap, 1e-5);
   cnn_tensor_release(c);
   /* bmm with mixed dtypes promotes to float64 */
-  cnn_tensor *x = values(3, SH(3, 2, 4), CNN_FLOAT64, 3), *y = values(3, SH(3, 4, 5), CNN_FLOAT32, 4);
+  cnn_tensor *x = values(3, SH(3, 2, 4), CNN_FLOAT64, 3),
+             *y = values(3, SH(3, 4, 5), CNN_FLOAT32, 4);
   c = cnn_bmm(x, y);
   CHECK(c && c->dtype == CNN_FLOAT64);
   check_product("bmm 3x2x4 @ 3x4x5 (f64 x f32)", x, y, c, 3, NULL, NULL, 1e-6);
@@ -126,20 +131,27 @@ static void test_batched(void) {
 }
 
 static void test_empty_and_errors(void) {
-  cnn_tensor *a = cnn_empty(2, SH(3, 0), CNN_FLOAT32, CNN_DEVICE_CPU), *b = cnn_empty(2, SH(0, 2), CNN_FLOAT32, CNN_DEVICE_CPU);
+  cnn_tensor *a = cnn_empty(2, SH(3, 0), CNN_FLOAT32, CNN_DEVICE_CPU),
+             *b = cnn_empty(2, SH(0, 2), CNN_FLOAT32, CNN_DEVICE_CPU);
   cnn_tensor *c = cnn_matmul(a, b);
   CHECK(c && c->shape[0] == 3 && c->shape[1] == 2 && cnn_tensor_get(c, 5) == 0);
   cnn_tensor_release(c), cnn_tensor_release(a), cnn_tensor_release(b);
-  cnn_tensor *x = cnn_zeros(2, SH(2, 3), CNN_FLOAT32, CNN_DEVICE_CPU), *y = cnn_zeros(2, SH(4, 5), CNN_FLOAT32, CNN_DEVICE_CPU);
-  CHECK(cnn_matmul(x, y) == NULL && strcmp(cnn_error(), "matmul: shapes 2x3 and 4x5 cannot be multiplied (3 != 4)") == 0);
+  cnn_tensor *x = cnn_zeros(2, SH(2, 3), CNN_FLOAT32, CNN_DEVICE_CPU),
+             *y = cnn_zeros(2, SH(4, 5), CNN_FLOAT32, CNN_DEVICE_CPU);
+  CHECK(cnn_matmul(x, y) == NULL &&
+        strcmp(cnn_error(), "matmul: shapes 2x3 and 4x5 cannot be multiplied (3 != 4)") == 0);
   cnn_tensor *i = cnn_zeros(2, SH(3, 2), CNN_INT64, CNN_DEVICE_CPU);
-  CHECK(cnn_matmul(x, i) == NULL && strcmp(cnn_error(), "matmul: int64 not supported, use :float()") == 0);
+  CHECK(cnn_matmul(x, i) == NULL &&
+        strcmp(cnn_error(), "matmul: int64 not supported, use :float()") == 0);
   cnn_tensor *v3 = cnn_zeros(1, SH(3), CNN_FLOAT32, CNN_DEVICE_CPU);
   CHECK(cnn_mm(x, v3) == NULL && strstr(cnn_error(), "mm: expects two 2-D tensors, got 2x3 and 3"));
   cnn_tensor_release(v3);
-  cnn_tensor *b3 = cnn_zeros(3, SH(2, 3, 4), CNN_FLOAT32, CNN_DEVICE_CPU), *b4 = cnn_zeros(3, SH(3, 4, 2), CNN_FLOAT32, CNN_DEVICE_CPU);
-  CHECK(cnn_bmm(b3, b4) == NULL && strstr(cnn_error(), "bmm") && strstr(cnn_error(), "2x3x4") && strstr(cnn_error(), "3x4x2"));
-  cnn_tensor *c4 = cnn_zeros(3, SH(3, 2, 2), CNN_FLOAT32, CNN_DEVICE_CPU), *c5 = cnn_zeros(4, SH(2, 2, 2, 2), CNN_FLOAT32, CNN_DEVICE_CPU);
+  cnn_tensor *b3 = cnn_zeros(3, SH(2, 3, 4), CNN_FLOAT32, CNN_DEVICE_CPU),
+             *b4 = cnn_zeros(3, SH(3, 4, 2), CNN_FLOAT32, CNN_DEVICE_CPU);
+  CHECK(cnn_bmm(b3, b4) == NULL && strstr(cnn_error(), "bmm") && strstr(cnn_error(), "2x3x4") &&
+        strstr(cnn_error(), "3x4x2"));
+  cnn_tensor *c4 = cnn_zeros(3, SH(3, 2, 2), CNN_FLOAT32, CNN_DEVICE_CPU),
+             *c5 = cnn_zeros(4, SH(2, 2, 2, 2), CNN_FLOAT32, CNN_DEVICE_CPU);
   CHECK(cnn_matmul(c5, c4) == NULL && strstr(cnn_error(), "batch dimensions of 2x2x2x2 and 3x2x2"));
   cnn_tensor_release(b3), cnn_tensor_release(b4), cnn_tensor_release(c4), cnn_tensor_release(c5);
   cnn_tensor_release(x), cnn_tensor_release(y), cnn_tensor_release(i);

@@ -70,14 +70,18 @@ static void gradcheck(const char *what, op_fn f, cnn_tensor **in, int nin, void 
   cnn_tensor_release(y), cnn_tensor_release(r);
 }
 
-static cnn_tensor *randn64(int nd, const int64_t *shape) { return cnn_randn(nd, shape, CNN_FLOAT64); }
+static cnn_tensor *randn64(int nd, const int64_t *shape) {
+  return cnn_randn(nd, shape, CNN_FLOAT64);
+}
 
 /* ---- conv2d -------------------------------------------------------------------------- */
 
-static cnn_tensor *conv_op(cnn_tensor **in, void *ctx) { return cnn_conv2d(in[0], in[1], in[2], ctx); }
+static cnn_tensor *conv_op(cnn_tensor **in, void *ctx) {
+  return cnn_conv2d(in[0], in[1], in[2], ctx);
+}
 
-static void check_conv(const char *name, int64_t N, int64_t C, int64_t H, int64_t W, int64_t K, int R, int S,
-                       cnn_conv_params p) {
+static void check_conv(const char *name, int64_t N, int64_t C, int64_t H, int64_t W, int64_t K,
+                       int R, int S, cnn_conv_params p) {
   static const char *algo_names[] = {"auto", "onednn", "im2col", "naive"};
   for (int algo = CNN_CONV_AUTO; algo <= CNN_CONV_NAIVE; algo++) {
     cnn_set_conv_algo((cnn_conv_algo)algo);
@@ -112,7 +116,9 @@ static void test_conv_errors(void) {
 
 /* ---- pooling ------------------------------------------------------------------------------ */
 
-static cnn_tensor *max_pool_op(cnn_tensor **in, void *ctx) { return cnn_max_pool2d(in[0], ctx, NULL); }
+static cnn_tensor *max_pool_op(cnn_tensor **in, void *ctx) {
+  return cnn_max_pool2d(in[0], ctx, NULL);
+}
 static cnn_tensor *avg_pool_op(cnn_tensor **in, void *ctx) { return cnn_avg_pool2d(in[0], ctx); }
 static cnn_tensor *adaptive_op(cnn_tensor **in, void *ctx) {
   const int64_t *o = ctx;
@@ -160,7 +166,8 @@ static cnn_tensor *bn_op(cnn_tensor **in, void *ctx) {
 
 static void test_batch_norm(void) {
   int64_t C = 3;
-  bn_ctx c = {cnn_zeros(1, &C, CNN_FLOAT64, CNN_DEVICE_CPU), cnn_full(1, &C, 1, CNN_FLOAT64, CNN_DEVICE_CPU), true};
+  bn_ctx c = {cnn_zeros(1, &C, CNN_FLOAT64, CNN_DEVICE_CPU),
+              cnn_full(1, &C, 1, CNN_FLOAT64, CNN_DEVICE_CPU), true};
   cnn_tensor_set(c.rm, 1, 0.5), cnn_tensor_set(c.rv, 2, 2.0);
   cnn_tensor *in[3] = {randn64(4, (int64_t[]){2, 3, 3, 2}), randn64(1, &C), randn64(1, &C)};
   gradcheck("batch_norm training 2x3x3x2", bn_op, in, 3, &c);
@@ -171,7 +178,8 @@ static void test_batch_norm(void) {
   c.training = true;
   gradcheck("batch_norm training 5x3", bn_op, in2, 3, &c);
   /* running statistics: momentum 0.1, unbiased variance */
-  cnn_tensor *rm = cnn_zeros(1, &C, CNN_FLOAT64, CNN_DEVICE_CPU), *rv = cnn_full(1, &C, 1, CNN_FLOAT64, CNN_DEVICE_CPU);
+  cnn_tensor *rm = cnn_zeros(1, &C, CNN_FLOAT64, CNN_DEVICE_CPU),
+             *rv = cnn_full(1, &C, 1, CNN_FLOAT64, CNN_DEVICE_CPU);
   cnn_tensor *y = cnn_batch_norm(x2, rm, rv, NULL, NULL, true, 0.1, 1e-5);
   double mean = 0, var = 0;
   for (int i = 0; i < 5; i++) mean += cnn_tensor_get(x2, i * 3) / 5;
@@ -185,8 +193,12 @@ static void test_batch_norm(void) {
   for (size_t i = 0; i < sizeof release / sizeof *release; i++) cnn_tensor_release(release[i]);
 }
 
-static cnn_tensor *softmax_op(cnn_tensor **in, void *ctx) { return cnn_softmax(in[0], *(int *)ctx); }
-static cnn_tensor *log_softmax_op(cnn_tensor **in, void *ctx) { return cnn_log_softmax(in[0], *(int *)ctx); }
+static cnn_tensor *softmax_op(cnn_tensor **in, void *ctx) {
+  return cnn_softmax(in[0], *(int *)ctx);
+}
+static cnn_tensor *log_softmax_op(cnn_tensor **in, void *ctx) {
+  return cnn_log_softmax(in[0], *(int *)ctx);
+}
 
 static void test_softmax(void) {
   cnn_tensor *x = randn64(3, (int64_t[]){2, 5, 3});
@@ -198,7 +210,8 @@ static void test_softmax(void) {
     gradcheck(what, log_softmax_op, &x, 1, &dim);
   }
   /* known values: softmax(0, ln 2, ln 3) = (1/6, 2/6, 3/6); large inputs stay finite */
-  cnn_tensor *v = cnn_from_buffer(1, (int64_t[]){3}, CNN_FLOAT64, (double[]){1000, 1000 + log(2), 1000 + log(3)});
+  cnn_tensor *v = cnn_from_buffer(1, (int64_t[]){3}, CNN_FLOAT64,
+                                  (double[]){1000, 1000 + log(2), 1000 + log(3)});
   cnn_tensor *s = cnn_softmax(v, 0), *ls = cnn_log_softmax(v, 0);
   CHECK_CLOSE(cnn_tensor_get(s, 0), 1.0 / 6, 1e-12);
   CHECK_CLOSE(cnn_tensor_get(s, 2), 0.5, 1e-12);

@@ -38,8 +38,8 @@ static uint8_t *slurp(const char *path, size_t *len) {
 static void test_tensor_bytes(void) {
   /* dims 2, 2 (field 1 varint); data_type 1 FLOAT (field 2); float_data packed (field 4):
    * 1.5 = 0x3FC00000, -2 = 0xC0000000, 0.25 = 0x3E800000, 3 = 0x40400000 */
-  const uint8_t floats[] = {0x08, 2, 0x08, 2, 0x10, 1, 0x22, 16, 0, 0, 0xC0, 0x3F, 0, 0, 0, 0xC0,
-                            0, 0, 0x80, 0x3E, 0, 0, 0x40, 0x40};
+  const uint8_t floats[] = {0x08, 2, 0x08, 2,    0x10, 1, 0x22, 16,   0, 0, 0xC0, 0x3F,
+                            0,    0, 0,    0xC0, 0,    0, 0x80, 0x3E, 0, 0, 0x40, 0x40};
   cnn_tensor *t = cnn_onnx_tensor_parse(floats, sizeof floats, "floats");
   CHECK(t && t->ndim == 2 && t->shape[0] == 2 && t->shape[1] == 2 && t->dtype == CNN_FLOAT32);
   if (t) {
@@ -48,7 +48,8 @@ static void test_tensor_bytes(void) {
     cnn_tensor_release(t);
   }
   /* INT64 (7), int64_data packed (field 7): 5, -1 (ten 0xFF.. bytes ending 0x01) */
-  const uint8_t ints[] = {0x08, 2, 0x10, 7, 0x3A, 11, 5, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x01};
+  const uint8_t ints[] = {0x08, 2,    0x10, 7,    0x3A, 11,   5,    0xFF, 0xFF,
+                          0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x01};
   t = cnn_onnx_tensor_parse(ints, sizeof ints, "ints");
   CHECK(t && t->dtype == CNN_INT64 && ((int64_t *)cnn_tensor_data(t))[0] == 5 &&
         ((int64_t *)cnn_tensor_data(t))[1] == -1);
@@ -77,7 +78,8 @@ static void test_tensor_bytes(void) {
 static void expect_tensor_error(const uint8_t *b, size_t n, const char *what, const char *needle) {
   cnn_tensor *t = cnn_onnx_tensor_parse(b, n, what);
   CHECK(t == NULL);
-  if (t) cnn_tensor_release(t);
+  if (t)
+    cnn_tensor_release(t);
   else if (!strstr(cnn_error(), needle)) {
     fprintf(stderr, "%s: message \"%s\" lacks \"%s\"\n", what, cnn_error(), needle);
     CHECK(0);
@@ -92,7 +94,8 @@ static void test_tensor_errors(void) {
   const uint8_t few_values[] = {0x08, 3, 0x10, 1, 0x22, 4, 0, 0, 0, 0};
   expect_tensor_error(few_values, sizeof few_values, "few", "holds 1 values for 3 elements");
   /* dims -1 (ten-byte varint) */
-  const uint8_t neg_dim[] = {0x08, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x01, 0x10, 1};
+  const uint8_t neg_dim[] = {0x08, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,
+                             0xFF, 0xFF, 0xFF, 0x01, 0x10, 1};
   expect_tensor_error(neg_dim, sizeof neg_dim, "negative", "negative or absurd");
   const uint8_t external[] = {0x08, 1, 0x10, 1, 0x70, 1};
   expect_tensor_error(external, sizeof external, "external", "external file");
@@ -118,7 +121,8 @@ static cnn_onnx_model *small_model(void) {
   n->nattrs = 4, n->attrs = calloc(4, sizeof *n->attrs);
   n->attrs[0] = (cnn_onnx_attr){.name = sdup("transB"), .type = CNN_ONNX_INT, .i = 1};
   n->attrs[1] = (cnn_onnx_attr){.name = sdup("alpha"), .type = CNN_ONNX_FLOAT, .f = 0.5};
-  n->attrs[2] = (cnn_onnx_attr){.name = sdup("axes"), .type = CNN_ONNX_INTS, .n = 2, .ints = calloc(2, 8)};
+  n->attrs[2] =
+      (cnn_onnx_attr){.name = sdup("axes"), .type = CNN_ONNX_INTS, .n = 2, .ints = calloc(2, 8)};
   n->attrs[2].ints[0] = -1, n->attrs[2].ints[1] = 3;
   n->attrs[3] = (cnn_onnx_attr){.name = sdup("mode"), .type = CNN_ONNX_STRING, .s = sdup("linear")};
   m->ninits = 1, m->inits = calloc(1, sizeof *m->inits);
@@ -126,8 +130,11 @@ static cnn_onnx_model *small_model(void) {
   float w[6] = {1, 2, 3, 4, 5, 6};
   m->inits[0].tensor = cnn_from_buffer(2, (int64_t[]){3, 2}, CNN_FLOAT32, w);
   m->ninputs = 1, m->inputs = calloc(1, sizeof *m->inputs);
-  m->inputs[0] = (cnn_onnx_value){.name = sdup("x"), .elem_type = 1, .ndim = 2,
-                                  .dims = calloc(2, 8), .dim_params = calloc(2, sizeof(char *))};
+  m->inputs[0] = (cnn_onnx_value){.name = sdup("x"),
+                                  .elem_type = 1,
+                                  .ndim = 2,
+                                  .dims = calloc(2, 8),
+                                  .dim_params = calloc(2, sizeof(char *))};
   m->inputs[0].dims[0] = -1, m->inputs[0].dim_params[0] = sdup("batch"), m->inputs[0].dims[1] = 2;
   m->noutputs = 1, m->outputs = calloc(1, sizeof *m->outputs);
   m->outputs[0] = (cnn_onnx_value){.name = sdup("y"), .elem_type = 1, .ndim = -1};
@@ -136,7 +143,8 @@ static cnn_onnx_model *small_model(void) {
 
 static void check_round_trip(const cnn_onnx_model *r) {
   CHECK(r->opset_version == 13 && r->ir_version == 8 && strcmp(r->producer_name, "test") == 0);
-  CHECK(r->nnodes == 1 && strcmp(r->nodes[0].op_type, "Gemm") == 0 && strcmp(r->nodes[0].name, "fc") == 0);
+  CHECK(r->nnodes == 1 && strcmp(r->nodes[0].op_type, "Gemm") == 0 &&
+        strcmp(r->nodes[0].name, "fc") == 0);
   const cnn_onnx_node *n = &r->nodes[0];
   CHECK(n->ninputs == 3 && strcmp(n->inputs[1], "W") == 0 && strcmp(n->inputs[2], "") == 0);
   CHECK(n->nattrs == 4 && n->attrs[0].type == CNN_ONNX_INT && n->attrs[0].i == 1);
@@ -146,14 +154,15 @@ static void check_round_trip(const cnn_onnx_model *r) {
   CHECK(r->ninits == 1 && strcmp(r->inits[0].name, "W") == 0);
   const cnn_tensor *w = r->inits[0].tensor;
   CHECK(w->ndim == 2 && w->shape[0] == 3 && ((float *)cnn_tensor_data(w))[5] == 6.0f);
-  CHECK(r->ninputs == 1 && r->inputs[0].ndim == 2 && strcmp(r->inputs[0].dim_params[0], "batch") == 0 &&
-        r->inputs[0].dims[1] == 2);
+  CHECK(r->ninputs == 1 && r->inputs[0].ndim == 2 &&
+        strcmp(r->inputs[0].dim_params[0], "batch") == 0 && r->inputs[0].dims[1] == 2);
   CHECK(r->noutputs == 1 && r->outputs[0].ndim == -1);
 }
 
 static void test_model_round_trip(void) {
   char path[256];
-  snprintf(path, sizeof path, "%s/cnn_onnx_test_%d.onnx", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid());
+  snprintf(path, sizeof path, "%s/cnn_onnx_test_%d.onnx",
+           getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid());
   cnn_onnx_model *m = small_model();
   CHECK(cnn_onnx_save(path, m) == 0);
   cnn_onnx_model_free(m);

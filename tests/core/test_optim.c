@@ -26,16 +26,20 @@ static void check_vec(const char *what, cnn_tensor *t, const double *ref, double
 
 /* Adam with weight decay 0.1 (L2) and AdamW (decoupled), amsgrad off/on */
 static void test_adam(cnn_dtype dt, bool decoupled, bool amsgrad, double tol) {
-  double p[N], m[N] = {0}, v[N] = {0}, vmax[N] = {0}, lr = 0.01, b1 = 0.9, b2 = 0.99, eps = 1e-8, wd = 0.1;
+  double p[N], m[N] = {0}, v[N] = {0}, vmax[N] = {0}, lr = 0.01, b1 = 0.9, b2 = 0.99, eps = 1e-8,
+               wd = 0.1;
   memcpy(p, P0, sizeof p);
-  cnn_tensor *tp = vec(P0, dt), *tg = vec(G, dt), *tm = cnn_zeros(1, (int64_t[]){N}, dt, CNN_DEVICE_CPU);
+  cnn_tensor *tp = vec(P0, dt), *tg = vec(G, dt),
+             *tm = cnn_zeros(1, (int64_t[]){N}, dt, CNN_DEVICE_CPU);
   cnn_tensor *tv = cnn_zeros(1, (int64_t[]){N}, dt, CNN_DEVICE_CPU);
   cnn_tensor *tx = amsgrad ? cnn_zeros(1, (int64_t[]){N}, dt, CNN_DEVICE_CPU) : NULL;
   for (int step = 1; step <= 3; step++) {
     for (int i = 0; i < N; i++) {
       double g = G[i];
-      if (decoupled) p[i] *= 1 - lr * wd;
-      else g += wd * p[i];
+      if (decoupled)
+        p[i] *= 1 - lr * wd;
+      else
+        g += wd * p[i];
       m[i] = b1 * m[i] + (1 - b1) * g;
       v[i] = b2 * v[i] + (1 - b2) * g * g;
       vmax[i] = fmax(vmax[i], v[i]);
@@ -53,7 +57,8 @@ static void test_adam(cnn_dtype dt, bool decoupled, bool amsgrad, double tol) {
 static void test_sgd(cnn_dtype dt, double tol) {
   double p[N], buf[N] = {0}, lr = 0.1, mom = 0.9, wd = 0.01;
   memcpy(p, P0, sizeof p);
-  cnn_tensor *tp = vec(P0, dt), *tg = vec(G, dt), *tb = cnn_zeros(1, (int64_t[]){N}, dt, CNN_DEVICE_CPU);
+  cnn_tensor *tp = vec(P0, dt), *tg = vec(G, dt),
+             *tb = cnn_zeros(1, (int64_t[]){N}, dt, CNN_DEVICE_CPU);
   for (int step = 1; step <= 3; step++) {
     for (int i = 0; i < N; i++) { /* nesterov, dampening 0 */
       double g = G[i] + wd * p[i];
@@ -70,7 +75,8 @@ static void test_rmsprop(cnn_dtype dt, double tol) {
   double p[N], sq[N] = {0}, ga[N] = {0}, buf[N] = {0}, lr = 0.01, a = 0.9, eps = 1e-8, mom = 0.5;
   memcpy(p, P0, sizeof p);
   cnn_tensor *tp = vec(P0, dt), *tg = vec(G, dt);
-  cnn_tensor *ts = cnn_zeros(1, (int64_t[]){N}, dt, CNN_DEVICE_CPU), *ta = cnn_zeros(1, (int64_t[]){N}, dt, CNN_DEVICE_CPU);
+  cnn_tensor *ts = cnn_zeros(1, (int64_t[]){N}, dt, CNN_DEVICE_CPU),
+             *ta = cnn_zeros(1, (int64_t[]){N}, dt, CNN_DEVICE_CPU);
   cnn_tensor *tb = cnn_zeros(1, (int64_t[]){N}, dt, CNN_DEVICE_CPU);
   for (int step = 1; step <= 3; step++) {
     for (int i = 0; i < N; i++) { /* centered, momentum */

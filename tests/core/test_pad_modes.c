@@ -120,7 +120,8 @@ static void test_gradcheck(void) {
 
 /* ---- errors ---------------------------------------------------------------------------- */
 
-static void expect_error(cnn_tensor *x, int npads, const int64_t *pads, cnn_padding_mode m, const char *msg) {
+static void expect_error(cnn_tensor *x, int npads, const int64_t *pads, cnn_padding_mode m,
+                         const char *msg) {
   cnn_tensor *y = cnn_pad_mode(x, npads, pads, m);
   check_error(y == NULL, msg);
   cnn_tensor_release(y);
@@ -129,7 +130,8 @@ static void expect_error(cnn_tensor *x, int npads, const int64_t *pads, cnn_padd
 static void test_errors(void) {
   cnn_tensor *x = cnn_zeros(3, (int64_t[]){2, 3, 4}, CNN_FLOAT32, CNN_DEVICE_CPU);
   cnn_tensor *v = cnn_zeros(1, (int64_t[]){4}, CNN_FLOAT32, CNN_DEVICE_CPU);
-  expect_error(x, 2, (int64_t[]){4, 0}, CNN_PAD_REFLECT, "pad: mode 'reflect': padding (4, 0) of dim 3");
+  expect_error(x, 2, (int64_t[]){4, 0}, CNN_PAD_REFLECT,
+               "pad: mode 'reflect': padding (4, 0) of dim 3");
   expect_error(x, 2, (int64_t[]){0, 5}, CNN_PAD_CIRCULAR, "mode 'circular'");
   expect_error(x, 2, (int64_t[]){-2, -2}, CNN_PAD_REPLICATE, "the result must not be empty");
   expect_error(x, 6, (int64_t[]){1, 1, 1, 1, 1, 1}, CNN_PAD_REPLICATE, "at least one more dim");

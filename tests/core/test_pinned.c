@@ -24,7 +24,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 static const cnn_device CUDA0 = {CNN_CUDA, 0};
 
 /* the fake device's counters (NULL on a real GPU) */
@@ -120,11 +119,13 @@ static void test_async_moves(void) {
   cnn_tensor *p = cnn_pin_memory(t);
   CHECK(p != NULL);
   if (!p) return;
-  struct { cnn_tensor *src; int async; } cases[4] = {
-      {p, 1},                          /* pinned, contiguous */
-      {cnn_narrow(p, 0, 2, 3), 1},     /* a contiguous view at an offset */
-      {cnn_transpose(p, 0, 1), 0},     /* pinned but strided: synchronous */
-      {t, 0}};                         /* not pinned: synchronous */
+  struct {
+    cnn_tensor *src;
+    int async;
+  } cases[4] = {{p, 1},                      /* pinned, contiguous */
+                {cnn_narrow(p, 0, 2, 3), 1}, /* a contiguous view at an offset */
+                {cnn_transpose(p, 0, 1), 0}, /* pinned but strided: synchronous */
+                {t, 0}};                     /* not pinned: synchronous */
   for (int k = 0; k < 4; k++) {
     long before = async_copies();
     cnn_tensor *d = cnn_to_device_async(cases[k].src, CUDA0);

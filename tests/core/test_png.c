@@ -16,7 +16,9 @@
 
 static char tmpdir[256];
 
-static uint32_t be32(const uint8_t *p) { return (uint32_t)p[0] << 24 | p[1] << 16 | p[2] << 8 | p[3]; }
+static uint32_t be32(const uint8_t *p) {
+  return (uint32_t)p[0] << 24 | p[1] << 16 | p[2] << 8 | p[3];
+}
 
 static void check_ihdr(const char *path, uint32_t w, uint32_t h, int color) {
   uint8_t b[33];
@@ -57,7 +59,8 @@ static int count_temporaries(void) {
 }
 
 int main(void) {
-  snprintf(tmpdir, sizeof tmpdir, "%s/cnn_png_XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+  snprintf(tmpdir, sizeof tmpdir, "%s/cnn_png_XXXXXX",
+           getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
   if (!mkdtemp(tmpdir)) return perror("mkdtemp"), 1;
   round_trip(1, 0, 5, 7);
   round_trip(3, 2, 3, 4);
@@ -79,7 +82,8 @@ int main(void) {
   CHECK(count_temporaries() == 0);
   int64_t h, w;
   int c;
-  CHECK(cnn_png_read(bad, &h, &w, &c) == NULL && strstr(cnn_error(), "cannot open") && strstr(cnn_error(), bad));
+  CHECK(cnn_png_read(bad, &h, &w, &c) == NULL && strstr(cnn_error(), "cannot open") &&
+        strstr(cnn_error(), bad));
   /* a file that is not a PNG */
   char junk[512];
   snprintf(junk, sizeof junk, "%s/junk.png", tmpdir);

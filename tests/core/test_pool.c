@@ -26,15 +26,28 @@ static int64_t pool_out(int64_t in, int k, int s, int p, int d, int ceil_mode) {
 }
 
 static cnn_pool_shape mk_dilated(int64_t N, int64_t C, int64_t H, int64_t W, int kh, int kw, int sh,
-                                 int sw, int ph, int pw, int ceil_mode, int include_pad, int dh, int dw) {
-  cnn_pool_shape s = {N,  C,  H,  W,  pool_out(H, kh, sh, ph, dh, ceil_mode),
+                                 int sw, int ph, int pw, int ceil_mode, int include_pad, int dh,
+                                 int dw) {
+  cnn_pool_shape s = {N,
+                      C,
+                      H,
+                      W,
+                      pool_out(H, kh, sh, ph, dh, ceil_mode),
                       pool_out(W, kw, sw, pw, dw, ceil_mode),
-                      kh, kw, sh, sw, ph, pw, include_pad, dh, dw};
+                      kh,
+                      kw,
+                      sh,
+                      sw,
+                      ph,
+                      pw,
+                      include_pad,
+                      dh,
+                      dw};
   return s;
 }
 
-static cnn_pool_shape mk(int64_t N, int64_t C, int64_t H, int64_t W, int kh, int kw, int sh,
-                         int sw, int ph, int pw, int ceil_mode, int include_pad) {
+static cnn_pool_shape mk(int64_t N, int64_t C, int64_t H, int64_t W, int kh, int kw, int sh, int sw,
+                         int ph, int pw, int ceil_mode, int include_pad) {
   return mk_dilated(N, C, H, W, kh, kw, sh, sw, ph, pw, ceil_mode, include_pad, 1, 1);
 }
 
@@ -75,12 +88,12 @@ static void test_hand(void) {
   s = mk(1, 1, 3, 3, 3, 3, 2, 2, 1, 1, 0, 1);
   CHECK(s.OH == 2 && s.OW == 2);
   CHECK(cnn_cpu_avg_pool2d_forward(CNN_FLOAT64, &s, x3, y) == 0);
-  check_arrays("hand avg include_pad", y, (double[]){15 / 9., 14 / 9., 26 / 9., 22 / 9.}, 4,
-               1e-15, 0);
+  check_arrays("hand avg include_pad", y, (double[]){15 / 9., 14 / 9., 26 / 9., 22 / 9.}, 4, 1e-15,
+               0);
   s.count_include_pad = 0;
   CHECK(cnn_cpu_avg_pool2d_forward(CNN_FLOAT64, &s, x3, y) == 0);
-  check_arrays("hand avg exclude_pad", y, (double[]){15 / 4., 14 / 4., 26 / 4., 22 / 4.}, 4,
-               1e-15, 0);
+  check_arrays("hand avg exclude_pad", y, (double[]){15 / 4., 14 / 4., 26 / 4., 22 / 4.}, 4, 1e-15,
+               0);
 
   /* max 2x2 dilation 2 stride 1 on the 4x4 x: output 2x2, window (oh, ow)
    * takes x[oh][ow], x[oh][ow+2], x[oh+2][ow], x[oh+2][ow+2]:
@@ -138,13 +151,15 @@ static void ref_avg(const cnn_pool_shape *s, const double *x, double *y) {
       }
 }
 
-static void ref_adaptive(int64_t P, int64_t H, int64_t W, int64_t OH, int64_t OW,
-                         const double *x, double *y) {
+static void ref_adaptive(int64_t P, int64_t H, int64_t W, int64_t OH, int64_t OW, const double *x,
+                         double *y) {
   for (int64_t p = 0; p < P; p++)
     for (int64_t i = 0; i < OH; i++)
       for (int64_t j = 0; j < OW; j++) {
-        int64_t h0 = (int64_t)floor((double)i * H / OH), h1 = (int64_t)ceil((double)(i + 1) * H / OH);
-        int64_t w0 = (int64_t)floor((double)j * W / OW), w1 = (int64_t)ceil((double)(j + 1) * W / OW);
+        int64_t h0 = (int64_t)floor((double)i * H / OH),
+                h1 = (int64_t)ceil((double)(i + 1) * H / OH);
+        int64_t w0 = (int64_t)floor((double)j * W / OW),
+                w1 = (int64_t)ceil((double)(j + 1) * W / OW);
         double sum = 0;
         for (int64_t h = h0; h < h1; h++)
           for (int64_t w = w0; w < w1; w++) sum += x[(p * H + h) * W + w];
@@ -197,8 +212,8 @@ static void test_adaptive(int64_t N, int64_t C, int64_t H, int64_t W, int64_t OH
   char what[128];
   ref_adaptive(N * C, H, W, OH, OW, x, yr);
   CHECK(cnn_cpu_adaptive_avg_pool2d_forward(CNN_FLOAT64, N, C, H, W, OH, OW, x, y) == 0);
-  snprintf(what, sizeof what, "adaptive %lldx%lld -> %lldx%lld float64", (long long)H,
-           (long long)W, (long long)OH, (long long)OW);
+  snprintf(what, sizeof what, "adaptive %lldx%lld -> %lldx%lld float64", (long long)H, (long long)W,
+           (long long)OH, (long long)OW);
   check_arrays(what, y, yr, ny, 1e-14, 1e-14);
   CHECK(cnn_cpu_adaptive_avg_pool2d_forward(CNN_FLOAT32, N, C, H, W, OH, OW, xf, yf) == 0);
   for (int64_t i = 0; i < ny; i++) yf64[i] = yf[i];
@@ -223,8 +238,7 @@ static void forward(const pool_op *op, const double *x, double *y, int64_t *idx)
     cnn_cpu_adaptive_avg_pool2d_forward(CNN_FLOAT64, s->N, s->C, s->H, s->W, s->OH, s->OW, x, y);
 }
 
-static int backward(const pool_op *op, cnn_dtype dt, const void *dy, const int64_t *idx,
-                    void *dx) {
+static int backward(const pool_op *op, cnn_dtype dt, const void *dy, const int64_t *idx, void *dx) {
   const cnn_pool_shape *s = &op->s;
   if (op->kind == MAX) return cnn_cpu_max_pool2d_backward(dt, s, dy, idx, dx);
   if (op->kind == AVG) return cnn_cpu_avg_pool2d_backward(dt, s, dy, dx);
@@ -234,7 +248,8 @@ static int backward(const pool_op *op, cnn_dtype dt, const void *dy, const int64
 static void test_backward(const char *name, const pool_op *op) {
   const cnn_pool_shape *s = &op->s;
   int64_t nx = s->N * s->C * s->H * s->W, ny = s->N * s->C * s->OH * s->OW;
-  double *x = check_rand_f64(nx), *dy = check_rand_f64(ny), *y = malloc(ny * 8), *dx = malloc(nx * 8);
+  double *x = check_rand_f64(nx), *dy = check_rand_f64(ny), *y = malloc(ny * 8),
+         *dx = malloc(nx * 8);
   double *g = malloc(nx * 8), *dx32 = malloc(nx * 8), h = 1e-6;
   int64_t *idx = malloc(ny * 8), *tmp = malloc(ny * 8);
   float *dyf = check_to_f32(dy, ny), *dxf = malloc(nx * 4);
@@ -294,7 +309,8 @@ int main(void) {
     const char *name;
     cnn_pool_shape s;
   } d[] = {
-      {"2x2 s2 d2 (float32 2x2 path must not apply)", mk_dilated(2, 3, 8, 6, 2, 2, 2, 2, 0, 0, 0, 1, 2, 2)},
+      {"2x2 s2 d2 (float32 2x2 path must not apply)",
+       mk_dilated(2, 3, 8, 6, 2, 2, 2, 2, 0, 0, 0, 1, 2, 2)},
       {"3x2 s(2,1) p(1,1) d(2,3)", mk_dilated(2, 3, 9, 8, 3, 2, 2, 1, 1, 1, 0, 1, 2, 3)},
       {"3x3 s2 p1 d2 ceil", mk_dilated(2, 3, 8, 7, 3, 3, 2, 2, 1, 1, 1, 1, 2, 2)},
       {"2x3 s3 p(1,1) d(3,1) ceil", mk_dilated(1, 2, 9, 8, 2, 3, 3, 3, 1, 1, 1, 1, 3, 1)},

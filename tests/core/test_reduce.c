@@ -16,7 +16,8 @@
 static cnn_tensor *values(int nd, const int64_t *shape, cnn_dtype dt) {
   cnn_tensor *t = cnn_empty(nd, shape, dt, CNN_DEVICE_CPU);
   for (int64_t i = 0; i < cnn_tensor_numel(t); i++)
-    cnn_tensor_set(t, i, dt == CNN_UINT8 ? (double)((i * 37) % 11) : sin(1.3 * (double)i + 0.2) * 3);
+    cnn_tensor_set(t, i,
+                   dt == CNN_UINT8 ? (double)((i * 37) % 11) : sin(1.3 * (double)i + 0.2) * 3);
   return t;
 }
 
@@ -34,7 +35,9 @@ static void naive(cnn_reduce_op op, const cnn_tensor *x, uint32_t mask, double p
     for (int64_t i = 0; i < S[0]; i++)
       for (int64_t j = 0; j < S[1]; j++)
         for (int64_t k = 0; k < S[2]; k++) {
-          if (((mask & 1) ? 0 : i != o0) || ((mask & 2) ? 0 : j != o1) || ((mask & 4) ? 0 : k != o2)) continue;
+          if (((mask & 1) ? 0 : i != o0) || ((mask & 2) ? 0 : j != o1) ||
+              ((mask & 4) ? 0 : k != o2))
+            continue;
           double v = cnn_tensor_get(x, (i * S[1] + j) * S[2] + k);
           sum += v, sq += v * v, prod *= v;
           np += p == 2 ? v * v : pow(fabs(v), p);
@@ -59,8 +62,8 @@ static void naive(cnn_reduce_op op, const cnn_tensor *x, uint32_t mask, double p
 }
 
 static void check_all_masks(cnn_tensor *x, const char *label) {
-  cnn_reduce_op ops[] = {CNN_RED_SUM, CNN_RED_MEAN, CNN_RED_MAX, CNN_RED_MIN, CNN_RED_PROD,
-                         CNN_RED_VAR, CNN_RED_STD, CNN_RED_NORM};
+  cnn_reduce_op ops[] = {CNN_RED_SUM,  CNN_RED_MEAN, CNN_RED_MAX, CNN_RED_MIN,
+                         CNN_RED_PROD, CNN_RED_VAR,  CNN_RED_STD, CNN_RED_NORM};
   double ps[] = {0, 0, 0, 0, 0, 1, 0, 3};
   for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++)
     for (uint32_t mask = 1; mask < 8; mask++)
@@ -75,7 +78,8 @@ static void check_all_masks(cnn_tensor *x, const char *label) {
         for (int64_t i = 0; i < n; i++) got[i] = cnn_tensor_get(y, i);
         naive(ops[k], x, mask, ps[k], ref);
         char what[96];
-        snprintf(what, sizeof what, "reduce op %d mask %u keepdim %d %s", ops[k], mask, keep, label);
+        snprintf(what, sizeof what, "reduce op %d mask %u keepdim %d %s", ops[k], mask, keep,
+                 label);
         check_arrays(what, got, ref, n, 1e-5, 1e-5);
         cnn_tensor_release(y);
       }
@@ -111,7 +115,8 @@ static void test_masks(void) {
 static void test_leading_and_big(void) {
   /* sum over dim 0 of a contiguous 700x70 (leading path) vs naive */
   cnn_tensor *x = values(2, SH(700, 70), CNN_FLOAT32);
-  cnn_tensor *s = cnn_reduce(CNN_RED_SUM, x, 1, false, 0), *m = cnn_reduce(CNN_RED_MEAN, x, 1, true, 0);
+  cnn_tensor *s = cnn_reduce(CNN_RED_SUM, x, 1, false, 0),
+             *m = cnn_reduce(CNN_RED_MEAN, x, 1, true, 0);
   double got[70], ref[70], gm[70], rm[70];
   for (int j = 0; j < 70; j++) {
     ref[j] = 0;
@@ -146,20 +151,24 @@ static void test_max_dim(void) {
   CHECK(cnn_tensor_get(v, 1) == 0 && cnn_tensor_get(i, 1) == 2 && i->dtype == CNN_INT64);
   cnn_tensor_release(v), cnn_tensor_release(i);
   CHECK(cnn_max_dim(x, 0, true, true, &v, &i) == 0);
-  CHECK(v->ndim == 2 && v->shape[0] == 1 && cnn_tensor_get(v, 1) == -7 && cnn_tensor_get(i, 1) == 1);
+  CHECK(v->ndim == 2 && v->shape[0] == 1 && cnn_tensor_get(v, 1) == -7 &&
+        cnn_tensor_get(i, 1) == 1);
   cnn_tensor_release(v), cnn_tensor_release(i);
   /* NaN propagates through max and argmax */
   cnn_tensor_set(x, 4, NAN);
-  cnn_tensor *mx = cnn_reduce(CNN_RED_MAX, x, 0, false, 0), *am = cnn_reduce(CNN_RED_ARGMAX, x, 2, false, 0);
+  cnn_tensor *mx = cnn_reduce(CNN_RED_MAX, x, 0, false, 0),
+             *am = cnn_reduce(CNN_RED_ARGMAX, x, 2, false, 0);
   CHECK(isnan(cnn_tensor_get(mx, 0)) && cnn_tensor_get(am, 1) == 1);
   cnn_tensor_release(mx), cnn_tensor_release(am);
-  CHECK(cnn_max_dim(x, 2, false, false, &v, &i) == -1 && strstr(cnn_error(), "max: dimension 3 out of range for input 2x3"));
+  CHECK(cnn_max_dim(x, 2, false, false, &v, &i) == -1 &&
+        strstr(cnn_error(), "max: dimension 3 out of range for input 2x3"));
   cnn_tensor_release(x);
 }
 
 static void test_int_and_special(void) {
   cnn_tensor *u = values(2, SH(3, 4), CNN_UINT8);
-  cnn_tensor *s = cnn_reduce(CNN_RED_SUM, u, 0, false, 0), *m = cnn_reduce(CNN_RED_MEAN, u, 0, false, 0);
+  cnn_tensor *s = cnn_reduce(CNN_RED_SUM, u, 0, false, 0),
+             *m = cnn_reduce(CNN_RED_MEAN, u, 0, false, 0);
   double ref = 0;
   for (int i = 0; i < 12; i++) ref += (double)((i * 37) % 11);
   CHECK(s->dtype == CNN_INT64 && cnn_tensor_get(s, 0) == ref);
@@ -176,7 +185,8 @@ static void test_int_and_special(void) {
     cnn_tensor_release(n);
   }
   /* var with correction 0 and 1: mean 0, squares 26 */
-  cnn_tensor *v0 = cnn_reduce(CNN_RED_VAR, v, 0, false, 0), *v1 = cnn_reduce(CNN_RED_STD, v, 0, false, 1);
+  cnn_tensor *v0 = cnn_reduce(CNN_RED_VAR, v, 0, false, 0),
+             *v1 = cnn_reduce(CNN_RED_STD, v, 0, false, 1);
   CHECK_CLOSE(cnn_tensor_get(v0, 0), 26.0 / 4, 1e-15);
   CHECK_CLOSE(cnn_tensor_get(v1, 0), sqrt(26.0 / 3), 1e-15);
   cnn_tensor_release(v0), cnn_tensor_release(v1), cnn_tensor_release(v);
@@ -184,7 +194,8 @@ static void test_int_and_special(void) {
   cnn_tensor *e = cnn_empty(2, SH(0, 3), CNN_FLOAT32, CNN_DEVICE_CPU);
   cnn_tensor *es = cnn_reduce(CNN_RED_SUM, e, 1, false, 0);
   CHECK(es && es->shape[0] == 3 && cnn_tensor_get(es, 2) == 0);
-  CHECK(cnn_reduce(CNN_RED_MAX, e, 1, false, 0) == NULL && strstr(cnn_error(), "max") && strstr(cnn_error(), "0x3"));
+  CHECK(cnn_reduce(CNN_RED_MAX, e, 1, false, 0) == NULL && strstr(cnn_error(), "max") &&
+        strstr(cnn_error(), "0x3"));
   cnn_tensor_release(es), cnn_tensor_release(e);
 }
 
@@ -200,9 +211,12 @@ static void test_sum_to_and_errors(void) {
   }
   cnn_tensor *same = cnn_sum_to(x, 3, x->shape);
   CHECK(same == x);
-  CHECK(cnn_sum_to(x, 2, SH(2, 4)) == NULL && strstr(cnn_error(), "sum_to: cannot reduce 2x3x4 to 2x4"));
-  CHECK(cnn_reduce(CNN_RED_SUM, x, 8, false, 0) == NULL && strstr(cnn_error(), "sum: dimension 4 out of range for input 2x3x4"));
-  CHECK(cnn_reduce(CNN_RED_ARGMAX, x, 3, false, 0) == NULL && strstr(cnn_error(), "argmax") && strstr(cnn_error(), "2x3x4"));
+  CHECK(cnn_sum_to(x, 2, SH(2, 4)) == NULL &&
+        strstr(cnn_error(), "sum_to: cannot reduce 2x3x4 to 2x4"));
+  CHECK(cnn_reduce(CNN_RED_SUM, x, 8, false, 0) == NULL &&
+        strstr(cnn_error(), "sum: dimension 4 out of range for input 2x3x4"));
+  CHECK(cnn_reduce(CNN_RED_ARGMAX, x, 3, false, 0) == NULL && strstr(cnn_error(), "argmax") &&
+        strstr(cnn_error(), "2x3x4"));
   cnn_tensor_release(same), cnn_tensor_release(s), cnn_tensor_release(x);
 }
 

@@ -45,9 +45,11 @@ static void test_hand(void) {
   cnn_tensor *x = from(2, 2, (double[]){1, 2, 3, 4});
   /* bilinear, align_corners false: src = (dst + 0.5) / 2 - 0.5 = -0.25, 0.25, 0.75, 1.25 -> clamp */
   expect("bilinear 2x2->4x4", cnn_interpolate(x, 4, 4, CNN_RESIZE_BILINEAR, false, 0, 0),
-         (double[]){1, 1.25, 1.75, 2, 1.5, 1.75, 2.25, 2.5, 2.5, 2.75, 3.25, 3.5, 3, 3.25, 3.75, 4}, 16);
+         (double[]){1, 1.25, 1.75, 2, 1.5, 1.75, 2.25, 2.5, 2.5, 2.75, 3.25, 3.5, 3, 3.25, 3.75, 4},
+         16);
   /* align_corners true: src = dst * (2 - 1) / (3 - 1) = 0, 0.5, 1 */
-  expect("bilinear 2x2->3x3 align_corners", cnn_interpolate(x, 3, 3, CNN_RESIZE_BILINEAR, true, 0, 0),
+  expect("bilinear 2x2->3x3 align_corners",
+         cnn_interpolate(x, 3, 3, CNN_RESIZE_BILINEAR, true, 0, 0),
          (double[]){1, 1.5, 2, 2, 2.5, 3, 3, 3.5, 4}, 9);
   expect("nearest 2x2->4x4", cnn_interpolate(x, 4, 4, CNN_RESIZE_NEAREST, false, 0, 0),
          (double[]){1, 1, 2, 2, 1, 1, 2, 2, 3, 3, 4, 4, 3, 3, 4, 4}, 16);
@@ -88,24 +90,30 @@ static double sample_bilinear(const cnn_tensor *x, int64_t p, double hy, double 
   int64_t h1 = (int64_t)fmin(h0 + 1, H - 1), w1 = (int64_t)fmin(w0 + 1, W - 1);
   double a = hy - h0, b = wx - w0;
   const int64_t o = p * H * W;
-  return (1 - a) * ((1 - b) * cnn_tensor_get(x, o + h0 * W + w0) + b * cnn_tensor_get(x, o + h0 * W + w1)) +
-         a * ((1 - b) * cnn_tensor_get(x, o + h1 * W + w0) + b * cnn_tensor_get(x, o + h1 * W + w1));
+  return (1 - a) * ((1 - b) * cnn_tensor_get(x, o + h0 * W + w0) +
+                    b * cnn_tensor_get(x, o + h0 * W + w1)) +
+         a * ((1 - b) * cnn_tensor_get(x, o + h1 * W + w0) +
+              b * cnn_tensor_get(x, o + h1 * W + w1));
 }
 
-static void test_oracle(int64_t OH, int64_t OW, bool bilinear, bool ac, double sh, double sw, cnn_dtype dt) {
+static void test_oracle(int64_t OH, int64_t OW, bool bilinear, bool ac, double sh, double sw,
+                        cnn_dtype dt) {
   int64_t N = 2, C = 3, H = 5, W = 7;
   cnn_tensor *x64 = gc_leaf(4, (int64_t[]){N, C, H, W}, -1, 1, 3), *x = cnn_to_dtype(x64, dt);
   cnn_tensor *y = cnn_interpolate(x, OH, OW, bilinear, ac, sh, sw);
   char what[128];
-  snprintf(what, sizeof what, "interpolate %s%s 5x7->%lldx%lld scale %g,%g %s", bilinear ? "bilinear" : "nearest",
-           ac ? " align_corners" : "", (long long)OH, (long long)OW, sh, sw, cnn_dtype_name(dt));
-  double *ref = malloc(sizeof *ref * (size_t)(N * C * OH * OW)), *got = malloc(sizeof *got * (size_t)(N * C * OH * OW));
+  snprintf(what, sizeof what, "interpolate %s%s 5x7->%lldx%lld scale %g,%g %s",
+           bilinear ? "bilinear" : "nearest", ac ? " align_corners" : "", (long long)OH,
+           (long long)OW, sh, sw, cnn_dtype_name(dt));
+  double *ref = malloc(sizeof *ref * (size_t)(N * C * OH * OW)),
+         *got = malloc(sizeof *got * (size_t)(N * C * OH * OW));
   for (int64_t p = 0; p < N * C; p++)
     for (int64_t oh = 0; oh < OH; oh++)
       for (int64_t ow = 0; ow < OW; ow++) {
         int64_t i = (p * OH + oh) * OW + ow;
         if (bilinear) {
-          ref[i] = sample_bilinear(x64, p, src_linear(oh, H, OH, ac, sh), src_linear(ow, W, OW, ac, sw));
+          ref[i] =
+              sample_bilinear(x64, p, src_linear(oh, H, OH, ac, sh), src_linear(ow, W, OW, ac, sw));
         } else { /* sizes given: exact integer ratio (shapes chosen where float rounding agrees) */
           int64_t h = sh > 0 ? (int64_t)floorf((float)oh * (float)(1 / sh)) : oh * H / OH;
           int64_t w = sw > 0 ? (int64_t)floorf((float)ow * (float)(1 / sw)) : ow * W / OW;
@@ -128,13 +136,16 @@ static void test_adaptive_max(int64_t OH, int64_t OW) {
   for (int64_t p = 0; y && idx && p < N * C; p++)
     for (int64_t oh = 0; oh < OH; oh++)
       for (int64_t ow = 0; ow < OW; ow++) {
-        int64_t h0 = (int64_t)floor((double)oh * H / OH), h1 = (int64_t)ceil((double)(oh + 1) * H / OH);
-        int64_t w0 = (int64_t)floor((double)ow * W / OW), w1 = (int64_t)ceil((double)(ow + 1) * W / OW);
+        int64_t h0 = (int64_t)floor((double)oh * H / OH),
+                h1 = (int64_t)ceil((double)(oh + 1) * H / OH);
+        int64_t w0 = (int64_t)floor((double)ow * W / OW),
+                w1 = (int64_t)ceil((double)(ow + 1) * W / OW);
         double best = -INFINITY;
         int64_t arg = -1, o = (p * OH + oh) * OW + ow;
         for (int64_t h = h0; h < h1; h++)
           for (int64_t w = w0; w < w1; w++)
-            if (cnn_tensor_get(x, p * H * W + h * W + w) > best) best = cnn_tensor_get(x, p * H * W + h * W + w), arg = h * W + w;
+            if (cnn_tensor_get(x, p * H * W + h * W + w) > best)
+              best = cnn_tensor_get(x, p * H * W + h * W + w), arg = h * W + w;
         CHECK_CLOSE(cnn_tensor_get(y, o), best, 0);
         CHECK(cnn_tensor_get(idx, o) == (double)arg);
       }
@@ -184,20 +195,31 @@ static cnn_tensor *run(cnn_tensor **in, void *p) {
 
 static void test_grads(void) {
   rs_ctx cases[] = {
-      {0, 9, 11, CNN_RESIZE_BILINEAR, false, 0, 0}, {0, 9, 11, CNN_RESIZE_BILINEAR, true, 0, 0},
-      {0, 3, 4, CNN_RESIZE_BILINEAR, false, 0, 0},  {0, 7, 10, CNN_RESIZE_BILINEAR, false, 1.5, 1.5},
-      {0, 9, 11, CNN_RESIZE_NEAREST, false, 0, 0},  {0, 3, 2, CNN_RESIZE_NEAREST, false, 0, 0},
-      {1, 3, 2, 0, false, 0, 0},                    {1, 4, 4, 0, false, 0, 0},
+      {0, 9, 11, CNN_RESIZE_BILINEAR, false, 0, 0},
+      {0, 9, 11, CNN_RESIZE_BILINEAR, true, 0, 0},
+      {0, 3, 4, CNN_RESIZE_BILINEAR, false, 0, 0},
+      {0, 7, 10, CNN_RESIZE_BILINEAR, false, 1.5, 1.5},
+      {0, 9, 11, CNN_RESIZE_NEAREST, false, 0, 0},
+      {0, 3, 2, CNN_RESIZE_NEAREST, false, 0, 0},
+      {1, 3, 2, 0, false, 0, 0},
+      {1, 4, 4, 0, false, 0, 0},
   };
-  const char *names[] = {"bilinear up", "bilinear up align_corners", "bilinear down", "bilinear scale 1.5",
-                         "nearest up", "nearest down", "adaptive_max_pool2d 3x2", "adaptive_max_pool2d 4x4"};
+  const char *names[] = {"bilinear up",
+                         "bilinear up align_corners",
+                         "bilinear down",
+                         "bilinear scale 1.5",
+                         "nearest up",
+                         "nearest down",
+                         "adaptive_max_pool2d 3x2",
+                         "adaptive_max_pool2d 4x4"};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     cnn_tensor *in[1] = {gc_leaf(4, (int64_t[]){2, 3, 5, 7}, -1, 1, (int)i + 20)};
     gradcheck(names[i], run, &cases[i], 1, in);
     cnn_tensor_release(in[0]);
   }
   rs_ctx ps = {2, 2, 0, 0, false, 0, 0}, pu = {3, 2, 0, 0, false, 0, 0};
-  cnn_tensor *a[1] = {gc_leaf(4, (int64_t[]){2, 8, 2, 3}, -1, 1, 40)}, *b[1] = {gc_leaf(3, (int64_t[]){3, 4, 6}, -1, 1, 41)};
+  cnn_tensor *a[1] = {gc_leaf(4, (int64_t[]){2, 8, 2, 3}, -1, 1, 40)},
+             *b[1] = {gc_leaf(3, (int64_t[]){3, 4, 6}, -1, 1, 41)};
   gradcheck("pixel_shuffle", run, &ps, 1, a);
   gradcheck("pixel_unshuffle (3-d)", run, &pu, 1, b);
   cnn_tensor_release(a[0]), cnn_tensor_release(b[0]);
@@ -206,9 +228,11 @@ static void test_grads(void) {
 static void test_errors(void) {
   cnn_tensor *x3 = cnn_zeros(3, (int64_t[]){1, 2, 3}, CNN_FLOAT32, CNN_DEVICE_CPU);
   cnn_tensor *x4 = cnn_zeros(4, (int64_t[]){1, 3, 2, 3}, CNN_FLOAT32, CNN_DEVICE_CPU);
-  CHECK(cnn_interpolate(x3, 2, 2, 0, false, 0, 0) == NULL && strstr(cnn_error(), "interpolate: expected a 4-d"));
+  CHECK(cnn_interpolate(x3, 2, 2, 0, false, 0, 0) == NULL &&
+        strstr(cnn_error(), "interpolate: expected a 4-d"));
   CHECK(cnn_interpolate(x4, 0, 2, 0, false, 0, 0) == NULL && strstr(cnn_error(), "1x3x2x3"));
-  CHECK(cnn_adaptive_max_pool2d(x4, 2, 0, NULL) == NULL && strstr(cnn_error(), "adaptive_max_pool2d"));
+  CHECK(cnn_adaptive_max_pool2d(x4, 2, 0, NULL) == NULL &&
+        strstr(cnn_error(), "adaptive_max_pool2d"));
   CHECK(cnn_pixel_shuffle(x4, 2) == NULL && strstr(cnn_error(), "not divisible"));
   CHECK(cnn_pixel_unshuffle(x4, 2) == NULL && strstr(cnn_error(), "divisible by the factor"));
   cnn_tensor_release(x3), cnn_tensor_release(x4);

@@ -31,8 +31,8 @@
 /* x N x C x S (S = positions per channel, flattened); groups of C/G
  * channels; param_of_channel: weight/bias indexed by channel (group/instance
  * norm) or, for layer norm (G = 1 and by_position), by c*S + s */
-static void oracle(const cnn_tensor *x, int64_t G, const cnn_tensor *w, const cnn_tensor *b, bool by_position,
-                   double *y) {
+static void oracle(const cnn_tensor *x, int64_t G, const cnn_tensor *w, const cnn_tensor *b,
+                   bool by_position, double *y) {
   int64_t N = x->shape[0], C = x->shape[1], S = cnn_tensor_numel(x) / (N * C), Cg = C / G;
   for (int64_t n = 0; n < N; n++)
     for (int64_t g = 0; g < G; g++) {
@@ -83,13 +83,15 @@ static void test_hand(void) {
   cnn_tensor *x = cnn_empty(2, (int64_t[]){1, 4}, CNN_FLOAT64, CNN_DEVICE_CPU);
   for (int i = 0; i < 4; i++) cnn_tensor_set(x, i, i + 1);
   cnn_tensor *y = cnn_layer_norm(x, 1, (int64_t[]){4}, NULL, NULL, EPS);
-  for (int i = 0; i < 4; i++) CHECK_CLOSE(cnn_tensor_get(y, i), (i + 1 - 2.5) / sqrt(1.25 + EPS), 1e-12);
+  for (int i = 0; i < 4; i++)
+    CHECK_CLOSE(cnn_tensor_get(y, i), (i + 1 - 2.5) / sqrt(1.25 + EPS), 1e-12);
   cnn_tensor_release(x), cnn_tensor_release(y);
 }
 
 static void test_forward(cnn_dtype dt, double tol) {
   const int64_t xs[4] = {3, 6, 5, 7};
-  cnn_tensor *x = leaf(4, xs, 1, dt), *w6 = leaf(1, (int64_t[]){6}, 2, dt), *b6 = leaf(1, (int64_t[]){6}, 3, dt);
+  cnn_tensor *x = leaf(4, xs, 1, dt), *w6 = leaf(1, (int64_t[]){6}, 2, dt),
+             *b6 = leaf(1, (int64_t[]){6}, 3, dt);
   double *ref = malloc(sizeof *ref * 3 * 6 * 5 * 7);
   char what[96];
   int64_t groups[] = {1, 2, 3, 6};
@@ -117,13 +119,15 @@ static void test_forward(cnn_dtype dt, double tol) {
 
 /* layer norm over the last dim of a 2-d view: the oracle's N x C x 1 */
 static void test_layer_norm_rows(void) {
-  cnn_tensor *x = leaf(3, (int64_t[]){4, 5, 70}, 6, CNN_FLOAT32), *w = leaf(1, (int64_t[]){70}, 7, CNN_FLOAT32);
+  cnn_tensor *x = leaf(3, (int64_t[]){4, 5, 70}, 6, CNN_FLOAT32),
+             *w = leaf(1, (int64_t[]){70}, 7, CNN_FLOAT32);
   cnn_tensor *v = cnn_view(x, 2, (int64_t[]){20, 70}), *v3 = cnn_view(x, 3, (int64_t[]){20, 70, 1});
   double *ref = malloc(sizeof *ref * 20 * 70);
   oracle(v3, 1, w, NULL, false, ref); /* channel c = position along the row */
   cnn_tensor *y = cnn_layer_norm(x, 1, (int64_t[]){70}, w, NULL, EPS);
   compare("layer_norm last dim, weight only (float32)", y, ref, 1e-5);
-  cnn_tensor_release(y), cnn_tensor_release(v), cnn_tensor_release(v3), cnn_tensor_release(x), cnn_tensor_release(w);
+  cnn_tensor_release(y), cnn_tensor_release(v), cnn_tensor_release(v3), cnn_tensor_release(x),
+      cnn_tensor_release(w);
   free(ref);
 }
 
@@ -142,25 +146,32 @@ static cnn_tensor *run(cnn_tensor **in, void *p) {
   return cnn_instance_norm(in[0], NULL, NULL, in[1], in[2], true, 0.1, EPS);
 }
 
-static void grad_case(const char *what, norm_ctx *c, cnn_tensor *x, int pdim, const int64_t *pshape, bool w, bool b) {
-  cnn_tensor *in[3] = {x, w ? gc_leaf(pdim, pshape, 0.5, 1.5, 11) : NULL, b ? gc_leaf(pdim, pshape, -1, 1, 12) : NULL};
+static void grad_case(const char *what, norm_ctx *c, cnn_tensor *x, int pdim, const int64_t *pshape,
+                      bool w, bool b) {
+  cnn_tensor *in[3] = {x, w ? gc_leaf(pdim, pshape, 0.5, 1.5, 11) : NULL,
+                       b ? gc_leaf(pdim, pshape, -1, 1, 12) : NULL};
   gradcheck_tol(what, run, c, 3, in, 1e-6, 1e-5);
   for (int i = 0; i < 3; i++) cnn_tensor_release(in[i]);
 }
 
 static void test_grads(void) {
   const int64_t xs[4] = {2, 6, 3, 4};
-  norm_ctx ln = {0, 2, {3, 4}, 0}, ln1 = {0, 1, {4}, 0}, gn = {1, 0, {0}, 3}, gn1 = {1, 0, {0}, 1}, in = {2, 0, {0}, 0};
+  norm_ctx ln = {0, 2, {3, 4}, 0}, ln1 = {0, 1, {4}, 0}, gn = {1, 0, {0}, 3}, gn1 = {1, 0, {0}, 1},
+           in = {2, 0, {0}, 0};
   grad_case("layer_norm over 3x4", &ln, gc_leaf(4, xs, -1, 2, 1), 2, (int64_t[]){3, 4}, true, true);
-  grad_case("layer_norm last dim, weight only", &ln1, gc_leaf(4, xs, -1, 2, 2), 1, (int64_t[]){4}, true, false);
-  grad_case("layer_norm no affine", &ln1, gc_leaf(4, xs, -1, 2, 3), 1, (int64_t[]){4}, false, false);
+  grad_case("layer_norm last dim, weight only", &ln1, gc_leaf(4, xs, -1, 2, 2), 1, (int64_t[]){4},
+            true, false);
+  grad_case("layer_norm no affine", &ln1, gc_leaf(4, xs, -1, 2, 3), 1, (int64_t[]){4}, false,
+            false);
   grad_case("group_norm G=3", &gn, gc_leaf(4, xs, -1, 2, 4), 1, (int64_t[]){6}, true, true);
-  grad_case("group_norm G=1, bias only", &gn1, gc_leaf(4, xs, -1, 2, 5), 1, (int64_t[]){6}, false, true);
-  grad_case("group_norm 2-d input (N x C)", &gn, gc_leaf(2, (int64_t[]){4, 6}, -1, 2, 6), 1, (int64_t[]){6}, true,
+  grad_case("group_norm G=1, bias only", &gn1, gc_leaf(4, xs, -1, 2, 5), 1, (int64_t[]){6}, false,
             true);
+  grad_case("group_norm 2-d input (N x C)", &gn, gc_leaf(2, (int64_t[]){4, 6}, -1, 2, 6), 1,
+            (int64_t[]){6}, true, true);
   grad_case("instance_norm", &in, gc_leaf(4, xs, -1, 2, 7), 1, (int64_t[]){6}, true, true);
   /* a non-contiguous x: the transpose of a 4 x 5 leaf, normalised over its rows of 4 */
-  grad_case("layer_norm transposed input", &ln1, gc_leaf_t(5, 4, -1, 2, 8), 1, (int64_t[]){4}, true, true);
+  grad_case("layer_norm transposed input", &ln1, gc_leaf_t(5, 4, -1, 2, 8), 1, (int64_t[]){4}, true,
+            true);
 }
 
 /* ---- instance norm's running statistics ------------------------------------------------------ */
@@ -188,7 +199,8 @@ static void test_running_stats(void) {
   CHECK(ye != NULL);
   for (int64_t i = 0; ye && i < cnn_tensor_numel(x); i++) {
     int64_t c = i / 20 % 2;
-    double want = (cnn_tensor_get(x, i) - cnn_tensor_get(rm, c)) / sqrt(cnn_tensor_get(rv, c) + EPS);
+    double want =
+        (cnn_tensor_get(x, i) - cnn_tensor_get(rm, c)) / sqrt(cnn_tensor_get(rv, c) + EPS);
     if (fabs(cnn_tensor_get(ye, i) - want) > 1e-12) {
       CHECK_CLOSE(cnn_tensor_get(ye, i), want, 1e-12);
       break;
@@ -221,17 +233,21 @@ static void test_errors(void) {
   expect_error("gn groups", cnn_group_norm(x, 4, NULL, NULL, EPS), "divisible by num_groups");
   expect_error("gn weight", cnn_group_norm(x, 2, w5, NULL, EPS), "group_norm: weight 5");
   expect_error("gn dtype", cnn_group_norm(xi, 1, NULL, NULL, EPS), "int64");
-  expect_error("in dims", cnn_instance_norm(xi, NULL, NULL, NULL, NULL, true, 0.1, EPS), "instance_norm");
-  expect_error("in eval", cnn_instance_norm(x, NULL, NULL, NULL, NULL, false, 0.1, EPS), "running_mean");
+  expect_error("in dims", cnn_instance_norm(xi, NULL, NULL, NULL, NULL, true, 0.1, EPS),
+               "instance_norm");
+  expect_error("in eval", cnn_instance_norm(x, NULL, NULL, NULL, NULL, false, 0.1, EPS),
+               "running_mean");
   expect_error("eps", cnn_layer_norm(x, 1, (int64_t[]){4}, NULL, NULL, -1), "eps");
   cnn_tensor *x1 = cnn_zeros(3, (int64_t[]){2, 6, 1}, CNN_FLOAT32, CNN_DEVICE_CPU);
-  expect_error("in 1 position", cnn_instance_norm(x1, NULL, NULL, NULL, NULL, true, 0.1, EPS), "spatial");
+  expect_error("in 1 position", cnn_instance_norm(x1, NULL, NULL, NULL, NULL, true, 0.1, EPS),
+               "spatial");
   cnn_tensor_release(x), cnn_tensor_release(w5), cnn_tensor_release(xi), cnn_tensor_release(x1);
 }
 
 /* N = 0: an empty output, and zero gradients for weight and bias */
 static void test_empty(void) {
-  cnn_tensor *x = gc_leaf(4, (int64_t[]){0, 6, 3, 4}, 0, 1, 1), *w = gc_leaf(1, (int64_t[]){6}, 0, 1, 2);
+  cnn_tensor *x = gc_leaf(4, (int64_t[]){0, 6, 3, 4}, 0, 1, 1),
+             *w = gc_leaf(1, (int64_t[]){6}, 0, 1, 2);
   cnn_tensor *y = cnn_group_norm(x, 3, w, NULL, EPS);
   CHECK(y && cnn_tensor_numel(y) == 0);
   cnn_tensor *s = y ? cnn_reduce(CNN_RED_SUM, y, 0, false, 0) : NULL;

@@ -78,9 +78,10 @@ static void test_exact_bytes(void) {
   want[0] = (uint8_t)hl, want[1] = (uint8_t)(hl >> 8);
   memcpy(want + 8, json, jl);
   memset(want + 8 + jl, ' ', hl - jl);
-  const uint8_t data[40] = {0, 0, 0x80, 0x3F, 0, 0, 0, 0x40, 0, 0, 0, 0xBF, 0, 0, 0x40, 0x40,
-                            0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0, 0, 0, 0, 0, 0, 0, 0,
-                            0x02, 0x01, 0, 0, 0, 0, 0, 0};
+  const uint8_t data[40] = {0,    0,    0x80, 0x3F, 0,    0,    0,    0x40, 0,    0,
+                            0,    0xBF, 0,    0,    0x40, 0x40, 0xFF, 0xFF, 0xFF, 0xFF,
+                            0xFF, 0xFF, 0xFF, 0xFF, 0,    0,    0,    0,    0,    0,
+                            0,    0,    0x02, 0x01, 0,    0,    0,    0,    0,    0};
   memcpy(want + 8 + hl, data, 40);
   size_t len;
   uint8_t *got = slurp(path, &len);
@@ -104,7 +105,8 @@ static void test_exact_bytes(void) {
   cnn_tensor_file *f = cnn_safetensors_load(path);
   CHECK(f && f->ntensors == 2 && f->nmeta == 1);
   if (f) {
-    CHECK(strcmp(f->tensors[0].name, "conv.weight") == 0 && strcmp(f->tensors[1].name, "step") == 0);
+    CHECK(strcmp(f->tensors[0].name, "conv.weight") == 0 &&
+          strcmp(f->tensors[1].name, "step") == 0);
     CHECK(memcmp(cnn_tensor_data(f->tensors[0].tensor), av, 16) == 0);
     CHECK(memcmp(cnn_tensor_data(f->tensors[1].tensor), bv, 24) == 0);
     CHECK(strcmp(cnn_tensor_file_meta(f, "epoch"), "3") == 0 && !cnn_tensor_file_meta(f, "x"));
@@ -181,7 +183,8 @@ static void test_round_trips(void) {
     for (int64_t k = 0; k < n; k++) bad += cnn_tensor_get(g, k) != cnn_tensor_get(t[i], k);
     CHECK(bad == 0);
   }
-  if (f) CHECK(cnn_tensor_get(f->tensors[0].tensor, 1) == vals[6]); /* transposed: [0][1] = base[1][0] */
+  if (f)
+    CHECK(cnn_tensor_get(f->tensors[0].tensor, 1) == vals[6]); /* transposed: [0][1] = base[1][0] */
   cnn_tensor_file_free(f);
   for (int i = 0; i < 7; i++) cnn_tensor_release(t[i]);
   cnn_tensor_release(base);
@@ -195,7 +198,8 @@ static void test_round_trips(void) {
 
 /* ---- 4. validation ----------------------------------------------------------------- */
 
-static void expect_parse_error(const char *header, const uint8_t *data, size_t dlen, const char *fragment) {
+static void expect_parse_error(const char *header, const uint8_t *data, size_t dlen,
+                               const char *fragment) {
   size_t len;
   uint8_t *file = make_file(header, data, dlen, &len);
   cnn_tensor_file *f = cnn_safetensors_parse(file, len, "bad.st");
@@ -212,32 +216,45 @@ static void expect_parse_error(const char *header, const uint8_t *data, size_t d
 
 static void test_bad_headers(void) {
   uint8_t d[64] = {0};
-  expect_parse_error(E("F32", "[2]", "[0,8]"), d, 7, "data_offsets [0, 8] past the end of the 7-byte data section (is the file truncated?)");
-  expect_parse_error(E("F32", "[2]", "[0,8]"), d, 9, "the data section has 9 bytes but the tensors end at 8");
+  expect_parse_error(
+      E("F32", "[2]", "[0,8]"), d, 7,
+      "data_offsets [0, 8] past the end of the 7-byte data section (is the file truncated?)");
+  expect_parse_error(E("F32", "[2]", "[0,8]"), d, 9,
+                     "the data section has 9 bytes but the tensors end at 8");
   expect_parse_error(E("F33", "[2]", "[0,8]"), d, 8, "tensor 'x' has dtype 'F33'");
-  expect_parse_error(E("F32", "[3]", "[0,8]"), d, 8, "tensor 'x' is F32 3 (12 bytes) but its data_offsets [0, 8] hold 8 bytes");
-  expect_parse_error(E("F32", "[-2]", "[0,8]"), d, 8, "shape entry 1 is not a non-negative integer");
-  expect_parse_error(E("F32", "[2.5]", "[0,8]"), d, 8, "shape entry 1 is not a non-negative integer");
+  expect_parse_error(E("F32", "[3]", "[0,8]"), d, 8,
+                     "tensor 'x' is F32 3 (12 bytes) but its data_offsets [0, 8] hold 8 bytes");
+  expect_parse_error(E("F32", "[-2]", "[0,8]"), d, 8,
+                     "shape entry 1 is not a non-negative integer");
+  expect_parse_error(E("F32", "[2.5]", "[0,8]"), d, 8,
+                     "shape entry 1 is not a non-negative integer");
   expect_parse_error(E("F32", "[\"2\"]", "[0,8]"), d, 8, "shape entry 1");
   expect_parse_error(E("F32", "[1,1,1,1,1,1,1,1,2]", "[0,8]"), d, 8, "has 9 dimensions");
   expect_parse_error(E("F32", "[4294967296,4294967296,4294967296]", "[0,8]"), d, 8, "(over ");
-  expect_parse_error(E("F32", "[0,1099511627776,1099511627776]", "[0,0]"), d, 0, "has shape 0x1099511627776x1099511627776, too many elements");
+  expect_parse_error(E("F32", "[0,1099511627776,1099511627776]", "[0,0]"), d, 0,
+                     "has shape 0x1099511627776x1099511627776, too many elements");
   expect_parse_error(E("F32", "[2]", "[8,0]"), d, 8, "data_offsets [8, 0] reversed");
   expect_parse_error(E("F32", "[2]", "[0]"), d, 8, "needs \"data_offsets\": [begin, end]");
   expect_parse_error(E("F32", "[2]", "[0,-8]"), d, 8, "needs \"data_offsets\"");
   expect_parse_error(E("F32", "[2]", "[0,1e300]"), d, 8, "needs \"data_offsets\"");
   expect_parse_error("{\"x\":{\"shape\":[2],\"data_offsets\":[0,8]}}", d, 8, "no \"dtype\" string");
-  expect_parse_error("{\"x\":{\"dtype\":\"F32\",\"data_offsets\":[0,8]}}", d, 8, "no \"shape\" array");
+  expect_parse_error("{\"x\":{\"dtype\":\"F32\",\"data_offsets\":[0,8]}}", d, 8,
+                     "no \"shape\" array");
   expect_parse_error("{\"x\":[1,2]}", d, 8, "entry 'x' is not an object");
   expect_parse_error("{\"x\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[0,4]},"
-                     "\"y\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[2,6]}}", d, 6, "overlap");
+                     "\"y\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[2,6]}}",
+                     d, 6, "overlap");
   expect_parse_error("{\"x\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[0,4]},"
-                     "\"y\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[6,10]}}", d, 10, "a hole in the data: bytes 4..6");
+                     "\"y\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[6,10]}}",
+                     d, 10, "a hole in the data: bytes 4..6");
   expect_parse_error("{\"x\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[0,4]},"
-                     "\"x\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[4,8]}}", d, 8, "tensor 'x' appears twice");
-  expect_parse_error("{\"__metadata__\":{\"k\":1}}", d, 0, "__metadata__ entry 'k' is not a string");
+                     "\"x\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[4,8]}}",
+                     d, 8, "tensor 'x' appears twice");
+  expect_parse_error("{\"__metadata__\":{\"k\":1}}", d, 0,
+                     "__metadata__ entry 'k' is not a string");
   expect_parse_error("{\"__metadata__\":[\"k\"]}", d, 0, "\"__metadata__\" is not an object");
-  expect_parse_error("{\"__metadata__\":{\"k\":\"a\",\"k\":\"b\"}}", d, 0, "__metadata__ key 'k' appears twice");
+  expect_parse_error("{\"__metadata__\":{\"k\":\"a\",\"k\":\"b\"}}", d, 0,
+                     "__metadata__ key 'k' appears twice");
   expect_parse_error("{\"__metadata__\":{},\"__metadata__\":{}}", d, 0, "two \"__metadata__\"");
   expect_parse_error("{\"x\":{\"dtype\":\"U8\",", d, 0, "not a JSON object");
   expect_parse_error("{} trailing", d, 0, "not a JSON object");
@@ -247,9 +264,11 @@ static void test_bad_headers(void) {
   uint8_t small[12] = {4, 0, 0, 0, 0, 0, 0, 0, '{', '}', ' ', ' '};
   CHECK(cnn_safetensors_parse(small, 7, "s") == NULL && strstr(cnn_error(), "too short"));
   small[0] = 200;
-  CHECK(cnn_safetensors_parse(small, 12, "s") == NULL && strstr(cnn_error(), "past the end of the file"));
+  CHECK(cnn_safetensors_parse(small, 12, "s") == NULL &&
+        strstr(cnn_error(), "past the end of the file"));
   small[0] = 0, small[7] = 0x80; /* 2^63 */
-  CHECK(cnn_safetensors_parse(small, 12, "s") == NULL && strstr(cnn_error(), "over the 100 MB limit"));
+  CHECK(cnn_safetensors_parse(small, 12, "s") == NULL &&
+        strstr(cnn_error(), "over the 100 MB limit"));
   small[7] = 0, small[0] = 4; /* a valid empty file */
   cnn_tensor_file *f = cnn_safetensors_parse(small, 12, "s");
   CHECK(f && f->ntensors == 0);
@@ -272,13 +291,17 @@ static void test_save_failures(void) {
   uint8_t *before = slurp(path, &len0);
   CHECK(cnn_safetensors_save(path, 2, n2, (cnn_tensor *[]){a, a}, 0, NULL, NULL) == -1);
   CHECK(strstr(cnn_error(), "save: tensor name 'a' appears twice") != NULL);
-  CHECK(cnn_safetensors_save(path, 1, n3, &a, 0, NULL, NULL) == -1 && strstr(cnn_error(), "reserved"));
-  CHECK(cnn_safetensors_save(path, 1, n4, &a, 0, NULL, NULL) == -1 && strstr(cnn_error(), "has no name"));
+  CHECK(cnn_safetensors_save(path, 1, n3, &a, 0, NULL, NULL) == -1 &&
+        strstr(cnn_error(), "reserved"));
+  CHECK(cnn_safetensors_save(path, 1, n4, &a, 0, NULL, NULL) == -1 &&
+        strstr(cnn_error(), "has no name"));
   CHECK(cnn_safetensors_save(path, 1, n1, (cnn_tensor *[]){NULL}, 0, NULL, NULL) == -1);
   const char *k2[] = {"e", "e"}, *v2[] = {"1", "2"};
-  CHECK(cnn_safetensors_save(path, 1, n1, &a, 2, k2, v2) == -1 && strstr(cnn_error(), "metadata key name 'e'"));
+  CHECK(cnn_safetensors_save(path, 1, n1, &a, 2, k2, v2) == -1 &&
+        strstr(cnn_error(), "metadata key name 'e'"));
   const char *k1[] = {"note"}, *bin[] = {"\xff\xfe"}, *n5[] = {"caf\xc3\xa9", "\xed\xa0\x80"};
-  CHECK(cnn_safetensors_save(path, 1, n1, &a, 1, k1, bin) == -1 && strstr(cnn_error(), "metadata 'note' is not valid UTF-8"));
+  CHECK(cnn_safetensors_save(path, 1, n1, &a, 1, k1, bin) == -1 &&
+        strstr(cnn_error(), "metadata 'note' is not valid UTF-8"));
   CHECK(cnn_safetensors_save(path, 2, n5, (cnn_tensor *[]){a, a}, 0, NULL, NULL) == -1 &&
         strstr(cnn_error(), "tensor name 2 is not valid UTF-8")); /* a UTF-16 surrogate */
   uint8_t *after = slurp(path, &len1);

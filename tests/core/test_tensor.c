@@ -48,7 +48,7 @@ static void test_bad_sizes(void) {
 
 static void test_views(void) {
   cnn_tensor *t = iota(2, (int64_t[]){2, 3}); /* [[0 1 2] [3 4 5]] */
-  cnn_tensor *tr = cnn_transpose(t, 0, 1);     /* [[0 3] [1 4] [2 5]] */
+  cnn_tensor *tr = cnn_transpose(t, 0, 1);    /* [[0 3] [1 4] [2 5]] */
   CHECK(tr->shape[0] == 3 && tr->shape[1] == 2 && !cnn_tensor_is_contiguous(tr));
   CHECK(cnn_tensor_get(tr, 1) == 3 && cnn_tensor_get(tr, 4) == 2);
   CHECK(tr->storage == t->storage);
@@ -62,7 +62,7 @@ static void test_views(void) {
   cnn_tensor *nar = cnn_narrow(t, 1, 1, 2); /* [[1 2] [4 5]] */
   CHECK(cnn_tensor_get(nar, 2) == 4 && cnn_tensor_get(nar, 3) == 5);
   CHECK(cnn_narrow(t, 1, 2, 2) == NULL && strstr(cnn_error(), "narrow"));
-  cnn_tensor *u = cnn_unsqueeze(col, 0); /* 1x2 */
+  cnn_tensor *u = cnn_unsqueeze(col, 0);                 /* 1x2 */
   cnn_tensor *ex = cnn_expand(u, 2, (int64_t[]){3, -1}); /* 3x2, stride 0 */
   CHECK(ex->stride[0] == 0 && cnn_tensor_get(ex, 4) == 2 && cnn_tensor_get(ex, 5) == 5);
   cnn_tensor *sq = cnn_squeeze(u, -1);

@@ -27,7 +27,9 @@ static void sleep_ms(int ms) {
   nanosleep(&ts, NULL);
 }
 
-static bool error_starts(const char *prefix) { return strncmp(cnn_error(), prefix, strlen(prefix)) == 0; }
+static bool error_starts(const char *prefix) {
+  return strncmp(cnn_error(), prefix, strlen(prefix)) == 0;
+}
 
 /* two marks around a sleep, bracketed by the test's own clock readings */
 static void test_bracket(void) {

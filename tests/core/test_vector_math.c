@@ -39,7 +39,7 @@ static float sigmoid_scalar(float x) { return cnn_sigmoid_f(x); }
 typedef struct {
   const char *name;
   vec_fn vec;
-  double (*ref)(double); /* libm in double */
+  double (*ref)(double);  /* libm in double */
   float (*scalar)(float); /* the float path the kernel replaces */
   float lo, hi;           /* working range of the dense sweep */
   int op;                 /* cnn_unary_op */
@@ -92,8 +92,9 @@ static void compare_batch(const op_case *c, int64_t n, const float *x, worst_t *
 
 static void report_worst(const op_case *c, const char *sweep, int64_t count, const worst_t *w) {
   printf("%-7s %-6s sweep (%lld values): max %lld ulp vs libm double (x = %a), %lld ulp vs "
-         "scalar float (x = %a)\n", c->name, sweep, (long long)count, (long long)w->vs_ref,
-         w->x_ref, (long long)w->vs_scalar, w->x_scalar);
+         "scalar float (x = %a)\n",
+         c->name, sweep, (long long)count, (long long)w->vs_ref, w->x_ref, (long long)w->vs_scalar,
+         w->x_scalar);
   CHECK(w->vs_ref <= 1);
   CHECK(w->vs_scalar <= 2);
 }
@@ -118,7 +119,8 @@ static void sweep_range(const op_case *c) {
   float x[B];
   worst_t w = {0};
   for (int64_t i0 = 0; i0 < N; i0 += B) {
-    for (int64_t i = 0; i < B; i++) x[i] = c->lo + (c->hi - c->lo) * (float)((double)(i0 + i) / (N - 1));
+    for (int64_t i = 0; i < B; i++)
+      x[i] = c->lo + (c->hi - c->lo) * (float)((double)(i0 + i) / (N - 1));
     compare_batch(c, B, x, &w);
   }
   report_worst(c, "range", N, &w);
@@ -126,19 +128,58 @@ static void sweep_range(const op_case *c) {
 
 /* ---- special values --------------------------------------------------------------- */
 
-static const float SPECIAL[] = {
-    0.0f, -0.0f, INFINITY, -INFINITY, 0x1p-149f, -0x1p-149f, 0x1.fffffcp-127f, -0x1.fffffcp-127f,
-    0x1p-126f, -0x1p-126f, FLT_MAX, -FLT_MAX, 1.0f, -1.0f, 0.5f, 2.0f, 0x1p-20f, -0x1p-20f,
-    0x1.62e42ep6f, 0x1.62e430p6f, 89.0f, 100.0f, -87.33f, -87.34f, -88.0f, -100.0f,
-    -103.27f, -103.28f, -103.97f, -103.98f, -104.0f, -150.0f, 9.0f, 9.02f, -9.02f, 20.0f, 1e10f,
-    -1e10f, 0x1.fffffep-1f, 0x1.000002p+0f, 3.0f, 0x1p-130f};
+static const float SPECIAL[] = {0.0f,
+                                -0.0f,
+                                INFINITY,
+                                -INFINITY,
+                                0x1p-149f,
+                                -0x1p-149f,
+                                0x1.fffffcp-127f,
+                                -0x1.fffffcp-127f,
+                                0x1p-126f,
+                                -0x1p-126f,
+                                FLT_MAX,
+                                -FLT_MAX,
+                                1.0f,
+                                -1.0f,
+                                0.5f,
+                                2.0f,
+                                0x1p-20f,
+                                -0x1p-20f,
+                                0x1.62e42ep6f,
+                                0x1.62e430p6f,
+                                89.0f,
+                                100.0f,
+                                -87.33f,
+                                -87.34f,
+                                -88.0f,
+                                -100.0f,
+                                -103.27f,
+                                -103.28f,
+                                -103.97f,
+                                -103.98f,
+                                -104.0f,
+                                -150.0f,
+                                9.0f,
+                                9.02f,
+                                -9.02f,
+                                20.0f,
+                                1e10f,
+                                -1e10f,
+                                0x1.fffffep-1f,
+                                0x1.000002p+0f,
+                                3.0f,
+                                0x1p-130f};
 
 static void check_special_one(const op_case *c, float x, float y) {
   float s = c->scalar(x);
   int ok;
-  if (isnan(s) || isnan(y)) ok = isnan(s) && isnan(y);
-  else if (isinf(s) || s == 0) ok = bits_of(y) == bits_of(s);
-  else ok = fpclassify(y) == fpclassify(s) && ulps(y, s) <= 2 && ulps(y, (float)c->ref(x)) <= 1;
+  if (isnan(s) || isnan(y))
+    ok = isnan(s) && isnan(y);
+  else if (isinf(s) || s == 0)
+    ok = bits_of(y) == bits_of(s);
+  else
+    ok = fpclassify(y) == fpclassify(s) && ulps(y, s) <= 2 && ulps(y, (float)c->ref(x)) <= 1;
   check_count++;
   if (!ok) {
     check_failures++;
@@ -161,8 +202,9 @@ static void test_special(const op_case *c) {
 /* ---- lengths, alignment, in place -------------------------------------------------- */
 
 static float test_value(int i) { /* a mix of ordinary and special values */
-  static const float v[] = {0.3f, -1.7f, 12.5f, -90.0f, 0.0f, -0.0f, NAN, INFINITY, -INFINITY,
-                            0x1p-140f, 88.9f, -104.5f, 5e-3f, 7.25f, -3.5f, 1e-8f, 60.0f};
+  static const float v[] = {0.3f,  -1.7f,    12.5f,     -90.0f,    0.0f,  -0.0f,
+                            NAN,   INFINITY, -INFINITY, 0x1p-140f, 88.9f, -104.5f,
+                            5e-3f, 7.25f,    -3.5f,     1e-8f,     60.0f};
   return i % 3 ? v[i % (int)(sizeof v / sizeof v[0])] : (float)(i * 0.37 - 6.0);
 }
 
@@ -187,8 +229,9 @@ static void test_lengths(const op_case *c) {
         if (!same_bits(z[i], zin ? alone[i] : x[i])) bad++;
       }
     }
-  if (bad) fprintf(stderr, "%s: %d wrong elements over lengths 0..%d, offsets 0..%d\n", c->name,
-                   bad, MAXN, PAD - 1);
+  if (bad)
+    fprintf(stderr, "%s: %d wrong elements over lengths 0..%d, offsets 0..%d\n", c->name, bad, MAXN,
+            PAD - 1);
   CHECK(bad == 0);
 }
 
@@ -227,7 +270,7 @@ static void test_tensor_op(const op_case *c) {
 
 static void fill_softmax_input(float *xf, double *xd, int64_t outer, int64_t D) {
   for (int64_t i = 0; i < outer * D; i++) xd[i] = 8 * check_urand();
-  xd[3] = -INFINITY;                                    /* a masked entry */
+  xd[3] = -INFINITY;                                                   /* a masked entry */
   for (int64_t d = 0; d < D; d++) xd[(outer - 1) * D + d] = -INFINITY; /* a fully masked row */
   for (int64_t i = 0; i < outer * D; i++) xf[i] = (float)xd[i];
   for (int64_t i = 0; i < outer * D; i++) xd[i] = xf[i];
@@ -256,7 +299,8 @@ static void test_softmax(int64_t D, int is_log) {
   CHECK(cnn_cpu_softmax_forward(CNN_FLOAT32, OUTER, D, 1, is_log, xf, yf) == 0);
   CHECK(cnn_cpu_softmax_forward(CNN_FLOAT64, OUTER, D, 1, is_log, xd, yd) == 0);
   char what[64];
-  snprintf(what, sizeof what, "%s f32 %dx%lld", is_log ? "log_softmax" : "softmax", OUTER, (long long)D);
+  snprintf(what, sizeof what, "%s f32 %dx%lld", is_log ? "log_softmax" : "softmax", OUTER,
+           (long long)D);
   compare_f32(what, yf, yd, n - D, 1e-6);
   for (int64_t i = n - D; i < n; i++) CHECK(isnan(yf[i]) == isnan(yd[i]));
   memcpy(dxf, xf, n * 4); /* in place: y == x */
@@ -265,7 +309,8 @@ static void test_softmax(int64_t D, int is_log) {
   for (int64_t i = 0; i < n; i++) same &= same_bits(dxf[i], yf[i]);
   CHECK(same);
   /* backward from the forward output of the live rows */
-  for (int64_t i = 0; i < n - D; i++) dyd[i] = check_urand(), dyf[i] = (float)dyd[i], dyd[i] = dyf[i];
+  for (int64_t i = 0; i < n - D; i++)
+    dyd[i] = check_urand(), dyf[i] = (float)dyd[i], dyd[i] = dyf[i];
   for (int64_t i = 0; i < n - D; i++) yd[i] = yf[i];
   CHECK(cnn_cpu_softmax_backward(CNN_FLOAT32, OUTER - 1, D, 1, is_log, yf, dyf, dxf) == 0);
   CHECK(cnn_cpu_softmax_backward(CNN_FLOAT64, OUTER - 1, D, 1, is_log, yd, dyd, dxd) == 0);
@@ -290,8 +335,9 @@ static void test_clones_agree(const op_case *c) {
     c->vec(n, x, b);
     for (int64_t i = 0; i < n; i++) differ += !same_bits(a[i], b[i]);
   }
-  if (differ) fprintf(stderr, "%s: %lld values differ between the AVX-512 and baseline code\n",
-                      c->name, (long long)differ);
+  if (differ)
+    fprintf(stderr, "%s: %lld values differ between the AVX-512 and baseline code\n", c->name,
+            (long long)differ);
   CHECK(differ == 0);
 }
 

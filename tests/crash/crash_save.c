@@ -34,7 +34,7 @@
 #include <unistd.h>
 
 #define KILLS 30
-#define BIG ((int64_t)5 << 20) /* float32 elements: 20 MiB */
+#define BIG   ((int64_t)5 << 20) /* float32 elements: 20 MiB */
 
 static char dir[512], target[600];
 
@@ -64,7 +64,8 @@ static bool equals(const cnn_tensor_file *f, const checkpoint *c) {
   for (int i = 0; i < 2; i++) {
     cnn_tensor *g = f->tensors[i].tensor;
     if (!cnn_same_shape(g, c->t[i]) || g->dtype != c->t[i]->dtype) return false;
-    if (memcmp(cnn_tensor_data(g), cnn_tensor_data(c->t[i]), cnn_tensor_numel(g) * cnn_dtype_size(g->dtype)))
+    if (memcmp(cnn_tensor_data(g), cnn_tensor_data(c->t[i]),
+               cnn_tensor_numel(g) * cnn_dtype_size(g->dtype)))
       return false;
   }
   return true;
@@ -85,7 +86,8 @@ static void clean_folder(void) {
   DIR *d = opendir(dir);
   char p[1200];
   for (struct dirent *e; d && (e = readdir(d));)
-    if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) snprintf(p, sizeof p, "%s/%s", dir, e->d_name), unlink(p);
+    if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+      snprintf(p, sizeof p, "%s/%s", dir, e->d_name), unlink(p);
   if (d) closedir(d);
 }
 
@@ -108,7 +110,8 @@ int main(void) {
   double per_save = cnn_now_seconds() - t0;
   srand((unsigned)time(NULL) ^ (unsigned)getpid());
   int got_a = 0, got_b = 0, mid_save = 0, left = 0;
-  volatile int *in_save = mmap(NULL, sizeof(int), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  volatile int *in_save =
+      mmap(NULL, sizeof(int), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   CHECK(in_save != MAP_FAILED);
   for (int k = 0; k < KILLS; k++) {
     *in_save = 0;
@@ -137,10 +140,11 @@ int main(void) {
   }
   CHECK(save(&a) == 0); /* removes what the last kill left */
   int after = count_others();
-  printf("crash_save (%s temporaries): %d kills (one save: %.0f ms), %d mid-save: target was A %d times, "
+  printf("crash_save (%s temporaries): %d kills (one save: %.0f ms), %d mid-save: target was A %d "
+         "times, "
          "B %d times; %d temporaries seen after kills, %d left after the next save\n",
-         getenv("CNNSH_SAVE_NAMED_TMP") ? "named" : "unnamed when possible", KILLS, per_save * 1e3, mid_save,
-         got_a, got_b, left, after);
+         getenv("CNNSH_SAVE_NAMED_TMP") ? "named" : "unnamed when possible", KILLS, per_save * 1e3,
+         mid_save, got_a, got_b, left, after);
   CHECK(mid_save > 0);
   CHECK(after == 0);
   munmap((void *)in_save, sizeof(int));

@@ -20,7 +20,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   size_t header = 4 + 4 * (size_t)t->ndim;
   int64_t n = cnn_tensor_numel(t);
   if (header > size || n < 0 || (size_t)n > size - header) abort();
-  if (t->dtype == CNN_UINT8 && n && memcmp(cnn_tensor_data(t), data + header, (size_t)n) != 0) abort();
+  if (t->dtype == CNN_UINT8 && n && memcmp(cnn_tensor_data(t), data + header, (size_t)n) != 0)
+    abort();
   cnn_tensor_release(t);
   return 0;
 }

@@ -18,7 +18,8 @@
 static const int want_channels[4] = {0, 1, 3, 4}; /* per mode; 0: the file's */
 
 static int known_prefix(const char *e) {
-  return strncmp(e, "png: ", 5) == 0 || strncmp(e, "jpeg: ", 6) == 0 || strncmp(e, "image: ", 7) == 0;
+  return strncmp(e, "png: ", 5) == 0 || strncmp(e, "jpeg: ", 6) == 0 ||
+         strncmp(e, "image: ", 7) == 0;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

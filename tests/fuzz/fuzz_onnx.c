@@ -28,8 +28,10 @@ static void check_model(const cnn_onnx_model *m, size_t size) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   cnn_onnx_model *m = cnn_onnx_parse(data, size, "fuzz");
-  if (m) check_model(m, size);
-  else if (strncmp(cnn_error(), "onnx: ", 6) != 0) abort();
+  if (m)
+    check_model(m, size);
+  else if (strncmp(cnn_error(), "onnx: ", 6) != 0)
+    abort();
   cnn_onnx_model_free(m);
   cnn_tensor *t = cnn_onnx_tensor_parse(data, size, "fuzz");
   if (t) {

@@ -134,8 +134,8 @@ void fake_loss_register(cnn_backend *be);
 void fake_index_register(cnn_backend *be);
 void fake_optim_register(cnn_backend *be);
 void fake_tensor_ops_register(cnn_backend *be); /* fake_cuda_tensor_ops.c (issue 13) */
-void fake_norm_register(cnn_backend *be);   /* fake_cuda_norm.c (helper "norm") */
-void fake_resize_register(cnn_backend *be); /* fake_cuda_resize.c (helper "norm") */
+void fake_norm_register(cnn_backend *be);       /* fake_cuda_norm.c (helper "norm") */
+void fake_resize_register(cnn_backend *be);     /* fake_cuda_resize.c (helper "norm") */
 
 /* Weak hooks for the files other engineers own; called when defined. */
 void fake_register_async(cnn_backend *be) __attribute__((weak));

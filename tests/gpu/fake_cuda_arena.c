@@ -132,9 +132,12 @@ static size_t find_block(size_t off) {
   size_t lo = 0, hi = nblocks;
   while (lo < hi) {
     size_t mid = (lo + hi) / 2;
-    if (blocks[mid].off + blocks[mid].len <= off) lo = mid + 1;
-    else if (blocks[mid].off > off) hi = mid;
-    else return mid;
+    if (blocks[mid].off + blocks[mid].len <= off)
+      lo = mid + 1;
+    else if (blocks[mid].off > off)
+      hi = mid;
+    else
+      return mid;
   }
   return nblocks;
 }
@@ -146,7 +149,8 @@ static char *take_free(size_t need) {
   for (size_t i = 0; i < nblocks; i++) {
     block *b = &blocks[i];
     if (b->used || b->len < need) continue;
-    if (b->len > need && insert_at(i + 1, (block){b->off + need, b->len - need, false})) return NULL;
+    if (b->len > need && insert_at(i + 1, (block){b->off + need, b->len - need, false}))
+      return NULL;
     b = &blocks[i]; /* insert_at may have moved the array */
     b->len = need, b->used = true;
     return base + b->off;
@@ -193,7 +197,8 @@ void fake_arena_free(void *p) {
   size_t i = fake_in_arena(p) ? find_block((size_t)((char *)p - base)) : nblocks;
   if (i == nblocks || !blocks[i].used || base + blocks[i].off != (char *)p) {
     pthread_mutex_unlock(&mu);
-    fprintf(stderr, "fake cuda: free(%p): not a live device block (double free or host pointer)\n", p);
+    fprintf(stderr, "fake cuda: free(%p): not a live device block (double free or host pointer)\n",
+            p);
     abort(); /* a broken invariant in core, as cudaFree of a bad pointer */
   }
   blocks[i].used = false;
@@ -205,8 +210,10 @@ void fake_arena_stats(int64_t *tot, int64_t *reserved, int64_t *cached, int64_t 
   pthread_mutex_lock(&mu);
   int64_t c = 0, l = 0;
   for (size_t i = 0; i < nblocks; i++) {
-    if (blocks[i].used) l += (int64_t)blocks[i].len;
-    else c += (int64_t)blocks[i].len;
+    if (blocks[i].used)
+      l += (int64_t)blocks[i].len;
+    else
+      c += (int64_t)blocks[i].len;
   }
   if (tot) *tot = (int64_t)total;
   if (reserved) *reserved = (int64_t)top;
@@ -221,7 +228,8 @@ void fake_arena_trim(void) {
   if (nblocks && !blocks[nblocks - 1].used) top = blocks[nblocks - 1].off, remove_at(nblocks - 1);
   for (size_t i = 0; i < nblocks; i++) {
     if (blocks[i].used) continue;
-    size_t lo = (blocks[i].off + page - 1) / page * page, hi = (blocks[i].off + blocks[i].len) / page * page;
+    size_t lo = (blocks[i].off + page - 1) / page * page,
+           hi = (blocks[i].off + blocks[i].len) / page * page;
     if (hi > lo) madvise(base + lo, hi - lo, MADV_DONTNEED);
   }
   size_t np = (top + page - 1) / page * page;
@@ -245,10 +253,12 @@ int fake_dev(const char *op, const void *p, size_t n) {
   if (ok) return 0;
   if (!fake_in_arena(p))
     fake_core.set_error("%s: fake cuda: %p is not device memory (a host pointer passed to a "
-                        "kernel: an illegal address on a real GPU)", op, p);
+                        "kernel: an illegal address on a real GPU)",
+                        op, p);
   else
     fake_core.set_error("%s: fake cuda: %zu bytes at %p run outside their device block (or the "
-                        "block is freed)", op, n, p);
+                        "block is freed)",
+                        op, n, p);
   return -1;
 }
 
@@ -271,8 +281,10 @@ int fake_dev_arg(const char *op, const cnn_be_shape *s, cnn_dtype dt, cnn_be_arg
   for (int d = 0; d < s->ndim; d++) {
     if (s->shape[d] == 0) return 0; /* no element is touched */
     int64_t span = (s->shape[d] - 1) * a.stride[d];
-    if (span < 0) lo += span;
-    else hi += span;
+    if (span < 0)
+      lo += span;
+    else
+      hi += span;
   }
   size_t es = fake_dtype_size(dt);
   return fake_dev(op, (const char *)a.ptr + lo * (int64_t)es, (size_t)(hi - lo + 1) * es);

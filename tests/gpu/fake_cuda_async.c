@@ -91,7 +91,8 @@ static int check_pinned(const char *op, const void *p, size_t n) {
   pthread_mutex_unlock(&mu);
   if (b) return 0;
   fake_core.set_error("%s: fake cuda: the source of an asynchronous copy (%p, %zu bytes) is not "
-                      "page-locked memory from alloc_pinned", op, p, n);
+                      "page-locked memory from alloc_pinned",
+                      op, p, n);
   return -1;
 }
 

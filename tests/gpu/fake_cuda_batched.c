@@ -43,8 +43,8 @@ static int check_args(int64_t M, int64_t N, int64_t K, int64_t sa, int64_t sb, i
   return 0;
 }
 
-static void product(cnn_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
-                    const void *A, int64_t lda, const void *B, int64_t ldb, void *C, int64_t ldc) {
+static void product(cnn_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const void *A,
+                    int64_t lda, const void *B, int64_t ldb, void *C, int64_t ldc) {
   for (int64_t i = 0; i < M; i++)
     for (int64_t j = 0; j < N; j++) {
       double acc = 0;

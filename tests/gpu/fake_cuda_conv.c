@@ -40,7 +40,8 @@ static int64_t y_idx(const cnn_conv_shape *s, int64_t n, int64_t k, int64_t oh, 
  * that reads an input element (taps on padding are skipped). */
 typedef void (*visit_fn)(void *ctx, int64_t xi, int64_t wi, int64_t yi);
 
-static void walk_taps(const geom *g, int64_t n, int64_t k, int64_t oh, int64_t ow, visit_fn f, void *ctx) {
+static void walk_taps(const geom *g, int64_t n, int64_t k, int64_t oh, int64_t ow, visit_fn f,
+                      void *ctx) {
   const cnn_conv_shape *s = g->s;
   int64_t c0 = k / g->Kg * g->Cg;
   for (int64_t c = 0; c < g->Cg; c++)

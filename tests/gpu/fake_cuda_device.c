@@ -174,8 +174,8 @@ static void fill_table(void) {
   fake_index_register(&table);
   fake_optim_register(&table);
   fake_tensor_ops_register(&table); /* issue 13: sort, scans, scatter */
-  fake_norm_register(&table);   /* helper "norm" */
-  fake_resize_register(&table); /* helper "norm" */
+  fake_norm_register(&table);       /* helper "norm" */
+  fake_resize_register(&table);     /* helper "norm" */
   if (fake_register_async) fake_register_async(&table);
   if (fake_register_batched) fake_register_batched(&table);
   if (fake_register_extra) fake_register_extra(&table);
@@ -185,8 +185,10 @@ static void fill_table(void) {
 EXPORT const cnn_backend *cnn_cuda_backend_init(const cnn_core_api *core, char *reason,
                                                 size_t len) {
   if (!core || core->version != CNN_CORE_API_VERSION) {
-    snprintf(reason, len, "the fake CUDA module does not match this cnnsh (core API version %d, "
-             "module expects %d)", core ? core->version : -1, CNN_CORE_API_VERSION);
+    snprintf(reason, len,
+             "the fake CUDA module does not match this cnnsh (core API version %d, "
+             "module expects %d)",
+             core ? core->version : -1, CNN_CORE_API_VERSION);
     return NULL;
   }
   fake_core = *core;

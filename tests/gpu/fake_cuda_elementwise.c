@@ -38,8 +38,10 @@ static int64_t load_int(cnn_dtype dt, const void *p, int64_t i) {
   return dt == CNN_UINT8 ? ((const uint8_t *)p)[i] : ((const int64_t *)p)[i];
 }
 static void store_int(cnn_dtype dt, void *p, int64_t i, int64_t v) {
-  if (dt == CNN_UINT8) ((uint8_t *)p)[i] = (uint8_t)(uint64_t)v;
-  else ((int64_t *)p)[i] = v;
+  if (dt == CNN_UINT8)
+    ((uint8_t *)p)[i] = (uint8_t)(uint64_t)v;
+  else
+    ((int64_t *)p)[i] = v;
 }
 
 /* run body: check the operands and bracket with enter/leave */
@@ -123,8 +125,8 @@ static int binary(int dev, cnn_binary_op op, cnn_dtype dt, const cnn_be_shape *s
 
 /* ---- unary derivative: out = g * f'(v), in double -------------------------------------------- */
 
-static int unary_grad(int dev, cnn_unary_op op, cnn_dtype dt, const cnn_be_shape *s,
-                      cnn_be_arg out, cnn_be_arg g, cnn_be_arg v, double p0, double p1) {
+static int unary_grad(int dev, cnn_unary_op op, cnn_dtype dt, const cnn_be_shape *s, cnn_be_arg out,
+                      cnn_be_arg g, cnn_be_arg v, double p0, double p1) {
   const char *name = fake_core.unary_name(op);
   if (fake_float_dt(name, dt, false) || fake_enter(name, dev)) return -1;
   int rc = check_args(name, s, 3, (cnn_dtype[]){dt, dt, dt}, (cnn_be_arg[]){out, g, v});
@@ -146,7 +148,8 @@ static int where(int dev, cnn_dtype cond_dt, cnn_dtype dt, const cnn_be_shape *s
   size_t es = fake_dtype_size(dt);
   for (int64_t i = 0, n = numel(s); rc == 0 && i < n; i++) {
     int64_t ic = off(s, &cond, i);
-    bool t = is_int(cond_dt) ? load_int(cond_dt, cond.ptr, ic) != 0 : fake_load(cond_dt, cond.ptr, ic) != 0;
+    bool t = is_int(cond_dt) ? load_int(cond_dt, cond.ptr, ic) != 0
+                             : fake_load(cond_dt, cond.ptr, ic) != 0;
     const cnn_be_arg *src = t ? &a : &b;
     memcpy((char *)out.ptr + off(s, &out, i) * (int64_t)es,
            (const char *)src->ptr + off(s, src, i) * (int64_t)es, es);
@@ -157,7 +160,8 @@ static int where(int dev, cnn_dtype cond_dt, cnn_dtype dt, const cnn_be_shape *s
 
 /* ---- copy / cast, fill ------------------------------------------------------------------------- */
 
-static void cast_elem(cnn_dtype ddt, void *d, int64_t id, cnn_dtype sdt, const void *s, int64_t is) {
+static void cast_elem(cnn_dtype ddt, void *d, int64_t id, cnn_dtype sdt, const void *s,
+                      int64_t is) {
   size_t es = fake_dtype_size(ddt);
   if (ddt == sdt)
     memcpy((char *)d + id * (int64_t)es, (const char *)s + is * (int64_t)es, es);
@@ -182,7 +186,8 @@ static int copy(int dev, const cnn_be_shape *s, cnn_dtype dst_dt, cnn_be_arg dst
 static int fill(int dev, const cnn_be_shape *s, cnn_dtype dt, cnn_be_arg dst, double v) {
   if (fake_enter("fill_", dev)) return -1;
   int rc = check_args("fill_", s, 1, &dt, &dst);
-  for (int64_t i = 0, n = numel(s); rc == 0 && i < n; i++) fake_store(dt, dst.ptr, off(s, &dst, i), v);
+  for (int64_t i = 0, n = numel(s); rc == 0 && i < n; i++)
+    fake_store(dt, dst.ptr, off(s, &dst, i), v);
   fake_leave();
   return rc;
 }

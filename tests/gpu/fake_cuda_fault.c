@@ -37,7 +37,7 @@
 #include "fake_cuda.h"
 #include "recover.h"
 
-#define EXPORT __attribute__((visibility("default")))
+#define EXPORT     __attribute__((visibility("default")))
 #define FAKE_NCAND 3
 
 enum { SITE_ALLOC, SITE_GEMM, SITE_CONV, NSITES };
@@ -45,7 +45,7 @@ static const char *const site_names[NSITES] = {"alloc", "gemm", "conv"};
 
 typedef struct {
   gpu_fault fault;
-  int pending;                  /* attempts still to fail */
+  int pending; /* attempts still to fail */
   int attempts, releases, aligned;
 } site_state;
 
@@ -151,8 +151,8 @@ static gpu_fault gemm_attempt(void *ctx) {
   gemm_try *g = ctx;
   gpu_fault f = take(SITE_GEMM);
   if (f != GPU_FAULT_NONE) return f;
-  g->rc = orig.gemm(g->dev, g->dt, g->ta, g->tb, g->M, g->N, g->K, g->A, g->lda, g->B, g->ldb,
-                    g->C, g->ldc);
+  g->rc = orig.gemm(g->dev, g->dt, g->ta, g->tb, g->M, g->N, g->K, g->A, g->lda, g->B, g->ldb, g->C,
+                    g->ldc);
   return GPU_FAULT_NONE; /* a failure of the op itself (bad pointer...) is its own rc */
 }
 
@@ -210,8 +210,10 @@ static void pad_move(bool crop, size_t es, const gpu_pad_plan *p, const cnn_conv
   int64_t total = s->N * s->C * (crop ? s->H * s->W : p->H * p->W);
   for (int64_t i = 0; i < total; i++) {
     int64_t j = crop ? gpu_crop_source(p, s->H, s->W, i) : gpu_pad_source(p, s->H, s->W, i);
-    if (j < 0) memset(dst + i * es, 0, es);
-    else memcpy(dst + i * es, src + j * es, es);
+    if (j < 0)
+      memset(dst + i * es, 0, es);
+    else
+      memcpy(dst + i * es, src + j * es, es);
   }
 }
 
@@ -226,7 +228,8 @@ static int padded(int dir, int dev, cnn_conv_algo algo, cnn_dtype dt, const cnn_
   char *scratch = fake_arena_alloc(bytes ? bytes : 1);
   int rc = -1;
   const void *x = dir == 0 ? a : b;
-  if (scratch && (dir == 1 || fake_dev("conv2d", x, (size_t)(s->N * s->C * s->H * s->W) * es) == 0)) {
+  if (scratch &&
+      (dir == 1 || fake_dev("conv2d", x, (size_t)(s->N * s->C * s->H * s->W) * es) == 0)) {
     if (dir != 1) pad_move(false, es, &p, s, x, scratch);
     rc = dir == 0   ? search(dir, dev, algo, dt, &sym, scratch, b, bias, out, db)
          : dir == 1 ? search(dir, dev, algo, dt, &sym, a, b, bias, scratch, db)

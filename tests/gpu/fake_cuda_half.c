@@ -27,8 +27,8 @@ static float float_of(uint32_t u) {
 
 uint16_t fake_float_to_half(float f) {
   uint32_t x = bits_of(f), sign = (x >> 16) & 0x8000, ax = x & 0x7fffffff;
-  if (ax > 0x7f800000) return (uint16_t)(sign | 0x7e00);       /* NaN */
-  if (ax >= 0x477ff000) return (uint16_t)(sign | 0x7c00);      /* >= 65520: inf */
+  if (ax > 0x7f800000) return (uint16_t)(sign | 0x7e00);  /* NaN */
+  if (ax >= 0x477ff000) return (uint16_t)(sign | 0x7c00); /* >= 65520: inf */
   if (ax < 0x38800000) /* below 2^-14: a multiple of 2^-24, rint rounds half to even */
     return (uint16_t)(sign | (uint32_t)rintf(float_of(ax) * 16777216.0f));
   uint32_t e = (ax >> 23) - 127 + 15, mant = ax & 0x7fffff;
@@ -92,9 +92,11 @@ void fake_store(cnn_dtype dt, void *p, int64_t i, double v) {
 
 size_t fake_dtype_size(cnn_dtype dt) {
   switch (dt) {
-  case CNN_FLOAT64: case CNN_INT64: return 8;
+  case CNN_FLOAT64:
+  case CNN_INT64: return 8;
   case CNN_FLOAT32: return 4;
-  case CNN_FLOAT16: case CNN_BFLOAT16: return 2;
+  case CNN_FLOAT16:
+  case CNN_BFLOAT16: return 2;
   default: return 1;
   }
 }

@@ -30,8 +30,8 @@ static int check_indices(const char *op, const int64_t *index, int64_t k, int64_
   return 0;
 }
 
-static int index_select(int dev, cnn_dtype dt, int64_t outer, int64_t size, int64_t k, int64_t inner,
-                        const void *x, const int64_t *index, void *out) {
+static int index_select(int dev, cnn_dtype dt, int64_t outer, int64_t size, int64_t k,
+                        int64_t inner, const void *x, const int64_t *index, void *out) {
   int64_t es = (int64_t)fake_dtype_size(dt);
   if (fake_enter("index_select", dev)) return -1;
   int rc = check_indices("index_select", index, k, size) ||
@@ -91,7 +91,8 @@ static int gather(int dev, cnn_dtype dt, int ndim, const int64_t *ishape, int di
     int64_t o = 0;
     for (int d = 0; d < ndim; d++) o += c[d] * xstride[d];
     const char *src = (const char *)x + o * (int64_t)es;
-    if (index[p] < 0 || (rc = fake_dev("gather", src, es))) { /* the x element must be device memory */
+    if (index[p] < 0 ||
+        (rc = fake_dev("gather", src, es))) { /* the x element must be device memory */
       if (index[p] < 0) rc = bad_index("gather", index[p], -1);
       break;
     }
@@ -101,8 +102,9 @@ static int gather(int dev, cnn_dtype dt, int ndim, const int64_t *ishape, int di
   return rc;
 }
 
-static int scatter_add(int dev, cnn_dtype dt, int ndim, const int64_t *oshape, const int64_t *ishape,
-                       int dim, const int64_t *index, const void *src, void *out) {
+static int scatter_add(int dev, cnn_dtype dt, int ndim, const int64_t *oshape,
+                       const int64_t *ishape, int dim, const int64_t *index, const void *src,
+                       void *out) {
   int64_t n = count(ndim, ishape), c[CNN_MAX_DIMS];
   if (fake_float_dt("gather", dt, false) || fake_enter("gather", dev)) return -1;
   int rc = fake_dev_n("gather", index, n, CNN_INT64) || fake_dev_n("gather", src, n, dt) ||

@@ -25,7 +25,8 @@
 static double wt(cnn_dtype dt, const void *w, int64_t c) { return w ? fake_load(dt, w, c) : 1.0; }
 
 /* lp[C] = log-probabilities of row i (log_softmax of logits, or x itself) */
-static void row_logp(cnn_dtype dt, const cnn_be_class_loss *c, const void *x, int64_t i, double *lp) {
+static void row_logp(cnn_dtype dt, const cnn_be_class_loss *c, const void *x, int64_t i,
+                     double *lp) {
   double m = -INFINITY, s = 0;
   for (int64_t k = 0; k < c->C; k++) lp[k] = fake_load(dt, x, i * c->C + k), m = fmax(m, lp[k]);
   if (!c->logits) return;
@@ -67,8 +68,10 @@ static int class_forward(int dev, cnn_dtype dt, const cnn_be_class_loss *c, cons
                : 0;
   for (int64_t i = 0; rc == 0 && i < c->N; i++) {
     bool ignored = c->ignore >= 0 && target[i] == c->ignore;
-    if (ignored) fake_store(dt, loss, i, 0), fake_store(dt, wsum, i, 0);
-    else class_row(dt, c, x, target[i], weight, i, lp, loss, wsum);
+    if (ignored)
+      fake_store(dt, loss, i, 0), fake_store(dt, wsum, i, 0);
+    else
+      class_row(dt, c, x, target[i], weight, i, lp, loss, wsum);
   }
   free(lp);
   fake_leave();
@@ -99,7 +102,8 @@ static int class_backward(int dev, cnn_dtype dt, const cnn_be_class_loss *c, con
   if (fake_float_dt(op, dt, false) || fake_enter(op, dev)) return -1;
   double *lp = malloc(sizeof(double) * (size_t)(c->C > 0 ? c->C : 1));
   int rc = !lp || class_check(op, dt, c, x, target, weight) ||
-                   fake_dev_n(op, g, g_per_row ? c->N : 1, dt) || fake_dev_n(op, gx, c->N * c->C, dt)
+                   fake_dev_n(op, g, g_per_row ? c->N : 1, dt) ||
+                   fake_dev_n(op, gx, c->N * c->C, dt)
                ? -1
                : 0;
   for (int64_t i = 0; rc == 0 && i < c->N; i++) {
@@ -141,20 +145,22 @@ static int bce_any(int dev, cnn_dtype dt, int64_t n, int which, const void *x, c
     fake_leave();
     return -1;
   }
-  int rc = fake_dev_n(op, x, n, dt) || fake_dev_n(op, y, n, dt) || (pw && fake_dev_n(op, pw, n, dt)) ||
-                   (which >= 0 && fake_dev_n(op, g, n, dt)) || fake_dev_n(op, out, n, dt)
+  int rc = fake_dev_n(op, x, n, dt) || fake_dev_n(op, y, n, dt) ||
+                   (pw && fake_dev_n(op, pw, n, dt)) || (which >= 0 && fake_dev_n(op, g, n, dt)) ||
+                   fake_dev_n(op, out, n, dt)
                ? -1
                : 0;
   for (int64_t i = 0; rc == 0 && i < n; i++) {
-    double v = bce_term(dt, which, fake_load(dt, x, i), fake_load(dt, y, i), pw ? fake_load(dt, pw, i) : 1.0);
+    double v = bce_term(dt, which, fake_load(dt, x, i), fake_load(dt, y, i),
+                        pw ? fake_load(dt, pw, i) : 1.0);
     fake_store(dt, out, i, which >= 0 ? fake_load(dt, g, i) * v : v);
   }
   fake_leave();
   return rc;
 }
 
-static int bce_forward(int dev, cnn_dtype dt, int64_t n, const void *x, const void *y, const void *pw,
-                       void *out) {
+static int bce_forward(int dev, cnn_dtype dt, int64_t n, const void *x, const void *y,
+                       const void *pw, void *out) {
   return bce_any(dev, dt, n, -1, x, y, pw, NULL, out);
 }
 

@@ -83,8 +83,9 @@ static int bn_forward(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t L, co
   bn_geom g = {dt, N, C, L};
   if (fake_float_dt("batch_norm", dt, false)) return -1;
   if ((!training && (!rm || !rv)) || (training && N * L < 2)) {
-    fake_core.set_error("batch_norm: %s reached the device", training ? "a batch of one value per channel"
-                                                                  : "eval without running stats");
+    fake_core.set_error("batch_norm: %s reached the device",
+                        training ? "a batch of one value per channel"
+                                 : "eval without running stats");
     return -1;
   }
   if (fake_enter("batch_norm", dev)) return -1;
@@ -100,7 +101,8 @@ static void bn_channel_backward(const bn_geom *g, int64_t c, bool training, cons
                                 const void *x, const void *gamma, const void *sm, const void *si,
                                 void *dx, void *dgamma, void *dbeta) {
   int64_t M = g->N * g->L;
-  double mean = fake_load(g->dt, sm, c), invstd = fake_load(g->dt, si, c), ga = opt(g->dt, gamma, c, 1);
+  double mean = fake_load(g->dt, sm, c), invstd = fake_load(g->dt, si, c),
+         ga = opt(g->dt, gamma, c, 1);
   double sdy = 0, sdyx = 0;
   for (int64_t j = 0; j < M; j++) {
     int64_t i = bn_idx(g, c, j);
@@ -112,7 +114,8 @@ static void bn_channel_backward(const bn_geom *g, int64_t c, bool training, cons
   for (int64_t j = 0; dx && j < M; j++) {
     int64_t i = bn_idx(g, c, j);
     double d = fake_load(g->dt, dy, i), xh = (fake_load(g->dt, x, i) - mean) * invstd;
-    double v = training ? ga * invstd / (double)M * ((double)M * d - sdy - xh * sdyx) : d * ga * invstd;
+    double v =
+        training ? ga * invstd / (double)M * ((double)M * d - sdy - xh * sdyx) : d * ga * invstd;
     fake_store(g->dt, dx, i, v);
   }
 }
@@ -171,8 +174,8 @@ static int softmax_forward(int dev, cnn_dtype dt, int64_t outer, int64_t D, int6
   return rc;
 }
 
-static int softmax_backward(int dev, cnn_dtype dt, int64_t outer, int64_t D, int64_t inner, int log_,
-                            const void *y, const void *dy, void *dx) {
+static int softmax_backward(int dev, cnn_dtype dt, int64_t outer, int64_t D, int64_t inner,
+                            int log_, const void *y, const void *dy, void *dx) {
   int64_t n = outer * D * inner;
   if (fake_float_dt("softmax", dt, false) || fake_enter("softmax", dev)) return -1;
   int rc = fake_dev_n("softmax", y, n, dt) || fake_dev_n("softmax", dy, n, dt) ||

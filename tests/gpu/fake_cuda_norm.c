@@ -20,8 +20,9 @@ static double opt(cnn_dtype dt, const void *p, int64_t i, double dflt) {
   return p ? fake_load(dt, p, i) : dflt;
 }
 
-static int check_ptrs(const char *op, cnn_dtype dt, const cnn_norm_shape *s, const void *const *rows, int nrows,
-                      const void *const *stats, int nstats, const void *const *params, int nparams) {
+static int check_ptrs(const char *op, cnn_dtype dt, const cnn_norm_shape *s,
+                      const void *const *rows, int nrows, const void *const *stats, int nstats,
+                      const void *const *params, int nparams) {
   int64_t A = cnn_norm_affine_count(s);
   for (int k = 0; k < nrows; k++)
     if (rows[k] && fake_dev_n(op, rows[k], s->R * s->D, dt)) return -1;
@@ -41,8 +42,9 @@ static int check_shape(const char *op, cnn_dtype dt, const cnn_norm_shape *s) {
   return 0;
 }
 
-static void forward_row(cnn_dtype dt, const cnn_norm_shape *s, int64_t r, const void *x, const void *gamma,
-                        const void *beta, double eps, void *y, void *mean, void *rstd) {
+static void forward_row(cnn_dtype dt, const cnn_norm_shape *s, int64_t r, const void *x,
+                        const void *gamma, const void *beta, double eps, void *y, void *mean,
+                        void *rstd) {
   double sum = 0, ss = 0;
   for (int64_t j = 0; j < s->D; j++) sum += fake_load(dt, x, r * s->D + j);
   double m = s->D ? sum / (double)s->D : 0;
@@ -53,18 +55,21 @@ static void forward_row(cnn_dtype dt, const cnn_norm_shape *s, int64_t r, const 
   double rs = 1 / sqrt((s->D ? ss / (double)s->D : 0) + eps);
   for (int64_t j = 0; j < s->D; j++) {
     int64_t k = cnn_norm_affine_index(s, r, j), i = r * s->D + j;
-    fake_store(dt, y, i, (fake_load(dt, x, i) - m) * rs * opt(dt, gamma, k, 1) + opt(dt, beta, k, 0));
+    fake_store(dt, y, i,
+               (fake_load(dt, x, i) - m) * rs * opt(dt, gamma, k, 1) + opt(dt, beta, k, 0));
   }
   fake_store(dt, mean, r, m), fake_store(dt, rstd, r, rs);
 }
 
-static int norm_forward(int dev, cnn_dtype dt, const cnn_norm_shape *s, const void *x, const void *gamma,
-                        const void *beta, double eps, void *y, void *mean, void *rstd) {
+static int norm_forward(int dev, cnn_dtype dt, const cnn_norm_shape *s, const void *x,
+                        const void *gamma, const void *beta, double eps, void *y, void *mean,
+                        void *rstd) {
   const char *op = "norm_rows";
   if (check_shape(op, dt, s) || fake_enter(op, dev)) return -1;
   int rc = check_ptrs(op, dt, s, (const void *[]){x, y}, 2, (const void *[]){mean, rstd}, 2,
                       (const void *[]){gamma, beta}, 2);
-  for (int64_t r = 0; rc == 0 && r < s->R; r++) forward_row(dt, s, r, x, gamma, beta, eps, y, mean, rstd);
+  for (int64_t r = 0; rc == 0 && r < s->R; r++)
+    forward_row(dt, s, r, x, gamma, beta, eps, y, mean, rstd);
   fake_leave();
   return rc;
 }
@@ -87,13 +92,15 @@ static void backward_row(const grads *g, int64_t r, void *dx, double *dgamma, do
   }
   for (int64_t j = 0; dx && j < s->D; j++) {
     int64_t i = r * s->D + j, k = cnn_norm_affine_index(s, r, j);
-    double xh = (fake_load(g->dt, g->x, i) - m) * rs, dxh = fake_load(g->dt, g->dy, i) * opt(g->dt, g->gamma, k, 1);
+    double xh = (fake_load(g->dt, g->x, i) - m) * rs,
+           dxh = fake_load(g->dt, g->dy, i) * opt(g->dt, g->gamma, k, 1);
     fake_store(g->dt, dx, i, rs / (double)s->D * ((double)s->D * dxh - sd - xh * sdx));
   }
 }
 
-static int norm_backward(int dev, cnn_dtype dt, const cnn_norm_shape *s, const void *dy, const void *x,
-                         const void *mean, const void *rstd, const void *gamma, void *dx, void *dgamma, void *dbeta) {
+static int norm_backward(int dev, cnn_dtype dt, const cnn_norm_shape *s, const void *dy,
+                         const void *x, const void *mean, const void *rstd, const void *gamma,
+                         void *dx, void *dgamma, void *dbeta) {
   const char *op = "norm_rows_backward";
   if (check_shape(op, dt, s) || fake_enter(op, dev)) return -1;
   int64_t A = cnn_norm_affine_count(s);

@@ -10,7 +10,7 @@
 #include "fake_cuda.h"
 
 static int check(const char *op, cnn_dtype dt, int64_t n, void *const *arrays, const bool *need,
-                  int count) {
+                 int count) {
   for (int k = 0; k < count; k++) {
     if (!arrays[k] && need[k]) {
       fake_core.set_error("%s: missing state array %d", op, k);
@@ -21,7 +21,8 @@ static int check(const char *op, cnn_dtype dt, int64_t n, void *const *arrays, c
   return 0;
 }
 
-static int sgd_step(int dev, cnn_dtype dt, int64_t n, void *p, const void *g, void *buf, cnn_sgd_hp h) {
+static int sgd_step(int dev, cnn_dtype dt, int64_t n, void *p, const void *g, void *buf,
+                    cnn_sgd_hp h) {
   if (fake_float_dt("sgd_update", dt, false) || fake_enter("sgd_update", dev)) return -1;
   int rc = check("sgd_update", dt, n, (void *const[]){p, (void *)g, buf},
                  (const bool[]){true, true, h.momentum != 0}, 3);
@@ -49,15 +50,16 @@ static int adam_step(int dev, cnn_dtype dt, int64_t n, void *p, const void *g, v
       cnn_adam_step_f((float *)p + i, ((const float *)g)[i], (float *)m + i, (float *)v + i, x, h);
     } else {
       double dummy = 0, *x = vmax ? (double *)vmax + i : &dummy;
-      cnn_adam_step((double *)p + i, ((const double *)g)[i], (double *)m + i, (double *)v + i, x, h);
+      cnn_adam_step((double *)p + i, ((const double *)g)[i], (double *)m + i, (double *)v + i, x,
+                    h);
     }
   }
   fake_leave();
   return rc;
 }
 
-static int rmsprop_step(int dev, cnn_dtype dt, int64_t n, void *p, const void *g, void *sq, void *ga,
-                        void *buf, cnn_rmsprop_hp h) {
+static int rmsprop_step(int dev, cnn_dtype dt, int64_t n, void *p, const void *g, void *sq,
+                        void *ga, void *buf, cnn_rmsprop_hp h) {
   if (fake_float_dt("rmsprop_update", dt, false) || fake_enter("rmsprop_update", dev)) return -1;
   int rc = check("rmsprop_update", dt, n, (void *const[]){p, (void *)g, sq, ga, buf},
                  (const bool[]){true, true, true, h.centered != 0, h.momentum > 0}, 5);

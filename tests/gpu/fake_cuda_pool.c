@@ -92,8 +92,8 @@ static int max_backward(int dev, cnn_dtype dt, const cnn_pool_shape *s, const vo
     for (int64_t i = 0; i < L; i++) {
       int64_t ix = indices[p * L + i];
       if (ix >= HW) {
-        fake_core.set_error("max_pool2d: index %lld outside the %lld-element plane",
-                            (long long)ix, (long long)HW);
+        fake_core.set_error("max_pool2d: index %lld outside the %lld-element plane", (long long)ix,
+                            (long long)HW);
         rc = -1;
         break;
       }
@@ -170,7 +170,8 @@ static int adaptive_forward(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t
   for (int64_t p = 0; rc == 0 && p < N * C; p++)
     for (int64_t oh = 0; oh < OH; oh++)
       for (int64_t ow = 0; ow < OW; ow++) {
-        int64_t h0 = bin_lo(oh, H, OH), h1 = bin_hi(oh, H, OH), w0 = bin_lo(ow, W, OW), w1 = bin_hi(ow, W, OW);
+        int64_t h0 = bin_lo(oh, H, OH), h1 = bin_hi(oh, H, OH), w0 = bin_lo(ow, W, OW),
+                w1 = bin_hi(ow, W, OW);
         double acc = 0;
         for (int64_t h = h0; h < h1; h++)
           for (int64_t w = w0; w < w1; w++) acc += fake_load(dt, x, (p * H + h) * W + w);
@@ -192,7 +193,8 @@ static int adaptive_backward(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_
   for (int64_t p = 0; rc == 0 && p < N * C; p++)
     for (int64_t oh = 0; oh < OH; oh++)
       for (int64_t ow = 0; ow < OW; ow++) {
-        int64_t h0 = bin_lo(oh, H, OH), h1 = bin_hi(oh, H, OH), w0 = bin_lo(ow, W, OW), w1 = bin_hi(ow, W, OW);
+        int64_t h0 = bin_lo(oh, H, OH), h1 = bin_hi(oh, H, OH), w0 = bin_lo(ow, W, OW),
+                w1 = bin_hi(ow, W, OW);
         if (h1 <= h0 || w1 <= w0) continue;
         double g = fake_load(dt, dy, (p * OH + oh) * OW + ow) / (double)((h1 - h0) * (w1 - w0));
         for (int64_t h = h0; h < h1; h++)

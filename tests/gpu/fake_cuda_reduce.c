@@ -20,7 +20,8 @@ static bool is_int(cnn_dtype dt) { return dt == CNN_INT64 || dt == CNN_UINT8; }
 static int64_t int_row(cnn_reduce_op op, cnn_dtype dt, const void *x, int64_t r0, int64_t R) {
   uint64_t acc = op == CNN_RED_PROD ? 1 : 0;
   for (int64_t i = 0; i < R; i++) {
-    uint64_t v = dt == CNN_UINT8 ? ((const uint8_t *)x)[r0 + i] : (uint64_t)((const int64_t *)x)[r0 + i];
+    uint64_t v =
+        dt == CNN_UINT8 ? ((const uint8_t *)x)[r0 + i] : (uint64_t)((const int64_t *)x)[r0 + i];
     acc = op == CNN_RED_PROD ? acc * v : acc + v;
   }
   return (int64_t)acc;
@@ -56,12 +57,18 @@ static double norm(cnn_dtype dt, const void *x, int64_t r0, int64_t R, double p)
   double acc = p == -INFINITY ? INFINITY : 0;
   for (int64_t i = 0; i < R; i++) {
     double a = fabs(fake_load(dt, x, r0 + i));
-    if (a != a) acc = a;
-    else if (acc != acc) continue;
-    else if (p == INFINITY) acc = a > acc ? a : acc;
-    else if (p == -INFINITY) acc = a < acc ? a : acc;
-    else if (p == 0) acc += a != 0;
-    else acc += pow(a, p);
+    if (a != a)
+      acc = a;
+    else if (acc != acc)
+      continue;
+    else if (p == INFINITY)
+      acc = a > acc ? a : acc;
+    else if (p == -INFINITY)
+      acc = a < acc ? a : acc;
+    else if (p == 0)
+      acc += a != 0;
+    else
+      acc += pow(a, p);
   }
   if (isinf(p) || p == 0 || p == 1) return acc;
   return pow(acc, 1.0 / p);
@@ -101,7 +108,8 @@ static void one_row(cnn_reduce_op op, cnn_dtype dt, cnn_dtype odt, int64_t m, in
 
 static int reduce(int dev, cnn_reduce_op op, cnn_dtype dt, cnn_dtype out_dt, int64_t M, int64_t R,
                   const void *x, void *out, double p) {
-  bool extreme = op == CNN_RED_MAX || op == CNN_RED_MIN || op == CNN_RED_ARGMAX || op == CNN_RED_ARGMIN;
+  bool extreme =
+      op == CNN_RED_MAX || op == CNN_RED_MIN || op == CNN_RED_ARGMAX || op == CNN_RED_ARGMIN;
   if (extreme && R == 0 && M > 0) {
     fake_core.set_error("reduce: max/min/argmax/argmin of an empty row reached the device");
     return -1;

@@ -19,7 +19,8 @@
 /* the (up to 4) taps of output (oh, ow) within its plane */
 static int taps(const cnn_resize_shape *s, int64_t oh, int64_t ow, int64_t at[4], double wt[4]) {
   if (s->mode == CNN_RESIZE_NEAREST) {
-    at[0] = cnn_resize_nearest(oh, s->H, s->OH, s->scale_h) * s->W + cnn_resize_nearest(ow, s->W, s->OW, s->scale_w);
+    at[0] = cnn_resize_nearest(oh, s->H, s->OH, s->scale_h) * s->W +
+            cnn_resize_nearest(ow, s->W, s->OW, s->scale_w);
     wt[0] = 1;
     return 1;
   }
@@ -32,11 +33,14 @@ static int taps(const cnn_resize_shape *s, int64_t oh, int64_t ow, int64_t at[4]
   return 4;
 }
 
-static int resize(bool bwd, int dev, cnn_dtype dt, const cnn_resize_shape *s, const void *in, void *out) {
+static int resize(bool bwd, int dev, cnn_dtype dt, const cnn_resize_shape *s, const void *in,
+                  void *out) {
   const char *op = "interpolate";
   int64_t P = s->N * s->C, HW = s->H * s->W, OHW = s->OH * s->OW;
   if (fake_float_dt(op, dt, false) || fake_enter(op, dev)) return -1;
-  int rc = fake_dev_n(op, bwd ? out : in, P * HW, dt) || fake_dev_n(op, bwd ? in : out, P * OHW, dt) ? -1 : 0;
+  int rc = fake_dev_n(op, bwd ? out : in, P * HW, dt) || fake_dev_n(op, bwd ? in : out, P * OHW, dt)
+               ? -1
+               : 0;
   if (rc == 0 && bwd) memset(out, 0, (size_t)(P * HW) * fake_dtype_size(dt));
   for (int64_t p = 0; rc == 0 && HW > 0 && p < P; p++)
     for (int64_t o = 0; o < OHW; o++) {
@@ -45,7 +49,8 @@ static int resize(bool bwd, int dev, cnn_dtype dt, const cnn_resize_shape *s, co
       int n = taps(s, o / s->OW, o % s->OW, at, wt);
       for (int k = 0; k < n; k++) {
         if (bwd)
-          fake_store(dt, out, p * HW + at[k], fake_load(dt, out, p * HW + at[k]) + wt[k] * fake_load(dt, in, p * OHW + o));
+          fake_store(dt, out, p * HW + at[k],
+                     fake_load(dt, out, p * HW + at[k]) + wt[k] * fake_load(dt, in, p * OHW + o));
         else
           acc += wt[k] * fake_load(dt, in, p * HW + at[k]);
       }
@@ -55,27 +60,30 @@ static int resize(bool bwd, int dev, cnn_dtype dt, const cnn_resize_shape *s, co
   return rc;
 }
 
-static int resize_forward(int dev, cnn_dtype dt, const cnn_resize_shape *s, const void *x, void *y) {
+static int resize_forward(int dev, cnn_dtype dt, const cnn_resize_shape *s, const void *x,
+                          void *y) {
   return resize(false, dev, dt, s, x, y);
 }
-static int resize_backward(int dev, cnn_dtype dt, const cnn_resize_shape *s, const void *dy, void *dx) {
+static int resize_backward(int dev, cnn_dtype dt, const cnn_resize_shape *s, const void *dy,
+                           void *dx) {
   return resize(true, dev, dt, s, dy, dx);
 }
 
-static int64_t bin_argmax(cnn_dtype dt, const void *x, int64_t base, int64_t H, int64_t W, int64_t OH, int64_t OW,
-                          int64_t oh, int64_t ow) {
+static int64_t bin_argmax(cnn_dtype dt, const void *x, int64_t base, int64_t H, int64_t W,
+                          int64_t OH, int64_t OW, int64_t oh, int64_t ow) {
   int64_t arg = -1;
   double best = -INFINITY;
   for (int64_t h = cnn_adaptive_start(oh, H, OH); h < cnn_adaptive_end(oh, H, OH); h++)
     for (int64_t w = cnn_adaptive_start(ow, W, OW); w < cnn_adaptive_end(ow, W, OW); w++) {
       double v = fake_load(dt, x, base + h * W + w);
-      if (arg < 0 || (v > best && best == best) || (v != v && best == best)) best = v, arg = h * W + w;
+      if (arg < 0 || (v > best && best == best) || (v != v && best == best))
+        best = v, arg = h * W + w;
     }
   return arg;
 }
 
-static int adaptive_max_forward(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t H, int64_t W, int64_t OH,
-                                int64_t OW, const void *x, void *y, int64_t *indices) {
+static int adaptive_max_forward(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t H, int64_t W,
+                                int64_t OH, int64_t OW, const void *x, void *y, int64_t *indices) {
   const char *op = "adaptive_max_pool2d";
   int64_t P = N * C, OHW = OH * OW;
   if (fake_float_dt(op, dt, false) || fake_enter(op, dev)) return -1;
@@ -93,8 +101,9 @@ static int adaptive_max_forward(int dev, cnn_dtype dt, int64_t N, int64_t C, int
   return rc;
 }
 
-static int adaptive_max_backward(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t H, int64_t W, int64_t OH,
-                                 int64_t OW, const void *dy, const int64_t *indices, void *dx) {
+static int adaptive_max_backward(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t H, int64_t W,
+                                 int64_t OH, int64_t OW, const void *dy, const int64_t *indices,
+                                 void *dx) {
   const char *op = "adaptive_max_pool2d";
   int64_t P = N * C, OHW = OH * OW, HW = H * W;
   if (fake_float_dt(op, dt, false) || fake_enter(op, dev)) return -1;

@@ -63,7 +63,8 @@ static int sort_entry(int dev, cnn_dtype dt, int64_t outer, int64_t D, int64_t i
       sort_row(dt, x, base, D, inner, descending, p);
       for (int64_t j = 0; j < k; j++) {
         int64_t dst = (o * k + j) * inner + in;
-        memcpy((char *)values + dst * (int64_t)es, (const char *)x + (base + p[j] * inner) * (int64_t)es, es);
+        memcpy((char *)values + dst * (int64_t)es,
+               (const char *)x + (base + p[j] * inner) * (int64_t)es, es);
         indices[dst] = p[j];
       }
     }
@@ -87,7 +88,8 @@ static int cumulate(int dev, cnn_dtype dt, bool prod, bool reverse, int64_t oute
         int64_t i = (o * D + (reverse ? D - 1 - s : s)) * inner + in;
         if (dt == CNN_INT64) {
           int64_t v = ((const int64_t *)x)[i];
-          iacc = prod ? (int64_t)((uint64_t)iacc * (uint64_t)v) : (int64_t)((uint64_t)iacc + (uint64_t)v);
+          iacc = prod ? (int64_t)((uint64_t)iacc * (uint64_t)v)
+                      : (int64_t)((uint64_t)iacc + (uint64_t)v);
           ((int64_t *)y)[i] = iacc;
         } else {
           acc = prod ? acc * fake_load(dt, x, i) : acc + fake_load(dt, x, i);
@@ -100,8 +102,8 @@ static int cumulate(int dev, cnn_dtype dt, bool prod, bool reverse, int64_t oute
 }
 
 /* dx[k] = sum_{j >= k} g[j] * prod_{i <= j, i != k} x[i] */
-static double cumprod_grad_at(cnn_dtype dt, const void *x, const void *g, int64_t base,
-                              int64_t D, int64_t inner, int64_t k) {
+static double cumprod_grad_at(cnn_dtype dt, const void *x, const void *g, int64_t base, int64_t D,
+                              int64_t inner, int64_t k) {
   double sum = 0;
   for (int64_t j = k; j < D; j++) {
     double prod = 1;

@@ -53,7 +53,8 @@ static void protected_memory(void) {
   }
   int st = 0;
   waitpid(pid, &st, 0);
-  bool segv = (WIFEXITED(st) && WEXITSTATUS(st) == 42) || (WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV);
+  bool segv =
+      (WIFEXITED(st) && WEXITSTATUS(st) == 42) || (WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV);
   CHECK(segv);
   if (!segv) fprintf(stderr, "reading device memory from the host did not fault (status %d)\n", st);
   CHECK(cnn_tensor_get(t, 5) == 3.0); /* through the backend it works */
@@ -106,17 +107,19 @@ static void cast_bits(cnn_dtype dt, const float *v, int n, const uint16_t *want)
   for (int i = 0; i < n; i++)
     if (got[i] != want[i]) {
       CHECK(got[i] == want[i]);
-      fprintf(stderr, "%s(%.9g): got 0x%04x, want 0x%04x\n", cnn_dtype_name(dt), v[i], got[i], want[i]);
+      fprintf(stderr, "%s(%.9g): got 0x%04x, want 0x%04x\n", cnn_dtype_name(dt), v[i], got[i],
+              want[i]);
     }
   cnn_tensor_release(c), cnn_tensor_release(g), cnn_tensor_release(h);
 }
 
 static void half_casts(void) {
   const float tiny = 5.9604644775390625e-08f; /* 2^-24 */
-  float hv[] = {1.0f, -2.0f, 65504.0f, 65520.0f, 65519.0f, tiny, tiny / 2, 3 * tiny / 2,
-                1.0f + 1.0f / 2048, 1.0f + 3.0f / 2048, 0.0f, -0.0f, 6.103515625e-05f};
-  uint16_t hw[] = {0x3c00, 0xc000, 0x7bff, 0x7c00, 0x7bff, 0x0001, 0x0000, 0x0002,
-                   0x3c00, 0x3c02, 0x0000, 0x8000, 0x0400};
+  float hv[] = {1.0f, -2.0f,    65504.0f,        65520.0f,           65519.0f,
+                tiny, tiny / 2, 3 * tiny / 2,    1.0f + 1.0f / 2048, 1.0f + 3.0f / 2048,
+                0.0f, -0.0f,    6.103515625e-05f};
+  uint16_t hw[] = {0x3c00, 0xc000, 0x7bff, 0x7c00, 0x7bff, 0x0001, 0x0000,
+                   0x0002, 0x3c00, 0x3c02, 0x0000, 0x8000, 0x0400};
   cast_bits(CNN_FLOAT16, hv, 13, hw);
   float bv[] = {1.0f, -2.0f, 1.0f + 1.0f / 256, 1.0f + 3.0f / 256, 3.0e38f, 0.0f};
   uint16_t bw[] = {0x3f80, 0xc000, 0x3f80, 0x3f82, 0x7f62, 0x0000};
@@ -155,7 +158,9 @@ static void events(const cnn_backend *be) {
 static int (*inject)(const char *site, int fault, int count);
 static int (*counts)(const char *site, int *attempts, int *releases, int *aligned);
 
-static void *fake_module(void) { return dlopen(getenv("CNNSH_CUDA_MODULE"), RTLD_NOW | RTLD_NOLOAD); }
+static void *fake_module(void) {
+  return dlopen(getenv("CNNSH_CUDA_MODULE"), RTLD_NOW | RTLD_NOLOAD);
+}
 
 static bool load_injection(void) {
   void *h = fake_module();
@@ -168,7 +173,8 @@ static bool load_injection(void) {
 }
 
 /* attempts, releases and aligned-copy runs at site since its injection */
-static void expect_counts(const char *what, const char *site, int attempts, int releases, int aligned) {
+static void expect_counts(const char *what, const char *site, int attempts, int releases,
+                          int aligned) {
   int a = -1, r = -1, al = -1;
   CHECK(counts(site, &a, &r, &al) == 0);
   bool ok = a == attempts && r == releases && al == aligned;
@@ -288,7 +294,8 @@ int main(void) {
   const cnn_backend *be = cnn_backend_get(CNN_CUDA);
   const char *info = cnn_cuda_module_info();
   if (!be || !info || !strstr(info, "fake CUDA device")) {
-    fprintf(stderr, "test_fake_cuda: the fake module is not loaded: %s\n", be ? "wrong module" : cnn_error());
+    fprintf(stderr, "test_fake_cuda: the fake module is not loaded: %s\n",
+            be ? "wrong module" : cnn_error());
     return 1;
   }
   protected_memory();

@@ -18,8 +18,8 @@
 #include "check.h"
 #include "cnn.h"
 
-static const cnn_core_api api = {CNN_CORE_API_VERSION, cnn_set_error, cnn_interrupt_pending,
-                                 cnn_dtype_name, cnn_unary_name, cnn_binary_name};
+static const cnn_core_api api = {CNN_CORE_API_VERSION, cnn_set_error,  cnn_interrupt_pending,
+                                 cnn_dtype_name,       cnn_unary_name, cnn_binary_name};
 
 static void check_table(const cnn_backend *be) {
   CHECK(be->alloc && be->free && be->copy_h2d && be->copy_d2h && be->copy && be->fill);

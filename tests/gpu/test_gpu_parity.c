@@ -68,7 +68,8 @@ static cnn_tensor *run(const char *op_name, op_fn f, const void *ctx, int nin, c
   if (any && r && cnn_dtype_is_float(y->dtype)) {
     cnn_tensor *p = cnn_binary(CNN_OP_MUL, y, r);
     cnn_tensor *l = p ? cnn_reduce(CNN_RED_SUM, p, 0, false, 0) : NULL;
-    if (!l || cnn_backward(l, NULL, false)) fprintf(stderr, "%s: backward failed: %s\n", op_name, cnn_error());
+    if (!l || cnn_backward(l, NULL, false))
+      fprintf(stderr, "%s: backward failed: %s\n", op_name, cnn_error());
     cnn_tensor_release(p), cnn_tensor_release(l);
   }
   for (int i = 0; i < nin; i++) grads[i] = needs[i] ? in[i]->grad : NULL;
@@ -83,7 +84,8 @@ static void parity(const char *op, op_fn f, const void *ctx, int nin, cnn_tensor
   cnn_set_grad_enabled(prev);
   cnn_tensor *yc = run(op, f, ctx, nin, cpu_in, needs, NULL, gc);
   cnn_tensor *r = yc ? cnn_randn(yc->ndim, yc->shape, CNN_FLOAT32) : NULL;
-  cnn_tensor *r64 = r && yc->dtype == CNN_FLOAT64 ? cnn_to_dtype(r, CNN_FLOAT64) : (r ? (cnn_tensor_retain(r), r) : NULL);
+  cnn_tensor *r64 = r && yc->dtype == CNN_FLOAT64 ? cnn_to_dtype(r, CNN_FLOAT64)
+                                                  : (r ? (cnn_tensor_retain(r), r) : NULL);
   cnn_tensor *rg = r64 ? cnn_to_device(r64, GPU) : NULL;
   cnn_tensor_release(yc);
   for (int i = 0; i < nin; i++) /* fresh leaves: the forward above recorded nothing we keep */
@@ -111,7 +113,10 @@ static cnn_tensor *op_binary(cnn_tensor **in, const void *ctx) {
 }
 static cnn_tensor *op_unary(cnn_tensor **in, const void *ctx) {
   cnn_unary_op op = *(const cnn_unary_op *)ctx;
-  double p0 = op == CNN_OP_LEAKY_RELU ? 0.1 : op == CNN_OP_ELU ? 1.0 : op == CNN_OP_CLAMP ? -0.5 : 3.0;
+  double p0 = op == CNN_OP_LEAKY_RELU ? 0.1
+              : op == CNN_OP_ELU      ? 1.0
+              : op == CNN_OP_CLAMP    ? -0.5
+                                      : 3.0;
   return cnn_unary(op, in[0], p0, 0.5);
 }
 static cnn_tensor *op_reduce(cnn_tensor **in, const void *ctx) {
@@ -130,7 +135,9 @@ static cnn_tensor *op_matmul_t(cnn_tensor **in, const void *ctx) {
   cnn_tensor_release(t);
   return y;
 }
-static cnn_tensor *op_linear(cnn_tensor **in, const void *ctx) { return cnn_linear(in[0], in[1], in[2]); }
+static cnn_tensor *op_linear(cnn_tensor **in, const void *ctx) {
+  return cnn_linear(in[0], in[1], in[2]);
+}
 static cnn_tensor *op_conv(cnn_tensor **in, const void *ctx) {
   return cnn_conv2d(in[0], in[1], in[2], (const cnn_conv_params *)ctx);
 }
@@ -140,7 +147,9 @@ static cnn_tensor *op_maxpool(cnn_tensor **in, const void *ctx) {
 static cnn_tensor *op_avgpool(cnn_tensor **in, const void *ctx) {
   return cnn_avg_pool2d(in[0], (const cnn_pool_params *)ctx);
 }
-static cnn_tensor *op_adaptive(cnn_tensor **in, const void *ctx) { return cnn_adaptive_avg_pool2d(in[0], 3, 2); }
+static cnn_tensor *op_adaptive(cnn_tensor **in, const void *ctx) {
+  return cnn_adaptive_avg_pool2d(in[0], 3, 2);
+}
 static cnn_tensor *op_softmax(cnn_tensor **in, const void *ctx) {
   return *(const int *)ctx ? cnn_log_softmax(in[0], 1) : cnn_softmax(in[0], 1);
 }
@@ -156,7 +165,9 @@ static cnn_tensor *op_ce(cnn_tensor **in, const void *ctx) {
 static cnn_tensor *op_nll(cnn_tensor **in, const void *ctx) {
   return cnn_nll_loss(in[0], in[1], in[2], CNN_REDUCTION_MEAN, -1);
 }
-static cnn_tensor *op_mse(cnn_tensor **in, const void *ctx) { return cnn_mse_loss(in[0], in[1], CNN_REDUCTION_MEAN); }
+static cnn_tensor *op_mse(cnn_tensor **in, const void *ctx) {
+  return cnn_mse_loss(in[0], in[1], CNN_REDUCTION_MEAN);
+}
 static cnn_tensor *op_bce(cnn_tensor **in, const void *ctx) {
   return cnn_bce_with_logits(in[0], in[1], in[2], NULL, CNN_REDUCTION_SUM);
 }
@@ -164,8 +175,12 @@ static cnn_tensor *op_bce_weight(cnn_tensor **in, const void *ctx) {
   return cnn_bce_with_logits(in[0], in[1], in[2], in[3], CNN_REDUCTION_MEAN);
 }
 static cnn_tensor *op_cat(cnn_tensor **in, const void *ctx) { return cnn_cat(2, in, 1); }
-static cnn_tensor *op_index_select(cnn_tensor **in, const void *ctx) { return cnn_index_select(in[0], 1, in[1]); }
-static cnn_tensor *op_gather(cnn_tensor **in, const void *ctx) { return cnn_gather(in[0], 1, in[1]); }
+static cnn_tensor *op_index_select(cnn_tensor **in, const void *ctx) {
+  return cnn_index_select(in[0], 1, in[1]);
+}
+static cnn_tensor *op_gather(cnn_tensor **in, const void *ctx) {
+  return cnn_gather(in[0], 1, in[1]);
+}
 static cnn_tensor *op_pad(cnn_tensor **in, const void *ctx) {
   int64_t pads[4] = {1, 2, 0, 1};
   return cnn_pad(in[0], 4, pads, 0.5);
@@ -182,7 +197,8 @@ static cnn_tensor *op_transpose_copy(cnn_tensor **in, const void *ctx) {
   return c;
 }
 static cnn_tensor *op_cast_half(cnn_tensor **in, const void *ctx) {
-  cnn_tensor *h = cnn_to_dtype(in[0], *(const cnn_dtype *)ctx), *f = h ? cnn_to_dtype(h, CNN_FLOAT32) : NULL;
+  cnn_tensor *h = cnn_to_dtype(in[0], *(const cnn_dtype *)ctx),
+             *f = h ? cnn_to_dtype(h, CNN_FLOAT32) : NULL;
   cnn_tensor_release(h);
   return f;
 }
@@ -191,8 +207,8 @@ static cnn_tensor *op_cast_half(cnn_tensor **in, const void *ctx) {
 
 static void elementwise(void) {
   int64_t a[2] = {7, 5}, b[1] = {5}, c[2] = {7, 1};
-  static const cnn_binary_op bops[] = {CNN_OP_ADD, CNN_OP_SUB, CNN_OP_MUL, CNN_OP_DIV, CNN_OP_MAXIMUM,
-                                       CNN_OP_MINIMUM};
+  static const cnn_binary_op bops[] = {CNN_OP_ADD, CNN_OP_SUB,     CNN_OP_MUL,
+                                       CNN_OP_DIV, CNN_OP_MAXIMUM, CNN_OP_MINIMUM};
   for (size_t k = 0; k < sizeof bops / sizeof bops[0]; k++) {
     cnn_tensor *in[2] = {randn(2, a), randn(1, b)};
     parity(cnn_binary_name(bops[k]), op_binary, &bops[k], 2, in, (bool[]){true, true}, 1e-5, 1e-5);
@@ -201,17 +217,18 @@ static void elementwise(void) {
     parity(cnn_binary_name(bops[k]), op_binary, &bops[k], 2, in, (bool[]){true, true}, 1e-5, 1e-5);
     cnn_tensor_release(in[0]), cnn_tensor_release(in[1]);
   }
-  static const cnn_unary_op uops[] = {CNN_OP_NEG, CNN_OP_ABS, CNN_OP_EXP, CNN_OP_TANH, CNN_OP_SIGMOID,
-                                      CNN_OP_RELU, CNN_OP_SIN, CNN_OP_COS, CNN_OP_SQUARE, CNN_OP_GELU,
-                                      CNN_OP_EXPM1, CNN_OP_LEAKY_RELU, CNN_OP_ELU, CNN_OP_CLAMP,
-                                      CNN_OP_MUL_SCALAR, CNN_OP_ADD_SCALAR, CNN_OP_FLOOR};
+  static const cnn_unary_op uops[] = {
+      CNN_OP_NEG,        CNN_OP_ABS,        CNN_OP_EXP, CNN_OP_TANH,   CNN_OP_SIGMOID,
+      CNN_OP_RELU,       CNN_OP_SIN,        CNN_OP_COS, CNN_OP_SQUARE, CNN_OP_GELU,
+      CNN_OP_EXPM1,      CNN_OP_LEAKY_RELU, CNN_OP_ELU, CNN_OP_CLAMP,  CNN_OP_MUL_SCALAR,
+      CNN_OP_ADD_SCALAR, CNN_OP_FLOOR};
   for (size_t k = 0; k < sizeof uops / sizeof uops[0]; k++) {
     cnn_tensor *in[1] = {randn(2, a)};
     parity(cnn_unary_name(uops[k]), op_unary, &uops[k], 1, in, (bool[]){true}, 1e-5, 1e-5);
     cnn_tensor_release(in[0]);
   }
-  static const cnn_unary_op pos[] = {CNN_OP_LOG, CNN_OP_SQRT, CNN_OP_RSQRT, CNN_OP_RECIPROCAL, CNN_OP_LOG1P,
-                                     CNN_OP_POW_SCALAR};
+  static const cnn_unary_op pos[] = {CNN_OP_LOG,        CNN_OP_SQRT,  CNN_OP_RSQRT,
+                                     CNN_OP_RECIPROCAL, CNN_OP_LOG1P, CNN_OP_POW_SCALAR};
   for (size_t k = 0; k < sizeof pos / sizeof pos[0]; k++) {
     cnn_tensor *r = cnn_rand(2, a, CNN_FLOAT32), *in[1] = {cnn_unary(CNN_OP_ADD_SCALAR, r, 0.5, 0)};
     parity(cnn_unary_name(pos[k]), op_unary, &pos[k], 1, in, (bool[]){true}, 1e-5, 1e-5);
@@ -236,14 +253,14 @@ static cnn_tensor *op_activation(cnn_tensor **in, const void *ctx) {
 }
 static void activations(void) {
   int64_t a[2] = {7, 5};
-  static const act_case cases[] = {{CNN_OP_HARDTANH, -0.5, 0.5}, {CNN_OP_HARDTANH, 0, 6},
-                                   {CNN_OP_SILU, 0, 0},          {CNN_OP_HARDSWISH, 0, 0},
-                                   {CNN_OP_HARDSIGMOID, 0, 0},   {CNN_OP_MISH, 0, 0},
-                                   {CNN_OP_GELU_TANH, 0, 0},     {CNN_OP_SOFTPLUS, 1, 20},
-                                   {CNN_OP_SOFTPLUS, 0.5, 1}};
+  static const act_case cases[] = {
+      {CNN_OP_HARDTANH, -0.5, 0.5}, {CNN_OP_HARDTANH, 0, 6},    {CNN_OP_SILU, 0, 0},
+      {CNN_OP_HARDSWISH, 0, 0},     {CNN_OP_HARDSIGMOID, 0, 0}, {CNN_OP_MISH, 0, 0},
+      {CNN_OP_GELU_TANH, 0, 0},     {CNN_OP_SOFTPLUS, 1, 20},   {CNN_OP_SOFTPLUS, 0.5, 1}};
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
     cnn_tensor *r = randn(2, a), *in[1] = {cnn_unary(CNN_OP_MUL_SCALAR, r, 4, 0)};
-    parity(cnn_unary_name(cases[k].op), op_activation, &cases[k], 1, in, (bool[]){true}, 1e-5, 1e-5);
+    parity(cnn_unary_name(cases[k].op), op_activation, &cases[k], 1, in, (bool[]){true}, 1e-5,
+           1e-5);
     cnn_tensor_release(r), cnn_tensor_release(in[0]);
   }
 }
@@ -259,7 +276,8 @@ static cnn_tensor *op_composed_loss(cnn_tensor **in, const void *ctx) {
   }
 }
 static cnn_tensor *op_bce_probs(cnn_tensor **in, const void *ctx) {
-  cnn_tensor *p = cnn_unary(CNN_OP_SIGMOID, in[0], 0, 0), *q = cnn_unary(CNN_OP_SIGMOID, in[1], 0, 0);
+  cnn_tensor *p = cnn_unary(CNN_OP_SIGMOID, in[0], 0, 0),
+             *q = cnn_unary(CNN_OP_SIGMOID, in[1], 0, 0);
   cnn_tensor *l = p && q ? cnn_binary_cross_entropy(p, q, NULL, CNN_REDUCTION_MEAN) : NULL;
   cnn_tensor_release(p), cnn_tensor_release(q);
   return l;
@@ -267,7 +285,8 @@ static cnn_tensor *op_bce_probs(cnn_tensor **in, const void *ctx) {
 static void composed_losses(void) {
   int64_t a[2] = {7, 5};
   static const int kinds[] = {0, 1, 2, 3, 4};
-  static const char *names[] = {"l1_loss", "smooth_l1_loss", "huber_loss", "kl_div", "cross_entropy(probs)"};
+  static const char *names[] = {"l1_loss", "smooth_l1_loss", "huber_loss", "kl_div",
+                                "cross_entropy(probs)"};
   for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
     cnn_tensor *in[2] = {randn(2, a), randn(2, a)};
     parity(names[k], op_composed_loss, &kinds[k], 2, in, (bool[]){true, true}, 1e-5, 1e-4);
@@ -280,12 +299,13 @@ static void composed_losses(void) {
 
 static void reductions(void) {
   int64_t s[3] = {4, 7, 5};
-  static const int cases[][4] = {{CNN_RED_SUM, 0, 0, 0},  {CNN_RED_SUM, 2, 1, 0},  {CNN_RED_MEAN, 5, 0, 0},
-                                 {CNN_RED_VAR, 4, 0, 1},  {CNN_RED_STD, 1, 1, 1},  {CNN_RED_NORM, 6, 0, 2},
-                                 {CNN_RED_MAX, 2, 0, 0},  {CNN_RED_MIN, 0, 0, 0},  {CNN_RED_PROD, 4, 0, 0},
-                                 {CNN_RED_ARGMAX, 2, 0, 0}, {CNN_RED_ARGMIN, 4, 1, 0}};
-  static const char *names[] = {"sum", "sum(2)", "mean", "var", "std", "norm", "amax", "amin", "prod",
-                                "argmax", "argmin"};
+  static const int cases[][4] = {
+      {CNN_RED_SUM, 0, 0, 0},    {CNN_RED_SUM, 2, 1, 0},   {CNN_RED_MEAN, 5, 0, 0},
+      {CNN_RED_VAR, 4, 0, 1},    {CNN_RED_STD, 1, 1, 1},   {CNN_RED_NORM, 6, 0, 2},
+      {CNN_RED_MAX, 2, 0, 0},    {CNN_RED_MIN, 0, 0, 0},   {CNN_RED_PROD, 4, 0, 0},
+      {CNN_RED_ARGMAX, 2, 0, 0}, {CNN_RED_ARGMIN, 4, 1, 0}};
+  static const char *names[] = {"sum",  "sum(2)", "mean", "var",    "std",   "norm",
+                                "amax", "amin",   "prod", "argmax", "argmin"};
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
     cnn_tensor *in[1] = {randn(3, s)};
     bool g = cases[k][0] != CNN_RED_ARGMAX && cases[k][0] != CNN_RED_ARGMIN;
@@ -311,11 +331,13 @@ static void products(void) {
 
 static void convolutions(void) {
   int64_t x[4] = {2, 4, 9, 7}, w[4] = {6, 2, 3, 3}, b[1] = {6};
-  cnn_conv_params p = {{2, 1}, {1, 1, 1, 1}, {1, 2}, 2}; /* stride 2x1, pad 1, dilation 1x2, groups 2 */
+  cnn_conv_params p = {
+      {2, 1}, {1, 1, 1, 1}, {1, 2}, 2}; /* stride 2x1, pad 1, dilation 1x2, groups 2 */
   cnn_conv_params asym = {{1, 1}, {0, 1, 2, 0}, {1, 1}, 1};
   int64_t w1[4] = {5, 4, 3, 2}, b1[1] = {5};
   cnn_tensor *in[3] = {randn(4, x), randn(4, w), randn(1, b)};
-  parity("conv2d (cuDNN, groups, stride, dilation)", op_conv, &p, 3, in, (bool[]){true, true, true}, 1e-4, 1e-4);
+  parity("conv2d (cuDNN, groups, stride, dilation)", op_conv, &p, 3, in, (bool[]){true, true, true},
+         1e-4, 1e-4);
   cnn_set_conv_algo(CNN_CONV_NAIVE);
   parity("conv2d (direct kernel)", op_conv, &p, 3, in, (bool[]){true, true, true}, 1e-4, 1e-4);
   cnn_set_conv_algo(CNN_CONV_AUTO);
@@ -323,11 +345,14 @@ static void convolutions(void) {
   in[1] = randn(4, w1), in[2] = randn(1, b1);
   /* asymmetric padding: a padded copy + symmetric cuDNN + cropped input
    * gradient (gpu/conv_pad.cu; the fake device runs the same plan) */
-  parity("conv2d (asymmetric padding: padded copy)", op_conv, &asym, 3, in, (bool[]){true, true, true}, 1e-4, 1e-4);
+  parity("conv2d (asymmetric padding: padded copy)", op_conv, &asym, 3, in,
+         (bool[]){true, true, true}, 1e-4, 1e-4);
   cnn_conv_params asym2 = {{2, 1}, {2, 0, 1, 3}, {1, 2}, 1}; /* top/right heavy, stride, dilation */
-  parity("conv2d (asymmetric padding, stride, dilation)", op_conv, &asym2, 3, in, (bool[]){true, true, true}, 1e-4, 1e-4);
+  parity("conv2d (asymmetric padding, stride, dilation)", op_conv, &asym2, 3, in,
+         (bool[]){true, true, true}, 1e-4, 1e-4);
   cnn_set_conv_algo(CNN_CONV_NAIVE);
-  parity("conv2d (asymmetric padding: direct)", op_conv, &asym, 3, in, (bool[]){true, true, true}, 1e-4, 1e-4);
+  parity("conv2d (asymmetric padding: direct)", op_conv, &asym, 3, in, (bool[]){true, true, true},
+         1e-4, 1e-4);
   cnn_set_conv_algo(CNN_CONV_AUTO);
   for (int i = 0; i < 3; i++) cnn_tensor_release(in[i]);
 }
@@ -345,12 +370,13 @@ static void transposed_convolutions(void) {
   /* output_padding 1 >= stride 1 (dilation 2): the unreached last rows */
   cnn_conv_transpose_params crop = {{1, 1}, {0, 0}, {1, 1}, {2, 2}, 2};
   cnn_tensor *in[3] = {randn(4, x), randn(4, w), randn(1, b)};
-  parity("conv_transpose2d (cuDNN backward-data)", op_conv_transpose, &p, 3, in, (bool[]){true, true, true},
-         1e-4, 1e-4);
+  parity("conv_transpose2d (cuDNN backward-data)", op_conv_transpose, &p, 3, in,
+         (bool[]){true, true, true}, 1e-4, 1e-4);
   parity("conv_transpose2d (output_padding >= stride)", op_conv_transpose, &crop, 3, in,
          (bool[]){true, true, true}, 1e-4, 1e-4);
   cnn_set_conv_algo(CNN_CONV_NAIVE);
-  parity("conv_transpose2d (direct kernel)", op_conv_transpose, &p, 3, in, (bool[]){true, true, true}, 1e-4, 1e-4);
+  parity("conv_transpose2d (direct kernel)", op_conv_transpose, &p, 3, in,
+         (bool[]){true, true, true}, 1e-4, 1e-4);
   cnn_set_conv_algo(CNN_CONV_AUTO);
   for (int i = 0; i < 3; i++) cnn_tensor_release(in[i]);
 }
@@ -372,19 +398,23 @@ static void pad_modes(void) {
 
 static void nn_ops(void) {
   int64_t x[4] = {2, 3, 7, 5}, c[1] = {3}, r[2] = {6, 7};
-  cnn_pool_params mp = {{3, 2}, {2, 2}, {1, 0}, true, false, {1, 1}}, ap = {{3, 3}, {2, 2}, {1, 1}, true, false, {1, 1}};
+  cnn_pool_params mp = {{3, 2}, {2, 2}, {1, 0}, true, false, {1, 1}},
+                  ap = {{3, 3}, {2, 2}, {1, 1}, true, false, {1, 1}};
   cnn_pool_params dp = {{2, 3}, {1, 2}, {1, 1}, true, false, {3, 2}};
   cnn_tensor *in[5] = {randn(4, x), NULL, NULL, NULL, NULL};
   parity("max_pool2d (ceil_mode)", op_maxpool, &mp, 1, in, (bool[]){true}, 0, 0);
-  parity("max_pool2d (dilation 3x2, padding, ceil_mode)", op_maxpool, &dp, 1, in, (bool[]){true}, 1e-6, 1e-6);
+  parity("max_pool2d (dilation 3x2, padding, ceil_mode)", op_maxpool, &dp, 1, in, (bool[]){true},
+         1e-6, 1e-6);
   parity("avg_pool2d (ceil_mode, pad)", op_avgpool, &ap, 1, in, (bool[]){true}, 1e-6, 1e-5);
   ap.count_include_pad = true;
   parity("avg_pool2d (count_include_pad)", op_avgpool, &ap, 1, in, (bool[]){true}, 1e-6, 1e-5);
   parity("adaptive_avg_pool2d", op_adaptive, NULL, 1, in, (bool[]){true}, 1e-6, 1e-5);
   in[1] = randn(1, c), in[2] = randn(1, c);
   in[3] = randn(1, c), in[4] = cnn_rand(1, c, CNN_FLOAT32);
-  parity("batch_norm (train)", op_bn, &(int){1}, 5, in, (bool[]){true, true, true, false, false}, 1e-4, 1e-4);
-  parity("batch_norm (eval)", op_bn, &(int){0}, 5, in, (bool[]){true, true, true, false, false}, 1e-4, 1e-4);
+  parity("batch_norm (train)", op_bn, &(int){1}, 5, in, (bool[]){true, true, true, false, false},
+         1e-4, 1e-4);
+  parity("batch_norm (eval)", op_bn, &(int){0}, 5, in, (bool[]){true, true, true, false, false},
+         1e-4, 1e-4);
   cnn_tensor *sm[1] = {randn(2, r)};
   parity("softmax", op_softmax, &(int){0}, 1, sm, (bool[]){true}, 1e-6, 1e-5);
   parity("log_softmax", op_softmax, &(int){1}, 1, sm, (bool[]){true}, 1e-5, 1e-5);
@@ -407,7 +437,8 @@ static void losses(void) {
   cnn_tensor *u = cnn_rand(2, x, CNN_FLOAT32);
   cnn_tensor_release(m[1]);
   m[1] = u, m[2] = cnn_rand(1, w, CNN_FLOAT32);
-  parity("binary_cross_entropy_with_logits (pos_weight)", op_bce, NULL, 3, m, (bool[]){true, true, true}, 1e-4, 1e-5);
+  parity("binary_cross_entropy_with_logits (pos_weight)", op_bce, NULL, 3, m,
+         (bool[]){true, true, true}, 1e-4, 1e-5);
   int64_t wc[2] = {6, 1};
   cnn_tensor *mw[4] = {m[0], m[1], m[2], cnn_rand(2, wc, CNN_FLOAT32)};
   parity("binary_cross_entropy_with_logits (pos_weight, weight 6x1)", op_bce_weight, NULL, 4, mw,
@@ -440,8 +471,10 @@ static void dropout(void) {
   double *h = y ? host_doubles(y) : NULL;
   int64_t zeros = 0, bad = 0;
   for (int64_t i = 0; h && i < s[0]; i++) {
-    if (h[i] == 0) zeros++;
-    else if (fabs(h[i] - 1 / 0.75) > 1e-6) bad++;
+    if (h[i] == 0)
+      zeros++;
+    else if (fabs(h[i] - 1 / 0.75) > 1e-6)
+      bad++;
   }
   CHECK(h != NULL);
   CHECK(bad == 0);
@@ -466,10 +499,15 @@ static cnn_tensor *op_topk(cnn_tensor **in, const void *ctx) {
   cnn_tensor_release(i);
   return v;
 }
-static cnn_tensor *op_cumsum(cnn_tensor **in, const void *ctx) { return cnn_cumsum(in[0], *(const int *)ctx); }
-static cnn_tensor *op_cumprod(cnn_tensor **in, const void *ctx) { return cnn_cumprod(in[0], *(const int *)ctx); }
+static cnn_tensor *op_cumsum(cnn_tensor **in, const void *ctx) {
+  return cnn_cumsum(in[0], *(const int *)ctx);
+}
+static cnn_tensor *op_cumprod(cnn_tensor **in, const void *ctx) {
+  return cnn_cumprod(in[0], *(const int *)ctx);
+}
 static cnn_tensor *op_scatter(cnn_tensor **in, const void *ctx) {
-  return *(const int *)ctx ? cnn_scatter_add(in[0], 1, in[1], in[2]) : cnn_scatter(in[0], 1, in[1], in[2], 0);
+  return *(const int *)ctx ? cnn_scatter_add(in[0], 1, in[1], in[2])
+                           : cnn_scatter(in[0], 1, in[1], in[2], 0);
 }
 static cnn_tensor *op_flip_roll_repeat(cnn_tensor **in, const void *ctx) {
   static const int dims[2] = {0, 2};
@@ -489,7 +527,8 @@ static void sort_indices(cnn_dtype dt, bool descending) {
   for (int64_t i = 0; x && dt != CNN_INT64 && i < n; i += 11) cnn_tensor_set(x, i, NAN);
   cnn_tensor *xg = x ? cnn_to_device(x, GPU) : NULL, *vc = NULL, *ic = NULL, *vg = NULL, *ig = NULL;
   for (int dim = 0; xg && dim < 2; dim++) {
-    CHECK(cnn_sort(x, dim, descending, &vc, &ic) == 0 && cnn_sort(xg, dim, descending, &vg, &ig) == 0);
+    CHECK(cnn_sort(x, dim, descending, &vc, &ic) == 0 &&
+          cnn_sort(xg, dim, descending, &vg, &ig) == 0);
     compare("sort", "indices", ig, ic, 0, 0);
     cnn_tensor_release(vc), cnn_tensor_release(ic), cnn_tensor_release(vg), cnn_tensor_release(ig);
     vc = ic = vg = ig = NULL;
@@ -502,7 +541,8 @@ static void tensor_ops(void) {
   cnn_tensor *x = randn(3, s), *src = randn(3, s);
   cnn_tensor *ri = cnn_randint(0, 3, 3, is, CNN_INT64); /* 0-based rows of dim 1 */
   const bool x_only[1] = {true}, scatter_needs[3] = {true, false, true};
-  static const int sort_cases[][2] = {{0, 0}, {1, 1}, {2, 0}}, topk_cases[][3] = {{3, 1, 1}, {2, 2, 0}};
+  static const int sort_cases[][2] = {{0, 0}, {1, 1}, {2, 0}},
+                   topk_cases[][3] = {{3, 1, 1}, {2, 2, 0}};
   for (int i = 0; i < 3; i++) parity("sort", op_sort, sort_cases[i], 1, &x, x_only, 0, 0);
   for (int i = 0; i < 2; i++) parity("topk", op_topk, topk_cases[i], 1, &x, x_only, 0, 0);
   for (int d = 0; d < 3; d++) {
@@ -512,7 +552,8 @@ static void tensor_ops(void) {
   int add = 0;
   parity("scatter", op_scatter, &add, 3, (cnn_tensor *[]){x, ri, src}, scatter_needs, 1e-6, 1e-6);
   add = 1;
-  parity("scatter_add", op_scatter, &add, 3, (cnn_tensor *[]){x, ri, src}, scatter_needs, 1e-5, 1e-5);
+  parity("scatter_add", op_scatter, &add, 3, (cnn_tensor *[]){x, ri, src}, scatter_needs, 1e-5,
+         1e-5);
   parity("flip/roll/repeat", op_flip_roll_repeat, NULL, 1, &x, x_only, 1e-6, 1e-6);
   for (int desc = 0; desc < 2; desc++) {
     sort_indices(CNN_FLOAT32, desc), sort_indices(CNN_FLOAT64, desc), sort_indices(CNN_INT64, desc);
@@ -523,7 +564,8 @@ static void tensor_ops(void) {
 /* the device's errors: mixed devices name both */
 static void errors(void) {
   int64_t a[1] = {3};
-  cnn_tensor *c = cnn_zeros(1, a, CNN_FLOAT32, CNN_DEVICE_CPU), *g = cnn_zeros(1, a, CNN_FLOAT32, GPU);
+  cnn_tensor *c = cnn_zeros(1, a, CNN_FLOAT32, CNN_DEVICE_CPU),
+             *g = cnn_zeros(1, a, CNN_FLOAT32, GPU);
   cnn_tensor *y = g ? cnn_binary(CNN_OP_ADD, c, g) : NULL;
   CHECK(g != NULL && y == NULL);
   CHECK(strstr(cnn_error(), "cpu") && strstr(cnn_error(), "cuda:0"));
@@ -553,7 +595,9 @@ static cnn_tensor *op_interpolate(cnn_tensor **in, const void *ctx) {
   const resize_case *c = ctx;
   return cnn_interpolate(in[0], c->oh, c->ow, c->mode, c->ac, c->s, c->s);
 }
-static cnn_tensor *op_adaptive_max(cnn_tensor **in, const void *ctx) { return cnn_adaptive_max_pool2d(in[0], 3, 2, NULL); }
+static cnn_tensor *op_adaptive_max(cnn_tensor **in, const void *ctx) {
+  return cnn_adaptive_max_pool2d(in[0], 3, 2, NULL);
+}
 static cnn_tensor *op_pixel_shuffle(cnn_tensor **in, const void *ctx) {
   return *(const int *)ctx ? cnn_pixel_shuffle(in[0], 2) : cnn_pixel_unshuffle(in[0], 2);
 }
@@ -570,16 +614,20 @@ static void norm_resize_ops(void) {
   parity("layer_norm (last 2 dims)", op_layer_norm, (int64_t[]){2, 7, 5}, 3, in, all, 1e-4, 1e-4);
   cnn_tensor *w = randn(1, (int64_t[]){5});
   cnn_tensor *l1[3] = {in[0], w, NULL};
-  parity("layer_norm (last dim, weight only)", op_layer_norm, (int64_t[]){1, 5}, 3, l1, (bool[]){true, true, false}, 1e-4, 1e-4);
+  parity("layer_norm (last dim, weight only)", op_layer_norm, (int64_t[]){1, 5}, 3, l1,
+         (bool[]){true, true, false}, 1e-4, 1e-4);
   cnn_tensor_release(w);
   cnn_tensor *rows[3] = {randn(2, big), NULL, NULL}; /* rows longer than a block */
-  parity("layer_norm (rows of 700, no affine)", op_layer_norm, (int64_t[]){1, 700}, 3, rows, (bool[]){true, false, false}, 1e-4, 1e-4);
+  parity("layer_norm (rows of 700, no affine)", op_layer_norm, (int64_t[]){1, 700}, 3, rows,
+         (bool[]){true, false, false}, 1e-4, 1e-4);
   cnn_tensor_release(rows[0]);
-  resize_case rc[] = {{14, 10, CNN_RESIZE_NEAREST, false, 0}, {9, 11, CNN_RESIZE_NEAREST, false, 0},
-                      {9, 11, CNN_RESIZE_BILINEAR, false, 0}, {9, 11, CNN_RESIZE_BILINEAR, true, 0},
-                      {10, 7, CNN_RESIZE_BILINEAR, false, 1.5}, {3, 2, CNN_RESIZE_BILINEAR, false, 0}};
-  const char *rn[] = {"interpolate nearest x2", "interpolate nearest 9x11", "interpolate bilinear 9x11",
-                      "interpolate bilinear align_corners", "interpolate bilinear scale 1.5", "interpolate bilinear down"};
+  resize_case rc[] = {
+      {14, 10, CNN_RESIZE_NEAREST, false, 0},   {9, 11, CNN_RESIZE_NEAREST, false, 0},
+      {9, 11, CNN_RESIZE_BILINEAR, false, 0},   {9, 11, CNN_RESIZE_BILINEAR, true, 0},
+      {10, 7, CNN_RESIZE_BILINEAR, false, 1.5}, {3, 2, CNN_RESIZE_BILINEAR, false, 0}};
+  const char *rn[] = {"interpolate nearest x2",         "interpolate nearest 9x11",
+                      "interpolate bilinear 9x11",      "interpolate bilinear align_corners",
+                      "interpolate bilinear scale 1.5", "interpolate bilinear down"};
   for (int i = 0; i < 6; i++) parity(rn[i], op_interpolate, &rc[i], 1, in, all, 1e-5, 1e-5);
   parity("adaptive_max_pool2d", op_adaptive_max, NULL, 1, in, all, 0, 0);
   int64_t ps[4] = {2, 8, 4, 6};

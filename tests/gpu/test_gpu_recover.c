@@ -25,15 +25,20 @@
 static void cuda_statuses(void) {
   CHECK(gpu_cuda_fault(cudaSuccess) == GPU_FAULT_NONE);
   CHECK(gpu_cuda_fault(cudaErrorMemoryAllocation) == GPU_FAULT_MEMORY);
-  cudaError_t sticky[] = {cudaErrorIllegalAddress, cudaErrorLaunchTimeout, cudaErrorLaunchFailure,
-                          cudaErrorIllegalInstruction, cudaErrorMisalignedAddress,
-                          cudaErrorHardwareStackError, cudaErrorAssert, cudaErrorECCUncorrectable};
+  cudaError_t sticky[] = {cudaErrorIllegalAddress,
+                          cudaErrorLaunchTimeout,
+                          cudaErrorLaunchFailure,
+                          cudaErrorIllegalInstruction,
+                          cudaErrorMisalignedAddress,
+                          cudaErrorHardwareStackError,
+                          cudaErrorAssert,
+                          cudaErrorECCUncorrectable};
   for (size_t i = 0; i < sizeof sticky / sizeof *sticky; i++)
     CHECK(gpu_cuda_fault(sticky[i]) == GPU_FAULT_STICKY);
   /* recoverable errors that are NOT out of memory: no cache release for them */
-  cudaError_t other[] = {cudaErrorInvalidValue, cudaErrorInvalidConfiguration,
+  cudaError_t other[] = {cudaErrorInvalidValue,           cudaErrorInvalidConfiguration,
                          cudaErrorNoKernelImageForDevice, cudaErrorLaunchOutOfResources,
-                         cudaErrorInvalidDevice, cudaErrorNotReady};
+                         cudaErrorInvalidDevice,          cudaErrorNotReady};
   for (size_t i = 0; i < sizeof other / sizeof *other; i++)
     CHECK(gpu_cuda_fault(other[i]) == GPU_FAULT_OTHER);
 }
@@ -43,15 +48,20 @@ static void library_statuses(void) {
   CHECK(gpu_cublas_fault(CUBLAS_STATUS_ALLOC_FAILED, cudaSuccess) == GPU_FAULT_MEMORY);
   CHECK(gpu_cublas_fault(CUBLAS_STATUS_INVALID_VALUE, cudaSuccess) == GPU_FAULT_OTHER);
   CHECK(gpu_cublas_fault(CUBLAS_STATUS_EXECUTION_FAILED, cudaSuccess) == GPU_FAULT_OTHER);
-  CHECK(gpu_cublas_fault(CUBLAS_STATUS_EXECUTION_FAILED, cudaErrorIllegalAddress) == GPU_FAULT_STICKY);
+  CHECK(gpu_cublas_fault(CUBLAS_STATUS_EXECUTION_FAILED, cudaErrorIllegalAddress) ==
+        GPU_FAULT_STICKY);
   CHECK(gpu_cudnn_fault(CUDNN_STATUS_SUCCESS, cudaSuccess) == GPU_FAULT_NONE);
-  CHECK(gpu_cudnn_fault(CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED, cudaSuccess) == GPU_FAULT_MEMORY);
-  CHECK(gpu_cudnn_fault(CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED, cudaSuccess) == GPU_FAULT_MEMORY);
-  CHECK(gpu_cudnn_fault(CUDNN_STATUS_BAD_PARAM_MISALIGNED_POINTER, cudaSuccess) == GPU_FAULT_MISALIGNED);
+  CHECK(gpu_cudnn_fault(CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED, cudaSuccess) ==
+        GPU_FAULT_MEMORY);
+  CHECK(gpu_cudnn_fault(CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED, cudaSuccess) ==
+        GPU_FAULT_MEMORY);
+  CHECK(gpu_cudnn_fault(CUDNN_STATUS_BAD_PARAM_MISALIGNED_POINTER, cudaSuccess) ==
+        GPU_FAULT_MISALIGNED);
   CHECK(gpu_cudnn_fault(CUDNN_STATUS_BAD_PARAM, cudaSuccess) == GPU_FAULT_OTHER);
   CHECK(gpu_cudnn_fault(CUDNN_STATUS_NOT_SUPPORTED, cudaSuccess) == GPU_FAULT_UNSUPPORTED);
   CHECK(gpu_cudnn_fault(CUDNN_STATUS_NOT_SUPPORTED_SHAPE, cudaSuccess) == GPU_FAULT_UNSUPPORTED);
-  CHECK(gpu_cudnn_fault(CUDNN_STATUS_EXECUTION_FAILED_CUDART, cudaErrorLaunchTimeout) == GPU_FAULT_STICKY);
+  CHECK(gpu_cudnn_fault(CUDNN_STATUS_EXECUTION_FAILED_CUDART, cudaErrorLaunchTimeout) ==
+        GPU_FAULT_STICKY);
   CHECK(gpu_cudnn_fault(CUDNN_STATUS_EXECUTION_FAILED, cudaSuccess) == GPU_FAULT_OTHER);
 }
 
@@ -81,13 +91,15 @@ static void retry_policy(void) {
   script mem_twice = {{GPU_FAULT_MEMORY, GPU_FAULT_MEMORY, GPU_FAULT_NONE}, 0, 0, 0};
   CHECK(gpu_retry_once(scripted_attempt, scripted_release, &mem_twice) == GPU_FAULT_MEMORY);
   CHECK(mem_twice.attempts == 2 && mem_twice.releases == 1); /* once, never a third try */
-  gpu_fault no_retry[] = {GPU_FAULT_STICKY, GPU_FAULT_OTHER, GPU_FAULT_MISALIGNED, GPU_FAULT_UNSUPPORTED};
+  gpu_fault no_retry[] = {GPU_FAULT_STICKY, GPU_FAULT_OTHER, GPU_FAULT_MISALIGNED,
+                          GPU_FAULT_UNSUPPORTED};
   for (int i = 0; i < 4; i++) {
     script s = {{no_retry[i], GPU_FAULT_NONE}, 0, 0, 0};
     CHECK(gpu_retry_once(scripted_attempt, scripted_release, &s) == no_retry[i]);
     CHECK(s.attempts == 1 && s.releases == 0);
   }
-  CHECK(gpu_fault_next_algorithm(GPU_FAULT_UNSUPPORTED) && gpu_fault_next_algorithm(GPU_FAULT_MISALIGNED));
+  CHECK(gpu_fault_next_algorithm(GPU_FAULT_UNSUPPORTED) &&
+        gpu_fault_next_algorithm(GPU_FAULT_MISALIGNED));
   CHECK(gpu_fault_next_algorithm(GPU_FAULT_MEMORY));
   CHECK(!gpu_fault_next_algorithm(GPU_FAULT_STICKY) && !gpu_fault_next_algorithm(GPU_FAULT_OTHER));
   CHECK(strstr(gpu_fault_advice(GPU_FAULT_STICKY), "restart") != NULL);
@@ -123,7 +135,8 @@ static void cache_key(void) {
     CHECK(!gpu_conv_key_equal(&a, &b));
     (*fields64[i])--;
   }
-  int *fields[] = {&b.s.sh, &b.s.sw, &b.s.pt, &b.s.pb, &b.s.pl, &b.s.pr, &b.s.dh, &b.s.dw, &b.s.groups};
+  int *fields[] = {&b.s.sh, &b.s.sw, &b.s.pt, &b.s.pb,    &b.s.pl,
+                   &b.s.pr, &b.s.dh, &b.s.dw, &b.s.groups};
   for (int i = 0; i < 9; i++) {
     (*fields[i])++;
     CHECK(!gpu_conv_key_equal(&a, &b));
@@ -163,7 +176,8 @@ static void pad_plan(int pt, int pb, int pl, int pr) {
     if (gpu_crop_source(&p, h, w, i) != (pl_i * p.H + r + off_r) * p.W + c + off_c) bad++;
   }
   CHECK(bad == 0);
-  if (bad) fprintf(stderr, "pad plan pt=%d pb=%d pl=%d pr=%d: %d wrong indices\n", pt, pb, pl, pr, bad);
+  if (bad)
+    fprintf(stderr, "pad plan pt=%d pb=%d pl=%d pr=%d: %d wrong indices\n", pt, pb, pl, pr, bad);
 }
 
 int main(void) {

@@ -28,7 +28,10 @@ static double naive(int op, const double *x, int64_t R, double p, int64_t *idx) 
     bool mn = op == CNN_RED_MIN || op == CNN_RED_ARGMIN;
     int64_t best = 0;
     for (int64_t i = 0; i < R; i++) {
-      if (isnan(x[i])) { best = i; break; } /* the first NaN wins */
+      if (isnan(x[i])) {
+        best = i;
+        break;
+      }                                                   /* the first NaN wins */
       if (mn ? x[i] < x[best] : x[i] > x[best]) best = i; /* strict: the first extreme stays */
     }
     *idx = best;
@@ -41,10 +44,13 @@ static double naive(int op, const double *x, int64_t R, double p, int64_t *idx) 
     double a = fabs(x[i]);
     switch (op) {
     case CNN_RED_PROD: acc *= x[i]; break;
-    case CNN_RED_VAR: case CNN_RED_STD: acc += (x[i] - mean) * (x[i] - mean); break;
+    case CNN_RED_VAR:
+    case CNN_RED_STD: acc += (x[i] - mean) * (x[i] - mean); break;
     case CNN_RED_NORM:
-      if (isinf(p)) acc = i == 0 ? a : (isnan(a) || isnan(acc)) ? NAN : p > 0 ? fmax(acc, a) : fmin(acc, a);
-      else acc += p == 0 ? (a != 0) : pow(a, p);
+      if (isinf(p))
+        acc = i == 0 ? a : (isnan(a) || isnan(acc)) ? NAN : p > 0 ? fmax(acc, a) : fmin(acc, a);
+      else
+        acc += p == 0 ? (a != 0) : pow(a, p);
       break;
     default: acc += x[i];
     }
@@ -62,8 +68,8 @@ typedef struct {
   int op;
   bool integer;
   double p;
-  const double *x;          /* M x R values */
-  const uint64_t *ix;       /* M x R integers (integer dtypes) */
+  const double *x;    /* M x R values */
+  const uint64_t *ix; /* M x R integers (integer dtypes) */
   int64_t M, R;
 } job;
 
@@ -84,7 +90,8 @@ static void replay_warp(const job *j, unsigned grid, gpu_red_part *parts, int *v
           lanes[lane] = gpu_red_init(j->op, j->p);
           for (int64_t col = lane; col < j->R; col += GPU_RED_WARP) add(j, &lanes[lane], m, col);
         }
-        for (int l = 1; l < GPU_RED_WARP; l++) gpu_red_merge(&lanes[0], &lanes[l], j->op, j->integer, j->p);
+        for (int l = 1; l < GPU_RED_WARP; l++)
+          gpu_red_merge(&lanes[0], &lanes[l], j->op, j->integer, j->p);
         parts[m] = lanes[0];
         visits[m]++;
       }
@@ -113,7 +120,8 @@ static void replay_split(const job *j, const gpu_red_plan *pl, unsigned grid, gp
     }
   for (int64_t m = 0; m < j->M; m++) {
     rows[m] = parts[m * pl->chunks];
-    for (int64_t c = 1; c < pl->chunks; c++) gpu_red_merge(&rows[m], &parts[m * pl->chunks + c], j->op, j->integer, j->p);
+    for (int64_t c = 1; c < pl->chunks; c++)
+      gpu_red_merge(&rows[m], &parts[m * pl->chunks + c], j->op, j->integer, j->p);
   }
   free(parts);
 }
@@ -165,11 +173,11 @@ typedef struct {
   double p;
 } red;
 
-static const red REDS[] = {{CNN_RED_SUM, 0},   {CNN_RED_MEAN, 0},     {CNN_RED_VAR, 1},
-                           {CNN_RED_STD, 0},   {CNN_RED_NORM, 2},     {CNN_RED_NORM, 1},
-                           {CNN_RED_NORM, 0},  {CNN_RED_NORM, 3},     {CNN_RED_NORM, INFINITY},
-                           {CNN_RED_NORM, -INFINITY}, {CNN_RED_MAX, 0}, {CNN_RED_MIN, 0},
-                           {CNN_RED_ARGMAX, 0}, {CNN_RED_ARGMIN, 0}};
+static const red REDS[] = {{CNN_RED_SUM, 0},          {CNN_RED_MEAN, 0},  {CNN_RED_VAR, 1},
+                           {CNN_RED_STD, 0},          {CNN_RED_NORM, 2},  {CNN_RED_NORM, 1},
+                           {CNN_RED_NORM, 0},         {CNN_RED_NORM, 3},  {CNN_RED_NORM, INFINITY},
+                           {CNN_RED_NORM, -INFINITY}, {CNN_RED_MAX, 0},   {CNN_RED_MIN, 0},
+                           {CNN_RED_ARGMAX, 0},       {CNN_RED_ARGMIN, 0}};
 #define NREDS (int)(sizeof REDS / sizeof *REDS)
 
 static void warp_layout(int64_t M, int64_t R, unsigned grid, bool nans) {
@@ -205,7 +213,8 @@ static void split_layout(int64_t M, int64_t R, int sms, bool nans) {
   for (int k = 0; k < NREDS; k++) {
     job j = {REDS[k].op, false, REDS[k].p, x, NULL, M, R};
     memset(visits, 0, (size_t)(M * R) * sizeof *visits);
-    replay_split(&j, &pl, pl.blocks > 3 ? pl.blocks - 3 : 1, rows, visits); /* a smaller grid: stride */
+    replay_split(&j, &pl, pl.blocks > 3 ? pl.blocks - 3 : 1, rows,
+                 visits); /* a smaller grid: stride */
     for (int64_t i = 0; i < M * R; i++) bad += visits[i] != 1;
     for (int64_t m = 0; m < M; m++) bad += compare(&j, &rows[m], m, "split");
   }
@@ -254,9 +263,9 @@ static void plans(void) {
 
 int main(void) {
   plans();
-  warp_layout(37, 45, 2, true);   /* 2 blocks for 5 row groups: grid-stride passes */
-  warp_layout(9, 256, 3, false);  /* the longest warp row */
-  warp_layout(5, 1, 1, true);     /* one element per row */
+  warp_layout(37, 45, 2, true);  /* 2 blocks for 5 row groups: grid-stride passes */
+  warp_layout(9, 256, 3, false); /* the longest warp row */
+  warp_layout(5, 1, 1, true);    /* one element per row */
   split_layout(1, 50000, 8, true);
   split_layout(3, 20001, 4, false);
   integer_rows();

@@ -15,10 +15,10 @@
 
 typedef struct {
   pid_t pid;
-  int fd;        /* master side; -1 once closed */
-  char *raw;     /* everything read, as is */
+  int fd;    /* master side; -1 once closed */
+  char *raw; /* everything read, as is */
   size_t nraw, capraw;
-  size_t mark;   /* expect() searches the cleaned text from here */
+  size_t mark; /* expect() searches the cleaned text from here */
 } pty_proc;
 
 /* Start argv[0] (a path) with `env` entries ("NAME=value") added to the

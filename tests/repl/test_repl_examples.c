@@ -19,32 +19,28 @@
 #include "pty_driver.h"
 
 #define LINE_TIMEOUT 300.0 /* a training loop on a busy machine */
-#define FMNIST "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"
+#define FMNIST       "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"
 
 static char tmpdir[] = "/tmp/cnnsh_examples_XXXXXX";
 
-static FILE *open_lines(const char *cnnsh, const char *readme, const char *lister)
-{
+static FILE *open_lines(const char *cnnsh, const char *readme, const char *lister) {
   char cmd[13000];
   snprintf(cmd, sizeof cmd, "NO_COLOR=1 '%s' '%s' '%s'", cnnsh, lister, readme);
   return popen(cmd, "r");
 }
 
-static int start(pty_proc *p, const char *cnnsh)
-{
+static int start(pty_proc *p, const char *cnnsh) {
   static char env_hist[4200], env_home[4200];
   snprintf(env_hist, sizeof env_hist, "CNNSH_HISTORY=%s/history", tmpdir);
   snprintf(env_home, sizeof env_home, "HOME=%s", tmpdir);
   char *env[] = {env_hist, env_home, "TERM=xterm", "NO_COLOR=1", NULL};
   char *argv[] = {(char *)cnnsh, NULL};
-  if (chdir(tmpdir) != 0 || pty_spawn(p, argv, env) != 0)
-    return -1;
+  if (chdir(tmpdir) != 0 || pty_spawn(p, argv, env) != 0) return -1;
   return pty_expect(p, "> ", 15.0);
 }
 
 /* Type every listed line; returns the number typed. */
-static int type_lines(pty_proc *p, FILE *in)
-{
+static int type_lines(pty_proc *p, FILE *in) {
   char line[4096], block[4096] = "";
   int typed = 0;
   while (fgets(line, sizeof line, in)) {
@@ -65,8 +61,7 @@ static int type_lines(pty_proc *p, FILE *in)
   return typed;
 }
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
   if (argc < 4) {
     fprintf(stderr, "usage: %s cnnsh README.md typed_examples.lua\n", argv[0]);
     return 2;
@@ -100,11 +95,9 @@ int main(int argc, char **argv)
   } else {
     check_failures++;
   }
-  if (in)
-    pclose(in);
+  if (in) pclose(in);
   char cmd[4300];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-  if (system(cmd) != 0)
-    fprintf(stderr, "could not remove %s\n", tmpdir);
+  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
   return check_report("repl_examples");
 }

@@ -22,8 +22,7 @@ static const char *cnnsh;
 static char tmpdir[] = "/tmp/cnnsh_pty_XXXXXX";
 
 /* Start cnnsh with extra args (NULL-terminated) and a history file. */
-static int start(pty_proc *p, const char *history, bool color, const char *a1, const char *a2)
-{
+static int start(pty_proc *p, const char *history, bool color, const char *a1, const char *a2) {
   static char env_hist[4200], env_home[4200];
   snprintf(env_hist, sizeof env_hist, "CNNSH_HISTORY=%s/%s", tmpdir, history);
   snprintf(env_home, sizeof env_home, "HOME=%s", tmpdir);
@@ -31,15 +30,13 @@ static int start(pty_proc *p, const char *history, bool color, const char *a1, c
   char *argv[] = {(char *)cnnsh, (char *)a1, (char *)a2, NULL};
   int rc = pty_spawn(p, argv, env);
   CHECK(rc == 0);
-  if (rc == 0)
-    CHECK(pty_expect(p, "> ", T) == 0);
+  if (rc == 0) CHECK(pty_expect(p, "> ", T) == 0);
   return rc;
 }
 
 /* Ctrl-D at an empty prompt.  It must reach readline: sent while code
  * still runs, the terminal is in canonical mode and eats it. */
-static void quit(pty_proc *p)
-{
+static void quit(pty_proc *p) {
   pty_send(p, "'qu' .. 'it'\r");
   CHECK(pty_expect(p, "\"quit\"", T) == 0);
   CHECK(pty_expect(p, "> ", T) == 0);
@@ -51,11 +48,9 @@ static void quit(pty_proc *p)
   pty_close(p);
 }
 
-static void test_multiline(void)
-{
+static void test_multiline(void) {
   pty_proc p;
-  if (start(&p, "h_multi", false, NULL, NULL))
-    return;
+  if (start(&p, "h_multi", false, NULL, NULL)) return;
   pty_send(&p, "function twice(a)\r");
   CHECK(pty_expect(&p, ">> ", T) == 0);
   pty_send(&p, "  return a * 2\r");
@@ -81,11 +76,9 @@ static void test_multiline(void)
 }
 
 /* What people coming from PyTorch or a lab sheet type. */
-static void test_typed_as_people_do(void)
-{
+static void test_typed_as_people_do(void) {
   pty_proc p;
-  if (start(&p, "h_people", false, NULL, NULL))
-    return;
+  if (start(&p, "h_people", false, NULL, NULL)) return;
   /* a module call prints its one result, no trailing nils */
   pty_send(&p, "m = nn.Sequential(nn.ReLU()); m(cnn.ones(2))\r");
   CHECK(pty_expect(&p, "[cnn.Tensor 2 float32 cpu]", T) == 0);
@@ -155,11 +148,9 @@ static void test_typed_as_people_do(void)
   quit(&p);
 }
 
-static void test_completion(void)
-{
+static void test_completion(void) {
   pty_proc p;
-  if (start(&p, "h_complete", false, NULL, NULL))
-    return;
+  if (start(&p, "h_complete", false, NULL, NULL)) return;
   /* unique: the rest of the name and "(" are inserted */
   pty_send(&p, "string.fo\t");
   CHECK(pty_expect(&p, "string.format(", T) == 0);
@@ -216,11 +207,9 @@ static void test_completion(void)
   quit(&p);
 }
 
-static void test_interrupt(void)
-{
+static void test_interrupt(void) {
   pty_proc p;
-  if (start(&p, "h_intr", false, NULL, NULL))
-    return;
+  if (start(&p, "h_intr", false, NULL, NULL)) return;
   pty_send(&p, "y = 7\r");
   pty_send(&p, "while true do end\r");
   pty_sleep(0.5);
@@ -264,11 +253,9 @@ static void test_interrupt(void)
 }
 
 /* Count lines of a file that equal `line`. */
-static int count_lines(const char *path, const char *line)
-{
+static int count_lines(const char *path, const char *line) {
   FILE *f = fopen(path, "r");
-  if (!f)
-    return -1;
+  if (!f) return -1;
   char buf[1024];
   int n = 0;
   while (fgets(buf, sizeof buf, f)) {
@@ -279,11 +266,9 @@ static int count_lines(const char *path, const char *line)
   return n;
 }
 
-static void test_history(void)
-{
+static void test_history(void) {
   pty_proc p;
-  if (start(&p, "h_hist", false, NULL, NULL))
-    return;
+  if (start(&p, "h_hist", false, NULL, NULL)) return;
   pty_send(&p, "hist_marker = 123\r");
   pty_send(&p, "hist_marker = 123\r"); /* a repeat: kept once */
   pty_send(&p, "for i = 1, 2 do\r");
@@ -296,8 +281,7 @@ static void test_history(void)
   CHECK(count_lines(path, "hist_marker = 123") == 1);
   /* second session: Up arrow recalls the entries, newest first; the file
    * holds hist_marker, the for loop, 'done'.., 'qu'..'it' (from quit()) */
-  if (start(&p, "h_hist", false, NULL, NULL))
-    return;
+  if (start(&p, "h_hist", false, NULL, NULL)) return;
   pty_send(&p, "\033[A\033[A\033[A");
   CHECK(pty_expect(&p, "hist_sum = (hist_sum or 0) + i end", T) == 0);
   pty_send(&p, "\r");
@@ -310,11 +294,9 @@ static void test_history(void)
   quit(&p);
 }
 
-static void test_commands(void)
-{
+static void test_commands(void) {
   pty_proc p;
-  if (start(&p, "h_cmd", false, NULL, NULL))
-    return;
+  if (start(&p, "h_cmd", false, NULL, NULL)) return;
   pty_send(&p, ":help\r");
   CHECK(pty_expect(&p, ":time", T) == 0);
   CHECK(pty_expect(&p, "> ", T) == 0);
@@ -344,19 +326,16 @@ static void test_commands(void)
   pty_close(&p);
 }
 
-static void test_dash_i_and_color(void)
-{
+static void test_dash_i_and_color(void) {
   char script[4200];
   snprintf(script, sizeof script, "%s/init.lua", tmpdir);
   FILE *f = fopen(script, "w");
   CHECK(f != NULL);
-  if (!f)
-    return;
+  if (!f) return;
   fputs("from_script = 'loaded'\n", f);
   fclose(f);
   pty_proc p;
-  if (start(&p, "h_i", true, "-i", script))
-    return;
+  if (start(&p, "h_i", true, "-i", script)) return;
   pty_send(&p, "from_script\r");
   CHECK(pty_expect(&p, "loaded", T) == 0);
   /* on a terminal without NO_COLOR, strings are green */
@@ -364,8 +343,7 @@ static void test_dash_i_and_color(void)
   quit(&p);
 }
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: %s path/to/cnnsh\n", argv[0]);
     return 2;
@@ -384,7 +362,6 @@ int main(int argc, char **argv)
   test_dash_i_and_color();
   char cmd[4300];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-  if (system(cmd) != 0)
-    fprintf(stderr, "could not remove %s\n", tmpdir);
+  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
   return check_report("repl_pty");
 }

@@ -21,8 +21,7 @@
 
 static char tmpdir[] = "/tmp/cnnsh_unit_XXXXXX";
 
-static lua_State *state(const char *setup)
-{
+static lua_State *state(const char *setup) {
   lua_State *L = luaL_newstate();
   luaL_openlibs(L);
   if (setup && luaL_dostring(L, setup) != LUA_OK) {
@@ -33,36 +32,33 @@ static lua_State *state(const char *setup)
 }
 
 /* The candidates for `line` (cursor at its end) joined by spaces. */
-static const char *completions(lua_State *L, const char *line)
-{
+static const char *completions(lua_State *L, const char *line) {
   static char out[4096];
   cnn_strlist l = {0};
   int start;
   cnn_complete(L, line, (int)strlen(line), &start, &l);
   out[0] = '\0';
   for (int i = 0; i < l.n; i++) {
-    if (i)
-      strncat(out, " ", sizeof out - strlen(out) - 1);
+    if (i) strncat(out, " ", sizeof out - strlen(out) - 1);
     strncat(out, l.v[i], sizeof out - strlen(out) - 1);
   }
   cnn_strlist_clear(&l);
   return out;
 }
 
-#define CHECK_STR(got, want)                                                         \
-  do {                                                                               \
-    const char *g_ = (got), *w_ = (want);                                            \
-    check_count++;                                                                   \
-    if (strcmp(g_, w_) != 0) {                                                       \
-      check_failures++;                                                              \
-      fprintf(stderr, "%s:%d: got\n[%s]\nwanted\n[%s]\n", __FILE__, __LINE__, g_, w_); \
-    }                                                                                \
+#define CHECK_STR(got, want)                                                                       \
+  do {                                                                                             \
+    const char *g_ = (got), *w_ = (want);                                                          \
+    check_count++;                                                                                 \
+    if (strcmp(g_, w_) != 0) {                                                                     \
+      check_failures++;                                                                            \
+      fprintf(stderr, "%s:%d: got\n[%s]\nwanted\n[%s]\n", __FILE__, __LINE__, g_, w_);             \
+    }                                                                                              \
   } while (0)
 
 /* ---- completion ----------------------------------------------------------------- */
 
-static void test_context(void)
-{
+static void test_context(void) {
   int s;
   CHECK(cnn_complete_context(":he", 3, &s) == CNN_COMPLETE_COMMAND && s == 0);
   CHECK(cnn_complete_context("  :ti", 5, &s) == CNN_COMPLETE_COMMAND && s == 2);
@@ -81,14 +77,12 @@ static void test_context(void)
 /* A userdata type like cnn.Tensor: methods in mt.__methods, a C __index
  * that must never run during completion. */
 static int index_calls;
-static int bad_index(lua_State *L)
-{
+static int bad_index(lua_State *L) {
   index_calls++;
   return luaL_error(L, "__index ran");
 }
 
-static void push_fake_tensor_type(lua_State *L)
-{
+static void push_fake_tensor_type(lua_State *L) {
   lua_newuserdatauv(L, 8, 0);
   luaL_newmetatable(L, "fake.Tensor");
   luaL_dostring(L, "return {sum = function() end, sub = function() end, size = function() end,"
@@ -102,31 +96,30 @@ static void push_fake_tensor_type(lua_State *L)
   lua_setglobal(L, "x");
 }
 
-static void test_expr(void)
-{
-  lua_State *L = state(
-      "Base = {basemethod = function() end, basefield = 1}\n"
-      "Class = setmetatable({method = function() end}, {__index = Base})\n"
-      "obj = setmetatable({own = {}}, {__index = Class})\n"
-      "nested = {inner = {leaf = 1}, ['not id'] = 2, [1] = 3, _hidden = 4}\n"
-      "proxy = setmetatable({}, {__index = function() error('ran') end})\n"
-      "package.preload.nn = function() return {Linear = function() end, init = {}} end\n"
-      "s = 'abc'\n"
-      "lib = {Conv = setmetatable({forward = function() end}, {__call = function() end})}\n"
-      "lib.Conv.__index = lib.Conv\n"
-      "inst = setmetatable({}, lib.Conv); lib.Conv.__call = function() end");
+static void test_expr(void) {
+  lua_State *L =
+      state("Base = {basemethod = function() end, basefield = 1}\n"
+            "Class = setmetatable({method = function() end}, {__index = Base})\n"
+            "obj = setmetatable({own = {}}, {__index = Class})\n"
+            "nested = {inner = {leaf = 1}, ['not id'] = 2, [1] = 3, _hidden = 4}\n"
+            "proxy = setmetatable({}, {__index = function() error('ran') end})\n"
+            "package.preload.nn = function() return {Linear = function() end, init = {}} end\n"
+            "s = 'abc'\n"
+            "lib = {Conv = setmetatable({forward = function() end}, {__call = function() end})}\n"
+            "lib.Conv.__index = lib.Conv\n"
+            "inst = setmetatable({}, lib.Conv); lib.Conv.__call = function() end");
   push_fake_tensor_type(L);
   CHECK_STR(completions(L, "string.fo"), "string.format(");
   CHECK_STR(completions(L, "x:su"), "x:sub( x:sum(");
   CHECK_STR(completions(L, "x:v"), "x:view(");
-  CHECK_STR(completions(L, "x.d"), "x.device x.dtype");  /* __fields, no "(" */
-  CHECK_STR(completions(L, "x:d"), "");                  /* fields are not methods */
-  CHECK_STR(completions(L, "x.su"), "");                 /* after ".": fields, not methods */
+  CHECK_STR(completions(L, "x.d"), "x.device x.dtype"); /* __fields, no "(" */
+  CHECK_STR(completions(L, "x:d"), "");                 /* fields are not methods */
+  CHECK_STR(completions(L, "x.su"), "");                /* after ".": fields, not methods */
   CHECK(index_calls == 0);
   CHECK_STR(completions(L, "obj:"), "obj:basemethod( obj:method(");
   CHECK_STR(completions(L, "obj."), "obj.basefield obj.own.");
-  CHECK_STR(completions(L, "lib.Con"), "lib.Conv(");     /* a class completes with "(" */
-  CHECK_STR(completions(L, "inst"), "inst.");            /* an instance does not */
+  CHECK_STR(completions(L, "lib.Con"), "lib.Conv("); /* a class completes with "(" */
+  CHECK_STR(completions(L, "inst"), "inst.");        /* an instance does not */
   CHECK_STR(completions(L, "lib.Conv.fo"), "lib.Conv.forward(");
   CHECK_STR(completions(L, "nested."), "nested.inner.");
   CHECK_STR(completions(L, "nested._"), "nested._hidden");
@@ -136,7 +129,7 @@ static void test_expr(void)
   CHECK_STR(completions(L, "s:up"), "s:upper(");
   CHECK_STR(completions(L, "nes"), "nested.");
   CHECK_STR(completions(L, "func"), "function");
-  CHECK_STR(completions(L, "nn.Li"), "nn.Linear(");  /* a lazy stdlib global */
+  CHECK_STR(completions(L, "nn.Li"), "nn.Linear("); /* a lazy stdlib global */
   CHECK_STR(completions(L, "y = math.pi + math.fl"), "math.floor(");
   CHECK_STR(completions(L, "nothing.here"), "");
   CHECK_STR(completions(L, "_G._VER"), "_G._VERSION");
@@ -145,8 +138,7 @@ static void test_expr(void)
   lua_close(L);
 }
 
-static void test_commands_and_paths(void)
-{
+static void test_commands_and_paths(void) {
   CHECK_STR(completions(NULL, ":t"), ":time");
   CHECK_STR(completions(NULL, ":"), ":bt :help :load :mem :quit :reset :time");
   char path[4200], line[4300];
@@ -156,8 +148,7 @@ static void test_commands_and_paths(void)
   for (int i = 0; i < 3; i++) {
     snprintf(path, sizeof path, "%s/%s", tmpdir, files[i]);
     FILE *f = fopen(path, "w");
-    if (f)
-      fclose(f);
+    if (f) fclose(f);
   }
   char want[4300];
   snprintf(line, sizeof line, "dofile('%s/al", tmpdir);
@@ -173,8 +164,7 @@ static void test_commands_and_paths(void)
 
 /* ---- printing ----------------------------------------------------------------------- */
 
-static const char *fmt(lua_State *L, const char *expr, bool color)
-{
+static const char *fmt(lua_State *L, const char *expr, bool color) {
   static char out[8192];
   char code[1024];
   snprintf(code, sizeof code, "return %s", expr);
@@ -189,14 +179,13 @@ static const char *fmt(lua_State *L, const char *expr, bool color)
   return out;
 }
 
-static void test_print(void)
-{
-  lua_State *L = state(
-      "cyc = {1}; cyc.self = cyc\n"
-      "shared = {1}\n"
-      "Mod = setmetatable({}, {__tostring = function() return 'Seq(\\n  (1): X\\n)' end})\n"
-      "function docf(x) end\n"
-      "cnn = {doc = {[docf] = 'docf(x) -> y\\nDoes things.'}}\n");
+static void test_print(void) {
+  lua_State *L =
+      state("cyc = {1}; cyc.self = cyc\n"
+            "shared = {1}\n"
+            "Mod = setmetatable({}, {__tostring = function() return 'Seq(\\n  (1): X\\n)' end})\n"
+            "function docf(x) end\n"
+            "cnn = {doc = {[docf] = 'docf(x) -> y\\nDoes things.'}}\n");
   luaL_newmetatable(L, "cnn.Tensor");
   luaL_dostring(L, "return function() return '[[1, 2]]\\n[cnn.Tensor 1x2 float32 cpu]' end");
   lua_setfield(L, -2, "__tostring");
@@ -227,14 +216,16 @@ static void test_print(void)
   CHECK_STR(fmt(L, "{'s', 1, true}", true),
             "{\033[32m\"s\"\033[0m, \033[36m1\033[0m, \033[35mtrue\033[0m}");
   /* too wide for one line: one entry per line */
-  CHECK_STR(fmt(L, "{'aaaaaaaaaaaaaaaaaaaa', 'bbbbbbbbbbbbbbbbbbbb', 'cccccccccccccccccccc',"
-                   " 'dddddddddddddddddddd'}", false),
+  CHECK_STR(fmt(L,
+                "{'aaaaaaaaaaaaaaaaaaaa', 'bbbbbbbbbbbbbbbbbbbb', 'cccccccccccccccccccc',"
+                " 'dddddddddddddddddddd'}",
+                false),
             "{\n  \"aaaaaaaaaaaaaaaaaaaa\",\n  \"bbbbbbbbbbbbbbbbbbbb\",\n"
             "  \"cccccccccccccccccccc\",\n  \"dddddddddddddddddddd\",\n}");
   /* depth and length limits */
   CHECK_STR(fmt(L, "{{{{{{{1}}}}}}}", false), "{{{{{{...}}}}}}");
-  const char *many = fmt(L, "(function() local t = {} for i = 1, 100 do t[i] = i end return t end)()",
-                         false);
+  const char *many =
+      fmt(L, "(function() local t = {} for i = 1, 100 do t[i] = i end return t end)()", false);
   CHECK(strstr(many, "\n  64,\n  ... (36 more)\n}") != NULL);
   CHECK(strstr(many, "65") == NULL);
   /* nested strings are cut, top-level ones are not */
@@ -247,8 +238,7 @@ static void test_print(void)
 
 /* ---- compiling and running ------------------------------------------------------- */
 
-static void test_compile(void)
-{
+static void test_compile(void) {
   lua_State *L = state(NULL);
   CHECK(cnn_repl_compile(L, "1 +", 3, "=stdin") == CNN_EVAL_INCOMPLETE);
   CHECK(cnn_repl_compile(L, "x = {", 5, "=stdin") == CNN_EVAL_INCOMPLETE);
@@ -275,27 +265,36 @@ static void test_compile(void)
 }
 
 /* What continues on ">>" and what is an error at once (repl/exec.c). */
-static void test_continue_or_error(void)
-{
-  static const char *const more[] = {"x = 1 +", "f(a,", "t = {1, 2,", "if x then",
-                                     "for i = 1, 3 do", "x = --[[ a long\ncomment",
-                                     "s = [==[abc", "y = x and", "z = a ..", "local w =",
-                                     "repeat x = 1", "x.", "x = {f = function()", NULL};
-  static const char *const errors[] = {"s = \"abc", "x = 1 out.shape", "f() g", "foo bar", "x = = 1",
-                                       "1 + 2)", "end", "x = 1 -- just a comment: x.", NULL};
+static void test_continue_or_error(void) {
+  static const char *const more[] = {"x = 1 +",
+                                     "f(a,",
+                                     "t = {1, 2,",
+                                     "if x then",
+                                     "for i = 1, 3 do",
+                                     "x = --[[ a long\ncomment",
+                                     "s = [==[abc",
+                                     "y = x and",
+                                     "z = a ..",
+                                     "local w =",
+                                     "repeat x = 1",
+                                     "x.",
+                                     "x = {f = function()",
+                                     NULL};
+  static const char *const errors[] = {
+      "s = \"abc", "x = 1 out.shape", "f() g", "foo bar",
+      "x = = 1",   "1 + 2)",          "end",   "x = 1 -- just a comment: x.",
+      NULL};
   lua_State *L = state(NULL);
   for (int i = 0; more[i]; i++) {
     int st = cnn_repl_compile(L, more[i], strlen(more[i]), "=stdin");
-    if (st != CNN_EVAL_INCOMPLETE)
-      fprintf(stderr, "should continue: [%s] (%d)\n", more[i], st);
+    if (st != CNN_EVAL_INCOMPLETE) fprintf(stderr, "should continue: [%s] (%d)\n", more[i], st);
     CHECK(st == CNN_EVAL_INCOMPLETE);
     lua_settop(L, 0);
   }
   for (int i = 0; errors[i]; i++) {
     int st = cnn_repl_compile(L, errors[i], strlen(errors[i]), "=stdin");
     bool ok = i == 7 ? st == LUA_OK : st == LUA_ERRSYNTAX;
-    if (!ok)
-      fprintf(stderr, "should %s: [%s] (%d)\n", i == 7 ? "compile" : "fail", errors[i], st);
+    if (!ok) fprintf(stderr, "should %s: [%s] (%d)\n", i == 7 ? "compile" : "fail", errors[i], st);
     CHECK(ok);
     lua_settop(L, 0);
   }
@@ -303,8 +302,7 @@ static void test_continue_or_error(void)
 }
 
 /* Runs `code` as the prompt does; the first result as a string ("" when none). */
-static const char *typed(lua_State *L, const char *code)
-{
+static const char *typed(lua_State *L, const char *code) {
   static char out[256];
   out[0] = '\0';
   int top = lua_gettop(L);
@@ -325,8 +323,7 @@ static const char *typed(lua_State *L, const char *code)
 
 /* "stmt; expr" returns expr; top-level locals live on as session
  * variables, shared by closures; globals and scripts are untouched. */
-static void test_session(void)
-{
+static void test_session(void) {
   lua_State *L = state("x0 = 'global x0'");
   CHECK_STR(typed(L, "a = 20; a + 1"), "21");
   CHECK_STR(typed(L, "for i = 1, 2 do a = a + i; end"), "nil"); /* a ';' inside a block */
@@ -336,7 +333,7 @@ static void test_session(void)
   CHECK_STR(typed(L, "rawget(_G, 'q') == nil"), "true"); /* not a global */
   CHECK_STR(typed(L, "function getq() return q end; q = q + 1; getq()"), "6");
   CHECK_STR(typed(L, "q = 10"), "nil");
-  CHECK_STR(typed(L, "getq()"), "10"); /* one cell, shared with the closure */
+  CHECK_STR(typed(L, "getq()"), "10");                /* one cell, shared with the closure */
   CHECK_STR(typed(L, "local x0 = x0 .. '!'"), "nil"); /* the right side sees the global */
   CHECK_STR(typed(L, "x0"), "global x0!");
   CHECK_STR(typed(L, "rawget(_G, 'x0')"), "global x0");
@@ -352,15 +349,14 @@ static void test_session(void)
             "error: stdin:1: expected by the test");
   CHECK_STR(typed(L, "bad == nil and rawget(_G, 'bad') == nil"), "true");
   CHECK_STR(typed(L, "do local inner = 1 end; inner"), "nil"); /* not top level */
-  CHECK_STR(typed(L, "load('return q')()"), "nil"); /* other chunks: Lua's rules */
+  CHECK_STR(typed(L, "load('return q')()"), "nil");            /* other chunks: Lua's rules */
   CHECK_STR(typed(L, "local s = 'a;b'; s"), "a;b");
   CHECK_STR(typed(L, "local tbl = {alpha = 1}"), "nil");
   CHECK_STR(completions(L, "tbl.al"), "tbl.alpha"); /* Tab sees session variables */
   lua_close(L);
 }
 
-static void test_stream(void)
-{
+static void test_stream(void) {
   static char input[] = "a = 1\nb = a +\n  1\nerror('expected by the test')\nc = b * 3\n";
   FILE *in = fmemopen(input, strlen(input), "r");
   cnn_repl r = {.L = state(NULL)};
@@ -385,20 +381,16 @@ static void test_stream(void)
 
 /* ---- history ----------------------------------------------------------------------- */
 
-static int file_lines(const char *path)
-{
+static int file_lines(const char *path) {
   FILE *f = fopen(path, "r");
-  if (!f)
-    return -1;
+  if (!f) return -1;
   int n = 0, c;
-  while ((c = fgetc(f)) != EOF)
-    n += c == '\n';
+  while ((c = fgetc(f)) != EOF) n += c == '\n';
   fclose(f);
   return n;
 }
 
-static void test_history(void)
-{
+static void test_history(void) {
   char path[4200], want[4300];
   setenv("CNNSH_HISTORY", "/x/y", 1);
   char *p = cnn_history_path();
@@ -423,8 +415,7 @@ static void test_history(void)
   /* 1500 entries with a repeat each: loads the newest 1000, once each */
   snprintf(path, sizeof path, "%s/hist", tmpdir);
   FILE *f = fopen(path, "w");
-  for (int i = 1; i <= 1500; i++)
-    fprintf(f, "e%d\ne%d\n", i, i);
+  for (int i = 1; i <= 1500; i++) fprintf(f, "e%d\ne%d\n", i, i);
   fclose(f);
   clear_history();
   CHECK(cnn_history_load(path) == 0);
@@ -449,8 +440,7 @@ static void test_history(void)
 
 /* ---- :time and :mem formatting ----------------------------------------------------- */
 
-static void test_stats(void)
-{
+static void test_stats(void) {
   double a[] = {3, 1, 2}, b[] = {4, 1, 3, 2};
   CHECK(cnn_time_median(a, 3) == 2);
   CHECK(cnn_time_median(b, 4) == 2.5);
@@ -473,8 +463,7 @@ static void test_stats(void)
   CHECK_STR(cnn_bytes_str(3.0 * 1024 * 1024 * 1024, buf, sizeof buf), "3.00 GiB");
 }
 
-int main(void)
-{
+int main(void) {
   if (!mkdtemp(tmpdir)) {
     perror("mkdtemp");
     return 1;
@@ -491,7 +480,6 @@ int main(void)
   test_stats();
   char cmd[4300];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-  if (system(cmd) != 0)
-    fprintf(stderr, "could not remove %s\n", tmpdir);
+  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
   return check_report("repl_unit");
 }

@@ -7,7 +7,12 @@
  * dtype, moved as bytes of its size).  gather reads x through its strides.
  * scatter (issue 13) assigns, one thread per index entry.
  * The backward passes add with atomicAdd (float32/float64), so repeated
- * indices sum as on the CPU, in a nondeterministic order.
+ * indices sum as on the CPU, in a nondeterministic order.  scatter_add
+ * also takes int64 (atomicAdd on unsigned long long: two's complement
+ * wrap-around, exact) and uint8 (a compare-and-swap loop on the aligned
+ * 32-bit word holding the byte, modulo 256) -- the atomicAdd/atomicCAS
+ * overloads of the CUDA C++ Programming Guide, "Atomic Functions"; the
+ * double one needs sm_60, and the module targets sm_75 and later.
  */
 #include "gpu.h"
 
@@ -68,9 +73,25 @@ static __device__ __forceinline__ int64_t scatter_offset(const Dims &d, int64_t 
   return off;
 }
 
+/* *p += v, atomically, for each dtype scatter_add takes */
+static __device__ __forceinline__ void atomic_add(float *p, float v) { atomicAdd(p, v); }
+static __device__ __forceinline__ void atomic_add(double *p, double v) { atomicAdd(p, v); }
+static __device__ __forceinline__ void atomic_add(int64_t *p, int64_t v) {
+  atomicAdd((unsigned long long *)p, (unsigned long long)v);
+}
+static __device__ __forceinline__ void atomic_add(uint8_t *p, uint8_t v) {
+  unsigned *word = (unsigned *)((uintptr_t)p & ~(uintptr_t)3);
+  unsigned shift = (unsigned)((uintptr_t)p & 3) * 8, old = *word, seen;
+  do {
+    seen = old;
+    unsigned sum = ((seen >> shift) + v) & 0xffu;
+    old = atomicCAS(word, seen, (seen & ~(0xffu << shift)) | (sum << shift));
+  } while (old != seen);
+}
+
 template <typename T>
 __global__ void k_scatter_add(Dims d, int64_t n, int dim, const int64_t *ix, const T *src, T *out) {
-  GRID_LOOP(i, n) atomicAdd(out + scatter_offset(d, i, dim, ix), src[i]);
+  GRID_LOOP(i, n) atomic_add(out + scatter_offset(d, i, dim, ix), src[i]);
 }
 
 /* scatter (issue 13): out[..] = src[i] */
@@ -155,6 +176,13 @@ static int gather(int dev, cnn_dtype dt, int ndim, const int64_t *ishape, int di
   return 0;
 }
 
+template <typename T>
+static void launch_scatter_add(const Dims &d, int64_t n, int dim, const int64_t *ix,
+                               const void *src, void *out) {
+  k_scatter_add<T><<<gpu_blocks(n), GPU_THREADS>>>(d, n, dim, ix, (const T *)src, (T *)out);
+}
+
+/* float32, float64, int64 and uint8, as the CPU */
 static int scatter_add(int dev, cnn_dtype dt, int ndim, const int64_t *oshape,
                        const int64_t *ishape, int dim, const int64_t *ix, const void *src,
                        void *out) {
@@ -162,15 +190,18 @@ static int scatter_add(int dev, cnn_dtype dt, int ndim, const int64_t *oshape,
   d.nd = ndim;
   int64_t n = 1;
   for (int k = 0; k < ndim; k++) d.a[k] = ishape[k], d.c[k] = oshape[k], n *= ishape[k];
-  if (float_only("gather", dt) || gpu_device("gather", dev)) return -1;
+  if (gpu_device("scatter_add", dev)) return -1;
   if (!n) return 0;
-  if (dt == CNN_FLOAT32)
-    k_scatter_add<float>
-        <<<gpu_blocks(n), GPU_THREADS>>>(d, n, dim, ix, (const float *)src, (float *)out);
-  else
-    k_scatter_add<double>
-        <<<gpu_blocks(n), GPU_THREADS>>>(d, n, dim, ix, (const double *)src, (double *)out);
-  LAUNCH_CHECK("gather");
+  switch (dt) {
+  case CNN_FLOAT32: launch_scatter_add<float>(d, n, dim, ix, src, out); break;
+  case CNN_FLOAT64: launch_scatter_add<double>(d, n, dim, ix, src, out); break;
+  case CNN_INT64: launch_scatter_add<int64_t>(d, n, dim, ix, src, out); break;
+  case CNN_UINT8: launch_scatter_add<uint8_t>(d, n, dim, ix, src, out); break;
+  default:
+    gpu_core.set_error("scatter_add: dtype %s is not supported on cuda", gpu_core.dtype_name(dt));
+    return -1;
+  }
+  LAUNCH_CHECK("scatter_add");
   return 0;
 }
 

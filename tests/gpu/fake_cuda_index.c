@@ -8,7 +8,9 @@
  *   gather:       out[p] = x[p with coordinate `dim` replaced by index[p]],
  *                 out and index contiguous over ishape, x strided (xstride)
  *   scatter_add:  out[p with `dim` replaced by index[p]] += src[p], out
- *                 contiguous over oshape (zeroed by core), src over ishape
+ *                 contiguous over oshape (zeroed by core), src over ishape;
+ *                 float32/float64 (sums in double), int64 (exact, wrapping
+ *                 in two's complement) and uint8 (modulo 256)
  * Indices are 0-based; core validated them, and they are checked again here
  * (an index outside the dimension fails the op instead of corrupting
  * memory).  Sums in double.
@@ -102,25 +104,38 @@ static int gather(int dev, cnn_dtype dt, int ndim, const int64_t *ishape, int di
   return rc;
 }
 
+/* out[o] += src[p] in dt: integers exactly (int64 wraps, uint8 modulo 256) */
+static void add_at(cnn_dtype dt, void *out, int64_t o, const void *src, int64_t p) {
+  if (dt == CNN_INT64)
+    ((int64_t *)out)[o] =
+        (int64_t)((uint64_t)((int64_t *)out)[o] + (uint64_t)((const int64_t *)src)[p]);
+  else if (dt == CNN_UINT8)
+    ((uint8_t *)out)[o] = (uint8_t)(((uint8_t *)out)[o] + ((const uint8_t *)src)[p]);
+  else
+    fake_store(dt, out, o, fake_load(dt, out, o) + fake_load(dt, src, p));
+}
+
 static int scatter_add(int dev, cnn_dtype dt, int ndim, const int64_t *oshape,
                        const int64_t *ishape, int dim, const int64_t *index, const void *src,
                        void *out) {
   int64_t n = count(ndim, ishape), c[CNN_MAX_DIMS];
-  if (fake_float_dt("gather", dt, false) || fake_enter("gather", dev)) return -1;
-  int rc = fake_dev_n("gather", index, n, CNN_INT64) || fake_dev_n("gather", src, n, dt) ||
-                   fake_dev_n("gather", out, count(ndim, oshape), dt)
+  if (dt != CNN_INT64 && dt != CNN_UINT8 && fake_float_dt("scatter_add", dt, false)) return -1;
+  if (fake_enter("scatter_add", dev)) return -1;
+  int rc = fake_dev_n("scatter_add", index, n, CNN_INT64) ||
+                   fake_dev_n("scatter_add", src, n, dt) ||
+                   fake_dev_n("scatter_add", out, count(ndim, oshape), dt)
                ? -1
                : 0;
   for (int64_t p = 0; rc == 0 && p < n; p++) {
     coords(ndim, ishape, p, c);
     if (index[p] < 0 || index[p] >= oshape[dim]) {
-      rc = bad_index("gather", index[p], oshape[dim]);
+      rc = bad_index("scatter_add", index[p], oshape[dim]);
       break;
     }
     c[dim] = index[p];
     int64_t o = 0;
     for (int d = 0; d < ndim; d++) o = o * oshape[d] + c[d];
-    fake_store(dt, out, o, fake_load(dt, out, o) + fake_load(dt, src, p));
+    add_at(dt, out, o, src, p);
   }
   fake_leave();
   return rc;

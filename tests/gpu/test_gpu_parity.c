@@ -520,9 +520,11 @@ static cnn_tensor *op_flip_roll_repeat(cnn_tensor **in, const void *ctx) {
   return t;
 }
 
-/* sort's indices (ties, NaN, int64 values) equal on both devices */
-static void sort_indices(cnn_dtype dt, bool descending) {
-  int64_t s[2] = {6, 37}, n = 6 * 37;
+/* sort's indices (ties, NaN, int64 values) equal on both devices, over
+ * a rows x cols tensor sorted along each dim (cols past 2048: the CUDA
+ * module's merge passes) */
+static void sort_indices(cnn_dtype dt, bool descending, int64_t rows, int64_t cols) {
+  int64_t s[2] = {rows, cols}, n = rows * cols;
   cnn_tensor *ri = cnn_randint(-3, 3, 2, s, CNN_INT64), *x = ri ? cnn_to_dtype(ri, dt) : NULL;
   for (int64_t i = 0; x && dt != CNN_INT64 && i < n; i += 11) cnn_tensor_set(x, i, NAN);
   cnn_tensor *xg = x ? cnn_to_device(x, GPU) : NULL, *vc = NULL, *ic = NULL, *vg = NULL, *ig = NULL;
@@ -556,9 +558,29 @@ static void tensor_ops(void) {
          1e-5);
   parity("flip/roll/repeat", op_flip_roll_repeat, NULL, 1, &x, x_only, 1e-6, 1e-6);
   for (int desc = 0; desc < 2; desc++) {
-    sort_indices(CNN_FLOAT32, desc), sort_indices(CNN_FLOAT64, desc), sort_indices(CNN_INT64, desc);
+    sort_indices(CNN_FLOAT32, desc, 6, 37), sort_indices(CNN_FLOAT64, desc, 6, 37);
+    sort_indices(CNN_INT64, desc, 6, 37), sort_indices(CNN_FLOAT32, desc, 3, 2300);
   }
   cnn_tensor_release(x), cnn_tensor_release(src), cnn_tensor_release(ri);
+}
+
+/* scatter_add of float64 and of the integer dtypes (int64 exact, uint8
+ * modulo 256: values up to 199, repeated indices, so sums wrap) */
+static void scatter_add_dtypes(void) {
+  int64_t s[3] = {4, 7, 5}, is[3] = {3, 7, 5};
+  static const cnn_dtype dts[3] = {CNN_FLOAT64, CNN_INT64, CNN_UINT8};
+  static const char *names[3] = {"scatter_add float64", "scatter_add int64", "scatter_add uint8"};
+  cnn_tensor *ri = cnn_randint(0, 3, 3, is, CNN_INT64);
+  for (int i = 0; i < 3; i++) {
+    cnn_tensor *a = cnn_randint(0, 200, 3, s, CNN_INT64), *b = cnn_randint(0, 200, 3, s, CNN_INT64);
+    cnn_tensor *x = a ? cnn_to_dtype(a, dts[i]) : NULL, *src = b ? cnn_to_dtype(b, dts[i]) : NULL;
+    bool g = dts[i] == CNN_FLOAT64;
+    int add = 1;
+    parity(names[i], op_scatter, &add, 3, (cnn_tensor *[]){x, ri, src}, (bool[]){g, false, g}, 0,
+           1e-12);
+    cnn_tensor_release(a), cnn_tensor_release(b), cnn_tensor_release(x), cnn_tensor_release(src);
+  }
+  cnn_tensor_release(ri);
 }
 
 /* the device's errors: mixed devices name both */
@@ -660,6 +682,7 @@ int main(void) {
   indexing();
   dropout();
   tensor_ops(); /* issue 13 point 7 */
+  scatter_add_dtypes();
   errors();
   norm_resize_ops(); /* helper "norm" */
   return check_report("gpu_parity");

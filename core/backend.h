@@ -168,6 +168,18 @@ typedef struct cnn_backend {
   int (*conv2d_backward)(int dev, cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_shape *s,
                          const void *dy, const void *x, const void *w, void *dx, void *dw,
                          void *db);
+  /* The transposed convolution (issue 13) with its bias and bias gradient
+   * in one call each: s, x, w, b, y, dy, dx, dw, db as cpu/kernels.h's
+   * cnn_cpu_conv_transpose2d_*; dx, dw (and db) may be NULL.  Optional:
+   * NULL makes core run the convolution entries above with the roles
+   * swapped and add the bias itself (the CPU's oneDNN has a deconvolution
+   * primitive; cuDNN's backward-data is the CUDA forward). */
+  int (*conv_transpose2d_forward)(int dev, cnn_conv_algo algo, cnn_dtype dt,
+                                  const cnn_conv_shape *s, const void *x, const void *w,
+                                  const void *b, void *y);
+  int (*conv_transpose2d_backward)(int dev, cnn_conv_algo algo, cnn_dtype dt,
+                                   const cnn_conv_shape *s, const void *dy, const void *x,
+                                   const void *w, void *dx, void *dw, void *db);
 
   /* ---- pooling, batch norm, softmax: the CPU kernels' signatures ---- */
   int (*max_pool2d_forward)(int dev, cnn_dtype dt, const cnn_pool_shape *s, const void *x, void *y,
@@ -312,8 +324,9 @@ typedef struct {
  * module is refused with a reason instead of calling through a wrong table.
  * 3: the CPU backend table and the per-family elementwise entries.
  * 4: entries for the new layers and ops (row norms, resize, sort, cumulate,
- *    scatter, adam_step_many, conv2d_int8_forward) and new unary ops. */
-#define CNN_CORE_API_VERSION 4
+ *    scatter, adam_step_many, conv2d_int8_forward) and new unary ops.
+ * 5: conv_transpose2d_forward/_backward (optional). */
+#define CNN_CORE_API_VERSION 5
 
 /* dlopen() a module: $env, then `file` next to the executable, then
  * ../lib/cnnsh/`file` relative to it, then build_path; NULL with dlerror()'s

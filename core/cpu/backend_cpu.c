@@ -55,6 +55,19 @@ static int conv_bwd(int dev, cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_sh
   return cnn_cpu_conv2d_backward(algo, dt, s, dy, x, w, dx, dw, db);
 }
 
+/* transposed convolution (issue 13): conv_transpose.c picks oneDNN's
+ * deconvolution or the convolution's passes */
+static int conv_tr_fwd(int dev, cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_shape *s,
+                       const void *x, const void *w, const void *b, void *y) {
+  (void)dev;
+  return cnn_cpu_conv_transpose2d_forward(algo, dt, s, x, w, b, y);
+}
+static int conv_tr_bwd(int dev, cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_shape *s,
+                       const void *dy, const void *x, const void *w, void *dx, void *dw, void *db) {
+  (void)dev;
+  return cnn_cpu_conv_transpose2d_backward(algo, dt, s, dy, x, w, dx, dw, db);
+}
+
 /* quantized inference (issue 16): conv_int8.c */
 static int conv_int8_fwd(int dev, cnn_conv_algo algo, const cnn_conv_shape *s, const float *x,
                          float x_scale, const float *wq, const float *w_scale, const float *b,
@@ -176,6 +189,8 @@ const cnn_backend cnn_cpu_backend = {
     .conv2d_backward_data = conv_bwd_data,
     .conv2d_backward_weight = conv_bwd_weight,
     .conv2d_backward = conv_bwd,
+    .conv_transpose2d_forward = conv_tr_fwd,
+    .conv_transpose2d_backward = conv_tr_bwd,
     .max_pool2d_forward = max_pool_fwd,
     .max_pool2d_backward = max_pool_bwd,
     .avg_pool2d_forward = avg_pool_fwd,

@@ -19,7 +19,8 @@
  *
  * One col workspace (CRS x P elements of dt) is allocated per call.  The
  * interrupt flag is polled once per image.  GEMM sizes must fit OpenBLAS's
- * 32-bit int.  The element loops (im2col, col2im, bias) are written once
+ * 32-bit int.  The bias loops are channel_bias.c's.  The element loops
+ * (im2col, col2im) are written once
  * over double and instantiated per dtype by always-inline calls with a
  * literal `f64`, chosen inside each parallel loop (OpenMP outlines loop
  * bodies before inlining, so a flag passed in would stay a variable).
@@ -158,23 +159,6 @@ static int interrupted(void *col) {
   return 1;
 }
 
-/* y[n, k, :] += b[k] for one image. */
-ALWAYS_INLINE void add_bias_plane(int f64, int64_t P, double bk, void *yk) {
-  for (int64_t i = 0; i < P; i++) cnn_cpu_st(yk, i, cnn_cpu_ld(yk, i, f64) + bk, f64);
-}
-
-static void add_bias(int f64, const cnn_conv_shape *s, const void *b, void *y, int64_t n) {
-  int64_t P = s->OH * s->OW;
-#pragma omp parallel for schedule(static)
-  for (int64_t k = 0; k < s->K; k++) {
-    void *yk = at(y, (n * s->K + k) * P, f64);
-    if (f64)
-      add_bias_plane(1, P, cnn_cpu_ld(b, k, 1), yk);
-    else
-      add_bias_plane(0, P, cnn_cpu_ld(b, k, 0), yk);
-  }
-}
-
 static int im2col_forward(int f64, const cnn_conv_shape *s, const void *x, const void *w,
                           const void *b, void *y) {
   int64_t Cg = s->C / s->groups, Kg = s->K / s->groups, CRS = Cg * s->R * s->S;
@@ -190,7 +174,7 @@ static int im2col_forward(int f64, const cnn_conv_shape *s, const void *x, const
       gemm(f64, 0, 0, Kg, P, CRS, at(w, g * Kg * CRS, f64), CRS, B, P, 0.0,
            at(y, (n * s->K + g * Kg) * P, f64), P);
     }
-    if (b) add_bias(f64, s, b, y, n);
+    if (b) cnn_cpu_add_channel_bias(f64, 1, s->K, P, b, at(y, n * s->K * P, f64));
   }
   free(col);
   return 0;
@@ -227,28 +211,6 @@ int cnn_cpu_conv2d_im2col_backward_data(cnn_dtype dt, const cnn_conv_shape *s, c
   return im2col_backward_data(dt == CNN_FLOAT64, s, dy, w, dx);
 }
 
-/* The sum of one dy plane (P values). */
-ALWAYS_INLINE double plane_sum(int f64, int64_t P, const void *p) {
-  double acc = 0;
-#pragma omp simd reduction(+ : acc)
-  for (int64_t i = 0; i < P; i++) acc += cnn_cpu_ld(p, i, f64);
-  return acc;
-}
-
-/* db[k] = sum over n and pixels of dy[n, k]. */
-static void bias_grad(int f64, const cnn_conv_shape *s, const void *dy, void *db) {
-  int64_t P = s->OH * s->OW;
-#pragma omp parallel for schedule(static)
-  for (int64_t k = 0; k < s->K; k++) {
-    double acc = 0;
-    for (int64_t n = 0; n < s->N; n++) {
-      const void *plane = at(dy, (n * s->K + k) * P, f64);
-      acc += f64 ? plane_sum(1, P, plane) : plane_sum(0, P, plane);
-    }
-    cnn_cpu_st(db, k, acc, f64);
-  }
-}
-
 static int im2col_backward_weight(int f64, const cnn_conv_shape *s, const void *dy, const void *x,
                                   void *dw, void *db) {
   int64_t Cg = s->C / s->groups, Kg = s->K / s->groups, CRS = Cg * s->R * s->S;
@@ -265,7 +227,7 @@ static int im2col_backward_weight(int f64, const cnn_conv_shape *s, const void *
     }
   }
   free(col);
-  if (db) bias_grad(f64, s, dy, db);
+  if (db) cnn_cpu_channel_sums(f64, s->N, s->K, P, dy, db);
   return 0;
 }
 

@@ -15,8 +15,13 @@
  * handle is the caller's pointer, the memory object in the primitive's
  * layout, and the reorder between them (none when the layouts agree).
  *
+ * Families.  The same machinery runs oneDNN's deconvolution for the
+ * transposed convolution (deconv_onednn.c makes its descriptors; the
+ * shared declarations are in onednn_conv.h): an entry's `family` says
+ * which, and only the descriptors differ.
+ *
  * Cache.  Creating a primitive costs far more than running a small one, so
- * every (kind, bias or not, full cnn_conv_shape) gets one cache entry:
+ * every (family, kind, bias or not, full cnn_conv_shape) gets one cache entry:
  * the convolution primitive, its ports and reorders, all created once.  A
  * shape oneDNN rejects is cached too (as unsupported), so AUTO does not
  * retry it on every call.  At most CACHE_SIZE entries, least recently used
@@ -62,14 +67,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu/kernels.h"
+#include "cpu/onednn_conv.h"
 
 #define CACHE_SIZE      64
 #define FWD_SPLIT_BYTES ((int64_t)16 << 20) /* forward: split batches above this ... */
 #define FWD_CHUNK_BYTES ((int64_t)4 << 20)  /* ... into slices of this (input + output) */
 #define ARENA_ALIGN     4096
-
-typedef enum { FWD = 0, BWD_DATA, BWD_WEIGHT } conv_kind;
 
 /* The arithmetic of an entry (see "Precisions" at the top). */
 typedef enum { PREC_F32 = 0, PREC_U8 } conv_prec;
@@ -83,11 +86,17 @@ typedef struct {
   size_t inner_bytes;       /* arena space for `inner` */
 } port;
 
+/* What an entry computes, besides its shape (with it, the cache key). */
 typedef struct {
-  int used, unsupported; /* unsupported: oneDNN rejected this shape */
+  conv_family family;
   conv_kind kind;
   conv_prec prec;
   int has_bias;
+} conv_key;
+
+typedef struct {
+  int used, unsupported; /* unsupported: oneDNN rejected this shape */
+  conv_key key;
   cnn_conv_shape shape;
   uint64_t last_use; /* LRU clock */
   dnnl_primitive_t conv;
@@ -109,21 +118,22 @@ static struct {
 } G = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static const char *kind_name[] = {"forward", "backward data", "backward weight"};
+static const char *op_name[] = {[CONVOLUTION] = "conv2d", [DECONVOLUTION] = "conv_transpose2d"};
 
-static int fail(dnnl_status_t st, const char *what, const cnn_conv_shape *s) {
+static int fail(conv_family f, dnnl_status_t st, const char *what, const cnn_conv_shape *s) {
   char d[256];
-  cnn_set_error("conv2d: oneDNN %s failed (%s) for %s", what, dnnl_status2str(st),
+  cnn_set_error("%s: oneDNN %s failed (%s) for %s", op_name[f], what, dnnl_status2str(st),
                 cnn_conv_shape_str(s, d));
   return -1;
 }
 
-static int ensure_engine(const cnn_conv_shape *s) {
+static int ensure_engine(conv_family f, const cnn_conv_shape *s) {
   dnnl_status_t st;
   if (G.stream) return 0;
   if (!G.engine && (st = dnnl_engine_create(&G.engine, dnnl_cpu, 0)) != dnnl_success)
-    return fail(st, "engine creation", s);
+    return fail(f, st, "engine creation", s);
   if ((st = dnnl_stream_create(&G.stream, G.engine, dnnl_stream_default_flags)) != dnnl_success)
-    return fail(st, "stream creation", s);
+    return fail(f, st, "stream creation", s);
   return 0;
 }
 
@@ -150,12 +160,15 @@ static int shape_equal(const cnn_conv_shape *a, const cnn_conv_shape *b) {
          a->dh == b->dh && a->dw == b->dw && a->groups == b->groups;
 }
 
-static entry *cache_find(conv_kind kind, conv_prec prec, int has_bias, const cnn_conv_shape *s) {
+static int key_equal(const conv_key *a, const conv_key *b) {
+  return a->family == b->family && a->kind == b->kind && a->prec == b->prec &&
+         a->has_bias == b->has_bias;
+}
+
+static entry *cache_find(const conv_key *k, const cnn_conv_shape *s) {
   for (int i = 0; i < CACHE_SIZE; i++) {
     entry *e = &G.entries[i];
-    if (e->used && e->kind == kind && e->prec == prec && e->has_bias == has_bias &&
-        shape_equal(&e->shape, s))
-      return e;
+    if (e->used && key_equal(&e->key, k) && shape_equal(&e->shape, s)) return e;
   }
   return NULL;
 }
@@ -172,16 +185,6 @@ static entry *cache_slot(void) {
 }
 
 /* ---- descriptors -------------------------------------------------------------- */
-
-/* The three tensors of a convolution, by role. */
-enum { T_SRC = 0, T_WEI = 1, T_DST = 2 };
-
-typedef struct {
-  dnnl_memory_desc_t plain[3]; /* nchw, oihw or goihw, nchw */
-  dnnl_memory_desc_t any[3];   /* same dims, dnnl_format_tag_any */
-  dnnl_memory_desc_t bias;     /* x (K) */
-  dnnl_dims_t strides, dilates, pad_l, pad_r;
-} conv_mds;
 
 /* Data types of the caller's arrays (plain) and of the primitive's tensors
  * (inner), by precision and tensor role (the table at the top). */
@@ -223,8 +226,9 @@ static dnnl_status_t forward_desc(conv_mds *m, conv_prec prec, int has_bias,
       m->dilates, m->pad_l, m->pad_r);
 }
 
-static dnnl_status_t kind_desc(conv_kind kind, conv_prec prec, conv_mds *m, int has_bias,
-                               dnnl_convolution_desc_t *cd) {
+static dnnl_status_t kind_desc(conv_family family, conv_kind kind, conv_prec prec, conv_mds *m,
+                               int has_bias, dnnl_convolution_desc_t *cd) {
+  if (family == DECONVOLUTION) return cnn_onednn_deconv_desc(kind, m, has_bias, cd);
   if (kind == FWD) return forward_desc(m, prec, has_bias, cd);
   if (kind == BWD_DATA)
     return dnnl_dilated_convolution_backward_data_desc_init(
@@ -237,14 +241,13 @@ static dnnl_status_t kind_desc(conv_kind kind, conv_prec prec, conv_mds *m, int 
 
 /* The primitive descriptor of `kind`, with a user-managed scratchpad.
  * Backward kinds need a forward descriptor as a hint. */
-static dnnl_status_t make_pd(conv_kind kind, conv_prec prec, conv_mds *m, int has_bias,
-                             dnnl_primitive_desc_t *pd) {
+static dnnl_status_t make_pd(const conv_key *k, conv_mds *m, dnnl_primitive_desc_t *pd) {
   dnnl_convolution_desc_t cd, fd;
   dnnl_primitive_desc_t hint = NULL;
   dnnl_primitive_attr_t attr = NULL;
-  dnnl_status_t st = kind_desc(kind, prec, m, has_bias, &cd);
-  if (st == dnnl_success && kind != FWD &&
-      (st = forward_desc(m, prec, has_bias, &fd)) == dnnl_success)
+  dnnl_status_t st = kind_desc(k->family, k->kind, k->prec, m, k->has_bias, &cd);
+  if (st == dnnl_success && k->kind != FWD &&
+      (st = kind_desc(k->family, FWD, k->prec, m, k->has_bias, &fd)) == dnnl_success)
     st = dnnl_primitive_desc_create(&hint, &fd, NULL, G.engine, NULL);
   if (st == dnnl_success) st = dnnl_primitive_attr_create(&attr);
   if (st == dnnl_success)
@@ -301,7 +304,7 @@ static const port_kind port_spec[3][3] = {
 static dnnl_status_t ports_build(entry *e, dnnl_primitive_desc_t pd, conv_mds *m) {
   dnnl_status_t st = dnnl_success;
   for (int i = 0; i < 3 && st == dnnl_success; i++) {
-    const port_kind *ps = &port_spec[e->kind][i];
+    const port_kind *ps = &port_spec[e->key.kind][i];
     const dnnl_memory_desc_t *want = dnnl_primitive_desc_query_md(pd, ps->query, 0);
     st = port_build(&e->ports[i], ps->arg, ps->is_output, &m->plain[ps->tensor], want);
   }
@@ -312,8 +315,8 @@ static dnnl_status_t ports_build(entry *e, dnnl_primitive_desc_t pd, conv_mds *m
 static dnnl_status_t entry_memories(entry *e, dnnl_primitive_desc_t pd, conv_mds *m) {
   dnnl_status_t st = ports_build(e, pd, m);
   if (st != dnnl_success) return st;
-  if (e->has_bias) {
-    e->bias_arg = e->kind == FWD ? DNNL_ARG_BIAS : DNNL_ARG_DIFF_BIAS;
+  if (e->key.has_bias) {
+    e->bias_arg = e->key.kind == FWD ? DNNL_ARG_BIAS : DNNL_ARG_DIFF_BIAS;
     if ((st = dnnl_memory_create(&e->bias, &m->bias, G.engine, DNNL_MEMORY_NONE))) return st;
   }
   const dnnl_memory_desc_t *smd = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
@@ -325,42 +328,43 @@ static dnnl_status_t entry_memories(entry *e, dnnl_primitive_desc_t pd, conv_mds
 /* Fills a fresh entry.  Returns 0; -2 (error set) if oneDNN has no
  * primitive for the shape (the entry is kept, marked unsupported); -1 on
  * other failures (the entry is emptied). */
-static int entry_build(entry *e, conv_kind kind, conv_prec prec, int has_bias,
-                       const cnn_conv_shape *s) {
+static int entry_build(entry *e, const conv_key *k, const cnn_conv_shape *s) {
   conv_mds m;
   dnnl_primitive_desc_t pd;
-  e->used = 1, e->kind = kind, e->prec = prec, e->has_bias = has_bias, e->shape = *s;
-  init_mds(s, prec, &m);
-  dnnl_status_t st = make_pd(kind, prec, &m, has_bias, &pd);
+  e->used = 1, e->key = *k, e->shape = *s;
+  if (k->family == DECONVOLUTION)
+    cnn_onednn_deconv_mds(s, &m);
+  else
+    init_mds(s, k->prec, &m);
+  dnnl_status_t st = make_pd(k, &m, &pd);
   if (st != dnnl_success) {
     e->unsupported = 1;
-    fail(st, kind_name[kind], s);
+    fail(k->family, st, kind_name[k->kind], s);
     return -2;
   }
   st = entry_memories(e, pd, &m);
   if (st == dnnl_success) st = dnnl_primitive_create(&e->conv, pd);
   dnnl_primitive_desc_destroy(pd);
   if (st == dnnl_success) return 0;
-  fail(st, "primitive setup", s);
+  fail(k->family, st, "primitive setup", s);
   entry_destroy(e);
   return -1;
 }
 
 /* The cached entry for (kind, bias, shape), built if new; NULL with the
  * return code in *rc (-1, or -2 for an unsupported shape). */
-static entry *cache_get(conv_kind kind, conv_prec prec, int has_bias, const cnn_conv_shape *s,
-                        int *rc) {
-  entry *e = cache_find(kind, prec, has_bias, s);
+static entry *cache_get(const conv_key *k, const cnn_conv_shape *s, int *rc) {
+  entry *e = cache_find(k, s);
   *rc = 0;
   if (!e) {
     e = cache_slot();
-    *rc = entry_build(e, kind, prec, has_bias, s);
+    *rc = entry_build(e, k, s);
     if (*rc == -1) return NULL;
   }
   e->last_use = ++G.clock;
   if (e->unsupported) {
     char d[256];
-    cnn_set_error("conv2d: oneDNN has no %s primitive for %s", kind_name[kind],
+    cnn_set_error("%s: oneDNN has no %s primitive for %s", op_name[k->family], kind_name[k->kind],
                   cnn_conv_shape_str(s, d));
     *rc = -2;
     return NULL;
@@ -378,14 +382,14 @@ static size_t arena_need(const entry *e) {
   return need;
 }
 
-static int arena_reserve(size_t need, const cnn_conv_shape *s) {
+static int arena_reserve(conv_family f, size_t need, const cnn_conv_shape *s) {
   if (need <= G.arena_bytes) return 0;
   free(G.arena);
   G.arena = aligned_alloc(ARENA_ALIGN, need);
   G.arena_bytes = G.arena ? need : 0;
   if (G.arena) return 0;
   char d[256];
-  cnn_set_error("conv2d: out of memory for a %zu-byte oneDNN workspace (%s)", need,
+  cnn_set_error("%s: out of memory for a %zu-byte oneDNN workspace (%s)", op_name[f], need,
                 cnn_conv_shape_str(s, d));
   return -1;
 }
@@ -458,23 +462,23 @@ static dnnl_status_t entry_exec(entry *e, const void *arrays[3], const void *bia
 }
 
 static int entry_run(entry *e, const void *arrays[3], const void *bias) {
-  if (arena_reserve(arena_need(e), &e->shape)) return -1;
+  if (arena_reserve(e->key.family, arena_need(e), &e->shape)) return -1;
   dnnl_status_t st = entry_exec(e, arrays, bias, G.arena, -1, NULL);
   if (st == dnnl_success) st = dnnl_stream_wait(G.stream);
-  return st == dnnl_success ? 0 : fail(st, kind_name[e->kind], &e->shape);
+  return st == dnnl_success ? 0 : fail(e->key.family, st, kind_name[e->key.kind], &e->shape);
 }
 
 /* One call: lock, find or build the entry, run it.  arrays[] follow the
  * port order of the table at the top. */
-static int conv_call(conv_kind kind, conv_prec prec, const cnn_conv_shape *s, const void *arrays[3],
+static int conv_call(const conv_key *k, const cnn_conv_shape *s, const void *arrays[3],
                      const void *bias) {
   if (cnn_interrupt_pending()) {
-    cnn_set_error("conv2d: interrupted");
+    cnn_set_error("%s: interrupted", op_name[k->family]);
     return -1;
   }
   pthread_mutex_lock(&G.lock);
-  int rc = ensure_engine(s);
-  entry *e = rc ? NULL : cache_get(kind, prec, bias != NULL, s, &rc);
+  int rc = ensure_engine(k->family, s);
+  entry *e = rc ? NULL : cache_get(k, s, &rc);
   if (e) rc = entry_run(e, arrays, bias);
   pthread_mutex_unlock(&G.lock);
   return rc;
@@ -490,35 +494,54 @@ static int64_t forward_chunk(const cnn_conv_shape *s) {
   return n > 0 ? n : 1;
 }
 
-int cnn_cpu_conv2d_onednn_forward(const cnn_conv_shape *s, const float *x, const float *w,
-                                  const float *b, float *y) {
-  int64_t chunk = forward_chunk(s);
+/* A float32 forward pass, in slices of the batch when it is large.  A
+ * convolution's x is N x C x H x W and its y N x K x OH x OW; a
+ * deconvolution's the other way round (onednn_conv.h). */
+static int forward_sliced(conv_family family, const cnn_conv_shape *s, const float *x,
+                          const float *w, const float *b, float *y) {
+  int64_t chunk = forward_chunk(s), image[2] = {s->C * s->H * s->W, s->K * s->OH * s->OW};
+  int deconv = family == DECONVOLUTION;
   for (int64_t n0 = 0; n0 < s->N; n0 += chunk) {
     cnn_conv_shape part = *s;
     part.N = s->N - n0 < chunk ? s->N - n0 : chunk;
-    const float *xp = x + n0 * s->C * s->H * s->W;
-    float *yp = y + n0 * s->K * s->OH * s->OW;
-    int rc = conv_call(FWD, PREC_F32, &part, (const void *[3]){xp, w, yp}, b);
+    const float *xp = x + n0 * image[deconv];
+    float *yp = y + n0 * image[!deconv];
+    conv_key k = {family, FWD, PREC_F32, b != NULL};
+    int rc = conv_call(&k, &part, (const void *[3]){xp, w, yp}, b);
     if (rc) return rc;
   }
   return 0;
 }
 
+int cnn_onednn_conv_run(conv_family family, conv_kind kind, const cnn_conv_shape *s,
+                        const void *arrays[3], const void *bias) {
+  if (kind == FWD) return forward_sliced(family, s, arrays[0], arrays[1], bias, (float *)arrays[2]);
+  return conv_call(&(conv_key){family, kind, PREC_F32, bias != NULL}, s, arrays, bias);
+}
+
+int cnn_cpu_conv2d_onednn_forward(const cnn_conv_shape *s, const float *x, const float *w,
+                                  const float *b, float *y) {
+  return forward_sliced(CONVOLUTION, s, x, w, b, y);
+}
+
 int cnn_cpu_conv2d_onednn_backward_data(const cnn_conv_shape *s, const float *dy, const float *w,
                                         float *dx) {
-  return conv_call(BWD_DATA, PREC_F32, s, (const void *[3]){dy, w, dx}, NULL);
+  return conv_call(&(conv_key){CONVOLUTION, BWD_DATA, PREC_F32, 0}, s, (const void *[3]){dy, w, dx},
+                   NULL);
 }
 
 int cnn_cpu_conv2d_onednn_backward_weight(const cnn_conv_shape *s, const float *dy, const float *x,
                                           float *dw, float *db) {
-  return conv_call(BWD_WEIGHT, PREC_F32, s, (const void *[3]){x, dy, dw}, db);
+  return conv_call(&(conv_key){CONVOLUTION, BWD_WEIGHT, PREC_F32, db != NULL}, s,
+                   (const void *[3]){x, dy, dw}, db);
 }
 
 /* int8 (issue 16): forward only, no bias, one call (core/cpu/conv_int8.c
  * slices batches itself). */
 int cnn_cpu_conv2d_onednn_forward_u8(const cnn_conv_shape *s, const uint8_t *x, const float *w,
                                      int32_t *acc) {
-  return conv_call(FWD, PREC_U8, s, (const void *[3]){x, w, acc}, NULL);
+  return conv_call(&(conv_key){CONVOLUTION, FWD, PREC_U8, 0}, s, (const void *[3]){x, w, acc},
+                   NULL);
 }
 
 /* ---- both backward passes from one reorder of dy -------------------------------- */
@@ -543,29 +566,34 @@ static int backward_run(entry *d, entry *wt, const void *ad[3], const void *aw[3
   int share = dy_shareable(d, wt);
   size_t dneed = arena_need(d);
   size_t need = dneed + arena_need(wt) - (share ? round_up(wt->ports[WEIGHT_DY].inner_bytes) : 0);
-  if (arena_reserve(need, &d->shape)) return -1;
+  if (arena_reserve(d->key.family, need, &d->shape)) return -1;
   char *base = G.arena;
   dnnl_status_t st = entry_exec(d, ad, NULL, base, -1, NULL);
-  if (st != dnnl_success) return fail(st, kind_name[BWD_DATA], &d->shape);
+  if (st != dnnl_success) return fail(d->key.family, st, kind_name[BWD_DATA], &d->shape);
   st = entry_exec(wt, aw, db, base + dneed, share ? WEIGHT_DY : -1, base);
   if (st == dnnl_success) st = dnnl_stream_wait(G.stream);
-  return st == dnnl_success ? 0 : fail(st, kind_name[BWD_WEIGHT], &wt->shape);
+  return st == dnnl_success ? 0 : fail(wt->key.family, st, kind_name[BWD_WEIGHT], &wt->shape);
+}
+
+int cnn_onednn_conv_backward_pair(conv_family family, const cnn_conv_shape *s, const float *dy,
+                                  const float *x, const float *w, float *dx, float *dw, float *db) {
+  if (cnn_interrupt_pending()) {
+    cnn_set_error("%s: interrupted", op_name[family]);
+    return -1;
+  }
+  pthread_mutex_lock(&G.lock);
+  int rc = ensure_engine(family, s);
+  entry *d = rc ? NULL : cache_get(&(conv_key){family, BWD_DATA, PREC_F32, 0}, s, &rc);
+  /* d is now the most recently used entry, so building wt cannot evict it */
+  entry *wt = d ? cache_get(&(conv_key){family, BWD_WEIGHT, PREC_F32, db != NULL}, s, &rc) : NULL;
+  if (wt) rc = backward_run(d, wt, (const void *[3]){dy, w, dx}, (const void *[3]){x, dy, dw}, db);
+  pthread_mutex_unlock(&G.lock);
+  return rc;
 }
 
 int cnn_cpu_conv2d_onednn_backward(const cnn_conv_shape *s, const float *dy, const float *x,
                                    const float *w, float *dx, float *dw, float *db) {
-  if (cnn_interrupt_pending()) {
-    cnn_set_error("conv2d: interrupted");
-    return -1;
-  }
-  pthread_mutex_lock(&G.lock);
-  int rc = ensure_engine(s);
-  entry *d = rc ? NULL : cache_get(BWD_DATA, PREC_F32, 0, s, &rc);
-  /* d is now the most recently used entry, so building wt cannot evict it */
-  entry *wt = d ? cache_get(BWD_WEIGHT, PREC_F32, db != NULL, s, &rc) : NULL;
-  if (wt) rc = backward_run(d, wt, (const void *[3]){dy, w, dx}, (const void *[3]){x, dy, dw}, db);
-  pthread_mutex_unlock(&G.lock);
-  return rc;
+  return cnn_onednn_conv_backward_pair(CONVOLUTION, s, dy, x, w, dx, dw, db);
 }
 
 void cnn_cpu_onednn_cache_clear(void) {

@@ -119,6 +119,34 @@ int cnn_cpu_conv2d_onednn_forward_u8(const cnn_conv_shape *s, const uint8_t *x, 
 int cnn_cpu_conv2d_int8_forward(cnn_conv_algo algo, const cnn_conv_shape *s, const float *x,
                                 float x_scale, const float *wq, const float *w_scale,
                                 const float *b, int relu, float *y);
+/* ---- transposed convolution (issue 13; conv_transpose.c) ----
+ * s is the convolution whose input-gradient the transposed convolution is
+ * (core/ops/nn_conv_transpose.c): x (its input) N x K x OH x OW, w K x C/g
+ * x R x S (PyTorch's in x out/groups x kH x kW), b C or NULL, y (its
+ * output) N x C x H x W, OVERWRITTEN.  float32 under AUTO/ONEDNN runs
+ * oneDNN's deconvolution primitive (bias inside); float64, NAIVE, IM2COL
+ * and shapes oneDNN rejects run the convolution's passes with the roles
+ * swapped and channel_bias.c's loops. */
+int cnn_cpu_conv_transpose2d_forward(cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_shape *s,
+                                     const void *x, const void *w, const void *b, void *y);
+/* dy N x C x H x W; dx (N x K x OH x OW), dw, db (C): each may be NULL for a
+ * gradient not wanted (db only with dw); OVERWRITTEN. */
+int cnn_cpu_conv_transpose2d_backward(cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_shape *s,
+                                      const void *dy, const void *x, const void *w, void *dx,
+                                      void *dw, void *db);
+/* deconv_onednn.c: the same through oneDNN only (float32, no zero sizes);
+ * -2 (error set) where oneDNN has no primitive for the shape.  The
+ * backward wants dx and dw. */
+int cnn_cpu_conv_transpose2d_onednn_forward(const cnn_conv_shape *s, const float *x, const float *w,
+                                            const float *b, float *y);
+int cnn_cpu_conv_transpose2d_onednn_backward(const cnn_conv_shape *s, const float *dy,
+                                             const float *x, const float *w, float *dx, float *dw,
+                                             float *db);
+/* channel_bias.c: y[n, c, :] += b[c] and db[c] = sum_n,p dy[n, c, p] over N
+ * x C planes of P values, float32 (f64 = 0) or float64 (1). */
+void cnn_cpu_add_channel_bias(int f64, int64_t N, int64_t C, int64_t P, const void *b, void *y);
+void cnn_cpu_channel_sums(int f64, int64_t N, int64_t C, int64_t P, const void *dy, void *db);
+
 /* Frees every cached oneDNN primitive and buffer (tests, leak checks, exit). */
 void cnn_cpu_onednn_cache_clear(void);
 /* Cached primitives now held (tests of the cache). */

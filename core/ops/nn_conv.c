@@ -112,21 +112,24 @@ static int conv_backward_call(const cnn_backend *be, int dev, cnn_conv_algo algo
   return rc;
 }
 
-/* Allocates the gradients the node needs: gin[0] = dx, *dw (also when only
- * db is needed: the weight pass computes both), gin[2] = db. */
-static int backward_outputs(cnn_node *n, cnn_tensor *x, cnn_tensor *w, const cnn_conv_shape *s,
-                            cnn_tensor **gin, cnn_tensor **dw) {
+void cnn_conv_grad_keep_dw(cnn_node *n, cnn_tensor **gin, cnn_tensor *dw) {
+  if (n->needs[1])
+    gin[1] = dw;
+  else
+    cnn_tensor_release(dw);
+}
+
+int cnn_conv_grad_buffers(cnn_node *n, cnn_tensor *x, cnn_tensor *w, int64_t nbias,
+                          cnn_tensor **gin, cnn_tensor **dw) {
   int want_b = n->ninputs > 2 && n->needs[2];
   if (n->needs[0] && !(gin[0] = cnn_empty(x->ndim, x->shape, x->dtype, cnn_tensor_device(x))))
     return -1;
   if ((n->needs[1] || want_b) &&
       !(*dw = cnn_empty(w->ndim, w->shape, w->dtype, cnn_tensor_device(w))))
     return -1;
-  if (want_b && !(gin[2] = cnn_empty(1, &s->K, w->dtype, cnn_tensor_device(w)))) return -1;
+  if (want_b && !(gin[2] = cnn_empty(1, &nbias, w->dtype, cnn_tensor_device(w)))) return -1;
   return 0;
 }
-
-static void *data_or_null(cnn_tensor *t) { return t ? cnn_tensor_data(t) : NULL; }
 
 static int conv_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
   const cnn_conv_shape *s = (const cnn_conv_shape *)n->geometry;
@@ -135,15 +138,13 @@ static int conv_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
   cnn_tensor *dy = cnn_contiguous(g);
   if (!dy) return -1;
   const cnn_backend *be = cnn_backend_of(x, "conv2d");
-  int rc = be ? backward_outputs(n, x, w, s, gin, &dw) : -1;
+  int rc = be ? cnn_conv_grad_buffers(n, x, w, s->K, gin, &dw) : -1;
   if (rc == 0)
     rc = conv_backward_call(be, cnn_backend_dev(x), cnn_get_conv_algo(), x->dtype, s,
                             cnn_tensor_data(dy), cnn_tensor_data(x), cnn_tensor_data(w),
-                            data_or_null(gin[0]), data_or_null(dw), data_or_null(gin[2]));
-  if (n->needs[1])
-    gin[1] = dw;
-  else
-    cnn_tensor_release(dw);
+                            cnn_data_or_null(gin[0]), cnn_data_or_null(dw),
+                            cnn_data_or_null(gin[2]));
+  cnn_conv_grad_keep_dw(n, gin, dw);
   cnn_tensor_release(dy);
   return rc;
 }

@@ -16,13 +16,16 @@
  *   backward data       conv2d_forward          x := dy_out, y := dx (no bias)
  *   backward weight     conv2d_backward_weight  dy := x, x := dy_out
  *
- * Every backend and path follows at once: oneDNN (its fp32 deconvolution
- * is this same convolution backward-data primitive plus a bias pass, see
- * oneDNN's ref_deconvolution), im2col + GEMM, float64, the naive loops of
- * CNN_CONV_NAIVE, and on a GPU cuDNN's backward-data as the forward, the
- * direct kernel and the fake device of the tests.  The bias is added after
- * the forward in place (one broadcast add) and its gradient is the sum of
- * dy over N, H, W.
+ * A backend with the optional entries conv_transpose2d_forward/_backward
+ * (the CPU) takes the same shape and runs the whole op, bias and bias
+ * gradient included, in one call each: on the CPU oneDNN's deconvolution
+ * primitive for float32 (core/cpu/deconv_onednn.c), and the swapped
+ * convolution passes below for the other paths.  Without them (CUDA, the
+ * fake device of the tests) core calls the convolution entries as in the
+ * table -- cuDNN's backward-data as the forward, or the direct kernel --
+ * adds the bias after the forward in place (one broadcast add) and sums dy
+ * over N, H, W for its gradient.  Every path follows: oneDNN, im2col +
+ * GEMM, float64, the naive loops of CNN_CONV_NAIVE.
  *
  * Geometry.  With padding p, output_padding op (op < stride or op <
  * dilation, as PyTorch), Hout = (H-1)*stride - 2p + dilation*(kH-1) + op + 1.
@@ -33,6 +36,8 @@
  * would be negative (op >= stride, allowed by dilation > op, with p too
  * small), it crops: conv runs on the first Hout + pad rows only (pad 0),
  * which hold every row a window reaches, and the rest are zeros (`crop`).
+ * Cropped outputs take the table's path (the bias must reach the cropped
+ * rows too, and their gradient).
  */
 #include "autocast.h"
 #include "autograd.h"
@@ -161,6 +166,20 @@ static cnn_tensor *cropped_grad(cnn_tensor *g, const cnn_conv_shape *s) {
   return dy;
 }
 
+/* The backend's own entry: dx, dw and db in one call. */
+static int whole_backward(const cnn_backend *be, cnn_node *n, cnn_tensor *x, cnn_tensor *w,
+                          cnn_tensor *dy, const cnn_conv_shape *s, cnn_tensor **gin) {
+  cnn_tensor *dw = NULL;
+  int rc = cnn_conv_grad_buffers(n, x, w, s->C, gin, &dw);
+  if (rc == 0)
+    rc = be->conv_transpose2d_backward(cnn_backend_dev(x), cnn_get_conv_algo(), x->dtype, s,
+                                       cnn_tensor_data(dy), cnn_tensor_data(x), cnn_tensor_data(w),
+                                       cnn_data_or_null(gin[0]), cnn_data_or_null(dw),
+                                       cnn_data_or_null(gin[2]));
+  cnn_conv_grad_keep_dw(n, gin, dw);
+  return rc;
+}
+
 static int transpose_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
   const transpose_geometry *geo = (const transpose_geometry *)n->geometry;
   const cnn_conv_shape *s = &geo->s;
@@ -169,6 +188,11 @@ static int transpose_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
   cnn_tensor *dy = cropped_grad(g, s);
   const cnn_backend *be = dy ? cnn_backend_of(x, OP) : NULL;
   int rc = be ? 0 : -1, dev = be ? cnn_backend_dev(x) : 0;
+  if (be && be->conv_transpose2d_backward && !geo->crop[0] && !geo->crop[1]) {
+    rc = whole_backward(be, n, x, w, dy, s, gin);
+    cnn_tensor_release(dy);
+    return rc;
+  }
   cnn_conv_algo algo = cnn_get_conv_algo();
   if (rc == 0 && n->needs[0]) {
     rc = (gin[0] = cnn_empty(x->ndim, x->shape, x->dtype, cnn_tensor_device(x))) ? 0 : -1;
@@ -201,17 +225,33 @@ static int add_bias(cnn_tensor *y, cnn_tensor *b) {
   return rc;
 }
 
+/* y from the backend's own entry, bias included (no crop). */
+static cnn_tensor *whole_forward(const cnn_backend *be, cnn_tensor *xc, cnn_tensor *wc,
+                                 cnn_tensor *b, const cnn_conv_shape *s) {
+  int64_t shape[4] = {s->N, s->C, s->H, s->W};
+  cnn_tensor *bc = b ? cnn_contiguous(b) : NULL;
+  cnn_tensor *y = bc || !b ? cnn_empty(4, shape, xc->dtype, cnn_tensor_device(xc)) : NULL;
+  if (y && be->conv_transpose2d_forward(cnn_backend_dev(xc), cnn_get_conv_algo(), xc->dtype, s,
+                                        cnn_tensor_data(xc), cnn_tensor_data(wc),
+                                        cnn_data_or_null(bc), cnn_tensor_data(y)))
+    cnn_tensor_release(y), y = NULL;
+  cnn_tensor_release(bc);
+  return y;
+}
+
 /* y from the backend over conv's input (N x C x H x W), zero-padded by
  * the cropped rows/columns, then the bias. */
 static cnn_tensor *forward_values(cnn_tensor *xc, cnn_tensor *wc, cnn_tensor *b,
                                   const transpose_geometry *geo) {
   const cnn_conv_shape *s = &geo->s;
+  const cnn_backend *be = cnn_backend_of(xc, OP);
+  if (be && be->conv_transpose2d_forward && !geo->crop[0] && !geo->crop[1])
+    return whole_forward(be, xc, wc, b, s);
   int64_t shape[4] = {s->N, s->C, s->H, s->W};
-  cnn_tensor *y = cnn_empty(4, shape, xc->dtype, cnn_tensor_device(xc));
-  const cnn_backend *be = y ? cnn_backend_of(xc, OP) : NULL;
-  if (y && (!be || CNN_BE_CALL(be, OP, conv2d_backward_data, cnn_backend_dev(xc),
-                               cnn_get_conv_algo(), xc->dtype, s, cnn_tensor_data(xc),
-                               cnn_tensor_data(wc), cnn_tensor_data(y))))
+  cnn_tensor *y = be ? cnn_empty(4, shape, xc->dtype, cnn_tensor_device(xc)) : NULL;
+  if (y &&
+      (CNN_BE_CALL(be, OP, conv2d_backward_data, cnn_backend_dev(xc), cnn_get_conv_algo(),
+                   xc->dtype, s, cnn_tensor_data(xc), cnn_tensor_data(wc), cnn_tensor_data(y))))
     cnn_tensor_release(y), y = NULL;
   if (y && (geo->crop[0] || geo->crop[1])) {
     int64_t pads[4] = {0, geo->crop[1], 0, geo->crop[0]};

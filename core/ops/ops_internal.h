@@ -31,6 +31,16 @@ cnn_tensor *cnn_scatter_add_new(int ndim, const int64_t *shape, int dim, cnn_ten
  * NULL); -1 with an error naming `op` */
 int cnn_conv_check_dtypes(const char *op, const cnn_tensor *x, const cnn_tensor *w,
                           const cnn_tensor *b);
+/* nn_conv.c: the gradients a convolution-like node (inputs x, w [, b])
+ * needs: gin[0] = dx, *dw (also when only db is wanted: the weight pass
+ * computes both), gin[2] = db of nbias elements; -1 when out of memory */
+int cnn_conv_grad_buffers(cnn_node *n, cnn_tensor *x, cnn_tensor *w, int64_t nbias,
+                          cnn_tensor **gin, cnn_tensor **dw);
+/* ... and after the passes: dw becomes gin[1] if the node wants it, else
+ * it is released */
+void cnn_conv_grad_keep_dw(cnn_node *n, cnn_tensor **gin, cnn_tensor *dw);
+/* t's data, or NULL for no tensor */
+static inline void *cnn_data_or_null(cnn_tensor *t) { return t ? cnn_tensor_data(t) : NULL; }
 
 /* elementwise.c: the checks of every in-place op on target t (other: the
  * operand, or NULL): no leaf that requires grad, no tensor in autograd

@@ -12,7 +12,16 @@
  *  3. the transposed convolution equals the input-gradient of conv2d with
  *     the same weight and options, through the autograd engine;
  *  4. gradients of x, w and b against central finite differences in
- *     float64, through im2col (AUTO) and the naive loops.
+ *     float64, through im2col (AUTO) and the naive loops;
+ *  5. gradients of x, w and b against an oracle written here (the scatter
+ *     loop of 2, differentiated: each term x * w sends dy * w to dx, dy *
+ *     x to dw) through every algorithm in float32, so the fast paths'
+ *     backward (oneDNN's deconvolution, its shared dy reorder, the bias
+ *     gradient inside the primitive; im2col) are checked too;
+ *  6. oneDNN's deconvolution called directly (core/cpu/deconv_onednn.c):
+ *     it must create a primitive for every configuration without cropped
+ *     rows -- a silent fallback would pass 2 and 5 -- and agree with both
+ *     oracles.
  * Plus PyTorch's error cases.
  */
 #include <math.h>
@@ -22,6 +31,7 @@
 #include "check.h"
 #include "check_core.h"
 #include "cnn.h"
+#include "cpu/kernels.h"
 #include "gradcheck.h"
 
 static const char *algo_names[] = {"auto", "onednn", "im2col", "naive"};
@@ -70,6 +80,24 @@ static const config configs[] = {
      4,
      4,
      {{2, 2}, {1, 1}, {0, 0}, {1, 1}, 1}},
+    {"20 -> 12 3x3 stride (3,2) pad (1,2) output_padding (2,1) dilation (1,2) groups 4",
+     2,
+     20,
+     5,
+     4,
+     12,
+     3,
+     3,
+     {{3, 2}, {1, 2}, {2, 1}, {1, 2}, 4}},
+    {"2x2 stride 2, 32 -> 16, 6x7 (a U-Net up-step)",
+     2,
+     32,
+     6,
+     7,
+     16,
+     2,
+     2,
+     {{2, 2}, {0, 0}, {0, 0}, {1, 1}, 1}},
 };
 #define NCONFIGS (int)(sizeof configs / sizeof configs[0])
 
@@ -80,28 +108,45 @@ static int64_t out_dim(int64_t in, int64_t k, const cnn_conv_transpose_params *p
 
 /* ---- the oracle: the definition as a scatter loop, in double ------------------ */
 
-static void oracle(const config *c, const double *x, const double *w, const double *b, double *y,
-                   int64_t OH, int64_t OW) {
+/* y = the transposed convolution of (x, w, b); with dy (else NULL), also
+ * the gradients of sum(y * dy): each term x * w sends dy * w to dx and
+ * dy * x to dw. */
+static void oracle_grad(const config *c, const double *x, const double *w, const double *b,
+                        const double *dy, double *y, double *dx, double *dw, double *db, int64_t OH,
+                        int64_t OW) {
   const cnn_conv_transpose_params *p = &c->p;
-  int64_t Cin_g = c->Cin / p->groups, Cout_g = c->Cout / p->groups;
-  for (int64_t i = 0; i < c->N * c->Cout * OH * OW; i++)
-    y[i] = b ? b[(i / (OH * OW)) % c->Cout] : 0;
+  int64_t Cin_g = c->Cin / p->groups, Cout_g = c->Cout / p->groups, ny = c->N * c->Cout * OH * OW;
+  for (int64_t i = 0; i < ny; i++) y[i] = b ? b[(i / (OH * OW)) % c->Cout] : 0;
+  if (dy) {
+    memset(dx, 0, (size_t)(c->N * c->Cin * c->H * c->W) * sizeof(double));
+    memset(dw, 0, (size_t)(c->Cin * Cout_g * c->R * c->S) * sizeof(double));
+    memset(db, 0, (size_t)c->Cout * sizeof(double));
+    for (int64_t i = 0; i < ny; i++) db[(i / (OH * OW)) % c->Cout] += dy[i];
+  }
   for (int64_t n = 0; n < c->N; n++)
     for (int64_t ci = 0; ci < c->Cin; ci++)
       for (int64_t ih = 0; ih < c->H; ih++)
         for (int64_t iw = 0; iw < c->W; iw++) {
-          double xv = x[((n * c->Cin + ci) * c->H + ih) * c->W + iw];
-          int64_t g = ci / Cin_g;
+          int64_t xi = ((n * c->Cin + ci) * c->H + ih) * c->W + iw, g = ci / Cin_g;
           for (int64_t o = 0; o < Cout_g; o++)
             for (int64_t r = 0; r < c->R; r++)
               for (int64_t q = 0; q < c->S; q++) {
                 int64_t oh = ih * p->stride[0] - p->pad[0] + r * p->dilation[0];
                 int64_t ow = iw * p->stride[1] - p->pad[1] + q * p->dilation[1];
                 if (oh < 0 || oh >= OH || ow < 0 || ow >= OW) continue;
-                double wv = w[((ci * Cout_g + o) * c->R + r) * c->S + q];
-                y[((n * c->Cout + g * Cout_g + o) * OH + oh) * OW + ow] += xv * wv;
+                int64_t wi = ((ci * Cout_g + o) * c->R + r) * c->S + q;
+                int64_t yi = ((n * c->Cout + g * Cout_g + o) * OH + oh) * OW + ow;
+                y[yi] += x[xi] * w[wi];
+                if (!dy) continue;
+                dx[xi] += dy[yi] * w[wi];
+                dw[wi] += dy[yi] * x[xi];
               }
         }
+}
+
+static void oracle(const config *c, const double *x, const double *w, const double *b, double *y,
+                   int64_t OH, int64_t OW) {
+  oracle_grad(c, x, w, b, NULL, y, NULL, NULL, NULL, OH, OW);
 }
 
 static cnn_tensor *tensor_of(int nd, const int64_t *shape, const double *v, cnn_dtype dt) {
@@ -202,6 +247,146 @@ static void test_oracle(void) {
       if (algo == CNN_CONV_AUTO || algo == CNN_CONV_NAIVE)
         check_against_oracle(&configs[i], (cnn_conv_algo)algo, CNN_FLOAT64);
     }
+}
+
+/* ---- 5. the backward of every algorithm against the oracle ---------------------------- */
+
+typedef struct {
+  int64_t OH, OW, nx, nw, ny;
+  double *x, *w, *b, *dy;   /* inputs */
+  double *dx, *dw, *db, *y; /* the oracle's outputs */
+} problem;
+
+static void problem_init(const config *c, problem *q) {
+  q->OH = out_dim(c->H, c->R, &c->p, 0), q->OW = out_dim(c->W, c->S, &c->p, 1);
+  q->nx = c->N * c->Cin * c->H * c->W, q->nw = c->Cin * (c->Cout / c->p.groups) * c->R * c->S;
+  q->ny = c->N * c->Cout * q->OH * q->OW;
+  q->x = check_rand_f64(q->nx), q->w = check_rand_f64(q->nw), q->b = check_rand_f64(c->Cout);
+  q->dy = check_rand_f64(q->ny);
+  q->dx = malloc((size_t)q->nx * sizeof(double)), q->dw = malloc((size_t)q->nw * sizeof(double));
+  q->db = malloc((size_t)c->Cout * sizeof(double)), q->y = malloc((size_t)q->ny * sizeof(double));
+  oracle_grad(c, q->x, q->w, q->b, q->dy, q->y, q->dx, q->dw, q->db, q->OH, q->OW);
+}
+
+static void problem_free(problem *q) {
+  free(q->x), free(q->w), free(q->b), free(q->dy);
+  free(q->dx), free(q->dw), free(q->db), free(q->y);
+}
+
+/* got (a tensor) against want, with a label */
+static void check_tensor(const char *what, const char *which, cnn_tensor *got, const double *want,
+                         int64_t n, double tol) {
+  char label[260];
+  snprintf(label, sizeof label, "%s: %s", what, which);
+  if (!got || cnn_tensor_numel(got) != n) {
+    fprintf(stderr, "%s: missing or wrong size\n", label);
+    check_failures++;
+    return;
+  }
+  double *v = malloc((size_t)n * sizeof(double));
+  values(got, v);
+  check_arrays(label, v, want, n, tol, tol);
+  free(v);
+}
+
+static void check_backward(const config *c, cnn_conv_algo algo, cnn_dtype dt) {
+  problem q;
+  problem_init(c, &q);
+  int64_t xs[4] = {c->N, c->Cin, c->H, c->W}, ws[4] = {c->Cin, c->Cout / c->p.groups, c->R, c->S};
+  int64_t ys[4] = {c->N, c->Cout, q.OH, q.OW};
+  cnn_tensor *tx = tensor_of(4, xs, q.x, dt), *tw = tensor_of(4, ws, q.w, dt),
+             *tb = tensor_of(1, &c->Cout, q.b, dt), *tdy = tensor_of(4, ys, q.dy, dt);
+  cnn_set_requires_grad(tx, true), cnn_set_requires_grad(tw, true), cnn_set_requires_grad(tb, true);
+  cnn_set_conv_algo(algo);
+  cnn_tensor *y = cnn_conv_transpose2d(tx, tw, tb, &c->p);
+  int rc = y ? cnn_backward(y, tdy, false) : -1;
+  cnn_set_conv_algo(CNN_CONV_AUTO);
+  char what[200];
+  snprintf(what, sizeof what, "conv_transpose2d backward %s (%s, %s) vs oracle", c->name,
+           algo_names[algo], cnn_dtype_name(dt));
+  if (rc) {
+    fprintf(stderr, "%s: failed: %s\n", what, cnn_error());
+    check_failures++;
+  } else {
+    double tol = dt == CNN_FLOAT64 ? 1e-12 : 1e-4;
+    check_tensor(what, "dx", tx->grad, q.dx, q.nx, tol);
+    check_tensor(what, "dw", tw->grad, q.dw, q.nw, tol);
+    check_tensor(what, "db", tb->grad, q.db, c->Cout, tol);
+  }
+  cnn_tensor_release(y), cnn_tensor_release(tx), cnn_tensor_release(tw);
+  cnn_tensor_release(tb), cnn_tensor_release(tdy);
+  problem_free(&q);
+}
+
+static void test_backward_oracle(void) {
+  for (int i = 0; i < NCONFIGS; i++) {
+    for (int algo = CNN_CONV_AUTO; algo <= CNN_CONV_NAIVE; algo++)
+      check_backward(&configs[i], (cnn_conv_algo)algo, CNN_FLOAT32);
+    check_backward(&configs[i], CNN_CONV_AUTO, CNN_FLOAT64);
+  }
+}
+
+/* ---- 6. oneDNN's deconvolution, directly ------------------------------------------------ */
+
+/* The convolution whose input-gradient config c is (nn_conv_transpose.c's
+ * geometry); 0 when c crops rows (output_padding >= stride), which the op
+ * never sends to the deconvolution. */
+static int deconv_shape(const config *c, int64_t OH, int64_t OW, cnn_conv_shape *s) {
+  const cnn_conv_transpose_params *p = &c->p;
+  int pb = p->pad[0] - p->stride[0] * (p->output_padding[0] / p->stride[0]);
+  int pr = p->pad[1] - p->stride[1] * (p->output_padding[1] / p->stride[1]);
+  if (pb < 0 || pr < 0) return 0;
+  *s = (cnn_conv_shape){c->N,           c->Cout,        OH,       OW,        c->Cin,
+                        c->R,           c->S,           c->H,     c->W,      p->stride[0],
+                        p->stride[1],   p->pad[0],      pb,       p->pad[1], pr,
+                        p->dilation[0], p->dilation[1], p->groups};
+  return 1;
+}
+
+static float *floats_of(const double *v, int64_t n) {
+  float *f = malloc((size_t)n * sizeof(float));
+  for (int64_t i = 0; i < n; i++) f[i] = (float)v[i];
+  return f;
+}
+
+static void check_floats(const char *what, const float *got, const double *want, int64_t n) {
+  double *g = malloc((size_t)n * sizeof(double));
+  for (int64_t i = 0; i < n; i++) g[i] = got[i];
+  check_arrays(what, g, want, n, 1e-4, 1e-4);
+  free(g);
+}
+
+static void check_deconv_direct(const config *c) {
+  problem q;
+  problem_init(c, &q);
+  cnn_conv_shape s;
+  if (!deconv_shape(c, q.OH, q.OW, &s)) {
+    problem_free(&q);
+    return;
+  }
+  float *x = floats_of(q.x, q.nx), *w = floats_of(q.w, q.nw), *b = floats_of(q.b, c->Cout);
+  float *dy = floats_of(q.dy, q.ny), *y = malloc((size_t)q.ny * sizeof(float));
+  float *dx = malloc((size_t)q.nx * sizeof(float)), *dw = malloc((size_t)q.nw * sizeof(float));
+  float *db = malloc((size_t)c->Cout * sizeof(float));
+  char what[240];
+  int f = cnn_cpu_conv_transpose2d_onednn_forward(&s, x, w, b, y);
+  int g = cnn_cpu_conv_transpose2d_onednn_backward(&s, dy, x, w, dx, dw, db);
+  snprintf(what, sizeof what, "oneDNN deconvolution %s", c->name);
+  if (f || g) {
+    fprintf(stderr, "%s: forward %d, backward %d: %s\n", what, f, g, cnn_error());
+    check_failures++;
+  } else {
+    check_floats(what, y, q.y, q.ny);
+    check_floats(what, dx, q.dx, q.nx);
+    check_floats(what, dw, q.dw, q.nw);
+    check_floats(what, db, q.db, c->Cout);
+  }
+  free(x), free(w), free(b), free(dy), free(y), free(dx), free(dw), free(db);
+  problem_free(&q);
+}
+
+static void test_deconv_direct(void) {
+  for (int i = 0; i < NCONFIGS; i++) check_deconv_direct(&configs[i]);
 }
 
 /* ---- 3. the input-gradient of conv2d ------------------------------------------------- */
@@ -314,6 +499,8 @@ int main(void) {
   test_oracle();
   test_conv_gradient();
   test_gradcheck();
+  test_backward_oracle();
+  test_deconv_direct();
   test_errors();
   return check_report("test_conv_transpose");
 }

@@ -16,10 +16,18 @@
 --
 -- Conventions (printed in the help texts):
 --   MACs  multiply-adds of the given input's whole batch: Conv2d
---         N*K*OH*OW * C/groups*R*S, Linear (output numel) * in_features,
---         BatchNorm, LayerNorm, GroupNorm, InstanceNorm2d one per element,
---         bilinear Upsample 4 per output element, everything else 0.
---         FLOPs = 2 * MACs.
+--         N*K*OH*OW * C/groups*R*S, Conv1d N*K*OL * C/groups*k,
+--         ConvTranspose2d N*C*H*W * K/groups*R*S (C, H, W: its input),
+--         Linear (output numel) * in_features; BatchNorm, LayerNorm,
+--         GroupNorm, InstanceNorm2d one per element (the scale-and-shift
+--         (x - mean) * inv_std * w + b, one multiply-add as eval-mode batch
+--         norm folds it, with or without affine parameters); bilinear
+--         Upsample 4 per output element (its taps); everything else 0:
+--         activations (ReLU, SiLU, Hardswish, Mish, Softplus, GELU, ... are
+--         elementwise functions, not products with weights or taps; as in
+--         torchvision's published counts), pools, nearest Upsample,
+--         PixelShuffle/Unshuffle, AdaptiveMaxPool2d, Dropout.
+--         FLOPs = 2 * MACs.  Tested against hand counts in macs_spec.lua.
 --   std   unbiased (divides by n - 1), as torch.std.
 --   Each returns a table r with r.rows (one per layer call), r.text (the
 --   printed table) and a short tostring, so the prompt does not print the
@@ -720,7 +728,8 @@ parameters, multiply-adds (MACs) and activation memory, then totals.
 MACs count the whole batch of the input: Conv2d N*K*OH*OW*(C/groups)*R*S,
 ConvTranspose2d N*C*H*W*(K/groups)*R*S (C, H, W: its input), Conv1d N*K*OL*(C/groups)*k,
 Linear (output elements)*in_features, BatchNorm, LayerNorm, GroupNorm and
-InstanceNorm2d one per element, bilinear Upsample 4 per output element, others 0.
+InstanceNorm2d one per element, bilinear Upsample 4 per output element, others 0
+(activations such as ReLU, SiLU, GELU, Mish; pools; nearest Upsample; PixelShuffle).
 On a shape error it stops at the failing layer and suggests the fix
 (e.g. "use nn.Linear(1600, 128)").  r.rows, r.total_params, r.macs,
 r.ok, r.error, r.suggestion, r.text.  The model is left unchanged.]==]

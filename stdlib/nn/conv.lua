@@ -140,6 +140,9 @@ local function explicit_pads(self)
   return pads
 end
 
+-- the ONNX exporter pads as forward does (stdlib/onnx/export_layers.lua)
+Conv2d.explicit_pads = explicit_pads
+
 function Conv2d:forward(x)
   local sp = spec_of(self)
   local padding = self.padding
@@ -202,6 +205,7 @@ Initialised as PyTorch: U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = in/groups*k
 Conv1d.init = conv_init
 Conv1d.reset_parameters = Conv2d.reset_parameters
 Conv1d.forward = Conv2d.forward
+Conv1d.explicit_pads = explicit_pads
 Conv1d.extra_repr = Conv2d.extra_repr
 Conv1d.short_repr = Conv2d.short_repr
 

@@ -141,7 +141,10 @@ local function patch_modules(g, net, undo, layers)
         g.quiet = g.quiet - 1
         if not ok then error(out, 0) end
         res = table.pack(out)
-        exporter(g, self, out, ...)
+        g.quiet = g.quiet + 1 -- the exporter's own tensor calls are not the network's
+        ok, out = pcall(exporter, g, self, out, ...)
+        g.quiet = g.quiet - 1
+        if not ok then error(out, 0) end
       else
         res = table.pack(cls_forward(self, ...))
       end
@@ -181,7 +184,9 @@ local function trace(g, net, x, o)
   local undo = {}
   local ok, out = pcall(function()
     local by_class, nn = {}, require("nn")
-    for name, fn in pairs(require("onnx.export_layers")) do by_class[nn[name]] = fn end
+    for name, fn in pairs(require("onnx.export_layers")) do
+      if nn[name] then by_class[nn[name]] = fn end
+    end
     patch_modules(g, net, undo, by_class)
     require("onnx.export_ops").patch(g, undo, patch)
     return cnn.enable_grad(function() return net(x) end)

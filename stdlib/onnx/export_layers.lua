@@ -31,20 +31,55 @@ local function conv_pads(p, k, d)
   return { h, w, h, w }
 end
 
--- The Conv node of conv layer m over the ONNX names xn (input) and wn (weight).
-local function conv_node(g, m, xn, wn)
-  if m.padding_mode and m.padding_mode ~= "zeros" then
-    g:fail("layer %s: Conv2d with padding_mode '%s' has no ONNX export here", g:layer_path(), m.padding_mode)
+-- x padded as conv layer m's padding_mode says (m:explicit_pads(), F.pad's
+-- order: last dim first): Pad with mode reflect or edge; circular, which
+-- Pad has only from opset 19, as Slice + Concat per dim (the last first,
+-- so the corners wrap as PyTorch's).
+local function mode_padded(g, m, x)
+  local p, r = m:explicit_pads(), x:dim()
+  local xn = g:name_of(x)
+  if m.padding_mode == "circular" then
+    for k = 1, #p // 2 do
+      local axis, lo, hi = r - k, p[2 * k - 1], p[2 * k]
+      local n = x:size(axis + 1)
+      local parts = {}
+      if lo > 0 then parts[1] = g:node("Slice", { xn, g:ints({ n - lo }), g:ints({ n }), g:ints({ axis }) }) end
+      parts[#parts + 1] = xn
+      if hi > 0 then parts[#parts + 1] = g:node("Slice", { xn, g:ints({ 0 }), g:ints({ hi }), g:ints({ axis }) }) end
+      if #parts > 1 then xn = g:node("Concat", parts, { axis = axis }) end
+    end
+    return xn
   end
+  local pads = {}
+  for i = 1, 2 * r do pads[i] = 0 end
+  for k = 1, #p // 2 do pads[r - k + 1], pads[2 * r - k + 1] = p[2 * k - 1], p[2 * k] end
+  return g:node("Pad", { xn, g:ints(pads) }, { mode = m.padding_mode == "reflect" and "reflect" or "edge" })
+end
+
+-- The Conv node of conv layer m over the ONNX names xn (input) and wn
+-- (weight); pads: ONNX's (begins, ends).
+local function conv_node(g, m, xn, wn, pads)
   local ins = { xn, wn }
   if m.bias then ins[3] = g:name_of(m.bias) end
+  local k = m.kernel_size
+  local one = function(v) return type(v) == "table" and v or { v } end
   return g:node("Conv", ins, {
-    kernel_shape = m.kernel_size, strides = pair(m.stride), pads = conv_pads(m.padding, m.kernel_size, m.dilation),
-    dilations = pair(m.dilation), group = m.groups })
+    kernel_shape = k, strides = #k == 1 and one(m.stride) or pair(m.stride), pads = pads,
+    dilations = #k == 1 and one(m.dilation) or pair(m.dilation), group = m.groups })
+end
+
+-- A conv layer's Conv, after a Pad node for a padding_mode other than 'zeros'.
+local function conv_layer(g, m, x, pads)
+  local xn = g:name_of(x)
+  if m.padding_mode and m.padding_mode ~= "zeros" then
+    xn = mode_padded(g, m, x)
+    for i = 1, #pads do pads[i] = 0 end
+  end
+  return conv_node(g, m, xn, g:name_of(m.weight), pads)
 end
 
 function L.Conv2d(g, m, out, x)
-  g:bind(out, conv_node(g, m, g:name_of(x), g:name_of(m.weight)))
+  g:bind(out, conv_layer(g, m, x, conv_pads(m.padding, m.kernel_size, m.dilation)))
 end
 
 -- The nodes of linear layer m (x of rank r, named xn; weight named wn).
@@ -61,17 +96,11 @@ end
 
 -- issue 13: Conv1d -> Conv over one spatial dim
 function L.Conv1d(g, m, out, x)
-  if m.padding_mode ~= "zeros" then
-    g:fail("layer %s: Conv1d with padding_mode '%s' has no ONNX export here", g:layer_path(), m.padding_mode)
-  end
   local one = function(v) return type(v) == "table" and v[1] or v end
   local k, d, p = m.kernel_size[1], one(m.dilation), m.padding
   local pads = p == "valid" and { 0, 0 } or p == "same" and { d * (k - 1) // 2, d * (k - 1) - d * (k - 1) // 2 }
                or { one(p), one(p) }
-  local ins = { g:name_of(x), g:name_of(m.weight) }
-  if m.bias then ins[3] = g:name_of(m.bias) end
-  g:bind(out, g:node("Conv", ins, { kernel_shape = { k }, strides = { one(m.stride) }, pads = pads,
-                                    dilations = { d }, group = m.groups }))
+  g:bind(out, conv_layer(g, m, x, pads))
 end
 
 -- issue 13: ConvTranspose2d -> ConvTranspose (symmetric pads, output_padding)
@@ -100,6 +129,7 @@ local function batch_norm(g, m, out, x)
 end
 L.BatchNorm2d = batch_norm
 L.BatchNorm1d = batch_norm
+L.SyncBatchNorm = batch_norm -- in eval mode, batch norm with its running statistics
 
 local function simple(op)
   return function(g, m, out, x) g:bind(out, g:node(op, { g:name_of(x) })) end
@@ -109,6 +139,7 @@ L.Sigmoid = simple("Sigmoid")
 L.Tanh = simple("Tanh")
 L.Identity = simple("Identity")
 L.Dropout = simple("Identity") -- export is inference: dropout is the identity
+L.Dropout2d = simple("Identity")
 
 function L.LeakyReLU(g, m, out, x)
   g:bind(out, g:node("LeakyRelu", { g:name_of(x) }, { alpha = m.negative_slope + 0.0 }))
@@ -199,30 +230,65 @@ function L.AvgPool2d(g, m, out, x)
     ceil_mode = m.ceil_mode and 1 or 0, count_include_pad = m.count_include_pad and 1 or 0 }))
 end
 
--- Global average pooling when the output is 1x1; an AveragePool when the
--- input divides evenly (fixed for the example's size); else an error.
-function L.AdaptiveAvgPool2d(g, m, out, x)
-  local o = pair(m.output_size)
-  local h, w = x:size(3), x:size(4)
-  if o[1] == 1 and o[2] == 1 then return g:bind(out, g:node("GlobalAveragePool", { g:name_of(x) })) end
-  if h % o[1] ~= 0 or w % o[2] ~= 0 then
-    g:fail("layer %s: AdaptiveAvgPool2d from %dx%d to %dx%d (not a whole factor) has no ONNX operator",
-      g:layer_path(), h, w, o[1], o[2])
+-- Adaptive pooling: the global pool when the output is 1x1; the plain
+-- pool with kernel = stride when the input divides evenly (fixed for the
+-- example's size); else an error naming the layer.
+local function adaptive_pool_2d(name, global_op, op)
+  return function(g, m, out, x)
+    if m.return_indices then g:fail("layer %s: %s with return_indices has no ONNX export here", g:layer_path(), name) end
+    if x:dim() ~= 4 then g:fail("layer %s: %s is exported for N x C x H x W input only", g:layer_path(), name) end
+    local o = pair(m.output_size)
+    local h, w = x:size(3), x:size(4)
+    if o[1] == 1 and o[2] == 1 then return g:bind(out, g:node(global_op, { g:name_of(x) })) end
+    if h % o[1] ~= 0 or w % o[2] ~= 0 then
+      g:fail("layer %s: %s from %dx%d to %dx%d (not a whole factor) has no ONNX operator",
+        g:layer_path(), name, h, w, o[1], o[2])
+    end
+    local k = { h // o[1], w // o[2] }
+    g:bind(out, g:node(op, { g:name_of(x) }, { kernel_shape = k, strides = k }))
   end
-  local k = { h // o[1], w // o[2] }
-  g:bind(out, g:node("AveragePool", { g:name_of(x) }, { kernel_shape = k, strides = k }))
+end
+L.AdaptiveAvgPool2d = adaptive_pool_2d("AdaptiveAvgPool2d", "GlobalAveragePool", "AveragePool")
+L.AdaptiveMaxPool2d = adaptive_pool_2d("AdaptiveMaxPool2d", "GlobalMaxPool", "MaxPool") -- issue 13
+
+-- issue 13: the 1-d pools (N x C x L; unbatched C x L is unsqueezed first)
+local function pool_1d(g, x, op, attrs)
+  if x:dim() == 3 then return g:node(op, { g:name_of(x) }, attrs) end
+  local zero = g:ints({ 0 })
+  return g:node("Squeeze", { g:node(op, { g:node("Unsqueeze", { g:name_of(x), zero }) }, attrs), zero })
 end
 
--- Flatten to 2-D is ONNX's Flatten; other ranges a Reshape to the traced shape.
+function L.MaxPool1d(g, m, out, x)
+  if m.return_indices then g:fail("layer %s: MaxPool1d with return_indices has no ONNX export here", g:layer_path()) end
+  g:bind(out, pool_1d(g, x, "MaxPool", { kernel_shape = { m.kernel_size }, strides = { m.stride },
+    pads = { m.padding, m.padding }, dilations = { m.dilation }, ceil_mode = m.ceil_mode and 1 or 0 }))
+end
+
+function L.AvgPool1d(g, m, out, x)
+  g:bind(out, pool_1d(g, x, "AveragePool", { kernel_shape = { m.kernel_size }, strides = { m.stride },
+    pads = { m.padding, m.padding }, ceil_mode = m.ceil_mode and 1 or 0,
+    count_include_pad = m.count_include_pad and 1 or 0 }))
+end
+
+function L.AdaptiveAvgPool1d(g, m, out, x)
+  local n, o = x:size(x:dim()), m.output_size
+  if o == 1 then return g:bind(out, pool_1d(g, x, "GlobalAveragePool", {})) end
+  if n % o ~= 0 then
+    g:fail("layer %s: AdaptiveAvgPool1d from %d to %d (not a whole factor) has no ONNX operator", g:layer_path(), n, o)
+  end
+  g:bind(out, pool_1d(g, x, "AveragePool", { kernel_shape = { n // o }, strides = { n // o } }))
+end
+
+-- Flatten to 2-D (dims 2.. into one) is ONNX's Flatten, all dims a Reshape
+-- to {-1}; other ranges a Reshape to the traced shape (ONNX's Flatten
+-- always gives 2-D, so Flatten(3) of N x C x H x W cannot be one).
 function L.Flatten(g, m, out, x)
   local r = x:dim()
   local s, e = m.start_dim, m.end_dim
   if s < 0 then s = s + r + 1 end
   if e < 0 then e = e + r + 1 end
-  if e == r and s >= 1 then
-    if s == 1 then return g:bind(out, g:node("Reshape", { g:name_of(x), g:ints({ -1 }) })) end
-    return g:bind(out, g:node("Flatten", { g:name_of(x) }, { axis = s - 1 }))
-  end
+  if e == r and s == 1 then return g:bind(out, g:node("Reshape", { g:name_of(x), g:ints({ -1 }) })) end
+  if e == r and s == 2 then return g:bind(out, g:node("Flatten", { g:name_of(x) }, { axis = 1 })) end
   g:bind(out, g:node("Reshape", { g:name_of(x), g:ints(g:batch_shape(out.shape, x)) }))
 end
 
@@ -269,11 +335,17 @@ local function maybe_relu(g, m, y)
 end
 
 function L.QuantizedConv2d(g, m, out, x)
-  g:bind(out, maybe_relu(g, m, conv_node(g, m, qdq_input(g, m, x), qdq_weight(g, m))))
+  local pads = conv_pads(m.padding, m.kernel_size, m.dilation)
+  g:bind(out, maybe_relu(g, m, conv_node(g, m, qdq_input(g, m, x), qdq_weight(g, m), pads)))
 end
 
 function L.QuantizedLinear(g, m, out, x)
   g:bind(out, maybe_relu(g, m, linear_nodes(g, m, x, qdq_input(g, m, x), qdq_weight(g, m))))
+end
+
+-- LayerNorm, GroupNorm, InstanceNorm2d, Upsample, PixelShuffle/Unshuffle
+for name, fn in pairs(require("onnx.export_norm_resize")) do
+  if name:match("^%u") then L[name] = fn end
 end
 
 return L

@@ -27,10 +27,12 @@ doc[onnx.load] = [[
 cnn.onnx.load(path) -> module
 An ONNX model as an nn.Module that runs its graph with cnnsh ops (in eval
 mode; m:train() to fine-tune it).  One child per node (Conv -> nn.Conv2d,
-Gemm -> nn.Linear, BatchNormalization -> nn.BatchNorm2d, ...), so
-m:summary{...}, m:trace(x), m:profile(x) work.  Operators it runs:
-cnn.onnx.ops (Conv, ConvTranspose, Gemm, MatMul, BatchNormalization, pools, activations,
-Add/Mul/Concat, Flatten/Reshape/Transpose, Softmax, Resize, Pad, ...).
+Gemm -> nn.Linear, BatchNormalization -> nn.BatchNorm2d, LayerNormalization
+-> nn.LayerNorm, ...), so m:summary{...}, m:trace(x), m:profile(x) work.
+Operators it runs: cnn.onnx.ops (Conv, ConvTranspose, Gemm, MatMul,
+BatchNormalization, LayerNormalization, InstanceNormalization, pools,
+activations, Add/Mul/Concat, Flatten/Reshape/Transpose/Slice, Softmax,
+Resize, DepthToSpace, SpaceToDepth, Pad, ...).
   m = cnn.onnx.load("model.onnx"); y = m(x)]]
 
 doc[onnx] = [[

@@ -6,7 +6,8 @@
 -- see one row per node.  Nodes that are plain layers become the nn layer:
 -- Conv (2-D, weight an initializer) -> nn.Conv2d, Gemm with B an
 -- initializer and transB = 1 -> nn.Linear, BatchNormalization ->
--- nn.BatchNorm2d (any rank >= 2), Relu/Sigmoid/Tanh/LeakyRelu/Elu -> the
+-- nn.BatchNorm2d (any rank >= 2), LayerNormalization over the last dims
+-- with initializers -> nn.LayerNorm, Relu/Sigmoid/Tanh/LeakyRelu/Elu -> the
 -- activation layers; their initializers become the layer's parameters and
 -- buffers.  Every other node is an OnnxOp module (class named after its
 -- op_type) that calls ops[op_type].  Remaining float initializers become
@@ -103,6 +104,22 @@ local function batchnorm_layer(g, node)
   return m, 1
 end
 
+-- LayerNormalization over the last k dims (axis = -k) with Scale (and B)
+-- initializers of k dims, and only Y asked for: nn.LayerNorm
+local function layernorm_layer(g, node)
+  local scale = is_init(g, node.inputs[2]) and g.inits[node.inputs[2]]
+  local has_bias = node.inputs[3] and node.inputs[3] ~= ""
+  if not scale or scale:dim() == 0 or (has_bias and not is_init(g, node.inputs[3])) then return nil end
+  if attr(node, "axis", -1) ~= -scale:dim() then return nil end
+  for i = 2, #node.outputs do if node.outputs[i] ~= "" then return nil end end
+  local b = has_bias and g.inits[node.inputs[3]] or nil
+  if b and table.concat(b.shape, "x") ~= table.concat(scale.shape, "x") then return nil end
+  local m = nn.LayerNorm(scale.shape, { eps = attr(node, "epsilon", 1e-5), bias = b ~= nil })
+  set_param(m, "weight", scale)
+  if b then set_param(m, "bias", b) end
+  return m, 1
+end
+
 local ACTIVATIONS = {
   Relu = function() return nn.ReLU() end,
   Sigmoid = function() return nn.Sigmoid() end,
@@ -119,6 +136,7 @@ local function layer_for(g, node)
   if node.op_type == "BatchNormalization" and not unsupported.BatchNormalization(node) then
     return batchnorm_layer(g, node)
   end
+  if node.op_type == "LayerNormalization" then return layernorm_layer(g, node) end
   if ACTIVATIONS[node.op_type] then return ACTIVATIONS[node.op_type](node), 1 end
   return nil
 end

@@ -406,6 +406,8 @@ function ops.Constant(node)
 end
 
 for name, fn in pairs(require("onnx.ops_shape")) do ops[name] = fn end
+-- LayerNormalization, InstanceNormalization (issue 13's norm layers)
+for name, fn in pairs(require("onnx.ops_norm")) do ops[name] = fn end
 -- QuantizeLinear, DequantizeLinear (issue 16: cnn.quantize's QDQ export)
 for name, fn in pairs(require("onnx.quantize_ops")) do ops[name] = fn end
 

@@ -1,6 +1,7 @@
 -- onnx/ops_shape.lua -- the shape and reduction operators of cnn.onnx.load
--- (Shape, Cast, Unsqueeze, Squeeze, ReduceMean/Sum/Max/Min), added to the
--- table of onnx/ops.lua.  Axes lists come from an input (opset 13 for
+-- (Shape, Size, Cast, ConstantOfShape, Unsqueeze, Squeeze, Slice,
+-- DepthToSpace, SpaceToDepth, ReduceMean/Sum/Max/Min), added to the table
+-- of onnx/ops.lua.  Axes lists come from an input (opset 13 for
 -- Unsqueeze, Squeeze and ReduceSum) or an attribute (before, and for the
 -- other reductions up to opset 17); ONNX axes are 0-based, negatives from
 -- the end; cnnsh dims are 1-based.
@@ -85,6 +86,87 @@ local function one_by_one(method)
     for i = #dims, 1, -1 do x = x[method](x, dims[i], keep) end
     return x
   end
+end
+
+-- ---- Slice ---------------------------------------------------------------------
+
+-- The 1-based indices start, start + step, ... of one sliced axis of size
+-- n, clamped as the ONNX spec says (ends beyond the axis are cut).
+local function slice_indices(n, start, stop, step)
+  if start < 0 then start = start + n end
+  if stop < 0 then stop = stop + n end
+  if step > 0 then
+    start, stop = math.max(0, math.min(start, n)), math.max(0, math.min(stop, n))
+  else
+    start, stop = math.max(0, math.min(start, n - 1)), math.max(-1, math.min(stop, n - 1))
+  end
+  local idx = {}
+  local i = start
+  while (step > 0 and i < stop) or (step < 0 and i > stop) do
+    idx[#idx + 1] = i + 1
+    i = i + step
+  end
+  return idx
+end
+
+-- starts, ends, axes, steps: inputs from opset 10, attributes before
+function M.Slice(node, x, starts, ends, axes, steps)
+  local s = starts and starts:totable() or attr(node, "starts", nil)
+  local e = ends and ends:totable() or attr(node, "ends", nil)
+  if not s or not e or #s ~= #e then node_helpers.fail(node, "starts and ends must be given, of one length") end
+  local ax = axes and axes:totable() or attr(node, "axes", nil)
+  local st = steps and steps:totable() or {}
+  local r = x:dim()
+  for i = 1, #s do
+    local a = ax and ax[i] or i - 1
+    local d = (a < 0 and a + r or a) + 1
+    local step = st[i] or 1
+    if step == 0 then node_helpers.fail(node, "a step of 0") end
+    local idx = slice_indices(x:size(d), s[i], e[i], step)
+    if step == 1 then
+      x = x:narrow(d, #idx > 0 and idx[1] or 1, #idx)
+    else
+      x = x:index_select(d, #idx > 0 and cnn.tensor(idx, "int64") or cnn.zeros({ 0 }, "int64"))
+    end
+  end
+  return x
+end
+
+function M.Size(node, x) return cnn.tensor(x:numel(), "int64") end
+
+-- a tensor of the shape in `shape` (int64), every entry attribute value's one entry (float 0)
+function M.ConstantOfShape(node, shape)
+  local v = attr(node, "value", nil)
+  local value, dtype = 0.0, "float32"
+  if v then value, dtype = v:reshape(1):totable()[1], v.dtype end
+  local dims = shape:totable()
+  if #dims == 0 then return cnn.tensor(value, dtype) end
+  return cnn.full(dims, value, dtype)
+end
+
+-- ---- DepthToSpace / SpaceToDepth (N x C x H x W, block b) ----------------------
+
+-- DCR (default): channel (i * b + j) * C' + c moves to (c, h * b + i, w * b + j);
+-- CRD: channel c * b * b + i * b + j does, which is F.pixel_shuffle.
+function M.DepthToSpace(node, x)
+  local b = attr(node, "blocksize", nil) or node_helpers.fail(node, "blocksize is required")
+  if x:dim() ~= 4 then node_helpers.fail(node, "input must be 4-D, got %s", table.concat(x.shape, "x")) end
+  local n, c, h, w = table.unpack(x.shape)
+  if c % (b * b) ~= 0 then node_helpers.fail(node, "%d channels do not divide by blocksize^2 = %d", c, b * b) end
+  local mode = attr(node, "mode", "DCR")
+  if mode == "CRD" then return cnn.F.pixel_shuffle(x, b) end
+  if mode ~= "DCR" then node_helpers.not_supported(node, "mode '%s'", mode) end
+  return x:reshape(n, b, b, c // (b * b), h, w):permute(1, 4, 5, 2, 6, 3):reshape(n, c // (b * b), h * b, w * b)
+end
+
+-- channel (i * b + j) * C + c of the output holds x[c, h * b + i, w * b + j]
+-- (so the inverse of DCR, not of PyTorch's pixel_unshuffle)
+function M.SpaceToDepth(node, x)
+  local b = attr(node, "blocksize", nil) or node_helpers.fail(node, "blocksize is required")
+  if x:dim() ~= 4 then node_helpers.fail(node, "input must be 4-D, got %s", table.concat(x.shape, "x")) end
+  local n, c, h, w = table.unpack(x.shape)
+  if h % b ~= 0 or w % b ~= 0 then node_helpers.fail(node, "%dx%d does not divide by blocksize %d", h, w, b) end
+  return x:reshape(n, c, h // b, b, w // b, b):permute(1, 4, 6, 2, 3, 5):reshape(n, c * b * b, h // b, w // b)
 end
 
 M.ReduceMean = reduce(function(x, dims, keep) return x:mean(dims, keep) end)

@@ -2,8 +2,8 @@
 -- and cnn.onnx.load: ConvTranspose2d (and F.conv_transpose2d) export as
 -- ConvTranspose, MaxPool2d with dilation as MaxPool with dilations, a
 -- Conv2d with padding = 'same' as Conv with explicit pads, Conv1d as a 1-D
--- Conv; each file passes
--- the ONNX checker (python3-onnx; pending when missing) and loads back into
+-- Conv, padding_mode reflect/replicate as Pad (reflect/edge) and circular as
+-- Slice + Concat before the Conv; each file passes the ONNX checker (python3-onnx; pending when missing) and loads back into
 -- a model that gives the network's outputs on another batch size.  The
 -- loader's ConvTranspose, MaxPool dilations and Pad modes are checked
 -- against the ONNX test data by tests/onnx/conformance.lua.
@@ -55,10 +55,15 @@ describe("ONNX export of issue 13's layers", function()
     round_trip(net, cnn.randn(1, 4, 11), cnn.randn(3, 4, 11), "c1", "Conv,Relu,Conv,Identity")
   end)
 
-  it("refuses a padding_mode it cannot express", function()
-    local ok, err = pcall(cnn.onnx.export, nn.Conv2d(1, 1, 3, { padding = 1, padding_mode = "reflect" }),
-                          cnn.randn(1, 1, 5, 5), tmp("refl"))
-    assert.is_false(ok)
-    assert.truthy(err:find("padding_mode 'reflect'", 1, true), err)
+  it("Conv2d and Conv1d with padding_mode reflect, replicate, circular (Pad or Slice + Concat, then Conv)", function()
+    cnn.manual_seed(6)
+    local net = nn.Sequential(nn.Conv2d(2, 3, 3, { padding = { 1, 2 }, padding_mode = "reflect" }),
+                              nn.Conv2d(3, 3, { 2, 3 }, { padding = "same", padding_mode = "replicate" }),
+                              nn.Conv2d(3, 2, 3, { padding = { 2, 1 }, padding_mode = "circular", stride = 2 })):eval()
+    round_trip(net, cnn.randn(1, 2, 6, 7), cnn.randn(3, 2, 6, 7), "pm2",
+      "Pad,Conv,Pad,Conv,Slice,Slice,Concat,Slice,Slice,Concat,Conv,Identity")
+    local net1 = nn.Sequential(nn.Conv1d(2, 3, 3, { padding = 2, padding_mode = "circular" }),
+                               nn.Conv1d(3, 2, 4, { padding = "same", padding_mode = "reflect" })):eval()
+    round_trip(net1, cnn.randn(1, 2, 9), cnn.randn(2, 2, 9), "pm1", "Slice,Slice,Concat,Conv,Pad,Conv,Identity")
   end)
 end)

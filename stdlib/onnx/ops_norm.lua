@@ -40,6 +40,7 @@ function M.LayerNormalization(node, x, scale, bias)
   if axis < 0 or axis >= r then
     node_helpers.fail(node, "axis %d is outside the input's %d dims", attr(node, "axis", -1), r)
   end
+  if not scale then node_helpers.fail(node, "the Scale input is required") end
   local eps = attr(node, "epsilon", 1e-5)
   local shape, dims = {}, {}
   for d = axis + 1, r do shape[#shape + 1], dims[#dims + 1] = x:size(d), d end
@@ -55,6 +56,7 @@ function M.LayerNormalization(node, x, scale, bias)
 end
 
 function M.InstanceNormalization(node, x, scale, bias)
+  if not scale or not bias then node_helpers.fail(node, "the scale and B inputs are required") end
   if x:dim() < 3 then
     node_helpers.fail(node, "input must be N x C x D1 x ..., got %s", table.concat(x.shape, "x"))
   end

@@ -146,12 +146,20 @@ end
 
 -- ---- DepthToSpace / SpaceToDepth (N x C x H x W, block b) ----------------------
 
+-- the blocksize attribute and N, C, H, W of 4-D x
+local function block_and_shape(node, x)
+  local b = attr(node, "blocksize", nil)
+  if math.type(b) ~= "integer" or b < 1 then
+    node_helpers.fail(node, "blocksize must be a positive integer, got %s", tostring(b))
+  end
+  if x:dim() ~= 4 then node_helpers.fail(node, "input must be 4-D, got %s", table.concat(x.shape, "x")) end
+  return b, table.unpack(x.shape)
+end
+
 -- DCR (default): channel (i * b + j) * C' + c moves to (c, h * b + i, w * b + j);
 -- CRD: channel c * b * b + i * b + j does, which is F.pixel_shuffle.
 function M.DepthToSpace(node, x)
-  local b = attr(node, "blocksize", nil) or node_helpers.fail(node, "blocksize is required")
-  if x:dim() ~= 4 then node_helpers.fail(node, "input must be 4-D, got %s", table.concat(x.shape, "x")) end
-  local n, c, h, w = table.unpack(x.shape)
+  local b, n, c, h, w = block_and_shape(node, x)
   if c % (b * b) ~= 0 then node_helpers.fail(node, "%d channels do not divide by blocksize^2 = %d", c, b * b) end
   local mode = attr(node, "mode", "DCR")
   if mode == "CRD" then return cnn.F.pixel_shuffle(x, b) end
@@ -162,9 +170,7 @@ end
 -- channel (i * b + j) * C + c of the output holds x[c, h * b + i, w * b + j]
 -- (so the inverse of DCR, not of PyTorch's pixel_unshuffle)
 function M.SpaceToDepth(node, x)
-  local b = attr(node, "blocksize", nil) or node_helpers.fail(node, "blocksize is required")
-  if x:dim() ~= 4 then node_helpers.fail(node, "input must be 4-D, got %s", table.concat(x.shape, "x")) end
-  local n, c, h, w = table.unpack(x.shape)
+  local b, n, c, h, w = block_and_shape(node, x)
   if h % b ~= 0 or w % b ~= 0 then node_helpers.fail(node, "%dx%d does not divide by blocksize %d", h, w, b) end
   return x:reshape(n, c, h // b, b, w // b, b):permute(1, 4, 6, 2, 3, 5):reshape(n, c * b * b, h // b, w // b)
 end

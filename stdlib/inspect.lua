@@ -26,7 +26,11 @@
 --         activations (ReLU, SiLU, Hardswish, Mish, Softplus, GELU, ... are
 --         elementwise functions, not products with weights or taps; as in
 --         torchvision's published counts), pools, nearest Upsample,
---         PixelShuffle/Unshuffle, AdaptiveMaxPool2d, Dropout.
+--         PixelShuffle/Unshuffle, AdaptiveMaxPool2d, Dropout.  A node of a
+--         model from cnn.onnx.load that is no nn layer counts as its layer:
+--         Batch/Layer/InstanceNormalization one per element, a linear
+--         Resize of 4-D output 4 (so GroupNorm's export, whose
+--         InstanceNormalization covers every element, counts as GroupNorm).
 --         FLOPs = 2 * MACs.  Tested against hand counts in macs_spec.lua.
 --   std   unbiased (divides by n - 1), as torch.std.
 --   Each returns a table r with r.rows (one per layer call), r.text (the
@@ -149,6 +153,13 @@ local function macs_of(m, out)
     return out:numel()
   elseif class_is(m, "Upsample") and m.mode == "bilinear" then
     return 4 * out:numel()
+  elseif rawget(m, "op_type") then -- a node of a model from cnn.onnx.load, as its layer would count
+    local op = m.op_type
+    if op == "BatchNormalization" or op == "LayerNormalization" or op == "InstanceNormalization" then
+      return out:numel()
+    elseif op == "Resize" and m.attrs.mode == "linear" and out:dim() == 4 then
+      return 4 * out:numel()
+    end
   end
   return 0
 end

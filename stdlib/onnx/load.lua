@@ -4,7 +4,8 @@
 -- Design.  Each graph node becomes a child module, called in the file's
 -- (topological) order by OnnxModel:forward, so summary, trace and profile
 -- see one row per node.  Nodes that are plain layers become the nn layer:
--- Conv (2-D, weight an initializer) -> nn.Conv2d, Gemm with B an
+-- Conv (2-D, weight an initializer) -> nn.Conv2d, ConvTranspose (2-D,
+-- symmetric pads) -> nn.ConvTranspose2d, Gemm with B an
 -- initializer and transB = 1 -> nn.Linear, BatchNormalization ->
 -- nn.BatchNorm2d (any rank >= 2), LayerNormalization over the last dims
 -- with initializers -> nn.LayerNorm, Relu/Sigmoid/Tanh/LeakyRelu/Elu -> the
@@ -79,6 +80,26 @@ local function conv_layer(g, node)
   return m, 1
 end
 
+-- ConvTranspose with symmetric pads and PyTorch's output_padding limits
+-- (the form cnn.onnx.export writes) -> nn.ConvTranspose2d
+local function conv_transpose_layer(g, node)
+  local w = g.inits[node.inputs[2]]
+  if w:dim() ~= 4 or attr(node, "auto_pad", "NOTSET") ~= "NOTSET" or attr(node, "output_shape", nil) then return nil end
+  local b = node.inputs[3] and node.inputs[3] ~= "" and g.inits[node.inputs[3]]
+  if node.inputs[3] and node.inputs[3] ~= "" and not b then return nil end
+  local p = attr(node, "pads", { 0, 0, 0, 0 })
+  local s, d = attr(node, "strides", { 1, 1 }), attr(node, "dilations", { 1, 1 })
+  local op = attr(node, "output_padding", { 0, 0 })
+  if p[1] ~= p[3] or p[2] ~= p[4] then return nil end
+  for i = 1, 2 do if op[i] >= s[i] and op[i] >= d[i] then return nil end end
+  local groups = attr(node, "group", 1)
+  local m = nn.ConvTranspose2d(w:size(1), w:size(2) * groups, { w:size(3), w:size(4) }, {
+    stride = s, dilation = d, padding = { p[1], p[2] }, output_padding = op, groups = groups, bias = b ~= nil })
+  set_param(m, "weight", w)
+  if b then set_param(m, "bias", b) end
+  return m, 1
+end
+
 local function linear_layer(g, node)
   local w = g.inits[node.inputs[2]]
   local c = node.inputs[3] and node.inputs[3] ~= "" and g.inits[node.inputs[3]]
@@ -133,6 +154,7 @@ local ACTIVATIONS = {
 local function layer_for(g, node)
   if node.op_type == "Conv" and is_init(g, node.inputs[2]) then return conv_layer(g, node) end
   if node.op_type == "Gemm" and is_init(g, node.inputs[2]) then return linear_layer(g, node) end
+  if node.op_type == "ConvTranspose" and is_init(g, node.inputs[2]) then return conv_transpose_layer(g, node) end
   if node.op_type == "BatchNormalization" and not unsupported.BatchNormalization(node) then
     return batchnorm_layer(g, node)
   end

@@ -62,3 +62,21 @@ describe("MACs of issue 13's layers", function()
     for i, want in ipairs(hand) do assert.are.equal(want, p.rows[i].macs, "row " .. i .. " (" .. p.rows[i].type .. ")") end
   end)
 end)
+
+describe("MACs of a model loaded from ONNX", function()
+  it("equal the exported network's, layer for layer where the graph keeps the layer", function()
+    cnn.manual_seed(21)
+    local net = nn.Sequential(nn.Conv2d(2, 4, 3, { padding = 1 }), nn.BatchNorm2d(4), nn.SiLU(),
+      nn.ConvTranspose2d(4, 4, 2, { stride = 2 }), nn.GroupNorm(2, 4), nn.InstanceNorm2d(4),
+      nn.Upsample({ scale_factor = 2, mode = "bilinear" }), nn.LayerNorm(24), nn.Flatten(), nn.Linear(4 * 24 * 24, 3)):eval()
+    local path = (os.getenv("CNNSH_TEST_TMP") or "/tmp") .. "/macs_spec_roundtrip.onnx"
+    cnn.onnx.export(net, cnn.randn(1, 2, 6, 6), path, { opset = 17 })
+    local want = net:summary({ 1, 2, 6, 6 }, { print = false }).macs
+    -- by hand: conv 1x4x6x6 outputs * 2*3*3, BN 144, conv-transpose 1x4x6x6 inputs * 4*2*2, GroupNorm and
+    -- InstanceNorm 1x4x12x12, bilinear 4 * 1x4x24x24, LayerNorm 2304, Linear 3 * 2304
+    assert.are.equal(144 * 18 + 144 + 144 * 16 + 576 + 576 + 4 * 2304 + 2304 + 3 * 2304, want)
+    local m = cnn.onnx.load(path)
+    assert.are.equal(want, m:summary({ 1, 2, 6, 6 }, { print = false }).macs)
+    assert.are.equal("ConvTranspose2d", m["4"].__name)
+  end)
+end)

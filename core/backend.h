@@ -306,6 +306,19 @@ typedef struct cnn_backend {
    * any dtype; for a repeated index one of the writes wins */
   int (*scatter)(int dev, cnn_dtype dt, int ndim, const int64_t *oshape, const int64_t *ishape,
                  int dim, const int64_t *index, const void *src, void *out);
+
+  /* ---- bfloat16 arithmetic over float32 arrays (issue 16 point 5):
+   * cnn.autocast('bfloat16') where the backend has no `half` tensors.  The
+   * conv entries with cnn_conv_shape.math = CNN_BFLOAT16 and gemm_bf16
+   * (gemm_batched's layout, float32 arrays) round their operands to
+   * bfloat16, accumulate in float32 and write float32.  bf16_math says how
+   * ("onednn": bfloat16 kernels; "emulated": rounded copies and float32
+   * kernels) and *detail (may be NULL) why; NULL where the backend has no
+   * such arithmetic: autocast then casts the operands (core/autocast.c). */
+  const char *(*bf16_math)(const char **detail);
+  int (*gemm_bf16)(int dev, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                   const float *A, int64_t lda, int64_t stride_a, const float *B, int64_t ldb,
+                   int64_t stride_b, float *C, int64_t ldc, int64_t stride_c, int64_t batch);
 } cnn_backend;
 
 /* What core hands the module at load time: the module is dlopen()ed by an
@@ -325,8 +338,9 @@ typedef struct {
  * 3: the CPU backend table and the per-family elementwise entries.
  * 4: entries for the new layers and ops (row norms, resize, sort, cumulate,
  *    scatter, adam_step_many, conv2d_int8_forward) and new unary ops.
- * 5: conv_transpose2d_forward/_backward (optional). */
-#define CNN_CORE_API_VERSION 5
+ * 5: conv_transpose2d_forward/_backward (optional).
+ * 6: bf16_math, gemm_bf16 and cnn_conv_shape.math (bfloat16 on the CPU). */
+#define CNN_CORE_API_VERSION 6
 
 /* dlopen() a module: $env, then `file` next to the executable, then
  * ../lib/cnnsh/`file` relative to it, then build_path; NULL with dlerror()'s

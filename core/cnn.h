@@ -423,14 +423,20 @@ bool cnn_set_grad_enabled(bool on); /* returns the previous value */
 /* Mixed precision (core/autocast.c).  While autocast is on, conv2d and the
  * matrix products (matmul, mm, bmm, linear) over float32 operands run in
  * the autocast dtype with float32 accumulation and return float32: on a
- * CUDA device really in float16/bfloat16 (cuDNN, cuBLAS); on the CPU only
- * bfloat16 applies, emulated (operands rounded to bfloat16, float32
- * arithmetic).  Every other op stays float32; the casts are recorded, so
- * gradients reach float32 leaves as float32.  CNN_FLOAT32 means off.
- * cnn_set_autocast returns -1 (error set) for another dtype, or for
- * float16 when CUDA is not available; *previous receives the old mode. */
+ * CUDA device in float16/bfloat16 tensors (cuDNN, cuBLAS); on the CPU only
+ * bfloat16 applies: operands rounded to bfloat16, float32 accumulation,
+ * by oneDNN's bfloat16 kernels where the CPU has AVX512-BF16, emulated
+ * (float32 kernels on rounded copies) elsewhere.  Every other op stays
+ * float32, and gradients reach float32 leaves as float32.  CNN_FLOAT32
+ * means off.  cnn_set_autocast returns -1 (error set) for another dtype,
+ * or for float16 when CUDA is not available; *previous receives the old
+ * mode. */
 cnn_dtype cnn_autocast_dtype(void);
 int cnn_set_autocast(cnn_dtype dt, cnn_dtype *previous);
+/* How bfloat16 autocast computes on this CPU, decided once at run time:
+ * "onednn" (oneDNN's bfloat16 kernels) or "emulated"; *detail (may be
+ * NULL) receives a sentence naming oneDNN's ISA. */
+const char *cnn_autocast_cpu_path(const char **detail);
 
 /* Gradient hook: sees the gradient flowing into `t`; may return a new
  * tensor (a new reference) to replace it, or NULL to keep it.  Returning

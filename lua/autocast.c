@@ -1,9 +1,12 @@
 /*
- * autocast.c -- mixed precision from Lua: cnn.autocast, cnn.is_autocast_enabled.
+ * autocast.c -- mixed precision from Lua: cnn.autocast, cnn.is_autocast_enabled,
+ * cnn.autocast_info.
  *
  *   cnn.autocast('bfloat16', fn, ...)  -> fn's results, autocast on inside
  *   local ac <close> = cnn.autocast('float16')   -- on until ac goes out of scope
  *   cnn.autocast(false, fn)            -> fn with autocast off (inside autocast)
+ *   cnn.autocast_info()                -> 'onednn' | 'emulated', a sentence:
+ *                                         how bfloat16 runs on this CPU
  *
  * The rule (which ops, which devices) is core's: core/cnn.h, core/autocast.c.
  * The function form runs fn under pcall and restores the previous mode
@@ -78,5 +81,16 @@ static int f_is_autocast_enabled(lua_State *L) {
   return 2;
 }
 
-const luaL_Reg cnn_lua_autocast_funcs[] = {
-    {"autocast", f_autocast}, {"is_autocast_enabled", f_is_autocast_enabled}, {NULL, NULL}};
+/* -> 'onednn' | 'emulated', detail (core/cpu/bf16_math.c decides once) */
+static int f_autocast_info(lua_State *L) {
+  if (!lua_isnone(L, 1)) return luaL_error(L, "autocast_info: takes no arguments");
+  const char *detail = NULL;
+  lua_pushstring(L, cnn_autocast_cpu_path(&detail));
+  lua_pushstring(L, detail ? detail : "");
+  return 2;
+}
+
+const luaL_Reg cnn_lua_autocast_funcs[] = {{"autocast", f_autocast},
+                                           {"is_autocast_enabled", f_is_autocast_enabled},
+                                           {"autocast_info", f_autocast_info},
+                                           {NULL, NULL}};

@@ -101,12 +101,15 @@ static int benchmark(lua_State *L) {
   return 0;
 }
 
-/* cnn.version_info() -> "blas: ..." and "cuda: ..." lines (the CUDA lines
- * say why there is no CUDA module or device) */
+/* cnn.version_info() -> "blas: ...", "threads: ...", "bfloat16 autocast on
+ * cpu: ..." and "cuda: ..." lines (the CUDA lines say why there is no CUDA
+ * module or device) */
 static int version_info(lua_State *L) {
   const char *mod = cnn_cuda_module_info();
   const char *why = cnn_cuda_unavailable_reason();
-  lua_pushfstring(L, "blas: %s\nthreads: %d\n", cnn_blas_info(), cnn_get_num_threads());
+  const char *detail = NULL, *path = cnn_autocast_cpu_path(&detail);
+  lua_pushfstring(L, "blas: %s\nthreads: %d\nbfloat16 autocast on cpu: %s (%s)\n", cnn_blas_info(),
+                  cnn_get_num_threads(), path, detail);
   if (mod && !why)
     lua_pushstring(L, mod);
   else if (mod)

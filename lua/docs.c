@@ -99,10 +99,15 @@ static const doc_entry docs[] = {
     {"cnn.autocast",
      "cnn.autocast(dtype, fn, ...) -> fn's results;  cnn.autocast(dtype) -> guard for <close>\n"
      "Mixed precision: conv2d and matrix products over float32 run in dtype ('float16' on a GPU,\n"
-     "'bfloat16' on a GPU or emulated on the CPU) with float32 accumulation and return float32.\n"
-     "Other ops stay float32; gradients reach float32 weights. false turns it off inside."},
+     "'bfloat16' on a GPU or the CPU: oneDNN bf16 kernels with AVX512-BF16, else emulated) with\n"
+     "float32 accumulation and return float32. Other ops stay float32; gradients reach float32\n"
+     "weights. false turns it off inside. cnn.autocast_info() says how the CPU runs it."},
     {"cnn.is_autocast_enabled", "cnn.is_autocast_enabled() -> enabled, dtype name or nil\n"
                                 "Whether cnn.autocast is on here, and in which dtype."},
+    {"cnn.autocast_info",
+     "cnn.autocast_info() -> 'onednn' or 'emulated', detail\n"
+     "How cnn.autocast('bfloat16') computes on this CPU, decided once from oneDNN's ISA: oneDNN's\n"
+     "bfloat16 kernels (AVX512-BF16/AMX), or emulated (rounded operands, float32 kernels)."},
     {"cnn.enable_grad", "cnn.enable_grad(fn, ...) -> fn's results\nRuns fn with gradient recording "
                         "on (inside no_grad)."},
     {"cnn.is_grad_enabled",

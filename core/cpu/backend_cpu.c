@@ -32,6 +32,14 @@ static int gemm(int dev, cnn_dtype dt, bool ta, bool tb, int64_t M, int64_t N, i
   return 0;
 }
 
+/* bfloat16 arithmetic over float32 arrays (autocast; bf16_math.c) */
+static int gemm_bf16(int dev, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A,
+                     int64_t lda, int64_t sa, const float *B, int64_t ldb, int64_t sb, float *C,
+                     int64_t ldc, int64_t sc, int64_t batch) {
+  (void)dev;
+  return cnn_cpu_gemm_bf16(ta, tb, M, N, K, A, lda, sa, B, ldb, sb, C, ldc, sc, batch);
+}
+
 /* ---- convolution (conv.c picks oneDNN, im2col or the naive loops) ---- */
 
 static int conv_fwd(int dev, cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_shape *s,
@@ -230,4 +238,7 @@ const cnn_backend cnn_cpu_backend = {
     .resize2d_backward = resize_bwd,
     .adaptive_max_pool2d_forward = adaptive_max_fwd,
     .adaptive_max_pool2d_backward = adaptive_max_bwd,
+    /* bfloat16 arithmetic (issue 16 point 5) */
+    .bf16_math = cnn_cpu_bf16_path,
+    .gemm_bf16 = gemm_bf16,
 };

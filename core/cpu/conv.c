@@ -10,6 +10,11 @@
  *   ONEDNN / AUTO -> oneDNN for float32; float64, or a shape for which
  *            oneDNN creates no primitive, goes to im2col.
  *
+ * bfloat16 arithmetic (s->math, autocast; bf16_math.c): oneDNN's bfloat16
+ * primitives where the CPU has them and the algorithm is ONEDNN or AUTO;
+ * otherwise the operands are rounded into float32 copies and the float32
+ * path above runs on them (emulated).
+ *
  * cnn_cpu_conv2d_backward() computes dx and dw/db in one call, so that
  * oneDNN reorders dy to its blocked layout once for both passes.
  *
@@ -17,6 +22,7 @@
  * with N, C, K, H, W, OH, OW all > 0.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cpu/kernels.h"
@@ -78,6 +84,11 @@ int cnn_cpu_conv2d_check(cnn_dtype dt, const cnn_conv_shape *s) {
     cnn_set_error("conv2d: dtype %s not supported (float32 or float64)", cnn_dtype_name(dt));
     return -1;
   }
+  if (s->math != CNN_FLOAT32 && !(s->math == CNN_BFLOAT16 && dt == CNN_FLOAT32)) {
+    cnn_set_error("conv2d: %s arithmetic over %s arrays is not supported (bfloat16 over float32)",
+                  s->math < CNN_NDTYPES ? cnn_dtype_name(s->math) : "?", cnn_dtype_name(dt));
+    return -1;
+  }
   if (check_params(s, d)) return -1;
   int64_t oh = cnn_conv_out_size(s->H, s->pt, s->pb, (int)s->R, s->sh, s->dh);
   int64_t ow = cnn_conv_out_size(s->W, s->pl, s->pr, (int)s->S, s->sw, s->dw);
@@ -101,9 +112,107 @@ static int wants_onednn(cnn_conv_algo algo, cnn_dtype dt) {
   return dt == CNN_FLOAT32 && (algo == CNN_CONV_AUTO || algo == CNN_CONV_ONEDNN);
 }
 
+/* ---- bfloat16 arithmetic -------------------------------------------------------- */
+
+/* 1: oneDNN's bfloat16 primitives take this call (the CPU has them). */
+static int bf16_onednn(cnn_conv_algo algo, const cnn_conv_shape *s) {
+  return cnn_cpu_bf16_native() && !degenerate(s) &&
+         (algo == CNN_CONV_AUTO || algo == CNN_CONV_ONEDNN);
+}
+
+static int64_t x_numel(const cnn_conv_shape *s) { return s->N * s->C * s->H * s->W; }
+static int64_t w_numel(const cnn_conv_shape *s) { return s->K * (s->C / s->groups) * s->R * s->S; }
+static int64_t y_numel(const cnn_conv_shape *s) { return s->N * s->K * s->OH * s->OW; }
+
+/* The emulation: in[i] (n[i] floats; NULL skipped) replaced by a copy
+ * rounded to bfloat16, kept in own[i] for the caller to free; *f = s with
+ * float32 arithmetic, for the float32 path. */
+static int round_operands(int count, const void **in, const int64_t *n, float **own,
+                          const cnn_conv_shape *s, cnn_conv_shape *f) {
+  *f = *s;
+  f->math = CNN_FLOAT32;
+  for (int i = 0; i < count; i++) {
+    if (!in[i]) continue;
+    if (!(own[i] = cnn_cpu_bf16_rounded_copy("conv2d", in[i], n[i]))) return -1;
+    in[i] = own[i];
+  }
+  return 0;
+}
+
+static void free_operands(int count, float **own) {
+  for (int i = 0; i < count; i++) free(own[i]);
+}
+
+static int forward_bf16(cnn_conv_algo algo, const cnn_conv_shape *s, const void *x, const void *w,
+                        const void *b, void *y) {
+  if (bf16_onednn(algo, s)) {
+    int r = cnn_cpu_conv2d_onednn_forward(s, x, w, b, y);
+    if (r != -2) return r; /* -2: no oneDNN primitive for this shape */
+  }
+  const void *in[2] = {x, w};
+  float *own[2] = {0};
+  cnn_conv_shape f;
+  int rc = round_operands(2, in, (int64_t[]){x_numel(s), w_numel(s)}, own, s, &f);
+  if (rc == 0) rc = cnn_cpu_conv2d_forward(algo, CNN_FLOAT32, &f, in[0], in[1], b, y);
+  free_operands(2, own);
+  return rc;
+}
+
+static int backward_data_bf16(cnn_conv_algo algo, const cnn_conv_shape *s, const void *dy,
+                              const void *w, void *dx) {
+  if (bf16_onednn(algo, s)) {
+    int r = cnn_cpu_conv2d_onednn_backward_data(s, dy, w, dx);
+    if (r != -2) return r;
+  }
+  const void *in[2] = {dy, w};
+  float *own[2] = {0};
+  cnn_conv_shape f;
+  int rc = round_operands(2, in, (int64_t[]){y_numel(s), w_numel(s)}, own, s, &f);
+  if (rc == 0) rc = cnn_cpu_conv2d_backward_data(algo, CNN_FLOAT32, &f, in[0], in[1], dx);
+  free_operands(2, own);
+  return rc;
+}
+
+static int backward_weight_bf16(cnn_conv_algo algo, const cnn_conv_shape *s, const void *dy,
+                                const void *x, void *dw, void *db) {
+  if (bf16_onednn(algo, s)) {
+    int r = cnn_cpu_conv2d_onednn_backward_weight(s, dy, x, dw, db);
+    if (r != -2) return r;
+  }
+  const void *in[2] = {dy, x};
+  float *own[2] = {0};
+  cnn_conv_shape f;
+  int rc = round_operands(2, in, (int64_t[]){y_numel(s), x_numel(s)}, own, s, &f);
+  if (rc == 0) rc = cnn_cpu_conv2d_backward_weight(algo, CNN_FLOAT32, &f, in[0], in[1], dw, db);
+  free_operands(2, own);
+  return rc;
+}
+
+/* Both passes (one wanted: that pass's own path); emulated, each operand
+ * is rounded once. */
+static int backward_bf16(cnn_conv_algo algo, const cnn_conv_shape *s, const void *dy,
+                         const void *x, const void *w, void *dx, void *dw, void *db) {
+  if (!dx) return dw ? backward_weight_bf16(algo, s, dy, x, dw, db) : 0;
+  if (!dw) return backward_data_bf16(algo, s, dy, w, dx);
+  if (bf16_onednn(algo, s)) {
+    int r = cnn_cpu_conv2d_onednn_backward(s, dy, x, w, dx, dw, db);
+    if (r != -2) return r;
+  }
+  const void *in[3] = {dy, x, w};
+  float *own[3] = {0};
+  cnn_conv_shape f;
+  int rc = round_operands(3, in, (int64_t[]){y_numel(s), x_numel(s), w_numel(s)}, own, s, &f);
+  if (rc == 0) rc = cnn_cpu_conv2d_backward(algo, CNN_FLOAT32, &f, in[0], in[1], in[2], dx, dw, db);
+  free_operands(3, own);
+  return rc;
+}
+
+/* ---- the entry points --------------------------------------------------------------- */
+
 int cnn_cpu_conv2d_forward(cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_shape *s, const void *x,
                            const void *w, const void *b, void *y) {
   if (cnn_cpu_conv2d_check(dt, s)) return -1;
+  if (s->math == CNN_BFLOAT16) return forward_bf16(algo, s, x, w, b, y);
   if (algo == CNN_CONV_NAIVE || degenerate(s))
     return cnn_cpu_conv2d_naive_forward(dt, s, x, w, b, y);
   if (wants_onednn(algo, dt)) {
@@ -116,6 +225,7 @@ int cnn_cpu_conv2d_forward(cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_shap
 int cnn_cpu_conv2d_backward_data(cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_shape *s,
                                  const void *dy, const void *w, void *dx) {
   if (cnn_cpu_conv2d_check(dt, s)) return -1;
+  if (s->math == CNN_BFLOAT16) return backward_data_bf16(algo, s, dy, w, dx);
   if (algo == CNN_CONV_NAIVE || degenerate(s))
     return cnn_cpu_conv2d_naive_backward_data(dt, s, dy, w, dx);
   if (wants_onednn(algo, dt)) {
@@ -128,6 +238,7 @@ int cnn_cpu_conv2d_backward_data(cnn_conv_algo algo, cnn_dtype dt, const cnn_con
 int cnn_cpu_conv2d_backward_weight(cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_shape *s,
                                    const void *dy, const void *x, void *dw, void *db) {
   if (cnn_cpu_conv2d_check(dt, s)) return -1;
+  if (s->math == CNN_BFLOAT16) return backward_weight_bf16(algo, s, dy, x, dw, db);
   if (algo == CNN_CONV_NAIVE || degenerate(s))
     return cnn_cpu_conv2d_naive_backward_weight(dt, s, dy, x, dw, db);
   if (wants_onednn(algo, dt)) {
@@ -145,6 +256,7 @@ int cnn_cpu_conv2d_backward(cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_sha
                             const void *dy, const void *x, const void *w, void *dx, void *dw,
                             void *db) {
   if (cnn_cpu_conv2d_check(dt, s)) return -1;
+  if (s->math == CNN_BFLOAT16) return backward_bf16(algo, s, dy, x, w, dx, dw, db);
   if (dx && dw && !degenerate(s) && wants_onednn(algo, dt)) {
     int r = cnn_cpu_conv2d_onednn_backward(s, dy, x, w, dx, dw, db);
     if (r != -2) return r; /* -2: no oneDNN primitive for this shape */

@@ -46,8 +46,14 @@
  * two cache entries; errors name the slice's shape.  Training batches
  * (64 images, 6.6 MB at that layer) stay one call.
  *
- * Precisions.  An entry is float32 (PREC_F32) or integer (PREC_U8, the
- * forward of core/cpu/conv_int8.c): the caller's x is uint8 NCHW, w holds
+ * Precisions.  An entry is float32 (PREC_F32), bfloat16 (PREC_BF16) or
+ * integer (PREC_U8).  PREC_BF16 is a convolution whose shape has math =
+ * CNN_BFLOAT16 (autocast, bf16_math.c): the caller's arrays are float32 as
+ * for PREC_F32, the primitive's inputs are bfloat16 -- so the reorders in
+ * round them (to nearest even) -- and its output (dst, diff_src,
+ * diff_weights; the bias and its gradient) is float32, the accumulator;
+ * oneDNN's reference loops are refused for it (conv.c then emulates).
+ * PREC_U8 is the forward of core/cpu/conv_int8.c: the caller's x is uint8 NCHW, w holds
  * whole numbers in [-127, 127] as float32 (the reorder into the
  * primitive's s8 layout converts them exactly) and y is the int32
  * accumulator, with no bias and no scales (conv_int8.c applies them:
@@ -68,6 +74,7 @@
 #include <string.h>
 
 #include "cpu/onednn_conv.h"
+#include "cpu/onednn_util.h"
 
 #define CACHE_SIZE      64
 #define FWD_SPLIT_BYTES ((int64_t)16 << 20) /* forward: split batches above this ... */
@@ -75,7 +82,7 @@
 #define ARENA_ALIGN     4096
 
 /* The arithmetic of an entry (see "Precisions" at the top). */
-typedef enum { PREC_F32 = 0, PREC_U8 } conv_prec;
+typedef enum { PREC_F32 = 0, PREC_U8, PREC_BF16 } conv_prec;
 
 typedef struct {
   int arg; /* DNNL_ARG_SRC, ... */
@@ -187,29 +194,48 @@ static entry *cache_slot(void) {
 /* ---- descriptors -------------------------------------------------------------- */
 
 /* Data types of the caller's arrays (plain) and of the primitive's tensors
- * (inner), by precision and tensor role (the table at the top). */
-static const dnnl_data_type_t plain_type[2][3] = {
+ * (inner), by precision and tensor role (the table at the top); a
+ * PREC_BF16 entry's output tensor is float32 (out_role). */
+static const dnnl_data_type_t plain_type[3][3] = {
     [PREC_F32] = {dnnl_f32, dnnl_f32, dnnl_f32},
     [PREC_U8] = {dnnl_u8, dnnl_f32, dnnl_s32},
+    [PREC_BF16] = {dnnl_f32, dnnl_f32, dnnl_f32},
 };
-static const dnnl_data_type_t inner_type[2][3] = {
+static const dnnl_data_type_t inner_type[3][3] = {
     [PREC_F32] = {dnnl_f32, dnnl_f32, dnnl_f32},
     [PREC_U8] = {dnnl_u8, dnnl_s8, dnnl_s32},
+    [PREC_BF16] = {dnnl_bf16, dnnl_bf16, dnnl_bf16},
 };
+/* The tensor each kind writes. */
+static const int out_role[3] = {[FWD] = T_DST, [BWD_DATA] = T_SRC, [BWD_WEIGHT] = T_WEI};
 
-static void init_mds(const cnn_conv_shape *s, conv_prec prec, conv_mds *m) {
+static dnnl_data_type_t inner_of(conv_prec prec, conv_kind kind, int role) {
+  return prec == PREC_BF16 && role == out_role[kind] ? dnnl_f32 : inner_type[prec][role];
+}
+
+/* The precision of a pass of `family` over shape s (deconvolutions: float32). */
+static conv_prec prec_of(conv_family family, const cnn_conv_shape *s) {
+  return family == CONVOLUTION && s->math == CNN_BFLOAT16 ? PREC_BF16 : PREC_F32;
+}
+
+/* The convolution's descriptors for an entry of `kind` (a bfloat16
+ * entry's output type depends on it). */
+static void init_mds(const cnn_conv_shape *s, conv_prec prec, conv_kind kind, conv_mds *m) {
   dnnl_dims_t x = {s->N, s->C, s->H, s->W}, y = {s->N, s->K, s->OH, s->OW}, b = {s->K};
   dnnl_dims_t w = {s->K, s->C, s->R, s->S};
   dnnl_dims_t gw = {s->groups, s->K / s->groups, s->C / s->groups, s->R, s->S};
   int g = s->groups > 1, wn = g ? 5 : 4;
   dnnl_format_tag_t wtag = g ? dnnl_goihw : dnnl_oihw;
-  const dnnl_data_type_t *pt = plain_type[prec], *it = inner_type[prec];
+  const dnnl_data_type_t *pt = plain_type[prec];
   dnnl_memory_desc_init_by_tag(&m->plain[T_SRC], 4, x, pt[T_SRC], dnnl_nchw);
   dnnl_memory_desc_init_by_tag(&m->plain[T_WEI], wn, g ? gw : w, pt[T_WEI], wtag);
   dnnl_memory_desc_init_by_tag(&m->plain[T_DST], 4, y, pt[T_DST], dnnl_nchw);
-  dnnl_memory_desc_init_by_tag(&m->any[T_SRC], 4, x, it[T_SRC], dnnl_format_tag_any);
-  dnnl_memory_desc_init_by_tag(&m->any[T_WEI], wn, g ? gw : w, it[T_WEI], dnnl_format_tag_any);
-  dnnl_memory_desc_init_by_tag(&m->any[T_DST], 4, y, it[T_DST], dnnl_format_tag_any);
+  dnnl_memory_desc_init_by_tag(&m->any[T_SRC], 4, x, inner_of(prec, kind, T_SRC),
+                               dnnl_format_tag_any);
+  dnnl_memory_desc_init_by_tag(&m->any[T_WEI], wn, g ? gw : w, inner_of(prec, kind, T_WEI),
+                               dnnl_format_tag_any);
+  dnnl_memory_desc_init_by_tag(&m->any[T_DST], 4, y, inner_of(prec, kind, T_DST),
+                               dnnl_format_tag_any);
   dnnl_memory_desc_init_by_tag(&m->bias, 1, b, dnnl_f32, dnnl_x);
   m->strides[0] = s->sh, m->strides[1] = s->sw;
   m->dilates[0] = s->dh - 1, m->dilates[1] = s->dw - 1;
@@ -240,14 +266,18 @@ static dnnl_status_t kind_desc(conv_family family, conv_kind kind, conv_prec pre
 }
 
 /* The primitive descriptor of `kind`, with a user-managed scratchpad.
- * Backward kinds need a forward descriptor as a hint. */
-static dnnl_status_t make_pd(const conv_key *k, conv_mds *m, dnnl_primitive_desc_t *pd) {
+ * Backward kinds need a forward descriptor as a hint (a bfloat16 one with
+ * the forward's types). */
+static dnnl_status_t make_pd(const conv_key *k, const cnn_conv_shape *s, conv_mds *m,
+                             dnnl_primitive_desc_t *pd) {
   dnnl_convolution_desc_t cd, fd;
   dnnl_primitive_desc_t hint = NULL;
   dnnl_primitive_attr_t attr = NULL;
+  conv_mds fm = *m;
+  if (k->prec == PREC_BF16) init_mds(s, k->prec, FWD, &fm);
   dnnl_status_t st = kind_desc(k->family, k->kind, k->prec, m, k->has_bias, &cd);
   if (st == dnnl_success && k->kind != FWD &&
-      (st = kind_desc(k->family, FWD, k->prec, m, k->has_bias, &fd)) == dnnl_success)
+      (st = kind_desc(k->family, FWD, k->prec, &fm, k->has_bias, &fd)) == dnnl_success)
     st = dnnl_primitive_desc_create(&hint, &fd, NULL, G.engine, NULL);
   if (st == dnnl_success) st = dnnl_primitive_attr_create(&attr);
   if (st == dnnl_success)
@@ -255,7 +285,8 @@ static dnnl_status_t make_pd(const conv_key *k, conv_mds *m, dnnl_primitive_desc
   if (st == dnnl_success) st = dnnl_primitive_desc_create(pd, &cd, attr, G.engine, hint);
   if (attr) dnnl_primitive_attr_destroy(attr);
   if (hint) dnnl_primitive_desc_destroy(hint);
-  return st;
+  /* a bfloat16 entry refuses oneDNN's reference loops: conv.c then emulates */
+  return st == dnnl_success && k->prec == PREC_BF16 ? cnn_onednn_refuse_reference(*pd) : st;
 }
 
 /* ---- entries: construction ------------------------------------------------------- */
@@ -335,8 +366,8 @@ static int entry_build(entry *e, const conv_key *k, const cnn_conv_shape *s) {
   if (k->family == DECONVOLUTION)
     cnn_onednn_deconv_mds(s, &m);
   else
-    init_mds(s, k->prec, &m);
-  dnnl_status_t st = make_pd(k, &m, &pd);
+    init_mds(s, k->prec, k->kind, &m);
+  dnnl_status_t st = make_pd(k, s, &m, &pd);
   if (st != dnnl_success) {
     e->unsupported = 1;
     fail(k->family, st, kind_name[k->kind], s);
@@ -506,7 +537,7 @@ static int forward_sliced(conv_family family, const cnn_conv_shape *s, const flo
     part.N = s->N - n0 < chunk ? s->N - n0 : chunk;
     const float *xp = x + n0 * image[deconv];
     float *yp = y + n0 * image[!deconv];
-    conv_key k = {family, FWD, PREC_F32, b != NULL};
+    conv_key k = {family, FWD, prec_of(family, s), b != NULL};
     int rc = conv_call(&k, &part, (const void *[3]){xp, w, yp}, b);
     if (rc) return rc;
   }
@@ -516,7 +547,7 @@ static int forward_sliced(conv_family family, const cnn_conv_shape *s, const flo
 int cnn_onednn_conv_run(conv_family family, conv_kind kind, const cnn_conv_shape *s,
                         const void *arrays[3], const void *bias) {
   if (kind == FWD) return forward_sliced(family, s, arrays[0], arrays[1], bias, (float *)arrays[2]);
-  return conv_call(&(conv_key){family, kind, PREC_F32, bias != NULL}, s, arrays, bias);
+  return conv_call(&(conv_key){family, kind, prec_of(family, s), bias != NULL}, s, arrays, bias);
 }
 
 int cnn_cpu_conv2d_onednn_forward(const cnn_conv_shape *s, const float *x, const float *w,
@@ -526,13 +557,13 @@ int cnn_cpu_conv2d_onednn_forward(const cnn_conv_shape *s, const float *x, const
 
 int cnn_cpu_conv2d_onednn_backward_data(const cnn_conv_shape *s, const float *dy, const float *w,
                                         float *dx) {
-  return conv_call(&(conv_key){CONVOLUTION, BWD_DATA, PREC_F32, 0}, s, (const void *[3]){dy, w, dx},
-                   NULL);
+  return conv_call(&(conv_key){CONVOLUTION, BWD_DATA, prec_of(CONVOLUTION, s), 0}, s,
+                   (const void *[3]){dy, w, dx}, NULL);
 }
 
 int cnn_cpu_conv2d_onednn_backward_weight(const cnn_conv_shape *s, const float *dy, const float *x,
                                           float *dw, float *db) {
-  return conv_call(&(conv_key){CONVOLUTION, BWD_WEIGHT, PREC_F32, db != NULL}, s,
+  return conv_call(&(conv_key){CONVOLUTION, BWD_WEIGHT, prec_of(CONVOLUTION, s), db != NULL}, s,
                    (const void *[3]){x, dy, dw}, db);
 }
 
@@ -583,9 +614,10 @@ int cnn_onednn_conv_backward_pair(conv_family family, const cnn_conv_shape *s, c
   }
   pthread_mutex_lock(&G.lock);
   int rc = ensure_engine(family, s);
-  entry *d = rc ? NULL : cache_get(&(conv_key){family, BWD_DATA, PREC_F32, 0}, s, &rc);
+  conv_prec prec = prec_of(family, s);
+  entry *d = rc ? NULL : cache_get(&(conv_key){family, BWD_DATA, prec, 0}, s, &rc);
   /* d is now the most recently used entry, so building wt cannot evict it */
-  entry *wt = d ? cache_get(&(conv_key){family, BWD_WEIGHT, PREC_F32, db != NULL}, s, &rc) : NULL;
+  entry *wt = d ? cache_get(&(conv_key){family, BWD_WEIGHT, prec, db != NULL}, s, &rc) : NULL;
   if (wt) rc = backward_run(d, wt, (const void *[3]){dy, w, dx}, (const void *[3]){x, dy, dw}, db);
   pthread_mutex_unlock(&G.lock);
   return rc;

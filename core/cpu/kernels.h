@@ -46,6 +46,9 @@ typedef struct {
   int pt, pb, pl, pr; /* padding top, bottom, left, right */
   int dh, dw;         /* dilation */
   int groups;
+  cnn_dtype math; /* CNN_FLOAT32: dt's arithmetic; CNN_BFLOAT16: float32
+                   * arrays, operands rounded to bfloat16, float32
+                   * accumulation and outputs (autocast, bf16_math.c) */
 } cnn_conv_shape;
 
 /* Output size helper: floor((in + p0 + p1 - d*(k-1) - 1)/s) + 1; may be <= 0
@@ -149,6 +152,34 @@ void cnn_cpu_channel_sums(int f64, int64_t N, int64_t C, int64_t P, const void *
 
 /* Frees every cached oneDNN primitive and buffer (tests, leak checks, exit). */
 void cnn_cpu_onednn_cache_clear(void);
+
+/* ---- bfloat16 arithmetic over float32 arrays (bf16_math.c, matmul_onednn.c) ----
+ * cnn.autocast('bfloat16') on the CPU: the conv entries with s->math =
+ * CNN_BFLOAT16 and cnn_cpu_gemm_bf16 round their operands to bfloat16
+ * (nearest even), accumulate in float32 and write float32.  Where the CPU
+ * has AVX512-BF16 (oneDNN's ISA, read once) oneDNN's bfloat16 kernels do
+ * it; elsewhere, or where oneDNN has no primitive, the operands are
+ * rounded into float32 copies and the float32 path runs (emulated). */
+/* 1 when oneDNN's bfloat16 kernels run (the effective ISA has AVX512-BF16) */
+int cnn_cpu_bf16_native(void);
+/* "onednn" or "emulated"; *detail (may be NULL): a sentence naming the ISA */
+const char *cnn_cpu_bf16_path(const char **detail);
+/* A malloc'd float32 copy of src[0..n) rounded to bfloat16 values, or NULL
+ * with "<op>: out of memory ..." set. */
+float *cnn_cpu_bf16_rounded_copy(const char *op, const float *src, int64_t n);
+/* C + b*stride_c (M x N, row stride ldc) = op(A + b*stride_a) op(B + b*stride_b)
+ * for b < batch, the backend's gemm_batched layout (strides in elements, 0
+ * broadcasts), in bfloat16 arithmetic as above; C OVERWRITTEN. */
+int cnn_cpu_gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float *A,
+                      int64_t lda, int64_t stride_a, const float *B, int64_t ldb, int64_t stride_b,
+                      float *C, int64_t ldc, int64_t stride_c, int64_t batch);
+/* The oneDNN matmul of cnn_cpu_gemm_bf16 alone: -2 (error set) where
+ * oneDNN has no primitive, -1 on other failures. */
+int cnn_cpu_gemm_bf16_onednn(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                             const float *A, int64_t lda, int64_t stride_a, const float *B,
+                             int64_t ldb, int64_t stride_b, float *C, int64_t ldc, int64_t stride_c,
+                             int64_t batch);
+void cnn_cpu_matmul_onednn_cache_clear(void);
 /* Cached primitives now held (tests of the cache). */
 int cnn_cpu_onednn_cache_size(void);
 

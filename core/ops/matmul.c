@@ -14,7 +14,9 @@
  * again (stride 0); the output is always contiguous.  Only float32 and
  * float64 (mixed operands promote); integer products are refused;
  * float16/bfloat16 products run on a backend with `half` (CUDA;
- * cnn.autocast hands the products to core/autocast.c first).
+ * cnn.autocast hands the products to core/autocast.c first, which calls
+ * back with cast operands, or on the CPU with bfloat16 arithmetic over the
+ * float32 ones: gemm_bf16, kept in the node for the backward's products).
  *
  * Devices: operands share a device; the products are one backend
  * gemm_batched call (cuBLAS strided batched) where the backend has it and
@@ -123,16 +125,35 @@ static int64_t batch_step(const mat_view *m, int nb, const int64_t *bshape, int6
   return step;
 }
 
-/* The products in the backend of out's device: one gemm_batched call
- * (cuBLAS strided batched) where the backend has it and both operands'
- * batch offsets are progressions, else one gemm per output batch
- * (broadcast batches read the same matrix again).  The output is
- * contiguous: C's step is m*n.  An empty inner dim (K = 0) gives zeros. */
-static int run_products(cnn_dtype dt, const mat_view *a, const mat_view *b, int nb,
+/* `count` products C_i (m x n, contiguous, step m*n) = op(A_i) op(B_i),
+ * operand i at pa + i*sa, pb + i*sb (elements): the backend's gemm_bf16
+ * (bfloat16 arithmetic over float32, `bf16`), gemm_batched (count > 1), or
+ * gemm (count 1). */
+static int products_call(const cnn_backend *be, int dev, cnn_dtype dt, bool bf16,
+                         const mat_view *a, const mat_view *b, const void *pa, int64_t sa,
+                         const void *pb, int64_t sb, void *o, int64_t count) {
+  int64_t m = a->rows, n = b->cols, k = a->cols;
+  if (bf16)
+    return CNN_BE_CALL(be, "matmul", gemm_bf16, dev, a->trans, b->trans, m, n, k, pa, a->ld, sa,
+                       pb, b->ld, sb, o, n, m * n, count);
+  if (count > 1)
+    return be->gemm_batched(dev, dt, a->trans, b->trans, m, n, k, pa, a->ld, sa, pb, b->ld, sb, o,
+                            n, m * n, count);
+  return be->gemm(dev, dt, a->trans, b->trans, m, n, k, pa, a->ld, pb, b->ld, o, n);
+}
+
+/* The products in the backend of out's device, in arithmetic `math`
+ * (CNN_BFLOAT16: gemm_bf16): one batched call (cuBLAS strided batched,
+ * gemm_bf16) where the backend has it and both operands' batch offsets
+ * are progressions, else one call per output batch (broadcast batches read
+ * the same matrix again).  The output is contiguous: C's step is m*n.  An
+ * empty inner dim (K = 0) gives zeros. */
+static int run_products(cnn_dtype dt, cnn_dtype math, const mat_view *a, const mat_view *b, int nb,
                         const int64_t *bshape, cnn_tensor *out) {
   const cnn_backend *be = cnn_backend_of(out, "matmul");
   if (!be) return -1;
   if (!be->gemm) return cnn_backend_unsupported("matmul");
+  bool bf16 = math == CNN_BFLOAT16;
   int64_t nbatch = 1, m = a->rows, n = b->cols;
   for (int d = 0; d < nb; d++) nbatch *= bshape[d];
   if (m == 0 || n == 0 || nbatch == 0) return 0;
@@ -140,18 +161,15 @@ static int run_products(cnn_dtype dt, const mat_view *a, const mat_view *b, int 
   char *o = cnn_tensor_data(out);
   const char *a0 = a->t->storage->data, *b0 = b->t->storage->data;
   int dev = cnn_backend_dev(out);
-  int64_t sa = be->gemm_batched && nbatch > 1 ? batch_step(a, nb, bshape, nbatch) : -1;
+  int64_t sa = (be->gemm_batched || bf16) && nbatch > 1 ? batch_step(a, nb, bshape, nbatch) : -1;
   int64_t sb = sa >= 0 ? batch_step(b, nb, bshape, nbatch) : -1;
   if (sa >= 0 && sb >= 0)
-    return be->gemm_batched(dev, dt, a->trans, b->trans, m, n, a->cols,
-                            a0 + batch_offset(a, nb, bshape, 0) * (int64_t)es, a->ld, sa,
-                            b0 + batch_offset(b, nb, bshape, 0) * (int64_t)es, b->ld, sb, o, n,
-                            m * n, nbatch);
+    return products_call(be, dev, dt, bf16, a, b, a0 + batch_offset(a, nb, bshape, 0) * (int64_t)es,
+                         sa, b0 + batch_offset(b, nb, bshape, 0) * (int64_t)es, sb, o, nbatch);
   for (int64_t i = 0; i < nbatch; i++) {
     const char *pa = a0 + batch_offset(a, nb, bshape, i) * (int64_t)es;
     const char *pb = b0 + batch_offset(b, nb, bshape, i) * (int64_t)es;
-    if (be->gemm(dev, dt, a->trans, b->trans, m, n, a->cols, pa, a->ld, pb, b->ld,
-                 o + (size_t)(i * m * n) * es, n))
+    if (products_call(be, dev, dt, bf16, a, b, pa, 0, pb, 0, o + (size_t)(i * m * n) * es, 1))
       return -1;
   }
   return 0;
@@ -220,11 +238,18 @@ static cnn_tensor *as_matrix(cnn_tensor *t, bool row) {
 
 static cnn_tensor *mT(cnn_tensor *t) { return cnn_transpose(t, t->ndim - 2, t->ndim - 1); }
 
-/* gradient of operand i in matrix form, reduced to the operand's shape */
+static cnn_tensor *product(const char *op, const char *node_name, cnn_tensor *a, cnn_tensor *b,
+                          cnn_dtype math);
+
+/* gradient of operand i in matrix form, reduced to the operand's shape; the
+ * products in the forward's arithmetic (the node's geometry) */
 static cnn_tensor *operand_grad(cnn_node *n, int i, cnn_tensor *a2, cnn_tensor *b2,
                                 cnn_tensor *g2) {
+  cnn_dtype math = *(const cnn_dtype *)n->geometry;
   cnn_tensor *t = mT(i == 0 ? b2 : a2);
-  cnn_tensor *p = t ? (i == 0 ? cnn_matmul(g2, t) : cnn_matmul(t, g2)) : NULL;
+  cnn_tensor *p = !t            ? NULL
+                  : i == 0      ? product("matmul", "MatmulBackward", g2, t, math)
+                                : product("matmul", "MatmulBackward", t, g2, math);
   cnn_tensor_release(t);
   cnn_tensor *m = i == 0 ? a2 : b2;
   cnn_tensor *s = p ? cnn_sum_to(p, m->ndim, m->shape) : NULL;
@@ -267,19 +292,10 @@ typedef struct {
   const char *op, *node_name;
 } product_names;
 
-static cnn_tensor *matmul_impl(const char *op, const char *node_name, cnn_tensor *a, cnn_tensor *b);
-
-static cnn_tensor *autocast_product(cnn_tensor **in, const void *names) {
-  const product_names *p = names;
-  return matmul_impl(p->op, p->node_name, in[0], in[1]);
-}
-
-static cnn_tensor *matmul_impl(const char *op, const char *node_name, cnn_tensor *a,
-                               cnn_tensor *b) {
-  cnn_tensor *operands[2] = {a, b};
-  cnn_dtype run = a && b ? cnn_autocast_target(operands, 2) : CNN_FLOAT32;
-  if (run != CNN_FLOAT32)
-    return cnn_autocast_call(run, 2, operands, autocast_product, &(product_names){op, node_name});
+/* a . b in arithmetic `math` (CNN_BFLOAT16 under autocast on the CPU),
+ * recorded with math in the node's geometry. */
+static cnn_tensor *product(const char *op, const char *node_name, cnn_tensor *a, cnn_tensor *b,
+                           cnn_dtype math) {
   if (check_operands(op, a, b)) return NULL;
   cnn_dtype dt = a->dtype == b->dtype                                 ? a->dtype
                  : a->dtype == CNN_FLOAT64 || b->dtype == CNN_FLOAT64 ? CNN_FLOAT64
@@ -300,17 +316,35 @@ static cnn_tensor *matmul_impl(const char *op, const char *node_name, cnn_tensor
   }
   out = cnn_empty(nd, shape, dt, cnn_tensor_device(a));
   if (!out) goto done;
-  if (run_products(dt, &ma, &mb, nb, shape, out)) {
+  if (run_products(dt, math, &ma, &mb, nb, shape, out)) {
     cnn_tensor_release(out);
     out = NULL;
     goto done;
   }
   cnn_node *n = cnn_autograd_record(out, node_name, matmul_backward, 2, (cnn_tensor *[]){a, b});
-  if (n) cnn_node_save(n, 0, a), cnn_node_save(n, 1, b);
+  if (n) {
+    cnn_node_save(n, 0, a), cnn_node_save(n, 1, b);
+    cnn_node_set_geometry(n, &math, sizeof math);
+  }
 done:
   cnn_tensor_release(ma.t);
   cnn_tensor_release(mb.t);
   return out;
+}
+
+static cnn_tensor *autocast_product(cnn_tensor **in, cnn_dtype math, const void *names) {
+  const product_names *p = names;
+  return product(p->op, p->node_name, in[0], in[1], math);
+}
+
+static cnn_tensor *matmul_impl(const char *op, const char *node_name, cnn_tensor *a,
+                               cnn_tensor *b) {
+  cnn_tensor *operands[2] = {a, b};
+  cnn_dtype run = a && b ? cnn_autocast_target(operands, 2) : CNN_FLOAT32;
+  if (run != CNN_FLOAT32)
+    return cnn_autocast_call(run, 2, operands, autocast_product, true,
+                             &(product_names){op, node_name});
+  return product(op, node_name, a, b, CNN_FLOAT32);
 }
 
 cnn_tensor *cnn_matmul(cnn_tensor *a, cnn_tensor *b) {

@@ -9,7 +9,8 @@
  * CUDA device); where the backend has conv2d_backward both backward passes
  * are one call (the CPU's oneDNN reorders dy once).  float16/bfloat16 run
  * only on a backend with `half` (CUDA; autocast); under cnn.autocast the
- * op hands itself to core/autocast.c.
+ * op hands itself to core/autocast.c, which calls it back with cast
+ * operands or, on the CPU, with bfloat16 arithmetic (cnn_conv_shape.math).
  * cnn_conv2d_int8 (issue 16, cnn.quantize) shares the shape checks: an
  * inference-only op over quantized operands (core/cpu/conv_int8.c).
  */
@@ -87,7 +88,7 @@ static int conv_geometry(const cnn_tensor *x, const cnn_tensor *w, const cnn_con
   *s = (cnn_conv_shape){x->shape[0],    x->shape[1],    x->shape[2], x->shape[3], w->shape[0],
                         w->shape[2],    w->shape[3],    0,           0,           p->stride[0],
                         p->stride[1],   p->pad[0],      p->pad[1],   p->pad[2],   p->pad[3],
-                        p->dilation[0], p->dilation[1], p->groups};
+                        p->dilation[0], p->dilation[1], p->groups,  CNN_FLOAT32};
   s->OH = cnn_conv_out_size(s->H, s->pt, s->pb, (int)s->R, s->sh, s->dh);
   s->OW = cnn_conv_out_size(s->W, s->pl, s->pr, (int)s->S, s->sw, s->dw);
   if (s->OH > 0 && s->OW > 0) return 0;
@@ -149,18 +150,15 @@ static int conv_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
   return rc;
 }
 
-static cnn_tensor *conv2d_op(cnn_tensor **in, const void *p) {
-  return cnn_conv2d(in[0], in[1], in[2], p);
-}
-
-cnn_tensor *cnn_conv2d(cnn_tensor *x, cnn_tensor *w, cnn_tensor *b, const cnn_conv_params *p) {
-  cnn_tensor *operands[3] = {x, w, b};
-  cnn_dtype run = x && w ? cnn_autocast_target(operands, 3) : CNN_FLOAT32;
-  if (run != CNN_FLOAT32) return cnn_autocast_call(run, 3, operands, conv2d_op, p);
+/* conv2d with arithmetic `math` (CNN_BFLOAT16 under autocast on the CPU:
+ * kept in the node's geometry, so the backward runs in it too). */
+static cnn_tensor *conv2d_math(cnn_tensor *x, cnn_tensor *w, cnn_tensor *b,
+                               const cnn_conv_params *p, cnn_dtype math) {
   cnn_conv_shape s;
   if (cnn_conv_check_dtypes("conv2d", x, w, b) || check_conv_shapes(x, w, b, p) ||
       conv_geometry(x, w, p, &s))
     return NULL;
+  s.math = math;
   cnn_tensor *xc = cnn_contiguous(x), *wc = cnn_contiguous(w), *bc = b ? cnn_contiguous(b) : NULL;
   int64_t shape[4] = {s.N, s.K, s.OH, s.OW};
   cnn_tensor *y =
@@ -181,6 +179,17 @@ cnn_tensor *cnn_conv2d(cnn_tensor *x, cnn_tensor *w, cnn_tensor *b, const cnn_co
   }
   cnn_tensor_release(xc), cnn_tensor_release(wc), cnn_tensor_release(bc);
   return y;
+}
+
+static cnn_tensor *conv2d_op(cnn_tensor **in, cnn_dtype math, const void *p) {
+  return conv2d_math(in[0], in[1], in[2], p, math);
+}
+
+cnn_tensor *cnn_conv2d(cnn_tensor *x, cnn_tensor *w, cnn_tensor *b, const cnn_conv_params *p) {
+  cnn_tensor *operands[3] = {x, w, b};
+  cnn_dtype run = x && w ? cnn_autocast_target(operands, 3) : CNN_FLOAT32;
+  if (run != CNN_FLOAT32) return cnn_autocast_call(run, 3, operands, conv2d_op, true, p);
+  return conv2d_math(x, w, b, p, CNN_FLOAT32);
 }
 
 /* ---- quantized inference (issue 16): cnn_conv2d_int8 ------------------------------- */

@@ -146,7 +146,8 @@ static int transpose_shape(const cnn_tensor *x, const cnn_tensor *w,
                         pr + crop[1],
                         p->dilation[0],
                         p->dilation[1],
-                        p->groups};
+                        p->groups,
+                        CNN_FLOAT32};
   return 0;
 }
 
@@ -265,7 +266,9 @@ static cnn_tensor *forward_values(cnn_tensor *xc, cnn_tensor *wc, cnn_tensor *b,
   return y;
 }
 
-static cnn_tensor *transpose_op(cnn_tensor **in, const void *p) {
+/* Under autocast the operands are cast (math_ok false below: the
+ * transposed passes do not take the CPU's bfloat16 arithmetic yet). */
+static cnn_tensor *transpose_op(cnn_tensor **in, cnn_dtype math, const void *p) {
   return cnn_conv_transpose2d(in[0], in[1], in[2], p);
 }
 
@@ -273,7 +276,7 @@ cnn_tensor *cnn_conv_transpose2d(cnn_tensor *x, cnn_tensor *w, cnn_tensor *b,
                                  const cnn_conv_transpose_params *p) {
   cnn_tensor *operands[3] = {x, w, b};
   cnn_dtype run = x && w ? cnn_autocast_target(operands, 3) : CNN_FLOAT32;
-  if (run != CNN_FLOAT32) return cnn_autocast_call(run, 3, operands, transpose_op, p);
+  if (run != CNN_FLOAT32) return cnn_autocast_call(run, 3, operands, transpose_op, false, p);
   transpose_geometry geo;
   int64_t out[2];
   if (cnn_conv_check_dtypes(OP, x, w, b) || check_params(p) || check_shapes(x, w, b, p) ||

@@ -558,6 +558,8 @@ describe("NaN and Inf where they matter", function()
     { "copy_bandwidth", function() return cnn.copy_bandwidth(-1) end, "bytes" },
     { "copy_bandwidth", function() return cnn.copy_bandwidth(1e18) end },
     { "copy_bandwidth", function() return cnn.copy_bandwidth(1 << 40) end, "bytes" },
+    -- bfloat16 on the CPU (issue 16 point 5)
+    { "autocast_info", function() return cnn.autocast_info("cpu") end, "takes no arguments" },
     { "copy_bandwidth", function() return cnn.copy_bandwidth(1 << 20, 0 / 0) end, "seconds" },
     { "copy_bandwidth", function() return cnn.copy_bandwidth("big") end },
   }

@@ -144,6 +144,16 @@ function H.matmul(a, b)
   return c
 end
 
+-- The transpose of a nested 2-d table.
+function H.transpose(a)
+  local t = {}
+  for j = 1, #a[1] do
+    t[j] = {}
+    for i = 1, #a do t[j][i] = a[i][j] end
+  end
+  return t
+end
+
 -- Map a function over a nested table.
 function H.map(t, f)
   if type(t) ~= "table" then return f(t) end

@@ -80,9 +80,11 @@ int cnn_cpu_conv2d_backward(cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_sha
 
 /* The three paths, callable directly (tests, benchmarks).  They assume a
  * shape that cnn_cpu_conv2d_check() accepted and no zero-sized dimension.
- * The oneDNN ones are float32 only and never fall back: they return -2
- * (error set) where oneDNN cannot create a primitive for the shape, -1 on
- * any other failure. */
+ * The oneDNN ones take float32 arrays (bfloat16 kernels when s->math is
+ * CNN_BFLOAT16) and never fall back: they return -2 (error set) where
+ * oneDNN cannot create a primitive for the shape, -1 on any other failure.
+ * naive and im2col compute in dt (conv.c rounds their operands for
+ * s->math = CNN_BFLOAT16). */
 int cnn_cpu_conv2d_check(cnn_dtype dt, const cnn_conv_shape *s);        /* 0 ok, -1 + error */
 const char *cnn_conv_shape_str(const cnn_conv_shape *s, char buf[256]); /* for messages */
 

@@ -10,6 +10,7 @@
  * argmax within the plane, as max_pool2d's.  `omp parallel for` over the
  * N*C planes; backward zeroes dx and adds dy at the indices, plane by plane.
  */
+#include <assert.h>
 #include <math.h>
 #include <string.h>
 
@@ -45,21 +46,16 @@ ALWAYS_INLINE void forward_plane(int f64, int64_t H, int64_t W, int64_t OH, int6
     }
 }
 
-static int check(const char *op, cnn_dtype dt, int64_t N, int64_t C, int64_t H, int64_t W,
-                 int64_t OH, int64_t OW) {
-  if (cnn_cpu_check_float_sizes(op, dt, N, C, H * W)) return -1;
-  if (H < 1 || W < 1 || OH < 1 || OW < 1) {
-    cnn_set_error("%s: cannot pool %lldx%lld to %lldx%lld", op, (long long)H, (long long)W,
-                  (long long)OH, (long long)OW);
-    return -1;
-  }
-  return 0;
+/* The invariants (core/ops/nn_resize.c validates; only inside assert()). */
+static bool shape_valid(cnn_dtype dt, int64_t N, int64_t C, int64_t H, int64_t W, int64_t OH,
+                        int64_t OW) {
+  return cnn_cpu_float_sizes_valid(dt, N, C, H * W) && H >= 1 && W >= 1 && OH >= 1 && OW >= 1;
 }
 
 int cnn_cpu_adaptive_max_pool2d_forward(cnn_dtype dt, int64_t N, int64_t C, int64_t H, int64_t W,
                                         int64_t OH, int64_t OW, const void *x, void *y,
                                         int64_t *indices) {
-  if (check("adaptive_max_pool2d", dt, N, C, H, W, OH, OW)) return -1;
+  assert(shape_valid(dt, N, C, H, W, OH, OW));
 #pragma omp parallel for schedule(static)
   for (int64_t p = 0; p < N * C; p++) {
     if (dt == CNN_FLOAT64)
@@ -73,7 +69,7 @@ int cnn_cpu_adaptive_max_pool2d_forward(cnn_dtype dt, int64_t N, int64_t C, int6
 int cnn_cpu_adaptive_max_pool2d_backward(cnn_dtype dt, int64_t N, int64_t C, int64_t H, int64_t W,
                                          int64_t OH, int64_t OW, const void *dy,
                                          const int64_t *indices, void *dx) {
-  if (check("adaptive_max_pool2d_backward", dt, N, C, H, W, OH, OW)) return -1;
+  assert(shape_valid(dt, N, C, H, W, OH, OW));
   int f64 = dt == CNN_FLOAT64;
   memset(dx, 0, (size_t)(N * C * H * W) * cnn_dtype_size(dt));
 #pragma omp parallel for schedule(static)

@@ -26,6 +26,7 @@
  * for float32/float64 by always-inline calls with a literal `f64`, chosen
  * inside the parallel loop (OpenMP outlines the loop before inlining).
  */
+#include <assert.h>
 #include <math.h>
 
 #include "cpu/kernels.h"
@@ -146,17 +147,9 @@ int cnn_cpu_batch_norm_forward(cnn_dtype dt, int64_t N, int64_t C, int64_t L, co
                                const void *gamma, const void *beta, void *running_mean,
                                void *running_var, int training, double momentum, double eps,
                                void *y, void *save_mean, void *save_invstd) {
-  if (cnn_cpu_check_float_sizes("batch_norm", dt, N, C, L)) return -1;
-  if (training && N * L <= 1 && C > 0) {
-    cnn_set_error("batch_norm: expected more than 1 value per channel when training, "
-                  "got input %lldx%lldx%lld",
-                  (long long)N, (long long)C, (long long)L);
-    return -1;
-  }
-  if (!training && (!running_mean || !running_var)) {
-    cnn_set_error("batch_norm: running_mean and running_var are required in eval mode");
-    return -1;
-  }
+  /* core/ops/nn_norm.c validates; the invariants that follow: */
+  assert(cnn_cpu_float_sizes_valid(dt, N, C, L));
+  assert(training ? N * L > 1 || C == 0 : running_mean && running_var);
   bn_args a = {gamma,       beta,     running_mean, running_var, save_mean,
                save_invstd, training, momentum,     eps};
   if (!training) return bn_eval(dt, N, C, L, x, &a, y);
@@ -220,14 +213,10 @@ ALWAYS_INLINE void bn_channel_backward(int f64, int64_t N, int64_t C, int64_t L,
   }
 }
 
-static int backward(const char *op, int eval, cnn_dtype dt, int64_t N, int64_t C, int64_t L,
-                    const void *dy, const void *x, const void *gamma, const void *save_mean,
+static int backward(int eval, cnn_dtype dt, int64_t N, int64_t C, int64_t L, const void *dy,
+                    const void *x, const void *gamma, const void *save_mean,
                     const void *save_invstd, void *dx, void *dgamma, void *dbeta) {
-  if (cnn_cpu_check_float_sizes(op, dt, N, C, L)) return -1;
-  if (!save_mean || !save_invstd) {
-    cnn_set_error("%s: save_mean and save_invstd are required", op);
-    return -1;
-  }
+  assert(cnn_cpu_float_sizes_valid(dt, N, C, L) && save_mean && save_invstd);
   bn_grads a = {gamma, save_mean, save_invstd, dx, dgamma, dbeta, eval};
 #pragma omp parallel for schedule(static)
   for (int64_t c = 0; c < C; c++) {
@@ -241,13 +230,11 @@ static int backward(const char *op, int eval, cnn_dtype dt, int64_t N, int64_t C
 int cnn_cpu_batch_norm_backward(cnn_dtype dt, int64_t N, int64_t C, int64_t L, const void *dy,
                                 const void *x, const void *gamma, const void *save_mean,
                                 const void *save_invstd, void *dx, void *dgamma, void *dbeta) {
-  return backward("batch_norm_backward", 0, dt, N, C, L, dy, x, gamma, save_mean, save_invstd, dx,
-                  dgamma, dbeta);
+  return backward(0, dt, N, C, L, dy, x, gamma, save_mean, save_invstd, dx, dgamma, dbeta);
 }
 
 int cnn_cpu_batch_norm_backward_eval(cnn_dtype dt, int64_t N, int64_t C, int64_t L, const void *dy,
                                      const void *x, const void *gamma, const void *save_mean,
                                      const void *save_invstd, void *dx, void *dgamma, void *dbeta) {
-  return backward("batch_norm_backward", 1, dt, N, C, L, dy, x, gamma, save_mean, save_invstd, dx,
-                  dgamma, dbeta);
+  return backward(1, dt, N, C, L, dy, x, gamma, save_mean, save_invstd, dx, dgamma, dbeta);
 }

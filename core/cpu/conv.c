@@ -1,9 +1,10 @@
 /*
- * conv.c -- entry points of the CPU convolution: validation and dispatch.
+ * conv.c -- entry points of the CPU convolution: dispatch to a path.
  *
  * Three paths compute the same thing (conv_naive.c, conv_im2col.c,
- * conv_onednn.c).  This file checks the shape once, handles degenerate
- * (zero-sized) problems with the naive loops, and picks a path:
+ * conv_onednn.c).  This file asserts the shape's invariants (the op
+ * validated it), handles degenerate (zero-sized) problems with the naive
+ * loops, and picks a path:
  *
  *   NAIVE  -> the direct loops (the oracle)
  *   IM2COL -> im2col + OpenBLAS GEMM
@@ -18,25 +19,20 @@
  * cnn_cpu_conv2d_backward() computes dx and dw/db in one call, so that
  * oneDNN reorders dy to its blocked layout once for both passes.
  *
- * Invariant: every path receives a shape accepted by cnn_cpu_conv2d_check()
- * with N, C, K, H, W, OH, OW all > 0.
+ * Invariant: every path receives a shape for which
+ * cnn_cpu_conv2d_shape_valid() holds, with N, C, K, H, W, OH, OW all > 0.
+ * The errors left to the paths are out of memory, a oneDNN failure and an
+ * interrupt; they read "conv2d: ..." (nn_conv_transpose.c renames them).
  */
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cpu/kernels.h"
 
-int cnn_cpu_check_float_sizes(const char *op, cnn_dtype dt, int64_t a, int64_t b, int64_t c) {
-  if (dt != CNN_FLOAT32 && dt != CNN_FLOAT64) {
-    cnn_set_error("%s: dtype %s not supported (float32 or float64)", op, cnn_dtype_name(dt));
-    return -1;
-  }
-  if (a < 0 || b < 0 || c < 0) {
-    cnn_set_error("%s: invalid sizes %lldx%lldx%lld", op, (long long)a, (long long)b, (long long)c);
-    return -1;
-  }
-  return 0;
+bool cnn_cpu_float_sizes_valid(cnn_dtype dt, int64_t a, int64_t b, int64_t c) {
+  return (dt == CNN_FLOAT32 || dt == CNN_FLOAT64) && a >= 0 && b >= 0 && c >= 0;
 }
 
 int64_t cnn_conv_out_size(int64_t in, int p0, int p1, int k, int s, int d) {
@@ -58,47 +54,21 @@ const char *cnn_conv_shape_str(const cnn_conv_shape *s, char buf[256]) {
   return buf;
 }
 
-static int check_params(const cnn_conv_shape *s, char *d) {
+/* The invariants of a shape that every path relies on.  The op validates
+ * (core/ops/nn_conv.c, nn_conv_transpose.c: messages naming the op and the
+ * tensors' shapes), so a shape breaking them here is a bug in core, and
+ * this runs only inside assert() (SQLite's pattern). */
+bool cnn_cpu_conv2d_shape_valid(cnn_dtype dt, const cnn_conv_shape *s) {
+  if (dt != CNN_FLOAT32 && dt != CNN_FLOAT64) return false;
+  if (s->math != CNN_FLOAT32 && !(s->math == CNN_BFLOAT16 && dt == CNN_FLOAT32)) return false;
   if (s->sh < 1 || s->sw < 1 || s->dh < 1 || s->dw < 1 || s->pt < 0 || s->pb < 0 || s->pl < 0 ||
-      s->pr < 0) {
-    cnn_set_error("conv2d: stride and dilation must be >= 1 and padding >= 0 (%s)",
-                  cnn_conv_shape_str(s, d));
-    return -1;
-  }
-  if (s->N < 0 || s->C < 0 || s->H < 0 || s->W < 0 || s->K < 0 || s->R < 1 || s->S < 1 ||
-      s->OH < 0 || s->OW < 0) {
-    cnn_set_error("conv2d: invalid sizes (%s)", cnn_conv_shape_str(s, d));
-    return -1;
-  }
-  if (s->groups < 1 || s->C % s->groups || s->K % s->groups) {
-    cnn_set_error("conv2d: groups %d must divide input channels %lld and output channels %lld",
-                  s->groups, (long long)s->C, (long long)s->K);
-    return -1;
-  }
-  return 0;
-}
-
-int cnn_cpu_conv2d_check(cnn_dtype dt, const cnn_conv_shape *s) {
-  char d[256];
-  if (dt != CNN_FLOAT32 && dt != CNN_FLOAT64) {
-    cnn_set_error("conv2d: dtype %s not supported (float32 or float64)", cnn_dtype_name(dt));
-    return -1;
-  }
-  if (s->math != CNN_FLOAT32 && !(s->math == CNN_BFLOAT16 && dt == CNN_FLOAT32)) {
-    cnn_set_error("conv2d: %s arithmetic over %s arrays is not supported (bfloat16 over float32)",
-                  s->math < CNN_NDTYPES ? cnn_dtype_name(s->math) : "?", cnn_dtype_name(dt));
-    return -1;
-  }
-  if (check_params(s, d)) return -1;
-  int64_t oh = cnn_conv_out_size(s->H, s->pt, s->pb, (int)s->R, s->sh, s->dh);
-  int64_t ow = cnn_conv_out_size(s->W, s->pl, s->pr, (int)s->S, s->sw, s->dw);
-  if (oh != s->OH || ow != s->OW) {
-    cnn_set_error("conv2d: output size %lldx%lld does not match %lldx%lld expected (%s)",
-                  (long long)s->OH, (long long)s->OW, (long long)oh, (long long)ow,
-                  cnn_conv_shape_str(s, d));
-    return -1;
-  }
-  return 0;
+      s->pr < 0)
+    return false;
+  if (s->N < 0 || s->C < 0 || s->H < 0 || s->W < 0 || s->K < 0 || s->R < 1 || s->S < 1)
+    return false;
+  if (s->groups < 1 || s->C % s->groups || s->K % s->groups) return false;
+  return s->OH == cnn_conv_out_size(s->H, s->pt, s->pb, (int)s->R, s->sh, s->dh) &&
+         s->OW == cnn_conv_out_size(s->W, s->pl, s->pr, (int)s->S, s->sw, s->dw);
 }
 
 /* Zero-sized problems (an empty batch, no output pixels) take the naive
@@ -190,8 +160,8 @@ static int backward_weight_bf16(cnn_conv_algo algo, const cnn_conv_shape *s, con
 
 /* Both passes (one wanted: that pass's own path); emulated, each operand
  * is rounded once. */
-static int backward_bf16(cnn_conv_algo algo, const cnn_conv_shape *s, const void *dy,
-                         const void *x, const void *w, void *dx, void *dw, void *db) {
+static int backward_bf16(cnn_conv_algo algo, const cnn_conv_shape *s, const void *dy, const void *x,
+                         const void *w, void *dx, void *dw, void *db) {
   if (!dx) return dw ? backward_weight_bf16(algo, s, dy, x, dw, db) : 0;
   if (!dw) return backward_data_bf16(algo, s, dy, w, dx);
   if (bf16_onednn(algo, s)) {
@@ -211,7 +181,7 @@ static int backward_bf16(cnn_conv_algo algo, const cnn_conv_shape *s, const void
 
 int cnn_cpu_conv2d_forward(cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_shape *s, const void *x,
                            const void *w, const void *b, void *y) {
-  if (cnn_cpu_conv2d_check(dt, s)) return -1;
+  assert(cnn_cpu_conv2d_shape_valid(dt, s));
   if (s->math == CNN_BFLOAT16) return forward_bf16(algo, s, x, w, b, y);
   if (algo == CNN_CONV_NAIVE || degenerate(s))
     return cnn_cpu_conv2d_naive_forward(dt, s, x, w, b, y);
@@ -224,7 +194,7 @@ int cnn_cpu_conv2d_forward(cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_shap
 
 int cnn_cpu_conv2d_backward_data(cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_shape *s,
                                  const void *dy, const void *w, void *dx) {
-  if (cnn_cpu_conv2d_check(dt, s)) return -1;
+  assert(cnn_cpu_conv2d_shape_valid(dt, s));
   if (s->math == CNN_BFLOAT16) return backward_data_bf16(algo, s, dy, w, dx);
   if (algo == CNN_CONV_NAIVE || degenerate(s))
     return cnn_cpu_conv2d_naive_backward_data(dt, s, dy, w, dx);
@@ -237,7 +207,7 @@ int cnn_cpu_conv2d_backward_data(cnn_conv_algo algo, cnn_dtype dt, const cnn_con
 
 int cnn_cpu_conv2d_backward_weight(cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_shape *s,
                                    const void *dy, const void *x, void *dw, void *db) {
-  if (cnn_cpu_conv2d_check(dt, s)) return -1;
+  assert(cnn_cpu_conv2d_shape_valid(dt, s));
   if (s->math == CNN_BFLOAT16) return backward_weight_bf16(algo, s, dy, x, dw, db);
   if (algo == CNN_CONV_NAIVE || degenerate(s))
     return cnn_cpu_conv2d_naive_backward_weight(dt, s, dy, x, dw, db);
@@ -255,7 +225,7 @@ int cnn_cpu_conv2d_backward_weight(cnn_conv_algo algo, cnn_dtype dt, const cnn_c
 int cnn_cpu_conv2d_backward(cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_shape *s,
                             const void *dy, const void *x, const void *w, void *dx, void *dw,
                             void *db) {
-  if (cnn_cpu_conv2d_check(dt, s)) return -1;
+  assert(cnn_cpu_conv2d_shape_valid(dt, s));
   if (s->math == CNN_BFLOAT16) return backward_bf16(algo, s, dy, x, w, dx, dw, db);
   if (dx && dw && !degenerate(s) && wants_onednn(algo, dt)) {
     int r = cnn_cpu_conv2d_onednn_backward(s, dy, x, w, dx, dw, db);

@@ -25,6 +25,7 @@
  * Limits: C/groups * R * S <= INT8_MAX_TERMS, so |acc| < 2^31.
  * Buffers (qx parts, accumulators) are allocated per call.
  */
+#include <assert.h>
 #include <math.h>
 #include <stdlib.h>
 
@@ -113,7 +114,7 @@ static void epilogue(const cnn_conv_shape *s, const int32_t *acc, float x_scale,
 
 static int check_int8(const cnn_conv_shape *s) {
   char d[256];
-  if (cnn_cpu_conv2d_check(CNN_FLOAT32, s)) return -1;
+  assert(cnn_cpu_conv2d_shape_valid(CNN_FLOAT32, s));
   if (s->C / s->groups * s->R * s->S <= INT8_MAX_TERMS) return 0;
   cnn_set_error("conv2d_int8: %lld products per output overflow the int32 accumulator "
                 "(at most %lld) (%s)",

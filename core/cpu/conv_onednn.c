@@ -65,7 +65,7 @@
  * entry's memory objects have their handles set right before each run.
  * oneDNN threads with OpenMP, the same pool as OpenBLAS and our loops.
  * oneDNN's dilation is ours minus one; padding_l = {pt, pl}, padding_r =
- * {pb, pr} (cnn_cpu_conv2d_check ensures they agree with OH, OW).
+ * {pb, pr} (they agree with OH, OW: cnn_cpu_conv2d_shape_valid).
  */
 #include <dnnl.h>
 #include <dnnl_debug.h>

@@ -1,6 +1,6 @@
 /*
- * conv_transpose.c -- entry points of the CPU transposed convolution
- * (issue 13): validation and dispatch, as conv.c is for the convolution.
+ * conv_transpose.c -- entry points of the CPU transposed convolution:
+ * dispatch, as conv.c is for the convolution.
  *
  *   float32, AUTO / ONEDNN -> oneDNN's deconvolution (deconv_onednn.c),
  *                             bias and its gradient inside the primitive
@@ -11,8 +11,12 @@
  *                             bias loops of channel_bias.c
  *
  * s is the convolution whose input-gradient the transposed one is
- * (kernels.h); it passes cnn_cpu_conv2d_check() like any convolution's.
+ * (kernels.h), validated by core/ops/nn_conv_transpose.c: the entries
+ * assert cnn_cpu_conv2d_shape_valid() like any convolution's.  Errors of
+ * the fallback's conv passes read "conv2d: ..." (the op renames them).
  */
+#include <assert.h>
+
 #include "cpu/kernels.h"
 
 /* Zero-sized problems take the fallback (the naive loops behind conv.c). */
@@ -24,7 +28,7 @@ static int onednn_applies(cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_shape
 
 int cnn_cpu_conv_transpose2d_forward(cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_shape *s,
                                      const void *x, const void *w, const void *b, void *y) {
-  if (cnn_cpu_conv2d_check(dt, s)) return -1;
+  assert(cnn_cpu_conv2d_shape_valid(dt, s));
   if (onednn_applies(algo, dt, s)) {
     int r = cnn_cpu_conv_transpose2d_onednn_forward(s, x, w, b, y);
     if (r != -2) return r; /* -2: no oneDNN primitive for this shape */
@@ -48,7 +52,7 @@ static int swapped_backward(cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_sha
 int cnn_cpu_conv_transpose2d_backward(cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_shape *s,
                                       const void *dy, const void *x, const void *w, void *dx,
                                       void *dw, void *db) {
-  if (cnn_cpu_conv2d_check(dt, s)) return -1;
+  assert(cnn_cpu_conv2d_shape_valid(dt, s));
   if (dx && dw && onednn_applies(algo, dt, s)) {
     int r = cnn_cpu_conv_transpose2d_onednn_backward(s, dy, x, w, dx, dw, db);
     if (r != -2) return r; /* -2: no oneDNN primitive for this shape */

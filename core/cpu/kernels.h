@@ -5,18 +5,22 @@
  * `_forward` / `_backward` pair over contiguous row-major (NCHW) arrays with
  * explicit sizes; the shape of every array is in the comment next to it.
  * The tensor-level wrappers (core/ops/nn_*.c) validate user input, allocate
- * outputs and call these.
+ * outputs and call these (through the backend table).
  *
  * Conventions:
  *  - `dt` is CNN_FLOAT32 or CNN_FLOAT64 and every `void *` array (including
  *    per-channel parameters) has that dtype; int64 index arrays are int64_t.
  *  - Outputs are OVERWRITTEN, never accumulated, unless a comment says so.
- *  - All return 0, or -1 with cnn_set_error("<op>: ...") naming the op and
- *    the shapes.  They poll cnn_interrupt_pending() in long loops and then
- *    fail with "<op>: interrupted".
+ *  - Validation is the op's, once: a kernel assert()s the invariants of its
+ *    arguments (dtype, sizes, geometry; asserts are live in this project's
+ *    builds, which define no NDEBUG) and never reports a bad shape itself.
+ *  - All return 0, or -1 with cnn_set_error("<op>: ...") for what only the
+ *    kernel can meet: out of memory for a workspace, a library failure, an
+ *    interrupt (they poll cnn_interrupt_pending() in long loops and then
+ *    fail with "<op>: interrupted").
  *  - Parallelism: OpenMP (the one pool shared with OpenBLAS and oneDNN).
  *
- * Files: conv.c (dispatch, validation), conv_naive.c (the oracle),
+ * Files: conv.c (dispatch), conv_naive.c (the oracle),
  * conv_im2col.c (im2col + OpenBLAS GEMM), conv_onednn.c (oneDNN, with a
  * per-shape primitive cache), pool.c, batch_norm.c, softmax.c.
  */
@@ -31,10 +35,10 @@
 extern "C" {
 #endif
 
-/* Shared argument check of the float kernels over a 3-d view (N x C x L for
+/* The shared invariant of the float kernels over a 3-d view (N x C x L for
  * batch norm, outer x D x inner for softmax): dtype float32/float64 and
- * non-negative sizes; 0, or -1 with "<op>: ..." set. */
-int cnn_cpu_check_float_sizes(const char *op, cnn_dtype dt, int64_t a, int64_t b, int64_t c);
+ * non-negative sizes.  The ops validate; kernels assert() it. */
+bool cnn_cpu_float_sizes_valid(cnn_dtype dt, int64_t a, int64_t b, int64_t c);
 
 /* ---- convolution ---------------------------------------------------------- */
 
@@ -59,8 +63,10 @@ int64_t cnn_conv_out_size(int64_t in, int p0, int p1, int k, int s, int d);
  * algo: CNN_CONV_AUTO picks oneDNN for float32 when it applies, else im2col;
  * CNN_CONV_ONEDNN on float64 falls back to im2col (and so does float32 when
  * oneDNN cannot create a primitive for the shape); NAIVE is the direct loop.
- * All return 0, or -1 with cnn_set_error("conv2d: ...") (e.g. oneDNN failure,
- * out of memory for a workspace, or interrupted: "conv2d: interrupted"). */
+ * The shape is the op's, validated: the entries assert()
+ * cnn_cpu_conv2d_shape_valid(dt, s).  All return 0, or -1 with
+ * cnn_set_error("conv2d: ...") (a oneDNN failure, out of memory for a
+ * workspace, or interrupted: "conv2d: interrupted"). */
 /* x: N x C x H x W, w: K x C/g x R x S, b: K or NULL, y: N x K x OH x OW */
 int cnn_cpu_conv2d_forward(cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_shape *s, const void *x,
                            const void *w, const void *b, void *y);
@@ -79,13 +85,13 @@ int cnn_cpu_conv2d_backward(cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_sha
                             void *db);
 
 /* The three paths, callable directly (tests, benchmarks).  They assume a
- * shape that cnn_cpu_conv2d_check() accepted and no zero-sized dimension.
- * The oneDNN ones take float32 arrays (bfloat16 kernels when s->math is
- * CNN_BFLOAT16) and never fall back: they return -2 (error set) where
- * oneDNN cannot create a primitive for the shape, -1 on any other failure.
- * naive and im2col compute in dt (conv.c rounds their operands for
- * s->math = CNN_BFLOAT16). */
-int cnn_cpu_conv2d_check(cnn_dtype dt, const cnn_conv_shape *s);        /* 0 ok, -1 + error */
+ * shape for which cnn_cpu_conv2d_shape_valid() holds and no zero-sized
+ * dimension.  The oneDNN ones take float32 arrays (bfloat16 kernels when
+ * s->math is CNN_BFLOAT16) and never fall back: they return -2 (error set)
+ * where oneDNN cannot create a primitive for the shape, -1 on any other
+ * failure.  naive and im2col compute in dt (conv.c rounds their operands
+ * for s->math = CNN_BFLOAT16). */
+bool cnn_cpu_conv2d_shape_valid(cnn_dtype dt, const cnn_conv_shape *s); /* for assert() */
 const char *cnn_conv_shape_str(const cnn_conv_shape *s, char buf[256]); /* for messages */
 
 int cnn_cpu_conv2d_naive_forward(cnn_dtype dt, const cnn_conv_shape *s, const void *x,

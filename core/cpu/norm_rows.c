@@ -15,6 +15,8 @@
  * The bodies are instantiated for float32/float64 by always-inline calls
  * with a literal `f64` inside the parallel loops (as batch_norm.c).
  */
+#include <assert.h>
+
 #include "cpu/kernels.h"
 #include "norm_math.h"
 
@@ -84,20 +86,17 @@ ALWAYS_INLINE void forward_row(int f64, const affine *a, const void *x, int64_t 
   cnn_cpu_st(mean, r, m, f64), cnn_cpu_st(rstd, r, rs, f64);
 }
 
-static int check_shape(const char *op, cnn_dtype dt, const cnn_norm_shape *s) {
-  if (cnn_cpu_check_float_sizes(op, dt, s->R, s->D, s->G)) return -1;
-  if (s->G < 1 || s->L < 1 || s->D % s->L) {
-    cnn_set_error("%s: bad row geometry (D %lld, G %lld, L %lld)", op, (long long)s->D,
-                  (long long)s->G, (long long)s->L);
-    return -1;
-  }
-  return 0;
+/* The invariants of the row geometry (core/ops/nn_row_norm.c validates;
+ * only inside assert()). */
+static bool shape_valid(cnn_dtype dt, const cnn_norm_shape *s) {
+  return cnn_cpu_float_sizes_valid(dt, s->R, s->D, s->G) && s->G >= 1 && s->L >= 1 &&
+         s->D % s->L == 0;
 }
 
 int cnn_cpu_norm_rows_forward(cnn_dtype dt, const cnn_norm_shape *s, const void *x,
                               const void *gamma, const void *beta, double eps, void *y, void *mean,
                               void *rstd) {
-  if (check_shape("norm_rows", dt, s)) return -1;
+  assert(shape_valid(dt, s));
   affine a = {s, gamma, beta};
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < s->R; r++) {
@@ -204,7 +203,7 @@ static void affine_grads(cnn_dtype dt, const grads_in *g, void *dgamma, void *db
 int cnn_cpu_norm_rows_backward(cnn_dtype dt, const cnn_norm_shape *s, const void *dy, const void *x,
                                const void *mean, const void *rstd, const void *gamma, void *dx,
                                void *dgamma, void *dbeta) {
-  if (check_shape("norm_rows_backward", dt, s)) return -1;
+  assert(shape_valid(dt, s));
   grads_in g = {s, dy, x, mean, rstd, gamma};
   if (dx) {
 #pragma omp parallel for schedule(static)

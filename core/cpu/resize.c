@@ -10,6 +10,7 @@
  * Backward zeroes dx, then adds each dy element into its source taps
  * (nearest: one, bilinear: four), in double for float64, float for float32.
  */
+#include <assert.h>
 #include <string.h>
 
 #include "cpu/kernels.h"
@@ -68,18 +69,11 @@ ALWAYS_INLINE void plane(int f64, int bwd, const cnn_resize_shape *s, const void
     nearest_plane(f64, bwd, s, in, out, p);
 }
 
-static int check(const char *op, cnn_dtype dt, const cnn_resize_shape *s) {
-  if (cnn_cpu_check_float_sizes(op, dt, s->N, s->C, s->H * s->W)) return -1;
-  if (s->mode != CNN_RESIZE_NEAREST && s->mode != CNN_RESIZE_BILINEAR) {
-    cnn_set_error("%s: unknown mode %d", op, s->mode);
-    return -1;
-  }
-  if (s->OH < 0 || s->OW < 0 || ((s->H < 1 || s->W < 1) && s->OH * s->OW > 0)) {
-    cnn_set_error("%s: cannot resize %lldx%lld to %lldx%lld", op, (long long)s->H, (long long)s->W,
-                  (long long)s->OH, (long long)s->OW);
-    return -1;
-  }
-  return 0;
+/* The invariants (core/ops/nn_resize.c validates; only inside assert()). */
+static bool shape_valid(cnn_dtype dt, const cnn_resize_shape *s) {
+  return cnn_cpu_float_sizes_valid(dt, s->N, s->C, s->H * s->W) &&
+         (s->mode == CNN_RESIZE_NEAREST || s->mode == CNN_RESIZE_BILINEAR) && s->OH >= 0 &&
+         s->OW >= 0 && !((s->H < 1 || s->W < 1) && s->OH * s->OW > 0);
 }
 
 static void run(int bwd, cnn_dtype dt, const cnn_resize_shape *s, const void *in, void *out) {
@@ -93,13 +87,13 @@ static void run(int bwd, cnn_dtype dt, const cnn_resize_shape *s, const void *in
 }
 
 int cnn_cpu_resize2d_forward(cnn_dtype dt, const cnn_resize_shape *s, const void *x, void *y) {
-  if (check("interpolate", dt, s)) return -1;
+  assert(shape_valid(dt, s));
   run(0, dt, s, x, y);
   return 0;
 }
 
 int cnn_cpu_resize2d_backward(cnn_dtype dt, const cnn_resize_shape *s, const void *dy, void *dx) {
-  if (check("interpolate_backward", dt, s)) return -1;
+  assert(shape_valid(dt, s));
   memset(dx, 0, (size_t)(s->N * s->C * s->H * s->W) * cnn_dtype_size(dt));
   run(1, dt, s, dy, dx);
   return 0;

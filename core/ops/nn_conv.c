@@ -11,8 +11,10 @@
  * only on a backend with `half` (CUDA; autocast); under cnn.autocast the
  * op hands itself to core/autocast.c, which calls it back with cast
  * operands or, on the CPU, with bfloat16 arithmetic (cnn_conv_shape.math).
- * cnn_conv2d_int8 (issue 16, cnn.quantize) shares the shape checks: an
- * inference-only op over quantized operands (core/cpu/conv_int8.c).
+ * Validation: conv_shape() holds conv's shape rules, the only place they
+ * are checked; the backends assert what follows (cnn_cpu_conv2d_shape_valid).
+ * cnn_conv2d_int8 (cnn.quantize) shares them: an inference-only op over
+ * quantized operands (core/cpu/conv_int8.c).
  */
 #include "autocast.h"
 #include "autograd.h"
@@ -55,49 +57,65 @@ int cnn_conv_check_dtypes(const char *op, const cnn_tensor *x, const cnn_tensor 
   return 0;
 }
 
-static int check_conv_shapes(const cnn_tensor *x, const cnn_tensor *w, const cnn_tensor *b,
-                             const cnn_conv_params *p) {
+static int check_conv_ranks(const char *op, const cnn_tensor *x, const cnn_tensor *w) {
   char a[CNN_SHAPE_STR], c[CNN_SHAPE_STR];
-  if (x->ndim != 4 || w->ndim != 4) {
-    cnn_set_error(
-        "conv2d: expected a 4-d input (N x C x H x W) and a 4-d weight, got input %s and weight %s",
-        cnn_tensor_shape_str(x, a), cnn_tensor_shape_str(w, c));
-    return -1;
-  }
-  if (p->groups < 1 || p->stride[0] < 1 || p->stride[1] < 1 || p->dilation[0] < 1 ||
-      p->dilation[1] < 1 || p->pad[0] < 0 || p->pad[1] < 0 || p->pad[2] < 0 || p->pad[3] < 0) {
-    cnn_set_error("conv2d: stride, dilation and groups must be positive and padding non-negative");
-    return -1;
-  }
+  if (x->ndim == 4 && w->ndim == 4 && w->shape[2] > 0 && w->shape[3] > 0) return 0;
+  cnn_set_error("%s: expected a 4-d input (N x C x H x W) and a 4-d weight with a kernel of "
+                "at least 1x1, got input %s and weight %s",
+                op, cnn_tensor_shape_str(x, a), cnn_tensor_shape_str(w, c));
+  return -1;
+}
+
+static int check_conv_params(const char *op, const cnn_conv_params *p) {
+  if (p->groups >= 1 && p->stride[0] >= 1 && p->stride[1] >= 1 && p->dilation[0] >= 1 &&
+      p->dilation[1] >= 1 && p->pad[0] >= 0 && p->pad[1] >= 0 && p->pad[2] >= 0 && p->pad[3] >= 0)
+    return 0;
+  cnn_set_error("%s: stride, dilation and groups must be positive and padding non-negative", op);
+  return -1;
+}
+
+static int check_conv_channels(const char *op, const cnn_tensor *x, const cnn_tensor *w,
+                               const cnn_tensor *b, const cnn_conv_params *p) {
+  char a[CNN_SHAPE_STR], c[CNN_SHAPE_STR];
   if (x->shape[1] != w->shape[1] * p->groups || w->shape[0] % p->groups) {
-    cnn_set_error("conv2d: input %s has %lld channels, weight %s expects %lld (groups %d)",
+    cnn_set_error("%s: input %s has %lld channels, weight %s expects %lld (groups %d)", op,
                   cnn_tensor_shape_str(x, a), (long long)x->shape[1], cnn_tensor_shape_str(w, c),
                   (long long)(w->shape[1] * p->groups), p->groups);
     return -1;
   }
   if (b && (b->ndim != 1 || b->shape[0] != w->shape[0])) {
-    cnn_set_error("conv2d: bias %s does not match weight %s (expected %lld elements)",
+    cnn_set_error("%s: bias %s does not match weight %s (expected %lld elements)", op,
                   cnn_tensor_shape_str(b, a), cnn_tensor_shape_str(w, c), (long long)w->shape[0]);
     return -1;
   }
   return 0;
 }
 
-static int conv_geometry(const cnn_tensor *x, const cnn_tensor *w, const cnn_conv_params *p,
-                         cnn_conv_shape *s) {
+static int conv_geometry(const char *op, const cnn_tensor *x, const cnn_tensor *w,
+                         const cnn_conv_params *p, cnn_conv_shape *s) {
   *s = (cnn_conv_shape){x->shape[0],    x->shape[1],    x->shape[2], x->shape[3], w->shape[0],
                         w->shape[2],    w->shape[3],    0,           0,           p->stride[0],
                         p->stride[1],   p->pad[0],      p->pad[1],   p->pad[2],   p->pad[3],
-                        p->dilation[0], p->dilation[1], p->groups,  CNN_FLOAT32};
+                        p->dilation[0], p->dilation[1], p->groups,   CNN_FLOAT32};
   s->OH = cnn_conv_out_size(s->H, s->pt, s->pb, (int)s->R, s->sh, s->dh);
   s->OW = cnn_conv_out_size(s->W, s->pl, s->pr, (int)s->S, s->sw, s->dw);
   if (s->OH > 0 && s->OW > 0) return 0;
   char a[CNN_SHAPE_STR], c[CNN_SHAPE_STR];
-  cnn_set_error("conv2d: input %s is too small for kernel %s with this padding/dilation (output "
+  cnn_set_error("%s: input %s is too small for kernel %s with this padding/dilation (output "
                 "would be %lldx%lld)",
-                cnn_tensor_shape_str(x, a), cnn_tensor_shape_str(w, c), (long long)s->OH,
+                op, cnn_tensor_shape_str(x, a), cnn_tensor_shape_str(w, c), (long long)s->OH,
                 (long long)s->OW);
   return -1;
+}
+
+/* Conv's shape rules, the only place they are checked (conv2d and
+ * conv2d_int8; the backends assert what follows from them): the geometry
+ * in *s, or -1 with a message naming `op` and the shapes. */
+static int conv_shape(const char *op, const cnn_tensor *x, const cnn_tensor *w, const cnn_tensor *b,
+                      const cnn_conv_params *p, cnn_conv_shape *s) {
+  if (check_conv_ranks(op, x, w) || check_conv_params(op, p) || check_conv_channels(op, x, w, b, p))
+    return -1;
+  return conv_geometry(op, x, w, p, s);
 }
 
 /* Both backward passes: one entry where the backend has it (the CPU's
@@ -155,9 +173,7 @@ static int conv_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
 static cnn_tensor *conv2d_math(cnn_tensor *x, cnn_tensor *w, cnn_tensor *b,
                                const cnn_conv_params *p, cnn_dtype math) {
   cnn_conv_shape s;
-  if (cnn_conv_check_dtypes("conv2d", x, w, b) || check_conv_shapes(x, w, b, p) ||
-      conv_geometry(x, w, p, &s))
-    return NULL;
+  if (cnn_conv_check_dtypes("conv2d", x, w, b) || conv_shape("conv2d", x, w, b, p, &s)) return NULL;
   s.math = math;
   cnn_tensor *xc = cnn_contiguous(x), *wc = cnn_contiguous(w), *bc = b ? cnn_contiguous(b) : NULL;
   int64_t shape[4] = {s.N, s.K, s.OH, s.OW};
@@ -192,7 +208,7 @@ cnn_tensor *cnn_conv2d(cnn_tensor *x, cnn_tensor *w, cnn_tensor *b, const cnn_co
   return conv2d_math(x, w, b, p, CNN_FLOAT32);
 }
 
-/* ---- quantized inference (issue 16): cnn_conv2d_int8 ------------------------------- */
+/* ---- quantized inference (cnn.quantize): cnn_conv2d_int8 ------------------------------- */
 
 static int check_int8_dtypes(const cnn_tensor *x, const cnn_tensor *wq, const cnn_tensor *ws,
                              const cnn_tensor *b) {
@@ -241,10 +257,8 @@ static int check_int8_args(cnn_tensor *x, cnn_tensor *wq, cnn_tensor *ws, cnn_te
                            const cnn_conv_params *p, cnn_conv_shape *s) {
   if (!x || !wq || !ws)
     return cnn_set_error("conv2d_int8: input, weight and weight scales are required"), -1;
-  if (check_int8_dtypes(x, wq, ws, b) || check_conv_shapes(x, wq, b, p) ||
-      check_int8_scales_shape(wq, ws))
-    return -1;
-  return conv_geometry(x, wq, p, s);
+  if (check_int8_dtypes(x, wq, ws, b) || conv_shape("conv2d_int8", x, wq, b, p, s)) return -1;
+  return check_int8_scales_shape(wq, ws);
 }
 
 cnn_tensor *cnn_conv2d_int8(cnn_tensor *x, cnn_tensor *wq, cnn_tensor *w_scale, cnn_tensor *b,

@@ -46,6 +46,7 @@
 #include "ops_internal.h"
 #include "tensor_internal.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #define OP "conv_transpose2d"
@@ -72,10 +73,10 @@ static int check_params(const cnn_conv_transpose_params *p) {
 static int check_shapes(const cnn_tensor *x, const cnn_tensor *w, const cnn_tensor *b,
                         const cnn_conv_transpose_params *p) {
   char a[CNN_SHAPE_STR], c[CNN_SHAPE_STR];
-  if (x->ndim != 4 || w->ndim != 4) {
+  if (x->ndim != 4 || w->ndim != 4 || w->shape[2] < 1 || w->shape[3] < 1) {
     cnn_set_error(
-        OP ": expected a 4-d input (N x C x H x W) and a 4-d weight (in x out/groups x kH x kW), "
-           "got input %s and weight %s",
+        OP ": expected a 4-d input (N x C x H x W) and a 4-d weight (in x out/groups x kH x kW, "
+           "kH and kW at least 1), got input %s and weight %s",
         cnn_tensor_shape_str(x, a), cnn_tensor_shape_str(w, c));
     return -1;
   }
@@ -151,6 +152,18 @@ static int transpose_shape(const cnn_tensor *x, const cnn_tensor *w,
   return 0;
 }
 
+/* The backends' conv entries name "conv2d" in their errors (out of memory,
+ * interrupted, a oneDNN or cuDNN failure): they serve conv2d too.  Here
+ * they run for this op, so a failed call renames the message. */
+static int renamed(int rc) {
+  const char *msg = cnn_error();
+  if (rc == 0 || strncmp(msg, "conv2d:", 7) != 0) return rc;
+  char rest[1024];
+  snprintf(rest, sizeof rest, "%s", msg + 7);
+  cnn_set_error(OP ":%s", rest);
+  return rc;
+}
+
 /* ---- backward ---------------------------------------------------------------- */
 
 typedef struct {
@@ -173,10 +186,10 @@ static int whole_backward(const cnn_backend *be, cnn_node *n, cnn_tensor *x, cnn
   cnn_tensor *dw = NULL;
   int rc = cnn_conv_grad_buffers(n, x, w, s->C, gin, &dw);
   if (rc == 0)
-    rc = be->conv_transpose2d_backward(cnn_backend_dev(x), cnn_get_conv_algo(), x->dtype, s,
-                                       cnn_tensor_data(dy), cnn_tensor_data(x), cnn_tensor_data(w),
-                                       cnn_data_or_null(gin[0]), cnn_data_or_null(dw),
-                                       cnn_data_or_null(gin[2]));
+    rc = renamed(be->conv_transpose2d_backward(cnn_backend_dev(x), cnn_get_conv_algo(), x->dtype, s,
+                                               cnn_tensor_data(dy), cnn_tensor_data(x),
+                                               cnn_tensor_data(w), cnn_data_or_null(gin[0]),
+                                               cnn_data_or_null(dw), cnn_data_or_null(gin[2])));
   cnn_conv_grad_keep_dw(n, gin, dw);
   return rc;
 }
@@ -207,6 +220,7 @@ static int transpose_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
       rc = CNN_BE_CALL(be, OP, conv2d_backward_weight, dev, algo, x->dtype, s, cnn_tensor_data(x),
                        cnn_tensor_data(dy), cnn_tensor_data(gin[1]), NULL);
   }
+  rc = renamed(rc);
   if (rc == 0 && n->ninputs > 2 && n->needs[2])
     rc = (gin[2] = cnn_reduce(CNN_RED_SUM, g, 1u << 0 | 1u << 2 | 1u << 3, false, 0)) ? 0 : -1;
   cnn_tensor_release(dy);
@@ -232,9 +246,9 @@ static cnn_tensor *whole_forward(const cnn_backend *be, cnn_tensor *xc, cnn_tens
   int64_t shape[4] = {s->N, s->C, s->H, s->W};
   cnn_tensor *bc = b ? cnn_contiguous(b) : NULL;
   cnn_tensor *y = bc || !b ? cnn_empty(4, shape, xc->dtype, cnn_tensor_device(xc)) : NULL;
-  if (y && be->conv_transpose2d_forward(cnn_backend_dev(xc), cnn_get_conv_algo(), xc->dtype, s,
-                                        cnn_tensor_data(xc), cnn_tensor_data(wc),
-                                        cnn_data_or_null(bc), cnn_tensor_data(y)))
+  if (y && renamed(be->conv_transpose2d_forward(cnn_backend_dev(xc), cnn_get_conv_algo(), xc->dtype,
+                                                s, cnn_tensor_data(xc), cnn_tensor_data(wc),
+                                                cnn_data_or_null(bc), cnn_tensor_data(y))))
     cnn_tensor_release(y), y = NULL;
   cnn_tensor_release(bc);
   return y;
@@ -250,9 +264,9 @@ static cnn_tensor *forward_values(cnn_tensor *xc, cnn_tensor *wc, cnn_tensor *b,
     return whole_forward(be, xc, wc, b, s);
   int64_t shape[4] = {s->N, s->C, s->H, s->W};
   cnn_tensor *y = be ? cnn_empty(4, shape, xc->dtype, cnn_tensor_device(xc)) : NULL;
-  if (y &&
-      (CNN_BE_CALL(be, OP, conv2d_backward_data, cnn_backend_dev(xc), cnn_get_conv_algo(),
-                   xc->dtype, s, cnn_tensor_data(xc), cnn_tensor_data(wc), cnn_tensor_data(y))))
+  if (y && renamed(CNN_BE_CALL(be, OP, conv2d_backward_data, cnn_backend_dev(xc),
+                               cnn_get_conv_algo(), xc->dtype, s, cnn_tensor_data(xc),
+                               cnn_tensor_data(wc), cnn_tensor_data(y))))
     cnn_tensor_release(y), y = NULL;
   if (y && (geo->crop[0] || geo->crop[1])) {
     int64_t pads[4] = {0, geo->crop[1], 0, geo->crop[0]};

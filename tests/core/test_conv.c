@@ -11,13 +11,20 @@
  *     asymmetric padding, dilation 2, groups 1/2/3/16, 1x1 kernels, channel
  *     counts that are and are not multiples of oneDNN's 16-wide blocks.
  * Plus the dispatcher (AUTO, fallbacks, zero-sized problems), the oneDNN
- * primitive cache, error messages and the interrupt flag.
+ * primitive cache and the interrupt flag.  Bad shapes are the op's to
+ * report (cnn_conv2d, cnn_conv2d_int8: test_op_errors); the kernels
+ * assert() their invariants instead, and test_invariants_asserted shows
+ * that those asserts run in this build.
  */
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "check.h"
+#include "check_core.h"
 #include "cnn.h"
 #include "cpu/kernels.h"
 
@@ -367,24 +374,13 @@ static void test_arena_padding(void) {
   refs_free(&r);
 }
 
-static void test_errors(void) {
+/* Zero-sized problems reach the kernels (an empty batch; no output pixels
+ * from a transposed conv's shape) and take the naive loops. */
+static void test_degenerate(void) {
   float x[128] = {0}, w[128] = {0}, y[128];
-  cnn_conv_shape s = mk(1, 3, 4, 4, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2); /* 3 % 2 != 0 */
-  CHECK(cnn_cpu_conv2d_forward(CNN_CONV_AUTO, CNN_FLOAT32, &s, x, w, NULL, y) == -1);
-  CHECK(strstr(cnn_error(), "conv2d: groups 2") != NULL);
-  s = mk(1, 1, 4, 4, 1, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 1);
-  s.OH = 3; /* should be 2 */
-  CHECK(cnn_cpu_conv2d_forward(CNN_CONV_NAIVE, CNN_FLOAT32, &s, x, w, NULL, y) == -1);
-  CHECK(strstr(cnn_error(), "conv2d: output size 3x2 does not match 2x2") != NULL);
-  s = mk(1, 1, 4, 4, 1, 3, 3, 0, 1, 0, 0, 0, 0, 1, 1, 1);
-  CHECK(cnn_cpu_conv2d_backward_data(CNN_CONV_AUTO, CNN_FLOAT32, &s, y, w, x) == -1);
-  CHECK(strstr(cnn_error(), "conv2d: stride") != NULL);
-  s = mk(1, 1, 4, 4, 1, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 1);
-  CHECK(cnn_cpu_conv2d_forward(CNN_CONV_AUTO, CNN_INT64, &s, x, w, NULL, y) == -1);
-  CHECK(strstr(cnn_error(), "conv2d: dtype int64") != NULL);
   /* kernel larger than the input: no output pixels; the backward passes
    * write zeros, the forward writes nothing */
-  s = mk(1, 1, 2, 2, 1, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 1);
+  cnn_conv_shape s = mk(1, 1, 2, 2, 1, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 1);
   CHECK(s.OH == 0 && s.OW == 0);
   float dx[4] = {1, 1, 1, 1}, dw[9], db[1] = {7};
   CHECK(cnn_cpu_conv2d_forward(CNN_CONV_AUTO, CNN_FLOAT32, &s, x, w, NULL, y) == 0);
@@ -398,6 +394,110 @@ static void test_errors(void) {
   s = mk(0, 3, 5, 5, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1);
   CHECK(cnn_cpu_conv2d_backward_weight(CNN_CONV_AUTO, CNN_FLOAT32, &s, y, x, w, db4) == 0);
   CHECK(w[107] == 0 && db4[3] == 0);
+}
+
+/* ---- the op's validation ---------------------------------------------------------- */
+
+static cnn_tensor *zeros4(int64_t a, int64_t b, int64_t c, int64_t d, cnn_dtype dt) {
+  return cnn_zeros(4, (int64_t[]){a, b, c, d}, dt, CNN_DEVICE_CPU);
+}
+
+static void expect_conv_error(cnn_tensor *x, cnn_tensor *w, cnn_tensor *b, cnn_conv_params p,
+                              const char *msg) {
+  cnn_tensor *y = cnn_conv2d(x, w, b, &p);
+  check_error(y == NULL, msg);
+  cnn_tensor_release(y);
+}
+
+/* The shape rules checked once, in core/ops/nn_conv.c: each case is one the
+ * kernels would assert on (the ones test_conv used to send them directly). */
+static void test_op_errors(void) {
+  cnn_conv_params ok = {{1, 1}, {0, 0, 0, 0}, {1, 1}, 1}, p = ok;
+  cnn_tensor *x = zeros4(1, 3, 4, 4, CNN_FLOAT32), *w = zeros4(4, 1, 3, 3, CNN_FLOAT32);
+  cnn_tensor *w3 = zeros4(4, 3, 3, 3, CNN_FLOAT32), *wk0 = zeros4(4, 3, 0, 3, CNN_FLOAT32);
+  cnn_tensor *xi = zeros4(1, 3, 4, 4, CNN_INT64), *wi = zeros4(4, 3, 3, 3, CNN_INT64);
+  cnn_tensor *b5 = cnn_zeros(1, (int64_t[]){5}, CNN_FLOAT32, CNN_DEVICE_CPU);
+  p.groups = 2; /* 3 input channels, 3 % 2 != 0 */
+  expect_conv_error(x, zeros4(4, 1, 3, 3, CNN_FLOAT32), NULL, p,
+                    "conv2d: input 1x3x4x4 has 3 channels, weight 4x1x3x3 expects 2 (groups 2)");
+  p = ok, p.groups = 3; /* 4 output channels, 4 % 3 != 0 */
+  expect_conv_error(x, w, NULL, p, "conv2d: input 1x3x4x4 has 3 channels, weight 4x1x3x3");
+  p = ok, p.stride[0] = 0;
+  expect_conv_error(x, w3, NULL, p, "conv2d: stride, dilation and groups must be positive");
+  p = ok, p.dilation[1] = 0;
+  expect_conv_error(x, w3, NULL, p, "conv2d: stride, dilation and groups must be positive");
+  p = ok, p.pad[3] = -1;
+  expect_conv_error(x, w3, NULL, p, "padding non-negative");
+  expect_conv_error(xi, wi, NULL, ok, "conv2d: input dtype int64 is not supported");
+  expect_conv_error(x, wk0, NULL, ok,
+                    "conv2d: expected a 4-d input (N x C x H x W) and a 4-d "
+                    "weight with a kernel of at least 1x1, got input 1x3x4x4 "
+                    "and weight 4x3x0x3");
+  expect_conv_error(x, w3, b5, ok, "conv2d: bias 5 does not match weight 4x3x3x3");
+  p = ok, p.dilation[0] = 2; /* a 5x3 window on a 4x4 input */
+  expect_conv_error(x, w3, NULL, p, "conv2d: input 1x3x4x4 is too small for kernel 4x3x3x3");
+  /* conv2d_int8 shares the rules and names itself */
+  cnn_tensor *scales = cnn_full(1, (int64_t[]){4}, 1, CNN_FLOAT32, CNN_DEVICE_CPU);
+  cnn_tensor *y = cnn_conv2d_int8(x, wk0, scales, NULL, 0.1, false, &ok);
+  check_error(y == NULL, "conv2d_int8: expected a 4-d input (N x C x H x W) and a 4-d weight "
+                         "with a kernel of at least 1x1");
+  p = ok, p.stride[1] = 0;
+  CHECK(cnn_conv2d_int8(x, w3, scales, NULL, 0.1, false, &p) == NULL);
+  check_error(1, "conv2d_int8: stride, dilation and groups must be positive");
+  y = cnn_conv2d(x, w3, NULL, &ok); /* and a good call still works */
+  CHECK(y && y->shape[1] == 4 && y->shape[2] == 2 && y->shape[3] == 2);
+  cnn_tensor_release(y);
+  cnn_tensor *all[] = {x, w, w3, wk0, xi, wi, b5, scales};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) cnn_tensor_release(all[i]);
+}
+
+/* 1 when fn() ends its (forked) process with SIGABRT: an assert() fired. */
+static int aborts(void (*fn)(void)) {
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    if (!freopen("/dev/null", "w", stderr)) _exit(3); /* no "Assertion failed" in the log */
+    alarm(20); /* a kernel run without its assert may hang in OpenMP: SIGALRM, not SIGABRT */
+    fn();
+    _exit(0);
+  }
+  int status = 0;
+  return pid > 0 && waitpid(pid, &status, 0) == pid && WIFSIGNALED(status) &&
+         WTERMSIG(status) == SIGABRT;
+}
+
+static float scratch[256];
+
+static void forward_wrong_output_size(void) {
+  cnn_conv_shape s = mk(1, 1, 4, 4, 1, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 1);
+  s.OH = 3; /* 2 is right */
+  cnn_cpu_conv2d_forward(CNN_CONV_NAIVE, CNN_FLOAT32, &s, scratch, scratch, NULL, scratch + 128);
+}
+
+static void backward_groups_not_dividing(void) {
+  cnn_conv_shape s = mk(1, 3, 4, 4, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2);
+  cnn_cpu_conv2d_backward_data(CNN_CONV_AUTO, CNN_FLOAT32, &s, scratch, scratch, scratch + 128);
+}
+
+static void forward_int64(void) {
+  cnn_conv_shape s = mk(1, 1, 4, 4, 1, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 1);
+  cnn_cpu_conv2d_forward(CNN_CONV_AUTO, CNN_INT64, &s, scratch, scratch, NULL, scratch + 128);
+}
+
+/* The control: a child that returns.  (It runs no kernel: the child of a
+ * process whose OpenMP pool has started would hang in its first parallel
+ * region; the asserts above fire before any.) */
+static void control_returns(void) {}
+
+static void test_invariants_asserted(void) {
+#ifdef NDEBUG
+  printf("  NDEBUG build: the kernels' asserts are compiled out, not tested\n");
+#else
+  CHECK(aborts(forward_wrong_output_size));
+  CHECK(aborts(backward_groups_not_dividing));
+  CHECK(aborts(forward_int64));
+  CHECK(!aborts(control_returns)); /* the harness itself reports no abort */
+#endif
 }
 
 static void test_interrupt(void) {
@@ -424,7 +524,9 @@ int main(void) {
   }
   test_cache();
   test_arena_padding();
-  test_errors();
+  test_degenerate();
+  test_op_errors();
+  test_invariants_asserted();
   test_interrupt();
   cnn_cpu_onednn_cache_clear();
   return check_report("test_conv");

@@ -486,11 +486,43 @@ static void test_errors(void) {
   expect_error(x64, w, NULL, ok, "conv_transpose2d: input is float64 but weight is float32");
   p = ok, p.stride[0] = 0;
   expect_error(x, w, NULL, p, "must be positive");
+  cnn_tensor *wk0 = cnn_zeros(4, (int64_t[]){4, 3, 3, 0}, CNN_FLOAT32, CNN_DEVICE_CPU);
+  expect_error(x, wk0, NULL, ok,
+               "conv_transpose2d: expected a 4-d input (N x C x H x W) and a "
+               "4-d weight (in x out/groups x kH x kW, kH and kW at least 1), "
+               "got input 2x4x5x5 and weight 4x3x3x0");
+  cnn_tensor_release(wk0);
   cnn_tensor *y = cnn_conv_transpose2d(x, w, NULL, &ok); /* and a good call still works */
   CHECK(y && y->shape[1] == 3 && y->shape[2] == 7 && y->shape[3] == 7);
   cnn_tensor_release(y);
   cnn_tensor_release(x), cnn_tensor_release(w), cnn_tensor_release(w5), cnn_tensor_release(b);
   cnn_tensor_release(x3), cnn_tensor_release(x64);
+}
+
+/* An error inside the backends' conv entries (here the interrupt flag,
+ * which every path polls) names this op, not the conv2d entry it runs on;
+ * forward and both backward passes, every CPU path. */
+static void test_errors_name_the_op(void) {
+  cnn_conv_transpose_params p = {{2, 2}, {1, 1}, {1, 1}, {1, 1}, 1};
+  cnn_tensor *x = cnn_randn(4, (int64_t[]){2, 4, 5, 5}, CNN_FLOAT32);
+  cnn_tensor *w = cnn_randn(4, (int64_t[]){4, 3, 3, 3}, CNN_FLOAT32);
+  cnn_set_requires_grad(x, true), cnn_set_requires_grad(w, true);
+  for (int algo = CNN_CONV_AUTO; algo <= CNN_CONV_NAIVE; algo++) {
+    cnn_set_conv_algo((cnn_conv_algo)algo);
+    cnn_request_interrupt();
+    cnn_tensor *y = cnn_conv_transpose2d(x, w, NULL, &p);
+    check_error(y == NULL, "conv_transpose2d: interrupted");
+    cnn_clear_interrupt();
+    y = cnn_conv_transpose2d(x, w, NULL, &p);
+    cnn_tensor *g = y ? cnn_full(y->ndim, y->shape, 1, CNN_FLOAT32, CNN_DEVICE_CPU) : NULL;
+    CHECK(g != NULL);
+    cnn_request_interrupt();
+    check_error(g && cnn_backward(y, g, false) != 0, "conv_transpose2d: interrupted");
+    cnn_clear_interrupt();
+    cnn_tensor_release(y), cnn_tensor_release(g);
+  }
+  cnn_set_conv_algo(CNN_CONV_AUTO);
+  cnn_tensor_release(x), cnn_tensor_release(w);
 }
 
 int main(void) {
@@ -502,5 +534,6 @@ int main(void) {
   test_backward_oracle();
   test_deconv_direct();
   test_errors();
+  test_errors_name_the_op();
   return check_report("test_conv_transpose");
 }

@@ -8,13 +8,16 @@
  * floor/ceil for adaptive bins); backward passes against central finite
  * differences of the forward in float64; float32 against float64.
  * Shapes are odd (N=2, C=3, 7x5, 3x2 kernels, stride 2x1, padding,
- * ceil_mode-sized outputs, max pooling with dilation).
+ * ceil_mode-sized outputs, max pooling with dilation).  Bad arguments are
+ * the ops' to report (cnn_max_pool2d, ...: test_errors); the kernels
+ * assert() their invariants.
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
+#include "check_core.h"
 #include "cnn.h"
 #include "cpu/kernels.h"
 
@@ -275,20 +278,28 @@ static void test_backward(const char *name, const pool_op *op) {
   free(dxf);
 }
 
+/* The ops' validation (core/ops/nn_pool.c), for the arguments the kernels
+ * would assert on. */
 static void test_errors(void) {
-  cnn_pool_shape s = mk(1, 1, 4, 4, 0, 2, 1, 1, 0, 0, 0, 0);
-  float x[16], y[16];
-  CHECK(cnn_cpu_max_pool2d_forward(CNN_FLOAT32, &s, x, y, NULL) == -1);
-  CHECK(strstr(cnn_error(), "max_pool2d: kernel 0x2") != NULL);
-  s = mk_dilated(1, 1, 4, 4, 2, 2, 1, 1, 0, 0, 0, 0, 0, 1);
-  CHECK(cnn_cpu_max_pool2d_forward(CNN_FLOAT32, &s, x, y, NULL) == -1);
-  CHECK(strstr(cnn_error(), "max_pool2d: dilation 0x1") != NULL);
-  s = mk(1, 1, 4, 4, 2, 2, 1, 1, 0, 0, 0, 0);
-  CHECK(cnn_cpu_avg_pool2d_forward(CNN_INT64, &s, x, y) == -1);
-  CHECK(strstr(cnn_error(), "avg_pool2d: dtype int64") != NULL);
-  CHECK(cnn_cpu_max_pool2d_backward(CNN_FLOAT32, &s, y, NULL, x) == -1);
-  CHECK(cnn_cpu_adaptive_avg_pool2d_forward(CNN_FLOAT32, 1, -1, 4, 4, 2, 2, x, y) == -1);
-  CHECK(strstr(cnn_error(), "adaptive_avg_pool2d: invalid sizes: input 1x-1x4x4") != NULL);
+  cnn_tensor *x = cnn_zeros(4, (int64_t[]){1, 1, 4, 4}, CNN_FLOAT32, CNN_DEVICE_CPU);
+  cnn_tensor *xi = cnn_zeros(4, (int64_t[]){1, 1, 4, 4}, CNN_INT64, CNN_DEVICE_CPU);
+  cnn_pool_params ok = {{2, 2}, {1, 1}, {0, 0}, false, true, {1, 1}}, p = ok;
+  p.kernel[0] = 0;
+  check_error(cnn_max_pool2d(x, &p, NULL) == NULL,
+              "max_pool2d: kernel, stride and dilation must be positive");
+  p = ok, p.dilation[0] = 0;
+  check_error(cnn_max_pool2d(x, &p, NULL) == NULL,
+              "max_pool2d: kernel, stride and dilation must be positive");
+  p = ok, p.stride[1] = 0;
+  check_error(cnn_avg_pool2d(x, &p) == NULL, "avg_pool2d: kernel, stride and dilation");
+  check_error(cnn_avg_pool2d(xi, &ok) == NULL, "avg_pool2d: input dtype int64 is not supported");
+  check_error(cnn_max_pool2d(xi, &ok, NULL) == NULL, "max_pool2d: input dtype int64");
+  check_error(cnn_adaptive_avg_pool2d(xi, 2, 2) == NULL, "adaptive_avg_pool2d: input dtype int64");
+  check_error(cnn_adaptive_avg_pool2d(x, 2, -1) == NULL,
+              "adaptive_avg_pool2d: output size 2x-1 must be positive");
+  cnn_tensor *y = cnn_max_pool2d(x, &ok, NULL); /* and a good call still works */
+  CHECK(y && y->shape[2] == 3 && y->shape[3] == 3);
+  cnn_tensor_release(y), cnn_tensor_release(x), cnn_tensor_release(xi);
 }
 
 int main(void) {

@@ -15,14 +15,12 @@
  * MPI and NCCL collectives with it).
  * Also here: cnn_cuda_backend(), the CUDA half of cnn_backend_of() (inline
  * in backend.h: the one place where an op picks the table of its tensor's
- * device), and the small helpers the ops share (device
- * checks, strided arguments, "not supported on cuda yet").
+ * device), and "not supported on cuda yet".  This file calls nothing of
+ * tensors (storage.c allocates through it); how ops hand tensors to a
+ * backend is backend_args.c.
  */
 #include "backend.h"
-#include "strided.h"
-#include "tensor_internal.h"
 
-#include <assert.h>
 #include <dlfcn.h>
 #include <libgen.h>
 #include <limits.h>
@@ -172,26 +170,4 @@ int cnn_cuda_set_benchmark(bool on) {
 int cnn_backend_unsupported(const char *op) {
   cnn_set_error("%s: not supported on cuda yet", op);
   return -1;
-}
-
-int cnn_check_same_device(const char *op, const cnn_tensor *a, const cnn_tensor *b) {
-  if (!a || !b || !a->storage || !b->storage) return 0;
-  if (cnn_device_equal(a->storage->device, b->storage->device)) return 0;
-  char da[32], db[32];
-  cnn_set_error("%s: tensors on %s and %s", op, cnn_device_str(a->storage->device, da),
-                cnn_device_str(b->storage->device, db));
-  return -1;
-}
-
-cnn_be_shape cnn_be_shape_of(int ndim, const int64_t *shape) {
-  cnn_be_shape s = {.ndim = ndim};
-  if (ndim > 0) memcpy(s.shape, shape, sizeof(int64_t) * (size_t)ndim);
-  return s;
-}
-
-cnn_be_arg cnn_be_arg_of(const cnn_tensor *t, const cnn_be_shape *s) {
-  assert(cnn_tensor_valid(t) && s->ndim >= t->ndim);
-  cnn_be_arg a = {.ptr = cnn_tensor_data(t)};
-  cnn_strided_broadcast(s->ndim, t->ndim, t->shape, t->stride, a.stride);
-  return a;
 }

@@ -64,7 +64,7 @@ typedef struct {
   double smoothing; /* label smoothing (cross_entropy only) */
 } cnn_be_class_loss;
 
-/* One parameter of a many-tensor Adam step (speed work, issue 19): n
+/* One parameter of a many-tensor Adam step: n
  * contiguous elements of each array, vmax NULL unless amsgrad, and the
  * hyper-parameters of its own step (bias corrections differ by step). */
 typedef struct {
@@ -168,7 +168,7 @@ typedef struct cnn_backend {
   int (*conv2d_backward)(int dev, cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_shape *s,
                          const void *dy, const void *x, const void *w, void *dx, void *dw,
                          void *db);
-  /* The transposed convolution (issue 13) with its bias and bias gradient
+  /* The transposed convolution with its bias and bias gradient
    * in one call each: s, x, w, b, y, dy, dx, dw, db as cpu/kernels.h's
    * cnn_cpu_conv_transpose2d_*; dx, dw (and db) may be NULL.  Optional:
    * NULL makes core run the convolution entries above with the roles
@@ -211,8 +211,8 @@ typedef struct cnn_backend {
   int (*softmax_backward)(int dev, cnn_dtype dt, int64_t outer, int64_t D, int64_t inner, int log,
                           const void *y, const void *dy, void *dx);
 
-  /* ---- layer / group / instance norm, resizing, adaptive max pooling
-   * (helper "norm"): the CPU kernels' signatures (cpu/kernels.h) ---- */
+  /* ---- layer / group / instance norm, resizing, adaptive max pooling:
+   * the CPU kernels' signatures (cpu/kernels.h) ---- */
   int (*norm_rows_forward)(int dev, cnn_dtype dt, const cnn_norm_shape *s, const void *x,
                            const void *gamma, const void *beta, double eps, void *y, void *mean,
                            void *rstd);
@@ -271,20 +271,20 @@ typedef struct cnn_backend {
   int (*rmsprop_step)(int dev, cnn_dtype dt, int64_t n, void *p, const void *g, void *sq, void *ga,
                       void *buf, cnn_rmsprop_hp h);
 
-  /* ---- speed work (issue 19) ---- */
+  /* ---- Adam over a whole parameter group ---- */
   /* Adam over `count` slices of dtype dt in one pass (on the CPU one
    * parallel region over all their elements).  Optional: where NULL, core
    * calls adam_step once per slice. */
   int (*adam_step_many)(int dev, cnn_dtype dt, int count, const cnn_adam_slice *s);
 
-  /* ---- quantized inference (issue 16): cnn_conv2d_int8's rule (cnn.h);
+  /* ---- quantized inference (cnn.quantize): cnn_conv2d_int8's rule (cnn.h);
    * x, wq, w_scale, b (or NULL), y float32; NULL: not on this device ---- */
   int (*conv2d_int8_forward)(int dev, cnn_conv_algo algo, const cnn_conv_shape *s, const float *x,
                              float x_scale, const float *wq, const float *w_scale, const float *b,
                              int relu, float *y);
 
   /* ---- tensor ops: sort/topk, cumulative sums and products, scatter
-   * (issue 13 point 7; core/ops/sort.c, scan.c, scatter.c) ---- */
+   * (core/ops/sort.c, scan.c, scatter.c) ---- */
   /* x: outer x D x inner (float32, float64, int64 or uint8); values (x's
    * dtype) and indices (0-based positions along D): outer x k x inner, the
    * first k (k <= D) of each row in the order of sort_order.h (ascending,

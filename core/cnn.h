@@ -263,7 +263,7 @@ typedef enum {
   CNN_OP_POW_SCALAR, /* x ^ p0 */
   CNN_OP_ADD_SCALAR, /* x + p0 */
   CNN_OP_MUL_SCALAR, /* x * p0 */
-  /* activations of issue 13 (helper "act") */
+  /* activations beyond relu/sigmoid/tanh */
   CNN_OP_HARDTANH,    /* clamp to [p0, p1]; derivative 0 at the bounds (ReLU6: [0, 6]) */
   CNN_OP_SILU,        /* x * sigmoid(x) */
   CNN_OP_HARDSWISH,   /* x * relu6(x + 3) / 6 */
@@ -370,12 +370,12 @@ cnn_tensor *cnn_index_select(cnn_tensor *x, int dim, cnn_tensor *index);
 cnn_tensor *cnn_gather(cnn_tensor *x, int dim, cnn_tensor *index);
 /* constant pad of the last dims: pads = {left, right, top, bottom, ...} as in PyTorch */
 cnn_tensor *cnn_pad(cnn_tensor *x, int npads, const int64_t *pads, double value);
-/* issue 13: PyTorch's non-constant pad modes of the last 1-3 dims (ops/pad_modes.c) */
+/* PyTorch's non-constant pad modes of the last 1-3 dims (ops/pad_modes.c) */
 typedef enum { CNN_PAD_REFLECT, CNN_PAD_REPLICATE, CNN_PAD_CIRCULAR } cnn_padding_mode;
 cnn_tensor *cnn_pad_mode(cnn_tensor *x, int npads, const int64_t *pads, cnn_padding_mode mode);
 
 /* ---- tensor ops: sorting, scans, scatter, rearranging, splitting ------------
- * (issue 13 point 7: core/ops/sort.c, scan.c, scatter.c, logical.c,
+ * (core/ops/sort.c, scan.c, scatter.c, logical.c,
  * rearrange.c, split.c).  PyTorch's meaning; dims and indices 0-based. */
 
 /* values (x's dtype) and indices (int64) of x sorted along dim: ascending
@@ -508,7 +508,7 @@ cnn_tensor *cnn_batch_norm(cnn_tensor *x, cnn_tensor *running_mean, cnn_tensor *
                            cnn_tensor *weight, cnn_tensor *bias, bool training, double momentum,
                            double eps);
 
-/* ---- layer / group / instance norm, resizing (helper "norm": ops/nn_row_norm.c,
+/* ---- layer / group / instance norm, resizing (ops/nn_row_norm.c,
  * ops/nn_resize.c; PyTorch's semantics) ---- */
 /* over the last k dims, which must equal normalized_shape[0..k-1]; weight and
  * bias (optional) have that shape */
@@ -546,7 +546,7 @@ cnn_tensor *cnn_mse_loss(cnn_tensor *x, cnn_tensor *y, cnn_reduction red);
  * element's loss) are optional and broadcast to x's shape, as PyTorch's */
 cnn_tensor *cnn_bce_with_logits(cnn_tensor *x, cnn_tensor *y, cnn_tensor *pos_weight,
                                 cnn_tensor *weight, cnn_reduction red);
-/* Losses of issue 13 (helper "act"), composed of differentiable ops
+/* Losses composed of differentiable ops
  * (core/ops/loss_composed.c), PyTorch's definitions and defaults:
  * x and y broadcast; kl_div takes log-probabilities x and, with batchmean
  * (red must be SUM), divides the sum by x's first size; binary_cross_entropy
@@ -576,7 +576,7 @@ int cnn_adam_update(cnn_tensor *p, cnn_tensor *g, cnn_tensor *m, cnn_tensor *v, 
 int cnn_rmsprop_update(cnn_tensor *p, cnn_tensor *g, cnn_tensor *sq, cnn_tensor *ga,
                        cnn_tensor *buf, double lr, double alpha, double eps, double weight_decay,
                        double momentum, bool centered);
-/* Adam over `count` parameters in one call (speed work, issue 19): p[i],
+/* Adam over `count` parameters in one call: p[i],
  * g[i], m[i], v[i] as in cnn_adam_update, vmax NULL or an array whose
  * entries are all set (amsgrad) and steps[i] >= 1 each parameter's step.
  * Where the parameters share dtype and device and the backend has a
@@ -619,7 +619,7 @@ int cnn_cuda_set_benchmark(bool on); /* cudnn.benchmark: time conv algorithms pe
 void cnn_set_num_threads(int n);
 int cnn_get_num_threads(void);
 double cnn_now_seconds(void); /* monotonic */
-/* Machine peaks, measured (core/cpu/machine_peak.c; speed work, issue 19):
+/* Machine peaks, measured (core/cpu/machine_peak.c):
  * the float32 FMA FLOP/s of all threads, and the copy bandwidth in bytes/s
  * (2 x bytes per copy) over arrays of `bytes`; each runs ~`seconds` and
  * keeps its best round.  0, or -1 with an error for out-of-range arguments
@@ -651,7 +651,7 @@ int cnn_timer_elapsed(cnn_timer *t, int a, int b, double *seconds);
 /* out[i] = seconds from mark 0 to mark i, for every mark (count entries) */
 int cnn_timer_seconds(cnn_timer *t, double *out);
 
-/* ---- quantized inference (issue 16, cnn.quantize; core/ops/nn_conv_int8.c) ---- */
+/* ---- quantized inference (cnn.quantize; core/ops/nn_conv.c, core/cpu/conv_int8.c) ---- */
 /* y = conv2d over int8 operands, float32 out (inference only: nothing is
  * recorded, y never requires grad).  x float32 N x C x H x W on the CPU is quantized per tensor,
  * qx = clamp(round_half_even(x / x_scale), -128, 127); wq (float32, K x

@@ -103,7 +103,7 @@ CNN_HD static inline float cnn_leaky_relu_grad_f(float x, float slope) {
 CNN_HD static inline double cnn_relu(double x) { return x > 0 ? x : (x != x ? x : 0.0); }
 CNN_HD static inline float cnn_relu_f(float x) { return x > 0 ? x : (x != x ? x : 0.0f); }
 
-/* ---- activations of issue 13 (helper "act") ---------------------------------
+/* ---- activations beyond relu/sigmoid/tanh ---------------------------------
  * Forward formulas and derivatives as PyTorch's kernels define them,
  * including the value of the derivative at each kink (noted per function). */
 
@@ -206,7 +206,7 @@ CNN_HD static inline float cnn_bce_logits_dy_f(float x, float y, float pw) {
 CNN_HD static inline double cnn_bce_logits_dpw(double x, double y) { return y * cnn_softplus(-x); }
 CNN_HD static inline float cnn_bce_logits_dpw_f(float x, float y) { return y * cnn_softplus_f(-x); }
 
-/* ---- activations of issue 13 that build on softplus (helper "act") ---------- */
+/* ---- activations that build on softplus ---------- */
 
 /* mish(x) = x * tanh(softplus(x)); mish'(x) = t + x sigmoid(x) (1 - t^2),
  * t = tanh(softplus(x)) (softplus below, stable for large |x|) */

@@ -61,7 +61,7 @@ CNN_EW double cnn_ew_unary_f64(int op, double x, double p0, double p1) {
   case CNN_OP_CLAMP: return x < p0 ? p0 : x > p1 ? p1 : x; /* NaN bound: never true */
   case CNN_OP_POW_SCALAR: return p0 == 2 ? x * x : pow(x, p0);
   case CNN_OP_ADD_SCALAR: return x + p0;
-  /* activations of issue 13 (helper "act") */
+  /* activations beyond relu/sigmoid/tanh */
   case CNN_OP_HARDTANH: return cnn_hardtanh(x, p0, p1);
   case CNN_OP_SILU: return cnn_silu(x);
   case CNN_OP_HARDSWISH: return cnn_hardswish(x);
@@ -100,7 +100,7 @@ CNN_EW float cnn_ew_unary_f32(int op, float x, float p0, float p1) {
   case CNN_OP_CLAMP: return x < p0 ? p0 : x > p1 ? p1 : x;
   case CNN_OP_POW_SCALAR: return p0 == 2 ? x * x : powf(x, p0);
   case CNN_OP_ADD_SCALAR: return x + p0;
-  /* activations of issue 13 (helper "act") */
+  /* activations beyond relu/sigmoid/tanh */
   case CNN_OP_HARDTANH: return cnn_hardtanh_f(x, p0, p1);
   case CNN_OP_SILU: return cnn_silu_f(x);
   case CNN_OP_HARDSWISH: return cnn_hardswish_f(x);
@@ -171,7 +171,7 @@ CNN_EW double cnn_ew_unary_deriv(int op, double v, double p0, double p1) {
   case CNN_OP_POW_SCALAR: return p0 == 0 ? 0 : p0 * pow(v, p0 - 1);
   case CNN_OP_ADD_SCALAR: return 1;
   case CNN_OP_MUL_SCALAR: return p0;
-  /* activations of issue 13 (helper "act") */
+  /* activations beyond relu/sigmoid/tanh */
   case CNN_OP_HARDTANH: return cnn_hardtanh_grad(v, p0, p1);
   case CNN_OP_SILU: return cnn_silu_grad(v);
   case CNN_OP_HARDSWISH: return cnn_hardswish_grad(v);

@@ -25,29 +25,27 @@
 #define CNN_BATCHER_MT "cnn.Batcher"
 
 /* ---- registration arrays, one or two per file ---------------------------- */
-extern const luaL_Reg cnn_lua_tensor_methods[]; /* tensor.c */
-extern const luaL_Reg cnn_lua_view_methods[];   /* tensor_view.c */
-extern const luaL_Reg cnn_lua_math_methods[];   /* tensor_math.c */
-void cnn_lua_math_register(lua_State *L);       /* those + the op tables' methods */
-void cnn_lua_functional_register(lua_State *L); /* functional.c: F.* */
-void cnn_lua_activation_register(lua_State *L); /* activations.c: F.relu, F.silu, ... */
-extern const luaL_Reg cnn_lua_math_funcs[];     /* tensor_math.c: where */
-extern const luaL_Reg cnn_lua_math_meta[];      /* tensor_math.c: __add ... __unm */
-extern const luaL_Reg cnn_lua_reduce_methods[]; /* tensor_reduce.c */
-extern const luaL_Reg cnn_lua_join_funcs[];     /* tensor_reduce.c: cat, stack */
-extern const luaL_Reg
-    cnn_lua_tensor_ops_methods[]; /* tensor_ops.c: sort, topk, cumsum, ... (issue 13) */
-extern const luaL_Reg cnn_lua_tensor_ops_funcs[];  /* tensor_ops.c: F.one_hot */
-extern const luaL_Reg cnn_lua_autograd_methods[];  /* autograd.c */
-extern const luaL_Reg cnn_lua_autograd_funcs[];    /* autograd.c */
-extern const luaL_Reg cnn_lua_autograd_internal[]; /* autograd.c: for stdlib, in cnn.internal */
-extern const luaL_Reg cnn_lua_autocast_funcs[];    /* autocast.c: cnn.autocast */
-extern const luaL_Reg cnn_lua_creation_funcs[];    /* creation.c */
-extern const luaL_Reg cnn_lua_memory_funcs[];      /* memory.c */
-extern const luaL_Reg cnn_lua_functional_funcs[];  /* functional.c */
-extern const luaL_Reg cnn_lua_loss_funcs[];        /* losses.c (also in F) */
-extern const luaL_Reg
-    cnn_lua_norm_funcs[]; /* functional_norm.c: F.layer_norm, interpolate... (helper "norm") */
+extern const luaL_Reg cnn_lua_tensor_methods[];     /* tensor.c */
+extern const luaL_Reg cnn_lua_view_methods[];       /* tensor_view.c */
+extern const luaL_Reg cnn_lua_math_methods[];       /* tensor_math.c */
+void cnn_lua_math_register(lua_State *L);           /* those + the op tables' methods */
+void cnn_lua_functional_register(lua_State *L);     /* functional.c: F.* */
+void cnn_lua_activation_register(lua_State *L);     /* activations.c: F.relu, F.silu, ... */
+extern const luaL_Reg cnn_lua_math_funcs[];         /* tensor_math.c: where */
+extern const luaL_Reg cnn_lua_math_meta[];          /* tensor_math.c: __add ... __unm */
+extern const luaL_Reg cnn_lua_reduce_methods[];     /* tensor_reduce.c */
+extern const luaL_Reg cnn_lua_join_funcs[];         /* tensor_reduce.c: cat, stack */
+extern const luaL_Reg cnn_lua_tensor_ops_methods[]; /* tensor_ops.c: sort, topk, cumsum, ... */
+extern const luaL_Reg cnn_lua_tensor_ops_funcs[];   /* tensor_ops.c: F.one_hot */
+extern const luaL_Reg cnn_lua_autograd_methods[];   /* autograd.c */
+extern const luaL_Reg cnn_lua_autograd_funcs[];     /* autograd.c */
+extern const luaL_Reg cnn_lua_autograd_internal[];  /* autograd.c: for stdlib, in cnn.internal */
+extern const luaL_Reg cnn_lua_autocast_funcs[];     /* autocast.c: cnn.autocast */
+extern const luaL_Reg cnn_lua_creation_funcs[];     /* creation.c */
+extern const luaL_Reg cnn_lua_memory_funcs[];       /* memory.c */
+extern const luaL_Reg cnn_lua_functional_funcs[];   /* functional.c */
+extern const luaL_Reg cnn_lua_loss_funcs[];         /* losses.c (also in F) */
+extern const luaL_Reg cnn_lua_norm_funcs[];    /* functional_norm.c: F.layer_norm, interpolate... */
 extern const luaL_Reg cnn_lua_misc_funcs[];    /* init.c */
 extern const luaL_Reg cnn_lua_io_funcs[];      /* io.c: cnn.save, cnn.load */
 extern const luaL_Reg cnn_lua_io_internal[];   /* io.c: PNG and terminal helpers, in cnn.internal */

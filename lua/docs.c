@@ -71,7 +71,7 @@ static const doc_entry docs[] = {
      "cnn.set_num_threads(n)\nSets the number of OpenMP threads of every CPU op."},
     {"cnn.get_num_threads", "cnn.get_num_threads() -> n\nThe number of threads CPU ops use."},
     {"cnn.clock", "cnn.clock() -> seconds\nA monotonic clock, for timing."},
-    /* machine peaks (speed work, issue 19) */
+    /* machine peaks */
     {"cnn.fma_peak", "cnn.fma_peak([seconds = 0.2]) -> FLOP/s\nThe float32 FMA peak of the CPU "
                      "threads, measured (independent FMA chains; the best round of ~seconds)."},
     {"cnn.copy_bandwidth", "cnn.copy_bandwidth(bytes [, seconds = 0.2]) -> bytes/s\nCopy bandwidth "
@@ -393,7 +393,7 @@ static const doc_entry docs[] = {
      "F.binary_cross_entropy_with_logits(x, y [, {weight=, pos_weight=, reduction='mean'}]) -> "
      "tensor\nSigmoid + binary cross-entropy, computed stably; weight rescales each element's loss "
      "and pos_weight the positive term, both broadcast to x's shape (PyTorch's)."},
-    /* activations, regularisers and losses of issue 13 (helper "act") */
+    /* more activations, regularisers and losses */
     {"F.hardtanh",
      "F.hardtanh(x [, min_val=-1 [, max_val=1]]) -> tensor\nx clamped to [min_val, max_val] (also "
      "{min_val=, max_val=}); the gradient is 0 at the limits, as PyTorch's."},
@@ -425,7 +425,7 @@ static const doc_entry docs[] = {
      "F.binary_cross_entropy_with_logits on logits."},
     {"F.softplus", "F.softplus(x [, beta=1 [, threshold=20]]) -> tensor\nlog(1 + exp(beta x)) / "
                    "beta, and x itself where beta x > threshold (also {beta=, threshold=})."},
-    /* 1-d convolution and pooling, padding strings (issue 13) */
+    /* 1-d convolution and pooling, padding strings */
     {"F.conv1d", "F.conv1d(x, w [, b] [, {stride=1, padding=0, dilation=1, groups=1}]) -> "
                  "tensor\n1-D convolution of N x C x L input with w of out x C/groups x k (conv2d "
                  "over a unit height); padding a number, 'valid' or 'same' (stride 1: L' = L, the "
@@ -439,21 +439,21 @@ static const doc_entry docs[] = {
      "count_include_pad=true}]) -> tensor\n1-D average pooling of N x C x L (or C x L) input."},
     {"F.adaptive_avg_pool1d", "F.adaptive_avg_pool1d(x, size) -> tensor\nAverage pooling of N x C "
                               "x L (or C x L) input to length size."},
-    /* transposed convolution (issue 13) */
+    /* transposed convolution */
     {"F.conv_transpose2d",
      "F.conv_transpose2d(x, w [, b] [, {stride=1, padding=0, output_padding=0, dilation=1, "
      "groups=1}]) -> tensor\nTransposed 2-D convolution (PyTorch's): w is in x out/groups x kH x "
      "kW; H' = (H-1)*stride - 2*padding + dilation*(kH-1) + output_padding + 1; output_padding "
      "must be smaller than stride or dilation; options a number or {h, w}. Equals the "
      "input-gradient of F.conv2d with the same w."},
-    /* quantized inference (issue 16) */
+    /* quantized inference (cnn.quantize) */
     {"F.conv2d_int8", "F.conv2d_int8(x, wq, w_scale, b_or_nil, x_scale [, {stride=1, padding=0, "
                       "dilation=1, groups=1, relu=false}]) -> tensor\n"
                       "int8 convolution (inference, oneDNN): x quantized as clamp(round(x / "
                       "x_scale), -128, 127); wq whole numbers in [-127, 127] "
                       "with one w_scale per output channel; y = sum(qx * wq) * x_scale * "
                       "w_scale[k] + b[k], float32 (then ReLU). cnn.quantize uses it."},
-    /* tensor ops (issue 13 point 7) */
+    /* tensor ops */
     {"Tensor:sort",
      "x:sort([dim=-1 [, descending=false]]) or x:sort([dim,] {descending=, stable=}) -> values, "
      "indices\nSorted along dim, with the 1-based positions; NaN sorts as the largest value; equal "
@@ -496,7 +496,7 @@ static const doc_entry docs[] = {
                       "number for a 0-d tensor); tolist is PyTorch's name."},
     {"F.one_hot", "F.one_hot(labels [, num_classes]) -> int64 tensor\nlabels.shape x num_classes "
                   "of 0/1, 1 at each 1-based label (num_classes defaults to the largest label)."},
-    /* helper "norm": normalisation and resizing */
+    /* normalisation and resizing */
     {"F.layer_norm",
      "F.layer_norm(x, normalized_shape [, weight [, bias]] [, {eps=1e-5}]) -> tensor\nNormalises "
      "over the last dims (normalized_shape a size or {sizes}) of each sample by their mean and "

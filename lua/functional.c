@@ -93,7 +93,7 @@ static void conv_padding(lua_State *L, int opts, cnn_conv_params *p) {
   for (int i = 0; i < 4; i++) p->pad[i] = v[i];
 }
 
-/* issue 13: padding = 'valid' (none) or 'same' (stride 1: the output has the
+/* padding = 'valid' (none) or 'same' (stride 1: the output has the
  * input's size; PyTorch's split, the odd pixel to the bottom/right) for
  * conv2d and conv1d (w's last dims are the kernel).  Returns 0 when
  * opts.padding is not a string (the caller reads numbers). */
@@ -147,7 +147,7 @@ static int f_linear(lua_State *L) {
   return cnn_lua_push_result(L, cnn_linear(x, w, cnn_lua_opt_tensor(L, 3)));
 }
 
-/* ---- transposed convolution (issue 13) ---- */
+/* ---- transposed convolution ---- */
 
 /* F.conv_transpose2d(x, w [, b] [, {stride=, padding=, output_padding=, dilation=, groups=}]) */
 static int f_conv_transpose2d(lua_State *L) {
@@ -170,7 +170,7 @@ static int f_conv_transpose2d(lua_State *L) {
   return cnn_lua_push_result(L, cnn_conv_transpose2d(x, w, b, &p));
 }
 
-/* ---- issue 13: 1-d convolution and pooling, over the 2-d ops with a unit height ---- */
+/* ---- 1-d convolution and pooling, over the 2-d ops with a unit height ---- */
 
 /* opts.key as one integer (a number or {n}); def when absent */
 static int opt_one(lua_State *L, int opts, const char *fn, const char *key, int lo, int def) {
@@ -422,7 +422,7 @@ static int f_flatten(lua_State *L) {
   return cnn_lua_push_result(L, cnn_flatten(x, s, e));
 }
 
-/* issue 13: F.pad(x, pads, mode [, value]) -- 'constant' takes a value, the
+/* F.pad(x, pads, mode [, value]) -- 'constant' takes a value, the
  * other modes none (PyTorch's rule) */
 static int pad_with_mode(lua_State *L, cnn_tensor *x, int n, const int64_t *pads) {
   static const char *const modes[] = {"reflect", "replicate", "circular", "constant", NULL};
@@ -457,7 +457,7 @@ static int f_pad(lua_State *L) {
   return cnn_lua_push_result(L, cnn_pad(x, (int)n, pads, luaL_optnumber(L, 3, 0)));
 }
 
-/* ---- quantized inference (issue 16, cnn.quantize) ----------------------------------- */
+/* ---- quantized inference (cnn.quantize) ----------------------------------- */
 
 /* F.conv2d_int8(x, wq, w_scale, b_or_nil, x_scale [, {stride=, padding=, dilation=,
  * groups=, relu=}]) -- the rule is cnn_conv2d_int8's (core/cnn.h) */
@@ -485,7 +485,7 @@ static int f_conv2d_int8(lua_State *L) {
   return cnn_lua_push_result(L, cnn_conv2d_int8(x, wq, ws, b, x_scale, relu, &p));
 }
 
-/* F.dropout2d(x [, p=0.5 [, training=true]]) (issue 13, helper "act"): whole channels of
+/* F.dropout2d(x [, p=0.5 [, training=true]]): whole channels of
  * N x C x H x W (or N x C x L, as PyTorch reads 3-D input) zeroed with probability p, the
  * others scaled by 1/(1-p): x times a dropout mask of shape N x C x 1 [x 1] */
 static int f_dropout2d(lua_State *L) {
@@ -521,15 +521,15 @@ const luaL_Reg cnn_lua_functional_funcs[] = {
     {"batch_norm", f_batch_norm},
     {"flatten", f_flatten},
     {"pad", f_pad},
-    {"dropout2d", f_dropout2d}, /* issue 13, helper "act" */
-    /* transposed convolution (issue 13) */
+    {"dropout2d", f_dropout2d},
+    /* transposed convolution */
     {"conv_transpose2d", f_conv_transpose2d},
-    /* 1-d convolution and pooling (issue 13) */
+    /* 1-d convolution and pooling */
     {"conv1d", f_conv1d},
     {"max_pool1d", f_max_pool1d},
     {"avg_pool1d", f_avg_pool1d},
     {"adaptive_avg_pool1d", f_adaptive_avg_pool1d},
-    {"conv2d_int8", f_conv2d_int8}, /* quantized inference (issue 16) */
+    {"conv2d_int8", f_conv2d_int8}, /* quantized inference (cnn.quantize) */
     {NULL, NULL}};
 
 /* F.*: the functions above and the activations (activations.c) */

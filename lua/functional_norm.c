@@ -1,7 +1,7 @@
 /*
  * functional_norm.c -- F.layer_norm, F.group_norm, F.instance_norm,
  * F.interpolate, F.pixel_shuffle, F.pixel_unshuffle and
- * F.adaptive_max_pool2d (issue 13: normalisation and resizing).
+ * F.adaptive_max_pool2d (normalisation and resizing).
  *
  * PyTorch's names, defaults and rules; tensors positionally, options in a
  * trailing table whose unknown keys are errors.  F.interpolate decides the

@@ -9,7 +9,7 @@
  *   cnn.fused.rmsprop(p, g, sq, ga|nil, buf|nil, lr, alpha, eps, weight_decay, momentum, centered)
  *   cnn.fused.adam_many({p...}, {g...}, {m...}, {v...}, {vmax...}|nil, {step...},
  *                       lr, beta1, beta2, eps, weight_decay, decoupled)
- * adam_many (speed work, issue 19) updates a whole parameter group in one
+ * adam_many updates a whole parameter group in one
  * call: one pass over all elements instead of one call per tensor.
  */
 #include "bind.h"
@@ -40,7 +40,7 @@ static int f_rmsprop(lua_State *L) {
   return rc ? cnn_lua_error(L) : 0;
 }
 
-/* ---- adam_many (speed work, issue 19) ---- */
+/* ---- adam_many ---- */
 
 /* Entry i (1-based) of the list at arg as a tensor; raises naming the list. */
 static cnn_tensor *list_tensor(lua_State *L, int arg, int i, const char *what) {

@@ -82,7 +82,7 @@ static int f_clock(lua_State *L) {
   return 1;
 }
 
-/* ---- machine peaks (speed work, issue 19) ---- */
+/* ---- machine peaks ---- */
 
 /* cnn.fma_peak([seconds = 0.2]) -> FLOP/s */
 static int f_fma_peak(lua_State *L) {
@@ -160,7 +160,7 @@ const luaL_Reg cnn_lua_misc_funcs[] = {{"manual_seed", f_manual_seed},
                                        {"is_tensor", f_is_tensor},
                                        {"set_conv_algo", f_set_conv_algo},
                                        {"get_conv_algo", f_get_conv_algo},
-                                       /* machine peaks (speed work, issue 19) */
+                                       /* machine peaks */
                                        {"fma_peak", f_fma_peak},
                                        {"copy_bandwidth", f_copy_bandwidth},
                                        {NULL, NULL}};
@@ -184,7 +184,7 @@ static void build_methods(lua_State *L) {
   cnn_lua_math_register(L);
   luaL_setfuncs(L, cnn_lua_reduce_methods, 0);
   luaL_setfuncs(L, cnn_lua_autograd_methods, 0);
-  luaL_setfuncs(L, cnn_lua_tensor_ops_methods, 0); /* tensor ops (issue 13) */
+  luaL_setfuncs(L, cnn_lua_tensor_ops_methods, 0); /* tensor ops */
 }
 
 static void build_functional(lua_State *L) {
@@ -192,8 +192,8 @@ static void build_functional(lua_State *L) {
   cnn_lua_functional_register(L);
   luaL_setfuncs(L, cnn_lua_loss_funcs, 0);
   luaL_setfuncs(L, cnn_lua_join_funcs, 0);
-  luaL_setfuncs(L, cnn_lua_tensor_ops_funcs, 0); /* F.one_hot (issue 13) */
-  luaL_setfuncs(L, cnn_lua_norm_funcs, 0);       /* helper "norm" */
+  luaL_setfuncs(L, cnn_lua_tensor_ops_funcs, 0); /* F.one_hot */
+  luaL_setfuncs(L, cnn_lua_norm_funcs, 0);       /* normalisation and resizing */
 }
 
 /* package.loaded["cnn.internal"]: the bindings' helpers for stdlib (viz's

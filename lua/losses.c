@@ -1,6 +1,6 @@
 /*
  * losses.c -- F.cross_entropy, F.nll_loss, F.mse_loss,
- * F.binary_cross_entropy_with_logits; and (issue 13) F.l1_loss,
+ * F.binary_cross_entropy_with_logits; and F.l1_loss,
  * F.smooth_l1_loss, F.huber_loss, F.kl_div, F.binary_cross_entropy, and
  * F.cross_entropy with a float probability target of the input's shape.
  *
@@ -118,7 +118,7 @@ static int f_cross_entropy(lua_State *L) {
     return cnn_lua_fail(L, "cross_entropy: label_smoothing must be in [0, 1], got %g", ls);
   cnn_tensor *w = opt_tensor_field(L, opts, "cross_entropy", "weight");
   if (cnn_lua_to_tensor(L, 2) && cnn_dtype_is_float(cnn_lua_to_tensor(L, 2)->dtype))
-    return cross_entropy_probs(L, opts, red, ls, w); /* issue 13 */
+    return cross_entropy_probs(L, opts, red, ls, w);
   ignore_spec ig = ignore_of(L, opts, x);
   cnn_tensor *t = class_targets(L, 2, "cross_entropy", x, &ig);
   cnn_tensor *r = cnn_cross_entropy(x, t, w, red, ls, ig.core_ignore);
@@ -159,7 +159,7 @@ static int f_bce_with_logits(lua_State *L) {
   return cnn_lua_push_result(L, cnn_bce_with_logits(x, y, pw, w, red));
 }
 
-/* ---- losses of issue 13 (helper "act") ------------------------------------------------------ */
+/* ---- more losses (composed in core) ------------------------------------------------------ */
 
 /* probability targets: float, the input's shape; ignore_index has no meaning (PyTorch refuses it) */
 static int cross_entropy_probs(lua_State *L, int opts, cnn_reduction red, double ls,
@@ -235,7 +235,6 @@ const luaL_Reg cnn_lua_loss_funcs[] = {{"cross_entropy", f_cross_entropy},
                                        {"nll_loss", f_nll_loss},
                                        {"mse_loss", f_mse_loss},
                                        {"binary_cross_entropy_with_logits", f_bce_with_logits},
-                                       /* issue 13 (helper "act") */
                                        {"l1_loss", f_l1_loss},
                                        {"smooth_l1_loss", f_smooth_l1_loss},
                                        {"huber_loss", f_huber_loss},

@@ -438,34 +438,33 @@ static int m_is_released(lua_State *L) {
   return 1;
 }
 
-const luaL_Reg cnn_lua_tensor_methods[] = {
-    {"size", m_size},
-    {"stride", m_stride},
-    {"dim", m_dim},
-    {"numel", m_numel},
-    {"nelement", m_nelement},
-    {"is_contiguous", m_is_contiguous},
-    {"element_size", m_element_size},
-    {"item", m_item},
-    {"totable", m_totable},
-    {"to", m_to},
-    {"float", m_float},
-    {"tolist", m_totable}, /* PyTorch's name for totable (issue 13) */
-    {"double", m_double},
-    {"long", m_long},
-    {"byte", m_byte},
-    {"cpu", m_cpu},
-    {"cuda", m_cuda},
-    {"type", m_type},
-    {"contiguous", m_contiguous},
-    {"clone", m_clone},
-    {"detach", m_detach},
-    {"set_", m_set_},
-    {"release", m_release},
-    {"is_released", m_is_released},
-    {"pin_memory", m_pin_memory},
-    {"is_pinned", m_is_pinned},
-    {NULL, NULL}};
+const luaL_Reg cnn_lua_tensor_methods[] = {{"size", m_size},
+                                           {"stride", m_stride},
+                                           {"dim", m_dim},
+                                           {"numel", m_numel},
+                                           {"nelement", m_nelement},
+                                           {"is_contiguous", m_is_contiguous},
+                                           {"element_size", m_element_size},
+                                           {"item", m_item},
+                                           {"totable", m_totable},
+                                           {"to", m_to},
+                                           {"float", m_float},
+                                           {"tolist", m_totable}, /* PyTorch's name for totable */
+                                           {"double", m_double},
+                                           {"long", m_long},
+                                           {"byte", m_byte},
+                                           {"cpu", m_cpu},
+                                           {"cuda", m_cuda},
+                                           {"type", m_type},
+                                           {"contiguous", m_contiguous},
+                                           {"clone", m_clone},
+                                           {"detach", m_detach},
+                                           {"set_", m_set_},
+                                           {"release", m_release},
+                                           {"is_released", m_is_released},
+                                           {"pin_memory", m_pin_memory},
+                                           {"is_pinned", m_is_pinned},
+                                           {NULL, NULL}};
 
 /* ---- the type ---------------------------------------------------------------- */
 

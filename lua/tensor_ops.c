@@ -1,5 +1,5 @@
 /*
- * tensor_ops.c -- the tensor ops of issue 13 point 7 from Lua: sort, topk,
+ * tensor_ops.c -- the tensor ops from Lua: sort, topk,
  * cumsum, cumprod, scatter (and _add, and in place), repeat/tile, flip,
  * roll, chunk, split, unbind, tolist, and F.one_hot.  any and all live
  * with the reductions (tensor_reduce.c).

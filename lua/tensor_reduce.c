@@ -110,7 +110,7 @@ static int arg_reduce(lua_State *L, cnn_reduce_op op, const char *fn) {
 static int m_argmax(lua_State *L) { return arg_reduce(L, CNN_RED_ARGMAX, "argmax"); }
 static int m_argmin(lua_State *L) { return arg_reduce(L, CNN_RED_ARGMIN, "argmin"); }
 
-/* x:any([dim | {dims} [, keepdim]]), x:all(...): uint8 0/1 (issue 13) */
+/* x:any([dim | {dims} [, keepdim]]), x:all(...): uint8 0/1 */
 static int logical(lua_State *L, const char *fn, cnn_tensor *(*op)(cnn_tensor *, uint32_t, bool)) {
   cnn_tensor *t = cnn_lua_check_tensor(L, 1);
   uint32_t mask = dims_mask(L, 2, fn, t->ndim);
@@ -206,7 +206,6 @@ const luaL_Reg cnn_lua_reduce_methods[] = {{"sum", m_sum},       {"mean", m_mean
                                            {"matmul", m_matmul}, {"mm", m_mm},
                                            {"bmm", m_bmm},       {"index_select", m_index_select},
                                            {"gather", m_gather}, {"any", m_any},
-                                           {"all", m_all}, /* issue 13 */
-                                           {NULL, NULL}};
+                                           {"all", m_all},       {NULL, NULL}};
 
 const luaL_Reg cnn_lua_join_funcs[] = {{"cat", f_cat}, {"stack", f_stack}, {NULL, NULL}};

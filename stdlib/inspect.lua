@@ -137,10 +137,10 @@ local function macs_of(m, out)
   if class_is(m, "Conv2d") then
     local k = m.kernel_size
     return out:numel() * (m.in_channels // m.groups) * k[1] * k[2]
-  elseif class_is(m, "Conv1d") then -- issue 13
+  elseif class_is(m, "Conv1d") then
     return out:numel() * (m.in_channels // m.groups) * m.kernel_size[1]
   elseif class_is(m, "ConvTranspose2d") and out:dim() == 4 then
-    -- issue 13: every input element meets (out/groups)*kh*kw weights
+    -- every input element meets (out/groups)*kh*kw weights
     local k = m.kernel_size
     local h, w = m:input_size_for(out:size(3), out:size(4))
     return out:size(1) * m.in_channels * h * w * (m.out_channels // m.groups) * k[1] * k[2]
@@ -148,7 +148,7 @@ local function macs_of(m, out)
     return out:numel() * m.in_features
   elseif class_is(m, "BatchNorm2d") or class_is(m, "BatchNorm1d") then
     return out:numel()
-  -- helper "norm": normalisation one per element, bilinear upsampling 4 (its taps)
+  -- normalisation one per element, bilinear upsampling 4 (its taps)
   elseif class_is(m, "LayerNorm") or class_is(m, "GroupNorm") or class_is(m, "InstanceNorm2d") then
     return out:numel()
   elseif class_is(m, "Upsample") and m.mode == "bilinear" then

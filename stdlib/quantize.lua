@@ -1,5 +1,5 @@
 -- quantize.lua -- cnn.quantize(net, calibration [, opts]): an INT8 copy of a
--- network by post-training calibration (issue 16, point 5).
+-- network by post-training calibration.
 --
 -- Steps:
 --   1. calibrate: run the float network (eval mode, no gradient) on the

@@ -63,7 +63,7 @@ static int conv_bwd(int dev, cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_sh
   return cnn_cpu_conv2d_backward(algo, dt, s, dy, x, w, dx, dw, db);
 }
 
-/* transposed convolution (issue 13): conv_transpose.c picks oneDNN's
+/* transposed convolution: conv_transpose.c picks oneDNN's
  * deconvolution or the convolution's passes */
 static int conv_tr_fwd(int dev, cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_shape *s,
                        const void *x, const void *w, const void *b, void *y) {
@@ -76,7 +76,7 @@ static int conv_tr_bwd(int dev, cnn_conv_algo algo, cnn_dtype dt, const cnn_conv
   return cnn_cpu_conv_transpose2d_backward(algo, dt, s, dy, x, w, dx, dw, db);
 }
 
-/* quantized inference (issue 16): conv_int8.c */
+/* quantized inference (cnn.quantize): conv_int8.c */
 static int conv_int8_fwd(int dev, cnn_conv_algo algo, const cnn_conv_shape *s, const float *x,
                          float x_scale, const float *wq, const float *w_scale, const float *b,
                          int relu, float *y) {
@@ -148,8 +148,8 @@ static int softmax_bwd(int dev, cnn_dtype dt, int64_t outer, int64_t D, int64_t 
   return cnn_cpu_softmax_backward(dt, outer, D, inner, log, y, dy, dx);
 }
 
-/* ---- layer/group/instance norm, resizing, adaptive max pooling (helper "norm":
- * norm_rows.c, resize.c, adaptive_max_pool.c) ---- */
+/* ---- layer/group/instance norm, resizing, adaptive max pooling
+ * (norm_rows.c, resize.c, adaptive_max_pool.c) ---- */
 
 static int norm_rows_fwd(int dev, cnn_dtype dt, const cnn_norm_shape *s, const void *x,
                          const void *gamma, const void *beta, double eps, void *y, void *mean,
@@ -222,16 +222,16 @@ const cnn_backend cnn_cpu_backend = {
     .sgd_step = cnn_cpu_sgd_step,
     .adam_step = cnn_cpu_adam_step,
     .rmsprop_step = cnn_cpu_rmsprop_step,
-    /* speed work (issue 19) */
+    /* Adam over a whole parameter group */
     .adam_step_many = cnn_cpu_adam_step_many,
-    /* quantized inference (issue 16) */
+    /* quantized inference (cnn.quantize) */
     .conv2d_int8_forward = conv_int8_fwd,
-    /* tensor ops (issue 13 point 7) */
+    /* tensor ops */
     .sort = cnn_cpu_sort,
     .cumulate = cnn_cpu_cumulate,
     .cumprod_backward = cnn_cpu_cumprod_backward,
     .scatter = cnn_cpu_scatter,
-    /* helper "norm" */
+    /* normalisation and resizing */
     .norm_rows_forward = norm_rows_fwd,
     .norm_rows_backward = norm_rows_bwd,
     .resize2d_forward = resize_fwd,

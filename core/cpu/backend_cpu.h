@@ -46,7 +46,7 @@ int cnn_cpu_scatter_add(int dev, cnn_dtype dt, int ndim, const int64_t *oshape,
                         const int64_t *ishape, int dim, const int64_t *index, const void *src,
                         void *out);
 
-/* ---- tensor ops (issue 13 point 7): sort.c, scan.c, index.c's scatter ---- */
+/* ---- tensor ops: sort.c, scan.c, index.c's scatter ---- */
 int cnn_cpu_sort(int dev, cnn_dtype dt, int64_t outer, int64_t D, int64_t inner, int64_t k,
                  bool descending, const void *x, void *values, int64_t *indices);
 int cnn_cpu_cumulate(int dev, cnn_dtype dt, bool prod, bool reverse, int64_t outer, int64_t D,

@@ -1,5 +1,5 @@
 /*
- * conv_int8.c -- the quantized (int8) convolution of cnn.quantize (issue 16):
+ * conv_int8.c -- the quantized (int8) convolution of cnn.quantize:
  * quantize the input, an integer convolution, then scales, bias and ReLU.
  *
  * Definition (the rule of cnn_conv2d_int8 in cnn.h):

@@ -1,6 +1,6 @@
 /*
  * deconv_onednn.c -- the float32 transposed convolution through oneDNN's
- * deconvolution primitive (issue 13 point 1), on conv_onednn.c's machinery
+ * deconvolution primitive, on conv_onednn.c's machinery
  * (primitive cache, ports, arena: onednn_conv.h).
  *
  * Why the deconvolution primitive rather than the convolution's passes

@@ -28,8 +28,8 @@
 #define CNN_CPU_KERNELS_H
 
 #include "cnn.h"         /* cnn_dtype, cnn_conv_algo, cnn_set_error */
-#include "norm_math.h"   /* cnn_norm_shape (helper "norm") */
-#include "resize_math.h" /* cnn_resize_shape (helper "norm") */
+#include "norm_math.h"   /* cnn_norm_shape */
+#include "resize_math.h" /* cnn_resize_shape */
 
 #ifdef __cplusplus
 extern "C" {
@@ -117,7 +117,7 @@ int cnn_cpu_conv2d_onednn_backward_weight(const cnn_conv_shape *s, const float *
 /* Both passes, dy reordered once; -2 where oneDNN has no primitive (nothing written). */
 int cnn_cpu_conv2d_onednn_backward(const cnn_conv_shape *s, const float *dy, const float *x,
                                    const float *w, float *dx, float *dw, float *db);
-/* int8 (issue 16): acc (N x K x OH x OW int32) = conv(x, w) with x uint8
+/* int8 (cnn.quantize): acc (N x K x OH x OW int32) = conv(x, w) with x uint8
  * NCHW and w whole numbers in [-127, 127] stored as float32; no bias.
  * -2 where oneDNN has no primitive for the shape. */
 int cnn_cpu_conv2d_onednn_forward_u8(const cnn_conv_shape *s, const uint8_t *x, const float *w,
@@ -130,7 +130,7 @@ int cnn_cpu_conv2d_onednn_forward_u8(const cnn_conv_shape *s, const uint8_t *x, 
 int cnn_cpu_conv2d_int8_forward(cnn_conv_algo algo, const cnn_conv_shape *s, const float *x,
                                 float x_scale, const float *wq, const float *w_scale,
                                 const float *b, int relu, float *y);
-/* ---- transposed convolution (issue 13; conv_transpose.c) ----
+/* ---- transposed convolution (conv_transpose.c) ----
  * s is the convolution whose input-gradient the transposed convolution is
  * (core/ops/nn_conv_transpose.c): x (its input) N x K x OH x OW, w K x C/g
  * x R x S (PyTorch's in x out/groups x kH x kW), b C or NULL, y (its
@@ -259,7 +259,7 @@ int cnn_cpu_softmax_forward(cnn_dtype dt, int64_t outer, int64_t D, int64_t inne
 int cnn_cpu_softmax_backward(cnn_dtype dt, int64_t outer, int64_t D, int64_t inner, int log,
                              const void *y, const void *dy, void *dx);
 
-/* ---- layer / group / instance norm, resizing (helper "norm": norm_rows.c,
+/* ---- layer / group / instance norm, resizing (norm_rows.c,
  * resize.c, adaptive_max_pool.c; geometry in norm_math.h, resize_math.h) ---- */
 
 /* x, y: R x D; mean, rstd: R (saved for backward); gamma, beta: A values

@@ -11,7 +11,7 @@
  * padded with spaces.
  *
  * Validation happens in three passes, before any tensor is allocated:
- * header length and JSON (describe_header), each entry (describe_entry:
+ * header length and JSON (describe_header), each entry (describe_entries:
  * dtype, shape, offsets, byte count with overflow checks), then the set
  * (unique names, offsets tiling the data).  Only then are tensors copied
  * out.  Every message names the file and the entry.

@@ -321,7 +321,7 @@ static int check_unary(cnn_unary_op op, cnn_tensor *x) {
   return check_operand(unary_names(op), x);
 }
 
-/* Options an op's dtype cannot take (activations of issue 13, helper "act"):
+/* Options an op's dtype cannot take (the activations with options):
  * hardtanh keeps integer dtypes, and a uint8 tensor has no negative limits. */
 static int check_unary_params(cnn_unary_op op, const cnn_tensor *x, double p0, double p1) {
   if (op == CNN_OP_HARDTANH && x->dtype == CNN_UINT8 && (trunc(p0) < 0 || trunc(p1) < 0)) {

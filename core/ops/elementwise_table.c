@@ -53,7 +53,7 @@ const cnn_unary_info cnn_unary_ops[CNN_NUNARY] = {
     [CNN_OP_POW_SCALAR] = {"pow", "PowBackward", CNN_SAVES_INPUT, CNN_INTS_KEEP_POWER, 0},
     [CNN_OP_ADD_SCALAR] = {"add", "AddBackward", CNN_SAVES_NOTHING, CNN_INTS_KEEP_INTEGRAL, 0},
     [CNN_OP_MUL_SCALAR] = {"mul", "MulBackward", CNN_SAVES_NOTHING, CNN_INTS_KEEP_INTEGRAL, 0},
-    /* activations of issue 13 (helper "act"): F.* bound by hand where they take options */
+    /* activations beyond relu/sigmoid/tanh: F.* bound by hand where they take options */
     [CNN_OP_HARDTANH] = {"hardtanh", "HardtanhBackward", CNN_SAVES_INPUT, CNN_INTS_KEEP, 0},
     [CNN_OP_SILU] = {"silu", "SiluBackward", CNN_SAVES_INPUT, CNN_INTS_TO_FLOAT, F},
     [CNN_OP_HARDSWISH] = {"hardswish", "HardswishBackward", CNN_SAVES_INPUT, CNN_INTS_TO_FLOAT, F},

@@ -1,5 +1,5 @@
 /*
- * loss_composed.c -- the losses of issue 13 (helper "act"), each composed of
+ * loss_composed.c -- the losses that are each composed of
  * differentiable ops (elementwise, where, log_softmax, reductions), so they
  * run on every device those ops run on and their backward is the autograd
  * of the composition:

@@ -107,7 +107,7 @@ int cnn_adam_update(cnn_tensor *p, cnn_tensor *g, cnn_tensor *m, cnn_tensor *v, 
   return rc;
 }
 
-/* ---- Adam over many parameters (speed work, issue 19) ---------------------------------- */
+/* ---- Adam over many parameters ---------------------------------- */
 
 /* Parameter i of a many-tensor update: validated as cnn_adam_update does. */
 static int check_adam_one(cnn_tensor *p, cnn_tensor *g, cnn_tensor *m, cnn_tensor *v,

@@ -1,6 +1,6 @@
 /*
  * pad_modes.c -- F.pad's 'reflect', 'replicate' and 'circular' modes
- * (issue 13; 'constant' is cnn_pad in join.c).
+ * ('constant' is cnn_pad in join.c).
  *
  * Design.  Each mode is a map from an output position along one padded
  * dimension to an input position, so padding is one index_select per

@@ -80,7 +80,7 @@ softmax_class("Softmax", "softmax",
 softmax_class("LogSoftmax", "log_softmax",
   "nn.LogSoftmax([dim = -1])\nlog(softmax(x)) along dim, computed stably; pair with F.nll_loss.")
 
--- ---- activations of issue 13 (helper "act") -------------------------------------------
+-- ---- activations beyond relu/sigmoid/tanh -------------------------------------------
 -- Their options come positionally in PyTorch's order or in one table.
 -- `inplace` is accepted so that PyTorch code ports as written, but the
 -- output is always a new tensor (autograd needs the input unchanged).

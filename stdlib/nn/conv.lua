@@ -11,7 +11,7 @@
 -- number, a table, or for padding 'same'/'valid') and handed to F
 -- unchanged; kernel_size is always a table ({kh, kw} or {k}).
 -- padding_mode 'reflect', 'replicate' or 'circular' pads explicitly with
--- F.pad first and convolves with padding 0, as PyTorch does (issue 13).
+-- F.pad first and convolves with padding 0, as PyTorch does.
 -- The constructor checks every argument (stdlib/check.lua), so a layer that
 -- exists has sane options and prints.
 local cnn = _G.cnn
@@ -200,7 +200,7 @@ Fields: weight (out x in/groups x kh x kw), bias (out, or nil with bias = false)
 Initialised as PyTorch: U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = in/groups*kh*kw.
   conv = nn.Conv2d(3, 16, 3, {stride = 2, padding = 1})]]
 
--- ---- Conv1d: the same layer over N x in x L (issue 13) ------------------------
+-- ---- Conv1d: the same layer over N x in x L ------------------------
 
 Conv1d.init = conv_init
 Conv1d.reset_parameters = Conv2d.reset_parameters

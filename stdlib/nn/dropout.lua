@@ -29,7 +29,7 @@ nn.Dropout([p = 0.5])
 Training: each element is zeroed with probability p, the others multiplied
 by 1/(1-p), so the expected value is unchanged.  Eval: the identity.]]
 
--- nn.Dropout2d (issue 13, helper "act"): whole channels, F.dropout2d
+-- nn.Dropout2d: whole channels, F.dropout2d
 local Dropout2d = Module:extend("Dropout2d")
 function Dropout2d:init(p)
   if type(p) == "table" then p = check.options("nn.Dropout2d", p, { "p" }, 3).p end

@@ -16,10 +16,10 @@ nn.Module = require("nn.module")
 
 local files = { "nn.container", "nn.conv", "nn.linear", "nn.pooling", "nn.activation",
                 "nn.normalization", "nn.dropout", "nn.flatten", "nn.distributed",
-                "nn.conv_transpose", "nn.pooling_1d" --  issue 13: ConvTranspose2d, 1-d pools
+                "nn.conv_transpose", "nn.pooling_1d" --  ConvTranspose2d, 1-d pools
               }
-files[#files + 1] = "nn.loss" -- issue 13 (helper "act"): the loss modules
--- helper "norm": LayerNorm, GroupNorm, InstanceNorm2d, Upsample, PixelShuffle, AdaptiveMaxPool2d
+files[#files + 1] = "nn.loss" -- the loss modules
+-- LayerNorm, GroupNorm, InstanceNorm2d, Upsample, PixelShuffle, AdaptiveMaxPool2d
 files[#files + 1] = "nn.norm_layers"
 files[#files + 1] = "nn.resize"
 files[#files + 1] = "nn.adaptive_max_pool"
@@ -30,7 +30,7 @@ end
 nn.init = require("nn.weight_init")
 nn.Fused = require("nn.fuse").Fused -- also adds net:fuse() to nn.Module
 nn.utils = require("nn.utils")
--- int8 layers of cnn.quantize (issue 16)
+-- int8 layers of cnn.quantize
 nn.QuantizedConv2d = require("nn.quantized").QuantizedConv2d
 nn.QuantizedLinear = require("nn.quantized").QuantizedLinear
 

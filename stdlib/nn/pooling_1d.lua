@@ -1,5 +1,5 @@
 -- nn/pooling_1d.lua -- nn.MaxPool1d, nn.AvgPool1d, nn.AdaptiveAvgPool1d
--- (issue 13): pooling over N x C x L (or unbatched C x L) sequences.
+-- pooling over N x C x L (or unbatched C x L) sequences.
 --
 -- Parameter-free layers that remember their options and call F.max_pool1d,
 -- F.avg_pool1d and F.adaptive_avg_pool1d, which run the 2-d pools on a

@@ -21,7 +21,7 @@ end
 -- 'valid'/'same' for kernel k and dilation d) -> ONNX pads
 local function conv_pads(p, k, d)
   if p == "valid" then return { 0, 0, 0, 0 } end
-  if p == "same" then -- PyTorch's split: the odd pixel to the bottom/right (issue 13)
+  if p == "same" then -- PyTorch's split: the odd pixel to the bottom/right
     local dd, t = pair(d), {}
     for i = 1, 2 do t[i] = dd[i] * (k[i] - 1) end
     return { t[1] // 2, t[2] // 2, t[1] - t[1] // 2, t[2] - t[2] // 2 }
@@ -94,7 +94,7 @@ local function linear_nodes(g, m, x, xn, wn)
   return y
 end
 
--- issue 13: Conv1d -> Conv over one spatial dim
+-- Conv1d -> Conv over one spatial dim
 function L.Conv1d(g, m, out, x)
   local one = function(v) return type(v) == "table" and v[1] or v end
   local k, d, p = m.kernel_size[1], one(m.dilation), m.padding
@@ -103,7 +103,7 @@ function L.Conv1d(g, m, out, x)
   g:bind(out, conv_layer(g, m, x, pads))
 end
 
--- issue 13: ConvTranspose2d -> ConvTranspose (symmetric pads, output_padding)
+-- ConvTranspose2d -> ConvTranspose (symmetric pads, output_padding)
 function L.ConvTranspose2d(g, m, out, x)
   local ins = { g:name_of(x), g:name_of(m.weight) }
   if m.bias then ins[3] = g:name_of(m.bias) end
@@ -150,7 +150,7 @@ function L.ELU(g, m, out, x)
 end
 
 -- 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
-local function gelu_tanh(g, out, x) -- issue 13 (helper "act")
+local function gelu_tanh(g, out, x)
   local xn, dt = g:name_of(x), x.dtype
   local cube = g:node("Mul", { g:node("Mul", { xn, xn }), xn })
   local inner = g:node("Add", { xn, g:node("Mul", { cube, g:const(0.044715, dt) }) })
@@ -168,7 +168,7 @@ function L.GELU(g, m, out, x)
   g:bind(out, g:node("Mul", { xn, h }))
 end
 
--- ---- activations of issue 13 (helper "act"): ONNX ops where the exporter's
+-- ---- activations beyond ReLU/sigmoid/tanh: ONNX ops where the exporter's
 -- opsets (13..17) have them, else their definitions in ONNX ops.
 
 -- Clip with min and max as inputs (opset 11 and later)
@@ -249,9 +249,9 @@ local function adaptive_pool_2d(name, global_op, op)
   end
 end
 L.AdaptiveAvgPool2d = adaptive_pool_2d("AdaptiveAvgPool2d", "GlobalAveragePool", "AveragePool")
-L.AdaptiveMaxPool2d = adaptive_pool_2d("AdaptiveMaxPool2d", "GlobalMaxPool", "MaxPool") -- issue 13
+L.AdaptiveMaxPool2d = adaptive_pool_2d("AdaptiveMaxPool2d", "GlobalMaxPool", "MaxPool")
 
--- issue 13: the 1-d pools (N x C x L; unbatched C x L is unsqueezed first)
+-- the 1-d pools (N x C x L; unbatched C x L is unsqueezed first)
 local function pool_1d(g, x, op, attrs)
   if x:dim() == 3 then return g:node(op, { g:name_of(x) }, attrs) end
   local zero = g:ints({ 0 })
@@ -292,7 +292,7 @@ function L.Flatten(g, m, out, x)
   g:bind(out, g:node("Reshape", { g:name_of(x), g:ints(g:batch_shape(out.shape, x)) }))
 end
 
--- ---- int8 layers of cnn.quantize (issue 16): QDQ form ------------------------------
+-- ---- int8 layers of cnn.quantize: QDQ form ------------------------------
 -- The input passes QuantizeLinear then DequantizeLinear; the weight is an
 -- initializer DequantizeLinear reads per output channel (axis 0); then the
 -- float Conv / Gemm and a Relu for a fused layer.  Both use uint8 with

@@ -1,4 +1,4 @@
--- onnx/export_norm_resize.lua -- the ONNX nodes of issue 13's normalisation
+-- onnx/export_norm_resize.lua -- the ONNX nodes of the normalisation
 -- and resizing layers (cnn.onnx.export): LayerNorm, GroupNorm,
 -- InstanceNorm2d, Upsample (and F.interpolate), PixelShuffle,
 -- PixelUnshuffle.  Same contract as

@@ -188,7 +188,7 @@ function FUNCS.conv1d(g, out, x, w, b, o)
   layers.Conv1d(g, m, out, x)
 end
 
--- issue 13: F.conv_transpose2d as nn.ConvTranspose2d's exporter
+-- F.conv_transpose2d as nn.ConvTranspose2d's exporter
 function FUNCS.conv_transpose2d(g, out, x, w, b, o)
   b, o = bias_opts(b, o)
   local m = { weight = w, bias = b, kernel_size = { w:size(3), w:size(4) }, stride = o.stride or 1,
@@ -235,7 +235,7 @@ function FUNCS.adaptive_avg_pool1d(g, out, x, size)
   layers.AdaptiveAvgPool1d(g, { output_size = one(size) }, out, x)
 end
 
--- the activations of issue 13 through their layers' exporters
+-- the activations beyond relu/sigmoid/tanh through their layers' exporters
 local function as_layer(name, fields)
   return function(g, out, x, ...) layers[name](g, fields and fields(...) or {}, out, x) end
 end

@@ -88,7 +88,7 @@ function ops.Conv(node, x, w, b)
   return y
 end
 
--- ConvTranspose (issue 13).  The pads of ONNX (begins, ends; from auto_pad
+-- ConvTranspose.  The pads of ONNX (begins, ends; from auto_pad
 -- or output_shape as the spec says) may be asymmetric and output_padding
 -- any size, so the general case is the full transposed convolution
 -- (padding 0) with its begins cropped and its ends cropped or zero-padded
@@ -253,7 +253,7 @@ function ops.LeakyRelu(node, x) return F.leaky_relu(x, attr(node, "alpha", 0.01)
 function ops.Elu(node, x) return F.elu(x, attr(node, "alpha", 1.0)) end
 function ops.Gelu(node, x) return F.gelu(x, { approximate = attr(node, "approximate", "none") }) end
 
--- activations of issue 13 (helper "act")
+-- activations beyond relu/sigmoid/tanh
 function ops.HardSwish(node, x) return F.hardswish(x) end
 function ops.Mish(node, x) return F.mish(x) end
 function ops.Softplus(node, x) return F.softplus(x) end
@@ -363,7 +363,7 @@ local function pad_list(node, x, pads, axes)
   return out
 end
 
--- ONNX Pad modes as F.pad's (issue 13: reflect, edge, wrap)
+-- ONNX Pad modes as F.pad's (reflect, edge, wrap)
 local PAD_MODES = { constant = "constant", reflect = "reflect", edge = "replicate", wrap = "circular" }
 
 function ops.Pad(node, x, pads, value, axes)
@@ -406,9 +406,9 @@ function ops.Constant(node)
 end
 
 for name, fn in pairs(require("onnx.ops_shape")) do ops[name] = fn end
--- LayerNormalization, InstanceNormalization (issue 13's norm layers)
+-- LayerNormalization, InstanceNormalization (the normalisation layers)
 for name, fn in pairs(require("onnx.ops_norm")) do ops[name] = fn end
--- QuantizeLinear, DequantizeLinear (issue 16: cnn.quantize's QDQ export)
+-- QuantizeLinear, DequantizeLinear (cnn.quantize's QDQ export)
 for name, fn in pairs(require("onnx.quantize_ops")) do ops[name] = fn end
 
 local resize = require("onnx.resize")

@@ -1,5 +1,6 @@
 -- class.lua -- the one class helper of stdlib: nn.Module, optim.Optimizer,
--- optim.lr_scheduler.LRScheduler and data's datasets are built with it
+-- optim.lr_scheduler.LRScheduler, data's datasets, data.DataLoader and
+-- data.DistributedSampler are built with it
 -- (module "class", private: not a global).
 --
 --   local Base = class.new("Base", construct [, prefix])   a root class

@@ -344,10 +344,6 @@ end
 
 -- ---- the DataLoader --------------------------------------------------------------------------
 
-local DataLoader = {}
-DataLoader.__index = DataLoader
-DataLoader.__name = "DataLoader"
-data.DataLoader = DataLoader
 data.DistributedSampler = require("dist.sampler")
 
 -- The dataset that holds the samples under (Subsets of) ds -- tensors
@@ -406,7 +402,7 @@ end
 
 -- DataLoader(ds, {batch_size = 1, shuffle = false, drop_last = false, transform =,
 --                 pin_memory = false})
-setmetatable(DataLoader, { __call = function(cls, ds, opts)
+local DataLoader = classes.new("DataLoader", function(cls, ds, opts)
   opts = opts or {}
   if type(ds) ~= "table" then error("data.DataLoader: expected a dataset", 2) end
   local self = setmetatable({ dataset = ds, batch_size = check_loader_opts(opts),
@@ -424,7 +420,8 @@ setmetatable(DataLoader, { __call = function(cls, ds, opts)
   if self.transform == nil and self.source then self.transform = self.source.transform end
   if self.source then self:plan_transform() end
   return self
-end })
+end)
+data.DataLoader = DataLoader
 
 -- The C path of the transform: the fixed spec of tensor datasets when it
 -- can (self.spec), else the pipeline (self.pipeline; self.out_shape, the

@@ -13,10 +13,7 @@
 -- PyTorch.
 local cnn = _G.cnn
 local doc = cnn.doc or {}
-
-local Sampler = {}
-Sampler.__index = Sampler
-Sampler.__name = "DistributedSampler"
+local class = require("class")
 
 local OPTIONS = { num_replicas = true, rank = true, shuffle = true, seed = true, drop_last = true }
 
@@ -43,7 +40,7 @@ end
 
 -- DistributedSampler(dataset_or_n, {num_replicas =, rank =, shuffle = true,
 --                                   seed = 0, drop_last = false})
-setmetatable(Sampler, { __call = function(cls, ds, opts)
+local Sampler = class.new("DistributedSampler", function(cls, ds, opts)
   opts = opts or {}
   for k in pairs(opts) do
     if not OPTIONS[k] then
@@ -63,7 +60,7 @@ setmetatable(Sampler, { __call = function(cls, ds, opts)
   else self.num_samples = (n + replicas - 1) // replicas end
   self.total_size = self.num_samples * replicas
   return self
-end })
+end)
 
 function Sampler:set_epoch(epoch)
   self.epoch = check_int("epoch", epoch, 0)

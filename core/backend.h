@@ -307,7 +307,7 @@ typedef struct cnn_backend {
   int (*scatter)(int dev, cnn_dtype dt, int ndim, const int64_t *oshape, const int64_t *ishape,
                  int dim, const int64_t *index, const void *src, void *out);
 
-  /* ---- bfloat16 arithmetic over float32 arrays (issue 16 point 5):
+  /* ---- bfloat16 arithmetic over float32 arrays:
    * cnn.autocast('bfloat16') where the backend has no `half` tensors.  The
    * conv entries with cnn_conv_shape.math = CNN_BFLOAT16 and gemm_bf16
    * (gemm_batched's layout, float32 arrays) round their operands to

@@ -238,7 +238,7 @@ const cnn_backend cnn_cpu_backend = {
     .resize2d_backward = resize_bwd,
     .adaptive_max_pool2d_forward = adaptive_max_fwd,
     .adaptive_max_pool2d_backward = adaptive_max_bwd,
-    /* bfloat16 arithmetic (issue 16 point 5) */
+    /* bfloat16 arithmetic (cnn.autocast) */
     .bf16_math = cnn_cpu_bf16_path,
     .gemm_bf16 = gemm_bf16,
 };

@@ -1,6 +1,6 @@
 /*
  * bf16_math.c -- bfloat16 arithmetic over float32 arrays on the CPU
- * (cnn.autocast('bfloat16'), issue 16 point 5): which path runs, the
+ * (cnn.autocast('bfloat16')): which path runs, the
  * rounding, and the matrix products' dispatch.
  *
  * Design.  The arrays stay float32 everywhere (the caller's tensors, the

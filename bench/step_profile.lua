@@ -19,14 +19,24 @@
 --     "memory" and the fraction of the copy bandwidth;
 --   * the optimizer step alone, against the bandwidth (Adam reads p, g, m,
 --     v and writes p, m, v: 28 bytes a float32 parameter);
---   * the whole step without hooks, and what is left outside the layers and
---     the optimizer: the loss, autograd bookkeeping, allocation and Lua.
+--   * the whole step without hooks (separate iterations, alternated with
+--     the hooked ones: the figure images/s and of_fma_peak come from);
+--   * what lies outside the layers and the optimizer (the loss, autograd
+--     bookkeeping, allocation, Lua): measured in the hooked step as the
+--     time between its start and the end of the optimizer that no layer
+--     interval covers, so it is a sum of measured gaps and never negative;
+--   * the hooks' own cost, hook_overhead_ms = hooked step - clean step.
+--     It lands partly in the layer intervals (a backward interval ends at
+--     the next gradient hook, which runs Lua) and partly in the gaps: per
+--     iteration layers + optimizer + outside = the hooked step (the printed
+--     medians add up only about), which exceeds step_ms by the overhead.
 -- One JSON line per figure:
 --   {"bench":"machine","threads":2,"fma_gflops":...,"copy_gbs_1mb":...,"copy_gbs_256mb":...}
 --   {"bench":"step_layer","net":"fmnist","layer":"2","type":"BatchNorm2d","pass":"bwd","ms":...,
 --    "gflop":...,"mbytes":...,"bound":"memory","of_peak":...}
---   {"bench":"step","net":"fmnist","batch":64,"step_ms":...,"layers_ms":...,"optimizer_ms":...,
---    "outside_ms":...,"images_per_s":...,"gflops":...,"of_fma_peak":...}
+--   {"bench":"step","net":"fmnist","batch":64,"step_ms":...,"hooked_step_ms":...,
+--    "hook_overhead_ms":...,"layers_ms":...,"optimizer_ms":...,"outside_ms":...,
+--    "images_per_s":...,"gflops":...,"of_fma_peak":...}
 -- Byte model (float32): forward = input + output + parameters (+ int64
 -- indices for max pooling); backward = grad out + saved tensor + grad in
 -- (+ parameter gradients); Flatten moves nothing.  FLOPs: 2 per MAC
@@ -151,7 +161,7 @@ local function layer_times(recs, ph, T)
     local bwd = r.gout and T[r.gout + 1] - T[r.gout] or 0
     out[i] = { fwd = (T[r.f1] - T[r.f0]) * 1e3, bwd = bwd * 1e3 }
   end
-  return out, (T[ph.opt] - T[ph.bwd]) * 1e3
+  return out, (T[ph.opt] - T[ph.bwd]) * 1e3, (T[ph.opt] - T[ph.start]) * 1e3
 end
 
 -- ---- per network -------------------------------------------------------------------------
@@ -180,16 +190,18 @@ local function profile_net(name, net, x, y)
     opt:step()
   end
   for _ = 1, 2 do step() end -- warm-up: oneDNN primitives, optimizer state
-  local per_layer, opt_ms, step_ms, recs = {}, {}, {}, nil
+  local per_layer, opt_ms, step_ms, hooked_ms, gap_ms, recs = {}, {}, {}, {}, {}, nil
   for it = 1, opts.iters do
     local ph, T
     recs, ph, T = instrumented_step(net, opt, x, y, tm)
-    local lt, o = layer_times(recs, ph, T)
+    local lt, o, h = layer_times(recs, ph, T)
+    local inside = o
     for i, t in ipairs(lt) do
       per_layer[i] = per_layer[i] or { fwd = {}, bwd = {} }
       per_layer[i].fwd[it], per_layer[i].bwd[it] = t.fwd, t.bwd
+      inside = inside + t.fwd + t.bwd
     end
-    opt_ms[it] = o
+    opt_ms[it], hooked_ms[it], gap_ms[it] = o, h, h - inside
     local t0 = cnn.clock()
     step()
     step_ms[it] = (cnn.clock() - t0) * 1e3
@@ -207,12 +219,13 @@ local function profile_net(name, net, x, y)
   end
   local nparam = 0
   for _, p in ipairs(net:parameters()) do nparam = nparam + p:numel() end
-  local o, s = median(opt_ms), median(step_ms)
+  local o, s, h = median(opt_ms), median(step_ms), median(hooked_ms)
   B.emit({ { "bench", "step_optimizer" }, { "net", name }, { "params", nparam }, { "ms", o },
            { "of_bandwidth", 28 * nparam / (o * 1e-3) / bandwidth(16 * nparam) } })
   B.emit({ { "bench", "step" }, { "net", name }, { "batch", x:size(1) }, { "threads", cnn.get_num_threads() },
-           { "step_ms", s }, { "layers_ms", layers_ms }, { "optimizer_ms", o },
-           { "outside_ms", s - layers_ms - o }, { "images_per_s", x:size(1) / (s * 1e-3) },
+           { "step_ms", s }, { "hooked_step_ms", h }, { "hook_overhead_ms", h - s },
+           { "layers_ms", layers_ms }, { "optimizer_ms", o }, { "outside_ms", median(gap_ms) },
+           { "images_per_s", x:size(1) / (s * 1e-3) },
            { "gflops", flop_total / (s * 1e-3) / 1e9 }, { "of_fma_peak", flop_total / (s * 1e-3) / PEAK } })
 end
 

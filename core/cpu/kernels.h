@@ -221,6 +221,22 @@ int cnn_cpu_adaptive_avg_pool2d_forward(cnn_dtype dt, int64_t N, int64_t C, int6
 int cnn_cpu_adaptive_avg_pool2d_backward(cnn_dtype dt, int64_t N, int64_t C, int64_t H, int64_t W,
                                          int64_t OH, int64_t OW, const void *dy, void *dx);
 
+/* The float32 2x2 stride-2 max pool without padding or dilation on planes
+ * of even width W (< 2^30), as MaxPool2d(2) in nearly every CNN
+ * (max_pool_2x2.c; pool.c's forward routes those shapes there).  One
+ * plane x: H x W, its first FH output rows (FH <= H/2: the windows inside
+ * the plane), OW = W/2: y, idx: FH x OW (idx may be NULL), pool.c's rule.
+ * `avx512` (from cnn_cpu_use_avx512()) picks the AVX-512 path. */
+bool cnn_cpu_max_pool_2x2_applies(cnn_dtype dt, const cnn_pool_shape *s);
+void cnn_cpu_max_pool_2x2_forward(int avx512, const float *x, float *y, int64_t *idx, int64_t W,
+                                  int64_t FH);
+
+/* Run-time ISA (cpu_features.c): 1 when this CPU has AVX-512 F/DQ/VL/BW and
+ * it is allowed; cnn_cpu_allow_avx512(0) forces the portable loops (tests,
+ * benches) and returns whether AVX-512 is now used. */
+int cnn_cpu_use_avx512(void);
+int cnn_cpu_allow_avx512(int on);
+
 /* ---- batch norm --------------------------------------------------------------- */
 
 /* Batch norm over x viewed as N x C x L (L = H*W, or 1 for 2-D input).

@@ -23,14 +23,10 @@
  * that stores through the output pointers cannot alias.
  * All backward passes OVERWRITE dx.
  *
- * Max pool has one specialised path, float32 2x2 windows of stride 2
- * without padding on planes of even width (MaxPool2d(2), in nearly every
- * CNN): the generic body spent ~8.7 ns per output on it (one thread),
- * which made the two pools of the example network nearly half of its
- * forward time, more than both convolutions.  The path applies the same
- * rule (first maximum, NaN wins, last NaN's index) to the windows that lie
- * inside the plane, at 1.6 ns per output on 28x28 planes and 3.4 on 14x14
- * without indices (6.5 with); the generic body does the rest.
+ * Max pool sends float32 2x2 windows of stride 2 without padding on planes
+ * of even width (MaxPool2d(2), in nearly every CNN) to max_pool_2x2.c,
+ * forward, for the windows that lie inside the plane; the
+ * generic bodies here do the rest (ceil_mode's clipped last row).
  */
 #include <assert.h>
 #include <math.h>
@@ -98,64 +94,13 @@ ALWAYS_INLINE void max_plane(int f64, cnn_pool_shape s, const void *x, void *y, 
     }
 }
 
-/* The common case, float32 2x2 windows of stride 2 without padding (every
- * MaxPool2d(2)) on planes of even width, for the FH x OW outputs whose
- * windows lie inside the plane, in two flat passes the compiler vectorises:
- * each pair of neighbours in a row first (a b, c d: hm = the first maximum
- * of the pair, hb = 1 when it is the right one), then the pair above
- * against the pair below.  That is max_window's rule over the taps
- * a b c d in order: the first maximum wins and the last NaN is kept, since
- * a later tap replaces the running best only when greater or NaN.  The
- * pair results go through a stack buffer, CHUNK / W output rows at a time
- * (so W <= CHUNK).  `with_idx` is a literal. */
-#define CHUNK 2048 /* pair results per chunk: 8 KB of floats + 2 KB of flags */
-ALWAYS_INLINE void max2x2_f32_plane(const float *x, float *y, int64_t *idx, int64_t W, int64_t FH,
-                                    int with_idx) {
-  int64_t OW = W / 2, rows = CHUNK / W; /* output rows per chunk */
-  float hm[CHUNK];
-  unsigned char hb[CHUNK];
-  for (int64_t k0 = 0; k0 < FH; k0 += rows) {
-    int64_t K = FH - k0 < rows ? FH - k0 : rows, n = 2 * K * OW;
-    const float *xs = x + 2 * k0 * W;
-#pragma omp simd
-    for (int64_t j = 0; j < n; j++) {
-      float a = xs[2 * j], b = xs[2 * j + 1];
-      int t = (b > a) | (b != b);
-      hm[j] = t ? b : a;
-      if (with_idx) hb[j] = (unsigned char)t;
-    }
-    for (int64_t k = 0; k < K; k++) {
-      const float *top = hm + 2 * k * OW, *bot = top + OW;
-      float *yr = y + (k0 + k) * OW;
-#pragma omp simd
-      for (int64_t ow = 0; ow < OW; ow++) {
-        int t = (bot[ow] > top[ow]) | (bot[ow] != bot[ow]);
-        yr[ow] = t ? bot[ow] : top[ow];
-        if (with_idx) {
-          int64_t up = hb[2 * k * OW + ow], down = hb[(2 * k + 1) * OW + ow];
-          int64_t h = 2 * (k0 + k) + t, right = t ? down : up;
-          idx[(k0 + k) * OW + ow] = h * W + 2 * ow + right;
-        }
-      }
-    }
-  }
-}
-
-static bool is_2x2_s2(cnn_dtype dt, const cnn_pool_shape *s) {
-  return dt == CNN_FLOAT32 && s->kh == 2 && s->kw == 2 && s->sh == 2 && s->sw == 2 && s->ph == 0 &&
-         s->pw == 0 && s->dh == 1 && s->dw == 1;
-}
-
 /* Plane p of x into plane p of y (and idx): the 2x2 path where it applies,
  * the generic loops for the rest (ceil_mode's clipped last row). */
 static void max_pool_plane(cnn_dtype dt, const cnn_pool_shape *s, const void *x, void *y,
-                           int64_t *idx) {
-  if (is_2x2_s2(dt, s) && s->W % 2 == 0 && s->W <= CHUNK) {
+                           int64_t *idx, int avx512) {
+  if (cnn_cpu_max_pool_2x2_applies(dt, s)) {
     int64_t FH = min64(s->OH, s->H / 2); /* OW == W/2 for an even W */
-    if (idx)
-      max2x2_f32_plane(x, y, idx, s->W, FH, 1);
-    else
-      max2x2_f32_plane(x, y, NULL, s->W, FH, 0);
+    cnn_cpu_max_pool_2x2_forward(avx512, x, y, idx, s->W, FH);
     if (FH < s->OH) max_plane(0, *s, x, y, idx, FH, s->OW);
   } else if (dt == CNN_FLOAT64) {
     max_plane(1, *s, x, y, idx, 0, 0);
@@ -168,10 +113,11 @@ int cnn_cpu_max_pool2d_forward(cnn_dtype dt, const cnn_pool_shape *s, const void
                                int64_t *indices) {
   assert(pool_valid(dt, s) && s->dh >= 1 && s->dw >= 1);
   int64_t HW = s->H * s->W, OP = s->OH * s->OW, esz = (int64_t)cnn_dtype_size(dt);
+  int avx512 = cnn_cpu_use_avx512();
 #pragma omp parallel for schedule(static)
   for (int64_t p = 0; p < s->N * s->C; p++)
     max_pool_plane(dt, s, (const char *)x + p * HW * esz, (char *)y + p * OP * esz,
-                   indices ? indices + p * OP : NULL);
+                   indices ? indices + p * OP : NULL, avx512);
   return 0;
 }
 

@@ -11,9 +11,11 @@
  * last NaN's), -inf, -0.0 against +0.0.  Shapes: 28x28 (the example
  * network), odd 7x5 with and without ceil_mode (the clipped last row and
  * column go through the generic loops), 1xW and Hx1 planes, and the
- * shapes that pick between the whole-tensor and per-plane 2x2 paths.  Values are
+ * row lengths around the AVX-512 path's 16-output step, each shape through
+ * the AVX-512 path and the portable loops.  Values are
  * compared bit for bit (NaN as NaN), indices exactly, with and without an
- * index array.  At the tensor level: under no_grad the output equals the
+ * index array; backward against the scatter dx[idx] += dy into zeros,
+ * every cell checked written.  At the tensor level: under no_grad the output equals the
  * grad-mode output, and with requires_grad the gradient still scatters to
  * the argmax (checked against the reference's indices).  Batch norm in eval:
  * y = (x - running_mean)/sqrt(running_var + eps)*gamma + beta computed
@@ -71,6 +73,28 @@ static int same_bits(float a, float b) {
   return memcmp(&a, &b, sizeof a) == 0;
 }
 
+/* Backward of the same shape: dx from the kernel against the reference
+ * scatter dx = 0, dx[idx] += dy (windows do not overlap: one term a cell). */
+static void test_shape_backward(const cnn_pool_shape *s, const int64_t *idxr) {
+  int64_t P = s->N * s->C, nx = P * s->H * s->W, ny = P * s->OH * s->OW;
+  float *dy = malloc(ny * 4), *dx = malloc(nx * 4), *want = calloc(nx, 4);
+  for (int64_t i = 0; i < ny; i++) dy[i] = (float)check_urand();
+  for (int64_t i = 0; i < nx; i++) dx[i] = NAN; /* every cell must be written */
+  for (int64_t p = 0; p < P; p++)
+    for (int64_t o = 0; o < s->OH * s->OW; o++)
+      want[p * s->H * s->W + idxr[p * s->OH * s->OW + o]] += dy[p * s->OH * s->OW + o];
+  CHECK(cnn_cpu_max_pool2d_backward(CNN_FLOAT32, s, dy, idxr, dx) == 0);
+  int64_t bad = -1;
+  for (int64_t i = nx - 1; i >= 0; i--)
+    if (!same_bits(dx[i], want[i])) bad = i;
+  if (bad >= 0)
+    fprintf(stderr, "max_pool2d 2x2 backward %lldx%lldx%lldx%lld: first mismatch at %lld: %g vs %g\n",
+            (long long)s->N, (long long)s->C, (long long)s->H, (long long)s->W, (long long)bad,
+            dx[bad], want[bad]);
+  CHECK(bad < 0);
+  free(dy), free(dx), free(want);
+}
+
 static void test_shape(int64_t N, int64_t C, int64_t H, int64_t W, int ceil_mode) {
   cnn_pool_shape s = {N, C, H, W, out_size(H, ceil_mode), out_size(W, ceil_mode), 2, 2, 2, 2, 0,
                       0, 0, 1, 1};
@@ -99,7 +123,19 @@ static void test_shape(int64_t N, int64_t C, int64_t H, int64_t W, int ceil_mode
   CHECK(bad_y < 0);
   CHECK(bad_y2 < 0);
   CHECK(bad_i < 0);
+  test_shape_backward(&s, idxr);
   free(x), free(y), free(y2), free(yr), free(idx), free(idxr);
+}
+
+/* Every shape through the AVX-512 path (where this CPU has it) and through
+ * the portable loops. */
+static void test_shape_both_paths(int64_t N, int64_t C, int64_t H, int64_t W, int ceil_mode) {
+  int had = cnn_cpu_use_avx512();
+  test_shape(N, C, H, W, ceil_mode);
+  CHECK(cnn_cpu_allow_avx512(0) == 0);
+  test_shape(N, C, H, W, ceil_mode);
+  cnn_cpu_allow_avx512(1);
+  CHECK(cnn_cpu_use_avx512() == had);
 }
 
 /* no_grad output == grad-mode output; the gradient lands on the argmax. */
@@ -193,21 +229,26 @@ static void test_conv_slices(void) {
 }
 
 int main(void) {
-  test_shape(2, 3, 28, 28, 0);
-  test_shape(2, 3, 7, 5, 0);
-  test_shape(2, 3, 7, 5, 1);
-  test_shape(1, 2, 2, 9, 1);
-  test_shape(1, 2, 9, 2, 1);
-  test_shape(4, 16, 14, 14, 0);
-  /* the whole-tensor row-pair path (H even): pairs split between threads
-   * inside a plane (3*5*5 = 75 pairs), the widest W it takes, the first it
-   * refuses; H odd without and with ceil_mode (per plane; the last row is
-   * dropped or goes through the generic loop) */
-  test_shape(3, 5, 10, 12, 0);
-  test_shape(1, 1, 2, 2048, 0);
-  test_shape(1, 1, 4, 2050, 0);
-  test_shape(2, 3, 9, 8, 0);
-  test_shape(2, 3, 9, 8, 1);
+  /* forward and backward, AVX-512 and portable: the example network's
+   * planes; odd widths and ceil_mode (generic loops for the clipped last
+   * row and column); 1xW and Hx1; row lengths around the AVX-512 step of
+   * 16 outputs (OW = 1, 7, 15, 16, 17, 33) and long rows; H odd without
+   * and with ceil_mode (the last input row dropped or pooled alone) */
+  test_shape_both_paths(2, 3, 28, 28, 0);
+  test_shape_both_paths(2, 3, 7, 5, 0);
+  test_shape_both_paths(2, 3, 7, 5, 1);
+  test_shape_both_paths(1, 2, 2, 9, 1);
+  test_shape_both_paths(1, 2, 9, 2, 1);
+  test_shape_both_paths(4, 16, 14, 14, 0);
+  test_shape_both_paths(3, 5, 10, 12, 0);
+  test_shape_both_paths(1, 3, 4, 30, 0);
+  test_shape_both_paths(1, 3, 4, 32, 0);
+  test_shape_both_paths(1, 3, 5, 34, 1);
+  test_shape_both_paths(2, 2, 6, 66, 0);
+  test_shape_both_paths(1, 1, 2, 2048, 0);
+  test_shape_both_paths(1, 1, 4, 2050, 0);
+  test_shape_both_paths(2, 3, 9, 8, 0);
+  test_shape_both_paths(2, 3, 9, 8, 1);
   test_tensor_level();
   for (int f64 = 0; f64 <= 1; f64++)
     for (int affine = 0; affine <= 1; affine++) test_bn_eval(f64, affine);

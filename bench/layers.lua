@@ -7,7 +7,11 @@
 --   {"bench":"layer","op":"adam","params":421834,"ms":...,"gbs":...}
 -- Usage: cnnsh bench/layers.lua [rounds]   (median of `rounds` timed runs
 -- of 10 calls each, after a warm-up).  It uses no function newer than the
--- layers themselves, so two builds can be timed alternately by a script.
+-- layers themselves, so two builds can be timed alternately by a script;
+-- where the build has cnn.fused.batch_norm_relu it also times batch norm +
+-- ReLU fused against the two layers, alternated in this process:
+--   {"bench":"layer_pair","op":"batch_norm_relu","shape":...,"pass":"fwd+bwd",
+--    "fused_ms":...,"unfused_ms":...,"speedup":...}
 
 local B = dofile((arg[0]:match("^(.*)/") or ".") .. "/common.lua")
 local rounds = tonumber(arg and arg[1]) or 7
@@ -57,6 +61,36 @@ for _, s in ipairs({ { 64, 32, 28, 28 }, { 64, 64, 14, 14 } }) do
   fwd_bwd("relu", cnn.randn(table.unpack(s)), function(x) return F.relu(x) end, 8 * n, 12 * n)
   fwd_bwd("max_pool2d", cnn.randn(table.unpack(s)), function(x) return F.max_pool2d(x, 2) end,
           4 * n + 12 * n / 4, 4 * n + 12 * n / 4)
+end
+
+-- batch norm + ReLU, fused (one op) against the two ops, forward and
+-- backward, the two alternated round by round
+local function pair_ms(x, f)
+  local dy = cnn.randn(table.unpack(x.shape))
+  local function once()
+    x.grad = nil
+    f(x):backward(dy)
+  end
+  once()
+  local t0 = cnn.clock()
+  for _ = 1, 10 do once() end
+  return (cnn.clock() - t0) / 10 * 1e3
+end
+if cnn.fused.batch_norm_relu then
+  for _, s in ipairs({ { 64, 32, 28, 28 }, { 64, 64, 14, 14 } }) do
+    local C = s[2]
+    local rm, rv, w, b = cnn.zeros(C), cnn.ones(C), cnn.ones(C), cnn.zeros(C)
+    w.requires_grad, b.requires_grad = true, true
+    local x = cnn.randn(table.unpack(s))
+    x.requires_grad = true
+    local function fused(t) return cnn.fused.batch_norm_relu(t, rm, rv, w, b, true, 0.1, 1e-5) end
+    local function unfused(t) return F.relu(F.batch_norm(t, rm, rv, w, b, { training = true })) end
+    local tf, tu = {}, {}
+    for r = 1, rounds do tf[r], tu[r] = pair_ms(x, fused), pair_ms(x, unfused) end
+    local f, u = B.median(tf), B.median(tu)
+    B.emit({ { "bench", "layer_pair" }, { "op", "batch_norm_relu" }, { "shape", shape_str(x) },
+             { "pass", "fwd+bwd" }, { "fused_ms", f }, { "unfused_ms", u }, { "speedup", u / f } })
+  end
 end
 
 -- Adam over the example network's parameters, through optim.Adam

@@ -10,8 +10,10 @@
 -- Then, per network (examples/fashion_mnist.lua's net at 1x28x28, ResNet-20
 -- at 3x32x32; batch 64; Adam, cross-entropy), `iters` real training steps
 -- (zero_grad, forward, loss, backward, optimizer step), the medians of:
---   * each leaf layer's forward and backward pass, from hooks on its input
---     and output (backward: from the gradient reaching the layer's output to
+--   * each leaf layer's forward and backward pass (a BatchNorm -> ReLU pair
+--     that nn.Sequential fuses counts as one, "BatchNorm2d+ReLU", whose
+--     backward also reads relu's output), from hooks on its input and
+--     output (backward: from the gradient reaching the layer's output to
 --     the next gradient event, so a fan-out in a residual block is counted
 --     once), with its FLOPs and the bytes the pass must move at least;
 --     `bound` is "compute" when FLOPs/bytes exceeds the machine's balance
@@ -89,7 +91,7 @@ local function param_elems(m)
 end
 
 -- FLOPs and bytes of the forward and backward pass of leaf m (float32).
-local function layer_cost(m, xin, out)
+local function layer_cost(m, xin, out, fused_relu)
   local nx, ny, np = xin:numel(), out:numel(), param_elems(m)
   local macs = require("inspect").macs_of(m, out)
   local matmul = class_is(m, "Conv2d") or class_is(m, "Linear")
@@ -104,40 +106,70 @@ local function layer_cost(m, xin, out)
   elseif class_is(m, "Flatten") then
     c.fwd_bytes, c.bwd_bytes = 0, 0
   end
+  if fused_relu then c.bwd_bytes = c.bwd_bytes + 4 * ny end -- + relu's output, its mask
   return c
 end
 
 -- ---- one instrumented step ---------------------------------------------------------------
 
+-- The BatchNorm -> ReLU pairs nn.Sequential runs as one fused op
+-- (nn.Sequential.fuses_bn_relu; asked before any hook exists, since a hook
+-- turns the fusion off): {[batch norm] = true}, {[its relu] = true}.
+local function fused_pairs(net)
+  local bn, relu = {}, {}
+  for _, m in ipairs(net:modules()) do
+    if class_is(m, "Sequential") then
+      for i = 1, #m - 1 do
+        if nn.Sequential.fuses_bn_relu(m[i], m[i + 1]) then bn[m[i]], relu[m[i + 1]] = true, true end
+      end
+    end
+  end
+  return bn, relu
+end
+
 -- A training step with a mark before and after each leaf layer's forward,
--- and one each time a gradient reaches a layer's input or output.
--- Returns the records (per leaf call: m, cost, f0, f1 and gout as mark
--- numbers) and the marks of the step's phases.
+-- and one each time a gradient reaches a layer's input or output.  A fused
+-- BatchNorm -> ReLU pair is timed as one layer ("BatchNorm2d+ReLU") by
+-- wrapping the batch norm's forward_relu for the step (module hooks would
+-- turn the fusion off).  Returns the records (per leaf call: m, cost, f0,
+-- f1 and gout as mark numbers) and the marks of the step's phases.
 local function instrumented_step(net, opt, x, y, tm)
   local recs, stack, handles, ph = {}, {}, {}, {}
   local hooked = setmetatable({}, { __mode = "k" }) -- one gradient event per tensor
+  local fused_bn, fused_relu = fused_pairs(net)
   tm:reset()
   local function mark_grad() tm:mark() end
+  local function pre(mod, xin)
+    local rec = { m = mod, f0 = tm:mark(), xin = xin, fused = fused_bn[mod] }
+    recs[#recs + 1] = rec
+    stack[#stack + 1] = rec
+    if cnn.is_tensor(xin) and xin.requires_grad and not hooked[xin] then
+      hooked[xin] = true
+      handles[#handles + 1] = xin:register_hook(mark_grad)
+    end
+  end
+  local function post(mod, xin, out)
+    local rec = table.remove(stack)
+    rec.f1 = tm:mark()
+    if not rec.cost then rec.cost = layer_cost(mod, xin, out, rec.fused) end
+    if cnn.is_tensor(out) and out.requires_grad then
+      hooked[out] = true
+      handles[#handles + 1] = out:register_hook(function() rec.gout = tm:mark() end)
+    end
+  end
   for _, m in ipairs(net:modules()) do
-    if #m:children() == 0 then
-      handles[#handles + 1] = m:register_forward_pre_hook(function(mod, xin)
-        local rec = { m = mod, f0 = tm:mark(), xin = xin }
-        recs[#recs + 1] = rec
-        stack[#stack + 1] = rec
-        if cnn.is_tensor(xin) and xin.requires_grad and not hooked[xin] then
-          hooked[xin] = true
-          handles[#handles + 1] = xin:register_hook(mark_grad)
-        end
+    if fused_bn[m] then
+      local fwd = m.forward_relu
+      rawset(m, "forward_relu", function(mod, xin)
+        pre(mod, xin)
+        local out = fwd(mod, xin)
+        post(mod, xin, out)
+        return out
       end)
-      handles[#handles + 1] = m:register_forward_hook(function(mod, xin, out)
-        local rec = table.remove(stack)
-        rec.f1 = tm:mark()
-        if not rec.cost then rec.cost = layer_cost(mod, xin, out) end
-        if cnn.is_tensor(out) and out.requires_grad then
-          hooked[out] = true
-          handles[#handles + 1] = out:register_hook(function() rec.gout = tm:mark() end)
-        end
-      end)
+      handles[#handles + 1] = { remove = function() rawset(m, "forward_relu", nil) end }
+    elseif #m:children() == 0 and not fused_relu[m] then
+      handles[#handles + 1] = m:register_forward_pre_hook(pre)
+      handles[#handles + 1] = m:register_forward_hook(post)
     end
   end
   ph.start = tm:mark()
@@ -175,7 +207,8 @@ end
 
 local function emit_layer(name, r, idx, pass, ms, flop, bytes)
   local bound, of_peak = fraction(flop, bytes, ms)
-  B.emit({ { "bench", "step_layer" }, { "net", name }, { "layer", tostring(idx) }, { "type", r.m.__name },
+  B.emit({ { "bench", "step_layer" }, { "net", name }, { "layer", tostring(idx) },
+           { "type", r.m.__name .. (r.fused and "+ReLU" or "") },
            { "pass", pass }, { "ms", ms }, { "gflop", flop / 1e9 }, { "mbytes", bytes / 1e6 },
            { "bound", bound }, { "of_peak", of_peak } })
 end

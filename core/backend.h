@@ -206,6 +206,19 @@ typedef struct cnn_backend {
                                   const void *dy, const void *x, const void *gamma,
                                   const void *save_mean, const void *save_invstd, void *dx,
                                   void *dgamma, void *dbeta, double eps);
+  /* Optional (NULL: core/ops runs batch_norm, then relu as its own op):
+   * y = relu(batch_norm(x)) in one pass, batch_norm_forward's arguments;
+   * the backward also takes that y (relu's mask) and `training` picks the
+   * batch-statistics or the eval rule. */
+  int (*batch_norm_relu_forward)(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t L,
+                                 const void *x, const void *gamma, const void *beta,
+                                 void *running_mean, void *running_var, int training,
+                                 double momentum, double eps, void *y, void *save_mean,
+                                 void *save_invstd);
+  int (*batch_norm_relu_backward)(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t L,
+                                  const void *dy, const void *y, const void *x, const void *gamma,
+                                  const void *save_mean, const void *save_invstd, void *dx,
+                                  void *dgamma, void *dbeta, double eps, int training);
   int (*softmax_forward)(int dev, cnn_dtype dt, int64_t outer, int64_t D, int64_t inner, int log,
                          const void *x, void *y);
   int (*softmax_backward)(int dev, cnn_dtype dt, int64_t outer, int64_t D, int64_t inner, int log,

@@ -507,6 +507,11 @@ cnn_tensor *cnn_dropout(cnn_tensor *x, double p, bool training);
 cnn_tensor *cnn_batch_norm(cnn_tensor *x, cnn_tensor *running_mean, cnn_tensor *running_var,
                            cnn_tensor *weight, cnn_tensor *bias, bool training, double momentum,
                            double eps);
+/* relu(cnn_batch_norm(...)): one pass each way where the backend has the
+ * fused entries (the CPU), else the two ops; same values and gradients */
+cnn_tensor *cnn_batch_norm_relu(cnn_tensor *x, cnn_tensor *running_mean, cnn_tensor *running_var,
+                                cnn_tensor *weight, cnn_tensor *bias, bool training,
+                                double momentum, double eps);
 
 /* ---- layer / group / instance norm, resizing (ops/nn_row_norm.c,
  * ops/nn_resize.c; PyTorch's semantics) ---- */

@@ -11,6 +11,11 @@
  *                       lr, beta1, beta2, eps, weight_decay, decoupled)
  * adam_many updates a whole parameter group in one
  * call: one pass over all elements instead of one call per tensor.
+ *
+ *   cnn.fused.batch_norm_relu(x, running_mean|nil, running_var|nil, weight|nil, bias|nil,
+ *                             training, momentum, eps)
+ * is F.relu(F.batch_norm(...)) in one node (cnn_batch_norm_relu), what
+ * nn.Sequential calls for a BatchNorm followed by a ReLU (stdlib/nn/container.lua).
  */
 #include "bind.h"
 
@@ -83,6 +88,18 @@ static int f_adam_many(lua_State *L) {
   return rc ? cnn_lua_error(L) : 0;
 }
 
+static int f_batch_norm_relu(lua_State *L) {
+  cnn_tensor *x = cnn_lua_check_tensor(L, 1), *t[4];
+  for (int i = 0; i < 4; i++) t[i] = cnn_lua_opt_tensor(L, i + 2);
+  luaL_checktype(L, 6, LUA_TBOOLEAN);
+  double momentum = luaL_checknumber(L, 7), eps = luaL_checknumber(L, 8);
+  if (!(eps > 0)) return cnn_lua_fail(L, "batch_norm_relu: eps must be positive, got %g", eps);
+  if (!(momentum >= 0 && momentum <= 1))
+    return cnn_lua_fail(L, "batch_norm_relu: momentum must be in [0, 1], got %g", momentum);
+  return cnn_lua_push_result(
+      L, cnn_batch_norm_relu(x, t[0], t[1], t[2], t[3], lua_toboolean(L, 6), momentum, eps));
+}
+
 static const struct {
   const char *name;
   lua_CFunction fn;
@@ -99,6 +116,11 @@ static const struct {
      "beta2, eps,\n"
      "                    weight_decay, decoupled)\n"
      "cnn.fused.adam over a list of parameters in one call (one pass over all their elements)."},
+    {"batch_norm_relu", f_batch_norm_relu,
+     "cnn.fused.batch_norm_relu(x, running_mean|nil, running_var|nil, weight|nil, bias|nil, "
+     "training, momentum, eps)\n"
+     "F.relu(F.batch_norm(x, ...)) as one op: one pass forward and backward on the CPU (the two "
+     "ops elsewhere);\nnn.Sequential uses it for a BatchNorm followed by a ReLU without hooks."},
     {"rmsprop", f_rmsprop,
      "cnn.fused.rmsprop(p, g, sq, ga|nil, buf|nil, lr, alpha, eps, weight_decay, momentum, "
      "centered)\n"

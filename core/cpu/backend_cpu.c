@@ -137,6 +137,21 @@ static int bn_bwd_eval(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t L, c
   (void)dev, (void)eps;
   return cnn_cpu_batch_norm_backward_eval(dt, N, C, L, dy, x, gamma, mean, invstd, dx, dg, db);
 }
+static int bn_relu_fwd(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t L, const void *x,
+                       const void *gamma, const void *beta, void *rm, void *rv, int training,
+                       double momentum, double eps, void *y, void *mean, void *invstd) {
+  (void)dev;
+  return cnn_cpu_batch_norm_relu_forward(dt, N, C, L, x, gamma, beta, rm, rv, training, momentum,
+                                         eps, y, mean, invstd);
+}
+static int bn_relu_bwd(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t L, const void *dy,
+                       const void *y, const void *x, const void *gamma, const void *mean,
+                       const void *invstd, void *dx, void *dg, void *db, double eps,
+                       int training) {
+  (void)dev, (void)eps;
+  return cnn_cpu_batch_norm_relu_backward(dt, N, C, L, dy, y, x, gamma, mean, invstd, dx, dg, db,
+                                          training);
+}
 static int softmax_fwd(int dev, cnn_dtype dt, int64_t outer, int64_t D, int64_t inner, int log,
                        const void *x, void *y) {
   (void)dev;
@@ -208,6 +223,8 @@ const cnn_backend cnn_cpu_backend = {
     .batch_norm_forward = bn_fwd,
     .batch_norm_backward = bn_bwd,
     .batch_norm_backward_eval = bn_bwd_eval,
+    .batch_norm_relu_forward = bn_relu_fwd,
+    .batch_norm_relu_backward = bn_relu_bwd,
     .softmax_forward = softmax_fwd,
     .softmax_backward = softmax_bwd,
     .class_loss_forward = cnn_cpu_class_loss_forward,

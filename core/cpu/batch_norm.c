@@ -16,6 +16,17 @@
  *   dx = gamma*invstd * (dy - dbeta/M - xhat*dgamma/M)
  * Backward (eval, fixed statistics): dx = gamma*invstd*dy, same dgamma/dbeta.
  *
+ * Fused relu (cnn_cpu_batch_norm_relu_*, the pair BatchNorm -> ReLU of a
+ * network): forward writes relu(y) in the same pass; backward takes that
+ * output and uses dy where it is > 0 (or NaN), 0 elsewhere, in place of
+ * dy -- what relu's backward would have handed batch norm -- so neither
+ * relu's pass nor its gradient tensor exists.
+ *
+ * float32 has its own bodies: float partial sums added into double per
+ * block of a row, and the elementwise passes in float (x - mean first).
+ * The double bodies converted every element, which was the cost on
+ * AVX-512 machines (A/B in the README).
+ *
  * Training runs one channel per iteration (its statistics need all of
  * it); eval needs none, so it runs plane by plane in memory order (one
  * contiguous stream per thread), 1.2-1.3x faster on 1000x32x28x28 and
@@ -30,6 +41,7 @@
 #include <math.h>
 
 #include "cpu/kernels.h"
+#include "elementwise_math.h" /* cnn_relu: the fused relu is the relu op's */
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 
@@ -62,23 +74,100 @@ ALWAYS_INLINE void channel_moments(int f64, int64_t N, int64_t C, int64_t L, con
   *s1 = t1, *s2 = t2;
 }
 
-/* y = (x - mean)*invstd*gamma + beta over one channel. */
-ALWAYS_INLINE void channel_normalize(int f64, int64_t N, int64_t C, int64_t L, const void *x,
-                                     int64_t c, double mean, double invstd, double g, double b,
-                                     void *y) {
+/* y = (x - mean)*invstd*gamma + beta over one channel (float64), then
+ * relu (cnn_relu: NaN stays NaN) when asked. */
+static void channel_normalize_f64(int64_t N, int64_t C, int64_t L, const double *x, int64_t c,
+                                  double mean, double invstd, double g, double b, double *y,
+                                  int relu) {
   double k = invstd * g, k0 = b - mean * k;
   for (int64_t n = 0; n < N; n++) {
     int64_t base = (n * C + c) * L;
+    if (relu) {
 #pragma omp simd
-    for (int64_t i = 0; i < L; i++)
-      cnn_cpu_st(y, base + i, cnn_cpu_ld(x, base + i, f64) * k + k0, f64);
+      for (int64_t i = 0; i < L; i++) y[base + i] = cnn_relu(x[base + i] * k + k0);
+    } else {
+#pragma omp simd
+      for (int64_t i = 0; i < L; i++) y[base + i] = x[base + i] * k + k0;
+    }
   }
+}
+
+/* The gradient reaching batch norm's output: dy, or through the fused relu
+ * (y its output, NULL when unfused) dy where y > 0 or NaN, as PyTorch's
+ * threshold_backward: y <= 0 ? 0 : dy. */
+ALWAYS_INLINE double grad_at(int f64, const void *dy, const void *y, int64_t i) {
+  double d = cnn_cpu_ld(dy, i, f64);
+  return y && cnn_cpu_ld(y, i, f64) <= 0 ? 0 : d;
+}
+static inline float grad_at_f32(const float *dy, const float *y, int64_t i) {
+  return y && y[i] <= 0 ? 0.0f : dy[i];
+}
+
+/* float32, the two sums of a channel with float partial sums over blocks
+ * of at most BLOCK values of a row (16 lanes: 64 terms a lane at most,
+ * relative error below 64 * 2^-24), added into double per block.  Float
+ * lanes are twice as many per vector as double ones and need no
+ * conversion, which was the pass's cost.  `grad` is a literal:
+ *   0 (forward):  sum d, sum d^2 with d = x - ref  (ref = K)
+ *   1 (backward): sum g, sum g*(x - ref)  with g = grad_at_f32 (ref = mean) */
+#define BLOCK 1024
+ALWAYS_INLINE void channel_sums_f32(int grad, int64_t N, int64_t C, int64_t L, const float *x,
+                                    const float *dy, const float *y, int64_t c, float ref,
+                                    double *s1, double *s2) {
+  double t1 = 0, t2 = 0;
+  for (int64_t n = 0; n < N; n++) {
+    int64_t base = (n * C + c) * L;
+    for (int64_t i0 = 0; i0 < L; i0 += BLOCK) {
+      int64_t i1 = L - i0 < BLOCK ? L : i0 + BLOCK, i = i0;
+      float a1[LANES] = {0}, a2[LANES] = {0};
+      for (; i + LANES <= i1; i += LANES)
+#pragma omp simd
+        for (int j = 0; j < LANES; j++) {
+          float d = x[base + i + j] - ref, t = grad ? grad_at_f32(dy, y, base + i + j) : d;
+          a1[j] += t, a2[j] += t * d;
+        }
+      for (; i < i1; i++) {
+        float d = x[base + i] - ref, t = grad ? grad_at_f32(dy, y, base + i) : d;
+        a1[i % LANES] += t, a2[i % LANES] += t * d;
+      }
+      for (int j = 0; j < LANES; j++) t1 += a1[j], t2 += a2[j];
+    }
+  }
+  *s1 = t1, *s2 = t2;
+}
+
+/* float32 y = (x - mean)*k + b over one channel, in float: x - mean first,
+ * so an offset |mean| >> std cancels exactly (x and mean are close) before
+ * the scaling; then relu when asked. */
+static void channel_normalize_f32(int64_t N, int64_t C, int64_t L, const float *x, int64_t c,
+                                  double mean, double invstd, double g, double b, float *y,
+                                  int relu) {
+  float m = (float)mean, k = (float)(invstd * g), bf = (float)b;
+  for (int64_t n = 0; n < N; n++) {
+    int64_t base = (n * C + c) * L;
+    if (relu) {
+#pragma omp simd
+      for (int64_t i = 0; i < L; i++) y[base + i] = cnn_relu_f((x[base + i] - m) * k + bf);
+    } else {
+#pragma omp simd
+      for (int64_t i = 0; i < L; i++) y[base + i] = (x[base + i] - m) * k + bf;
+    }
+  }
+}
+
+/* one channel of either dtype */
+static void channel_normalize(int f64, int64_t N, int64_t C, int64_t L, const void *x, int64_t c,
+                              double mean, double invstd, double g, double b, void *y, int relu) {
+  if (f64)
+    channel_normalize_f64(N, C, L, x, c, mean, invstd, g, b, y, relu);
+  else
+    channel_normalize_f32(N, C, L, x, c, mean, invstd, g, b, y, relu);
 }
 
 typedef struct {
   const void *gamma, *beta;
   void *running_mean, *running_var, *save_mean, *save_invstd;
-  int training;
+  int training, relu; /* relu: y = relu(batch_norm(x)) */
   double momentum, eps;
 } bn_args;
 
@@ -89,7 +178,10 @@ ALWAYS_INLINE void bn_channel(int f64, int64_t N, int64_t C, int64_t L, const vo
   double mean, var;
   if (a->training) {
     double K = cnn_cpu_ld(x, c * L, f64), s1, s2;
-    channel_moments(f64, N, C, L, x, c, K, &s1, &s2);
+    if (f64)
+      channel_moments(1, N, C, L, x, c, K, &s1, &s2);
+    else
+      channel_sums_f32(0, N, C, L, x, NULL, NULL, c, (float)K, &s1, &s2);
     double dm = s1 / M; /* mean - K */
     mean = K + dm, var = s2 / M - dm * dm;
     if (var < 0) var = 0; /* rounding */
@@ -99,7 +191,7 @@ ALWAYS_INLINE void bn_channel(int f64, int64_t N, int64_t C, int64_t L, const vo
   double invstd = 1.0 / sqrt(var + a->eps);
   double g = a->gamma ? cnn_cpu_ld(a->gamma, c, f64) : 1;
   double b = a->beta ? cnn_cpu_ld(a->beta, c, f64) : 0;
-  channel_normalize(f64, N, C, L, x, c, mean, invstd, g, b, y);
+  channel_normalize(f64, N, C, L, x, c, mean, invstd, g, b, y, a->relu);
   if (a->save_mean) cnn_cpu_st(a->save_mean, c, mean, f64);
   if (a->save_invstd) cnn_cpu_st(a->save_invstd, c, invstd, f64);
   if (!a->training) return;
@@ -121,8 +213,9 @@ ALWAYS_INLINE void eval_plane(int f64, int64_t L, const void *x, const bn_args *
   double invstd = 1.0 / sqrt(var + a->eps);
   double g = a->gamma ? cnn_cpu_ld(a->gamma, c, f64) : 1;
   double b = a->beta ? cnn_cpu_ld(a->beta, c, f64) : 0;
-  channel_normalize(f64, 1, 1, L, (const char *)x + p * L * (f64 ? 8 : 4), 0, mean, invstd, g, b,
-                    (char *)y + p * L * (f64 ? 8 : 4));
+  int64_t off = p * L * (f64 ? 8 : 4);
+  channel_normalize(f64, 1, 1, L, (const char *)x + off, 0, mean, invstd, g, b, (char *)y + off,
+                    a->relu);
 }
 
 static int bn_eval(cnn_dtype dt, int64_t N, int64_t C, int64_t L, const void *x, const bn_args *a,
@@ -143,15 +236,15 @@ static int bn_eval(cnn_dtype dt, int64_t N, int64_t C, int64_t L, const void *x,
   return 0;
 }
 
-int cnn_cpu_batch_norm_forward(cnn_dtype dt, int64_t N, int64_t C, int64_t L, const void *x,
-                               const void *gamma, const void *beta, void *running_mean,
-                               void *running_var, int training, double momentum, double eps,
-                               void *y, void *save_mean, void *save_invstd) {
+static int forward(int relu, cnn_dtype dt, int64_t N, int64_t C, int64_t L, const void *x,
+                   const void *gamma, const void *beta, void *running_mean, void *running_var,
+                   int training, double momentum, double eps, void *y, void *save_mean,
+                   void *save_invstd) {
   /* core/ops/nn_norm.c validates; the invariants that follow: */
   assert(cnn_cpu_float_sizes_valid(dt, N, C, L));
   assert(training ? N * L > 1 || C == 0 : running_mean && running_var);
   bn_args a = {gamma,       beta,     running_mean, running_var, save_mean,
-               save_invstd, training, momentum,     eps};
+               save_invstd, training, relu,         momentum,    eps};
   if (!training) return bn_eval(dt, N, C, L, x, &a, y);
 #pragma omp parallel for schedule(static)
   for (int64_t c = 0; c < C; c++) {
@@ -163,21 +256,37 @@ int cnn_cpu_batch_norm_forward(cnn_dtype dt, int64_t N, int64_t C, int64_t L, co
   return 0;
 }
 
-/* sum dy and sum dy*xhat over one channel. */
+int cnn_cpu_batch_norm_forward(cnn_dtype dt, int64_t N, int64_t C, int64_t L, const void *x,
+                               const void *gamma, const void *beta, void *running_mean,
+                               void *running_var, int training, double momentum, double eps,
+                               void *y, void *save_mean, void *save_invstd) {
+  return forward(0, dt, N, C, L, x, gamma, beta, running_mean, running_var, training, momentum, eps,
+                 y, save_mean, save_invstd);
+}
+
+int cnn_cpu_batch_norm_relu_forward(cnn_dtype dt, int64_t N, int64_t C, int64_t L, const void *x,
+                                    const void *gamma, const void *beta, void *running_mean,
+                                    void *running_var, int training, double momentum, double eps,
+                                    void *y, void *save_mean, void *save_invstd) {
+  return forward(1, dt, N, C, L, x, gamma, beta, running_mean, running_var, training, momentum, eps,
+                 y, save_mean, save_invstd);
+}
+
+/* sum dy and sum dy*xhat over one channel (dy through the relu of y). */
 ALWAYS_INLINE void channel_grad_sums(int f64, int64_t N, int64_t C, int64_t L, const void *dy,
-                                     const void *x, int64_t c, double mean, double invstd,
-                                     double *sum_dy, double *sum_dy_xhat) {
+                                     const void *y, const void *x, int64_t c, double mean,
+                                     double invstd, double *sum_dy, double *sum_dy_xhat) {
   double a0[LANES] = {0}, a1[LANES] = {0};
   for (int64_t n = 0; n < N; n++) {
     int64_t base = (n * C + c) * L, i = 0;
     for (; i + LANES <= L; i += LANES)
 #pragma omp simd
       for (int j = 0; j < LANES; j++) {
-        double d = cnn_cpu_ld(dy, base + i + j, f64);
+        double d = grad_at(f64, dy, y, base + i + j);
         a0[j] += d, a1[j] += d * (cnn_cpu_ld(x, base + i + j, f64) - mean);
       }
     for (; i < L; i++) {
-      double d = cnn_cpu_ld(dy, base + i, f64);
+      double d = grad_at(f64, dy, y, base + i);
       a0[i % LANES] += d, a1[i % LANES] += d * (cnn_cpu_ld(x, base + i, f64) - mean);
     }
   }
@@ -186,8 +295,29 @@ ALWAYS_INLINE void channel_grad_sums(int f64, int64_t N, int64_t C, int64_t L, c
   *sum_dy = s0, *sum_dy_xhat = s1 * invstd;
 }
 
+/* float32 dx = k*dy - k*mdy - k*invstd*mdyx*(x - mean) over one channel,
+ * x - mean first as in the forward. */
+static void channel_dx_f32(int64_t N, int64_t C, int64_t L, const float *dy, const float *y,
+                           const float *x, int64_t c, double mean, double k, double kxm, double k0,
+                           float *dx) {
+  float m = (float)mean, kf = (float)k, kxf = (float)kxm, k0f = (float)k0;
+  for (int64_t n = 0; n < N; n++) {
+    int64_t base = (n * C + c) * L;
+    if (y) {
+#pragma omp simd
+      for (int64_t i = 0; i < L; i++)
+        dx[base + i] = kf * grad_at_f32(dy, y, base + i) + kxf * (x[base + i] - m) + k0f;
+    } else {
+#pragma omp simd
+      for (int64_t i = 0; i < L; i++)
+        dx[base + i] = kf * dy[base + i] + kxf * (x[base + i] - m) + k0f;
+    }
+  }
+}
+
 typedef struct {
   const void *gamma, *save_mean, *save_invstd;
+  const void *y; /* the fused relu's output, NULL without relu */
   void *dx, *dgamma, *dbeta;
   int eval;
 } bn_grads;
@@ -197,27 +327,34 @@ ALWAYS_INLINE void bn_channel_backward(int f64, int64_t N, int64_t C, int64_t L,
   double M = (double)(N * L);
   double mean = cnn_cpu_ld(a->save_mean, c, f64), invstd = cnn_cpu_ld(a->save_invstd, c, f64);
   double g = a->gamma ? cnn_cpu_ld(a->gamma, c, f64) : 1, sdy, sdyx;
-  channel_grad_sums(f64, N, C, L, dy, x, c, mean, invstd, &sdy, &sdyx);
+  if (f64)
+    channel_grad_sums(1, N, C, L, dy, a->y, x, c, mean, invstd, &sdy, &sdyx);
+  else
+    channel_sums_f32(1, N, C, L, x, dy, a->y, c, (float)mean, &sdy, &sdyx), sdyx *= invstd;
   if (a->dgamma) cnn_cpu_st(a->dgamma, c, sdyx, f64);
   if (a->dbeta) cnn_cpu_st(a->dbeta, c, sdy, f64);
   if (!a->dx) return;
   /* dx = k*(dy - mdy - xhat*mdyx) = k*dy + kx*x + k0 */
   double k = g * invstd, mdy = a->eval ? 0 : sdy / M, mdyx = a->eval ? 0 : sdyx / M;
   double kx = -k * invstd * mdyx, k0 = -k * mdy + k * invstd * mdyx * mean;
+  if (!f64) {
+    channel_dx_f32(N, C, L, dy, a->y, x, c, mean, k, kx, -k * mdy, a->dx);
+    return;
+  }
   for (int64_t n = 0; n < N; n++) {
     int64_t base = (n * C + c) * L;
 #pragma omp simd
     for (int64_t i = 0; i < L; i++)
       cnn_cpu_st(a->dx, base + i,
-                 k * cnn_cpu_ld(dy, base + i, f64) + kx * cnn_cpu_ld(x, base + i, f64) + k0, f64);
+                 k * grad_at(1, dy, a->y, base + i) + kx * cnn_cpu_ld(x, base + i, 1) + k0, 1);
   }
 }
 
 static int backward(int eval, cnn_dtype dt, int64_t N, int64_t C, int64_t L, const void *dy,
-                    const void *x, const void *gamma, const void *save_mean,
+                    const void *y, const void *x, const void *gamma, const void *save_mean,
                     const void *save_invstd, void *dx, void *dgamma, void *dbeta) {
   assert(cnn_cpu_float_sizes_valid(dt, N, C, L) && save_mean && save_invstd);
-  bn_grads a = {gamma, save_mean, save_invstd, dx, dgamma, dbeta, eval};
+  bn_grads a = {gamma, save_mean, save_invstd, y, dx, dgamma, dbeta, eval};
 #pragma omp parallel for schedule(static)
   for (int64_t c = 0; c < C; c++) {
     if (dt == CNN_FLOAT64)
@@ -230,11 +367,20 @@ static int backward(int eval, cnn_dtype dt, int64_t N, int64_t C, int64_t L, con
 int cnn_cpu_batch_norm_backward(cnn_dtype dt, int64_t N, int64_t C, int64_t L, const void *dy,
                                 const void *x, const void *gamma, const void *save_mean,
                                 const void *save_invstd, void *dx, void *dgamma, void *dbeta) {
-  return backward(0, dt, N, C, L, dy, x, gamma, save_mean, save_invstd, dx, dgamma, dbeta);
+  return backward(0, dt, N, C, L, dy, NULL, x, gamma, save_mean, save_invstd, dx, dgamma, dbeta);
 }
 
 int cnn_cpu_batch_norm_backward_eval(cnn_dtype dt, int64_t N, int64_t C, int64_t L, const void *dy,
                                      const void *x, const void *gamma, const void *save_mean,
                                      const void *save_invstd, void *dx, void *dgamma, void *dbeta) {
-  return backward(1, dt, N, C, L, dy, x, gamma, save_mean, save_invstd, dx, dgamma, dbeta);
+  return backward(1, dt, N, C, L, dy, NULL, x, gamma, save_mean, save_invstd, dx, dgamma, dbeta);
+}
+
+int cnn_cpu_batch_norm_relu_backward(cnn_dtype dt, int64_t N, int64_t C, int64_t L, const void *dy,
+                                     const void *y, const void *x, const void *gamma,
+                                     const void *save_mean, const void *save_invstd, void *dx,
+                                     void *dgamma, void *dbeta, int training) {
+  assert(y);
+  return backward(!training, dt, N, C, L, dy, y, x, gamma, save_mean, save_invstd, dx, dgamma,
+                  dbeta);
 }

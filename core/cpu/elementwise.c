@@ -342,7 +342,7 @@ static void deriv_row(const void *ctx, int64_t n, char *const *p, const int64_t 
   if (c->op == CNN_OP_RELU && c->dt == CNN_FLOAT32 && s[0] == 4 && s[1] == 4 && s[2] == 4) {
     float *o = (float *)p[0];
     const float *g = (const float *)p[1], *x = (const float *)p[2];
-    for (int64_t i = 0; i < n; i++) o[i] = x[i] > 0 ? g[i] : 0.0f;
+    for (int64_t i = 0; i < n; i++) o[i] = x[i] <= 0 ? 0.0f : g[i]; /* NaN passes, as below */
     return;
   }
   for (int64_t i = 0; i < n; i++) {

@@ -263,6 +263,18 @@ int cnn_cpu_batch_norm_backward(cnn_dtype dt, int64_t N, int64_t C, int64_t L, c
 int cnn_cpu_batch_norm_backward_eval(cnn_dtype dt, int64_t N, int64_t C, int64_t L, const void *dy,
                                      const void *x, const void *gamma, const void *save_mean,
                                      const void *save_invstd, void *dx, void *dgamma, void *dbeta);
+/* y = relu(batch_norm(x)) in one pass: the forward's arguments and rules.
+ * Its backward takes that y (N x C x L) too: dy passes where y > 0 or y is
+ * NaN (relu's backward), then the training (training = 1) or eval
+ * backward as above. */
+int cnn_cpu_batch_norm_relu_forward(cnn_dtype dt, int64_t N, int64_t C, int64_t L, const void *x,
+                                    const void *gamma, const void *beta, void *running_mean,
+                                    void *running_var, int training, double momentum, double eps,
+                                    void *y, void *save_mean, void *save_invstd);
+int cnn_cpu_batch_norm_relu_backward(cnn_dtype dt, int64_t N, int64_t C, int64_t L, const void *dy,
+                                     const void *y, const void *x, const void *gamma,
+                                     const void *save_mean, const void *save_invstd, void *dx,
+                                     void *dgamma, void *dbeta, int training);
 
 /* ---- softmax ------------------------------------------------------------------ */
 

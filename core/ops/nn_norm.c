@@ -6,6 +6,12 @@
  * uses the running statistics.  The node saves x, the weight, and the mean
  * and 1/std actually used, so one backward serves both modes (the kernel
  * differs: batch statistics depend on x, running ones do not).
+ *
+ * batch_norm_relu is relu(batch_norm(x)) as one node where the backend has
+ * the fused entries (the CPU): one pass forward, and backward takes the
+ * output y as relu's mask, so the relu pass, its output's twin and its
+ * gradient tensor are never made.  The node saves y as well (relu would
+ * have saved it).  A backend without them (CUDA) runs the two ops.
  */
 #include "autograd.h"
 #include "backend.h"
@@ -67,8 +73,9 @@ static int bn_backward_call(const cnn_tensor *x, bool training, double eps, int6
 
 static int bn_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
   cnn_tensor *x = cnn_node_saved(n, 0), *w = n->saved[1], *mean = n->saved[2],
-             *invstd = n->saved[3];
+             *invstd = n->saved[3], *y = NULL;
   if (!x) return -1;
+  if (n->ip[2] && !(y = cnn_node_saved(n, 4))) return -1; /* fused relu: its output */
   cnn_tensor *dy = cnn_contiguous(g);
   if (!dy) return -1;
   int64_t N = x->shape[0], C = x->shape[1], L = N * C > 0 ? cnn_tensor_numel(x) / (N * C) : 0;
@@ -82,39 +89,71 @@ static int bn_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
     void *db = gin[2] ? cnn_tensor_data(gin[2]) : NULL, *gamma = w ? cnn_tensor_data(w) : NULL;
     double eps;
     memcpy(&eps, &n->ip[1], sizeof eps);
-    rc = bn_backward_call(x, n->ip[0], eps, N, C, L, cnn_tensor_data(dy), cnn_tensor_data(x), gamma,
-                          cnn_tensor_data(mean), cnn_tensor_data(invstd), dx, dg, db);
+    if (y)
+      rc = CNN_TENSOR_CALL(x, "batch_norm_relu", batch_norm_relu_backward, cnn_backend_dev(x),
+                           x->dtype, N, C, L, cnn_tensor_data(dy), cnn_tensor_data(y),
+                           cnn_tensor_data(x), gamma, cnn_tensor_data(mean),
+                           cnn_tensor_data(invstd), dx, dg, db, eps, (int)n->ip[0]);
+    else
+      rc = bn_backward_call(x, n->ip[0], eps, N, C, L, cnn_tensor_data(dy), cnn_tensor_data(x),
+                            gamma, cnn_tensor_data(mean), cnn_tensor_data(invstd), dx, dg, db);
   }
   cnn_tensor_release(dy);
   return rc;
 }
 
-cnn_tensor *cnn_batch_norm(cnn_tensor *x, cnn_tensor *rm, cnn_tensor *rv, cnn_tensor *w,
-                           cnn_tensor *b, bool training, double momentum, double eps) {
+/* batch_norm, with the relu fused (the backend has the entries) or not */
+static cnn_tensor *batch_norm(cnn_tensor *x, cnn_tensor *rm, cnn_tensor *rv, cnn_tensor *w,
+                              cnn_tensor *b, bool training, double momentum, double eps,
+                              bool relu) {
   if (check_bn_inputs(x, rm, rv, w, b, training)) return NULL;
   int64_t N = x->shape[0], C = x->shape[1], L = N * C > 0 ? cnn_tensor_numel(x) / (N * C) : 0;
   cnn_tensor *xc = cnn_contiguous(x);
   cnn_tensor *y = xc ? cnn_empty(x->ndim, x->shape, x->dtype, cnn_tensor_device(x)) : NULL;
   cnn_tensor *mean = y ? cnn_empty(1, &C, x->dtype, cnn_tensor_device(x)) : NULL;
   cnn_tensor *invstd = mean ? cnn_empty(1, &C, x->dtype, cnn_tensor_device(x)) : NULL;
-  int rc = invstd
-               ? CNN_TENSOR_CALL(x, "batch_norm", batch_norm_forward, cnn_backend_dev(x), x->dtype,
-                                 N, C, L, cnn_tensor_data(xc), w ? cnn_tensor_data(w) : NULL,
-                                 b ? cnn_tensor_data(b) : NULL, rm ? cnn_tensor_data(rm) : NULL,
-                                 rv ? cnn_tensor_data(rv) : NULL, training, momentum, eps,
-                                 cnn_tensor_data(y), cnn_tensor_data(mean), cnn_tensor_data(invstd))
-               : -1;
+  const void *xd = xc ? cnn_tensor_data(xc) : NULL, *wd = w ? cnn_tensor_data(w) : NULL,
+             *bd = b ? cnn_tensor_data(b) : NULL;
+  void *rmd = rm ? cnn_tensor_data(rm) : NULL, *rvd = rv ? cnn_tensor_data(rv) : NULL;
+  int rc = -1;
+  if (invstd && relu)
+    rc = CNN_TENSOR_CALL(x, "batch_norm_relu", batch_norm_relu_forward, cnn_backend_dev(x),
+                         x->dtype, N, C, L, xd, wd, bd, rmd, rvd, training, momentum, eps,
+                         cnn_tensor_data(y), cnn_tensor_data(mean), cnn_tensor_data(invstd));
+  else if (invstd)
+    rc = CNN_TENSOR_CALL(x, "batch_norm", batch_norm_forward, cnn_backend_dev(x), x->dtype, N, C,
+                         L, xd, wd, bd, rmd, rvd, training, momentum, eps, cnn_tensor_data(y),
+                         cnn_tensor_data(mean), cnn_tensor_data(invstd));
   if (rc) cnn_tensor_release(y), y = NULL;
   if (y && training && rm) cnn_tensor_bump_version(rm), cnn_tensor_bump_version(rv);
-  cnn_node *n =
-      y ? cnn_autograd_record(y, "BatchNormBackward", bn_backward, 3, (cnn_tensor *[]){x, w, b})
-        : NULL;
+  cnn_node *n = y ? cnn_autograd_record(y, relu ? "BatchNormReluBackward" : "BatchNormBackward",
+                                        bn_backward, 3, (cnn_tensor *[]){x, w, b})
+                  : NULL;
   if (n) {
     cnn_node_save(n, 0, xc), cnn_node_save(n, 1, w), cnn_node_save(n, 2, mean),
         cnn_node_save(n, 3, invstd);
+    if (relu) cnn_node_save(n, 4, y);
     n->ip[0] = training;
     memcpy(&n->ip[1], &eps, sizeof eps); /* the forward's eps, for cuDNN's backward */
+    n->ip[2] = relu;
   }
   cnn_tensor_release(xc), cnn_tensor_release(mean), cnn_tensor_release(invstd);
   return y;
+}
+
+cnn_tensor *cnn_batch_norm(cnn_tensor *x, cnn_tensor *rm, cnn_tensor *rv, cnn_tensor *w,
+                           cnn_tensor *b, bool training, double momentum, double eps) {
+  return batch_norm(x, rm, rv, w, b, training, momentum, eps, false);
+}
+
+cnn_tensor *cnn_batch_norm_relu(cnn_tensor *x, cnn_tensor *rm, cnn_tensor *rv, cnn_tensor *w,
+                                cnn_tensor *b, bool training, double momentum, double eps) {
+  const cnn_backend *be = cnn_backend_of(x, "batch_norm_relu");
+  if (!be) return NULL;
+  if (be->batch_norm_relu_forward && be->batch_norm_relu_backward)
+    return batch_norm(x, rm, rv, w, b, training, momentum, eps, true);
+  cnn_tensor *y = batch_norm(x, rm, rv, w, b, training, momentum, eps, false);
+  cnn_tensor *r = y ? cnn_unary(CNN_OP_RELU, y, 0, 0) : NULL;
+  cnn_tensor_release(y);
+  return r;
 }

@@ -42,10 +42,33 @@ function Sequential:append(m)
 end
 Sequential.add = Sequential.append
 
+local ReLU -- nn.activation's, loaded on first use (it requires this file's siblings)
+
+-- Whether children m, r run as one op: a batch norm whose forward is
+-- nn.BatchNorm's, then exactly a ReLU, neither with hooks (a hook would see
+-- or replace the tensor between them, which the fused op never makes).
+function Sequential.fuses_bn_relu(m, r)
+  ReLU = ReLU or require("nn.activation").ReLU
+  return m.fuses_relu ~= nil and m:fuses_relu() and Module.is_instance(r, ReLU)
+    and r.forward == ReLU.forward and not m:has_hooks() and not r:has_hooks()
+end
+
 -- Each child is called in order; a child's error comes back naming it
--- (nn.Module's __call adds the dotted path).
+-- (nn.Module's __call adds the dotted path).  A BatchNorm followed by a
+-- ReLU runs as one fused op (BatchNorm:forward_relu; same values and
+-- gradients, one pass each way instead of two) where fuses_bn_relu allows.
 function Sequential:forward(x)
-  for i = 1, #self do x = self[i](x) end
+  local i, n = 1, #self
+  while i <= n do
+    local m = self[i]
+    if i < n and Sequential.fuses_bn_relu(m, self[i + 1]) then
+      x = m:call_unhooked(m.forward_relu, x)
+      i = i + 2
+    else
+      x = m(x)
+      i = i + 1
+    end
+  end
   return x
 end
 

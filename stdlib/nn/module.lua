@@ -507,6 +507,21 @@ local function run_forward(self, ...)
   return r
 end
 
+-- Whether any forward pre-, forward or backward hook is registered.
+function Module:has_hooks()
+  local h = rawget(self, "_hooks")
+  return #h.pre > 0 or #h.fwd > 0 or #h.bwd > 0
+end
+
+-- m:call_unhooked(fn, ...): fn(m, ...) with __call's error naming and no
+-- hooks: for a container that runs a child fused with its neighbour after
+-- checking that neither has hooks (nn.Sequential: BatchNorm then ReLU).
+function Module:call_unhooked(fn, ...)
+  local r = table.pack(pcall(fn, self, ...))
+  if not r[1] then error(annotate_error(self, r[2]), 0) end
+  return table.unpack(r, 2, r.n)
+end
+
 function Module:__call(x, ...)
   local hooks = rawget(self, "_hooks")
   if #hooks.pre > 0 then

@@ -69,7 +69,9 @@ function BatchNorm:check_input(x)
   end
 end
 
-function BatchNorm:forward(x)
+-- forward's bookkeeping (the input checked, num_batches_tracked counted)
+-- and F.batch_norm's arguments after x: running_mean, running_var, options.
+function BatchNorm:batch_norm_args(x)
   self:check_input(x)
   local momentum = self.momentum
   local use_batch = self.training or not self.track_running_stats
@@ -79,9 +81,26 @@ function BatchNorm:forward(x)
   end
   local rm, rv -- nil without running statistics: batch statistics only
   if self.track_running_stats then rm, rv = self.running_mean, self.running_var end
-  return F.batch_norm(x, rm, rv, self.weight, self.bias,
-                      { training = use_batch, momentum = momentum or 0.0, eps = self.eps })
+  return rm, rv, { training = use_batch, momentum = momentum or 0.0, eps = self.eps }
 end
+
+function BatchNorm:forward(x)
+  local rm, rv, o = self:batch_norm_args(x)
+  return F.batch_norm(x, rm, rv, self.weight, self.bias, o)
+end
+
+-- F.relu(self:forward(x)) as one op (cnn.fused.batch_norm_relu: one pass
+-- each way on the CPU); nn.Sequential runs it for this layer followed by a
+-- ReLU when neither has hooks (stdlib/nn/container.lua).
+function BatchNorm:forward_relu(x)
+  local rm, rv, o = self:batch_norm_args(x)
+  return cnn.fused.batch_norm_relu(x, rm, rv, self.weight, self.bias, o.training, o.momentum,
+                                   o.eps)
+end
+
+-- Whether forward is this file's (a subclass with its own forward, such as
+-- nn.SyncBatchNorm, is never fused).
+function BatchNorm:fuses_relu() return self.forward == BatchNorm.forward end
 
 function BatchNorm:extra_repr()
   local m = self.momentum == nil and "None" or fmt.num(self.momentum + 0.0)

@@ -8,7 +8,11 @@
  * backward passes against central finite differences of the forward in
  * float64 with L = sum(y * dy), for x and the parameters, training and
  * eval; float32 against float64; a channel mean 1000 times its spread (the
- * one-pass statistics); large logits for stability.
+ * one-pass statistics); large logits for stability.  The fused batch
+ * norm + relu kernels against the unfused kernel followed by relu (bit for
+ * bit, forward and backward) and against a naive double reference of
+ * relu(bn(x)) and its gradient, training and eval, odd sizes and rows
+ * longer than the float32 path's block of partial sums.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -203,6 +207,112 @@ static void test_bn_backward(int64_t N, int64_t C, int64_t L, int training) {
   free(gf), free(smf), free(sif), free(dxf), free(dx64);
 }
 
+/* ---- batch norm fused with relu ---------------------------------------------------- */
+
+/* The naive backward of relu(batch_norm(x)) in double: dy masked where the
+ * output is <= 0, then the textbook formula over each channel gathered
+ * into a row, with the statistics the forward used (batch or running). */
+static void ref_bn_relu_backward(const double *x, const double *y, const double *dy, int64_t N,
+                                 int64_t C, int64_t L, const double *g, const double *mean,
+                                 const double *var, double eps, int training, double *dx,
+                                 double *dg, double *db) {
+  int64_t M = N * L;
+  for (int64_t c = 0; c < C; c++) {
+    double is = 1 / sqrt(var[c] + eps), sd = 0, sdx = 0;
+    for (int64_t n = 0; n < N; n++)
+      for (int64_t l = 0; l < L; l++) {
+        int64_t i = (n * C + c) * L + l;
+        double d = y[i] > 0 ? dy[i] : 0;
+        sd += d, sdx += d * (x[i] - mean[c]) * is;
+      }
+    dg[c] = sdx, db[c] = sd;
+    for (int64_t n = 0; n < N; n++)
+      for (int64_t l = 0; l < L; l++) {
+        int64_t i = (n * C + c) * L + l;
+        double d = y[i] > 0 ? dy[i] : 0, xh = (x[i] - mean[c]) * is;
+        dx[i] = g[c] * is * (d - (training ? sd / M + xh * sdx / M : 0));
+      }
+  }
+}
+
+/* One dtype: the fused kernels against the unfused ones (bit for bit: the
+ * same float operations, relu's after; backward fed relu's gradient
+ * y <= 0 ? 0 : dy) and against the double reference. */
+static void bn_relu_case(int f64, int64_t N, int64_t C, int64_t L, int training, const double *x,
+                         const double *g, const double *b, const double *dy, const double *rm,
+                         const double *rv, const double *yr, const double *dxr, const double *dgr,
+                         const double *dbr) {
+  int64_t n = N * C * L;
+  size_t es = f64 ? 8 : 4;
+  void *X = f64 ? (void *)x : check_to_f32(x, n), *G = f64 ? (void *)g : check_to_f32(g, C);
+  void *B = f64 ? (void *)b : check_to_f32(b, C), *DY = f64 ? (void *)dy : check_to_f32(dy, n);
+  void *RM = f64 ? (void *)rm : check_to_f32(rm, C), *RV = f64 ? (void *)rv : check_to_f32(rv, C);
+  char *y = malloc(n * es), *yu = malloc(n * es), *dyu = malloc(n * es), *dx = malloc(n * es),
+       *dxu = malloc(n * es), *sm = malloc(C * es), *si = malloc(C * es), *dg = malloc(C * es),
+       *dgu = malloc(C * es), *db = malloc(C * es), *dbu = malloc(C * es);
+  cnn_dtype dt = f64 ? CNN_FLOAT64 : CNN_FLOAT32;
+  /* momentum 0: the running statistics stay as they are for the other calls */
+  CHECK(cnn_cpu_batch_norm_relu_forward(dt, N, C, L, X, G, B, RM, RV, training, 0, 1e-5, y, sm,
+                                        si) == 0);
+  CHECK(cnn_cpu_batch_norm_forward(dt, N, C, L, X, G, B, RM, RV, training, 0, 1e-5, yu, sm, si) ==
+        0);
+  for (int64_t i = 0; i < n; i++) {
+    if (f64) {
+      double v = ((double *)yu)[i], d = ((double *)DY)[i];
+      ((double *)yu)[i] = v > 0 ? v : 0, ((double *)dyu)[i] = v > 0 ? d : 0;
+    } else {
+      float v = ((float *)yu)[i], d = ((float *)DY)[i];
+      ((float *)yu)[i] = v > 0 ? v : 0, ((float *)dyu)[i] = v > 0 ? d : 0;
+    }
+  }
+  CHECK(memcmp(y, yu, n * es) == 0);
+  CHECK(cnn_cpu_batch_norm_relu_backward(dt, N, C, L, DY, y, X, G, sm, si, dx, dg, db, training) ==
+        0);
+  if (training)
+    CHECK(cnn_cpu_batch_norm_backward(dt, N, C, L, dyu, X, G, sm, si, dxu, dgu, dbu) == 0);
+  else
+    CHECK(cnn_cpu_batch_norm_backward_eval(dt, N, C, L, dyu, X, G, sm, si, dxu, dgu, dbu) == 0);
+  CHECK(memcmp(dx, dxu, n * es) == 0);
+  CHECK(memcmp(dg, dgu, C * es) == 0 && memcmp(db, dbu, C * es) == 0);
+  double tol = f64 ? 1e-10 : 1e-4;
+  double *Y = f64 ? (double *)y : check_to_f64((float *)y, n),
+         *DX = f64 ? (double *)dx : check_to_f64((float *)dx, n),
+         *DG = f64 ? (double *)dg : check_to_f64((float *)dg, C),
+         *DB = f64 ? (double *)db : check_to_f64((float *)db, C);
+  const char *what = f64 ? "bn_relu float64" : "bn_relu float32";
+  check_arrays(what, Y, yr, n, tol, tol);
+  check_arrays(what, DX, dxr, n, tol, tol);
+  check_arrays(what, DG, dgr, C, tol, tol);
+  check_arrays(what, DB, dbr, C, tol, tol);
+  if (!f64)
+    free(X), free(G), free(B), free(DY), free(RM), free(RV), free(Y), free(DX), free(DG), free(DB);
+  free(y), free(yu), free(dyu), free(dx), free(dxu), free(sm), free(si), free(dg), free(dgu);
+  free(db), free(dbu);
+}
+
+static void test_bn_relu(int64_t N, int64_t C, int64_t L, int training) {
+  int64_t n = N * C * L;
+  double *x = rand_f64(n, 2, 0.3), *g = rand_f64(C, 1, 0.2), *b = rand_f64(C, 1, 0);
+  double *dy = rand_f64(n, 1, 0), *rm = rand_f64(C, 1, 0), *rv = rand_f64(C, 0.5, 1);
+  double *yr = malloc(n * 8), *mean = malloc(C * 8), *var = malloc(C * 8), *dxr = malloc(n * 8),
+         *dgr = malloc(C * 8), *dbr = malloc(C * 8);
+  if (training) {
+    ref_bn(x, N, C, L, g, b, 1e-5, yr, mean, var);
+  } else { /* eval: the running statistics */
+    memcpy(mean, rm, C * 8), memcpy(var, rv, C * 8);
+    for (int64_t i = 0; i < n; i++) {
+      int64_t c = i / L % C;
+      yr[i] = (x[i] - rm[c]) / sqrt(rv[c] + 1e-5) * g[c] + b[c];
+    }
+  }
+  for (int64_t i = 0; i < n; i++) yr[i] = yr[i] > 0 ? yr[i] : 0;
+  ref_bn_relu_backward(x, yr, dy, N, C, L, g, mean, var, 1e-5, training, dxr, dgr, dbr);
+  for (int f64 = 1; f64 >= 0; f64--)
+    bn_relu_case(f64, N, C, L, training, x, g, b, dy, rm, rv, yr, dxr, dgr, dbr);
+  free(x), free(g), free(b), free(dy), free(rm), free(rv), free(yr), free(mean), free(var);
+  free(dxr), free(dgr), free(dbr);
+}
+
 /* Bad arguments are the op's to report (core/ops/nn_norm.c; the kernels
  * assert): the cases the kernel used to check. */
 static void test_bn_errors(void) {
@@ -310,6 +420,13 @@ int main(void) {
     test_bn_backward(2, 3, 35, training);
     test_bn_backward(5, 4, 1, training);
     test_bn_backward(3, 2, 50, training);
+  }
+  test_bn_forward(2, 3, 2500); /* float32: rows longer than a block of partial sums */
+  test_bn_backward(1, 2, 1030, 1);
+  for (int training = 1; training >= 0; training--) {
+    test_bn_relu(2, 3, 35, training);
+    test_bn_relu(5, 4, 1, training);
+    test_bn_relu(3, 2, 1100, training);
   }
   test_bn_errors();
   test_softmax_hand();

@@ -280,6 +280,9 @@ describe("wrong shapes name the op and the shapes", function()
     { "avg_pool2d", function() return F.avg_pool2d(cnn.zeros(4, 4), 2) end, "4x4" },
     { "batch_norm", function() return F.batch_norm(cnn.zeros(2, 4, 3, 3), cnn.zeros(3), cnn.ones(3)) end,
       "2x4x3x3" },
+    { "batch_norm", function()
+      return cnn.fused.batch_norm_relu(cnn.zeros(2, 4, 3, 3), cnn.zeros(3), cnn.ones(3), nil, nil, true, 0.1, 1e-5)
+    end, "2x4x3x3" },
     { "cross_entropy", function() return F.cross_entropy(cnn.zeros(2, 3), cnn.tensor({ 1, 2, 3 }, "int64")) end,
       "2x3" },
     { "mse_loss", function() return F.mse_loss(a, cnn.zeros(3, 2)) end, "2x3", "3x2" },
@@ -532,6 +535,10 @@ describe("NaN and Inf where they matter", function()
     { "batch_norm", function() return F.batch_norm(x4, nil, nil, nil, nil, { eps = 0 / 0 }) end, "eps" },
     { "batch_norm", function() return F.batch_norm(x4, nil, nil, nil, nil, { eps = -1 }) end, "eps" },
     { "batch_norm", function() return F.batch_norm(x4, nil, nil, nil, nil, { momentum = 0 / 0 }) end, "momentum" },
+    { "batch_norm_relu", function() return cnn.fused.batch_norm_relu(x4, nil, nil, nil, nil, true, 0.1, 0 / 0) end,
+      "eps" },
+    { "batch_norm_relu", function() return cnn.fused.batch_norm_relu(x4, nil, nil, nil, nil, true, 2, 1e-5) end,
+      "momentum" },
     { "cross_entropy", function() return F.cross_entropy(x, cnn.tensor({ 1, 2 }, "int64"), { label_smoothing = 0 / 0 }) end,
       "label_smoothing" },
     { "cross_entropy", function() return F.cross_entropy(x, cnn.tensor({ 1, 2 }, "int64"), { label_smoothing = 2 }) end,

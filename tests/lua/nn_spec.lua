@@ -293,6 +293,72 @@ describe("hooks", function()
   end)
 end)
 
+describe("nn.Sequential fuses BatchNorm + ReLU", function()
+  -- the same network twice (same weights), one of them run as separate ops
+  local function pair(training)
+    cnn.manual_seed(3)
+    local a = nn.Sequential(nn.Conv2d(2, 3, 3), nn.BatchNorm2d(3), nn.ReLU(), nn.Flatten())
+    local b = nn.Sequential(nn.Conv2d(2, 3, 3), nn.BatchNorm2d(3), nn.ReLU(), nn.Flatten())
+    b:load_state_dict(a:state_dict())
+    for _, n in ipairs({ a, b }) do
+      cnn.no_grad(function()
+        n[2].weight:copy_(cnn.tensor({ 0.5, -1.5, 2 })); n[2].bias:copy_(cnn.tensor({ 0.1, 0.3, -0.2 }))
+      end)
+      if training then n:train() else n:eval() end
+    end
+    return a, b
+  end
+  -- b's unfused result: its layers called one by one
+  local function unfused(b, x) return b[4](b[3](b[2](b[1](x)))) end
+
+  for _, training in ipairs({ true, false }) do
+    it("gives the unfused values and gradients, " .. (training and "training" or "eval"), function()
+      local a, b = pair(training)
+      local x = cnn.randn(4, 2, 6, 5)
+      local dy = cnn.randn(4, 3 * 4 * 3)
+      local ya, yb = a(x), unfused(b, x)
+      all_close(ya, flat(yb), 1e-6, "y")
+      ya:backward(dy); yb:backward(dy)
+      all_close(a[2].weight.grad, flat(b[2].weight.grad), 1e-5, "dgamma")
+      all_close(a[2].bias.grad, flat(b[2].bias.grad), 1e-5, "dbeta")
+      all_close(a[1].weight.grad, flat(b[1].weight.grad), 1e-5, "conv weight grad")
+      all_close(a[2].running_mean, flat(b[2].running_mean), 1e-6, "running_mean")
+      all_close(a[2].running_var, flat(b[2].running_var), 1e-6, "running_var")
+      assert.are.equal(b[2].num_batches_tracked:item(), a[2].num_batches_tracked:item())
+    end)
+  end
+
+  it("runs the fused op only without hooks; a hook sees batch norm's own output", function()
+    local bn, relu = nn.BatchNorm2d(2), nn.ReLU()
+    local net = nn.Sequential(bn, relu)
+    local x = cnn.randn(3, 2, 4, 4)
+    assert.are.equal("BatchNormReluBackward", tostring(net(x).grad_fn))
+    local seen
+    local h = relu:register_forward_hook(function(_, input) seen = input end)
+    local y = net(x)
+    h:remove()
+    assert.are.equal("ReluBackward", tostring(y.grad_fn))
+    assert.is_true(seen:min():item() < 0) -- the normalised values before relu
+    h = bn:register_forward_pre_hook(function() end)
+    assert.are.equal("ReluBackward", tostring(net(x).grad_fn))
+    h:remove()
+    assert.are.equal("BatchNormReluBackward", tostring(net(x).grad_fn))
+  end)
+
+  it("relu passes the gradient where its input is NaN (PyTorch's threshold_backward), as the fused op", function()
+    for _, dt in ipairs({ "float32", "float64" }) do
+      local x = cnn.tensor({ 0 / 0, -1, 2 }, dt):requires_grad_()
+      F.relu(x):sum():backward()
+      assert.are.same({ 1, 0, 1 }, flat(x.grad), dt)
+    end
+  end)
+
+  it("names the batch norm in an error", function()
+    local e = err_of(nn.Sequential(nn.BatchNorm2d(3), nn.ReLU()), cnn.randn(2, 3))
+    assert.matches("1 (BatchNorm2d 3): BatchNorm2d: expected 4D input", e, 1, true)
+  end)
+end)
+
 describe("errors name the layer", function()
   it("prefixes the dotted path and the layer", function()
     local Net = nn.Module:extend("Net")

@@ -146,8 +146,7 @@ static int bn_relu_fwd(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t L, c
 }
 static int bn_relu_bwd(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t L, const void *dy,
                        const void *y, const void *x, const void *gamma, const void *mean,
-                       const void *invstd, void *dx, void *dg, void *db, double eps,
-                       int training) {
+                       const void *invstd, void *dx, void *dg, void *db, double eps, int training) {
   (void)dev, (void)eps;
   return cnn_cpu_batch_norm_relu_backward(dt, N, C, L, dy, y, x, gamma, mean, invstd, dx, dg, db,
                                           training);

@@ -31,7 +31,7 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define HAVE_AVX512_PATH 1
-#define TARGET_AVX512 __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw")))
+#define TARGET_AVX512    __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw")))
 #endif
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
@@ -148,4 +148,3 @@ void cnn_cpu_max_pool_2x2_forward(int avx512, const float *x, float *y, int64_t 
 #endif
   forward_portable(x, y, idx, W, FH);
 }
-

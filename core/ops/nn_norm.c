@@ -121,8 +121,8 @@ static cnn_tensor *batch_norm(cnn_tensor *x, cnn_tensor *rm, cnn_tensor *rv, cnn
                          x->dtype, N, C, L, xd, wd, bd, rmd, rvd, training, momentum, eps,
                          cnn_tensor_data(y), cnn_tensor_data(mean), cnn_tensor_data(invstd));
   else if (invstd)
-    rc = CNN_TENSOR_CALL(x, "batch_norm", batch_norm_forward, cnn_backend_dev(x), x->dtype, N, C,
-                         L, xd, wd, bd, rmd, rvd, training, momentum, eps, cnn_tensor_data(y),
+    rc = CNN_TENSOR_CALL(x, "batch_norm", batch_norm_forward, cnn_backend_dev(x), x->dtype, N, C, L,
+                         xd, wd, bd, rmd, rvd, training, momentum, eps, cnn_tensor_data(y),
                          cnn_tensor_data(mean), cnn_tensor_data(invstd));
   if (rc) cnn_tensor_release(y), y = NULL;
   if (y && training && rm) cnn_tensor_bump_version(rm), cnn_tensor_bump_version(rv);

@@ -88,7 +88,8 @@ static void test_shape_backward(const cnn_pool_shape *s, const int64_t *idxr) {
   for (int64_t i = nx - 1; i >= 0; i--)
     if (!same_bits(dx[i], want[i])) bad = i;
   if (bad >= 0)
-    fprintf(stderr, "max_pool2d 2x2 backward %lldx%lldx%lldx%lld: first mismatch at %lld: %g vs %g\n",
+    fprintf(stderr,
+            "max_pool2d 2x2 backward %lldx%lldx%lldx%lld: first mismatch at %lld: %g vs %g\n",
             (long long)s->N, (long long)s->C, (long long)s->H, (long long)s->W, (long long)bad,
             dx[bad], want[bad]);
   CHECK(bad < 0);

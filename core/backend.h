@@ -352,8 +352,12 @@ typedef struct {
  * 4: entries for the new layers and ops (row norms, resize, sort, cumulate,
  *    scatter, adam_step_many, conv2d_int8_forward) and new unary ops.
  * 5: conv_transpose2d_forward/_backward (optional).
- * 6: bf16_math, gemm_bf16 and cnn_conv_shape.math (bfloat16 on the CPU). */
-#define CNN_CORE_API_VERSION 6
+ * 6: bf16_math, gemm_bf16 and cnn_conv_shape.math (bfloat16 on the CPU).
+ * The version also folds in the sizes of the elementwise enums: adding a
+ * unary or binary op renumbers the values the module's kernels switch on,
+ * and needs no bump here (the recipe in core/README.md stays 4 files). */
+#define CNN_CORE_API_LAYOUT 6
+#define CNN_CORE_API_VERSION (CNN_CORE_API_LAYOUT * 10000 + CNN_NUNARY * 100 + CNN_NBINARY)
 
 /* dlopen() a module: $env, then `file` next to the executable, then
  * ../lib/cnnsh/`file` relative to it, then build_path; NULL with dlerror()'s

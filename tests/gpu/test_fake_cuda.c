@@ -18,7 +18,9 @@
  *    and says to restart; a convolution skips candidates that report a
  *    misaligned pointer or no support, and runs on aligned copies when
  *    every candidate refused the alignment -- each result checked against
- *    the CPU; batch norm's backward entry receives the forward's eps.
+ *    the CPU; batch norm's backward entry receives the forward's eps;
+ *  - a core API version other than the module's (one unary op fewer) is
+ *    refused with a reason.
  * It exits 1 (not 77) when the module cannot be loaded: it must run.
  */
 #include <dlfcn.h>
@@ -290,6 +292,25 @@ static void bn_eps(void *module) {
   cnn_tensor_release(x), cnn_tensor_release(gx), cnn_tensor_release(y), cnn_tensor_release(g);
 }
 
+/* A module built against another core is refused: its init, given a core
+ * API version other than its own -- here one unary op fewer, which
+ * CNN_CORE_API_VERSION folds in -- returns NULL and says why. */
+static void version_refused(void *h) {
+  const cnn_backend *(*init)(const cnn_core_api *, char *, size_t) = NULL;
+  if (h) *(void **)&init = dlsym(h, "cnn_cuda_backend_init");
+  CHECK(init != NULL);
+  if (!init) return;
+  cnn_core_api older = {CNN_CORE_API_VERSION - 100,
+                        cnn_set_error,
+                        cnn_interrupt_pending,
+                        cnn_dtype_name,
+                        cnn_unary_name,
+                        cnn_binary_name};
+  char reason[256] = "";
+  CHECK(init(&older, reason, sizeof reason) == NULL);
+  CHECK(strstr(reason, "does not match this cnnsh") != NULL);
+}
+
 int main(void) {
   const cnn_backend *be = cnn_backend_get(CNN_CUDA);
   const char *info = cnn_cuda_module_info();
@@ -304,6 +325,7 @@ int main(void) {
   half_casts();
   gemm_ld(be);
   events(be);
+  version_refused(fake_module());
   if (load_injection()) {
     alloc_recovery();
     gemm_recovery(be);

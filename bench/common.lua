@@ -32,8 +32,9 @@ end
 -- ResNet-20 for 32x32 inputs (examples/cifar10_resnet.lua's network; He et
 -- al. section 4.2): models.resnet20 from the model zoo
 -- (stdlib/models/resnet.lua).  Its ReLUs are nn.ReLU modules, so a
--- per-layer profile sees them; the residual addition is the one op outside
--- the layers.
+-- per-layer profile sees them, except the one after each residual addition
+-- (F.relu, so that net:fuse() can fuse the block's first ReLU): those and
+-- the additions are the ops outside the layers.
 function B.resnet20(num_classes)
   return models.resnet20{ num_classes = num_classes or 10 }
 end

@@ -180,6 +180,13 @@ typedef struct cnn_backend {
   int (*conv_transpose2d_backward)(int dev, cnn_conv_algo algo, cnn_dtype dt,
                                    const cnn_conv_shape *s, const void *dy, const void *x,
                                    const void *w, void *dx, void *dw, void *db);
+  /* y = act(conv2d(x, w, b)) for inference (net:fuse(), issue 16 point 4):
+   * act one of the activations cnn_conv2d_act accepts, p0 and p1 its
+   * parameters.  Optional: NULL makes core run conv2d_forward, then the
+   * activation (the CPU's oneDNN runs it as an eltwise post-op). */
+  int (*conv2d_act_forward)(int dev, cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_shape *s,
+                            const void *x, const void *w, const void *b, cnn_unary_op act,
+                            double p0, double p1, void *y);
 
   /* ---- pooling, batch norm, softmax: the CPU kernels' signatures ---- */
   int (*max_pool2d_forward)(int dev, cnn_dtype dt, const cnn_pool_shape *s, const void *x, void *y,
@@ -353,10 +360,11 @@ typedef struct {
  *    scatter, adam_step_many, conv2d_int8_forward) and new unary ops.
  * 5: conv_transpose2d_forward/_backward (optional).
  * 6: bf16_math, gemm_bf16 and cnn_conv_shape.math (bfloat16 on the CPU).
+ * 7: conv2d_act_forward (optional).
  * The version also folds in the sizes of the elementwise enums: adding a
  * unary or binary op renumbers the values the module's kernels switch on,
  * and needs no bump here (the recipe in core/README.md stays 4 files). */
-#define CNN_CORE_API_LAYOUT 6
+#define CNN_CORE_API_LAYOUT 7
 #define CNN_CORE_API_VERSION (CNN_CORE_API_LAYOUT * 10000 + CNN_NUNARY * 100 + CNN_NBINARY)
 
 /* dlopen() a module: $env, then `file` next to the executable, then

@@ -478,6 +478,16 @@ void cnn_set_conv_algo(cnn_conv_algo a);
 cnn_conv_algo cnn_get_conv_algo(void);
 
 cnn_tensor *cnn_conv2d(cnn_tensor *x, cnn_tensor *w, cnn_tensor *b, const cnn_conv_params *p);
+/* act(conv2d(x, w, b)) (net:fuse(), issue 16 point 4), act an activation
+ * with its cnn_unary parameters: RELU, LEAKY_RELU (p0 slope), ELU (p0
+ * alpha), HARDTANH (p0, p1 the limits; ReLU6 is 0, 6), SIGMOID, TANH,
+ * GELU, GELU_TANH, SILU, HARDSWISH, HARDSIGMOID, MISH, SOFTPLUS (p0 beta,
+ * p1 threshold).  Where no gradient is recorded, a float32 convolution on a
+ * backend with conv2d_act_forward runs the activation inside it (the CPU:
+ * oneDNN's eltwise post-ops); otherwise conv2d then the activation (in
+ * place without autograd), so the result is differentiable as the two. */
+cnn_tensor *cnn_conv2d_act(cnn_tensor *x, cnn_tensor *w, cnn_tensor *b, const cnn_conv_params *p,
+                           cnn_unary_op act, double p0, double p1);
 cnn_tensor *cnn_linear(cnn_tensor *x, cnn_tensor *w, cnn_tensor *b);
 
 /* conv_transpose2d (ops/nn_conv_transpose.c): PyTorch's ConvTranspose2d.

@@ -453,6 +453,15 @@ static const doc_entry docs[] = {
                       "x_scale), -128, 127); wq whole numbers in [-127, 127] "
                       "with one w_scale per output channel; y = sum(qx * wq) * x_scale * "
                       "w_scale[k] + b[k], float32 (then ReLU). cnn.quantize uses it."},
+    /* fused activation (net:fuse()) */
+    {"F.conv2d_act",
+     "F.conv2d_act(x, w, b_or_nil, activation [, {stride=1, padding=0, dilation=1, groups=1}]) "
+     "-> tensor\nactivation(F.conv2d(x, w, b)), one layer for net:fuse(): activation is a name "
+     "('relu', 'leaky_relu', 'elu', 'hardtanh', 'relu6', 'sigmoid', 'tanh', 'gelu', 'gelu_tanh', "
+     "'silu', 'hardswish', 'hardsigmoid', 'mish', 'softplus') or {name, parameters...} as F.<name> "
+     "takes them ({'leaky_relu', 0.2}). Without autograd, float32 on the CPU runs the activation "
+     "inside oneDNN's convolution (an eltwise post-op); otherwise the convolution then the "
+     "activation, differentiable."},
     /* tensor ops */
     {"Tensor:sort",
      "x:sort([dim=-1 [, descending=false]]) or x:sort([dim,] {descending=, stable=}) -> values, "

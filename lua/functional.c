@@ -73,16 +73,16 @@ static int opts_index(lua_State *L, int from) {
 
 /* ---- convolution and linear --------------------------------------------------------- */
 
-static void conv_padding(lua_State *L, int opts, cnn_conv_params *p) {
+static void conv_padding(lua_State *L, int opts, const char *fn, cnn_conv_params *p) {
   int v[4] = {0, 0, 0, 0};
   if (!opts || lua_getfield(L, opts, "padding") == LUA_TNIL) {
     if (opts) lua_pop(L, 1);
     return;
   }
-  int n = int_list(L, -1, "conv2d", "padding", 0, v, 4, 4);
+  int n = int_list(L, -1, fn, "padding", 0, v, 4, 4);
   lua_pop(L, 1);
   if (n == 3)
-    cnn_lua_fail(L, "conv2d: padding takes a number, {h, w} or {top, bottom, left, right}");
+    cnn_lua_fail(L, "%s: padding takes a number, {h, w} or {top, bottom, left, right}", fn);
   if (n == 2) { /* {h, w} */
     int h = v[0], w = v[1];
     v[0] = v[1] = h;
@@ -122,23 +122,115 @@ static int padding_string(lua_State *L, int opts, const char *fn, const cnn_tens
   return 1;
 }
 
+/* The options {stride=, padding=, dilation=, groups=} of F.conv2d at
+ * opts (0: none) into p; errors name fn ("conv2d", "conv2d_act"). */
+static void conv2d_options(lua_State *L, int opts, const char *fn, const cnn_tensor *w,
+                           cnn_conv_params *p) {
+  static const char *const known[] = {"dilation", "groups", "padding", "stride", NULL};
+  char fname[32];
+  snprintf(fname, sizeof fname, "F.%s", fn);
+  cnn_lua_check_options(L, opts, fname, known);
+  *p = (cnn_conv_params){{1, 1}, {0, 0, 0, 0}, {1, 1}, 1};
+  opt_pair(L, opts, fn, "stride", 1, 1, p->stride);
+  opt_pair(L, opts, fn, "dilation", 1, 1, p->dilation);
+  if (!padding_string(L, opts, fn, w, p)) conv_padding(L, opts, fn, p);
+  if (opts) {
+    if (lua_getfield(L, opts, "groups") != LUA_TNIL) p->groups = small_int(L, -1, fn, "groups", 1);
+    lua_pop(L, 1);
+  }
+}
+
 /* F.conv2d(x, w [, b] [, {stride=, padding=, dilation=, groups=}]) */
 static int f_conv2d(lua_State *L) {
   cnn_tensor *x = cnn_lua_check_tensor(L, 1), *w = cnn_lua_check_tensor(L, 2);
   int opts = opts_index(L, 3);
   cnn_tensor *b = opts == 3 ? NULL : cnn_lua_opt_tensor(L, 3);
-  static const char *const known[] = {"dilation", "groups", "padding", "stride", NULL};
-  cnn_lua_check_options(L, opts, "F.conv2d", known);
-  cnn_conv_params p = {{1, 1}, {0, 0, 0, 0}, {1, 1}, 1};
-  opt_pair(L, opts, "conv2d", "stride", 1, 1, p.stride);
-  opt_pair(L, opts, "conv2d", "dilation", 1, 1, p.dilation);
-  if (!padding_string(L, opts, "conv2d", w, &p)) conv_padding(L, opts, &p);
-  if (opts) {
-    if (lua_getfield(L, opts, "groups") != LUA_TNIL)
-      p.groups = small_int(L, -1, "conv2d", "groups", 1);
+  cnn_conv_params p;
+  conv2d_options(L, opts, "conv2d", w, &p);
+  return cnn_lua_push_result(L, cnn_conv2d(x, w, b, &p));
+}
+
+/* ---- a fused activation (issue 16 point 4, net:fuse()) ---- */
+
+/* The activations of F.conv2d_act: F's name, the unary op, how many
+ * parameters it takes (F.<name>'s positional ones) and their defaults. */
+typedef struct {
+  const char *name;
+  cnn_unary_op op;
+  int nparams;
+  double p0, p1;
+} conv_activation;
+
+static const conv_activation conv_activations[] = {
+    {"relu", CNN_OP_RELU, 0, 0, 0},
+    {"leaky_relu", CNN_OP_LEAKY_RELU, 1, 0.01, 0},
+    {"elu", CNN_OP_ELU, 1, 1, 0},
+    {"hardtanh", CNN_OP_HARDTANH, 2, -1, 1},
+    {"relu6", CNN_OP_HARDTANH, 0, 0, 6},
+    {"sigmoid", CNN_OP_SIGMOID, 0, 0, 0},
+    {"tanh", CNN_OP_TANH, 0, 0, 0},
+    {"gelu", CNN_OP_GELU, 0, 0, 0},
+    {"gelu_tanh", CNN_OP_GELU_TANH, 0, 0, 0},
+    {"silu", CNN_OP_SILU, 0, 0, 0},
+    {"hardswish", CNN_OP_HARDSWISH, 0, 0, 0},
+    {"hardsigmoid", CNN_OP_HARDSIGMOID, 0, 0, 0},
+    {"mish", CNN_OP_MISH, 0, 0, 0},
+    {"softplus", CNN_OP_SOFTPLUS, 2, 1, 20},
+};
+#define NCONV_ACTIVATIONS (int)(sizeof conv_activations / sizeof conv_activations[0])
+
+static const conv_activation *conv_activation_named(lua_State *L, const char *name) {
+  for (int i = 0; i < NCONV_ACTIVATIONS; i++)
+    if (strcmp(conv_activations[i].name, name) == 0) return &conv_activations[i];
+  cnn_lua_fail(L,
+               "conv2d_act: unknown activation '%s' (relu, leaky_relu, elu, hardtanh, relu6, "
+               "sigmoid, tanh, gelu, gelu_tanh, silu, hardswish, hardsigmoid, mish, softplus)",
+               name);
+  return NULL;
+}
+
+/* The activation at idx: a name, or {name, parameters...} as F.<name>
+ * takes them; *p0, *p1 its parameters (defaults where not given). */
+static cnn_unary_op conv_activation_arg(lua_State *L, int idx, double *p0, double *p1) {
+  if (lua_type(L, idx) == LUA_TSTRING) {
+    const conv_activation *a = conv_activation_named(L, lua_tostring(L, idx));
+    return *p0 = a->p0, *p1 = a->p1, a->op;
+  }
+  if (!lua_istable(L, idx) || lua_geti(L, idx, 1) != LUA_TSTRING)
+    cnn_lua_fail(L, "conv2d_act: the activation is a name or {name, parameters...}");
+  const conv_activation *a = conv_activation_named(L, lua_tostring(L, -1));
+  lua_pop(L, 1);
+  lua_Integer n = luaL_len(L, idx) - 1;
+  if (n > a->nparams)
+    cnn_lua_fail(L, "conv2d_act: %s takes %d parameter%s, got %lld", a->name, a->nparams,
+                 a->nparams == 1 ? "" : "s", (long long)n);
+  double v[2] = {a->p0, a->p1};
+  for (int i = 0; i < n; i++) {
+    lua_geti(L, idx, i + 2);
+    int ok = 0;
+    v[i] = lua_tonumberx(L, -1, &ok);
+    if (!ok || !isfinite(v[i]))
+      cnn_lua_fail(L, "conv2d_act: %s's parameter %d must be a finite number", a->name, i + 1);
     lua_pop(L, 1);
   }
-  return cnn_lua_push_result(L, cnn_conv2d(x, w, b, &p));
+  if (a->op == CNN_OP_SOFTPLUS && v[0] == 0)
+    cnn_lua_fail(L, "conv2d_act: softplus's beta must not be 0");
+  return *p0 = v[0], *p1 = v[1], a->op;
+}
+
+/* F.conv2d_act(x, w, b_or_nil, activation [, {stride=, padding=, dilation=, groups=}]) */
+static int f_conv2d_act(lua_State *L) {
+  cnn_tensor *x = cnn_lua_check_tensor(L, 1), *w = cnn_lua_check_tensor(L, 2);
+  cnn_tensor *b = cnn_lua_opt_tensor(L, 3);
+  double p0, p1;
+  cnn_unary_op act = conv_activation_arg(L, 4, &p0, &p1);
+  int opts = lua_isnoneornil(L, 5) ? 0 : (luaL_checktype(L, 5, LUA_TTABLE), 5);
+  cnn_conv_params p;
+  conv2d_options(L, opts, "conv2d_act", w, &p);
+  cnn_tensor *y = cnn_conv2d_act(x, w, b, &p, act, p0, p1);
+  if (!y && strncmp(cnn_error(), "conv2d_act", 10) != 0) /* conv2d's checks: name this op too */
+    return cnn_lua_fail(L, "conv2d_act: %s", cnn_error());
+  return cnn_lua_push_result(L, y);
 }
 
 /* F.linear(x, w [, b]) */
@@ -471,7 +563,7 @@ static int f_conv2d_int8(lua_State *L) {
   cnn_conv_params p = {{1, 1}, {0, 0, 0, 0}, {1, 1}, 1};
   opt_pair(L, opts, "conv2d_int8", "stride", 1, 1, p.stride);
   opt_pair(L, opts, "conv2d_int8", "dilation", 1, 1, p.dilation);
-  conv_padding(L, opts, &p);
+  conv_padding(L, opts, "conv2d", &p);
   bool relu = false;
   if (opts) {
     if (lua_getfield(L, opts, "groups") != LUA_TNIL)
@@ -530,6 +622,7 @@ const luaL_Reg cnn_lua_functional_funcs[] = {
     {"avg_pool1d", f_avg_pool1d},
     {"adaptive_avg_pool1d", f_adaptive_avg_pool1d},
     {"conv2d_int8", f_conv2d_int8}, /* quantized inference (cnn.quantize) */
+    {"conv2d_act", f_conv2d_act},   /* fused activation (net:fuse()) */
     {NULL, NULL}};
 
 /* F.*: the functions above and the activations (activations.c) */

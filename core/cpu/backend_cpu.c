@@ -76,6 +76,14 @@ static int conv_tr_bwd(int dev, cnn_conv_algo algo, cnn_dtype dt, const cnn_conv
   return cnn_cpu_conv_transpose2d_backward(algo, dt, s, dy, x, w, dx, dw, db);
 }
 
+/* net:fuse(): conv.c fuses the activation into oneDNN */
+static int conv_act_fwd(int dev, cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_shape *s,
+                        const void *x, const void *w, const void *b, cnn_unary_op act, double p0,
+                        double p1, void *y) {
+  (void)dev;
+  return cnn_cpu_conv2d_act_forward(algo, dt, s, x, w, b, act, p0, p1, y);
+}
+
 /* quantized inference (cnn.quantize): conv_int8.c */
 static int conv_int8_fwd(int dev, cnn_conv_algo algo, const cnn_conv_shape *s, const float *x,
                          float x_scale, const float *wq, const float *w_scale, const float *b,
@@ -213,6 +221,7 @@ const cnn_backend cnn_cpu_backend = {
     .conv2d_backward = conv_bwd,
     .conv_transpose2d_forward = conv_tr_fwd,
     .conv_transpose2d_backward = conv_tr_bwd,
+    .conv2d_act_forward = conv_act_fwd,
     .max_pool2d_forward = max_pool_fwd,
     .max_pool2d_backward = max_pool_bwd,
     .avg_pool2d_forward = avg_pool_fwd,

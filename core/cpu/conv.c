@@ -18,6 +18,9 @@
  *
  * cnn_cpu_conv2d_backward() computes dx and dw/db in one call, so that
  * oneDNN reorders dy to its blocked layout once for both passes.
+ * cnn_cpu_conv2d_act_forward() adds an activation: inside oneDNN's
+ * primitive (an eltwise post-op, conv_post_ops.c) where it applies, else
+ * applied after the convolution by the unary loops.
  *
  * Invariant: every path receives a shape for which
  * cnn_cpu_conv2d_shape_valid() holds, with N, C, K, H, W, OH, OW all > 0.
@@ -29,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu/backend_cpu.h" /* cnn_cpu_unary */
 #include "cpu/kernels.h"
 
 bool cnn_cpu_float_sizes_valid(cnn_dtype dt, int64_t a, int64_t b, int64_t c) {
@@ -233,4 +237,25 @@ int cnn_cpu_conv2d_backward(cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_sha
   }
   if (dx && cnn_cpu_conv2d_backward_data(algo, dt, s, dy, w, dx)) return -1;
   return dw ? cnn_cpu_conv2d_backward_weight(algo, dt, s, dy, x, dw, db) : 0;
+}
+
+/* The activation over y (contiguous, every output element), in place. */
+static int activation_in_place(cnn_dtype dt, const cnn_conv_shape *s, cnn_unary_op act, double p0,
+                               double p1, void *y) {
+  int64_t n = s->N * s->K * s->OH * s->OW;
+  cnn_be_shape shape = cnn_be_shape_of(1, &n);
+  cnn_be_arg arg = {y, {1}};
+  return cnn_cpu_unary(0, act, dt, &shape, arg, arg, p0, p1);
+}
+
+int cnn_cpu_conv2d_act_forward(cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_shape *s,
+                               const void *x, const void *w, const void *b, cnn_unary_op act,
+                               double p0, double p1, void *y) {
+  if (cnn_cpu_conv2d_check(dt, s)) return -1;
+  if (!degenerate(s) && wants_onednn(algo, dt)) {
+    int r = cnn_cpu_conv2d_onednn_forward_act(s, x, w, b, act, p0, p1, y);
+    if (r != -2) return r; /* -2: no post-op for act, or no primitive for this shape */
+  }
+  if (cnn_cpu_conv2d_forward(algo, dt, s, x, w, b, y)) return -1;
+  return activation_in_place(dt, s, act, p0, p1, y);
 }

@@ -46,6 +46,10 @@
  * two cache entries; errors name the slice's shape.  Training batches
  * (64 images, 6.6 MB at that layer) stay one call.
  *
+ * Post-ops.  A float32 forward may carry eltwise post-ops (an activation
+ * fused into the convolution for net:fuse(); conv_post_ops.c maps cnnsh's
+ * activations to them); they are part of the entry's key.
+ *
  * Precisions.  An entry is float32 (PREC_F32), bfloat16 (PREC_BF16) or
  * integer (PREC_U8).  PREC_BF16 is a convolution whose shape has math =
  * CNN_BFLOAT16 (autocast, bf16_math.c): the caller's arrays are float32 as
@@ -99,6 +103,7 @@ typedef struct {
   conv_kind kind;
   conv_prec prec;
   int has_bias;
+  conv_post post; /* forward only (onednn_conv.h); zero: none */
 } conv_key;
 
 typedef struct {
@@ -167,9 +172,15 @@ static int shape_equal(const cnn_conv_shape *a, const cnn_conv_shape *b) {
          a->dh == b->dh && a->dw == b->dw && a->groups == b->groups;
 }
 
+static int post_equal(const conv_post *a, const conv_post *b) {
+  for (int i = 0; i < 2; i++)
+    if (a->alg[i] != b->alg[i] || a->alpha[i] != b->alpha[i] || a->beta[i] != b->beta[i]) return 0;
+  return 1;
+}
+
 static int key_equal(const conv_key *a, const conv_key *b) {
   return a->family == b->family && a->kind == b->kind && a->prec == b->prec &&
-         a->has_bias == b->has_bias;
+         a->has_bias == b->has_bias && post_equal(&a->post, &b->post);
 }
 
 static entry *cache_find(const conv_key *k, const cnn_conv_shape *s) {
@@ -265,6 +276,19 @@ static dnnl_status_t kind_desc(conv_family family, conv_kind kind, conv_prec pre
       &m->any[T_DST], m->strides, m->dilates, m->pad_l, m->pad_r);
 }
 
+/* The eltwise post-ops of `post` into attr (none: nothing to do). */
+static dnnl_status_t attach_post_ops(dnnl_primitive_attr_t attr, const conv_post *post) {
+  if (!post->alg[0]) return dnnl_success;
+  dnnl_post_ops_t ops;
+  dnnl_status_t st = dnnl_post_ops_create(&ops);
+  if (st != dnnl_success) return st;
+  for (int i = 0; i < 2 && post->alg[i] && st == dnnl_success; i++)
+    st = dnnl_post_ops_append_eltwise(ops, 1.0f, post->alg[i], post->alpha[i], post->beta[i]);
+  if (st == dnnl_success) st = dnnl_primitive_attr_set_post_ops(attr, ops);
+  dnnl_post_ops_destroy(ops);
+  return st;
+}
+
 /* The primitive descriptor of `kind`, with a user-managed scratchpad.
  * Backward kinds need a forward descriptor as a hint (a bfloat16 one with
  * the forward's types). */
@@ -282,6 +306,7 @@ static dnnl_status_t make_pd(const conv_key *k, const cnn_conv_shape *s, conv_md
   if (st == dnnl_success) st = dnnl_primitive_attr_create(&attr);
   if (st == dnnl_success)
     st = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
+  if (st == dnnl_success) st = attach_post_ops(attr, &k->post);
   if (st == dnnl_success) st = dnnl_primitive_desc_create(pd, &cd, attr, G.engine, hint);
   if (attr) dnnl_primitive_attr_destroy(attr);
   if (hint) dnnl_primitive_desc_destroy(hint);
@@ -529,7 +554,7 @@ static int64_t forward_chunk(const cnn_conv_shape *s) {
  * convolution's x is N x C x H x W and its y N x K x OH x OW; a
  * deconvolution's the other way round (onednn_conv.h). */
 static int forward_sliced(conv_family family, const cnn_conv_shape *s, const float *x,
-                          const float *w, const float *b, float *y) {
+                          const float *w, const float *b, const conv_post *post, float *y) {
   int64_t chunk = forward_chunk(s), image[2] = {s->C * s->H * s->W, s->K * s->OH * s->OW};
   int deconv = family == DECONVOLUTION;
   for (int64_t n0 = 0; n0 < s->N; n0 += chunk) {
@@ -537,7 +562,11 @@ static int forward_sliced(conv_family family, const cnn_conv_shape *s, const flo
     part.N = s->N - n0 < chunk ? s->N - n0 : chunk;
     const float *xp = x + n0 * image[deconv];
     float *yp = y + n0 * image[!deconv];
-    conv_key k = {family, FWD, prec_of(family, s), b != NULL};
+    conv_key k = {.family = family,
+                  .kind = FWD,
+                  .prec = prec_of(family, s),
+                  .has_bias = b != NULL,
+                  .post = *post};
     int rc = conv_call(&k, &part, (const void *[3]){xp, w, yp}, b);
     if (rc) return rc;
   }
@@ -546,33 +575,44 @@ static int forward_sliced(conv_family family, const cnn_conv_shape *s, const flo
 
 int cnn_onednn_conv_run(conv_family family, conv_kind kind, const cnn_conv_shape *s,
                         const void *arrays[3], const void *bias) {
-  if (kind == FWD) return forward_sliced(family, s, arrays[0], arrays[1], bias, (float *)arrays[2]);
-  return conv_call(&(conv_key){family, kind, prec_of(family, s), bias != NULL}, s, arrays, bias);
+  if (kind == FWD)
+    return forward_sliced(family, s, arrays[0], arrays[1], bias, &(conv_post){0},
+                          (float *)arrays[2]);
+  conv_key k = {.family = family, .kind = kind, .prec = prec_of(family, s), .has_bias = bias != NULL};
+  return conv_call(&k, s, arrays, bias);
 }
 
 int cnn_cpu_conv2d_onednn_forward(const cnn_conv_shape *s, const float *x, const float *w,
                                   const float *b, float *y) {
-  return forward_sliced(CONVOLUTION, s, x, w, b, y);
+  return forward_sliced(CONVOLUTION, s, x, w, b, &(conv_post){0}, y);
+}
+
+int cnn_onednn_conv_forward_post(const cnn_conv_shape *s, const float *x, const float *w,
+                                 const float *b, const conv_post *post, float *y) {
+  return forward_sliced(CONVOLUTION, s, x, w, b, post, y);
 }
 
 int cnn_cpu_conv2d_onednn_backward_data(const cnn_conv_shape *s, const float *dy, const float *w,
                                         float *dx) {
-  return conv_call(&(conv_key){CONVOLUTION, BWD_DATA, prec_of(CONVOLUTION, s), 0}, s,
-                   (const void *[3]){dy, w, dx}, NULL);
+  conv_key k = {.family = CONVOLUTION, .kind = BWD_DATA, .prec = prec_of(CONVOLUTION, s)};
+  return conv_call(&k, s, (const void *[3]){dy, w, dx}, NULL);
 }
 
 int cnn_cpu_conv2d_onednn_backward_weight(const cnn_conv_shape *s, const float *dy, const float *x,
                                           float *dw, float *db) {
-  return conv_call(&(conv_key){CONVOLUTION, BWD_WEIGHT, prec_of(CONVOLUTION, s), db != NULL}, s,
-                   (const void *[3]){x, dy, dw}, db);
+  conv_key k = {.family = CONVOLUTION,
+                .kind = BWD_WEIGHT,
+                .prec = prec_of(CONVOLUTION, s),
+                .has_bias = db != NULL};
+  return conv_call(&k, s, (const void *[3]){x, dy, dw}, db);
 }
 
 /* int8 (issue 16): forward only, no bias, one call (core/cpu/conv_int8.c
  * slices batches itself). */
 int cnn_cpu_conv2d_onednn_forward_u8(const cnn_conv_shape *s, const uint8_t *x, const float *w,
                                      int32_t *acc) {
-  return conv_call(&(conv_key){CONVOLUTION, FWD, PREC_U8, 0}, s, (const void *[3]){x, w, acc},
-                   NULL);
+  return conv_call(&(conv_key){.family = CONVOLUTION, .kind = FWD, .prec = PREC_U8},
+                   s, (const void *[3]){x, w, acc}, NULL);
 }
 
 /* ---- both backward passes from one reorder of dy -------------------------------- */
@@ -615,9 +655,11 @@ int cnn_onednn_conv_backward_pair(conv_family family, const cnn_conv_shape *s, c
   pthread_mutex_lock(&G.lock);
   int rc = ensure_engine(family, s);
   conv_prec prec = prec_of(family, s);
-  entry *d = rc ? NULL : cache_get(&(conv_key){family, BWD_DATA, prec, 0}, s, &rc);
+  conv_key kd = {.family = family, .kind = BWD_DATA, .prec = prec};
+  conv_key kw = {.family = family, .kind = BWD_WEIGHT, .prec = prec, .has_bias = db != NULL};
+  entry *d = rc ? NULL : cache_get(&kd, s, &rc);
   /* d is now the most recently used entry, so building wt cannot evict it */
-  entry *wt = d ? cache_get(&(conv_key){family, BWD_WEIGHT, prec, db != NULL}, s, &rc) : NULL;
+  entry *wt = d ? cache_get(&kw, s, &rc) : NULL;
   if (wt) rc = backward_run(d, wt, (const void *[3]){dy, w, dx}, (const void *[3]){x, dy, dw}, db);
   pthread_mutex_unlock(&G.lock);
   return rc;

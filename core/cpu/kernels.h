@@ -117,6 +117,17 @@ int cnn_cpu_conv2d_onednn_backward_weight(const cnn_conv_shape *s, const float *
 /* Both passes, dy reordered once; -2 where oneDNN has no primitive (nothing written). */
 int cnn_cpu_conv2d_onednn_backward(const cnn_conv_shape *s, const float *dy, const float *x,
                                    const float *w, float *dx, float *dw, float *db);
+/* net:fuse(): y = act(conv(x, w, b)), act a unary op
+ * with its parameters p0, p1 (cnn_unary's).  float32 under AUTO/ONEDNN
+ * runs the activation inside oneDNN's primitive as eltwise post-ops where
+ * oneDNN has them (conv_post_ops.c), else the convolution then the unary
+ * loop in place.  The _onednn one returns -2 where it does not apply. */
+int cnn_cpu_conv2d_act_forward(cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_shape *s,
+                               const void *x, const void *w, const void *b, cnn_unary_op act,
+                               double p0, double p1, void *y);
+int cnn_cpu_conv2d_onednn_forward_act(const cnn_conv_shape *s, const float *x, const float *w,
+                                      const float *b, cnn_unary_op act, double p0, double p1,
+                                      float *y);
 /* int8 (cnn.quantize): acc (N x K x OH x OW int32) = conv(x, w) with x uint8
  * NCHW and w whole numbers in [-127, 127] stored as float32; no bias.
  * -2 where oneDNN has no primitive for the shape. */

@@ -35,6 +35,23 @@ typedef struct {
   dnnl_dims_t strides, dilates, pad_l, pad_r;
 } conv_mds;
 
+/* Up to two eltwise post-ops of a float32 convolution forward (net:fuse(),
+ * issue 16 point 4): oneDNN's algorithm (dnnl_alg_kind_undef, zero: none)
+ * with its alpha and beta, in order.  Part of the cache key. */
+typedef struct {
+  dnnl_alg_kind_t alg[2];
+  float alpha[2], beta[2];
+} conv_post;
+
+/* conv_post_ops.c: the post-ops of activation `act` (cnnsh's unary op)
+ * with its parameters p0, p1; 0 when oneDNN has no eltwise for it. */
+int cnn_onednn_post_of(cnn_unary_op act, double p0, double p1, conv_post *post);
+
+/* conv_onednn.c: the float32 convolution forward with post-ops; 0, -1, or
+ * -2 (oneDNN has no primitive for the shape with them). */
+int cnn_onednn_conv_forward_post(const cnn_conv_shape *s, const float *x, const float *w,
+                                 const float *b, const conv_post *post, float *y);
+
 /* deconv_onednn.c: the float32 descriptors of the deconvolution of shape s. */
 void cnn_onednn_deconv_mds(const cnn_conv_shape *s, conv_mds *m);
 dnnl_status_t cnn_onednn_deconv_desc(conv_kind kind, conv_mds *m, int has_bias,

@@ -168,17 +168,27 @@ static int conv_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
   return rc;
 }
 
+/* A forward's checks, geometry (*s, with arithmetic `math`), contiguous
+ * operands (c: x, w and b or NULL; the caller releases them) and empty
+ * output; NULL (error set) on failure. */
+static cnn_tensor *forward_setup(cnn_tensor *x, cnn_tensor *w, cnn_tensor *b,
+                                 const cnn_conv_params *p, cnn_dtype math, cnn_conv_shape *s,
+                                 cnn_tensor *c[3]) {
+  c[0] = c[1] = c[2] = NULL;
+  if (cnn_conv_check_dtypes("conv2d", x, w, b) || conv_shape("conv2d", x, w, b, p, s)) return NULL;
+  s->math = math;
+  c[0] = cnn_contiguous(x), c[1] = cnn_contiguous(w), c[2] = b ? cnn_contiguous(b) : NULL;
+  int64_t shape[4] = {s->N, s->K, s->OH, s->OW};
+  return c[0] && c[1] && (c[2] || !b) ? cnn_empty(4, shape, x->dtype, cnn_tensor_device(x)) : NULL;
+}
+
 /* conv2d with arithmetic `math` (CNN_BFLOAT16 under autocast on the CPU:
  * kept in the node's geometry, so the backward runs in it too). */
 static cnn_tensor *conv2d_math(cnn_tensor *x, cnn_tensor *w, cnn_tensor *b,
                                const cnn_conv_params *p, cnn_dtype math) {
   cnn_conv_shape s;
-  if (cnn_conv_check_dtypes("conv2d", x, w, b) || conv_shape("conv2d", x, w, b, p, &s)) return NULL;
-  s.math = math;
-  cnn_tensor *xc = cnn_contiguous(x), *wc = cnn_contiguous(w), *bc = b ? cnn_contiguous(b) : NULL;
-  int64_t shape[4] = {s.N, s.K, s.OH, s.OW};
-  cnn_tensor *y =
-      xc && wc && (bc || !b) ? cnn_empty(4, shape, x->dtype, cnn_tensor_device(x)) : NULL;
+  cnn_tensor *c[3];
+  cnn_tensor *y = forward_setup(x, w, b, p, math, &s, c), *xc = c[0], *wc = c[1], *bc = c[2];
   const cnn_backend *be = y ? cnn_backend_of(x, "conv2d") : NULL;
   if (y &&
       (!be || CNN_BE_CALL(be, "conv2d", conv2d_forward, cnn_backend_dev(x), cnn_get_conv_algo(),
@@ -280,4 +290,73 @@ cnn_tensor *cnn_conv2d_int8(cnn_tensor *x, cnn_tensor *wq, cnn_tensor *w_scale, 
     cnn_tensor_release(y), y = NULL;
   cnn_tensor_release(xc), cnn_tensor_release(wc), cnn_tensor_release(sc), cnn_tensor_release(bc);
   return y;
+}
+
+/* ---- a fused activation (issue 16 point 4): cnn_conv2d_act ---------------------------- */
+
+static bool is_activation(cnn_unary_op op) {
+  switch (op) {
+  case CNN_OP_RELU:
+  case CNN_OP_LEAKY_RELU:
+  case CNN_OP_ELU:
+  case CNN_OP_HARDTANH:
+  case CNN_OP_SIGMOID:
+  case CNN_OP_TANH:
+  case CNN_OP_GELU:
+  case CNN_OP_GELU_TANH:
+  case CNN_OP_SILU:
+  case CNN_OP_HARDSWISH:
+  case CNN_OP_HARDSIGMOID:
+  case CNN_OP_MISH:
+  case CNN_OP_SOFTPLUS: return true;
+  default: return false;
+  }
+}
+
+static bool records_grad(const cnn_tensor *x, const cnn_tensor *w, const cnn_tensor *b) {
+  return cnn_grad_enabled() && (x->requires_grad || w->requires_grad || (b && b->requires_grad));
+}
+
+/* conv2d, then the activation: in place on the fresh output when nothing
+ * is recorded, else recorded out of place */
+static cnn_tensor *conv_then_activation(cnn_tensor *x, cnn_tensor *w, cnn_tensor *b,
+                                        const cnn_conv_params *p, cnn_unary_op act, double p0,
+                                        double p1) {
+  cnn_tensor *y = cnn_conv2d(x, w, b, p);
+  if (!y) return NULL;
+  if (!records_grad(x, w, b)) return cnn_unary_(act, y, p0, p1) ? cnn_tensor_release(y), NULL : y;
+  cnn_tensor *z = cnn_unary(act, y, p0, p1);
+  cnn_tensor_release(y);
+  return z;
+}
+
+/* The backend's fused entry: validation as conv2d's, y allocated and written. */
+static cnn_tensor *fused_forward(const cnn_backend *be, cnn_tensor *x, cnn_tensor *w, cnn_tensor *b,
+                                 const cnn_conv_params *p, cnn_unary_op act, double p0, double p1) {
+  cnn_conv_shape s;
+  cnn_tensor *c[3];
+  cnn_tensor *y = forward_setup(x, w, b, p, CNN_FLOAT32, &s, c);
+  if (y && be->conv2d_act_forward(cnn_backend_dev(x), cnn_get_conv_algo(), x->dtype, &s,
+                                  cnn_tensor_data(c[0]), cnn_tensor_data(c[1]),
+                                  cnn_data_or_null(c[2]), act, p0, p1, cnn_tensor_data(y)))
+    cnn_tensor_release(y), y = NULL;
+  for (int i = 0; i < 3; i++) cnn_tensor_release(c[i]);
+  return y;
+}
+
+cnn_tensor *cnn_conv2d_act(cnn_tensor *x, cnn_tensor *w, cnn_tensor *b, const cnn_conv_params *p,
+                           cnn_unary_op act, double p0, double p1) {
+  if (act < 0 || act >= CNN_NUNARY || !is_activation(act)) {
+    cnn_set_error("conv2d_act: %s is not an activation (relu, leaky_relu, elu, hardtanh, sigmoid, "
+                  "tanh, gelu, silu, hardswish, hardsigmoid, mish, softplus)",
+                  act >= 0 && act < CNN_NUNARY ? cnn_unary_ops[act].name : "the op");
+    return NULL;
+  }
+  if (!x || !w) return cnn_conv2d(x, w, b, p); /* its error */
+  cnn_tensor *operands[3] = {x, w, b};
+  const cnn_backend *be = cnn_backend_of(x, "conv2d");
+  bool fuse = be && be->conv2d_act_forward && x->dtype == CNN_FLOAT32 &&
+              cnn_autocast_target(operands, 3) == CNN_FLOAT32 && !records_grad(x, w, b);
+  if (!fuse) return conv_then_activation(x, w, b, p, act, p0, p1);
+  return fused_forward(be, x, w, b, p, act, p0, p1);
 }

@@ -20,6 +20,14 @@
 -- models.cifar_resnet{depth = 6n + 2} builds the other depths (n blocks a stage).
 --
 -- Weights are initialised as torchvision does (models/common.lua).
+--
+-- net:fuse() (issue 16 point 4): each class lists in `fuse_chains` the
+-- children that follow one another in its forward with nothing else
+-- reading between them (conv1 -> bn1 -> relu ...), so that fuse() can fold
+-- the batch norms and fuse the activations there too.  For that, the
+-- activation after a residual addition (and Bottleneck's second one) is
+-- F.relu rather than the shared `relu` module torchvision reuses: `relu`
+-- belongs to the first chain only.  No parameter or state_dict name changes.
 local cnn = _G.cnn
 local F = cnn.F
 local nn = require("nn")
@@ -48,11 +56,13 @@ function BasicBlock:init(inplanes, planes, stride, downsample)
   if downsample then self.downsample = downsample end
 end
 
+BasicBlock.fuse_chains = { { "conv1", "bn1", "relu" }, { "conv2", "bn2" } }
+
 function BasicBlock:forward(x)
   local out = self.relu(self.bn1(self.conv1(x)))
   out = self.bn2(self.conv2(out))
   local identity = self.downsample and self.downsample(x) or x
-  return self.relu(out + identity)
+  return F.relu(out + identity)
 end
 
 local Bottleneck = nn.Module:extend("Bottleneck")
@@ -69,12 +79,14 @@ function Bottleneck:init(inplanes, planes, stride, downsample)
   if downsample then self.downsample = downsample end
 end
 
+Bottleneck.fuse_chains = { { "conv1", "bn1", "relu" }, { "conv2", "bn2" }, { "conv3", "bn3" } }
+
 function Bottleneck:forward(x)
   local out = self.relu(self.bn1(self.conv1(x)))
-  out = self.relu(self.bn2(self.conv2(out)))
+  out = F.relu(self.bn2(self.conv2(out)))
   out = self.bn3(self.conv3(out))
   local identity = self.downsample and self.downsample(x) or x
-  return self.relu(out + identity)
+  return F.relu(out + identity)
 end
 
 -- A stage of `blocks` blocks; returns it and the channels it ends with.
@@ -108,6 +120,8 @@ function ResNet:init(block, layers, opts)
   self.fc = nn.Linear(inplanes, opts.num_classes)
   common.init_torchvision(self, false)
 end
+
+ResNet.fuse_chains = { { "conv1", "bn1", "relu" } }
 
 function ResNet:forward(x)
   x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
@@ -145,6 +159,8 @@ function CifarResNet:init(n, opts)
   self.fc = nn.Linear(64, opts.num_classes)
   common.init_torchvision(self, false)
 end
+
+CifarResNet.fuse_chains = { { "conv1", "bn1", "relu" } }
 
 function CifarResNet:forward(x)
   x = self.relu(self.bn1(self.conv1(x)))

@@ -381,6 +381,34 @@ static void transposed_convolutions(void) {
   for (int i = 0; i < 3; i++) cnn_tensor_release(in[i]);
 }
 
+/* ---- issue 16 point 4: conv2d_act.  The CUDA table has no fused entry:
+ * the GPU runs conv2d then the activation, the CPU (no autograd, float32)
+ * oneDNN's eltwise post-op -- different code on each side ---- */
+typedef struct {
+  cnn_conv_params p;
+  cnn_unary_op act;
+  double p0, p1;
+} conv_act_ctx;
+
+static cnn_tensor *op_conv_act(cnn_tensor **in, const void *ctx) {
+  const conv_act_ctx *c = ctx;
+  return cnn_conv2d_act(in[0], in[1], in[2], &c->p, c->act, c->p0, c->p1);
+}
+
+static void fused_activations(void) {
+  int64_t x[4] = {2, 16, 6, 5}, w[4] = {32, 8, 3, 3}, b[1] = {32};
+  cnn_tensor *in[3] = {randn(4, x), randn(4, w), randn(1, b)};
+  conv_act_ctx c = {{{1, 2}, {1, 1, 0, 2}, {1, 1}, 2}, CNN_OP_SILU, 0, 0};
+  parity("conv2d_act silu (CPU: oneDNN post-op)", op_conv_act, &c, 3, in,
+         (bool[]){false, false, false}, 1e-4, 1e-4);
+  parity("conv2d_act silu (recorded)", op_conv_act, &c, 3, in, (bool[]){true, true, true}, 1e-4,
+         1e-4);
+  c.act = CNN_OP_HARDTANH, c.p0 = -0.5, c.p1 = 0.75;
+  parity("conv2d_act hardtanh (CPU: oneDNN post-op)", op_conv_act, &c, 3, in,
+         (bool[]){false, false, false}, 1e-4, 1e-4);
+  for (int i = 0; i < 3; i++) cnn_tensor_release(in[i]);
+}
+
 /* issue 13: F.pad's reflect/replicate/circular (index_select per padded dim) */
 static cnn_tensor *op_pad_mode(cnn_tensor **in, const void *ctx) {
   return cnn_pad_mode(in[0], 4, (const int64_t[]){2, 1, 1, 3}, *(const cnn_padding_mode *)ctx);
@@ -676,6 +704,7 @@ int main(void) {
   products();
   convolutions();
   transposed_convolutions(); /* issue 13 */
+  fused_activations();       /* issue 16 point 4 */
   pad_modes();               /* issue 13 */
   nn_ops();
   losses();

@@ -1217,6 +1217,8 @@ describe("F.* options tables reject unknown keys", function()
     -- quantized inference (issue 16)
     conv2d_int8 = { function(o) return F.conv2d_int8(x4, w:round(), cnn.ones(2), nil, 0.1, o) end,
                     "dilation, groups, padding, relu, stride" },
+    -- fused activation (issue 16 point 4)
+    conv2d_act = { function(o) return F.conv2d_act(x4, w, nil, "relu", o) end, "dilation, groups, padding, stride" },
   }
   -- activations and losses of issue 13 (helper "act")
   cases.gelu = { function(o) return F.gelu(logits, o) end, "approximate" }
@@ -1259,6 +1261,33 @@ describe("F.* options tables reject unknown keys", function()
     raises(function() return F.conv2d(x4, w, nil, { paddding = 1 }) end, "conv2d", "unknown option 'paddding'")
     assert.are.same({ 1, 2, 5, 5 }, H.flat(F.conv2d(x4, w, nil, { padding = 1 }).shape))
   end)
+end)
+
+-- ---- issue 16 point 4: F.conv2d_act (net:fuse()) -------------------------------------------------
+
+describe("F.conv2d_act", function()
+  local x, w = cnn.randn(2, 3, 5, 5), cnn.randn(4, 3, 3, 3)
+  local cases = {
+    { function() return F.conv2d_act(x, w, nil, "exp") end, "unknown activation 'exp'", "relu, leaky_relu" },
+    { function() return F.conv2d_act(x, w, nil, 7) end, "a name or {name, parameters...}" },
+    { function() return F.conv2d_act(x, w, nil, {}) end, "a name or {name, parameters...}" },
+    { function() return F.conv2d_act(x, w, nil, { "relu", 1 }) end, "relu takes 0 parameters, got 1" },
+    { function() return F.conv2d_act(x, w, nil, { "hardtanh", 0, 1, 2 }) end, "hardtanh takes 2 parameters, got 3" },
+    { function() return F.conv2d_act(x, w, nil, { "leaky_relu", 0 / 0 }) end, "leaky_relu's parameter 1 must be a finite number" },
+    { function() return F.conv2d_act(x, w, nil, { "elu", "a" }) end, "elu's parameter 1 must be a finite number" },
+    { function() return F.conv2d_act(x, w, nil, { "softplus", 0 }) end, "softplus's beta must not be 0" },
+    { function() return F.conv2d_act(x, cnn.randn(4, 2, 3, 3), nil, "relu") end, "2x3x5x5", "4x2x3x3" },
+    { function() return F.conv2d_act(x, w, cnn.randn(3), "relu") end, "bias" },
+    { function() return F.conv2d_act(x:double(), w, nil, "relu") end, "float64" },
+    { function() return F.conv2d_act(x, w, nil, "relu", { padding = -1 }) end, "padding" },
+    { function() return F.conv2d_act(cnn.randn(2, 3, 1, 1), w, nil, "sigmoid") end, "too small" },
+  }
+  for i, c in ipairs(cases) do
+    it("case " .. i .. ": " .. c[2], function()
+      raises(c[1], "conv2d_act", table.unpack(c, 2))
+      assert.are.same({ 2, 4, 3, 3 }, H.flat(F.conv2d_act(x, w, nil, "relu").shape)) -- the process lives on
+    end)
+  end
 end)
 
 -- ---- issue 13: transposed convolution ------------------------------------------------------------

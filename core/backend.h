@@ -180,7 +180,7 @@ typedef struct cnn_backend {
   int (*conv_transpose2d_backward)(int dev, cnn_conv_algo algo, cnn_dtype dt,
                                    const cnn_conv_shape *s, const void *dy, const void *x,
                                    const void *w, void *dx, void *dw, void *db);
-  /* y = act(conv2d(x, w, b)) for inference (net:fuse(), issue 16 point 4):
+  /* y = act(conv2d(x, w, b)) for inference (net:fuse()):
    * act one of the activations cnn_conv2d_act accepts, p0 and p1 its
    * parameters.  Optional: NULL makes core run conv2d_forward, then the
    * activation (the CPU's oneDNN runs it as an eltwise post-op). */

@@ -478,7 +478,7 @@ void cnn_set_conv_algo(cnn_conv_algo a);
 cnn_conv_algo cnn_get_conv_algo(void);
 
 cnn_tensor *cnn_conv2d(cnn_tensor *x, cnn_tensor *w, cnn_tensor *b, const cnn_conv_params *p);
-/* act(conv2d(x, w, b)) (net:fuse(), issue 16 point 4), act an activation
+/* act(conv2d(x, w, b)) (net:fuse()), act an activation
  * with its cnn_unary parameters: RELU, LEAKY_RELU (p0 slope), ELU (p0
  * alpha), HARDTANH (p0, p1 the limits; ReLU6 is 0, 6), SIGMOID, TANH,
  * GELU, GELU_TANH, SILU, HARDSWISH, HARDSIGMOID, MISH, SOFTPLUS (p0 beta,

@@ -150,7 +150,7 @@ static int f_conv2d(lua_State *L) {
   return cnn_lua_push_result(L, cnn_conv2d(x, w, b, &p));
 }
 
-/* ---- a fused activation (issue 16 point 4, net:fuse()) ---- */
+/* ---- a fused activation (net:fuse()) ---- */
 
 /* The activations of F.conv2d_act: F's name, the unary op, how many
  * parameters it takes (F.<name>'s positional ones) and their defaults. */

@@ -251,8 +251,8 @@ static int activation_in_place(cnn_dtype dt, const cnn_conv_shape *s, cnn_unary_
 int cnn_cpu_conv2d_act_forward(cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_shape *s,
                                const void *x, const void *w, const void *b, cnn_unary_op act,
                                double p0, double p1, void *y) {
-  if (cnn_cpu_conv2d_check(dt, s)) return -1;
-  if (!degenerate(s) && wants_onednn(algo, dt)) {
+  assert(cnn_cpu_conv2d_shape_valid(dt, s));
+  if (s->math == CNN_FLOAT32 && !degenerate(s) && wants_onednn(algo, dt)) {
     int r = cnn_cpu_conv2d_onednn_forward_act(s, x, w, b, act, p0, p1, y);
     if (r != -2) return r; /* -2: no post-op for act, or no primitive for this shape */
   }

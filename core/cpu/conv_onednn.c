@@ -578,7 +578,8 @@ int cnn_onednn_conv_run(conv_family family, conv_kind kind, const cnn_conv_shape
   if (kind == FWD)
     return forward_sliced(family, s, arrays[0], arrays[1], bias, &(conv_post){0},
                           (float *)arrays[2]);
-  conv_key k = {.family = family, .kind = kind, .prec = prec_of(family, s), .has_bias = bias != NULL};
+  conv_key k = {
+      .family = family, .kind = kind, .prec = prec_of(family, s), .has_bias = bias != NULL};
   return conv_call(&k, s, arrays, bias);
 }
 
@@ -607,12 +608,12 @@ int cnn_cpu_conv2d_onednn_backward_weight(const cnn_conv_shape *s, const float *
   return conv_call(&k, s, (const void *[3]){x, dy, dw}, db);
 }
 
-/* int8 (issue 16): forward only, no bias, one call (core/cpu/conv_int8.c
+/* int8 (cnn.quantize): forward only, no bias, one call (core/cpu/conv_int8.c
  * slices batches itself). */
 int cnn_cpu_conv2d_onednn_forward_u8(const cnn_conv_shape *s, const uint8_t *x, const float *w,
                                      int32_t *acc) {
-  return conv_call(&(conv_key){.family = CONVOLUTION, .kind = FWD, .prec = PREC_U8},
-                   s, (const void *[3]){x, w, acc}, NULL);
+  return conv_call(&(conv_key){.family = CONVOLUTION, .kind = FWD, .prec = PREC_U8}, s,
+                   (const void *[3]){x, w, acc}, NULL);
 }
 
 /* ---- both backward passes from one reorder of dy -------------------------------- */

@@ -1,6 +1,6 @@
 /*
  * conv_post_ops.c -- the activations that oneDNN runs inside a float32
- * convolution as eltwise post-ops (net:fuse(), issue 16 point 4), and the
+ * convolution as eltwise post-ops (net:fuse()), and the
  * forward that uses them.
  *
  * Each activation is cnnsh's unary op with its parameters (p0, p1 as

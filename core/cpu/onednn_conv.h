@@ -35,9 +35,9 @@ typedef struct {
   dnnl_dims_t strides, dilates, pad_l, pad_r;
 } conv_mds;
 
-/* Up to two eltwise post-ops of a float32 convolution forward (net:fuse(),
- * issue 16 point 4): oneDNN's algorithm (dnnl_alg_kind_undef, zero: none)
- * with its alpha and beta, in order.  Part of the cache key. */
+/* Up to two eltwise post-ops of a float32 convolution forward
+ * (net:fuse()): oneDNN's algorithm (dnnl_alg_kind_undef, zero: none) with
+ * its alpha and beta, in order.  Part of the cache key. */
 typedef struct {
   dnnl_alg_kind_t alg[2];
   float alpha[2], beta[2];

@@ -292,7 +292,7 @@ cnn_tensor *cnn_conv2d_int8(cnn_tensor *x, cnn_tensor *wq, cnn_tensor *w_scale, 
   return y;
 }
 
-/* ---- a fused activation (issue 16 point 4): cnn_conv2d_act ---------------------------- */
+/* ---- a fused activation (net:fuse()): cnn_conv2d_act ------------------------------- */
 
 static bool is_activation(cnn_unary_op op) {
   switch (op) {

@@ -21,7 +21,7 @@
 --
 -- Weights are initialised as torchvision does (models/common.lua).
 --
--- net:fuse() (issue 16 point 4): each class lists in `fuse_chains` the
+-- net:fuse(): each class lists in `fuse_chains` the
 -- children that follow one another in its forward with nothing else
 -- reading between them (conv1 -> bn1 -> relu ...), so that fuse() can fold
 -- the batch norms and fuse the activations there too.  For that, the

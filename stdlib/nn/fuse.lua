@@ -1,6 +1,5 @@
 -- nn/fuse.lua -- net:fuse(): fold batch norm into the layer before it and
--- fuse the activation after it into the layer, for inference (issue 16
--- point 4).
+-- fuse the activation after it into the layer, for inference.
 --
 -- Where: adjacent layers inside every nn.Sequential of the network (the only
 -- place the data flow between two children is known), and the chains a

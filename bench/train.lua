@@ -7,17 +7,26 @@
 --   {"bench":"train","source":"loader", ...}   (real Fashion-MNIST through the
 --                                              DataLoader, when installed)
 --
---   cnnsh bench/train.lua [--steps N] [--batch N] [--eval-batch N]
+--   cnnsh bench/train.lua [--steps N] [--batch N] [--eval-batch N] [--autocast bf16]
 -- Each figure is the median over 3 timed runs of N steps after one warm-up step.
+-- --autocast bf16: only the synthetic training figure, its forward and loss
+-- under cnn.autocast('bfloat16') (the line gets "autocast":"bf16"); the
+-- counterpart of `python bench/torch_step.py --autocast bf16`.
 
 local B = dofile((arg[0]:match("^(.*)/") or ".") .. "/common.lua")
 
 local opts = { steps = 20, batch = 64, ["eval-batch"] = 1000 }
+local usage = "usage: cnnsh bench/train.lua [--steps N] [--batch N] [--eval-batch N] [--autocast bf16]"
+local autocast -- nil (float32) or "bf16"
 local i = 1
 while arg and arg[i] do
   local k = arg[i]:match("^%-%-(.+)$")
-  if not k or opts[k] == nil then error("usage: cnnsh bench/train.lua [--steps N] [--batch N] [--eval-batch N]", 0) end
-  opts[k] = math.tointeger(tonumber(arg[i + 1])) or error("--" .. k .. " needs an integer", 0)
+  if k == "autocast" then
+    autocast = arg[i + 1] == "bf16" and "bf16" or error(usage, 0)
+  else
+    if not k or opts[k] == nil then error(usage, 0) end
+    opts[k] = math.tointeger(tonumber(arg[i + 1])) or error("--" .. k .. " needs an integer", 0)
+  end
   i = i + 2
 end
 
@@ -25,10 +34,15 @@ cnn.manual_seed(0)
 local net = B.fmnist_cnn()
 local opt = optim.Adam(net:parameters(), { lr = 1e-3 })
 
+local function loss_of(x, y) return F.cross_entropy(net(x), y) end
+if autocast then
+  local fp32_loss_of = loss_of
+  loss_of = function(x, y) return cnn.autocast("bfloat16", function() return fp32_loss_of(x, y) end) end
+end
+
 local function train_step(x, y)
   opt:zero_grad()
-  local loss = F.cross_entropy(net(x), y)
-  loss:backward()
+  loss_of(x, y):backward()
   opt:step()
 end
 
@@ -56,13 +70,15 @@ local function measure(step, next_batch)
 end
 
 local function emit(kind, source, batch, rate)
-  print(string.format('{"bench":"%s","net":"fmnist_cnn","source":"%s","batch":%d,"threads":%d,"images_per_s":%.1f}',
-    kind, source, batch, cnn.get_num_threads(), rate))
+  print(string.format('{"bench":"%s","net":"fmnist_cnn","source":"%s","batch":%d,"threads":%d,%s"images_per_s":%.1f}',
+    kind, source, batch, cnn.get_num_threads(), autocast and '"autocast":"bf16","path":"' .. cnn.autocast_info() .. '",' or "",
+    rate))
 end
 
 local xb, yb = cnn.randn(opts.batch, 1, 28, 28), cnn.randint(1, 10, { opts.batch })
 net:train()
 emit("train", "synthetic", opts.batch, measure(train_step, function() return xb, yb end))
+if autocast then return end
 local xe = cnn.randn(opts["eval-batch"], 1, 28, 28)
 net:eval()
 emit("eval", "synthetic", opts["eval-batch"], measure(eval_step, function() return xe end))

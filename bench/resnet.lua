@@ -10,8 +10,8 @@
 -- Each figure is the median over 3 timed runs of N steps (default 5) after
 -- one warm-up step.  --quick (the smoke test) runs 1 step at batch 2 and
 -- size 32 only: it checks that the script works, its figures mean nothing.
--- PyTorch's figures for the same shapes come from running
--- torchvision.models.resnet18 by hand; never in the tests.
+-- PyTorch's figures for the same shapes: bench/torch_step.py --net resnet18,
+-- and the ratios bench/torch_compare.py, both run by hand; never in the tests.
 local B = dofile((arg[0]:match("^(.*)/") or ".") .. "/common.lua")
 
 local opts = { steps = 5, batch = 16, sizes = "32,224", device = "cpu" }

@@ -4,18 +4,18 @@
 #
 #   /tmp/torchvenv/bin/python bench/torch_compare.py [--cnnsh build/repl/cnnsh]
 #       [--rounds 3] [--threads 2] [--steps 10] [--resnet-steps 2] [--skip-resnet]
-#       [--autocast]
+#       [--autocast] [--with-eval]
 #
 # Each round runs, back to back, cnnsh's script and bench/torch_step.py on
 # the same figure with the same OMP_NUM_THREADS, holding the bench lock
-# (/tmp/cnnsh-bench.lock) for the pair so both halves see the same machine:
-#   * the example network, training at batch 64 and evaluation at batch 1000
-#     (cnnsh: bench/train.lua; its synthetic-input figures);
+# (/tmp/cnnsh-bench.lock) over each network's pairs so both halves see the
+# same machine:
+#   * the example network, training at batch 64 (and with --with-eval,
+#     evaluation at batch 1000) (cnnsh: bench/train.lua; synthetic inputs);
 #   * ResNet-18, batch 16, training and evaluation at 32x32 and 224x224
 #     (cnnsh: bench/resnet.lua);
 #   * with --autocast, the example network's training step under bf16
-#     autocast on both sides (cnnsh: bench/train.lua --autocast bf16, when
-#     that flag exists).
+#     autocast on both sides (cnnsh: bench/train.lua --autocast bf16).
 # The order inside a pair alternates between rounds.  Prints every figure's
 # JSON line as it comes, then one JSON line per figure with the
 # cnnsh/PyTorch ratio of each round, their median, min and max.
@@ -59,9 +59,10 @@ def pairs(a):
     """(name, cnnsh command, torch command) for each comparison."""
     py, step = sys.executable, os.path.join(HERE, "torch_step.py")
     t = ["--threads", str(a.threads)]
+    only = [] if a.with_eval else ["--train-only"]
     out = [("fmnist",
-            [a.cnnsh, os.path.join(HERE, "train.lua"), "--steps", str(a.steps)],
-            [py, step, "--net", "fmnist", "--steps", str(a.steps)] + t)]
+            [a.cnnsh, os.path.join(HERE, "train.lua"), "--steps", str(a.steps)] + only,
+            [py, step, "--net", "fmnist", "--steps", str(a.steps)] + only + t)]
     if a.autocast:
         out.append(("fmnist-bf16",
                     [a.cnnsh, os.path.join(HERE, "train.lua"), "--steps", str(a.steps), "--autocast", "bf16"],
@@ -83,22 +84,27 @@ def main():
     p.add_argument("--resnet-steps", type=int, default=2, help="at 224x224; 4x that at 32x32")
     p.add_argument("--skip-resnet", action="store_true")
     p.add_argument("--autocast", action="store_true", help="also the bf16 autocast training step")
+    p.add_argument("--with-eval", action="store_true", help="also the example network's evaluation")
     a = p.parse_args()
     env = dict(os.environ, OMP_NUM_THREADS=str(a.threads))
     ratios = {}
+    groups = {}
+    for pair in pairs(a):
+        groups.setdefault(pair[0].split("-")[0], []).append(pair)
     for rnd in range(a.rounds):
-        for name, cnnsh_cmd, torch_cmd in pairs(a):
+        for group in groups.values():
             with open(LOCK, "w") as lock:
                 fcntl.flock(lock, fcntl.LOCK_EX)
-                order = [("cnnsh", cnnsh_cmd), ("torch", torch_cmd)]
-                got = {}
-                for who, cmd in (order if rnd % 2 == 0 else order[::-1]):
-                    got[who] = json_lines(cmd, env)
-            mine = {cnnsh_key(r): r for r in got["cnnsh"] if cnnsh_key(r)}
-            for r in got["torch"]:
-                k = torch_key(r)
-                if k in mine:
-                    ratios.setdefault(k, []).append(mine[k]["images_per_s"] / r["images_per_s"])
+                for name, cnnsh_cmd, torch_cmd in group:
+                    order = [("cnnsh", cnnsh_cmd), ("torch", torch_cmd)]
+                    got = {}
+                    for who, cmd in (order if rnd % 2 == 0 else order[::-1]):
+                        got[who] = json_lines(cmd, env)
+                    mine = {cnnsh_key(r): r for r in got["cnnsh"] if cnnsh_key(r)}
+                    for r in got["torch"]:
+                        k = torch_key(r)
+                        if k in mine:
+                            ratios.setdefault(k, []).append(mine[k]["images_per_s"] / r["images_per_s"])
     for (fig, what, autocast), rs in ratios.items():
         print(json.dumps({"bench": "cnnsh_vs_pytorch", "figure": fig, "what": what, "autocast": autocast,
                           "threads": a.threads, "rounds": [round(x, 3) for x in rs],

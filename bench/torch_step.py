@@ -5,7 +5,8 @@
 #   python3 -m venv /tmp/torchvenv && /tmp/torchvenv/bin/pip install torch
 #   OMP_NUM_THREADS=2 /tmp/torchvenv/bin/python bench/torch_step.py \
 #       [--net fmnist|resnet18|all] [--threads 2] [--steps N] [--batch 64]
-#       [--resnet-steps 5] [--resnet-batch 16] [--sizes 32,224] [--autocast bf16]
+#       [--resnet-steps 5] [--resnet-batch 16] [--sizes 32,224] [--train-only]
+#       [--autocast bf16]
 #
 # It times the same work as cnnsh's own scripts, on the CPU, float32:
 #   * fmnist: the network of examples/fashion_mnist.lua (examples/fmnist_net.lua:
@@ -21,7 +22,7 @@
 #     batch 16, 32x32 and 224x224: as bench/resnet.lua does for cnnsh.
 # --autocast bf16 runs forward and loss under torch.autocast('cpu',
 # dtype=torch.bfloat16) (fmnist training only), the counterpart of
-# cnn.autocast('bfloat16').
+# cnn.autocast('bfloat16'); --train-only skips the fmnist evaluation figure.
 # Like the cnnsh scripts: warm-up steps, then 3 timed runs of N steps on the
 # same batch; each figure is the median of the 3 runs' images/s.  One JSON
 # line per figure, with the thread count PyTorch reports and the process's
@@ -127,7 +128,7 @@ def bench_fmnist(a):
     rate, util = measure(train_step, a.batch, a.warmup, a.steps)
     emit(bench="train", net="fmnist_cnn", framework="pytorch", batch=a.batch,
          autocast=a.autocast or "off", images_per_s=round(rate, 1), cpu_per_wall=round(util, 2))
-    if a.autocast:
+    if a.autocast or a.train_only:
         return
     xe = torch.randn(a.eval_batch, 1, 28, 28)
     net.eval()
@@ -177,6 +178,7 @@ def main():
     p.add_argument("--resnet-batch", type=int, default=16)
     p.add_argument("--sizes", default="32,224")
     p.add_argument("--autocast", choices=("bf16",), default=None)
+    p.add_argument("--train-only", action="store_true", help="fmnist: no evaluation figure")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     if a.net in ("fmnist", "all"):

@@ -7,21 +7,25 @@
 --   {"bench":"train","source":"loader", ...}   (real Fashion-MNIST through the
 --                                              DataLoader, when installed)
 --
---   cnnsh bench/train.lua [--steps N] [--batch N] [--eval-batch N] [--autocast bf16]
+--   cnnsh bench/train.lua [--steps N] [--batch N] [--eval-batch N] [--train-only] [--autocast bf16]
 -- Each figure is the median over 3 timed runs of N steps after one warm-up step.
--- --autocast bf16: only the synthetic training figure, its forward and loss
--- under cnn.autocast('bfloat16') (the line gets "autocast":"bf16"); the
--- counterpart of `python bench/torch_step.py --autocast bf16`.
+-- --train-only: the synthetic training figure alone.  --autocast bf16: that
+-- figure alone, its forward and loss under cnn.autocast('bfloat16') (the
+-- line gets "autocast":"bf16"); the counterparts of bench/torch_step.py's
+-- flags of the same names (bench/torch_compare.py runs both).
 
 local B = dofile((arg[0]:match("^(.*)/") or ".") .. "/common.lua")
 
 local opts = { steps = 20, batch = 64, ["eval-batch"] = 1000 }
-local usage = "usage: cnnsh bench/train.lua [--steps N] [--batch N] [--eval-batch N] [--autocast bf16]"
+local usage = "usage: cnnsh bench/train.lua [--steps N] [--batch N] [--eval-batch N] [--train-only] [--autocast bf16]"
 local autocast -- nil (float32) or "bf16"
+local train_only = false
 local i = 1
 while arg and arg[i] do
   local k = arg[i]:match("^%-%-(.+)$")
-  if k == "autocast" then
+  if k == "train-only" then
+    train_only, i = true, i - 1
+  elseif k == "autocast" then
     autocast = arg[i + 1] == "bf16" and "bf16" or error(usage, 0)
   else
     if not k or opts[k] == nil then error(usage, 0) end
@@ -78,7 +82,7 @@ end
 local xb, yb = cnn.randn(opts.batch, 1, 28, 28), cnn.randint(1, 10, { opts.batch })
 net:train()
 emit("train", "synthetic", opts.batch, measure(train_step, function() return xb, yb end))
-if autocast then return end
+if autocast or train_only then return end
 local xe = cnn.randn(opts["eval-batch"], 1, 28, 28)
 net:eval()
 emit("eval", "synthetic", opts["eval-batch"], measure(eval_step, function() return xe end))

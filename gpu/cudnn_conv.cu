@@ -62,15 +62,21 @@
 #define NCAND     16
 
 enum { FWD = GPU_CONV_FWD, BWD_DATA = GPU_CONV_BWD_DATA, BWD_FILTER = GPU_CONV_BWD_FILTER };
+/* the fused forward (cudnnConvolutionBiasActivationForward, ReLU): a
+ * direction of its own in the cache, ranked as the forward */
+enum { FWD_ACT = 3, NDIR = 4 };
 
 typedef struct conv_entry {
   gpu_conv_key key; /* device, dtype, benchmark flag, shape (conv_plan.h) */
   cudnnTensorDescriptor_t x, y;
   cudnnFilterDescriptor_t w;
   cudnnConvolutionDescriptor_t conv;
-  cudnnMathType_t math0;   /* the math type every algorithm search starts from */
-  int algo[3];             /* -1: not chosen yet */
-  cudnnMathType_t math[3]; /* the math type algo[d] runs with */
+  cudnnTensorDescriptor_t bias;    /* 1 x K x 1 x 1 (FWD_ACT) */
+  cudnnActivationDescriptor_t act; /* ReLU, NaN propagated (FWD_ACT) */
+  const void *bias_data;           /* FWD_ACT's bias during one call (mu held) */
+  cudnnMathType_t math0;           /* the math type every algorithm search starts from */
+  int algo[NDIR];                  /* -1: not chosen yet */
+  cudnnMathType_t math[NDIR];      /* the math type algo[d] runs with */
   struct conv_entry *next;
 } conv_entry;
 
@@ -102,6 +108,8 @@ static void entry_free(conv_entry *e) {
   if (e->y) cudnnDestroyTensorDescriptor(e->y);
   if (e->w) cudnnDestroyFilterDescriptor(e->w);
   if (e->conv) cudnnDestroyConvolutionDescriptor(e->conv);
+  if (e->bias) cudnnDestroyTensorDescriptor(e->bias);
+  if (e->act) cudnnDestroyActivationDescriptor(e->act);
   free(e);
 }
 
@@ -124,6 +132,21 @@ static int fits_cudnn(const cnn_conv_shape *s) {
   return -1;
 }
 
+/* The fused forward's bias (1 x K x 1 x 1, the data type: cuDNN's
+ * supported configurations give the bias the type of y for the float,
+ * double and half configurations) and its ReLU (cuDNN's relu keeps NaN
+ * with CUDNN_PROPAGATE_NAN, as cnnsh's relu does; coef unused for ReLU). */
+static int describe_fused(conv_entry *e) {
+  CUDNN_CHECK("conv2d", cudnnCreateTensorDescriptor(&e->bias));
+  CUDNN_CHECK("conv2d",
+              cudnnSetTensor4dDescriptor(e->bias, CUDNN_TENSOR_NCHW, cudnn_type(e->key.dt), 1,
+                                         (int)e->key.s.K, 1, 1));
+  CUDNN_CHECK("conv2d", cudnnCreateActivationDescriptor(&e->act));
+  CUDNN_CHECK("conv2d", cudnnSetActivationDescriptor(e->act, CUDNN_ACTIVATION_RELU,
+                                                     CUDNN_PROPAGATE_NAN, 0.0));
+  return 0;
+}
+
 static int describe(conv_entry *e) {
   const cnn_conv_shape *s = &e->key.s;
   cudnnDataType_t t = cudnn_type(e->key.dt);
@@ -144,8 +167,8 @@ static int describe(conv_entry *e) {
   cudnnMathType_t m = is_half(e->key.dt) ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
   CUDNN_CHECK("conv2d", cudnnSetConvolutionMathType(e->conv, m));
   e->math0 = m;
-  for (int d = 0; d < 3; d++) e->algo[d] = -1, e->math[d] = m;
-  return 0;
+  for (int d = 0; d < NDIR; d++) e->algo[d] = -1, e->math[d] = m;
+  return describe_fused(e);
 }
 
 /* The cached entry for key, moved to the front, or a new one; caller holds mu. */
@@ -229,10 +252,10 @@ static cudnnStatus_t rank_bwd_filter(cudnnHandle_t h, conv_entry *e, bool find, 
 }
 
 static int candidates(cudnnHandle_t h, conv_entry *e, int dir, cand *c, int *n) {
-  cudnnStatus_t (*rank)(cudnnHandle_t, conv_entry *, bool, cand *, int *) = dir == FWD ? rank_fwd
-                                                                            : dir == BWD_DATA
-                                                                                ? rank_bwd_data
-                                                                                : rank_bwd_filter;
+  cudnnStatus_t (*rank)(cudnnHandle_t, conv_entry *, bool, cand *, int *) =
+      dir == FWD || dir == FWD_ACT ? rank_fwd
+      : dir == BWD_DATA            ? rank_bwd_data
+                                   : rank_bwd_filter;
   *n = 0;
   /* every search starts from the entry's own math type: the descriptor
    * still holds the one the last run (maybe of another direction) set */
@@ -247,7 +270,7 @@ static int candidates(cudnnHandle_t h, conv_entry *e, int dir, cand *c, int *n) 
 }
 
 static cudnnStatus_t workspace_size(cudnnHandle_t h, conv_entry *e, int dir, int algo, size_t *ws) {
-  if (dir == FWD)
+  if (dir == FWD || dir == FWD_ACT)
     return cudnnGetConvolutionForwardWorkspaceSize(h, e->x, e->w, e->conv, e->y,
                                                    (cudnnConvolutionFwdAlgo_t)algo, ws);
   if (dir == BWD_DATA)
@@ -269,6 +292,10 @@ static cudnnStatus_t run(cudnnHandle_t h, conv_entry *e, int dir, int algo, void
   if (dir == FWD) /* a = x, b = w, out = y */
     return cudnnConvolutionForward(h, one, e->x, a, e->w, b, e->conv,
                                    (cudnnConvolutionFwdAlgo_t)algo, ws, wsz, zero, e->y, out);
+  if (dir == FWD_ACT) /* y = relu(1 * conv(x, w) + 0 * z + bias), z = y (its alpha2 is 0) */
+    return cudnnConvolutionBiasActivationForward(
+        h, one, e->x, a, e->w, b, e->conv, (cudnnConvolutionFwdAlgo_t)algo, ws, wsz, zero, e->y,
+        out, e->bias, e->bias_data, e->act, e->y, out);
   if (dir == BWD_DATA) /* a = dy, b = w, out = dx */
     return cudnnConvolutionBackwardData(h, one, e->w, b, e->y, a, e->conv,
                                         (cudnnConvolutionBwdDataAlgo_t)algo, ws, wsz, zero, e->x,
@@ -318,7 +345,10 @@ static int try_algo(cudnnHandle_t h, conv_entry *e, int dir, cand c, const void 
   CUDNN_CHECK("conv2d", st);
   st = run_with_workspace(h, e, dir, c.algo, wsz, a, b, out, &notes->no_ws);
   if (st != CUDNN_STATUS_SUCCESS) {
+    /* a fused configuration cuDNN does not take: the next candidate, and
+     * when none takes it core runs the convolution and ReLU apart */
     gpu_fault f = gpu_cudnn_failed(st);
+    if (dir == FWD_ACT && gpu_cudnn_is(st, CUDNN_STATUS_BAD_PARAM)) return 1;
     if (f == GPU_FAULT_MISALIGNED) notes->misaligned = true;
     if (gpu_fault_next_algorithm(f)) return 1;
     return gpu_fail_fault("conv2d", "cuDNN", cudnnGetErrorString(st), f, "the convolution",
@@ -397,20 +427,52 @@ static int run_aligned(cudnnHandle_t h, conv_entry *e, int dir, const void *a, c
   return rc;
 }
 
+/* the cache entry of (dev, dt, the benchmark flag, s); caller holds mu */
+static conv_entry *entry_for(int dev, cnn_dtype dt, const cnn_conv_shape *s) {
+  gpu_conv_key key;
+  memset(&key, 0, sizeof key);
+  key.dev = dev, key.dt = dt, key.benchmark = benchmark, key.s = *s;
+  return lookup(&key);
+}
+
 int gpu_cudnn_conv(int dev, cnn_dtype dt, const cnn_conv_shape *s, int dir, const void *a,
                    const void *b, void *out) {
   if (fits_cudnn(s)) return -1;
   cudnnHandle_t h = gpu_cudnn("conv2d", dev); /* makes dev current */
   if (!h) return -1;
   pthread_mutex_lock(&mu);
-  gpu_conv_key key;
-  memset(&key, 0, sizeof key);
-  key.dev = dev, key.dt = dt, key.benchmark = benchmark, key.s = *s;
-  conv_entry *e = lookup(&key);
+  conv_entry *e = entry_for(dev, dt, s);
   try_notes notes = {false, false};
   int rc = e ? search_and_run(h, e, dir, a, b, out, &notes) : -1;
   if (rc == 1 && notes.misaligned) rc = run_aligned(h, e, dir, a, b, out, &notes);
   if (rc == 1) rc = no_algorithm(s, dt, notes.no_ws);
+  pthread_mutex_unlock(&mu);
+  return rc;
+}
+
+/* y = relu(conv(x, w) + b) in one cuDNN call (b: K elements on the
+ * device); 1 when no candidate algorithm takes the fused call (cuDNN
+ * refuses some configurations: core then runs the convolution and ReLU
+ * apart), with misaligned operands included (no aligned copies here).
+ * y is zeroed first: it is also z, scaled by alpha2 = 0, and cuDNN's
+ * documentation promises not to read an output only for beta = 0 (the
+ * "Scaling Parameters" rule), so a NaN left in a reused block must not
+ * meet 0 * z. */
+static int cudnn_conv_relu(int dev, cnn_dtype dt, const cnn_conv_shape *s, const void *x,
+                           const void *w, const void *b, void *y) {
+  cudnnHandle_t h = gpu_cudnn("conv2d", dev); /* makes dev current */
+  if (!h) return -1;
+  CUDA_CHECK("conv2d",
+             cudaMemset(y, 0, (size_t)(s->N * s->K * s->OH * s->OW) * gpu_dtype_size(dt)));
+  pthread_mutex_lock(&mu);
+  conv_entry *e = entry_for(dev, dt, s);
+  try_notes notes = {false, false};
+  int rc = -1;
+  if (e) {
+    e->bias_data = b;
+    rc = search_and_run(h, e, FWD_ACT, x, w, y, &notes);
+    e->bias_data = NULL;
+  }
   pthread_mutex_unlock(&mu);
   return rc;
 }
@@ -470,6 +532,47 @@ static int fwd(int dev, cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_shape *
   return b ? add_bias(dev, dt, s, b, y) : 0;
 }
 
+/* ReLU through cudnnConvolutionBiasActivationForward (without a bias, a
+ * zeroed one of K elements); 1 where that call does not apply or no
+ * algorithm takes it */
+static int try_cudnn_relu(int dev, cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_shape *s,
+                          const void *x, const void *w, const void *b, void *y) {
+  int64_t x_n = s->N * s->C * s->H * s->W, y_n = s->N * s->K * s->OH * s->OW;
+  if (use_direct(algo, s) || gpu_conv_asymmetric(s) || x_n > INT_MAX || y_n > INT_MAX) return 1;
+  void *zero_bias = NULL;
+  if (!b) {
+    size_t bytes = (size_t)s->K * gpu_dtype_size(dt);
+    if (gpu_device("conv2d", dev) || !(zero_bias = gpu_scratch("conv2d", bytes, dev))) return -1;
+    cudaError_t e = cudaMemset(zero_bias, 0, bytes);
+    if (e != cudaSuccess) {
+      gpu_free(zero_bias, dev);
+      return gpu_fail_fault("conv2d", "CUDA", cudaGetErrorString(e), gpu_cuda_failed(e),
+                            "cudaMemset (zero bias)", __FILE__, __LINE__);
+    }
+  }
+  int rc = cudnn_conv_relu(dev, dt, s, x, w, b ? b : zero_bias, y);
+  gpu_free(zero_bias, dev); /* one stream: the call is ordered before any reuse */
+  return rc;
+}
+
+/* The fused entry (backend.h conv2d_act_forward, cnn_conv2d_act): ReLU
+ * through cudnnConvolutionBiasActivationForward (cuDNN 9, cudnn_cnn.h: y =
+ * act(alpha1 conv(x) + alpha2 z + bias); we pass alpha2 = 0 with z = y, so
+ * z adds nothing).  The call takes RELU (IDENTITY only with
+ * IMPLICIT_PRECOMP_GEMM, and it buys nothing over the plain forward), so
+ * every other activation -- and ReLU where the call does not apply: the
+ * direct kernel, zero sizes, asymmetric padding, more elements than
+ * cuDNN's int descriptors, no algorithm taking it -- is the plain forward,
+ * then the activation in place on y (elementwise.cu's kernel). */
+static int fwd_act(int dev, cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_shape *s,
+                   const void *x, const void *w, const void *b, cnn_unary_op act, double p0,
+                   double p1, void *y) {
+  int rc = act == CNN_OP_RELU ? try_cudnn_relu(dev, algo, dt, s, x, w, b, y) : 1;
+  if (rc != 1) return rc;
+  if (fwd(dev, algo, dt, s, x, w, b, y)) return -1;
+  return gpu_unary_inplace(dev, act, dt, s->N * s->K * s->OH * s->OW, y, p0, p1);
+}
+
 static int bwd_data(int dev, cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_shape *s,
                     const void *dy, const void *w, void *dx) {
   if (use_direct(algo, s)) return gpu_direct_conv2d_backward_data(dev, dt, s, dy, w, dx);
@@ -490,6 +593,7 @@ static int bwd_weight(int dev, cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_
 
 void gpu_conv_register(cnn_backend *be) {
   be->conv2d_forward = fwd;
+  be->conv2d_act_forward = fwd_act;
   be->conv2d_backward_data = bwd_data;
   be->conv2d_backward_weight = bwd_weight;
 }

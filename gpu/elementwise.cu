@@ -247,6 +247,13 @@ static int ew_unary(int dev, cnn_unary_op op, cnn_dtype dt, const cnn_be_shape *
   return 0;
 }
 
+int gpu_unary_inplace(int dev, cnn_unary_op op, cnn_dtype dt, int64_t n, void *y, double p0,
+                      double p1) {
+  cnn_be_shape shape = {1, {n}};
+  cnn_be_arg a = {y, {1}};
+  return ew_unary(dev, op, dt, &shape, a, a, p0, p1);
+}
+
 static int ew_binary(int dev, cnn_binary_op op, cnn_dtype dt, const cnn_be_shape *shape,
                      cnn_be_arg out, cnn_be_arg a, cnn_be_arg b) {
   const char *name = gpu_core.binary_name(op);

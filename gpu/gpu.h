@@ -195,6 +195,10 @@ void gpu_scan_register(cnn_backend *be);        /* scan.cu (issue 13) */
 void gpu_norm_register(cnn_backend *be);        /* norm.cu (helper "norm") */
 void gpu_resize_register(cnn_backend *be);      /* resize.cu (helper "norm") */
 void gpu_conv_set_benchmark(bool on);           /* cudnn_conv.cu */
+/* elementwise.cu: y[0..n) = op(y) in place, contiguous (the fused
+ * convolution's activation where cuDNN does not fuse it) */
+int gpu_unary_inplace(int dev, cnn_unary_op op, cnn_dtype dt, int64_t n, void *y, double p0,
+                      double p1);
 
 /* cudnn_conv.cu: one direction of a convolution with symmetric padding
  * through cuDNN and the algorithm cache: a = x or dy, b = w or x, out =

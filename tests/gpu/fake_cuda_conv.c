@@ -11,9 +11,15 @@
  * scatter; every sum is in double in a host buffer, rounded once to dt at
  * the end, so float16/bfloat16 compute from the stored values and round
  * the result.  `algo` is ignored: there is only this loop.
+ *
+ * The fused entry (conv2d_act_forward, cnn_conv2d_act): the double sum
+ * plus bias, then the activation's formula from elementwise_ops.h (the
+ * CUDA module: ReLU in cuDNN's fused call, the others as its in-place
+ * kernel), rounded once to dt.
  */
 #include <stdlib.h>
 
+#include "elementwise_ops.h" /* cnn_ew_unary_f64 */
 #include "fake_cuda.h"
 
 typedef struct {
@@ -112,8 +118,15 @@ static void store_all(cnn_dtype dt, void *dst, const double *src, int64_t n) {
 
 /* ---- entries ------------------------------------------------------------------------------- */
 
-static int forward(int dev, cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_shape *s,
-                   const void *x, const void *w, const void *b, void *y) {
+/* y = conv(x, w) + b, then the activation act (act->on) in double */
+typedef struct {
+  bool on;
+  cnn_unary_op op;
+  double p0, p1;
+} activation;
+
+static int conv_sum(int dev, cnn_dtype dt, const cnn_conv_shape *s, const void *x, const void *w,
+                    const void *b, const activation *act, void *y) {
   if (check_shape(s, dt) || fake_enter("conv2d", dev)) return -1;
   geom g = geom_of(s);
   double *acc = NULL;
@@ -126,11 +139,26 @@ static int forward(int dev, cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_sha
     pass p = {dt, x, w, acc};
     walk(&g, fwd_visit, &p);
     for (int64_t i = 0; b && i < ny(s); i++) acc[i] += fake_load(dt, b, i / (s->OH * s->OW) % s->K);
+    for (int64_t i = 0; act->on && i < ny(s); i++)
+      acc[i] = cnn_ew_unary_f64(act->op, acc[i], act->p0, act->p1);
     store_all(dt, y, acc, ny(s));
   }
   free(acc);
   fake_leave();
   return rc;
+}
+
+static int forward(int dev, cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_shape *s,
+                   const void *x, const void *w, const void *b, void *y) {
+  const activation none = {false, CNN_OP_RELU, 0, 0};
+  return conv_sum(dev, dt, s, x, w, b, &none, y);
+}
+
+static int forward_act(int dev, cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_shape *s,
+                       const void *x, const void *w, const void *b, cnn_unary_op act, double p0,
+                       double p1, void *y) {
+  const activation a = {true, act, p0, p1};
+  return conv_sum(dev, dt, s, x, w, b, &a, y);
 }
 
 static int backward_data(int dev, cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_shape *s,
@@ -185,6 +213,7 @@ static int backward_weight(int dev, cnn_conv_algo algo, cnn_dtype dt, const cnn_
 
 void fake_conv_register(cnn_backend *be) {
   be->conv2d_forward = forward;
+  be->conv2d_act_forward = forward_act;
   be->conv2d_backward_data = backward_data;
   be->conv2d_backward_weight = backward_weight;
 }

@@ -381,9 +381,12 @@ static void transposed_convolutions(void) {
   for (int i = 0; i < 3; i++) cnn_tensor_release(in[i]);
 }
 
-/* ---- issue 16 point 4: conv2d_act.  The CUDA table has no fused entry:
- * the GPU runs conv2d then the activation, the CPU (no autograd, float32)
- * oneDNN's eltwise post-op -- different code on each side ---- */
+/* ---- issue 16 points 4 and 6: conv2d_act.  The device's fused entry
+ * (conv2d_act_forward: cuDNN's convolution + bias + ReLU on a GPU, the
+ * others as the plain forward and the activation in place; the fake
+ * device's own loop and the activation's formula here) against the CPU
+ * (no autograd, float32: oneDNN's eltwise post-op) -- different code on
+ * each side ---- */
 typedef struct {
   cnn_conv_params p;
   cnn_unary_op act;
@@ -406,7 +409,46 @@ static void fused_activations(void) {
   c.act = CNN_OP_HARDTANH, c.p0 = -0.5, c.p1 = 0.75;
   parity("conv2d_act hardtanh (CPU: oneDNN post-op)", op_conv_act, &c, 3, in,
          (bool[]){false, false, false}, 1e-4, 1e-4);
+  c.act = CNN_OP_RELU, c.p0 = c.p1 = 0;
+  parity("conv2d_act relu (GPU: cuDNN's fused call)", op_conv_act, &c, 3, in,
+         (bool[]){false, false, false}, 1e-4, 1e-4);
+  cnn_tensor *nob[3] = {in[0], in[1], NULL};
+  parity("conv2d_act relu, no bias", op_conv_act, &c, 3, nob, (bool[]){false, false, false}, 1e-4,
+         1e-4);
+  conv_act_ctx sym = {{{2, 1}, {1, 1, 1, 1}, {1, 2}, 2}, CNN_OP_RELU, 0, 0};
+  parity("conv2d_act relu (stride, dilation, symmetric padding)", op_conv_act, &sym, 3, in,
+         (bool[]){false, false, false}, 1e-4, 1e-4);
+  cnn_set_conv_algo(CNN_CONV_NAIVE);
+  parity("conv2d_act relu (direct kernel)", op_conv_act, &sym, 3, in, (bool[]){false, false, false},
+         1e-4, 1e-4);
+  cnn_set_conv_algo(CNN_CONV_AUTO);
   for (int i = 0; i < 3; i++) cnn_tensor_release(in[i]);
+}
+
+/* The device's entry itself, called through the table (so the rows above
+ * do reach it): ReLU and sigmoid against the CPU's conv2d then activation. */
+static void conv_act_entry(cnn_unary_op act) {
+  int64_t xs[4] = {2, 4, 9, 7}, ws[4] = {6, 2, 3, 3}, bs[1] = {6};
+  cnn_tensor *x = randn(4, xs), *w = randn(4, ws), *b = randn(1, bs);
+  cnn_conv_params p = {{2, 1}, {1, 1, 1, 1}, {1, 2}, 2};
+  cnn_tensor *c = cnn_conv2d(x, w, b, &p), *ref = c ? cnn_unary(act, c, 0, 0) : NULL;
+  const cnn_backend *be = cnn_backend_get(CNN_CUDA);
+  CHECK(ref && be && be->conv2d_act_forward);
+  if (ref && be && be->conv2d_act_forward) {
+    cnn_tensor *g[3] = {cnn_to_device(x, GPU), cnn_to_device(w, GPU), cnn_to_device(b, GPU)};
+    cnn_conv_shape s = {2, 4, 9, 7, 6, 3, 3, ref->shape[2], ref->shape[3], 2, 1,
+                        1, 1, 1, 1, 1, 2, 2, CNN_FLOAT32};
+    cnn_tensor *y = cnn_empty(4, ref->shape, CNN_FLOAT32, GPU);
+    int rc = be->conv2d_act_forward(0, CNN_CONV_AUTO, CNN_FLOAT32, &s, cnn_tensor_data(g[0]),
+                                    cnn_tensor_data(g[1]), cnn_tensor_data(g[2]), act, 0, 0,
+                                    cnn_tensor_data(y));
+    CHECK(rc == 0);
+    if (rc == 0) compare("conv2d_act_forward entry", cnn_unary_name(act), y, ref, 1e-4, 1e-4);
+    for (int i = 0; i < 3; i++) cnn_tensor_release(g[i]);
+    cnn_tensor_release(y);
+  }
+  cnn_tensor_release(x), cnn_tensor_release(w), cnn_tensor_release(b), cnn_tensor_release(c);
+  cnn_tensor_release(ref);
 }
 
 /* issue 13: F.pad's reflect/replicate/circular (index_select per padded dim) */
@@ -703,9 +745,10 @@ int main(void) {
   reductions();
   products();
   convolutions();
-  transposed_convolutions(); /* issue 13 */
-  fused_activations();       /* issue 16 point 4 */
-  pad_modes();               /* issue 13 */
+  transposed_convolutions();                                   /* issue 13 */
+  fused_activations();                                         /* issue 16 point 4 */
+  conv_act_entry(CNN_OP_RELU), conv_act_entry(CNN_OP_SIGMOID); /* issue 16 point 6 */
+  pad_modes();                                                 /* issue 13 */
   nn_ops();
   losses();
   indexing();

@@ -151,4 +151,27 @@ describe("the fake CUDA device", function()
     opt:step()
     H.assert_close(w:cpu(), H.map(before, function(v) return v - 0.5 end), 1e-6, 0)
   end)
+
+  -- issue 16: net:fuse() on the device runs F.conv2d_act (cuDNN's
+  -- convolution + bias + ReLU on a GPU; the fake device's own loop here)
+  it("runs a fused net (folded batch norm, conv + bias + ReLU in one call) as the unfused CPU net", function()
+    local function eval_net()
+      local net = make_net():eval()
+      cnn.manual_seed(7) -- running statistics that are not the defaults
+      for _, m in ipairs(net:modules()) do
+        if m.running_mean then m.running_mean:copy_(cnn.randn(m.num_features) * 0.3) end
+        if m.running_var then m.running_var:copy_(cnn.rand(m.num_features) + 0.5) end
+      end
+      return net
+    end
+    local x = batch()
+    local want = cnn.no_grad(function() return eval_net()(x) end)
+    local fused = eval_net():fuse():to("cuda")
+    assert.are.equal("Fused", fused[1].__name)
+    local got = cnn.no_grad(function() return fused(x:cuda()) end)
+    assert.are.equal("cuda:0", tostring(got.device))
+    H.assert_close(got:cpu(), want, 1e-4, 1e-4)
+    local traced = fused(x:cuda()) -- with grad recorded: conv2d, then relu
+    H.assert_close(traced:cpu(), want, 1e-4, 1e-4)
+  end)
 end)

@@ -431,6 +431,11 @@ int cnn_check_same_device(const char *op, const cnn_tensor *a, const cnn_tensor 
  * strides broadcast to s: 0 along broadcast dimensions). */
 cnn_be_shape cnn_be_shape_of(int ndim, const int64_t *shape);
 cnn_be_arg cnn_be_arg_of(const cnn_tensor *t, const cnn_be_shape *s);
+/* Both of the above for ops[0..nops) over ops[0]'s shape, after the
+ * same-device check of every operand against ops[0]: 0, or -1 with the
+ * error set. */
+int cnn_be_args_of(const char *op, int nops, cnn_tensor *const *ops, cnn_be_shape *s,
+                   cnn_be_arg *a);
 
 #ifdef __cplusplus
 }

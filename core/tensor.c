@@ -139,8 +139,10 @@ void cnn_set_contiguous_strides(cnn_tensor *t) {
 }
 
 /* The invariants of a tensor header (SQLite's style: for assert()s and the
- * unit tests; asserted where headers are made -- cnn_tensor_wrap -- and where
- * a tensor is handed to a kernel -- cnn_be_arg_of; every build keeps assert()
+ * unit tests; asserted where headers are made -- cnn_tensor_wrap -- and
+ * where a copy is made -- copy.c; where a tensor is handed to a kernel --
+ * cnn_be_arg_of, per op -- only its O(1) part, cnn_tensor_header_valid;
+ * every build keeps assert()
  * on: CMakeLists.txt's RelWithDebInfo flags leave out -DNDEBUG): a live refcount, a known
  * dtype, 0..CNN_MAX_DIMS dims of non-negative sizes, non-negative strides
  * and offset, and every element it can address inside its storage. */

@@ -112,10 +112,7 @@ static int same_device(const char *op, cnn_tensor **a, cnn_tensor **b) {
  * refused).  The entries are called by the run_* helpers below. */
 static const cnn_backend *strided_args(const char *op, int nops, cnn_tensor *const *ops,
                                        cnn_be_shape *s, cnn_be_arg *a) {
-  for (int k = 1; k < nops; k++)
-    if (cnn_check_same_device(op, ops[0], ops[k])) return NULL;
-  *s = cnn_be_shape_of(ops[0]->ndim, ops[0]->shape);
-  for (int k = 0; k < nops; k++) a[k] = cnn_be_arg_of(ops[k], s);
+  if (cnn_be_args_of(op, nops, ops, s, a)) return NULL;
   return cnn_backend_of(ops[0], op);
 }
 

@@ -1,21 +1,29 @@
 /*
- * bench/sleef_vs_own.c -- should core/cpu/vector_math.c move to SLEEF?
- * (issue 19 point 4).  Not part of the build: SLEEF is not a dependency.
- * Compares, for exp, log and tanh over float32:
+ * bench/sleef_vs_own.c -- which float32 functions should core/cpu/vector_math.c
+ * take from SLEEF?  (issue 19 point 4.)  Built by hand (below), not by CMake.
+ * For each function it compares what cnnsh runs now ("own": cnn_cpu_*_f32,
+ * or the scalar libm loop where cnnsh has no vector kernel) with SLEEF's
+ * u10 (1-ulp) vector function:
  *   - accuracy: the worst error in ulp against the double-precision libm
- *     result rounded to float, over every 61st float bit pattern (70 M
- *     inputs, all exponents and signs, NaN/inf/denormals included), and
- *     whether special values match libm's;
- *   - speed: 4M-element arrays, ours and SLEEF's u10 (1-ulp) vector
- *     functions alternated, 15 rounds each, the median; one thread.
- * SLEEF's entries: Sleef_<f>f16_u10 (AVX-512, this machine) and
- * Sleef_<f>f8_u10 (AVX2), both dispatching at run time; SLEEF has no
- * sigmoid (1/(1+exp(-x)) from its exp rounds twice).
+ *     result, over every 61st float bit pattern (70 M inputs, all exponents
+ *     and signs, NaN/inf/denormals included; inf = a wrong class, e.g. +inf
+ *     for a finite result);
+ *   - speed: 4M-element arrays, the two alternated, 15 rounds each, the
+ *     median; one thread.
+ * History: exp and log were our own double-precision polynomials until
+ * SLEEF measured 1.6-2.0x (exp) and 1.42x (log) faster than them on an AMD
+ * Zen 4 with AVX-512 (worst 0.977 / 0.607 ulp against our 0.503 / 0.500);
+ * cnnsh now runs SLEEF's exp, log and expm1, so those rows compare SLEEF
+ * with itself through cnnsh's array wrapper (a ratio near 1).  tanh stays
+ * ours (SLEEF's 0.3-0.5x in the same runs) and log1p scalar libm (SLEEF
+ * 3.5.1's log1pf_u10 is +inf above ~1e38 and flushes denormals).
+ * SLEEF's entries: Sleef_<f>f16_u10 (AVX-512) and Sleef_<f>f8_u10 (AVX2),
+ * both dispatching at run time; SLEEF has no sigmoid.
  *
- *   apt-get install libsleef-dev      (sleef.h is in /usr/include/x86_64-linux-gnu)
- *   cc -O3 -march=x86-64-v3 -fno-trapping-math -c core/cpu/vector_math.c -Icore -o /tmp/vm.o
- *   cc -O3 -march=x86-64-v3 -mavx512f -Icore bench/sleef_vs_own.c /tmp/vm.o \
- *      -o /tmp/sleef_vs_own -lsleef -lm && /tmp/sleef_vs_own
+ *   apt-get install libsleef-dev      (a dependency of cnnsh since the move)
+ *   cmake --build build --target cnn_core
+ *   cc -O3 -march=x86-64-v3 -mavx512f -Icore bench/sleef_vs_own.c \
+ *      build/core/libcnn_core.a -o /tmp/sleef_vs_own -lsleef -lm && /tmp/sleef_vs_own
  * (-mavx512f for this file only: sleef.h declares its 512-bit entries
  * only then.  Built so, the program needs an AVX-512 CPU; on another, drop
  * -mavx512f and the _16 functions to compare the AVX2 entries.)
@@ -56,7 +64,14 @@ typedef void (*own_fn)(int64_t n, const float *x, float *y);
 
 SLEEF_ARRAY(sleef_exp, Sleef_expf16_u10, Sleef_expf8_u10)
 SLEEF_ARRAY(sleef_log, Sleef_logf16_u10, Sleef_logf8_u10)
+SLEEF_ARRAY(sleef_expm1, Sleef_expm1f16_u10, Sleef_expm1f8_u10)
 SLEEF_ARRAY(sleef_tanh, Sleef_tanhf16_u10, Sleef_tanhf8_u10)
+SLEEF_ARRAY(sleef_log1p, Sleef_log1pf16_u10, Sleef_log1pf8_u10)
+
+/* what cnnsh runs for log1p: libm per element */
+static void libm_log1p(int64_t n, const float *x, float *y) {
+  for (int64_t i = 0; i < n; i++) y[i] = log1pf(x[i]);
+}
 
 /* distance in representable floats between a and the reference r */
 static double ulps(float a, double r) {
@@ -119,6 +134,8 @@ static void race(own_fn f, own_fn g, int64_t n, double *tf, double *tg) {
 }
 
 static double pos_log(double v) { return log(v); }
+static double ref_expm1(double v) { return expm1(v); }
+static double ref_log1p(double v) { return log1p(v); }
 
 int main(void) {
   struct {
@@ -128,7 +145,9 @@ int main(void) {
   } fs[] = {
       {"exp", cnn_cpu_exp_f32, sleef_exp_16, sleef_exp_8, exp},
       {"log", cnn_cpu_log_f32, sleef_log_16, sleef_log_8, pos_log},
+      {"expm1", cnn_cpu_expm1_f32, sleef_expm1_16, sleef_expm1_8, ref_expm1},
       {"tanh", cnn_cpu_tanh_f32, sleef_tanh_16, sleef_tanh_8, tanh},
+      {"log1p", libm_log1p, sleef_log1p_16, sleef_log1p_8, ref_log1p},
   };
   int avx512 = __builtin_cpu_supports("avx512f");
   for (size_t k = 0; k < sizeof fs / sizeof fs[0]; k++) {

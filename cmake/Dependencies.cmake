@@ -6,6 +6,8 @@ pkg_check_modules(CJSON REQUIRED IMPORTED_TARGET libcjson)
 pkg_check_modules(PNG REQUIRED IMPORTED_TARGET libpng)
 pkg_check_modules(TURBOJPEG REQUIRED IMPORTED_TARGET libturbojpeg)
 pkg_check_modules(ZLIB REQUIRED IMPORTED_TARGET zlib)
+# SLEEF: 1-ulp vector exp, log, expm1, log1p (core/cpu/vector_math.c)
+pkg_check_modules(SLEEF REQUIRED IMPORTED_TARGET sleef)
 find_package(OpenMP REQUIRED COMPONENTS C)
 find_package(Threads REQUIRED)
 

@@ -253,8 +253,8 @@ AI void un_row_f64_op(int op, const ew_ctx *c, int64_t n, char *const *p, const 
   }
 }
 
-/* exp, log, tanh and sigmoid of float32 rows go to the vectorised kernels
- * of core/cpu/vector_math.c (within 1 ulp of the correctly rounded result,
+/* exp, log, expm1, tanh and sigmoid of float32 rows go to the
+ * vectorised kernels of core/cpu/vector_math.c (within 1 ulp of the correctly rounded result,
  * libm's special values): directly on unit-stride rows (in place or not),
  * through a stack buffer on strided ones, so that a value's result does
  * not depend on the layout.  The CUDA kernels keep elementwise_ops.h. */
@@ -264,6 +264,7 @@ static vec_fn vec_kernel(int op) {
   switch (op) {
   case CNN_OP_EXP: return cnn_cpu_exp_f32;
   case CNN_OP_LOG: return cnn_cpu_log_f32;
+  case CNN_OP_EXPM1: return cnn_cpu_expm1_f32;
   case CNN_OP_TANH: return cnn_cpu_tanh_f32;
   case CNN_OP_SIGMOID: return cnn_cpu_sigmoid_f32;
   default: return NULL;

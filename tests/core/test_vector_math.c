@@ -1,6 +1,6 @@
 /*
- * test_vector_math.c -- the vectorised float32 exp, log, tanh and sigmoid
- * (core/cpu/vector_math.c) and the paths that use them: unary ops on
+ * test_vector_math.c -- the vectorised float32 exp, log, expm1, tanh and
+ * sigmoid (core/cpu/vector_math.c: SLEEF for the first three) and the paths that use them: unary ops on
  * contiguous and strided tensors, in place, and float32 softmax/log_softmax.
  *
  * Evidence, independent of the code under test:
@@ -48,6 +48,7 @@ typedef struct {
 static const op_case OPS[] = {
     {"exp", cnn_cpu_exp_f32, exp, expf, -104.5f, 89.5f, CNN_OP_EXP},
     {"log", cnn_cpu_log_f32, log, logf, 0.0f, 16.0f, CNN_OP_LOG},
+    {"expm1", cnn_cpu_expm1_f32, expm1, expm1f, -20.0f, 89.5f, CNN_OP_EXPM1},
     {"tanh", cnn_cpu_tanh_f32, tanh, tanhf, -10.0f, 10.0f, CNN_OP_TANH},
     {"sigmoid", cnn_cpu_sigmoid_f32, sigmoid_ref, sigmoid_scalar, -105.0f, 20.0f, CNN_OP_SIGMOID},
 };
@@ -169,7 +170,13 @@ static const float SPECIAL[] = {0.0f,
                                 0x1.fffffep-1f,
                                 0x1.000002p+0f,
                                 3.0f,
-                                0x1p-130f};
+                                0x1p-130f,
+                                -0x1.fffffep-1f,
+                                -0x1.fffffcp-1f,
+                                -1.5f,
+                                -20.0f,
+                                0x1p-24f,
+                                -0x1p-24f};
 
 static void check_special_one(const op_case *c, float x, float y) {
   float s = c->scalar(x);

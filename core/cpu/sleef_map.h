@@ -1,0 +1,23 @@
+/*
+ * sleef_map.h -- SLEEF's 1-ulp (u10) float32 functions mapped over arrays,
+ * one file per vector width: sleef_map_avx2.c (the build's baseline ISA:
+ * SLEEF's 8-lane entries with AVX, its scalar ones without) and
+ * sleef_map_avx512.c (compiled with -mavx512f, the 16-lane entries; call
+ * it only when the CPU has AVX-512F).  core/cpu/vector_math.c picks one per
+ * call; its header, vector_math.h, states the contract.
+ *
+ * Every lane and the tail run the same vector function (the tail through
+ * a masked load and store), so a value's result never depends on where it
+ * sits in the array; y may be x itself.
+ */
+#ifndef CNN_CPU_SLEEF_MAP_H
+#define CNN_CPU_SLEEF_MAP_H
+
+#include <stdint.h>
+
+typedef enum { SLEEF_EXP, SLEEF_LOG, SLEEF_EXPM1 } cnn_sleef_fn;
+
+void cnn_cpu_sleef_map_base(cnn_sleef_fn fn, int64_t n, const float *x, float *y);
+void cnn_cpu_sleef_map_avx512(cnn_sleef_fn fn, int64_t n, const float *x, float *y);
+
+#endif

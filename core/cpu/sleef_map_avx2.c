@@ -1,0 +1,54 @@
+/*
+ * sleef_map_avx2.c -- SLEEF's u10 functions over float32 arrays at the
+ * build's baseline ISA (sleef_map.h): 8 lanes through SLEEF's __m256
+ * entries (which pick AVX2+FMA or AVX at run time) when the build targets
+ * AVX, SLEEF's scalar entries otherwise.
+ */
+#include <sleef.h>
+
+#include "cpu/sleef_map.h"
+
+#ifdef __AVX__
+#include <immintrin.h>
+
+typedef __m256 (*vec8_fn)(__m256);
+
+static vec8_fn entry8(cnn_sleef_fn fn) {
+  switch (fn) {
+  case SLEEF_EXP: return Sleef_expf8_u10;
+  case SLEEF_LOG: return Sleef_logf8_u10;
+  default: return Sleef_expm1f8_u10;
+  }
+}
+
+/* lanes [0, m) of the mask set, m in 0..8 */
+static __m256i tail_mask(int64_t m) {
+  __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)m), lane);
+}
+
+void cnn_cpu_sleef_map_base(cnn_sleef_fn fn, int64_t n, const float *x, float *y) {
+  vec8_fn f = entry8(fn);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, f(_mm256_loadu_ps(x + i)));
+  if (i < n) {
+    __m256i mask = tail_mask(n - i);
+    _mm256_maskstore_ps(y + i, mask, f(_mm256_maskload_ps(x + i, mask)));
+  }
+}
+#else
+typedef float (*scalar_fn)(float);
+
+static scalar_fn entry1(cnn_sleef_fn fn) {
+  switch (fn) {
+  case SLEEF_EXP: return Sleef_expf_u10;
+  case SLEEF_LOG: return Sleef_logf_u10;
+  default: return Sleef_expm1f_u10;
+  }
+}
+
+void cnn_cpu_sleef_map_base(cnn_sleef_fn fn, int64_t n, const float *x, float *y) {
+  scalar_fn f = entry1(fn);
+  for (int64_t i = 0; i < n; i++) y[i] = f(x[i]);
+}
+#endif

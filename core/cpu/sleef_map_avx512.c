@@ -1,0 +1,38 @@
+/*
+ * sleef_map_avx512.c -- SLEEF's u10 functions over float32 arrays, 16 lanes
+ * through its __m512 entries (sleef_map.h).  Compiled with -mavx512f
+ * (core/CMakeLists.txt), so sleef.h declares those entries: call it only
+ * when the CPU has AVX-512F.  Elsewhere (no x86 AVX-512 in the compiler)
+ * it falls back to the baseline map.
+ */
+#include <sleef.h>
+
+#include "cpu/sleef_map.h"
+
+#ifdef __AVX512F__
+#include <immintrin.h>
+
+typedef __m512 (*vec16_fn)(__m512);
+
+static vec16_fn entry16(cnn_sleef_fn fn) {
+  switch (fn) {
+  case SLEEF_EXP: return Sleef_expf16_u10;
+  case SLEEF_LOG: return Sleef_logf16_u10;
+  default: return Sleef_expm1f16_u10;
+  }
+}
+
+void cnn_cpu_sleef_map_avx512(cnn_sleef_fn fn, int64_t n, const float *x, float *y) {
+  vec16_fn f = entry16(fn);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, f(_mm512_loadu_ps(x + i)));
+  if (i < n) {
+    __mmask16 mask = (__mmask16)((1u << (n - i)) - 1);
+    _mm512_mask_storeu_ps(y + i, mask, f(_mm512_maskz_loadu_ps(mask, x + i)));
+  }
+}
+#else
+void cnn_cpu_sleef_map_avx512(cnn_sleef_fn fn, int64_t n, const float *x, float *y) {
+  cnn_cpu_sleef_map_base(fn, n, x, y);
+}
+#endif

@@ -10,7 +10,9 @@
  * strided iterator that merges contiguous dims, vectorised rows) are
  * core/cpu/elementwise.c.
  *
- * Dtypes: uint8 < int64 < float32 < float64.  As in PyTorch a 0-d tensor
+ * Dtypes: uint8 < int64 < float16 < float32 < float64; float16 only on a
+ * backend with `half` (CUDA: inference in float16, issue 16; the CPU
+ * refuses it).  As in PyTorch a 0-d tensor
  * does not promote a tensor with dimensions unless it is of a higher
  * category (integer < floating), so float32 tensor + float64 scalar stays
  * float32.  Division of integers is true division and gives float32;
@@ -53,8 +55,9 @@ static int dtype_rank(cnn_dtype dt) {
   switch (dt) {
   case CNN_UINT8: return 0;
   case CNN_INT64: return 1;
-  case CNN_FLOAT32: return 2;
-  case CNN_FLOAT64: return 3;
+  case CNN_FLOAT16: return 2;
+  case CNN_FLOAT32: return 3;
+  case CNN_FLOAT64: return 4;
   default: return -1;
   }
 }
@@ -77,7 +80,7 @@ static int check_operand(const char *op, const cnn_tensor *t) {
     cnn_set_error("%s: missing tensor argument", op);
     return -1;
   }
-  if (dtype_rank(t->dtype) < 0) {
+  if (dtype_rank(t->dtype) < 0 || (t->dtype == CNN_FLOAT16 && !cnn_half_ok(t))) {
     cnn_set_error("%s: dtype %s not supported (use :float())", op, cnn_dtype_name(t->dtype));
     return -1;
   }

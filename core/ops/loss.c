@@ -20,7 +20,8 @@
  * keeping N x C probabilities alive.
  *
  * linear runs matmul(x, w^T) (transposed view, no copy) plus an in-place
- * bias add, and records one node.  dropout's mask is counter-based
+ * bias add, and records one node.  linear and dropout also take float16
+ * where the backend has `half` (float16 inference on cuda; the CPU refuses).  dropout's mask is counter-based
  * (elementwise_math.h's cnn_dropout_value) from one draw of the core
  * generator, so a seed reproduces it, on the CPU and a GPU alike; the node
  * saves the scaled mask.  mse_loss is composed of elementwise ops and a
@@ -40,6 +41,7 @@
 #include "backend.h"
 #include "cnn.h"
 #include "elementwise_math.h"
+#include "ops_internal.h"
 #include "tensor_internal.h"
 
 static cnn_tensor *nograd_contig(cnn_tensor *t) {
@@ -67,6 +69,13 @@ static int check_float(const char *op, const char *what, const cnn_tensor *t) {
                          cnn_dtype_name(t->dtype)),
            -1;
   return 0;
+}
+
+/* check_float, and float16 where the backend has `half` (linear, dropout:
+ * float16 inference on cuda) */
+static int check_float_or_half(const char *op, const char *what, const cnn_tensor *t) {
+  if (t && cnn_half_ok(t)) return 0;
+  return check_float(op, what, t);
 }
 
 static int check_reduction(const char *op, cnn_reduction red) {
@@ -107,8 +116,16 @@ static int linear_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
 
 static int check_linear(cnn_tensor *x, cnn_tensor *w, cnn_tensor *b) {
   char s1[CNN_SHAPE_STR], s2[CNN_SHAPE_STR];
-  if (check_float("linear", "input", x) || check_float("linear", "weight", w)) return -1;
-  if (b && check_float("linear", "bias", b)) return -1;
+  if (check_float_or_half("linear", "input", x) || check_float_or_half("linear", "weight", w))
+    return -1;
+  if (b && check_float_or_half("linear", "bias", b)) return -1;
+  bool half = x->dtype == CNN_FLOAT16 || w->dtype == CNN_FLOAT16 || (b && b->dtype == CNN_FLOAT16);
+  if (half && (x->dtype != w->dtype || (b && b->dtype != x->dtype)))
+    return cnn_set_error("linear: input (%s), weight (%s) and bias (%s) must all be float16 or "
+                         "none (net:half() converts a model)",
+                         cnn_dtype_name(x->dtype), cnn_dtype_name(w->dtype),
+                         b ? cnn_dtype_name(b->dtype) : "none"),
+           -1;
   if (w->ndim != 2)
     return cnn_set_error("linear: weight must be 2-D (out x in), got %s",
                          cnn_tensor_shape_str(w, s1)),
@@ -180,7 +197,7 @@ static cnn_tensor *dropout_mask(const cnn_tensor *x, double p) {
 }
 
 cnn_tensor *cnn_dropout(cnn_tensor *x, double p, bool training) {
-  if (check_float("dropout", "input", x)) return NULL;
+  if (check_float_or_half("dropout", "input", x)) return NULL;
   if (!(p >= 0 && p <= 1))
     return cnn_set_error("dropout: probability must be between 0 and 1, got %g", p), NULL;
   if (!training || p == 0) return cnn_tensor_retain(x), x;

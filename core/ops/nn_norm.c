@@ -12,10 +12,20 @@
  * output y as relu's mask, so the relu pass, its output's twin and its
  * gradient tensor are never made.  The node saves y as well (relu would
  * have saved it).  A backend without them (CUDA) runs the two ops.
+ *
+ * float16 (issue 16: inference on a backend with `half`, CUDA): eval mode
+ * only.  As cuDNN wants for half data (cudnn_ops.h: the scale, bias, mean
+ * and variance descriptor is float unless x is double), the per-channel
+ * arrays the entry sees are float32: weight, bias and running statistics
+ * in float16 (net:half() converts buffers, as PyTorch's) or float32 are
+ * passed as float32 copies of C elements, and the saved mean and 1/std are
+ * float32.  Training and backward in float16 are refused with a message
+ * (train in float32, under cnn.autocast for half-precision convolutions).
  */
 #include "autograd.h"
 #include "backend.h"
 #include "cnn.h"
+#include "ops_internal.h"
 #include "tensor_internal.h"
 
 #include <string.h>
@@ -24,7 +34,9 @@ static int check_channel_vector(const char *what, const cnn_tensor *v, const cnn
                                 int64_t C) {
   char a[CNN_SHAPE_STR], b[CNN_SHAPE_STR];
   if (!v) return 0;
-  if (v->ndim == 1 && v->shape[0] == C && v->dtype == x->dtype && cnn_tensor_is_contiguous(v) &&
+  bool dt_ok = v->dtype == x->dtype ||
+               (x->dtype == CNN_FLOAT16 && v->dtype == CNN_FLOAT32); /* float16: see above */
+  if (v->ndim == 1 && v->shape[0] == C && dt_ok && cnn_tensor_is_contiguous(v) &&
       cnn_device_equal(cnn_tensor_device(v), cnn_tensor_device(x)))
     return 0;
   cnn_set_error(
@@ -37,9 +49,16 @@ static int check_channel_vector(const char *what, const cnn_tensor *v, const cnn
 static int check_bn_inputs(cnn_tensor *x, cnn_tensor *rm, cnn_tensor *rv, cnn_tensor *w,
                            cnn_tensor *b, bool training) {
   char a[CNN_SHAPE_STR];
-  if (x->ndim < 2 || (x->dtype != CNN_FLOAT32 && x->dtype != CNN_FLOAT64)) {
+  if (x->ndim < 2 || (x->dtype != CNN_FLOAT32 && x->dtype != CNN_FLOAT64 && !cnn_half_ok(x))) {
     cnn_set_error("batch_norm: expected a float input of at least 2 dims (N x C ...), got %s %s",
                   cnn_tensor_shape_str(x, a), cnn_dtype_name(x->dtype));
+    return -1;
+  }
+  if (training && x->dtype == CNN_FLOAT16) {
+    cnn_set_error("batch_norm: training mode in float16 is not supported (input %s): float16 is "
+                  "for inference (net:eval()); train in float32, with cnn.autocast for "
+                  "half-precision convolutions",
+                  cnn_tensor_shape_str(x, a));
     return -1;
   }
   int64_t C = x->shape[1], M = cnn_tensor_numel(x) / (C ? C : 1);
@@ -75,6 +94,11 @@ static int bn_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
   cnn_tensor *x = cnn_node_saved(n, 0), *w = n->saved[1], *mean = n->saved[2],
              *invstd = n->saved[3], *y = NULL;
   if (!x) return -1;
+  if (x->dtype == CNN_FLOAT16)
+    return cnn_set_error("batch_norm: backward in float16 is not supported (float16 is for "
+                         "inference; train in float32, with cnn.autocast for half-precision "
+                         "convolutions)"),
+           -1;
   if (n->ip[2] && !(y = cnn_node_saved(n, 4))) return -1; /* fused relu: its output */
   cnn_tensor *dy = cnn_contiguous(g);
   if (!dy) return -1;
@@ -102,19 +126,45 @@ static int bn_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
   return rc;
 }
 
+/* The per-channel arrays a float16 input's entry takes: float32 copies of
+ * the float16 ones (eval only: the running statistics are only read), the
+ * others retained; NULL stays NULL.  0, or -1 (the copies made are in v). */
+static int bn_float32_vectors(cnn_tensor **v, int n) {
+  bool prev = cnn_set_grad_enabled(false);
+  int rc = 0;
+  for (int i = 0; i < n; i++) {
+    cnn_tensor *t = v[i];
+    if (!t) continue;
+    if (t->dtype == CNN_FLOAT32)
+      cnn_tensor_retain(t);
+    else if (!(v[i] = cnn_to_dtype(t, CNN_FLOAT32)))
+      rc = -1;
+  }
+  cnn_set_grad_enabled(prev);
+  return rc;
+}
+
 /* batch_norm, with the relu fused (the backend has the entries) or not */
 static cnn_tensor *batch_norm(cnn_tensor *x, cnn_tensor *rm, cnn_tensor *rv, cnn_tensor *w,
                               cnn_tensor *b, bool training, double momentum, double eps,
                               bool relu) {
   if (check_bn_inputs(x, rm, rv, w, b, training)) return NULL;
   int64_t N = x->shape[0], C = x->shape[1], L = N * C > 0 ? cnn_tensor_numel(x) / (N * C) : 0;
+  /* v: running mean, running var, weight, bias as the entry takes them */
+  cnn_tensor *v[4] = {rm, rv, w, b};
+  bool half = x->dtype == CNN_FLOAT16;
+  cnn_dtype sdt = half ? CNN_FLOAT32 : x->dtype; /* the saved mean and 1/std */
+  if (half && bn_float32_vectors(v, 4)) {
+    for (int i = 0; i < 4; i++) cnn_tensor_release(v[i]);
+    return NULL;
+  }
   cnn_tensor *xc = cnn_contiguous(x);
   cnn_tensor *y = xc ? cnn_empty(x->ndim, x->shape, x->dtype, cnn_tensor_device(x)) : NULL;
-  cnn_tensor *mean = y ? cnn_empty(1, &C, x->dtype, cnn_tensor_device(x)) : NULL;
-  cnn_tensor *invstd = mean ? cnn_empty(1, &C, x->dtype, cnn_tensor_device(x)) : NULL;
-  const void *xd = xc ? cnn_tensor_data(xc) : NULL, *wd = w ? cnn_tensor_data(w) : NULL,
-             *bd = b ? cnn_tensor_data(b) : NULL;
-  void *rmd = rm ? cnn_tensor_data(rm) : NULL, *rvd = rv ? cnn_tensor_data(rv) : NULL;
+  cnn_tensor *mean = y ? cnn_empty(1, &C, sdt, cnn_tensor_device(x)) : NULL;
+  cnn_tensor *invstd = mean ? cnn_empty(1, &C, sdt, cnn_tensor_device(x)) : NULL;
+  const void *xd = xc ? cnn_tensor_data(xc) : NULL, *wd = cnn_data_or_null(v[2]),
+             *bd = cnn_data_or_null(v[3]);
+  void *rmd = cnn_data_or_null(v[0]), *rvd = cnn_data_or_null(v[1]);
   int rc = -1;
   if (invstd && relu)
     rc = CNN_TENSOR_CALL(x, "batch_norm_relu", batch_norm_relu_forward, cnn_backend_dev(x),
@@ -138,6 +188,8 @@ static cnn_tensor *batch_norm(cnn_tensor *x, cnn_tensor *rm, cnn_tensor *rv, cnn
     n->ip[2] = relu;
   }
   cnn_tensor_release(xc), cnn_tensor_release(mean), cnn_tensor_release(invstd);
+  if (half)
+    for (int i = 0; i < 4; i++) cnn_tensor_release(v[i]);
   return y;
 }
 

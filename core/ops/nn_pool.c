@@ -28,14 +28,14 @@ static int64_t pool_out_size(int64_t in, int64_t ek, int s, int p, bool ceil_mod
   return out;
 }
 
-int cnn_check_image_input(const char *op, const cnn_tensor *x) {
+int cnn_check_image_input(const char *op, const cnn_tensor *x, bool half) {
   char a[CNN_SHAPE_STR];
   if (x->ndim != 4) {
     cnn_set_error("%s: expected a 4-d input (N x C x H x W), got %s", op,
                   cnn_tensor_shape_str(x, a));
     return -1;
   }
-  if (x->dtype != CNN_FLOAT32 && x->dtype != CNN_FLOAT64) {
+  if (x->dtype != CNN_FLOAT32 && x->dtype != CNN_FLOAT64 && !(half && cnn_half_ok(x))) {
     cnn_set_error("%s: input dtype %s is not supported (use float32 or float64)", op,
                   cnn_dtype_name(x->dtype));
     return -1;
@@ -112,7 +112,8 @@ static int max_pool_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
 
 cnn_tensor *cnn_max_pool2d(cnn_tensor *x, const cnn_pool_params *p, cnn_tensor **indices) {
   cnn_pool_shape s;
-  if (cnn_check_image_input("max_pool2d", x) || pool_geometry("max_pool2d", x, p, p->dilation, &s))
+  if (cnn_check_image_input("max_pool2d", x, true) ||
+      pool_geometry("max_pool2d", x, p, p->dilation, &s))
     return NULL;
   int64_t shape[4] = {s.N, s.C, s.OH, s.OW};
   bool want_idx = indices || cnn_any_requires_grad(1, &x); /* else no int64 array at all */
@@ -155,7 +156,8 @@ static int avg_pool_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
 cnn_tensor *cnn_avg_pool2d(cnn_tensor *x, const cnn_pool_params *p) {
   cnn_pool_shape s;
   static const int no_dilation[2] = {1, 1};
-  if (cnn_check_image_input("avg_pool2d", x) || pool_geometry("avg_pool2d", x, p, no_dilation, &s))
+  if (cnn_check_image_input("avg_pool2d", x, true) ||
+      pool_geometry("avg_pool2d", x, p, no_dilation, &s))
     return NULL;
   int64_t shape[4] = {s.N, s.C, s.OH, s.OW};
   cnn_tensor *xc = cnn_contiguous(x);
@@ -170,7 +172,7 @@ cnn_tensor *cnn_avg_pool2d(cnn_tensor *x, const cnn_pool_params *p) {
 }
 
 cnn_tensor *cnn_adaptive_avg_pool2d(cnn_tensor *x, int64_t oh, int64_t ow) {
-  if (cnn_check_image_input("adaptive_avg_pool2d", x)) return NULL;
+  if (cnn_check_image_input("adaptive_avg_pool2d", x, true)) return NULL;
   if (oh < 1 || ow < 1 || oh > (int64_t)1 << 20 || ow > (int64_t)1 << 20) {
     cnn_set_error("adaptive_avg_pool2d: output size %lldx%lld must be positive", (long long)oh,
                   (long long)ow);

@@ -45,7 +45,7 @@ static int resize_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
 
 cnn_tensor *cnn_interpolate(cnn_tensor *x, int64_t oh, int64_t ow, int mode, bool align_corners,
                             double scale_h, double scale_w) {
-  if (cnn_check_image_input("interpolate", x) || check_out_size("interpolate", x, oh, ow))
+  if (cnn_check_image_input("interpolate", x, false) || check_out_size("interpolate", x, oh, ow))
     return NULL;
   if (mode != CNN_RESIZE_NEAREST && mode != CNN_RESIZE_BILINEAR) {
     cnn_set_error("interpolate: unknown mode %d (0 nearest, 1 bilinear)", mode);
@@ -91,7 +91,7 @@ static int adaptive_max_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
 }
 
 cnn_tensor *cnn_adaptive_max_pool2d(cnn_tensor *x, int64_t oh, int64_t ow, cnn_tensor **indices) {
-  if (cnn_check_image_input("adaptive_max_pool2d", x) ||
+  if (cnn_check_image_input("adaptive_max_pool2d", x, false) ||
       check_out_size("adaptive_max_pool2d", x, oh, ow))
     return NULL;
   int64_t shape[4] = {x->shape[0], x->shape[1], oh, ow};

@@ -4,11 +4,13 @@
  * The input is viewed as outer x D x inner around the chosen dimension; the
  * stable kernels (subtract the max) are the backend's (core/cpu/softmax.c
  * on the CPU).  The node
- * saves the output: both backward formulas need only y and dy.
+ * saves the output: both backward formulas need only y and dy.  float16
+ * runs where the backend has `half` (cuDNN on cuda), forward and backward.
  */
 #include "autograd.h"
 #include "backend.h"
 #include "cnn.h"
+#include "ops_internal.h"
 #include "tensor_internal.h"
 
 static void split_at(const cnn_tensor *x, int dim, int64_t *outer, int64_t *D, int64_t *inner) {
@@ -43,7 +45,7 @@ static cnn_tensor *softmax_common(const char *op, cnn_tensor *x, int dim, int lo
                   cnn_tensor_shape_str(x, a));
     return NULL;
   }
-  if (x->dtype != CNN_FLOAT32 && x->dtype != CNN_FLOAT64) {
+  if (x->dtype != CNN_FLOAT32 && x->dtype != CNN_FLOAT64 && !cnn_half_ok(x)) {
     cnn_set_error("%s: input dtype %s is not supported (use float32 or float64)", op,
                   cnn_dtype_name(x->dtype));
     return NULL;

@@ -7,6 +7,7 @@
 #define CNN_OPS_INTERNAL_H
 
 #include "autograd.h"
+#include "backend.h"
 #include "cnn.h"
 
 /* elementwise_grad.c: the rules recorded by elementwise.c */
@@ -58,8 +59,18 @@ int cnn_check_indices(const char *op, const cnn_tensor *x, int dim, cnn_tensor *
 void cnn_outer_inner(int ndim, const int64_t *shape, int dim, int64_t *outer, int64_t *inner);
 int cnn_check_op_dim(const char *op, const cnn_tensor *x, int dim);
 
-/* nn_pool.c: 0 when x is a 4-d (N x C x H x W) float32/float64 tensor, else
- * -1 with "<op>: expected a 4-d input ..." or the dtype (pools, resizing) */
-int cnn_check_image_input(const char *op, const cnn_tensor *x);
+/* Float16 inference (issue 16): whether t is a float16 tensor on a backend
+ * with `half` (CUDA).  The ops that admit it there (elementwise, linear,
+ * dropout, batch norm in eval mode, the pools, softmax, reductions by a
+ * float32 pass) keep refusing float16 on the CPU with their usual
+ * "dtype float16 not supported" message. */
+static inline bool cnn_half_ok(const cnn_tensor *t) {
+  return t->dtype == CNN_FLOAT16 && cnn_backend_half(t);
+}
+
+/* nn_pool.c: 0 when x is a 4-d (N x C x H x W) float32/float64 tensor (or
+ * float16 where `half` is true and cnn_half_ok(x)), else -1 with "<op>:
+ * expected a 4-d input ..." or the dtype (pools, resizing) */
+int cnn_check_image_input(const char *op, const cnn_tensor *x, bool half);
 
 #endif

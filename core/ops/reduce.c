@@ -20,6 +20,11 @@
  * int64, mean/var/std/norm of integers give float32, argmax/argmin give
  * int64 (0-based), everything else keeps the input dtype.
  *
+ * float16 (on a backend with `half`: inference on cuda) reduces a float32
+ * copy and casts floating results back to float16, all recorded, so
+ * autograd composes (argmax/argmin and the indices of max/min along a
+ * dimension are the same: the cast is exact); the CPU refuses float16.
+ *
  * Devices: the output is allocated on x's device and the rows (permuted
  * and made contiguous there) go to its backend's row reduction
  * (core/cpu/reduce.c on the CPU, which also has the column path).
@@ -144,7 +149,7 @@ static int check_reduce(cnn_reduce_op op, const cnn_tensor *x, uint32_t dims, do
   const char *name = red_names[op];
   char s[CNN_SHAPE_STR];
   if (x->dtype != CNN_FLOAT32 && x->dtype != CNN_FLOAT64 && x->dtype != CNN_INT64 &&
-      x->dtype != CNN_UINT8) {
+      x->dtype != CNN_UINT8 && !cnn_half_ok(x)) {
     cnn_set_error("%s: dtype %s not supported", name, cnn_dtype_name(x->dtype));
     return -1;
   }
@@ -180,6 +185,24 @@ static void record_reduce(cnn_reduce_op op, cnn_tensor *out, cnn_tensor *x, cons
     cnn_node_save(n, 1, out);
 }
 
+/* ---- float16: a float32 pass ------------------------------------------------------------ */
+
+/* t (a new reference) in dtype dt when t is floating, recorded; t released */
+static cnn_tensor *float_result_as(cnn_tensor *t, cnn_dtype dt) {
+  if (!t || !cnn_dtype_is_float(t->dtype)) return t;
+  cnn_tensor *r = cnn_to_dtype(t, dt);
+  cnn_tensor_release(t);
+  return r;
+}
+
+static cnn_tensor *reduce_half(cnn_reduce_op op, cnn_tensor *x, uint32_t dims, bool keepdim,
+                               double p) {
+  cnn_tensor *xf = cnn_to_dtype(x, CNN_FLOAT32);
+  cnn_tensor *r = xf ? cnn_reduce(op, xf, dims, keepdim, p) : NULL;
+  cnn_tensor_release(xf);
+  return float_result_as(r, x->dtype);
+}
+
 /* ---- public ------------------------------------------------------------------------------ */
 
 cnn_tensor *cnn_reduce(cnn_reduce_op op, cnn_tensor *x, uint32_t dims, bool keepdim, double p) {
@@ -188,6 +211,7 @@ cnn_tensor *cnn_reduce(cnn_reduce_op op, cnn_tensor *x, uint32_t dims, bool keep
   red_plan pl;
   if (plan_reduce(red_names[op], x, dims, keepdim, &pl) || check_reduce(op, x, dims, p, &pl))
     return NULL;
+  if (x->dtype == CNN_FLOAT16) return reduce_half(op, x, dims, keepdim, p);
   cnn_tensor *out =
       cnn_empty(pl.out_ndim, pl.out_shape, reduce_dtype(op, x->dtype), cnn_tensor_device(x));
   if (!out) return NULL;
@@ -225,6 +249,14 @@ int cnn_max_dim(cnn_tensor *x, int dim, bool keepdim, bool is_min, cnn_tensor **
   if (indices) *indices = NULL;
   if (!x) return cnn_set_error("%s: missing tensor", op), -1;
   if (check_max_dim(op, x, dim)) return -1;
+  if (x->dtype == CNN_FLOAT16 && cnn_half_ok(x)) { /* a float32 pass, as cnn_reduce */
+    cnn_tensor *xf = cnn_to_dtype(x, CNN_FLOAT32);
+    int rc = xf ? cnn_max_dim(xf, dim, keepdim, is_min, values, indices) : -1;
+    cnn_tensor_release(xf);
+    if (rc == 0 && !(*values = float_result_as(*values, x->dtype)) && indices)
+      cnn_tensor_release(*indices), *indices = NULL, rc = -1;
+    return rc;
+  }
   uint32_t mask = x->ndim ? 1u << dim : 0;
   cnn_tensor *idx = cnn_reduce(is_min ? CNN_RED_ARGMIN : CNN_RED_ARGMAX, x, mask, keepdim, 0);
   if (!idx) return -1;

@@ -8,7 +8,9 @@
  * elements, 0 along broadcast dims) for every element -- slow and obvious.
  * The per-element math is core's shared host/device header
  * (elementwise_ops.h), called as gpu/elementwise.cu calls it: float32 in
- * float, float64 in double, integers through the int64 switch.  Every
+ * float, float64 in double, float16 loaded as float, computed in float and
+ * rounded back (float16 inference), integers through the int64 switch;
+ * bfloat16 arithmetic is refused, as there.  Every
  * operand is checked to lie inside one live device block first.
  */
 #include <string.h>
@@ -60,6 +62,8 @@ static void unary_elem(cnn_unary_op op, cnn_dtype dt, void *o, int64_t io, const
     ((float *)o)[io] = cnn_ew_unary_f32(op, ((const float *)x)[ix], (float)p0, (float)p1);
   else if (dt == CNN_FLOAT64)
     ((double *)o)[io] = cnn_ew_unary_f64(op, ((const double *)x)[ix], p0, p1);
+  else if (dt == CNN_FLOAT16)
+    fake_store(dt, o, io, cnn_ew_unary_f32(op, (float)fake_load(dt, x, ix), (float)p0, (float)p1));
   else
     store_int(dt, o, io, cnn_ew_unary_i64(op, load_int(dt, x, ix), p0, p1));
 }
@@ -67,7 +71,7 @@ static void unary_elem(cnn_unary_op op, cnn_dtype dt, void *o, int64_t io, const
 static int unary(int dev, cnn_unary_op op, cnn_dtype dt, const cnn_be_shape *s, cnn_be_arg out,
                  cnn_be_arg x, double p0, double p1) {
   const char *name = fake_core.unary_name(op);
-  if (fake_is_half(dt)) return fake_float_dt(name, dt, false);
+  if (dt == CNN_BFLOAT16) return fake_float_dt(name, dt, false);
   if (fake_enter(name, dev)) return -1;
   int rc = check_args(name, s, 2, (cnn_dtype[]){dt, dt}, (cnn_be_arg[]){out, x});
   for (int64_t i = 0, n = numel(s); rc == 0 && i < n; i++)
@@ -102,6 +106,9 @@ static void binary_elem(cnn_binary_op op, cnn_dtype dt, void *o, int64_t io, con
     ((float *)o)[io] = cnn_ew_binary_f32(op, ((const float *)a)[ia], ((const float *)b)[ib]);
   else if (dt == CNN_FLOAT64)
     ((double *)o)[io] = cnn_ew_binary_f64(op, ((const double *)a)[ia], ((const double *)b)[ib]);
+  else if (dt == CNN_FLOAT16)
+    fake_store(dt, o, io,
+               cnn_ew_binary_f32(op, (float)fake_load(dt, a, ia), (float)fake_load(dt, b, ib)));
   else
     store_int(dt, o, io, cnn_ew_binary_i64(op, load_int(dt, a, ia), load_int(dt, b, ib)));
 }
@@ -109,7 +116,7 @@ static void binary_elem(cnn_binary_op op, cnn_dtype dt, void *o, int64_t io, con
 static int binary(int dev, cnn_binary_op op, cnn_dtype dt, const cnn_be_shape *s, cnn_be_arg out,
                   cnn_be_arg a, cnn_be_arg b) {
   const char *name = fake_core.binary_name(op);
-  if (fake_is_half(dt)) return fake_float_dt(name, dt, false);
+  if (dt == CNN_BFLOAT16) return fake_float_dt(name, dt, false);
   if (is_int(dt) && op == CNN_OP_DIV) {
     fake_core.set_error("%s: integer division reached the device (core converts to float32)", name);
     return -1;

@@ -12,7 +12,8 @@
  *   nll:    dx[i,c] = s ((1-e)(-w[t]) [c=t] + (e/C)(-w[c])).
  * BCE: elementwise_math.h's cnn_bce_logits* (float versions for float32, as
  * a kernel would run them).  Dropout: element i is kept (1/(1-p)) unless a
- * 24-bit uniform from a splitmix64 hash of (seed, i) is below p.
+ * 24-bit uniform from a splitmix64 hash of (seed, i) is below p; the mask
+ * may be float16 (stored rounded, as gpu/loss.cu).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -179,7 +180,7 @@ static uint64_t splitmix64(uint64_t z) {
 }
 
 static int dropout_mask(int dev, cnn_dtype dt, int64_t n, double p, uint64_t seed, void *mask) {
-  if (fake_float_dt("dropout", dt, false) || fake_enter("dropout", dev)) return -1;
+  if (fake_float_dt("dropout", dt, dt == CNN_FLOAT16) || fake_enter("dropout", dev)) return -1;
   int rc = fake_dev_n("dropout", mask, n, dt);
   double keep = 1.0 / (1.0 - p);
   for (int64_t i = 0; rc == 0 && i < n; i++) {

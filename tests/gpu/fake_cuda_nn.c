@@ -12,15 +12,19 @@
  *             dgamma = sum dy xhat, dx = gamma invstd / M (M dy - dbeta - xhat dgamma);
  *   backward (eval): dx = dy gamma invstd, same dgamma and dbeta.
  * gamma/beta NULL mean 1 and 0; dx/dgamma/dbeta NULL are not computed.
+ * float16 x/y (eval forward only, as gpu/cudnn_ops.cu): the per-channel
+ * arrays are float32 (cuDNN's derived descriptor for half data).
  * Softmax over the middle dim of outer x D x inner: the max is subtracted
- * first; backward dx = y (dy - sum dy y), log: dx = dy - exp(y) sum dy.
+ * first; backward dx = y (dy - sum dy y), log: dx = dy - exp(y) sum dy;
+ * float16 too (loaded as float, double sums, rounded back), as cuDNN's.
  */
 #include <math.h>
 
 #include "fake_cuda.h"
 
 typedef struct {
-  cnn_dtype dt;
+  cnn_dtype dt;  /* x, y, dy, dx */
+  cnn_dtype pdt; /* gamma, beta, running and saved statistics, dgamma, dbeta */
   int64_t N, C, L;
 } bn_geom;
 
@@ -47,7 +51,7 @@ static void batch_stats(const bn_geom *g, const void *x, int64_t c, double *mean
 static int bn_check(const char *op, const bn_geom *g, const void *const *pc, int npc,
                     const void *const *px, int npx) {
   for (int k = 0; k < npc; k++)
-    if (pc[k] && fake_dev_n(op, pc[k], g->C, g->dt)) return -1;
+    if (pc[k] && fake_dev_n(op, pc[k], g->C, g->pdt)) return -1;
   for (int k = 0; k < npx; k++)
     if (px[k] && fake_dev_n(op, px[k], g->N * g->C * g->L, g->dt)) return -1;
   return 0;
@@ -61,27 +65,27 @@ static void bn_channel(const bn_geom *g, int64_t c, const void *x, const void *g
   double mean, var;
   if (training) {
     batch_stats(g, x, c, &mean, &var);
-    if (rm) fake_store(g->dt, rm, c, (1 - momentum) * fake_load(g->dt, rm, c) + momentum * mean);
+    if (rm) fake_store(g->pdt, rm, c, (1 - momentum) * fake_load(g->pdt, rm, c) + momentum * mean);
     if (rv)
-      fake_store(g->dt, rv, c,
-                 (1 - momentum) * fake_load(g->dt, rv, c) + momentum * var * M / (double)(M - 1));
+      fake_store(g->pdt, rv, c,
+                 (1 - momentum) * fake_load(g->pdt, rv, c) + momentum * var * M / (double)(M - 1));
   } else {
-    mean = fake_load(g->dt, rm, c), var = fake_load(g->dt, rv, c);
+    mean = fake_load(g->pdt, rm, c), var = fake_load(g->pdt, rv, c);
   }
-  double invstd = 1 / sqrt(var + eps), ga = opt(g->dt, gamma, c, 1), be = opt(g->dt, beta, c, 0);
+  double invstd = 1 / sqrt(var + eps), ga = opt(g->pdt, gamma, c, 1), be = opt(g->pdt, beta, c, 0);
   for (int64_t j = 0; j < M; j++) {
     int64_t i = bn_idx(g, c, j);
     fake_store(g->dt, y, i, (fake_load(g->dt, x, i) - mean) * invstd * ga + be);
   }
-  if (sm) fake_store(g->dt, sm, c, mean);
-  if (si) fake_store(g->dt, si, c, invstd);
+  if (sm) fake_store(g->pdt, sm, c, mean);
+  if (si) fake_store(g->pdt, si, c, invstd);
 }
 
 static int bn_forward(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t L, const void *x,
                       const void *gamma, const void *beta, void *rm, void *rv, int training,
                       double momentum, double eps, void *y, void *sm, void *si) {
-  bn_geom g = {dt, N, C, L};
-  if (fake_float_dt("batch_norm", dt, false)) return -1;
+  bn_geom g = {dt, dt == CNN_FLOAT16 ? CNN_FLOAT32 : dt, N, C, L};
+  if (fake_float_dt("batch_norm", dt, dt == CNN_FLOAT16 && !training)) return -1;
   if ((!training && (!rm || !rv)) || (training && N * L < 2)) {
     fake_core.set_error("batch_norm: %s reached the device",
                         training ? "a batch of one value per channel"
@@ -123,7 +127,7 @@ static void bn_channel_backward(const bn_geom *g, int64_t c, bool training, cons
 static int bn_backward_any(bool training, int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t L,
                            const void *dy, const void *x, const void *gamma, const void *sm,
                            const void *si, void *dx, void *dgamma, void *dbeta) {
-  bn_geom g = {dt, N, C, L};
+  bn_geom g = {dt, dt, N, C, L};
   if (fake_float_dt("batch_norm", dt, false) || fake_enter("batch_norm", dev)) return -1;
   int rc = bn_check("batch_norm", &g, (const void *[]){gamma, sm, si, dgamma, dbeta}, 5,
                     (const void *[]){dy, x, dx}, 3);
@@ -157,7 +161,7 @@ static int bn_backward_eval(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t
 static int softmax_forward(int dev, cnn_dtype dt, int64_t outer, int64_t D, int64_t inner, int log_,
                            const void *x, void *y) {
   int64_t n = outer * D * inner;
-  if (fake_float_dt("softmax", dt, false) || fake_enter("softmax", dev)) return -1;
+  if (fake_float_dt("softmax", dt, dt == CNN_FLOAT16) || fake_enter("softmax", dev)) return -1;
   int rc = fake_dev_n("softmax", x, n, dt) || fake_dev_n("softmax", y, n, dt) ? -1 : 0;
   for (int64_t o = 0; rc == 0 && o < outer; o++)
     for (int64_t i = 0; i < inner; i++) {
@@ -177,7 +181,7 @@ static int softmax_forward(int dev, cnn_dtype dt, int64_t outer, int64_t D, int6
 static int softmax_backward(int dev, cnn_dtype dt, int64_t outer, int64_t D, int64_t inner,
                             int log_, const void *y, const void *dy, void *dx) {
   int64_t n = outer * D * inner;
-  if (fake_float_dt("softmax", dt, false) || fake_enter("softmax", dev)) return -1;
+  if (fake_float_dt("softmax", dt, dt == CNN_FLOAT16) || fake_enter("softmax", dev)) return -1;
   int rc = fake_dev_n("softmax", y, n, dt) || fake_dev_n("softmax", dy, n, dt) ||
                    fake_dev_n("softmax", dx, n, dt)
                ? -1

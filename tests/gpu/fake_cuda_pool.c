@@ -14,7 +14,9 @@
  *  - avg: divisor = window clipped to the padded input (H + ph, W + pw)
  *    when count_include_pad, else clipped to the input; 0 when empty.
  *  - adaptive avg: bin i covers [floor(i*H/OH), ceil((i+1)*H/OH)).
- * Sums in double; outputs OVERWRITTEN.
+ * Sums in double; outputs OVERWRITTEN.  The forward passes take float16
+ * too (float16 inference; loads and stores through fake_load/fake_store),
+ * the backward passes refuse it, as gpu/pool.cu.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -61,7 +63,8 @@ static int max_forward(int dev, cnn_dtype dt, const cnn_pool_shape *s, const voi
     fake_core.set_error("max_pool2d: dilation %dx%d must be >= 1", s->dh, s->dw);
     return -1;
   }
-  if (fake_float_dt("max_pool2d", dt, false) || fake_enter("max_pool2d", dev)) return -1;
+  if (fake_float_dt("max_pool2d", dt, dt == CNN_FLOAT16) || fake_enter("max_pool2d", dev))
+    return -1;
   int rc = check("max_pool2d", dt, x, P * s->H * s->W, y, P * L) ||
                    (indices && fake_dev_n("max_pool2d", indices, P * L, CNN_INT64))
                ? -1
@@ -123,7 +126,8 @@ static window avg_window(const cnn_pool_shape *s, int64_t oh, int64_t ow) {
 
 static int avg_forward(int dev, cnn_dtype dt, const cnn_pool_shape *s, const void *x, void *y) {
   int64_t P = s->N * s->C, L = s->OH * s->OW, HW = s->H * s->W;
-  if (fake_float_dt("avg_pool2d", dt, false) || fake_enter("avg_pool2d", dev)) return -1;
+  if (fake_float_dt("avg_pool2d", dt, dt == CNN_FLOAT16) || fake_enter("avg_pool2d", dev))
+    return -1;
   int rc = check("avg_pool2d", dt, x, P * HW, y, P * L);
   for (int64_t p = 0; rc == 0 && p < P; p++)
     for (int64_t i = 0; i < L; i++) {
@@ -165,7 +169,7 @@ static int64_t bin_hi(int64_t i, int64_t in, int64_t out) { return ((i + 1) * in
 static int adaptive_forward(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t H, int64_t W,
                             int64_t OH, int64_t OW, const void *x, void *y) {
   const char *op = "adaptive_avg_pool2d";
-  if (fake_float_dt(op, dt, false) || fake_enter(op, dev)) return -1;
+  if (fake_float_dt(op, dt, dt == CNN_FLOAT16) || fake_enter(op, dev)) return -1;
   int rc = check(op, dt, x, N * C * H * W, y, N * C * OH * OW);
   for (int64_t p = 0; rc == 0 && p < N * C; p++)
     for (int64_t oh = 0; oh < OH; oh++)

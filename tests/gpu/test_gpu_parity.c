@@ -653,6 +653,115 @@ static void scatter_add_dtypes(void) {
   cnn_tensor_release(ri);
 }
 
+/* ---- float16 inference (issue 16 point 6): each op on cuda in float16 against
+ * the same op on the CPU in float32, forward only.  The CPU's inputs are
+ * the float16 inputs widened (rounded to float16 and back), so the two
+ * sides see the same numbers and differ only by the device's float16
+ * output (one rounding, 2^-11 relative) and float arithmetic inside:
+ * rtol 1e-3 for one rounding, more where a sum of many terms is rounded
+ * (stated per call). ---- */
+
+/* t rounded to float16 and widened back to float32, on the CPU */
+static cnn_tensor *rounded_to_half(cnn_tensor *t) {
+  cnn_tensor *h = cnn_to_dtype(t, CNN_FLOAT16), *f = h ? cnn_to_dtype(h, CNN_FLOAT32) : NULL;
+  cnn_tensor_release(h);
+  return f;
+}
+
+/* in: float32 CPU inputs (int64 ones are passed as they are) */
+static void half_parity(const char *op, op_fn f, const void *ctx, int nin, cnn_tensor **in,
+                        double atol, double rtol) {
+  cnn_tensor *ref_in[MAXIN] = {0}, *dev_in[MAXIN] = {0};
+  for (int i = 0; i < nin; i++) {
+    bool fl = in[i] && in[i]->dtype == CNN_FLOAT32;
+    cnn_tensor *h = fl ? cnn_to_dtype(in[i], CNN_FLOAT16) : NULL;
+    ref_in[i] = fl ? rounded_to_half(in[i]) : in[i];
+    if (!fl && in[i]) cnn_tensor_retain(in[i]);
+    dev_in[i] = in[i] ? cnn_to_device(fl ? h : in[i], GPU) : NULL;
+    cnn_tensor_release(h);
+  }
+  char name[128];
+  snprintf(name, sizeof name, "%s (float16)", op);
+  cnn_tensor *yc = f(ref_in, ctx), *yg = f(dev_in, ctx);
+  CHECK(yc != NULL);
+  if (!yg) fprintf(stderr, "%s: cuda failed: %s\n", name, cnn_error());
+  bool exact = yg && yg->dtype == yc->dtype && (yg->dtype == CNN_INT64 || yg->dtype == CNN_UINT8);
+  CHECK(yg != NULL && (yg->dtype == CNN_FLOAT16 || exact));
+  if (yc && exact) { /* indices, comparisons: exactly the CPU's */
+    compare(name, "forward", yg, yc, 0, 0);
+  } else if (yc && yg) {
+    cnn_tensor *yf = cnn_to_dtype(yg, CNN_FLOAT32);
+    compare(name, "forward", yf, yc, atol, rtol);
+    cnn_tensor_release(yf);
+  }
+  cnn_tensor_release(yc), cnn_tensor_release(yg);
+  for (int i = 0; i < nin; i++) cnn_tensor_release(ref_in[i]), cnn_tensor_release(dev_in[i]);
+}
+
+static cnn_tensor *op_argmax(cnn_tensor **in, const void *ctx) {
+  return cnn_reduce(CNN_RED_ARGMAX, in[0], 1u << 1, false, 0);
+}
+static cnn_tensor *op_dropout_eval(cnn_tensor **in, const void *ctx) {
+  cnn_tensor *y = cnn_dropout(in[0], 0.3, false), *r = y ? cnn_clone(y) : NULL;
+  cnn_tensor_release(y);
+  return r;
+}
+
+static void half_elementwise(void) {
+  int64_t a[2] = {7, 5}, b[1] = {5}, c[2] = {7, 1};
+  static const cnn_binary_op bops[] = {CNN_OP_ADD, CNN_OP_SUB,     CNN_OP_MUL,
+                                       CNN_OP_DIV, CNN_OP_MAXIMUM, CNN_OP_GT};
+  for (size_t k = 0; k < sizeof bops / sizeof bops[0]; k++) {
+    cnn_tensor *in[2] = {randn(2, a), randn(1, b)}; /* broadcast along rows */
+    half_parity(cnn_binary_name(bops[k]), op_binary, &bops[k], 2, in, 1e-4, 1e-3);
+    cnn_tensor_release(in[1]);
+    in[1] = randn(2, c); /* along columns */
+    half_parity(cnn_binary_name(bops[k]), op_binary, &bops[k], 2, in, 1e-4, 1e-3);
+    cnn_tensor_release(in[0]), cnn_tensor_release(in[1]);
+  }
+  static const cnn_unary_op uops[] = {CNN_OP_RELU,       CNN_OP_SIGMOID, CNN_OP_TANH,
+                                      CNN_OP_GELU,       CNN_OP_EXP,     CNN_OP_NEG,
+                                      CNN_OP_LEAKY_RELU, CNN_OP_ELU,     CNN_OP_CLAMP};
+  for (size_t k = 0; k < sizeof uops / sizeof uops[0]; k++) {
+    cnn_tensor *in[1] = {randn(2, a)};
+    half_parity(cnn_unary_name(uops[k]), op_unary, &uops[k], 1, in, 1e-4, 1e-3);
+    cnn_tensor_release(in[0]);
+  }
+  /* 0-d float32 scalar with a float16 tensor: float16 (PyTorch's rule) */
+  cnn_tensor *in[2] = {randn(2, a), cnn_scalar(0.25, CNN_FLOAT32, CNN_DEVICE_CPU)};
+  half_parity("add 0-d", op_binary, &(cnn_binary_op){CNN_OP_ADD}, 2, in, 1e-4, 1e-3);
+  half_parity("where", op_where, NULL, 2, (cnn_tensor *[]){in[0], in[0]}, 0, 0);
+  half_parity("dropout (eval)", op_dropout_eval, NULL, 1, in, 0, 0);
+  cnn_tensor_release(in[0]), cnn_tensor_release(in[1]);
+}
+
+static void half_nn_ops(void) {
+  int64_t x[4] = {2, 3, 7, 5}, c[1] = {3}, r[2] = {6, 7}, w[2] = {4, 7}, o[1] = {4};
+  cnn_pool_params mp = {{3, 2}, {2, 2}, {1, 0}, true, false, {1, 1}},
+                  ap = {{3, 3}, {2, 2}, {1, 1}, true, false, {1, 1}};
+  cnn_tensor *in[5] = {randn(4, x), randn(1, c), randn(1, c), randn(1, c),
+                       cnn_rand(1, c, CNN_FLOAT32)};
+  half_parity("max_pool2d (ceil_mode)", op_maxpool, &mp, 1, in, 0, 0); /* a maximum: exact */
+  half_parity("avg_pool2d (ceil_mode, pad)", op_avgpool, &ap, 1, in, 1e-4, 1e-3);
+  half_parity("adaptive_avg_pool2d", op_adaptive, NULL, 1, in, 1e-4, 1e-3);
+  half_parity("batch_norm (eval)", op_bn, &(int){0}, 5, in, 1e-3, 2e-3);
+  cnn_tensor *sm[1] = {randn(2, r)};
+  half_parity("softmax", op_softmax, &(int){0}, 1, sm, 1e-4, 1e-3);
+  half_parity("log_softmax", op_softmax, &(int){1}, 1, sm, 1e-3, 1e-3);
+  half_parity("argmax", op_argmax, NULL, 1, sm, 0, 0);
+  half_parity("max(dim)", op_max_dim, NULL, 1, sm, 0, 0); /* a maximum: exact */
+  static const int sum_args[4] = {CNN_RED_SUM, 1u << 1, 0, 0},
+                   mean_args[4] = {CNN_RED_MEAN, 0, 0, 0};
+  half_parity("sum(dim 2)", op_reduce, sum_args, 1, sm, 1e-3, 1e-3);
+  half_parity("mean", op_reduce, mean_args, 1, sm, 1e-3, 1e-3);
+  /* linear: float32 accumulation on the device, one rounding of the result */
+  cnn_tensor *lin[3] = {sm[0], randn(2, w), randn(1, o)}; /* 6x7 . (4x7)^T + 4 */
+  half_parity("linear", op_linear, NULL, 3, lin, 1e-3, 2e-3);
+  cnn_tensor_release(lin[1]), cnn_tensor_release(lin[2]);
+  cnn_tensor_release(sm[0]);
+  for (int i = 0; i < 5; i++) cnn_tensor_release(in[i]);
+}
+
 /* the device's errors: mixed devices name both */
 static void errors(void) {
   int64_t a[1] = {3};
@@ -756,6 +865,7 @@ int main(void) {
   tensor_ops(); /* issue 13 point 7 */
   scatter_add_dtypes();
   errors();
-  norm_resize_ops(); /* helper "norm" */
+  norm_resize_ops();                 /* helper "norm" */
+  half_elementwise(), half_nn_ops(); /* issue 16 point 6: float16 inference */
   return check_report("gpu_parity");
 }

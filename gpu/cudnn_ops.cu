@@ -27,6 +27,16 @@
  * given.  The legacy descriptors hold int sizes and strides: more than
  * INT_MAX elements are refused with a message.
  *
+ * float16 (inference, issue 16): softmax forward and backward on
+ * CUDNN_DATA_HALF descriptors, and batch norm's eval forward
+ * (cudnnBatchNormalizationForwardInference) on half x/y.  cuDNN's rules
+ * for half data: the scale/bias/mean/variance descriptor derived by
+ * cudnnDeriveBNTensorDescriptor is float ("type = (typeOf(x) == double) ?
+ * double : float", cudnn_ops.h), so core hands float32 per-channel arrays
+ * (core/ops/nn_norm.c) and eval_stats writes float32; alpha/beta are host
+ * floats, as for float32 data (the scaling-parameter rule cudnn_conv.cu
+ * follows too).  Batch norm training and backward on half are refused.
+ *
  * Per-channel sums (batch norm's eval backward, every conv bias gradient)
  * take float32/float64 and, for the conv bias under autocast, float16 /
  * bfloat16; they accumulate in double, one block per channel.
@@ -41,8 +51,13 @@
        i += (int64_t)gridDim.x * blockDim.x)
 
 static cudnnDataType_t ctype(cnn_dtype dt) {
-  return dt == CNN_FLOAT64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
+  return dt == CNN_FLOAT64   ? CUDNN_DATA_DOUBLE
+         : dt == CNN_FLOAT16 ? CUDNN_DATA_HALF
+                             : CUDNN_DATA_FLOAT;
 }
+
+/* the dtype of batch norm's per-channel arrays for data of dtype dt */
+static cnn_dtype bn_param_dt(cnn_dtype dt) { return dt == CNN_FLOAT16 ? CNN_FLOAT32 : dt; }
 
 /* the whole tensor (and so every size and stride) fits cuDNN's int */
 static int fits_int(const char *op, int64_t a, int64_t b, int64_t c) {
@@ -54,8 +69,9 @@ static int fits_int(const char *op, int64_t a, int64_t b, int64_t c) {
   return -1;
 }
 
-static int float_only(const char *op, cnn_dtype dt) {
-  if (dt == CNN_FLOAT32 || dt == CNN_FLOAT64) return 0;
+/* half: float16 is accepted too */
+static int float_only(const char *op, cnn_dtype dt, bool half = false) {
+  if (dt == CNN_FLOAT32 || dt == CNN_FLOAT64 || (half && dt == CNN_FLOAT16)) return 0;
   gpu_core.set_error("%s: dtype %s is not supported on cuda", op, gpu_core.dtype_name(dt));
   return -1;
 }
@@ -93,7 +109,7 @@ static int softmax_call(cudnnHandle_t h, int dev, const char *op, int log, bool 
 static int softmax_fwd(int dev, cnn_dtype dt, int64_t outer, int64_t D, int64_t inner, int log,
                        const void *x, void *y) {
   const char *op = log ? "log_softmax" : "softmax";
-  if (float_only(op, dt) || fits_int(op, outer, D, inner)) return -1;
+  if (float_only(op, dt, true) || fits_int(op, outer, D, inner)) return -1;
   if (outer * D * inner == 0) return 0;
   cudnnHandle_t h = gpu_cudnn(op, dev);
   cudnnTensorDescriptor_t d = NULL;
@@ -106,7 +122,7 @@ static int softmax_fwd(int dev, cnn_dtype dt, int64_t outer, int64_t D, int64_t 
 static int softmax_bwd(int dev, cnn_dtype dt, int64_t outer, int64_t D, int64_t inner, int log,
                        const void *y, const void *dy, void *dx) {
   const char *op = log ? "log_softmax" : "softmax";
-  if (float_only(op, dt) || fits_int(op, outer, D, inner)) return -1;
+  if (float_only(op, dt, true) || fits_int(op, outer, D, inner)) return -1;
   if (outer * D * inner == 0) return 0;
   cudnnHandle_t h = gpu_cudnn(op, dev);
   cudnnTensorDescriptor_t d = NULL;
@@ -243,10 +259,12 @@ static int bn_running(bn_ctx *b, cnn_dtype dt, int64_t C, void **rm, void **rv) 
   return 0;
 }
 
-static int bn_begin(bn_ctx *b, int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t L, double eps) {
+/* half: float16 data accepted (the eval forward) */
+static int bn_begin(bn_ctx *b, int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t L, double eps,
+                    bool half) {
   memset(b, 0, sizeof *b);
   b->dev = dev;
-  if (float_only("batch_norm", dt) || fits_int("batch_norm", N, C, L)) return -1;
+  if (float_only("batch_norm", dt, half) || fits_int("batch_norm", N, C, L)) return -1;
   if (!(eps >= CUDNN_BN_MIN_EPSILON)) { /* NaN too */
     gpu_core.set_error("batch_norm: eps %g is below cuDNN's minimum %g on cuda", eps,
                        (double)CUDNN_BN_MIN_EPSILON);
@@ -299,9 +317,10 @@ static int bn_forward_body(bn_ctx *b, cnn_dtype dt, int64_t C, const void *x, co
   float f1 = 1, f0 = 0;
   bool f64 = dt == CNN_FLOAT64;
   const void *one = f64 ? (void *)&d1 : (void *)&f1, *zero = f64 ? (void *)&d0 : (void *)&f0;
-  if (bn_params(b, dt, C, &gamma, &beta)) return -1;
+  cnn_dtype pdt = bn_param_dt(dt); /* gamma, beta, rm, rv, sm, si */
+  if (bn_params(b, pdt, C, &gamma, &beta)) return -1;
   if (training) { /* save_mean/save_invstd: both given by core, as cuDNN wants */
-    if (bn_running(b, dt, C, &rm, &rv)) return -1;
+    if (bn_running(b, pdt, C, &rm, &rv)) return -1;
     CUDNN_CHECK_RETRY("batch_norm", b->dev,
                       cudnnBatchNormalizationForwardTraining(b->h, CUDNN_BATCHNORM_SPATIAL, one,
                                                              zero, b->x, x, b->x, y, b->p, gamma,
@@ -312,19 +331,21 @@ static int bn_forward_body(bn_ctx *b, cnn_dtype dt, int64_t C, const void *x, co
                     cudnnBatchNormalizationForwardInference(b->h, CUDNN_BATCHNORM_SPATIAL, one,
                                                             zero, b->x, x, b->x, y, b->p, gamma,
                                                             beta, rm, rv, eps));
-  return eval_stats(dt, C, rm, rv, eps, sm, si);
+  return eval_stats(pdt, C, rm, rv, eps, sm, si);
 }
 
 static int bn_forward(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t L, const void *x,
                       const void *gamma, const void *beta, void *rm, void *rv, int training,
                       double momentum, double eps, void *y, void *sm, void *si) {
+  if (training && dt == CNN_FLOAT16) /* core refuses it first */
+    return float_only("batch_norm (training)", dt);
   if (N * C * L == 0) {     /* no data: eval still reports the statistics it uses */
     if (training) return 0; /* core refuses training with one value per channel */
-    if (float_only("batch_norm", dt) || gpu_device("batch_norm", dev)) return -1;
-    return eval_stats(dt, C, rm, rv, eps, sm, si);
+    if (float_only("batch_norm", dt, true) || gpu_device("batch_norm", dev)) return -1;
+    return eval_stats(bn_param_dt(dt), C, rm, rv, eps, sm, si);
   }
   bn_ctx b;
-  int rc = bn_begin(&b, dev, dt, N, C, L, eps);
+  int rc = bn_begin(&b, dev, dt, N, C, L, eps, true);
   if (rc == 0)
     rc = bn_forward_body(&b, dt, C, x, gamma, beta, rm, rv, training, momentum, eps, y, sm, si);
   bn_done(&b);
@@ -353,7 +374,7 @@ static int bn_backward(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t L, c
                        void *dg, void *db, double eps) {
   if (N * C * L == 0) return 0;
   bn_ctx b;
-  int rc = bn_begin(&b, dev, dt, N, C, L, eps);
+  int rc = bn_begin(&b, dev, dt, N, C, L, eps, false);
   size_t cb = (size_t)C * gpu_dtype_size(dt);
   void *tdx = NULL, *tdg = NULL, *tdb = NULL;
   if (rc == 0) rc = bn_params(&b, dt, C, &gamma, NULL);

@@ -14,7 +14,9 @@
  * sigmoid, gelu, elu, leaky_relu and relu, so the CPU tests cover them.
  *
  * Dtypes: float32/float64 compute in their own precision (the unary
- * derivatives in double, as the CPU); int64/uint8 in wrapping int64
+ * derivatives in double, as the CPU); float16 (inference, issue 16) is
+ * stored as __half and computed in float (loaded with __half2float, the
+ * float formulas of elementwise_ops.h, stored with __float2half_rn); int64/uint8 in wrapping int64
  * arithmetic; comparisons write uint8.  Copies of equal dtypes move bits
  * (exact for int64 and NaN payloads); casts go through double, and
  * float16/bfloat16 use CUDA's round-to-nearest-even conversions (the CPU's
@@ -123,19 +125,27 @@ template <typename T> __device__ __forceinline__ T bin_float(int op, T a, T b) {
   if (sizeof(T) == 4) return (T)cnn_ew_binary_f32(op, (float)a, (float)b);
   return (T)cnn_ew_binary_f64(op, (double)a, (double)b);
 }
+/* float16: the float formula over widened operands, rounded once */
+template <> __device__ __forceinline__ __half bin_float<__half>(int op, __half a, __half b) {
+  return __float2half_rn(cnn_ew_binary_f32(op, __half2float(a), __half2float(b)));
+}
 
 /* ---- kernels ----------------------------------------------------------------------------------- */
+
+template <typename T> __device__ __forceinline__ T un_float(int op, T v, double p0, double p1) {
+  if (sizeof(T) == 4) return (T)cnn_ew_unary_f32(op, (float)v, (float)p0, (float)p1);
+  return (T)cnn_ew_unary_f64(op, (double)v, p0, p1);
+}
+template <>
+__device__ __forceinline__ __half un_float<__half>(int op, __half v, double p0, double p1) {
+  return __float2half_rn(cnn_ew_unary_f32(op, __half2float(v), (float)p0, (float)p1));
+}
 
 template <typename T>
 __global__ void k_unary_float(int op, Space s, int64_t n, Ptr o, Ptr x, double p0, double p1) {
   GRID_LOOP(i, n) {
     T v = ((const T *)x.p)[eoff(s, x, i)];
-    T r;
-    if (sizeof(T) == 4)
-      r = (T)cnn_ew_unary_f32(op, (float)v, (float)p0, (float)p1);
-    else
-      r = (T)cnn_ew_unary_f64(op, (double)v, p0, p1);
-    ((T *)o.p)[eoff(s, o, i)] = r;
+    ((T *)o.p)[eoff(s, o, i)] = un_float<T>(op, v, p0, p1);
   }
 }
 
@@ -164,7 +174,7 @@ __global__ void k_binary_int(int op, cnn_dtype dt, Space s, int64_t n, Ptr o, Pt
 __global__ void k_compare(int op, cnn_dtype dt, Space s, int64_t n, Ptr o, Ptr a, Ptr b) {
   GRID_LOOP(i, n) {
     int c;
-    if (dt == CNN_FLOAT32 || dt == CNN_FLOAT64) {
+    if (dt == CNN_FLOAT32 || dt == CNN_FLOAT64 || dt == CNN_FLOAT16) {
       double x = ld(dt, a.p, eoff(s, a, i)), y = ld(dt, b.p, eoff(s, b, i));
       c = x < y ? -1 : x > y ? 1 : x == y ? 0 : 2;
     } else {
@@ -219,6 +229,8 @@ template <typename E> __global__ void k_fill(Space s, int64_t n, Ptr d, E v) {
 /* ---- launchers ---------------------------------------------------------------------------------- */
 
 static bool is_float(cnn_dtype dt) { return dt == CNN_FLOAT32 || dt == CNN_FLOAT64; }
+/* unary and binary ops also run on float16 (computed in float) */
+static bool is_float_or_half(cnn_dtype dt) { return is_float(dt) || dt == CNN_FLOAT16; }
 static bool is_int(cnn_dtype dt) { return dt == CNN_INT64 || dt == CNN_UINT8; }
 
 static int bad_dtype(const char *op, cnn_dtype dt) {
@@ -229,7 +241,7 @@ static int bad_dtype(const char *op, cnn_dtype dt) {
 static int ew_unary(int dev, cnn_unary_op op, cnn_dtype dt, const cnn_be_shape *shape,
                     cnn_be_arg out, cnn_be_arg x, double p0, double p1) {
   const char *name = gpu_core.unary_name(op);
-  if (!is_float(dt) && !is_int(dt)) return bad_dtype(name, dt);
+  if (!is_float_or_half(dt) && !is_int(dt)) return bad_dtype(name, dt);
   if (gpu_device(name, dev)) return -1;
   Space s;
   Ptr p[2];
@@ -241,6 +253,8 @@ static int ew_unary(int dev, cnn_unary_op op, cnn_dtype dt, const cnn_be_shape *
     k_unary_float<float><<<gpu_blocks(n), GPU_THREADS>>>(op, s, n, p[0], p[1], p0, p1);
   else if (dt == CNN_FLOAT64)
     k_unary_float<double><<<gpu_blocks(n), GPU_THREADS>>>(op, s, n, p[0], p[1], p0, p1);
+  else if (dt == CNN_FLOAT16)
+    k_unary_float<__half><<<gpu_blocks(n), GPU_THREADS>>>(op, s, n, p[0], p[1], p0, p1);
   else
     k_unary_int<<<gpu_blocks(n), GPU_THREADS>>>(op, dt, s, n, p[0], p[1], p0, p1);
   LAUNCH_CHECK(name);
@@ -257,7 +271,7 @@ int gpu_unary_inplace(int dev, cnn_unary_op op, cnn_dtype dt, int64_t n, void *y
 static int ew_binary(int dev, cnn_binary_op op, cnn_dtype dt, const cnn_be_shape *shape,
                      cnn_be_arg out, cnn_be_arg a, cnn_be_arg b) {
   const char *name = gpu_core.binary_name(op);
-  if (!is_float(dt) && !is_int(dt)) return bad_dtype(name, dt);
+  if (!is_float_or_half(dt) && !is_int(dt)) return bad_dtype(name, dt);
   if (gpu_device(name, dev)) return -1;
   Space s;
   Ptr p[3];
@@ -272,6 +286,8 @@ static int ew_binary(int dev, cnn_binary_op op, cnn_dtype dt, const cnn_be_shape
     k_binary_float<float><<<g, GPU_THREADS>>>(op, s, n, p[0], p[1], p[2]);
   else if (dt == CNN_FLOAT64)
     k_binary_float<double><<<g, GPU_THREADS>>>(op, s, n, p[0], p[1], p[2]);
+  else if (dt == CNN_FLOAT16)
+    k_binary_float<__half><<<g, GPU_THREADS>>>(op, s, n, p[0], p[1], p[2]);
   else
     k_binary_int<<<g, GPU_THREADS>>>(op, dt, s, n, p[0], p[1], p[2]);
   LAUNCH_CHECK(name);

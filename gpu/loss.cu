@@ -13,7 +13,8 @@
  *
  * Dropout is counter-based (elementwise_math.h's cnn_dropout_value, the
  * CPU's too): the mask needs no generator state on the device and a seed
- * taken from core's generator reproduces it.
+ * taken from core's generator reproduces it.  The mask may be float16
+ * (dropout on float16 tensors: 0 or 1/(1-p) rounded to half).
  */
 #include "gpu.h"
 
@@ -111,7 +112,7 @@ __global__ void k_bce(int64_t n, int which, bool fwd, const T *x, const T *y, co
 }
 
 template <typename T> __global__ void k_dropout(int64_t n, double p, uint64_t seed, T *mask) {
-  GRID_LOOP(i, n) mask[i] = (T)cnn_dropout_value(seed, i, p);
+  GRID_LOOP(i, n) mask[i] = gpu_narrow<T>(cnn_dropout_value(seed, i, p));
 }
 
 /* ---- launchers ------------------------------------------------------------------------- */
@@ -187,10 +188,16 @@ static int bce_bwd(int dev, cnn_dtype dt, int64_t n, int which, const void *x, c
 }
 
 static int dropout_mask(int dev, cnn_dtype dt, int64_t n, double p, uint64_t seed, void *mask) {
-  if (begin("dropout", dev, dt)) return -1;
+  if (dt == CNN_FLOAT16) { /* a float16 mask (float16 inference also trains dropout) */
+    if (gpu_device("dropout", dev)) return -1;
+  } else if (begin("dropout", dev, dt)) {
+    return -1;
+  }
   if (!n) return 0;
   if (dt == CNN_FLOAT32)
     k_dropout<float><<<gpu_blocks(n), GPU_THREADS>>>(n, p, seed, (float *)mask);
+  else if (dt == CNN_FLOAT16)
+    k_dropout<__half><<<gpu_blocks(n), GPU_THREADS>>>(n, p, seed, (__half *)mask);
   else
     k_dropout<double><<<gpu_blocks(n), GPU_THREADS>>>(n, p, seed, (double *)mask);
   LAUNCH_CHECK("dropout");

@@ -17,6 +17,10 @@
  * Backward passes zero dx and scatter with atomicAdd (float and double
  * atomics: sm_60 and later), so overlapping windows sum as on the CPU, in
  * a nondeterministic order (differences of float rounding only).
+ *
+ * The forward passes also take float16 (inference, issue 16): elements are
+ * widened with gpu_widen, summed in double as for float32, and rounded once
+ * by gpu_narrow (gpu.h).  The backward passes take float32/float64 only.
  */
 #include <math.h>
 
@@ -50,13 +54,13 @@ template <typename T> __global__ void k_max_fwd(cnn_pool_shape s, const T *x, T 
     bool seen_nan = false;
     for (int64_t h = h0; h < h1; h += s.dh)
       for (int64_t w = w0; w < w1; w += s.dw) {
-        double v = xp[h * s.W + w];
+        double v = gpu_widen(xp[h * s.W + w]);
         bool is_nan = v != v;
         if ((v > best && !seen_nan) || is_nan) arg = h * s.W + w;
         if (v > best) best = v;
         seen_nan |= is_nan;
       }
-    y[i] = seen_nan ? (T)NAN : (T)best;
+    y[i] = gpu_narrow<T>(seen_nan ? (double)NAN : best);
     if (idx) idx[i] = arg;
   }
 }
@@ -95,8 +99,8 @@ template <typename T> __global__ void k_avg_fwd(cnn_pool_shape s, const T *x, T 
     const T *xp = x + plane * s.H * s.W;
     double acc = 0;
     for (int64_t h = v.h0; h < v.h1; h++)
-      for (int64_t w = v.w0; w < v.w1; w++) acc += xp[h * s.W + w];
-    y[i] = (T)(v.div > 0 ? acc / v.div : 0);
+      for (int64_t w = v.w0; w < v.w1; w++) acc += gpu_widen(xp[h * s.W + w]);
+    y[i] = gpu_narrow<T>(v.div > 0 ? acc / v.div : 0);
   }
 }
 
@@ -121,31 +125,40 @@ __device__ __forceinline__ int64_t bin_end(int64_t i, int64_t in, int64_t out) {
 }
 
 template <typename T>
-__global__ void k_adaptive(bool backward, int64_t NC, int64_t H, int64_t W, int64_t OH, int64_t OW,
-                           const T *in, T *out) {
+__global__ void k_adaptive_fwd(int64_t NC, int64_t H, int64_t W, int64_t OH, int64_t OW, const T *x,
+                               T *y) {
   int64_t n = NC * OH * OW;
   GRID_LOOP(i, n) {
     int64_t ow = i % OW, oh = i / OW % OH, plane = i / (OW * OH);
     int64_t h0 = bin_start(oh, H, OH), h1 = bin_end(oh, H, OH);
     int64_t w0 = bin_start(ow, W, OW), w1 = bin_end(ow, W, OW);
-    double area = (double)((h1 - h0) * (w1 - w0));
-    if (backward) { /* in = dy (OH x OW), out = dx (H x W) */
-      T g = (T)((double)in[i] / area);
-      for (int64_t h = h0; h < h1; h++)
-        for (int64_t w = w0; w < w1; w++) atomicAdd(out + plane * H * W + h * W + w, g);
-    } else {
-      double acc = 0;
-      for (int64_t h = h0; h < h1; h++)
-        for (int64_t w = w0; w < w1; w++) acc += in[plane * H * W + h * W + w];
-      out[i] = (T)(acc / area);
-    }
+    double acc = 0;
+    for (int64_t h = h0; h < h1; h++)
+      for (int64_t w = w0; w < w1; w++) acc += gpu_widen(x[plane * H * W + h * W + w]);
+    y[i] = gpu_narrow<T>(acc / (double)((h1 - h0) * (w1 - w0)));
+  }
+}
+
+/* dy OH x OW scattered into dx H x W (zeroed) */
+template <typename T>
+__global__ void k_adaptive_bwd(int64_t NC, int64_t H, int64_t W, int64_t OH, int64_t OW,
+                               const T *dy, T *dx) {
+  int64_t n = NC * OH * OW;
+  GRID_LOOP(i, n) {
+    int64_t ow = i % OW, oh = i / OW % OH, plane = i / (OW * OH);
+    int64_t h0 = bin_start(oh, H, OH), h1 = bin_end(oh, H, OH);
+    int64_t w0 = bin_start(ow, W, OW), w1 = bin_end(ow, W, OW);
+    T g = (T)((double)dy[i] / (double)((h1 - h0) * (w1 - w0)));
+    for (int64_t h = h0; h < h1; h++)
+      for (int64_t w = w0; w < w1; w++) atomicAdd(dx + plane * H * W + h * W + w, g);
   }
 }
 
 /* ---- launchers ------------------------------------------------------------------------ */
 
-static int begin(const char *op, int dev, cnn_dtype dt) {
-  if (dt != CNN_FLOAT32 && dt != CNN_FLOAT64) {
+/* half: the pass takes float16 (the forward passes) */
+static int begin(const char *op, int dev, cnn_dtype dt, bool half = false) {
+  if (dt != CNN_FLOAT32 && dt != CNN_FLOAT64 && !(half && dt == CNN_FLOAT16)) {
     gpu_core.set_error("%s: dtype %s is not supported on cuda", op, gpu_core.dtype_name(dt));
     return -1;
   }
@@ -160,7 +173,7 @@ static int zero(const char *op, void *p, size_t bytes) {
 static int max_fwd(int dev, cnn_dtype dt, const cnn_pool_shape *s, const void *x, void *y,
                    int64_t *idx) {
   int64_t n = s->N * s->C * s->OH * s->OW;
-  if (begin("max_pool2d", dev, dt)) return -1;
+  if (begin("max_pool2d", dev, dt, true)) return -1;
   if (s->dh < 1 || s->dw < 1) {
     gpu_core.set_error("max_pool2d: dilation %dx%d must be >= 1", s->dh, s->dw);
     return -1;
@@ -168,6 +181,8 @@ static int max_fwd(int dev, cnn_dtype dt, const cnn_pool_shape *s, const void *x
   if (!n) return 0;
   if (dt == CNN_FLOAT32)
     k_max_fwd<float><<<gpu_blocks(n), GPU_THREADS>>>(*s, (const float *)x, (float *)y, idx);
+  else if (dt == CNN_FLOAT16)
+    k_max_fwd<__half><<<gpu_blocks(n), GPU_THREADS>>>(*s, (const __half *)x, (__half *)y, idx);
   else
     k_max_fwd<double><<<gpu_blocks(n), GPU_THREADS>>>(*s, (const double *)x, (double *)y, idx);
   LAUNCH_CHECK("max_pool2d");
@@ -191,10 +206,12 @@ static int max_bwd(int dev, cnn_dtype dt, const cnn_pool_shape *s, const void *d
 
 static int avg_fwd(int dev, cnn_dtype dt, const cnn_pool_shape *s, const void *x, void *y) {
   int64_t n = s->N * s->C * s->OH * s->OW;
-  if (begin("avg_pool2d", dev, dt)) return -1;
+  if (begin("avg_pool2d", dev, dt, true)) return -1;
   if (!n) return 0;
   if (dt == CNN_FLOAT32)
     k_avg_fwd<float><<<gpu_blocks(n), GPU_THREADS>>>(*s, (const float *)x, (float *)y);
+  else if (dt == CNN_FLOAT16)
+    k_avg_fwd<__half><<<gpu_blocks(n), GPU_THREADS>>>(*s, (const __half *)x, (__half *)y);
   else
     k_avg_fwd<double><<<gpu_blocks(n), GPU_THREADS>>>(*s, (const double *)x, (double *)y);
   LAUNCH_CHECK("avg_pool2d");
@@ -215,30 +232,37 @@ static int avg_bwd(int dev, cnn_dtype dt, const cnn_pool_shape *s, const void *d
   return 0;
 }
 
-static int adaptive(bool bwd, int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t H, int64_t W,
-                    int64_t OH, int64_t OW, const void *in, void *out) {
+static int adaptive_fwd(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t H, int64_t W,
+                        int64_t OH, int64_t OW, const void *x, void *y) {
   const char *op = "adaptive_avg_pool2d";
-  if (begin(op, dev, dt)) return -1;
-  if (bwd && zero(op, out, (size_t)(N * C * H * W) * gpu_dtype_size(dt))) return -1;
+  if (begin(op, dev, dt, true)) return -1;
   int64_t n = N * C * OH * OW;
   if (!n || !H || !W) return 0;
+  unsigned g = gpu_blocks(n);
   if (dt == CNN_FLOAT32)
-    k_adaptive<float>
-        <<<gpu_blocks(n), GPU_THREADS>>>(bwd, N * C, H, W, OH, OW, (const float *)in, (float *)out);
+    k_adaptive_fwd<float><<<g, GPU_THREADS>>>(N * C, H, W, OH, OW, (const float *)x, (float *)y);
+  else if (dt == CNN_FLOAT16)
+    k_adaptive_fwd<__half><<<g, GPU_THREADS>>>(N * C, H, W, OH, OW, (const __half *)x, (__half *)y);
   else
-    k_adaptive<double><<<gpu_blocks(n), GPU_THREADS>>>(bwd, N * C, H, W, OH, OW, (const double *)in,
-                                                       (double *)out);
+    k_adaptive_fwd<double><<<g, GPU_THREADS>>>(N * C, H, W, OH, OW, (const double *)x, (double *)y);
   LAUNCH_CHECK(op);
   return 0;
 }
 
-static int adaptive_fwd(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t H, int64_t W,
-                        int64_t OH, int64_t OW, const void *x, void *y) {
-  return adaptive(false, dev, dt, N, C, H, W, OH, OW, x, y);
-}
 static int adaptive_bwd(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t H, int64_t W,
                         int64_t OH, int64_t OW, const void *dy, void *dx) {
-  return adaptive(true, dev, dt, N, C, H, W, OH, OW, dy, dx);
+  const char *op = "adaptive_avg_pool2d";
+  if (begin(op, dev, dt) || zero(op, dx, (size_t)(N * C * H * W) * gpu_dtype_size(dt))) return -1;
+  int64_t n = N * C * OH * OW;
+  if (!n || !H || !W) return 0;
+  unsigned g = gpu_blocks(n);
+  if (dt == CNN_FLOAT32)
+    k_adaptive_bwd<float><<<g, GPU_THREADS>>>(N * C, H, W, OH, OW, (const float *)dy, (float *)dx);
+  else
+    k_adaptive_bwd<double>
+        <<<g, GPU_THREADS>>>(N * C, H, W, OH, OW, (const double *)dy, (double *)dx);
+  LAUNCH_CHECK(op);
+  return 0;
 }
 
 void gpu_pool_register(cnn_backend *be) {

@@ -183,10 +183,13 @@ static const doc_entry docs[] = {
     {"Tensor:totable",
      "x:totable() -> table\nThe values as nested Lua tables (a number for a 0-d tensor)."},
     {"Tensor:to", "x:to(dtype | device | other | {dtype=, device=, non_blocking=} [, "
-                  "{non_blocking=}]) -> tensor\nConverts dtype and/or device ('float64', 'cuda', "
+                  "{non_blocking=}]) -> tensor\nx:to(device, dtype [, {non_blocking=}]) -> "
+                  "tensor\nConverts dtype and/or device ('float64', 'cuda', "
                   "...); x itself when nothing changes."},
     {"Tensor:float", "x:float() -> tensor\nConverts to float32."},
     {"Tensor:double", "x:double() -> tensor\nConverts to float64."},
+    {"Tensor:half", "x:half() -> tensor\nConverts to float16 (ops run on it on a GPU: float16 "
+                    "inference; the CPU stores it only)."},
     {"Tensor:long", "x:long() -> tensor\nConverts to int64."},
     {"Tensor:byte", "x:byte() -> tensor\nConverts to uint8."},
     {"Tensor:cpu", "x:cpu() -> tensor\nCopies to the CPU (x itself if there already)."},

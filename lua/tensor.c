@@ -355,13 +355,27 @@ static int to_options(lua_State *L, cnn_tensor *t) {
   return convert(L, t, dev, dt, opt_non_blocking(L, 2));
 }
 
+/* x:to(device, dtype [, {non_blocking = true}]): PyTorch's x.to('cuda', torch.float16) */
+static int to_device_dtype(lua_State *L, cnn_tensor *t) {
+  const char *devname = luaL_checkstring(L, 2), *dtname = luaL_checkstring(L, 3);
+  cnn_device dev;
+  cnn_dtype dt;
+  if (cnn_lua_parse_device(devname, &dev) != 0)
+    return cnn_lua_fail(L, "to: unknown device '%s' (cpu, cuda, cuda:N)", devname);
+  if (cnn_dtype_from_name(dtname, &dt) != 0)
+    return cnn_lua_fail(L, "to: unknown dtype '%s' (float32, float64, float16, int64, uint8)",
+                        dtname);
+  return convert(L, t, dev, dt, opt_non_blocking(L, 4));
+}
+
 /* x:to('float64' | 'cuda' | other_tensor | {dtype=, device=, non_blocking=}
- *      [, {non_blocking = true}]) */
+ *      [, {non_blocking = true}]), x:to(device, dtype [, {non_blocking = true}]) */
 static int m_to(lua_State *L) {
   cnn_tensor *t = cnn_lua_check_tensor(L, 1);
   cnn_tensor *other = cnn_lua_to_tensor(L, 2);
   if (other) return convert(L, t, cnn_tensor_device(other), other->dtype, opt_non_blocking(L, 3));
   if (lua_istable(L, 2)) return to_options(L, t);
+  if (lua_type(L, 3) == LUA_TSTRING) return to_device_dtype(L, t);
   const char *s = luaL_checkstring(L, 2);
   cnn_dtype dt;
   cnn_device dev;
@@ -375,6 +389,7 @@ static int m_to(lua_State *L) {
 
 static int m_float(lua_State *L) { return to_dtype(L, cnn_lua_check_tensor(L, 1), CNN_FLOAT32); }
 static int m_double(lua_State *L) { return to_dtype(L, cnn_lua_check_tensor(L, 1), CNN_FLOAT64); }
+static int m_half(lua_State *L) { return to_dtype(L, cnn_lua_check_tensor(L, 1), CNN_FLOAT16); }
 static int m_long(lua_State *L) { return to_dtype(L, cnn_lua_check_tensor(L, 1), CNN_INT64); }
 static int m_byte(lua_State *L) { return to_dtype(L, cnn_lua_check_tensor(L, 1), CNN_UINT8); }
 static int m_cpu(lua_State *L) {
@@ -451,6 +466,7 @@ const luaL_Reg cnn_lua_tensor_methods[] = {{"size", m_size},
                                            {"float", m_float},
                                            {"tolist", m_totable}, /* PyTorch's name for totable */
                                            {"double", m_double},
+                                           {"half", m_half},
                                            {"long", m_long},
                                            {"byte", m_byte},
                                            {"cpu", m_cpu},

@@ -237,6 +237,13 @@ local function is_device(s)
   return s:match("^cpu") or s:match("^cuda")
 end
 
+-- the floating dtypes a module converts to, by every name core knows
+-- (core/dtype.c): canonical name
+local float_dtypes = {
+  float32 = "float32", float = "float32", float64 = "float64", double = "float64",
+  float16 = "float16", half = "float16", bfloat16 = "bfloat16", bf16 = "bfloat16",
+}
+
 -- Converts every parameter and buffer of every module with `conv(t)` in
 -- place (t:set_), as PyTorch's Module.to: the tensors keep their identity,
 -- so an optimizer built before the move still holds the model's
@@ -255,19 +262,42 @@ local function convert_tensors(self, conv)
   return self
 end
 
--- to(device_or_dtype): 'cpu', 'cuda', 'cuda:0', or a floating dtype
--- ('float32', 'float64'; integer buffers keep their dtype).  Parameters
--- change in place (an optimizer made before keeps working; a .grad that no
--- longer matches is dropped; optimizer state made before the move stays
--- where it was: build optimizers after moving, as in PyTorch).
-function Module:to(what)
-  assert(type(what) == "string", "Module:to: expected a device or dtype name")
-  if is_device(what) then
-    return convert_tensors(self, function(t) return t:to(what) end)
+-- (device, dtype) of Module:to's arguments: to(device), to(dtype) or
+-- to(device, dtype), as PyTorch's net.to('cuda', torch.float16); anything
+-- else is an error naming the argument
+local function to_args(a, b, extra)
+  local fname = "Module:to"
+  if extra ~= nil then check.fail(fname, "argument 3", "nothing", extra, 3) end
+  if type(a) ~= "string" then check.fail(fname, "argument 1", "a device or dtype name", a, 3) end
+  if b == nil then
+    if is_device(a) then return a, nil end
+    if float_dtypes[a] then return nil, float_dtypes[a] end
+    check.fail(fname, "argument 1",
+      "a device ('cpu', 'cuda', 'cuda:N') or a floating dtype (float32, float64, float16, bfloat16)",
+      a, 3)
   end
+  if not is_device(a) then check.fail(fname, "argument 1", "a device ('cpu', 'cuda', 'cuda:N')", a, 3) end
+  if type(b) ~= "string" or not float_dtypes[b] then
+    check.fail(fname, "argument 2", "a floating dtype (float32, float64, float16, bfloat16)", b, 3)
+  end
+  return a, float_dtypes[b]
+end
+
+-- to(device [, dtype]) or to(dtype): device 'cpu', 'cuda', 'cuda:0';
+-- dtype a floating one ('float32', 'float64', 'float16' = 'half',
+-- 'bfloat16'), given to floating parameters and buffers (integer buffers
+-- keep their dtype), as PyTorch's Module.to: net:to('cuda', 'float16') is
+-- net.to('cuda', torch.float16).  Parameters change in place (an optimizer
+-- made before keeps working; a .grad that no longer matches is dropped;
+-- optimizer state made before the move stays where it was: build
+-- optimizers after moving, as in PyTorch).  float16 is for inference on a
+-- GPU (net:eval()); the CPU stores float16 but runs no op on it.
+function Module:to(what, dtype, extra)
+  local device, dt = to_args(what, dtype, extra)
   return convert_tensors(self, function(t)
-    if t.dtype == "float32" or t.dtype == "float64" then return t:to(what) end
-    return t
+    local r = device and t:to(device) or t
+    if dt and float_dtypes[r.dtype] then r = r:to(dt) end
+    return r
   end)
 end
 
@@ -275,6 +305,10 @@ function Module:cuda() return self:to("cuda") end
 function Module:cpu() return self:to("cpu") end
 function Module:float() return self:to("float32") end
 function Module:double() return self:to("float64") end
+-- half() -> self: to('float16') (PyTorch's Module.half(): parameters and
+-- floating buffers, BatchNorm's running statistics too); for inference on
+-- a GPU, in eval mode.
+function Module:half() return self:to("float16") end
 
 -- requires_grad_([flag = true]) -> self: sets requires_grad on every
 -- parameter below self (as PyTorch's Module.requires_grad_).  Frozen
@@ -590,7 +624,8 @@ assigning a leaf tensor with requires_grad = true), state with
 self:register_buffer(name, t).
 Methods: parameters(), named_parameters() (an iterator of dotted names),
 children(), named_children(), modules(), named_modules(), buffers(),
-train([mode]), eval(), zero_grad(), to(device_or_dtype), cuda(), cpu(),
+train([mode]), eval(), zero_grad(), to(device_or_dtype), to(device, dtype),
+cuda(), cpu(), float(), double(), half(),
 requires_grad_([flag]), freeze(), unfreeze(), state_dict([{torch = false}]),
 load_state_dict(sd [, {strict = true, torch = false}]), apply(fn),
 register_forward_pre_hook(fn(m, x)), register_forward_hook(fn(m, x, out)),
@@ -609,7 +644,8 @@ local method_docs = {
   train = "m:train([mode = true]) -> m\nTraining mode for m and its descendants (Dropout drops, BatchNorm uses batch statistics).",
   eval = "m:eval() -> m\nEvaluation mode (m:train(false)): Dropout is the identity, BatchNorm uses running statistics.",
   zero_grad = "m:zero_grad()\nSets .grad = nil on every parameter.",
-  to = "m:to(device_or_dtype) -> m\n'cpu', 'cuda', 'cuda:0', 'float32' or 'float64'.  Parameters become new leaf tensors:\ncreate the optimizer after moving the model.",
+  to = "m:to(device_or_dtype) -> m, m:to(device, dtype) -> m\n'cpu', 'cuda', 'cuda:0'; 'float32', 'float64', 'float16' (= 'half'), 'bfloat16' for floating\nparameters and buffers.  m:to('cuda', 'float16') is PyTorch's net.to('cuda', torch.float16):\nfloat16 inference on a GPU (m:eval()).  Parameters change in place: create the optimizer\nafter moving the model.",
+  half = "m:half() -> m\nm:to('float16'): parameters and floating buffers (BatchNorm's running statistics) in\nfloat16, as PyTorch's Module.half(); then m:cuda() and m:eval() for float16 inference.",
   state_dict = "m:state_dict([{torch = false}]) -> {name = tensor, ...}\nParameters and buffers under dotted names (sharing memory with m).\ncnn.save(path, net:state_dict()) writes a checkpoint; with torch = true the names are\nPyTorch's (0-based Sequential indices), for torch's load_state_dict(strict=True).",
   load_state_dict = "m:load_state_dict(sd [, {strict = true, torch = false}]) -> {missing_keys =, unexpected_keys =}\nCopies a state dict (flat, or nested as cnn.load returns it) into m.  Size mismatches\nare errors; with strict (the default) so are missing and unexpected names; every\noffending key is listed.  Nothing is copied unless everything matches.\ntorch = true: sd has PyTorch's names (a file saved by safetensors' save_file(model.state_dict())).",
   requires_grad_ = "m:requires_grad_([flag = true]) -> m\nSets requires_grad on every parameter of m: m:requires_grad_(false) freezes m.",

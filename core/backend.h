@@ -26,7 +26,8 @@
  *    themselves (core refuses expanded in-place targets).
  *  - Every other entry takes contiguous row-major arrays; outputs are
  *    OVERWRITTEN unless a comment says otherwise.
- *  - Floating kernels take CNN_FLOAT32 or CNN_FLOAT64 (`dt`); index arrays
+ *  - Floating kernels take CNN_FLOAT32 or CNN_FLOAT64 (`dt`), and CNN_FLOAT16
+ *    where a backend with `half` runs float16 inference; index arrays
  *    are int64_t, 0-based and already validated by core.
  *  - All return 0, or -1 with cnn_set_error("<op>: ...") naming the op and,
  *    for CUDA/cuDNN/cuBLAS failures, the library's message, file and line.
@@ -76,7 +77,10 @@ typedef struct {
 
 typedef struct cnn_backend {
   const char *name; /* "cpu", "cuda" */
-  bool half;        /* runs float16/bfloat16 convolutions and products */
+  bool half;        /* runs float16/bfloat16 convolutions and products, and
+                     * float16 inference: elementwise ops, pools' forward,
+                     * eval batch norm (float32 per-channel arrays),
+                     * softmax, the dropout mask (core/ops: cnn_half_ok) */
 
   /* ---- memory and devices ---- */
   /* alloc returns NULL with cnn_set_error() on failure (after emptying the
@@ -200,6 +204,8 @@ typedef struct cnn_backend {
                                      int64_t W, int64_t OH, int64_t OW, const void *x, void *y);
   int (*adaptive_avg_pool2d_backward)(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t H,
                                       int64_t W, int64_t OH, int64_t OW, const void *dy, void *dx);
+  /* batch norm: gamma, beta, the running and saved statistics are of dt,
+   * but float32 when dt is float16 (eval only; cuDNN's rule for half data) */
   int (*batch_norm_forward)(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t L, const void *x,
                             const void *gamma, const void *beta, void *running_mean,
                             void *running_var, int training, double momentum, double eps, void *y,
@@ -394,7 +400,8 @@ static inline const cnn_backend *cnn_backend_of(const cnn_tensor *t, const char 
   if (t->storage->device.type == CNN_CPU) return &cnn_cpu_backend;
   return cnn_cuda_backend(op);
 }
-/* Whether t's backend runs float16/bfloat16 convolutions and products. */
+/* Whether t's backend runs float16/bfloat16 convolutions and products
+ * (and float16 inference: the `half` field above). */
 static inline bool cnn_backend_half(const cnn_tensor *t) {
   const cnn_backend *be = cnn_backend_of(t, "half");
   return be && be->half;

@@ -11,7 +11,9 @@
 #ifdef __AVX__
 #include <immintrin.h>
 
-typedef __m256 (*vec8_fn)(__m256);
+/* the entries' own type: sleef.h declares them CONST, which is a const
+ * qualifier on the result for some compilers (clang) */
+typedef __typeof__(Sleef_expf8_u10) *vec8_fn;
 
 static vec8_fn entry8(cnn_sleef_fn fn) {
   switch (fn) {
@@ -37,7 +39,7 @@ void cnn_cpu_sleef_map_base(cnn_sleef_fn fn, int64_t n, const float *x, float *y
   }
 }
 #else
-typedef float (*scalar_fn)(float);
+typedef __typeof__(Sleef_expf_u10) *scalar_fn;
 
 static scalar_fn entry1(cnn_sleef_fn fn) {
   switch (fn) {

@@ -12,7 +12,8 @@
 #ifdef __AVX512F__
 #include <immintrin.h>
 
-typedef __m512 (*vec16_fn)(__m512);
+/* the entries' own type (sleef.h's CONST qualifies the result on clang) */
+typedef __typeof__(Sleef_expf16_u10) *vec16_fn;
 
 static vec16_fn entry16(cnn_sleef_fn fn) {
   switch (fn) {

@@ -6,18 +6,28 @@
  * walks the index array and reads the input through its strides.
  * Accumulating outputs are zeroed by the caller.
  */
+#include <stdint.h>
 #include <string.h>
 
 #include "cpu/backend_cpu.h"
 #include "tensor_internal.h" /* cnn_load_double, cnn_store_double */
 
+/* dst[di] += src[si] in dt.  Integers add exactly and wrap, as PyTorch's and
+ * the CUDA backend's: int64 modulo 2^64 (through uint64, where overflow is
+ * defined), uint8 modulo 256; the half types through double. */
 static void add_elem(cnn_dtype dt, void *dst, int64_t di, const void *src, int64_t si) {
-  if (dt == CNN_FLOAT32)
-    ((float *)dst)[di] += ((const float *)src)[si];
-  else if (dt == CNN_FLOAT64)
-    ((double *)dst)[di] += ((const double *)src)[si];
-  else
+  switch (dt) {
+  case CNN_FLOAT32: ((float *)dst)[di] += ((const float *)src)[si]; break;
+  case CNN_FLOAT64: ((double *)dst)[di] += ((const double *)src)[si]; break;
+  case CNN_INT64: {
+    uint64_t sum = (uint64_t)((int64_t *)dst)[di] + (uint64_t)((const int64_t *)src)[si];
+    memcpy((int64_t *)dst + di, &sum, sizeof sum); /* the bits, without an out-of-range cast */
+    break;
+  }
+  case CNN_UINT8: ((uint8_t *)dst)[di] += ((const uint8_t *)src)[si]; break;
+  default:
     cnn_store_double(dt, dst, di, cnn_load_double(dt, dst, di) + cnn_load_double(dt, src, si));
+  }
 }
 
 /* out[o, j, i] = x[o, index[j], i]: x outer x size x inner, out outer x k x inner */

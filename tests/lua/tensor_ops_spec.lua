@@ -258,6 +258,17 @@ describe("scatter", function()
     exact(cnn.zeros(2, 2, "int64"):scatter(1, cnn.tensor({ { 2, 1 } }, "int64"), 7), { { 0, 7 }, { 7, 0 } })
   end)
 
+  it("adds integers exactly and wraps them as PyTorch does", function()
+    -- 2^53 + 1 is not a double: a sum through double would come out 2^53 + 2 or + 4
+    local big = cnn.tensor({ 9007199254740993, math.maxinteger }, "int64")
+    local r = big:scatter_add(1, cnn.tensor({ 1, 2 }, "int64"), cnn.tensor({ 2, 1 }, "int64"))
+    assert.are.equal(9007199254740995, r[1]:item())
+    assert.are.equal(math.mininteger, r[2]:item()) -- int64 wraps (modulo 2^64)
+    local u = cnn.tensor({ 250, 3 }, "uint8"):scatter_add(1, cnn.tensor({ 1, 1 }, "int64"),
+                                                          cnn.tensor({ 10, 1 }, "uint8"))
+    assert.are.same({ 5, 3 }, { u[1]:item(), u[2]:item() }) -- 261 modulo 256
+  end)
+
   it("has PyTorch's gradients for x and src (float64 finite differences)", function()
     local tx, ts = cnn.tensor(x, "float64"), cnn.tensor(src, "float64")
     local i1, i2 = cnn.tensor({ { 3, 1, 2 } }, "int64"), cnn.tensor(idx2, "int64")

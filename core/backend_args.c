@@ -24,14 +24,17 @@ int cnn_check_same_device(const char *op, const cnn_tensor *a, const cnn_tensor 
 }
 
 /* The two below write in place (what cnn_be_args_of needs: no 72-byte
- * temporaries copied per operand); the unused tail is zero, as before. */
-static void fill_shape(cnn_be_shape *s, int ndim, const int64_t *shape) {
+ * temporaries copied per operand); the unused tail is zero, as before.
+ * Plain loops over at most CNN_MAX_DIMS dims: this file is built without
+ * vectorisation (core/CMakeLists.txt), which gave each of them a prologue
+ * longer than the loop. */
+static inline void fill_shape(cnn_be_shape *s, int ndim, const int64_t *shape) {
   *s = (cnn_be_shape){.ndim = ndim};
-  if (ndim > 0) memcpy(s->shape, shape, sizeof(int64_t) * (size_t)ndim);
+  for (int d = 0; d < ndim; d++) s->shape[d] = shape[d];
 }
 
-static void fill_arg(cnn_be_arg *a, const cnn_tensor *t, const cnn_be_shape *s) {
-  assert(cnn_tensor_header_valid(t) && s->ndim >= t->ndim);
+static inline void fill_arg(cnn_be_arg *a, const cnn_tensor *t, const cnn_be_shape *s) {
+  assert(s->ndim >= t->ndim); /* and cnn_tensor_header_valid(t), asserted by the callers */
   *a = (cnn_be_arg){.ptr = cnn_tensor_data(t)};
   cnn_strided_broadcast(s->ndim, t->ndim, t->shape, t->stride, a->stride);
 }
@@ -43,6 +46,7 @@ cnn_be_shape cnn_be_shape_of(int ndim, const int64_t *shape) {
 }
 
 cnn_be_arg cnn_be_arg_of(const cnn_tensor *t, const cnn_be_shape *s) {
+  assert(cnn_tensor_header_valid(t));
   cnn_be_arg a;
   fill_arg(&a, t, s);
   return a;
@@ -56,8 +60,12 @@ cnn_be_arg cnn_be_arg_of(const cnn_tensor *t, const cnn_be_shape *s) {
  * those were ~20% of x:add_(y). */
 int cnn_be_args_of(const char *op, int nops, cnn_tensor *const *ops, cnn_be_shape *s,
                    cnn_be_arg *a) {
-  for (int k = 1; k < nops; k++)
-    if (cnn_check_same_device(op, ops[0], ops[k])) return -1;
+  for (int k = 0; k < nops; k++) { /* cnn_check_same_device only to word the error */
+    assert(cnn_tensor_header_valid(ops[k]));
+    if (!cnn_device_equal(ops[k]->storage->device, ops[0]->storage->device) &&
+        cnn_check_same_device(op, ops[0], ops[k]))
+      return -1;
+  }
   fill_shape(s, ops[0]->ndim, ops[0]->shape);
   for (int k = 0; k < nops; k++) fill_arg(&a[k], ops[k], s);
   return 0;

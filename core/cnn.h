@@ -39,7 +39,19 @@ typedef enum {
   CNN_NDTYPES
 } cnn_dtype;
 
-size_t cnn_dtype_size(cnn_dtype dt);
+/* bytes per element, 0 for an unknown dtype (inline: every op takes the
+ * data pointer of its operands through it) */
+static inline size_t cnn_dtype_size(cnn_dtype dt) {
+  switch (dt) {
+  case CNN_FLOAT64:
+  case CNN_INT64: return 8;
+  case CNN_FLOAT32: return 4;
+  case CNN_FLOAT16:
+  case CNN_BFLOAT16: return 2;
+  case CNN_UINT8: return 1;
+  default: return 0;
+  }
+}
 const char *cnn_dtype_name(cnn_dtype dt);                  /* "float32", ... */
 int cnn_dtype_from_name(const char *name, cnn_dtype *out); /* 0 ok, -1 unknown */
 bool cnn_dtype_is_float(cnn_dtype dt);
@@ -52,7 +64,9 @@ typedef struct {
 } cnn_device;
 
 #define CNN_DEVICE_CPU ((cnn_device){CNN_CPU, 0})
-bool cnn_device_equal(cnn_device a, cnn_device b);
+static inline bool cnn_device_equal(cnn_device a, cnn_device b) {
+  return a.type == b.type && (a.type == CNN_CPU || a.index == b.index);
+}
 const char *cnn_device_str(cnn_device d, char buf[32]); /* "cpu", "cuda:0" */
 
 /* ---- errors ------------------------------------------------------------- */
@@ -140,7 +154,10 @@ int64_t cnn_tensor_numel(const cnn_tensor *t);
 size_t cnn_tensor_nbytes(const cnn_tensor *t);
 bool cnn_tensor_is_contiguous(const cnn_tensor *t);
 cnn_device cnn_tensor_device(const cnn_tensor *t);
-void *cnn_tensor_data(const cnn_tensor *t); /* pointer to element 0 */
+/* pointer to element 0 (inline, as cnn_dtype_size: once per operand per op) */
+static inline void *cnn_tensor_data(const cnn_tensor *t) {
+  return (char *)t->storage->data + t->offset * (int64_t)cnn_dtype_size(t->dtype);
+}
 /* "2x3x4" (or "scalar"); buf of CNN_SHAPE_STR bytes */
 #define CNN_SHAPE_STR 128
 const char *cnn_shape_str(int ndim, const int64_t *shape, char *buf);

@@ -1,19 +1,20 @@
 /*
- * dtype.c -- element types and devices: sizes, names, parsing, printing.
+ * dtype.c -- element types and devices: names, parsing, printing (sizes and
+ * device equality are inline in cnn.h).
  */
 #include "cnn.h"
 
 #include <stdio.h>
 #include <string.h>
 
+/* Sizes are cnn.h's cnn_dtype_size (inline). */
 static const struct {
   const char *name;
-  size_t size;
   bool is_float;
 } dtype_info[CNN_NDTYPES] = {
-    [CNN_FLOAT32] = {"float32", 4, true}, [CNN_FLOAT64] = {"float64", 8, true},
-    [CNN_INT64] = {"int64", 8, false},    [CNN_UINT8] = {"uint8", 1, false},
-    [CNN_FLOAT16] = {"float16", 2, true}, [CNN_BFLOAT16] = {"bfloat16", 2, true},
+    [CNN_FLOAT32] = {"float32", true}, [CNN_FLOAT64] = {"float64", true},
+    [CNN_INT64] = {"int64", false},    [CNN_UINT8] = {"uint8", false},
+    [CNN_FLOAT16] = {"float16", true}, [CNN_BFLOAT16] = {"bfloat16", true},
 };
 
 /* Short aliases users of Torch7/PyTorch type. */
@@ -25,7 +26,6 @@ static const struct {
     {"byte", CNN_UINT8},    {"half", CNN_FLOAT16},   {"bf16", CNN_BFLOAT16},
 };
 
-size_t cnn_dtype_size(cnn_dtype dt) { return dt < CNN_NDTYPES ? dtype_info[dt].size : 0; }
 const char *cnn_dtype_name(cnn_dtype dt) { return dt < CNN_NDTYPES ? dtype_info[dt].name : "?"; }
 bool cnn_dtype_is_float(cnn_dtype dt) { return dt < CNN_NDTYPES && dtype_info[dt].is_float; }
 
@@ -35,10 +35,6 @@ int cnn_dtype_from_name(const char *name, cnn_dtype *out) {
   for (size_t i = 0; i < sizeof dtype_aliases / sizeof dtype_aliases[0]; i++)
     if (strcmp(name, dtype_aliases[i].alias) == 0) return *out = dtype_aliases[i].dtype, 0;
   return -1;
-}
-
-bool cnn_device_equal(cnn_device a, cnn_device b) {
-  return a.type == b.type && (a.type == CNN_CPU || a.index == b.index);
 }
 
 const char *cnn_device_str(cnn_device d, char buf[32]) {

@@ -26,10 +26,9 @@
  * size 1, its own stride elsewhere. */
 CNN_HD static inline void cnn_strided_broadcast(int nd, int tnd, const int64_t *tshape,
                                                 const int64_t *tstride, int64_t *out) {
-  for (int d = 0; d < nd; d++) {
-    int td = d - (nd - tnd);
-    out[d] = td < 0 || tshape[td] == 1 ? 0 : tstride[td];
-  }
+  int lead = nd - tnd; /* dims the operand lacks */
+  for (int d = 0; d < lead; d++) out[d] = 0;
+  for (int td = 0; td < tnd; td++) out[lead + td] = tshape[td] == 1 ? 0 : tstride[td];
 }
 
 /* Drops size-1 dims and merges adjacent dims that are contiguous for every

@@ -84,10 +84,6 @@ bool cnn_tensor_is_contiguous(const cnn_tensor *t) {
 
 cnn_device cnn_tensor_device(const cnn_tensor *t) { return t->storage->device; }
 
-void *cnn_tensor_data(const cnn_tensor *t) {
-  return (char *)t->storage->data + t->offset * (int64_t)cnn_dtype_size(t->dtype);
-}
-
 const char *cnn_shape_str(int ndim, const int64_t *shape, char *buf) {
   if (ndim == 0) return strcpy(buf, "scalar");
   size_t used = 0;

@@ -61,15 +61,16 @@ static void iter_coalesce(iter_t *it) {
   it->ndim = cnn_strided_coalesce(it->ndim, it->shape, it->nops, it->st);
 }
 
-/* operand k: a[k] over s, elements of es[k] bytes; operand 0 is the output */
-static void iter_init(iter_t *it, const cnn_be_shape *s, int nops, const cnn_be_arg *a,
+/* operand k: *a[k] over s, elements of es[k] bytes; operand 0 is the output.
+ * Pointers to the entries' by-value arguments: no copy of 72 bytes each. */
+static void iter_init(iter_t *it, const cnn_be_shape *s, int nops, const cnn_be_arg *const *a,
                       const size_t *es) {
   it->ndim = s->ndim;
   it->nops = nops;
   memcpy(it->shape, s->shape, sizeof(int64_t) * s->ndim);
   for (int k = 0; k < nops; k++) {
-    it->ptr[k] = a[k].ptr;
-    for (int d = 0; d < s->ndim; d++) it->st[k][d] = a[k].stride[d] * (int64_t)es[k];
+    it->ptr[k] = a[k]->ptr;
+    for (int d = 0; d < s->ndim; d++) it->st[k][d] = a[k]->stride[d] * (int64_t)es[k];
   }
   iter_coalesce(it);
 }
@@ -373,8 +374,8 @@ static void where_row(const void *ctx, int64_t n, char *const *p, const int64_t 
 
 /* ---- the entries ------------------------------------------------------------------------ */
 
-static void run(const cnn_be_shape *s, int nops, const cnn_be_arg *a, const size_t *es, row_fn fn,
-                const ew_ctx *c) {
+static void run(const cnn_be_shape *s, int nops, const cnn_be_arg *const *a, const size_t *es,
+                row_fn fn, const ew_ctx *c) {
   iter_t it;
   iter_init(&it, s, nops, a, es);
   iter_run(&it, fn, c);
@@ -385,7 +386,7 @@ int cnn_cpu_unary(int dev, cnn_unary_op op, cnn_dtype dt, const cnn_be_shape *s,
   (void)dev;
   ew_ctx c = {.op = op, .p0 = p0, .p1 = p1, .dt = dt};
   size_t es = cnn_dtype_size(dt);
-  run(s, 2, (cnn_be_arg[]){out, x}, (size_t[]){es, es}, unary_row(dt), &c);
+  run(s, 2, (const cnn_be_arg *[]){&out, &x}, (size_t[]){es, es}, unary_row(dt), &c);
   return 0;
 }
 
@@ -394,7 +395,7 @@ int cnn_cpu_binary(int dev, cnn_binary_op op, cnn_dtype dt, const cnn_be_shape *
   (void)dev;
   ew_ctx c = {.op = op, .dt = dt};
   size_t es = cnn_dtype_size(dt), eo = is_compare(op) ? 1 : es;
-  run(s, 3, (cnn_be_arg[]){out, a, b}, (size_t[]){eo, es, es}, binary_row(op, dt), &c);
+  run(s, 3, (const cnn_be_arg *[]){&out, &a, &b}, (size_t[]){eo, es, es}, binary_row(op, dt), &c);
   return 0;
 }
 
@@ -403,7 +404,7 @@ int cnn_cpu_unary_grad(int dev, cnn_unary_op op, cnn_dtype dt, const cnn_be_shap
   (void)dev;
   ew_ctx c = {.op = op, .p0 = p0, .p1 = p1, .dt = dt};
   size_t es = cnn_dtype_size(dt);
-  run(s, 3, (cnn_be_arg[]){out, g, v}, (size_t[]){es, es, es}, deriv_row, &c);
+  run(s, 3, (const cnn_be_arg *[]){&out, &g, &v}, (size_t[]){es, es, es}, deriv_row, &c);
   return 0;
 }
 
@@ -412,7 +413,7 @@ int cnn_cpu_where(int dev, cnn_dtype cond_dt, cnn_dtype dt, const cnn_be_shape *
   (void)dev;
   ew_ctx c = {.op = (int)cond_dt, .dt = dt};
   size_t es = cnn_dtype_size(dt);
-  run(s, 4, (cnn_be_arg[]){out, cond, a, b}, (size_t[]){es, cnn_dtype_size(cond_dt), es, es},
-      where_row, &c);
+  run(s, 4, (const cnn_be_arg *[]){&out, &cond, &a, &b},
+      (size_t[]){es, cnn_dtype_size(cond_dt), es, es}, where_row, &c);
   return 0;
 }

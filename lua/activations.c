@@ -20,9 +20,10 @@ static int act(lua_State *L, cnn_unary_op op, double p0, double p1) {
 }
 
 /* F.<name> for a row of cnn_unary_ops with CNN_LUA_FUNCTIONAL: the op is
- * the closure's upvalue */
+ * the closure's upvalue, a light userdata holding the enum value (as the
+ * methods of lua/tensor_math.c) */
 static int f_activation(lua_State *L) {
-  return act(L, (cnn_unary_op)lua_tointeger(L, lua_upvalueindex(1)), 0, 0);
+  return act(L, (cnn_unary_op)(intptr_t)lua_touserdata(L, lua_upvalueindex(1)), 0, 0);
 }
 
 /* A finite number argument at i, or def when absent. */
@@ -104,7 +105,7 @@ static const luaL_Reg activation_funcs[] = {{"leaky_relu", f_leaky_relu},
 void cnn_lua_activation_register(lua_State *L) {
   for (int op = 0; op < CNN_NUNARY; op++) {
     if (!(cnn_unary_ops[op].lua & CNN_LUA_FUNCTIONAL)) continue;
-    lua_pushinteger(L, op);
+    lua_pushlightuserdata(L, (void *)(intptr_t)op);
     lua_pushcclosure(L, f_activation, 1);
     lua_setfield(L, -2, cnn_unary_ops[op].name);
   }

@@ -18,21 +18,67 @@
  * 2: name -> C function reading the tensor at index 1).  __newindex sets
  * the settable fields (requires_grad, grad) or assigns into a slice.
  */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bind.h"
 
-/* ---- check / push / release --------------------------------------------- */
+/* ---- check / push / release ---------------------------------------------
+ * The metatable is in the registry by name (CNN_TENSOR_MT, what "cnn.Tensor
+ * expected" names) and by an integer key (luaL_ref).  The per-op checks and
+ * pushes fetch it by the integer key: by name, each lua_getfield turns the C
+ * string into a Lua string through Lua's string cache (a strcmp), ~120
+ * instructions, three times per `x + y` and once more in its result's __gc.
+ * The key is kept process-wide, so it is trusted only while every state that
+ * registered the type got the same key (one state, or states set up alike);
+ * a state that gets another one turns the integer path off for all
+ * (LUA_NOREF), and lookups go by name again. */
+
+static _Atomic int tensor_mt_ref; /* 0 before the first state; LUA_NOREF: off */
+
+static void push_tensor_mt(lua_State *L) {
+  int ref = tensor_mt_ref;
+  if (ref > 0)
+    lua_rawgeti(L, LUA_REGISTRYINDEX, ref);
+  else
+    luaL_getmetatable(L, CNN_TENSOR_MT);
+}
+
+/* The metatable on top of the stack: its integer key in this state. */
+static void register_tensor_mt(lua_State *L) {
+  lua_pushvalue(L, -1);
+  int ref = luaL_ref(L, LUA_REGISTRYINDEX), first = 0;
+  if (!atomic_compare_exchange_strong(&tensor_mt_ref, &first, ref) && first != ref)
+    tensor_mt_ref = LUA_NOREF;
+}
+
+/* luaL_testudata(L, idx, CNN_TENSOR_MT), the metatable fetched by push_tensor_mt */
+static cnn_tensor **tensor_box(lua_State *L, int idx) {
+  cnn_tensor **box = lua_touserdata(L, idx);
+  if (!box || !lua_getmetatable(L, idx)) return NULL;
+  push_tensor_mt(L);
+  /* lua_rawequal of two tables (or of a table and nil); half the instructions */
+  if (lua_topointer(L, -1) != lua_topointer(L, -2)) box = NULL;
+  lua_pop(L, 2);
+  return box;
+}
+
+/* luaL_checkudata(L, idx, CNN_TENSOR_MT): the same message when not a tensor */
+static cnn_tensor **check_box(lua_State *L, int idx) {
+  cnn_tensor **box = tensor_box(L, idx);
+  if (!box) luaL_typeerror(L, idx, CNN_TENSOR_MT);
+  return box;
+}
 
 cnn_tensor *cnn_lua_check_tensor(lua_State *L, int idx) {
-  cnn_tensor **box = luaL_checkudata(L, idx, CNN_TENSOR_MT);
+  cnn_tensor **box = check_box(L, idx);
   if (!*box) luaL_argerror(L, idx, "tensor was released");
   return *box;
 }
 
 cnn_tensor *cnn_lua_to_tensor(lua_State *L, int idx) {
-  cnn_tensor **box = luaL_testudata(L, idx, CNN_TENSOR_MT);
+  cnn_tensor **box = tensor_box(L, idx);
   if (!box) return NULL;
   if (!*box) luaL_argerror(L, idx, "tensor was released");
   return *box;
@@ -45,7 +91,8 @@ cnn_tensor *cnn_lua_opt_tensor(lua_State *L, int idx) {
 void cnn_lua_push_tensor(lua_State *L, cnn_tensor *t) {
   cnn_tensor **box = lua_newuserdatauv(L, sizeof *box, 0);
   *box = t;
-  luaL_setmetatable(L, CNN_TENSOR_MT);
+  push_tensor_mt(L);
+  lua_setmetatable(L, -2);
   cnn_lua_memory_step(L);
 }
 
@@ -67,7 +114,7 @@ int cnn_lua_push_result(lua_State *L, cnn_tensor *t) {
 }
 
 static int tensor_release(lua_State *L) {
-  cnn_tensor **box = luaL_checkudata(L, 1, CNN_TENSOR_MT);
+  cnn_tensor **box = check_box(L, 1);
   if (*box) {
     cnn_tensor *t = *box;
     *box = NULL;
@@ -448,7 +495,7 @@ static int m_set_(lua_State *L) {
 static int m_release(lua_State *L) { return tensor_release(L); }
 
 static int m_is_released(lua_State *L) {
-  cnn_tensor **box = luaL_checkudata(L, 1, CNN_TENSOR_MT);
+  cnn_tensor **box = check_box(L, 1);
   lua_pushboolean(L, *box == NULL);
   return 1;
 }
@@ -500,6 +547,7 @@ static void push_field_names(lua_State *L, const luaL_Reg *l) {
 
 void cnn_lua_tensor_type(lua_State *L) {
   luaL_newmetatable(L, CNN_TENSOR_MT); /* mt */
+  register_tensor_mt(L);
   lua_newtable(L);                     /* mt methods */
   lua_pushvalue(L, -1);
   lua_setfield(L, -3, "__methods");

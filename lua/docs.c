@@ -281,6 +281,8 @@ static const doc_entry docs[] = {
     {"Tensor:abs_", "x:abs_() -> x\n|x| in place."},
     {"Tensor:exp_", "x:exp_() -> x\ne^x in place."},
     {"Tensor:log_", "x:log_() -> x\nlog(x) in place."},
+    {"Tensor:log1p_", "x:log1p_() -> x\nlog(1 + x) in place."},
+    {"Tensor:expm1_", "x:expm1_() -> x\ne^x - 1 in place."},
     {"Tensor:sqrt_", "x:sqrt_() -> x\nsqrt(x) in place."},
     {"Tensor:tanh_", "x:tanh_() -> x\ntanh(x) in place."},
     {"Tensor:sigmoid_", "x:sigmoid_() -> x\nsigmoid(x) in place."},

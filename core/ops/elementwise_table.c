@@ -43,8 +43,8 @@ const cnn_unary_info cnn_unary_ops[CNN_NUNARY] = {
     [CNN_OP_SQUARE] = {"square", "SquareBackward", CNN_SAVES_INPUT, CNN_INTS_KEEP, M | I},
     [CNN_OP_GELU] = {"gelu", "GeluBackward", CNN_SAVES_INPUT, CNN_INTS_TO_FLOAT,
                      M}, /* F.gelu: lua/activations.c */
-    [CNN_OP_LOG1P] = {"log1p", "Log1pBackward", CNN_SAVES_INPUT, CNN_INTS_TO_FLOAT, M},
-    [CNN_OP_EXPM1] = {"expm1", "Expm1Backward", CNN_SAVES_OUTPUT, CNN_INTS_TO_FLOAT, M},
+    [CNN_OP_LOG1P] = {"log1p", "Log1pBackward", CNN_SAVES_INPUT, CNN_INTS_TO_FLOAT, M | I},
+    [CNN_OP_EXPM1] = {"expm1", "Expm1Backward", CNN_SAVES_OUTPUT, CNN_INTS_TO_FLOAT, M | I},
     /* parameterised: bound by hand in lua/ (defaults, option checks) */
     [CNN_OP_LEAKY_RELU] = {"leaky_relu", "LeakyReluBackward", CNN_SAVES_INPUT, CNN_INTS_TO_FLOAT,
                            0},

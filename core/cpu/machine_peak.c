@@ -21,6 +21,16 @@
  *
  * Both return the best of several timed rounds (the peak is what the
  * machine can do; a slower round was disturbed).
+ *
+ * The copy's arrays are written with non-zero bytes and copied once
+ * untimed before the timed rounds, and there are at least MIN_ROUNDS of
+ * those whatever `seconds` says.  It used to memset dst to 0, which GCC
+ * turns (with the malloc before it) into calloc: a large calloc is fresh
+ * mmap memory the kernel hands out zeroed and untouched, so the first copy
+ * took a page fault every 4 KB of dst.  At 256 MB one round outlasted the
+ * 0.1 s the bench allowed, so that faulting round was the only one, and
+ * the figure read 0.7-4.7 GB/s (the VM's DRAM copies at ~20-25 GB/s once
+ * the pages are in; measured with perf stat: 65,536 faults in the round).
  */
 #include <omp.h>
 #include <stdlib.h>
@@ -33,6 +43,7 @@ typedef float v8f __attribute__((vector_size(32)));
 typedef float v16f __attribute__((vector_size(64)));
 #define ACC       12   /* independent FMA chains per thread */
 #define FMA_INNER 4096 /* iterations of the first round */
+#define MIN_ROUNDS 3   /* timed copy rounds at least */
 
 /* ACC chains of `iters` FMAs over vectors of type V (W floats); returns
  * the sum of the lanes, kept live by the caller. */
@@ -98,16 +109,17 @@ int cnn_cpu_fma_peak(double seconds, double *flops) {
   return 0;
 }
 
-/* bytes/s of `reps` parallel copies of n bytes (2n bytes moved each). */
+/* bytes/s of `reps` parallel copies of n bytes (2n bytes moved each):
+ * one parallel region, each thread copying its share `reps` times with no
+ * barrier in between (a region per copy measured fork/join and, on a
+ * loaded machine, a descheduled thread at every join). */
 static double copy_round(char *dst, const char *src, size_t n, int reps) {
   double t0 = omp_get_wtime();
-  for (int r = 0; r < reps; r++) {
 #pragma omp parallel
-    {
-      size_t nt = (size_t)omp_get_num_threads(), t = (size_t)omp_get_thread_num();
-      size_t lo = n * t / nt, hi = n * (t + 1) / nt;
-      memcpy(dst + lo, src + lo, hi - lo);
-    }
+  {
+    size_t nt = (size_t)omp_get_num_threads(), t = (size_t)omp_get_thread_num();
+    size_t lo = n * t / nt, hi = n * (t + 1) / nt;
+    for (int r = 0; r < reps; r++) memcpy(dst + lo, src + lo, hi - lo);
   }
   double dt = omp_get_wtime() - t0;
   return dt > 0 ? 2.0 * (double)n * reps / dt : 0;
@@ -126,13 +138,15 @@ int cnn_cpu_copy_bandwidth(int64_t bytes, double seconds, double *bytes_per_s) {
     cnn_set_error("copy_bandwidth: out of memory for 2 x %lld bytes", (long long)bytes);
     return -1;
   }
-  memset(src, 1, (size_t)bytes), memset(dst, 0, (size_t)bytes); /* fault the pages in */
-  int reps = (int)(((int64_t)1 << 24) / bytes) + 1;             /* >= 16 MB a round */
+  /* fault every page in: non-zero, or malloc + memset 0 becomes calloc */
+  memset(src, 1, (size_t)bytes), memset(dst, 2, (size_t)bytes);
+  int reps = (int)(((int64_t)1 << 24) / bytes) + 1; /* >= 16 MB a round */
+  copy_round(dst, src, (size_t)bytes, 1);           /* untimed: caches, TLB, thread team */
   double best = 0, t_end = omp_get_wtime() + seconds;
-  do {
+  for (int round = 0; round < MIN_ROUNDS || omp_get_wtime() < t_end; round++) {
     double r = copy_round(dst, src, (size_t)bytes, reps);
     if (r > best) best = r;
-  } while (omp_get_wtime() < t_end);
+  }
   free(src), free(dst);
   *bytes_per_s = best;
   return 0;

@@ -100,7 +100,8 @@ ALWAYS_INLINE double grad_at(int f64, const void *dy, const void *y, int64_t i) 
   return y && cnn_cpu_ld(y, i, f64) <= 0 ? 0 : d;
 }
 static inline float grad_at_f32(const float *dy, const float *y, int64_t i) {
-  return y && y[i] <= 0 ? 0.0f : dy[i];
+  float d = dy[i]; /* loaded either way: a load under the mask was vmaskmovps */
+  return y && y[i] <= 0 ? 0.0f : d;
 }
 
 /* float32, the two sums of a channel with float partial sums over blocks
@@ -126,11 +127,13 @@ ALWAYS_INLINE void channel_sums_f32(int grad, int64_t N, int64_t C, int64_t L, c
           float d = x[base + i + j] - ref, t = grad ? grad_at_f32(dy, y, base + i + j) : d;
           a1[j] += t, a2[j] += t * d;
         }
+      float r1 = 0, r2 = 0; /* the tail apart: a1[i % LANES] kept a1 on the stack */
       for (; i < i1; i++) {
         float d = x[base + i] - ref, t = grad ? grad_at_f32(dy, y, base + i) : d;
-        a1[i % LANES] += t, a2[i % LANES] += t * d;
+        r1 += t, r2 += t * d;
       }
       for (int j = 0; j < LANES; j++) t1 += a1[j], t2 += a2[j];
+      t1 += r1, t2 += r2;
     }
   }
   *s1 = t1, *s2 = t2;
@@ -155,11 +158,15 @@ static void channel_normalize_f32(int64_t N, int64_t C, int64_t L, const float *
   }
 }
 
-/* one channel of either dtype */
-static void channel_normalize(int f64, int64_t N, int64_t C, int64_t L, const void *x, int64_t c,
-                              double mean, double invstd, double g, double b, void *y, int relu) {
+/* one channel of either dtype (float32 on AVX-512 when `avx512`) */
+static void channel_normalize(int f64, int avx512, int64_t N, int64_t C, int64_t L, const void *x,
+                              int64_t c, double mean, double invstd, double g, double b, void *y,
+                              int relu) {
   if (f64)
     channel_normalize_f64(N, C, L, x, c, mean, invstd, g, b, y, relu);
+  else if (avx512)
+    cnn_cpu_bn_normalize_f32_avx512(N, C * L, L, (const float *)x + c * L, (float)mean,
+                                    (float)(invstd * g), (float)b, (float *)y + c * L, relu);
   else
     channel_normalize_f32(N, C, L, x, c, mean, invstd, g, b, y, relu);
 }
@@ -169,6 +176,7 @@ typedef struct {
   void *running_mean, *running_var, *save_mean, *save_invstd;
   int training, relu; /* relu: y = relu(batch_norm(x)) */
   double momentum, eps;
+  int avx512; /* float32 bodies of batch_norm_avx512.c (cnn_cpu_use_avx512()) */
 } bn_args;
 
 /* Statistics, normalisation and running-stat update of channel c. */
@@ -180,6 +188,9 @@ ALWAYS_INLINE void bn_channel(int f64, int64_t N, int64_t C, int64_t L, const vo
     double K = cnn_cpu_ld(x, c * L, f64), s1, s2;
     if (f64)
       channel_moments(1, N, C, L, x, c, K, &s1, &s2);
+    else if (a->avx512)
+      cnn_cpu_bn_sums_f32_avx512(0, N, C * L, L, (const float *)x + c * L, NULL, NULL, (float)K,
+                                 &s1, &s2);
     else
       channel_sums_f32(0, N, C, L, x, NULL, NULL, c, (float)K, &s1, &s2);
     double dm = s1 / M; /* mean - K */
@@ -191,7 +202,7 @@ ALWAYS_INLINE void bn_channel(int f64, int64_t N, int64_t C, int64_t L, const vo
   double invstd = 1.0 / sqrt(var + a->eps);
   double g = a->gamma ? cnn_cpu_ld(a->gamma, c, f64) : 1;
   double b = a->beta ? cnn_cpu_ld(a->beta, c, f64) : 0;
-  channel_normalize(f64, N, C, L, x, c, mean, invstd, g, b, y, a->relu);
+  channel_normalize(f64, a->avx512, N, C, L, x, c, mean, invstd, g, b, y, a->relu);
   if (a->save_mean) cnn_cpu_st(a->save_mean, c, mean, f64);
   if (a->save_invstd) cnn_cpu_st(a->save_invstd, c, invstd, f64);
   if (!a->training) return;
@@ -214,8 +225,8 @@ ALWAYS_INLINE void eval_plane(int f64, int64_t L, const void *x, const bn_args *
   double g = a->gamma ? cnn_cpu_ld(a->gamma, c, f64) : 1;
   double b = a->beta ? cnn_cpu_ld(a->beta, c, f64) : 0;
   int64_t off = p * L * (f64 ? 8 : 4);
-  channel_normalize(f64, 1, 1, L, (const char *)x + off, 0, mean, invstd, g, b, (char *)y + off,
-                    a->relu);
+  channel_normalize(f64, a->avx512, 1, 1, L, (const char *)x + off, 0, mean, invstd, g, b,
+                    (char *)y + off, a->relu);
 }
 
 static int bn_eval(cnn_dtype dt, int64_t N, int64_t C, int64_t L, const void *x, const bn_args *a,
@@ -243,8 +254,8 @@ static int forward(int relu, cnn_dtype dt, int64_t N, int64_t C, int64_t L, cons
   /* core/ops/nn_norm.c validates; the invariants that follow: */
   assert(cnn_cpu_float_sizes_valid(dt, N, C, L));
   assert(training ? N * L > 1 || C == 0 : running_mean && running_var);
-  bn_args a = {gamma,       beta,     running_mean, running_var, save_mean,
-               save_invstd, training, relu,         momentum,    eps};
+  bn_args a = {gamma,    beta, running_mean, running_var, save_mean,          save_invstd,
+               training, relu, momentum,     eps,         cnn_cpu_use_avx512()};
   if (!training) return bn_eval(dt, N, C, L, x, &a, y);
 #pragma omp parallel for schedule(static)
   for (int64_t c = 0; c < C; c++) {
@@ -320,6 +331,7 @@ typedef struct {
   const void *y; /* the fused relu's output, NULL without relu */
   void *dx, *dgamma, *dbeta;
   int eval;
+  int avx512; /* as bn_args */
 } bn_grads;
 
 ALWAYS_INLINE void bn_channel_backward(int f64, int64_t N, int64_t C, int64_t L, const void *dy,
@@ -327,8 +339,13 @@ ALWAYS_INLINE void bn_channel_backward(int f64, int64_t N, int64_t C, int64_t L,
   double M = (double)(N * L);
   double mean = cnn_cpu_ld(a->save_mean, c, f64), invstd = cnn_cpu_ld(a->save_invstd, c, f64);
   double g = a->gamma ? cnn_cpu_ld(a->gamma, c, f64) : 1, sdy, sdyx;
+  int64_t o = c * L; /* the channel's first value */
   if (f64)
     channel_grad_sums(1, N, C, L, dy, a->y, x, c, mean, invstd, &sdy, &sdyx);
+  else if (a->avx512)
+    cnn_cpu_bn_sums_f32_avx512(1, N, C * L, L, (const float *)x + o, (const float *)dy + o,
+                               a->y ? (const float *)a->y + o : NULL, (float)mean, &sdy, &sdyx),
+        sdyx *= invstd;
   else
     channel_sums_f32(1, N, C, L, x, dy, a->y, c, (float)mean, &sdy, &sdyx), sdyx *= invstd;
   if (a->dgamma) cnn_cpu_st(a->dgamma, c, sdyx, f64);
@@ -337,6 +354,12 @@ ALWAYS_INLINE void bn_channel_backward(int f64, int64_t N, int64_t C, int64_t L,
   /* dx = k*(dy - mdy - xhat*mdyx) = k*dy + kx*x + k0 */
   double k = g * invstd, mdy = a->eval ? 0 : sdy / M, mdyx = a->eval ? 0 : sdyx / M;
   double kx = -k * invstd * mdyx, k0 = -k * mdy + k * invstd * mdyx * mean;
+  if (!f64 && a->avx512) {
+    cnn_cpu_bn_dx_f32_avx512(N, C * L, L, (const float *)dy + o,
+                             a->y ? (const float *)a->y + o : NULL, (const float *)x + o,
+                             (float)mean, (float)k, (float)kx, (float)(-k * mdy), (float *)a->dx + o);
+    return;
+  }
   if (!f64) {
     channel_dx_f32(N, C, L, dy, a->y, x, c, mean, k, kx, -k * mdy, a->dx);
     return;
@@ -354,7 +377,7 @@ static int backward(int eval, cnn_dtype dt, int64_t N, int64_t C, int64_t L, con
                     const void *y, const void *x, const void *gamma, const void *save_mean,
                     const void *save_invstd, void *dx, void *dgamma, void *dbeta) {
   assert(cnn_cpu_float_sizes_valid(dt, N, C, L) && save_mean && save_invstd);
-  bn_grads a = {gamma, save_mean, save_invstd, y, dx, dgamma, dbeta, eval};
+  bn_grads a = {gamma, save_mean, save_invstd, y, dx, dgamma, dbeta, eval, cnn_cpu_use_avx512()};
 #pragma omp parallel for schedule(static)
   for (int64_t c = 0; c < C; c++) {
     if (dt == CNN_FLOAT64)

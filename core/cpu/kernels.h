@@ -287,6 +287,21 @@ int cnn_cpu_batch_norm_relu_backward(cnn_dtype dt, int64_t N, int64_t C, int64_t
                                      const void *save_mean, const void *save_invstd, void *dx,
                                      void *dgamma, void *dbeta, int training);
 
+/* The float32 per-channel bodies of batch_norm.c on AVX-512
+ * (batch_norm_avx512.c; call only when cnn_cpu_use_avx512()).  A channel is
+ * N rows of L floats `stride` floats apart, starting at x (dy, y, dx).
+ * sums: grad 0: s1 = sum d, s2 = sum d^2, d = x - ref; grad 1: s1 = sum g,
+ * s2 = sum g*(x - ref), g = dy where y > 0 or NaN (dy alone when y is NULL).
+ * normalize: y = (x - m)*k + b, relu'd when asked.  dx: k*g + kx*(x - m) + k0. */
+void cnn_cpu_bn_sums_f32_avx512(int grad, int64_t N, int64_t stride, int64_t L, const float *x,
+                                const float *dy, const float *y, float ref, double *s1,
+                                double *s2);
+void cnn_cpu_bn_normalize_f32_avx512(int64_t N, int64_t stride, int64_t L, const float *x, float m,
+                                     float k, float b, float *y, int relu);
+void cnn_cpu_bn_dx_f32_avx512(int64_t N, int64_t stride, int64_t L, const float *dy,
+                              const float *y, const float *x, float m, float k, float kx, float k0,
+                              float *dx);
+
 /* ---- softmax ------------------------------------------------------------------ */
 
 /* softmax / log_softmax over the middle dim of x viewed as outer x D x inner

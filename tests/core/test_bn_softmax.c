@@ -12,7 +12,13 @@
  * norm + relu kernels against the unfused kernel followed by relu (bit for
  * bit, forward and backward) and against a naive double reference of
  * relu(bn(x)) and its gradient, training and eval, odd sizes and rows
- * longer than the float32 path's block of partial sums.
+ * longer than the float32 path's block of partial sums.  Every float32
+ * case runs twice: through the AVX-512 bodies (batch_norm_avx512.c, where
+ * this CPU has AVX-512) and through the portable loops; row lengths cover
+ * a lone masked tail (1, 7), full steps plus a tail (17, 33, 35, 50),
+ * whole 32-float steps (64) and rows past a block (1030, 1100, 2500).  The
+ * relu's special values (NaN kept with its gradient, -0.0 to +0.0) are
+ * checked on both paths against cnn_relu_f.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -313,6 +319,73 @@ static void test_bn_relu(int64_t N, int64_t C, int64_t L, int training) {
   free(dxr), free(dgr), free(dbr);
 }
 
+/* relu(bn(x)) where bn(x) is NaN, -0.0, +0.0 or tiny: y as cnn_relu_f of
+ * the unfused output, and dx = 0 exactly where the relu blocks dy (y <= 0)
+ * while a NaN output lets dy through (its dx is NaN: x - mean is).  One channel, gamma 1, beta 0, eval statistics mean 0, var 1 -
+ * eps, so bn(x) = x exactly. */
+static void test_bn_relu_special(void) {
+  enum { N = 1, C = 1, L = 21 };
+  float x[L], dy[L], y[L], yu[L], dx[L], rm[1] = {0}, rv[1] = {1 - 1e-5f}, sm[1], si[1], dg[1], db[1];
+  for (int i = 0; i < L; i++) x[i] = (float)(i % 5) - 2.0f, dy[i] = 1.0f + (float)i;
+  x[3] = -0.0f, x[4] = 0.0f, x[5] = 1e-30f, x[6] = -1e-30f, x[19] = NAN;
+  CHECK(cnn_cpu_batch_norm_relu_forward(CNN_FLOAT32, N, C, L, x, NULL, NULL, rm, rv, 0, 0, 1e-5, y,
+                                        sm, si) == 0);
+  CHECK(cnn_cpu_batch_norm_forward(CNN_FLOAT32, N, C, L, x, NULL, NULL, rm, rv, 0, 0, 1e-5, yu, sm,
+                                   si) == 0);
+  for (int i = 0; i < L; i++) {
+    float want = cnn_relu_f(yu[i]);
+    CHECK(memcmp(&y[i], &want, 4) == 0 || (isnan(y[i]) && isnan(want)));
+  }
+  CHECK(isnan(y[19]) && !signbit(y[3]) && y[3] == 0 && y[6] == 0);
+  CHECK(cnn_cpu_batch_norm_relu_backward(CNN_FLOAT32, N, C, L, dy, y, x, NULL, sm, si, dx, dg, db,
+                                         0) == 0);
+  for (int i = 0; i < L; i++) {
+    if (isnan(y[i]))
+      CHECK(isnan(dx[i])); /* dy passed, times 0 * (x - mean) = NaN */
+    else
+      CHECK(y[i] > 0 ? dx[i] == dy[i] * si[0] : dx[i] == 0);
+  }
+}
+
+/* The float32 cases through the AVX-512 bodies (where this CPU has them),
+ * then through the portable loops. */
+static void test_bn_both_paths(void (*cases)(void)) {
+  int had = cnn_cpu_use_avx512();
+  cases();
+  CHECK(cnn_cpu_allow_avx512(0) == 0);
+  cases();
+  cnn_cpu_allow_avx512(1);
+  CHECK(cnn_cpu_use_avx512() == had);
+}
+
+static void bn_cases(void) {
+  test_bn_forward(2, 3, 35);
+  test_bn_forward(7, 5, 1);
+  test_bn_forward(16, 4, 49);
+  test_bn_forward(3, 2, 784); /* full blocks of the partial sums, and a tail */
+  test_bn_forward(3, 5, 17);
+  test_bn_forward(5, 3, 64);
+  test_bn_offset(4, 3, 50);
+  test_bn_offset(3, 2, 33);
+  for (int training = 1; training >= 0; training--) {
+    test_bn_backward(2, 3, 35, training);
+    test_bn_backward(5, 4, 1, training);
+    test_bn_backward(3, 2, 50, training);
+    test_bn_backward(3, 3, 7, training);
+  }
+  test_bn_forward(2, 3, 2500); /* float32: rows longer than a block of partial sums */
+  test_bn_backward(1, 2, 1030, 1);
+  for (int training = 1; training >= 0; training--) {
+    test_bn_relu(2, 3, 35, training);
+    test_bn_relu(5, 4, 1, training);
+    test_bn_relu(3, 2, 1100, training);
+    test_bn_relu(4, 5, 17, training);
+    test_bn_relu(3, 3, 33, training);
+    test_bn_relu(6, 2, 64, training);
+  }
+  test_bn_relu_special();
+}
+
 /* Bad arguments are the op's to report (core/ops/nn_norm.c; the kernels
  * assert): the cases the kernel used to check. */
 static void test_bn_errors(void) {
@@ -411,23 +484,7 @@ static void test_softmax(int64_t outer, int64_t D, int64_t inner, int is_log) {
 
 int main(void) {
   test_bn_hand();
-  test_bn_forward(2, 3, 35);
-  test_bn_forward(7, 5, 1);
-  test_bn_forward(16, 4, 49);
-  test_bn_forward(3, 2, 784); /* full blocks of the partial sums, and a tail */
-  test_bn_offset(4, 3, 50);
-  for (int training = 1; training >= 0; training--) {
-    test_bn_backward(2, 3, 35, training);
-    test_bn_backward(5, 4, 1, training);
-    test_bn_backward(3, 2, 50, training);
-  }
-  test_bn_forward(2, 3, 2500); /* float32: rows longer than a block of partial sums */
-  test_bn_backward(1, 2, 1030, 1);
-  for (int training = 1; training >= 0; training--) {
-    test_bn_relu(2, 3, 35, training);
-    test_bn_relu(5, 4, 1, training);
-    test_bn_relu(3, 2, 1100, training);
-  }
+  test_bn_both_paths(bn_cases);
   test_bn_errors();
   test_softmax_hand();
   for (int is_log = 0; is_log <= 1; is_log++) {

@@ -1,0 +1,171 @@
+/*
+ * batch_norm_avx512.c -- the float32 per-channel bodies of batch_norm.c with
+ * AVX-512 intrinsics, chosen per call by cnn_cpu_use_avx512() (as
+ * max_pool_2x2.c): the two sums of a channel, its normalisation (+ relu)
+ * and its dx.  A channel is N rows of L floats, `stride` floats apart
+ * (x[n*stride + l]); everything else is batch_norm.c's.
+ *
+ * Why: batch norm is memory-bound, but the portable bodies were not.  GCC
+ * kept their 16-lane partial-sum arrays on the stack (the remainder loop
+ * indexes them by i % 16), so every add waited on a store-to-load forward,
+ * and read dy under the relu mask with vmaskmovps; the fused backward ran
+ * at 12 GB/s against a 19-55 GB/s copy of its bytes (one thread, quiet).
+ * Here the accumulators are registers (two vectors per sum, 32 floats a
+ * step), a row's tail is one masked step, and the row two ahead is
+ * prefetched line by line during the sums (rows are 0.8-3 KB runs 50-100 KB apart, too
+ * short for the hardware prefetcher to get going).  The second pass of
+ * each body (normalise, dx) rereads the channel from L2 (N*L*4 bytes: 200
+ * KB at 64x32x28x28).
+ *
+ * Same semantics as the portable bodies: float partial sums over at most
+ * BLOCK values of a row, added into double per block (32 lanes: at most 32
+ * terms a lane before the double add); relu keeps NaN and maps -0.0 to +0.0
+ * (cnn_relu_f); the gradient passes where y is > 0 or NaN.  Elementwise
+ * results are the same expressions, (x - m)*k + b as one FMA after the
+ * subtraction, so fused and unfused calls give the same bits (the tests
+ * compare them bit for bit, and both paths against the double oracle).
+ */
+#include "cpu/kernels.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+#define TARGET_AVX512 __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw")))
+#define BLOCK         1024 /* values of a row per float partial sum */
+#define AHEAD         2    /* rows prefetched ahead by the sums */
+
+/* The lanes of a row's step at i: all 16, or the tail's. */
+TARGET_AVX512 static inline __mmask16 lanes(int64_t L, int64_t i) {
+  return L - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (L - i)) - 1);
+}
+
+/* dy where y > 0 or y is NaN (relu's gradient), 0 elsewhere; dy alone
+ * without y.  Masked-off lanes are 0. */
+TARGET_AVX512 static inline __m512 grad_of(__mmask16 k, const float *dy, const float *y,
+                                           int64_t i) {
+  if (!y) return _mm512_maskz_loadu_ps(k, dy + i);
+  __m512 yv = _mm512_maskz_loadu_ps(k, y + i);
+  __mmask16 pass = _mm512_mask_cmp_ps_mask(k, yv, _mm512_setzero_ps(), _CMP_NLE_UQ);
+  return _mm512_maskz_loadu_ps(pass, dy + i);
+}
+
+/* the sum of a vector's 16 floats into double, added to *acc */
+TARGET_AVX512 static inline __m512d widen_add(__m512d acc, __m512 v) {
+  acc = _mm512_add_pd(acc, _mm512_cvtps_pd(_mm512_castps512_ps256(v)));
+  return _mm512_add_pd(acc, _mm512_cvtps_pd(_mm512_extractf32x8_ps(v, 1)));
+}
+
+/* One block [i0, i1) of a row: s1 += t, s2 += t*d with d = x - ref and t =
+ * d (forward) or the gradient (backward, `grad` a literal).  Each step also
+ * prefetches its lines of the row AHEAD rows on (pf floats further; 0: the
+ * last rows), one prefetch per line read: prefetching a whole row at its
+ * start measured slower (the burst fills the miss buffers and stalls). */
+#define SUM_STEP(i, k, A1, A2)                                                                     \
+  do {                                                                                             \
+    if (pf) {                                                                                      \
+      _mm_prefetch((const char *)(x + (i) + pf), _MM_HINT_T0);                                     \
+      if (grad) _mm_prefetch((const char *)(dy + (i) + pf), _MM_HINT_T0);                        \
+      if (grad && y) _mm_prefetch((const char *)(y + (i) + pf), _MM_HINT_T0);                     \
+    }                                                                                              \
+    __m512 d = _mm512_maskz_sub_ps(k, _mm512_maskz_loadu_ps(k, x + (i)), r);                       \
+    __m512 t = grad ? grad_of(k, dy, y, i) : d;                                                    \
+    A1 = _mm512_add_ps(A1, t), A2 = _mm512_fmadd_ps(t, d, A2);                                     \
+  } while (0)
+
+TARGET_AVX512 static inline void block_sums(int grad, const float *x, const float *dy,
+                                            const float *y, __m512 r, int64_t i0, int64_t i1,
+                                            int64_t pf, __m512d *s1, __m512d *s2) {
+  __m512 a1 = _mm512_setzero_ps(), a2 = a1, b1 = a1, b2 = a1;
+  int64_t i = i0;
+  for (; i + 32 <= i1; i += 32) {
+    SUM_STEP(i, (__mmask16)0xFFFF, a1, a2);
+    SUM_STEP(i + 16, (__mmask16)0xFFFF, b1, b2);
+  }
+  for (; i < i1; i += 16) SUM_STEP(i, lanes(i1, i), a1, a2);
+  *s1 = widen_add(*s1, _mm512_add_ps(a1, b1));
+  *s2 = widen_add(*s2, _mm512_add_ps(a2, b2));
+}
+#undef SUM_STEP
+
+/* The sums of batch_norm.c's channel_sums_f32 over a channel's N rows:
+ *   grad 0: sum d, sum d^2 with d = x - ref;  grad 1: sum g, sum g*(x - ref). */
+TARGET_AVX512 static void sums(int grad, int64_t N, int64_t stride, int64_t L, const float *x,
+                               const float *dy, const float *y, float ref, double *s1,
+                               double *s2) {
+  __m512d t1 = _mm512_setzero_pd(), t2 = t1;
+  __m512 r = _mm512_set1_ps(ref);
+  for (int64_t n = 0; n < N; n++) {
+    int64_t o = n * stride;
+    int64_t pf = n + AHEAD < N ? AHEAD * stride : 0;
+    for (int64_t i0 = 0; i0 < L; i0 += BLOCK)
+      block_sums(grad, x + o, grad ? dy + o : NULL, grad && y ? y + o : NULL, r, i0,
+                 L - i0 < BLOCK ? L : i0 + BLOCK, pf, &t1, &t2);
+  }
+  *s1 = _mm512_reduce_add_pd(t1), *s2 = _mm512_reduce_add_pd(t2);
+}
+
+void cnn_cpu_bn_sums_f32_avx512(int grad, int64_t N, int64_t stride, int64_t L, const float *x,
+                                const float *dy, const float *y, float ref, double *s1,
+                                double *s2) {
+  if (grad)
+    sums(1, N, stride, L, x, dy, y, ref, s1, s2);
+  else
+    sums(0, N, stride, L, x, NULL, NULL, ref, s1, s2);
+}
+
+/* y = (x - m)*k + b, then relu (NaN kept, -0.0 -> +0.0) when asked. */
+TARGET_AVX512 void cnn_cpu_bn_normalize_f32_avx512(int64_t N, int64_t stride, int64_t L,
+                                                   const float *x, float m, float k, float b,
+                                                   float *y, int relu) {
+  __m512 mv = _mm512_set1_ps(m), kv = _mm512_set1_ps(k), bv = _mm512_set1_ps(b);
+  __m512 zero = _mm512_setzero_ps();
+  for (int64_t n = 0; n < N; n++) {
+    const float *xr = x + n * stride;
+    float *yr = y + n * stride;
+    for (int64_t i = 0; i < L; i += 16) {
+      __mmask16 lk = lanes(L, i);
+      __m512 v = _mm512_fmadd_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(lk, xr + i), mv), kv, bv);
+      if (relu) v = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, zero, _CMP_NLE_UQ), v);
+      _mm512_mask_storeu_ps(yr + i, lk, v);
+    }
+  }
+}
+
+/* dx = k*g + kx*(x - m) + k0, g the gradient reaching batch norm's output
+ * (through relu when y is given). */
+TARGET_AVX512 void cnn_cpu_bn_dx_f32_avx512(int64_t N, int64_t stride, int64_t L, const float *dy,
+                                            const float *y, const float *x, float m, float k,
+                                            float kx, float k0, float *dx) {
+  __m512 mv = _mm512_set1_ps(m), kv = _mm512_set1_ps(k), kxv = _mm512_set1_ps(kx);
+  __m512 k0v = _mm512_set1_ps(k0);
+  for (int64_t n = 0; n < N; n++) {
+    int64_t o = n * stride;
+    for (int64_t i = 0; i < L; i += 16) {
+      __mmask16 lk = lanes(L, i);
+      __m512 g = grad_of(lk, dy + o, y ? y + o : NULL, i);
+      __m512 d = _mm512_sub_ps(_mm512_maskz_loadu_ps(lk, x + o + i), mv);
+      __m512 v = _mm512_fmadd_ps(kxv, d, _mm512_fmadd_ps(kv, g, k0v));
+      _mm512_mask_storeu_ps(dx + o + i, lk, v);
+    }
+  }
+}
+
+#else /* no AVX-512 path on this compiler/architecture: never called */
+
+void cnn_cpu_bn_sums_f32_avx512(int grad, int64_t N, int64_t stride, int64_t L, const float *x,
+                                const float *dy, const float *y, float ref, double *s1,
+                                double *s2) {
+  (void)grad, (void)N, (void)stride, (void)L, (void)x, (void)dy, (void)y, (void)ref;
+  *s1 = *s2 = 0;
+}
+void cnn_cpu_bn_normalize_f32_avx512(int64_t N, int64_t stride, int64_t L, const float *x, float m,
+                                     float k, float b, float *y, int relu) {
+  (void)N, (void)stride, (void)L, (void)x, (void)m, (void)k, (void)b, (void)y, (void)relu;
+}
+void cnn_cpu_bn_dx_f32_avx512(int64_t N, int64_t stride, int64_t L, const float *dy,
+                              const float *y, const float *x, float m, float k, float kx, float k0,
+                              float *dx) {
+  (void)N, (void)stride, (void)L, (void)dy, (void)y, (void)x, (void)m, (void)k, (void)kx;
+  (void)k0, (void)dx;
+}
+#endif

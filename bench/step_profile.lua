@@ -5,8 +5,13 @@
 --
 -- The machine first (measured here, never looked up): the float32 FMA peak
 -- of the threads (cnn.fma_peak) and the copy bandwidth (cnn.copy_bandwidth)
--- at the working-set size of each layer, rounded up to a power of two, so
--- a layer whose tensors live in the cache is held to the cache's speed.
+-- at the working-set size of each layer (two arrays of half the pass's
+-- bytes, rounded up to 64 KB), so a layer whose tensors fit in the cache
+-- is held to the cache's speed.  It was rounded up to a power of two, which
+-- could double the copy's working set: at 64x32x28x28 the batch norm
+-- backward (25.7 MB) was held to a 32 MB copy that spills out of the L3
+-- (a quiet 2-thread run's figures imply 57 GB/s for it, against 167 GB/s
+-- for the forward's 16 MB one).
 -- Then, per network (examples/fashion_mnist.lua's net at 1x28x28, ResNet-20
 -- at 3x32x32; batch 64; Adam, cross-entropy), `iters` real training steps
 -- (zero_grad, forward, loss, backward, optimizer step), the medians of:
@@ -18,9 +23,27 @@
 --     once), with its FLOPs and the bytes the pass must move at least;
 --     `bound` is "compute" when FLOPs/bytes exceeds the machine's balance
 --     (peak / bandwidth) and `of_peak` the fraction of the FMA peak, else
---     "memory" and the fraction of the copy bandwidth;
---   * the optimizer step alone, against the bandwidth (Adam reads p, g, m,
---     v and writes p, m, v: 28 bytes a float32 parameter);
+--     "memory" and the fraction of the copy bandwidth at the pass's
+--     working-set size, as if all its tensors were in cache -- the strict
+--     yardstick; `of_memory` is the same bytes/s against the memory's copy
+--     bandwidth (the 256 MB copy), the limit of a pass whose tensors come
+--     from memory: in a step larger than the L3, a backward reads the
+--     tensors its forward saved long before (batch norm's x and y), and
+--     at 64x32x28x28 its backward ran at about the memory's copy rate
+--     while the cache yardstick said 27 % (one thread).  A pass is at its
+--     limit when of_memory nears 1 with inputs from memory, or of_peak
+--     with inputs in cache;
+--   * the optimizer step alone, against the bandwidth at its working-set
+--     size (Adam reads p, g, m, v and writes p, m, v: 28 bytes a float32
+--     parameter), and of_memory as for the layers;
+--   * the collector's step that pays for backward's allocations
+--     (collector_ms): backward defers the collector (lua/memory.c) and the
+--     first tensor handed to Lua afterwards -- inside the optimizer, when
+--     it reads the first gradient -- ran it, so the optimizer was charged
+--     with it (example network, one thread: Adam 0.63 ms with it; 0.25 ms
+--     and 0.44 ms for the collector once apart).  The hooked step now
+--     hands one gradient to Lua between backward and the optimizer and
+--     times that step apart;
 --   * the whole step without hooks (separate iterations, alternated with
 --     the hooked ones: the figure images/s and of_fma_peak come from);
 --   * what lies outside the layers and the optimizer (the loss, autograd
@@ -35,9 +58,10 @@
 -- One JSON line per figure:
 --   {"bench":"machine","threads":2,"fma_gflops":...,"copy_gbs_1mb":...,"copy_gbs_256mb":...}
 --   {"bench":"step_layer","net":"fmnist","layer":"2","type":"BatchNorm2d","pass":"bwd","ms":...,
---    "gflop":...,"mbytes":...,"bound":"memory","of_peak":...}
+--    "gflop":...,"mbytes":...,"bound":"memory","of_peak":...,"of_memory":...}
+--   {"bench":"step_optimizer","net":"fmnist","params":...,"ms":...,"of_bandwidth":...,"of_memory":...}
 --   {"bench":"step","net":"fmnist","batch":64,"step_ms":...,"hooked_step_ms":...,
---    "hook_overhead_ms":...,"layers_ms":...,"optimizer_ms":...,"outside_ms":...,
+--    "hook_overhead_ms":...,"layers_ms":...,"optimizer_ms":...,"collector_ms":...,"outside_ms":...,
 --    "images_per_s":...,"gflops":...,"of_fma_peak":...}
 -- Byte model (float32): forward = input + output + parameters (+ int64
 -- indices for max pooling); backward = grad out + saved tensor + grad in
@@ -69,9 +93,10 @@ local median = B.median
 
 local PEAK = cnn.fma_peak(0.3)
 local bw_memo = {}
--- copy bandwidth (bytes/s) over arrays of the power of two >= bytes
+-- copy bandwidth (bytes/s) over two arrays of `bytes` each, rounded up to
+-- 64 KB (at least 64 KB, at most 1 GB)
 local function bandwidth(bytes)
-  local size = 1 << math.max(16, math.ceil(math.log(math.max(bytes, 1), 2)))
+  local size = math.max(1, math.ceil(bytes / 65536)) * 65536
   size = math.min(size, 1 << 30)
   if not bw_memo[size] then bw_memo[size] = cnn.copy_bandwidth(size, 0.1) end
   return bw_memo[size]
@@ -127,6 +152,14 @@ local function fused_pairs(net)
   return bn, relu
 end
 
+-- the first parameter's gradient, handed to Lua (a push: lua/memory.c steps
+-- the collector there)
+local function first_grad(net)
+  for _, p in ipairs(net:parameters()) do
+    if p.grad then return p.grad end
+  end
+end
+
 -- A training step with a mark before and after each leaf layer's forward,
 -- and one each time a gradient reaches a layer's input or output.  A fused
 -- BatchNorm -> ReLU pair is timed as one layer ("BatchNorm2d+ReLU") by
@@ -178,6 +211,8 @@ local function instrumented_step(net, opt, x, y, tm)
   ph.fwd = tm:mark()
   loss:backward()
   ph.bwd = tm:mark()
+  local _ = first_grad(net) -- the first push after backward: the collector's deferred step
+  ph.gc = tm:mark()
   opt:step()
   ph.opt = tm:mark()
   for i = #handles, 1, -1 do handles[i]:remove() end
@@ -193,7 +228,8 @@ local function layer_times(recs, ph, T)
     local bwd = r.gout and T[r.gout + 1] - T[r.gout] or 0
     out[i] = { fwd = (T[r.f1] - T[r.f0]) * 1e3, bwd = bwd * 1e3 }
   end
-  return out, (T[ph.opt] - T[ph.bwd]) * 1e3, (T[ph.opt] - T[ph.start]) * 1e3
+  return out, (T[ph.opt] - T[ph.gc]) * 1e3, (T[ph.gc] - T[ph.bwd]) * 1e3,
+    (T[ph.opt] - T[ph.start]) * 1e3
 end
 
 -- ---- per network -------------------------------------------------------------------------
@@ -202,15 +238,17 @@ local function fraction(flop, bytes, ms)
   if ms <= 0 then return "none", 0 end
   local bw = bandwidth(bytes / 2)
   if flop > 0 and flop / bytes > PEAK / bw then return "compute", flop / (ms * 1e-3) / PEAK end
-  return "memory", bytes / (ms * 1e-3) / bw
+  return "memory", bytes / (ms * 1e-3) / bw, bytes / (ms * 1e-3) / bandwidth(1 << 28)
 end
 
 local function emit_layer(name, r, idx, pass, ms, flop, bytes)
-  local bound, of_peak = fraction(flop, bytes, ms)
-  B.emit({ { "bench", "step_layer" }, { "net", name }, { "layer", tostring(idx) },
-           { "type", r.m.__name .. (r.fused and "+ReLU" or "") },
-           { "pass", pass }, { "ms", ms }, { "gflop", flop / 1e9 }, { "mbytes", bytes / 1e6 },
-           { "bound", bound }, { "of_peak", of_peak } })
+  local bound, of_peak, of_memory = fraction(flop, bytes, ms)
+  local f = { { "bench", "step_layer" }, { "net", name }, { "layer", tostring(idx) },
+              { "type", r.m.__name .. (r.fused and "+ReLU" or "") },
+              { "pass", pass }, { "ms", ms }, { "gflop", flop / 1e9 }, { "mbytes", bytes / 1e6 },
+              { "bound", bound }, { "of_peak", of_peak } }
+  if of_memory then f[#f + 1] = { "of_memory", of_memory } end
+  B.emit(f)
 end
 
 local function profile_net(name, net, x, y)
@@ -223,18 +261,18 @@ local function profile_net(name, net, x, y)
     opt:step()
   end
   for _ = 1, 2 do step() end -- warm-up: oneDNN primitives, optimizer state
-  local per_layer, opt_ms, step_ms, hooked_ms, gap_ms, recs = {}, {}, {}, {}, {}, nil
+  local per_layer, opt_ms, gc_ms, step_ms, hooked_ms, gap_ms, recs = {}, {}, {}, {}, {}, {}, nil
   for it = 1, opts.iters do
     local ph, T
     recs, ph, T = instrumented_step(net, opt, x, y, tm)
-    local lt, o, h = layer_times(recs, ph, T)
-    local inside = o
+    local lt, o, gc, h = layer_times(recs, ph, T)
+    local inside = o + gc
     for i, t in ipairs(lt) do
       per_layer[i] = per_layer[i] or { fwd = {}, bwd = {} }
       per_layer[i].fwd[it], per_layer[i].bwd[it] = t.fwd, t.bwd
       inside = inside + t.fwd + t.bwd
     end
-    opt_ms[it], hooked_ms[it], gap_ms[it] = o, h, h - inside
+    opt_ms[it], gc_ms[it], hooked_ms[it], gap_ms[it] = o, gc, h, h - inside
     local t0 = cnn.clock()
     step()
     step_ms[it] = (cnn.clock() - t0) * 1e3
@@ -254,10 +292,12 @@ local function profile_net(name, net, x, y)
   for _, p in ipairs(net:parameters()) do nparam = nparam + p:numel() end
   local o, s, h = median(opt_ms), median(step_ms), median(hooked_ms)
   B.emit({ { "bench", "step_optimizer" }, { "net", name }, { "params", nparam }, { "ms", o },
-           { "of_bandwidth", 28 * nparam / (o * 1e-3) / bandwidth(16 * nparam) } })
+           { "of_bandwidth", 28 * nparam / (o * 1e-3) / bandwidth(14 * nparam) },
+           { "of_memory", 28 * nparam / (o * 1e-3) / bandwidth(1 << 28) } })
   B.emit({ { "bench", "step" }, { "net", name }, { "batch", x:size(1) }, { "threads", cnn.get_num_threads() },
            { "step_ms", s }, { "hooked_step_ms", h }, { "hook_overhead_ms", h - s },
-           { "layers_ms", layers_ms }, { "optimizer_ms", o }, { "outside_ms", median(gap_ms) },
+           { "layers_ms", layers_ms }, { "optimizer_ms", o }, { "collector_ms", median(gc_ms) },
+           { "outside_ms", median(gap_ms) },
            { "images_per_s", x:size(1) / (s * 1e-3) },
            { "gflops", flop_total / (s * 1e-3) / 1e9 }, { "of_fma_peak", flop_total / (s * 1e-3) / PEAK } })
 end

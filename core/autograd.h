@@ -89,6 +89,14 @@ void cnn_node_release(cnn_node *n);
  * cast it to input i's dtype; returns a new reference (g retained if equal). */
 cnn_tensor *cnn_grad_to_input(cnn_node *n, int i, cnn_tensor *g);
 
+/* (backward.c) Whether the gradient g a backward rule received is private:
+ * the rule holds its only reference (no hook, user, node or view keeps it
+ * or its storage), it is contiguous, has no graph of its own, and has the
+ * dtype, shape and device of `like`.  Such a g may be overwritten -- a rule
+ * may write its input's gradient over it and hand g on (batch norm's dx
+ * over dy, where the backend allows it). */
+bool cnn_grad_is_private(const cnn_tensor *g, const cnn_tensor *like);
+
 /* Run a hook list in order on *g (owned); hooks may replace it. */
 int cnn_autograd_run_hooks(cnn_hook *h, cnn_tensor **g);
 

@@ -81,6 +81,10 @@ typedef struct cnn_backend {
                      * float16 inference: elementwise ops, pools' forward,
                      * eval batch norm (float32 per-channel arrays),
                      * softmax, the dropout mask (core/ops: cnn_half_ok) */
+  /* batch_norm_backward(_eval) and batch_norm_relu_backward accept dx == dy
+   * (the same array): core/ops then writes the input gradient over a
+   * private output gradient (cnn_grad_is_private) instead of a new tensor */
+  bool bn_dx_over_dy;
 
   /* ---- memory and devices ---- */
   /* alloc returns NULL with cnn_set_error() on failure (after emptying the
@@ -367,10 +371,11 @@ typedef struct {
  * 5: conv_transpose2d_forward/_backward (optional).
  * 6: bf16_math, gemm_bf16 and cnn_conv_shape.math (bfloat16 on the CPU).
  * 7: conv2d_act_forward (optional).
+ * 8: bn_dx_over_dy.
  * The version also folds in the sizes of the elementwise enums: adding a
  * unary or binary op renumbers the values the module's kernels switch on,
  * and needs no bump here (the recipe in core/README.md stays 4 files). */
-#define CNN_CORE_API_LAYOUT 7
+#define CNN_CORE_API_LAYOUT 8
 #define CNN_CORE_API_VERSION (CNN_CORE_API_LAYOUT * 10000 + CNN_NUNARY * 100 + CNN_NBINARY)
 
 /* dlopen() a module: $env, then `file` next to the executable, then

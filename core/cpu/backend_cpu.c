@@ -208,6 +208,7 @@ static int adaptive_max_bwd(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t
 const cnn_backend cnn_cpu_backend = {
     .name = "cpu",
     .half = false,
+    .bn_dx_over_dy = true, /* batch_norm.c reads dy[i] before writing dx[i] */
     .unary = cnn_cpu_unary,
     .binary = cnn_cpu_binary,
     .unary_grad = cnn_cpu_unary_grad,

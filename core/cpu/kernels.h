@@ -264,7 +264,9 @@ int cnn_cpu_batch_norm_forward(cnn_dtype dt, int64_t N, int64_t C, int64_t L, co
                                void *running_var, int training, double momentum, double eps,
                                void *y, void *save_mean, void *save_invstd);
 /* Training-mode backward (batch statistics): writes dx (if non-NULL) and
- * OVERWRITES dgamma, dbeta (if non-NULL). */
+ * OVERWRITES dgamma, dbeta (if non-NULL).  dx may be dy (the same array:
+ * every dy[i] is read before dx[i] is written), here and in the eval and
+ * relu backwards (the backend's bn_dx_over_dy). */
 int cnn_cpu_batch_norm_backward(cnn_dtype dt, int64_t N, int64_t C, int64_t L, const void *dy,
                                 const void *x, const void *gamma, const void *save_mean,
                                 const void *save_invstd, void *dx, void *dgamma, void *dbeta);

@@ -18,7 +18,9 @@
  * a lone masked tail (1, 7), full steps plus a tail (17, 33, 35, 50),
  * whole 32-float steps (64) and rows past a block (1030, 1100, 2500).  The
  * relu's special values (NaN kept with its gradient, -0.0 to +0.0) are
- * checked on both paths against cnn_relu_f.
+ * checked on both paths against cnn_relu_f, and every backward also runs
+ * with dx written over dy (what core/ops does with a private gradient),
+ * bit for bit the same.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -280,6 +282,17 @@ static void bn_relu_case(int f64, int64_t N, int64_t C, int64_t L, int training,
     CHECK(cnn_cpu_batch_norm_backward_eval(dt, N, C, L, dyu, X, G, sm, si, dxu, dgu, dbu) == 0);
   CHECK(memcmp(dx, dxu, n * es) == 0);
   CHECK(memcmp(dg, dgu, C * es) == 0 && memcmp(db, dbu, C * es) == 0);
+  /* dx written over dy (the CPU backend's bn_dx_over_dy): the same bits */
+  char *inout = malloc(n * es);
+  memcpy(inout, DY, n * es);
+  CHECK(cnn_cpu_batch_norm_relu_backward(dt, N, C, L, inout, y, X, G, sm, si, inout, dg, db,
+                                         training) == 0);
+  CHECK(memcmp(inout, dx, n * es) == 0);
+  memcpy(inout, dyu, n * es);
+  CHECK((training ? cnn_cpu_batch_norm_backward : cnn_cpu_batch_norm_backward_eval)(
+            dt, N, C, L, inout, X, G, sm, si, inout, dgu, dbu) == 0);
+  CHECK(memcmp(inout, dxu, n * es) == 0);
+  free(inout);
   double tol = f64 ? 1e-10 : 1e-4;
   double *Y = f64 ? (double *)y : check_to_f64((float *)y, n),
          *DX = f64 ? (double *)dx : check_to_f64((float *)dx, n),

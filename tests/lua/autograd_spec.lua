@@ -123,6 +123,36 @@ describe("retain_grad and hooks", function()
     close(w.grad, {6, 6})
   end)
 
+  -- batch norm's backward writes dx over the gradient it receives when
+  -- nothing else holds it (cnn_grad_is_private, core/ops/nn_norm.c): the
+  -- gradients must be those of a backward that cannot (a hook keeps dy),
+  -- and the kept dy must be untouched
+  it("batch norm's dx over a private dy: same gradients, a kept dy untouched", function()
+    cnn.manual_seed(11)
+    local x0, c = cnn.randn(3, 4, 5, 7), cnn.randn(3, 4, 5, 7)
+    local w0, b0 = cnn.rand(4) + 0.5, cnn.randn(4)
+    for _, fused in ipairs({ true, false }) do
+      for _, training in ipairs({ true, false }) do
+        local function grads(keep)
+          local x, w, b = x0:clone():requires_grad_(), w0:clone():requires_grad_(), b0:clone():requires_grad_()
+          local rm, rv = cnn.zeros(4), cnn.ones(4)
+          local y = fused and cnn.fused.batch_norm_relu(x, rm, rv, w, b, training, 0.1, 1e-5)
+            or F.batch_norm(x, rm, rv, w, b, { training = training })
+          local kept
+          if keep then y:register_hook(function(g) kept = g end) end
+          ;(y * c):sum():backward()
+          return x.grad, w.grad, b.grad, kept
+        end
+        local gx, gw, gb = grads(false)
+        local kx, kw, kb, kept = grads(true)
+        local what = (fused and "fused" or "batch_norm") .. (training and " training" or " eval")
+        local function same(a, b) return a:eq(b):sum():item() == a:numel() end
+        assert.is_true(same(gx, kx) and same(gw, kw) and same(gb, kb), what)
+        assert.is_true(same(kept, c), what .. ": the hook's dy was overwritten")
+      end
+    end
+  end)
+
   it("an error in a hook stops backward with a Lua error", function()
     local w = cnn.tensor({1}):requires_grad_()
     w:register_hook(function() error("boom") end)

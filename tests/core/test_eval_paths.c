@@ -250,6 +250,10 @@ int main(void) {
   test_shape_both_paths(1, 1, 4, 2050, 0);
   test_shape_both_paths(2, 3, 9, 8, 0);
   test_shape_both_paths(2, 3, 9, 8, 1);
+  /* narrow planes two output rows a step (OW <= 8): OW 8 and 2, one row */
+  test_shape_both_paths(2, 3, 16, 16, 0);
+  test_shape_both_paths(2, 2, 7, 16, 1);
+  test_shape_both_paths(1, 2, 3, 4, 1);
   test_tensor_level();
   for (int f64 = 0; f64 <= 1; f64++)
     for (int affine = 0; affine <= 1; affine++) test_bn_eval(f64, affine);

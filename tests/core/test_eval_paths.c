@@ -81,8 +81,10 @@ static void test_shape_backward(const cnn_pool_shape *s, const int64_t *idxr) {
   for (int64_t i = 0; i < ny; i++) dy[i] = (float)check_urand();
   for (int64_t i = 0; i < nx; i++) dx[i] = NAN; /* every cell must be written */
   for (int64_t p = 0; p < P; p++)
-    for (int64_t o = 0; o < s->OH * s->OW; o++)
-      want[p * s->H * s->W + idxr[p * s->OH * s->OW + o]] += dy[p * s->OH * s->OW + o];
+    for (int64_t o = 0; o < s->OH * s->OW; o++) {
+      int64_t i = idxr[p * s->OH * s->OW + o];
+      if (i >= 0 && i < s->H * s->W) want[p * s->H * s->W + i] += dy[p * s->OH * s->OW + o];
+    }
   CHECK(cnn_cpu_max_pool2d_backward(CNN_FLOAT32, s, dy, idxr, dx) == 0);
   int64_t bad = -1;
   for (int64_t i = nx - 1; i >= 0; i--)
@@ -124,6 +126,19 @@ static void test_shape(int64_t N, int64_t C, int64_t H, int64_t W, int ceil_mode
   CHECK(bad_y < 0);
   CHECK(bad_y2 < 0);
   CHECK(bad_i < 0);
+  test_shape_backward(&s, idxr);
+  /* indices a forward would not give (backward takes any in the plane):
+   * one in a neighbour's window, one in the rows below the full windows,
+   * one out of the plane (skipped), for any future fast path to get right
+   * (a one-pass AVX-512 backward was tried: 1.02-1.11x at 28x28, 0.57x
+   * at 14x14, not kept) */
+  int64_t OP = s.OH * s.OW, HW = H * W;
+  for (int64_t p = 0; p < P; p++) {
+    int64_t *ip = idxr + p * OP;
+    if (p % 3 == 0) ip[OP / 2] = ip[0];
+    if (p % 3 == 1) ip[OP - 1] = HW - 1;
+    if (p % 3 == 2) ip[OP / 3] = HW + 5;
+  }
   test_shape_backward(&s, idxr);
   free(x), free(y), free(y2), free(yr), free(idx), free(idxr);
 }

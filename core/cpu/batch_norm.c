@@ -104,37 +104,62 @@ static inline float grad_at_f32(const float *dy, const float *y, int64_t i) {
   return y && y[i] <= 0 ? 0.0f : d;
 }
 
+#define BLOCK 1024
+
+/* 8 floats as one value (GCC/Clang vector extensions: AVX2 registers on
+ * x86-64-v3, pairs of SSE or NEON registers elsewhere), loaded from any
+ * float address.  The partial sums live in such values, so they stay in
+ * registers: as `float a[16]` arrays under `omp simd` GCC spilled them
+ * and every add waited on a store-to-load forward. */
+typedef float v8f __attribute__((vector_size(32), aligned(4), may_alias));
+typedef int32_t v8i __attribute__((vector_size(32), aligned(4), may_alias));
+
+/* t = d (grad 0) or the gradient: dy where y > 0 or NaN (y NULL: dy) */
+ALWAYS_INLINE v8f grad8(int grad, const float *dy, const float *y, int64_t i, v8f d) {
+  if (!grad) return d;
+  v8f g = *(const v8f *)(dy + i);
+  if (!y) return g;
+  v8i blocked = *(const v8f *)(y + i) <= 0; /* -1 where y <= 0, 0 elsewhere (NaN too) */
+  return (v8f)((v8i)g & ~blocked);
+}
+
+/* One block [i0, i1) of a row into *t1, *t2 (see channel_sums_f32). */
+ALWAYS_INLINE void block_sums_f32(int grad, const float *x, const float *dy, const float *y,
+                                  float ref, int64_t i0, int64_t i1, double *t1, double *t2) {
+  v8f a1 = {0}, a2 = {0}, b1 = {0}, b2 = {0};
+  int64_t i = i0;
+  for (; i + 16 <= i1; i += 16) {
+    v8f d = *(const v8f *)(x + i) - ref, e = *(const v8f *)(x + i + 8) - ref;
+    v8f t = grad8(grad, dy, y, i, d), u = grad8(grad, dy, y, i + 8, e);
+    a1 += t, a2 += t * d, b1 += u, b2 += u * e;
+  }
+  a1 += b1, a2 += b2;
+  float r1 = 0, r2 = 0;
+  for (; i < i1; i++) {
+    float d = x[i] - ref, t = grad ? grad_at_f32(dy, y, i) : d;
+    r1 += t, r2 += t * d;
+  }
+  double h1 = r1, h2 = r2;
+  for (int j = 0; j < 8; j++) h1 += a1[j], h2 += a2[j];
+  *t1 += h1, *t2 += h2;
+}
+
 /* float32, the two sums of a channel with float partial sums over blocks
- * of at most BLOCK values of a row (16 lanes: 64 terms a lane at most,
- * relative error below 64 * 2^-24), added into double per block.  Float
- * lanes are twice as many per vector as double ones and need no
- * conversion, which was the pass's cost.  `grad` is a literal:
+ * of at most BLOCK values of a row (16 lanes as two 8-float values: 64
+ * terms a lane at most, relative error below 64 * 2^-24), added into
+ * double per block.  Float lanes are twice as many per vector as double
+ * ones and need no conversion, which was the pass's cost.  `grad` is a literal:
  *   0 (forward):  sum d, sum d^2 with d = x - ref  (ref = K)
  *   1 (backward): sum g, sum g*(x - ref)  with g = grad_at_f32 (ref = mean) */
-#define BLOCK 1024
 ALWAYS_INLINE void channel_sums_f32(int grad, int64_t N, int64_t C, int64_t L, const float *x,
                                     const float *dy, const float *y, int64_t c, float ref,
                                     double *s1, double *s2) {
   double t1 = 0, t2 = 0;
   for (int64_t n = 0; n < N; n++) {
     int64_t base = (n * C + c) * L;
-    for (int64_t i0 = 0; i0 < L; i0 += BLOCK) {
-      int64_t i1 = L - i0 < BLOCK ? L : i0 + BLOCK, i = i0;
-      float a1[LANES] = {0}, a2[LANES] = {0};
-      for (; i + LANES <= i1; i += LANES)
-#pragma omp simd
-        for (int j = 0; j < LANES; j++) {
-          float d = x[base + i + j] - ref, t = grad ? grad_at_f32(dy, y, base + i + j) : d;
-          a1[j] += t, a2[j] += t * d;
-        }
-      float r1 = 0, r2 = 0; /* the tail apart: a1[i % LANES] kept a1 on the stack */
-      for (; i < i1; i++) {
-        float d = x[base + i] - ref, t = grad ? grad_at_f32(dy, y, base + i) : d;
-        r1 += t, r2 += t * d;
-      }
-      for (int j = 0; j < LANES; j++) t1 += a1[j], t2 += a2[j];
-      t1 += r1, t2 += r2;
-    }
+    for (int64_t i0 = 0; i0 < L; i0 += BLOCK)
+      block_sums_f32(grad, x + base, grad ? dy + base : NULL, grad && y ? y + base : NULL, ref, i0,
+                     L - i0 < BLOCK ? L : i0 + BLOCK, &t1, &t2);
   }
   *s1 = t1, *s2 = t2;
 }

@@ -96,12 +96,36 @@ TARGET_AVX512 static inline __mmask16 takes(__m512 v, __m512 m) {
   return _mm512_cmp_ps_mask(v, m, _CMP_GT_OQ) | _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
 }
 
+/* The rule over the taps a b / c d of 16 windows: their maxima, and in
+ * *off the offset of each one's tap in its plane row pair (0, 1, W, W+1). */
+TARGET_AVX512 static inline __m512 window_max(__m512 a, __m512 b, __m512 c, __m512 d, int64_t W,
+                                              __m512i *off) {
+  __mmask16 t = takes(b, a);
+  __m512 m = _mm512_mask_blend_ps(t, a, b);
+  __m512i o = _mm512_maskz_set1_epi32(t, 1);
+  t = takes(c, m);
+  m = _mm512_mask_blend_ps(t, m, c), o = _mm512_mask_blend_epi32(t, o, _mm512_set1_epi32((int)W));
+  t = takes(d, m);
+  m = _mm512_mask_blend_ps(t, m, d);
+  *off = _mm512_mask_blend_epi32(t, o, _mm512_set1_epi32((int)W + 1));
+  return m;
+}
+
+/* int64 indices of lanes 0..7 (base0 + 2*lane + off) and 8..15 (base1 +
+ * 2*(lane - 8) + off) */
+TARGET_AVX512 static inline void index_halves(__m512i off, int64_t base0, int64_t base1,
+                                              __m512i *i0, __m512i *i1) {
+  const __m512i two_iota = _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14);
+  *i0 = _mm512_add_epi64(_mm512_add_epi64(_mm512_set1_epi64(base0), two_iota),
+                         _mm512_cvtepi32_epi64(_mm512_castsi512_si256(off)));
+  *i1 = _mm512_add_epi64(_mm512_add_epi64(_mm512_set1_epi64(base1), two_iota),
+                         _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(off, 1)));
+}
+
 TARGET_AVX512 static void row_forward_avx512(const float *r0, const float *r1, float *y,
                                              int64_t *idx, int64_t OW, int64_t base, int64_t W) {
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
-  const __m512i two_iota = _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14);
-  const __m512i offW = _mm512_set1_epi32((int)W), offW1 = _mm512_set1_epi32((int)W + 1);
   for (int64_t o = 0; o < OW; o += 16) {
     step_masks k = masks_of(OW - o < 16 ? OW - o : 16);
     const float *p0 = r0 + 2 * o, *p1 = r1 + 2 * o;
@@ -109,19 +133,10 @@ TARGET_AVX512 static void row_forward_avx512(const float *r0, const float *r1, f
     __m512 lo1 = _mm512_maskz_loadu_ps(k.lo, p1), hi1 = _mm512_maskz_loadu_ps(k.hi, p1 + 16);
     __m512 a = _mm512_permutex2var_ps(lo0, even, hi0), b = _mm512_permutex2var_ps(lo0, odd, hi0);
     __m512 c = _mm512_permutex2var_ps(lo1, even, hi1), d = _mm512_permutex2var_ps(lo1, odd, hi1);
-    __mmask16 t = takes(b, a);
-    __m512 m = _mm512_mask_blend_ps(t, a, b);
-    __m512i off = _mm512_maskz_set1_epi32(t, 1);
-    t = takes(c, m);
-    m = _mm512_mask_blend_ps(t, m, c), off = _mm512_mask_blend_epi32(t, off, offW);
-    t = takes(d, m);
-    m = _mm512_mask_blend_ps(t, m, d), off = _mm512_mask_blend_epi32(t, off, offW1);
-    _mm512_mask_storeu_ps(y + o, k.out, m);
+    __m512i off, i0, i1;
+    _mm512_mask_storeu_ps(y + o, k.out, window_max(a, b, c, d, W, &off));
     if (!idx) continue;
-    __m512i p = _mm512_add_epi64(_mm512_set1_epi64(base + 2 * o), two_iota);
-    __m512i i0 = _mm512_add_epi64(p, _mm512_cvtepi32_epi64(_mm512_castsi512_si256(off)));
-    __m512i i1 = _mm512_add_epi64(_mm512_add_epi64(p, _mm512_set1_epi64(16)),
-                                  _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(off, 1)));
+    index_halves(off, base + 2 * o, base + 2 * o + 16, &i0, &i1);
     _mm512_mask_storeu_epi64(idx + o, (__mmask8)k.out, i0);
     _mm512_mask_storeu_epi64(idx + o + 8, (__mmask8)(k.out >> 8), i1);
   }
@@ -136,7 +151,6 @@ TARGET_AVX512 static void rows_forward_narrow(const float *x, float *y, int64_t 
                                               int64_t W, int64_t k) {
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
-  const __m512i offW = _mm512_set1_epi32((int)W), offW1 = _mm512_set1_epi32((int)W + 1);
   __mmask16 in = (__mmask16)((1u << (2 * OW)) - 1);
   __mmask8 out = (__mmask8)((1u << OW) - 1);
   const float *r0 = x + 2 * k * W; /* input rows 2k .. 2k+3 */
@@ -144,21 +158,12 @@ TARGET_AVX512 static void rows_forward_narrow(const float *x, float *y, int64_t 
   __m512 R2 = _mm512_maskz_loadu_ps(in, r0 + 2 * W), R3 = _mm512_maskz_loadu_ps(in, r0 + 3 * W);
   __m512 a = _mm512_permutex2var_ps(R0, even, R2), b = _mm512_permutex2var_ps(R0, odd, R2);
   __m512 c = _mm512_permutex2var_ps(R1, even, R3), d = _mm512_permutex2var_ps(R1, odd, R3);
-  __mmask16 t = takes(b, a);
-  __m512 m = _mm512_mask_blend_ps(t, a, b);
-  __m512i off = _mm512_maskz_set1_epi32(t, 1);
-  t = takes(c, m);
-  m = _mm512_mask_blend_ps(t, m, c), off = _mm512_mask_blend_epi32(t, off, offW);
-  t = takes(d, m);
-  m = _mm512_mask_blend_ps(t, m, d), off = _mm512_mask_blend_epi32(t, off, offW1);
+  __m512i off, i0, i1;
+  __m512 m = window_max(a, b, c, d, W, &off);
   _mm256_mask_storeu_ps(y + k * OW, out, _mm512_castps512_ps256(m));
   _mm256_mask_storeu_ps(y + (k + 1) * OW, out, _mm512_extractf32x8_ps(m, 1));
   if (!idx) return;
-  __m512i p = _mm512_add_epi64(_mm512_set1_epi64(2 * k * W),
-                               _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14));
-  __m512i i0 = _mm512_add_epi64(p, _mm512_cvtepi32_epi64(_mm512_castsi512_si256(off)));
-  __m512i i1 = _mm512_add_epi64(_mm512_add_epi64(p, _mm512_set1_epi64(2 * W)),
-                                _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(off, 1)));
+  index_halves(off, 2 * k * W, 2 * (k + 1) * W, &i0, &i1);
   _mm512_mask_storeu_epi64(idx + k * OW, out, i0);
   _mm512_mask_storeu_epi64(idx + (k + 1) * OW, out, i1);
 }

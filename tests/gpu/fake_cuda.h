@@ -117,7 +117,6 @@ uint16_t fake_float_to_bf16(float f); /* round to nearest even, NaN kept */
 double fake_load(cnn_dtype dt, const void *p, int64_t i);
 void fake_store(cnn_dtype dt, void *p, int64_t i, double v);
 bool fake_is_half(cnn_dtype dt); /* float16 or bfloat16 */
-size_t fake_dtype_size(cnn_dtype dt);
 /* -1 with "<op>: <dtype> is not supported" unless dt is float32/float64
  * (or, with half_ok, float16/bfloat16) */
 int fake_float_dt(const char *op, cnn_dtype dt, bool half_ok);

@@ -272,7 +272,7 @@ int fake_host(const char *op, const void *p, size_t n) {
 }
 
 int fake_dev_n(const char *op, const void *p, int64_t n, cnn_dtype dt) {
-  return fake_dev(op, p, n > 0 ? (size_t)n * fake_dtype_size(dt) : 0);
+  return fake_dev(op, p, n > 0 ? (size_t)n * cnn_dtype_size(dt) : 0);
 }
 
 /* the lowest and highest element a strided operand reaches */
@@ -286,6 +286,6 @@ int fake_dev_arg(const char *op, const cnn_be_shape *s, cnn_dtype dt, cnn_be_arg
     else
       hi += span;
   }
-  size_t es = fake_dtype_size(dt);
+  size_t es = cnn_dtype_size(dt);
   return fake_dev(op, (const char *)a.ptr + lo * (int64_t)es, (size_t)(hi - lo + 1) * es);
 }

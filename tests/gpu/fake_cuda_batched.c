@@ -67,7 +67,7 @@ static int gemm_batched(int dev, cnn_dtype dt, bool ta, bool tb, int64_t M, int6
                  check_operand(C, M, N, ldc, sc, batch, dt)
              ? -1
              : 0;
-  size_t es = fake_dtype_size(dt);
+  size_t es = cnn_dtype_size(dt);
   for (int64_t b = 0; rc == 0 && b < batch && M > 0 && N > 0; b++)
     product(dt, ta, tb, M, N, K, (const char *)A + (size_t)(b * sa) * es, lda,
             (const char *)B + (size_t)(b * sb) * es, ldb, (char *)C + (size_t)(b * sc) * es, ldc);

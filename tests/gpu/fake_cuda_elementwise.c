@@ -152,7 +152,7 @@ static int where(int dev, cnn_dtype cond_dt, cnn_dtype dt, const cnn_be_shape *s
   if (fake_enter("where", dev)) return -1;
   int rc = check_args("where", s, 4, (cnn_dtype[]){dt, cond_dt, dt, dt},
                       (cnn_be_arg[]){out, cond, a, b});
-  size_t es = fake_dtype_size(dt);
+  size_t es = cnn_dtype_size(dt);
   for (int64_t i = 0, n = numel(s); rc == 0 && i < n; i++) {
     int64_t ic = off(s, &cond, i);
     bool t = is_int(cond_dt) ? load_int(cond_dt, cond.ptr, ic) != 0
@@ -169,7 +169,7 @@ static int where(int dev, cnn_dtype cond_dt, cnn_dtype dt, const cnn_be_shape *s
 
 static void cast_elem(cnn_dtype ddt, void *d, int64_t id, cnn_dtype sdt, const void *s,
                       int64_t is) {
-  size_t es = fake_dtype_size(ddt);
+  size_t es = cnn_dtype_size(ddt);
   if (ddt == sdt)
     memcpy((char *)d + id * (int64_t)es, (const char *)s + is * (int64_t)es, es);
   else if (is_int(ddt) && is_int(sdt))

@@ -223,7 +223,7 @@ static int padded(int dir, int dev, cnn_conv_algo algo, cnn_dtype dt, const cnn_
   cnn_conv_shape sym;
   gpu_pad_plan p;
   gpu_conv_pad_plan(s, &sym, &p);
-  size_t es = fake_dtype_size(dt), bytes = (size_t)(s->N * s->C * p.H * p.W) * es;
+  size_t es = cnn_dtype_size(dt), bytes = (size_t)(s->N * s->C * p.H * p.W) * es;
   if (fake_enter("conv2d", dev)) return -1;
   char *scratch = fake_arena_alloc(bytes ? bytes : 1);
   int rc = -1;

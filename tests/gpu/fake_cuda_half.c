@@ -90,17 +90,6 @@ void fake_store(cnn_dtype dt, void *p, int64_t i, double v) {
   }
 }
 
-size_t fake_dtype_size(cnn_dtype dt) {
-  switch (dt) {
-  case CNN_FLOAT64:
-  case CNN_INT64: return 8;
-  case CNN_FLOAT32: return 4;
-  case CNN_FLOAT16:
-  case CNN_BFLOAT16: return 2;
-  default: return 1;
-  }
-}
-
 int fake_float_dt(const char *op, cnn_dtype dt, bool half_ok) {
   if (dt == CNN_FLOAT32 || dt == CNN_FLOAT64 || (half_ok && fake_is_half(dt))) return 0;
   fake_core.set_error("%s: %s is not supported on cuda", op, fake_core.dtype_name(dt));

@@ -34,7 +34,7 @@ static int check_indices(const char *op, const int64_t *index, int64_t k, int64_
 
 static int index_select(int dev, cnn_dtype dt, int64_t outer, int64_t size, int64_t k,
                         int64_t inner, const void *x, const int64_t *index, void *out) {
-  int64_t es = (int64_t)fake_dtype_size(dt);
+  int64_t es = (int64_t)cnn_dtype_size(dt);
   if (fake_enter("index_select", dev)) return -1;
   int rc = check_indices("index_select", index, k, size) ||
                    fake_dev_n("index_select", x, outer * size * inner, dt) ||
@@ -84,7 +84,7 @@ static void coords(int ndim, const int64_t *shape, int64_t p, int64_t *c) {
 static int gather(int dev, cnn_dtype dt, int ndim, const int64_t *ishape, int dim, const void *x,
                   const int64_t *xstride, const int64_t *index, void *out) {
   int64_t n = count(ndim, ishape), c[CNN_MAX_DIMS];
-  size_t es = fake_dtype_size(dt);
+  size_t es = cnn_dtype_size(dt);
   if (fake_enter("gather", dev)) return -1;
   int rc = fake_dev_n("gather", index, n, CNN_INT64) || fake_dev_n("gather", out, n, dt) ? -1 : 0;
   for (int64_t p = 0; rc == 0 && p < n; p++) {

@@ -92,7 +92,7 @@ static void one_row(cnn_reduce_op op, cnn_dtype dt, cnn_dtype odt, int64_t m, in
     return;
   }
   if (op == CNN_RED_MAX || op == CNN_RED_MIN) {
-    size_t es = fake_dtype_size(dt);
+    size_t es = cnn_dtype_size(dt);
     int64_t i = arg_ext(dt, x, r0, R, op == CNN_RED_MIN);
     memcpy((char *)out + m * (int64_t)es, (const char *)x + (r0 + i) * (int64_t)es, es);
     return;

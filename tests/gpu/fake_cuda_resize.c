@@ -41,7 +41,7 @@ static int resize(bool bwd, int dev, cnn_dtype dt, const cnn_resize_shape *s, co
   int rc = fake_dev_n(op, bwd ? out : in, P * HW, dt) || fake_dev_n(op, bwd ? in : out, P * OHW, dt)
                ? -1
                : 0;
-  if (rc == 0 && bwd) memset(out, 0, (size_t)(P * HW) * fake_dtype_size(dt));
+  if (rc == 0 && bwd) memset(out, 0, (size_t)(P * HW) * cnn_dtype_size(dt));
   for (int64_t p = 0; rc == 0 && HW > 0 && p < P; p++)
     for (int64_t o = 0; o < OHW; o++) {
       int64_t at[4];
@@ -111,7 +111,7 @@ static int adaptive_max_backward(int dev, cnn_dtype dt, int64_t N, int64_t C, in
                    fake_dev_n(op, indices, P * OHW, CNN_INT64)
                ? -1
                : 0;
-  if (rc == 0) memset(dx, 0, (size_t)(P * HW) * fake_dtype_size(dt));
+  if (rc == 0) memset(dx, 0, (size_t)(P * HW) * cnn_dtype_size(dt));
   for (int64_t i = 0; rc == 0 && i < P * OHW; i++) {
     int64_t at = i / OHW * HW + indices[i];
     fake_store(dt, dx, at, fake_load(dt, dx, at) + fake_load(dt, dy, i));

@@ -50,7 +50,7 @@ static int sort_entry(int dev, cnn_dtype dt, int64_t outer, int64_t D, int64_t i
   }
   if (fake_enter("sort", dev)) return -1;
   int64_t *p = D ? malloc((size_t)D * sizeof *p) : NULL;
-  size_t es = fake_dtype_size(dt);
+  size_t es = cnn_dtype_size(dt);
   int rc = (D && !p) || fake_dev_n("sort", x, outer * D * inner, dt) ||
                    fake_dev_n("sort", values, outer * k * inner, dt) ||
                    fake_dev_n("sort", indices, outer * k * inner, CNN_INT64)
@@ -136,7 +136,7 @@ static int scatter(int dev, cnn_dtype dt, int ndim, const int64_t *oshape, const
                    int dim, const int64_t *index, const void *src, void *out) {
   int64_t n = 1, total = 1, c[CNN_MAX_DIMS];
   for (int d = 0; d < ndim; d++) n *= ishape[d], total *= oshape[d];
-  size_t es = fake_dtype_size(dt);
+  size_t es = cnn_dtype_size(dt);
   if (fake_enter("scatter", dev)) return -1;
   int rc = fake_dev_n("scatter", index, n, CNN_INT64) || fake_dev_n("scatter", src, n, dt) ||
                    fake_dev_n("scatter", out, total, dt)

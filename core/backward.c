@@ -121,11 +121,7 @@ static int add_leaf_grad(pass *p, cnn_tensor *leaf, cnn_tensor *g) {
   return 0;
 }
 
-/* Store a total gradient into t->grad: a private contiguous tensor the
- * first time, an in-place sum afterwards.  When the caller is about to drop
- * g and holds its only reference (and g's storage has no other user), g
- * itself becomes .grad -- no copy; otherwise it is copied, so .grad never
- * shares memory with anything a user or another node can still write. */
+/* autograd.h: g may be overwritten or adopted (refcounts, layout, like's dtype/shape/device) */
 bool cnn_grad_is_private(const cnn_tensor *g, const cnn_tensor *like) {
   return g->refcount == 1 && g->storage->refcount == 1 && g->offset == 0 && !g->grad_fn &&
          !g->requires_grad && g->dtype == like->dtype && cnn_same_shape(like, g) &&
@@ -133,10 +129,13 @@ bool cnn_grad_is_private(const cnn_tensor *g, const cnn_tensor *like) {
          cnn_device_equal(cnn_tensor_device(g), cnn_tensor_device(like));
 }
 
-static bool can_adopt(const cnn_tensor *t, const cnn_tensor *g) { return cnn_grad_is_private(g, t); }
-
+/* Store a total gradient into t->grad: a private contiguous tensor the
+ * first time, an in-place sum afterwards.  When the caller is about to drop
+ * g and holds its only reference (and g's storage has no other user), g
+ * itself becomes .grad -- no copy; otherwise it is copied, so .grad never
+ * shares memory with anything a user or another node can still write. */
 static int store_grad(cnn_tensor *t, cnn_tensor *g, bool dropping_g) {
-  if (!t->grad && dropping_g && can_adopt(t, g)) {
+  if (!t->grad && dropping_g && cnn_grad_is_private(g, t)) {
     cnn_tensor_retain(g);
     t->grad = g;
     return 0;

@@ -249,7 +249,7 @@ int cnn_max_dim(cnn_tensor *x, int dim, bool keepdim, bool is_min, cnn_tensor **
   if (indices) *indices = NULL;
   if (!x) return cnn_set_error("%s: missing tensor", op), -1;
   if (check_max_dim(op, x, dim)) return -1;
-  if (x->dtype == CNN_FLOAT16 && cnn_half_ok(x)) { /* a float32 pass, as cnn_reduce */
+  if (cnn_half_ok(x)) { /* a float32 pass, as cnn_reduce */
     cnn_tensor *xf = cnn_to_dtype(x, CNN_FLOAT32);
     int rc = xf ? cnn_max_dim(xf, dim, keepdim, is_min, values, indices) : -1;
     cnn_tensor_release(xf);

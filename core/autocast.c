@@ -75,6 +75,10 @@ static int backend_math(cnn_dtype run, cnn_tensor *first, bool math_ok) {
   return be && !be->half && be->bf16_math;
 }
 
+bool cnn_autocast_backend_math(cnn_dtype run, cnn_tensor *first) {
+  return backend_math(run, first, true) != 0;
+}
+
 const char *cnn_autocast_cpu_path(const char **detail) {
   return cnn_cpu_backend.bf16_math(detail);
 }

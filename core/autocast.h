@@ -30,4 +30,10 @@ cnn_dtype cnn_autocast_target(cnn_tensor *const *in, int n);
 cnn_tensor *cnn_autocast_call(cnn_dtype run, int n, cnn_tensor **in, cnn_autocast_op op,
                               bool math_ok, const void *ctx);
 
+/* Whether an op that honours math runs over float32 operands led by
+ * `first` with math = `run` (the backend's bf16_math), not on cast
+ * operands: what cnn_autocast_call would do, for an op (linear) that
+ * records its own node either way. */
+bool cnn_autocast_backend_math(cnn_dtype run, cnn_tensor *first);
+
 #endif

@@ -347,6 +347,10 @@ static cnn_tensor *matmul_impl(const char *op, const char *node_name, cnn_tensor
   return product(op, node_name, a, b, CNN_FLOAT32);
 }
 
+cnn_tensor *cnn_matmul_math(cnn_tensor *a, cnn_tensor *b, cnn_dtype math) {
+  return product("matmul", "MatmulBackward", a, b, math);
+}
+
 cnn_tensor *cnn_matmul(cnn_tensor *a, cnn_tensor *b) {
   return matmul_impl("matmul", "MatmulBackward", a, b);
 }

@@ -59,6 +59,12 @@ int cnn_check_indices(const char *op, const cnn_tensor *x, int dim, cnn_tensor *
 void cnn_outer_inner(int ndim, const int64_t *shape, int dim, int64_t *outer, int64_t *inner);
 int cnn_check_op_dim(const char *op, const cnn_tensor *x, int dim);
 
+/* matmul.c: a . b (matmul's rules, MatmulBackward recorded when grad is
+ * on) in arithmetic `math`, without autocast's dispatch: CNN_FLOAT32, or
+ * CNN_BFLOAT16 on a backend with bf16_math (linear's node under autocast,
+ * loss.c). */
+cnn_tensor *cnn_matmul_math(cnn_tensor *a, cnn_tensor *b, cnn_dtype math);
+
 /* Float16 inference (issue 16): whether t is a float16 tensor on a backend
  * with `half` (CUDA).  The ops that admit it there (elementwise, linear,
  * dropout, batch norm in eval mode, the pools, softmax, reductions by a

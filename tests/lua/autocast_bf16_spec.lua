@@ -272,6 +272,28 @@ describe("cnn.autocast('bfloat16') on the CPU: bfloat16 arithmetic", function()
     local db = { 0, 0, 0, 0 }       -- the bias add is float32: its gradient is the unrounded g
     for i = 1, 6 do for j = 1, 4 do db[j] = db[j] + gt[i][j] end end
     H.assert_close(b.grad, db, 1e-5, 1e-5, "linear db")
+    -- one node, as in float32 (it was matmul's node with a transposed
+    -- weight gradient, copied element by element into w.grad)
+    assert.are.equal("LinearBackward", y.grad_fn)
+    assert.is_true(w.grad:is_contiguous())
+  end)
+
+  it("linear over a batch of matrices: the same rows as 2-D", function()
+    cnn.manual_seed(28)
+    local x = cnn.randn(2, 3, 10):requires_grad_()
+    local w, b = cnn.randn(4, 10):requires_grad_(), cnn.randn(4):requires_grad_()
+    local g = cnn.randn(2, 3, 4)
+    local y = cnn.autocast("bfloat16", function() return F.linear(x, w, b) end)
+    ;(y * g):sum():backward()
+    local x2 = x:detach():reshape(6, 10):requires_grad_()
+    local w2, b2 = w:detach():clone():requires_grad_(), b:detach():clone():requires_grad_()
+    local y2 = cnn.autocast("bfloat16", function() return F.linear(x2, w2, b2) end)
+    ;(y2 * g:reshape(6, 4)):sum():backward()
+    assert.are.same({ 2, 3, 4 }, y.shape)
+    H.assert_close(y:reshape(6, 4), y2:totable(), 1e-6, 1e-6, "3-D forward")
+    H.assert_close(x.grad:reshape(6, 10), x2.grad:totable(), 1e-6, 1e-6, "3-D dx")
+    H.assert_close(w.grad, w2.grad:totable(), 1e-5, 1e-5, "3-D dw")
+    H.assert_close(b.grad, b2.grad:totable(), 1e-5, 1e-5, "3-D db")
   end)
 
   it("the example network's layers train and give float32 gradients", function()

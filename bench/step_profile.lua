@@ -2,6 +2,11 @@
 -- how close each part comes to what this machine can do (issue 19 point 1).
 --
 --   cnnsh bench/step_profile.lua [--net fmnist|resnet20|all] [--batch N] [--iters N]
+--                                [--autocast bf16]
+--
+-- --autocast bf16: forward and loss under cnn.autocast('bfloat16') (the
+-- step of bench/bf16_step.lua), to see where the bfloat16 step's time
+-- goes; the byte model and the yardsticks stay float32's.
 --
 -- The machine first (measured here, never looked up): the float32 FMA peak
 -- of the threads (cnn.fma_peak) and the copy bandwidth (cnn.copy_bandwidth)
@@ -73,21 +78,31 @@
 
 local B = dofile((arg[0]:match("^(.*)/") or ".") .. "/common.lua")
 
-local opts = { net = "all", batch = 64, iters = 10 }
+local opts = { net = "all", batch = 64, iters = 10, autocast = "off" }
 do
   local i = 1
   while arg and arg[i] do
     local k = arg[i]:match("^%-%-(.+)$")
     if not k or opts[k] == nil or arg[i + 1] == nil then
-      error("usage: cnnsh bench/step_profile.lua [--net fmnist|resnet20|all] [--batch N] [--iters N]", 0)
+      error("usage: cnnsh bench/step_profile.lua [--net fmnist|resnet20|all] [--batch N] [--iters N]"
+            .. " [--autocast bf16]", 0)
     end
-    opts[k] = k == "net" and arg[i + 1] or math.tointeger(tonumber(arg[i + 1]))
+    if k == "autocast" and arg[i + 1] ~= "bf16" then error("--autocast takes bf16", 0) end
+    opts[k] = (k == "net" or k == "autocast") and arg[i + 1] or math.tointeger(tonumber(arg[i + 1]))
       or error("--" .. k .. " needs an integer", 0)
     i = i + 2
   end
 end
 
 local median = B.median
+
+-- the forward and the loss, under bf16 autocast when asked
+local function loss_of(net, x, y)
+  if opts.autocast == "bf16" then
+    return cnn.autocast("bfloat16", function() return F.cross_entropy(net(x), y) end)
+  end
+  return F.cross_entropy(net(x), y)
+end
 
 -- ---- the machine -------------------------------------------------------------------------
 
@@ -207,7 +222,7 @@ local function instrumented_step(net, opt, x, y, tm)
   end
   ph.start = tm:mark()
   opt:zero_grad()
-  local loss = F.cross_entropy(net(x), y)
+  local loss = loss_of(net, x, y)
   ph.fwd = tm:mark()
   loss:backward()
   ph.bwd = tm:mark()
@@ -257,7 +272,7 @@ local function profile_net(name, net, x, y)
   local tm <close> = cnn.timer(x)
   local function step()
     opt:zero_grad()
-    F.cross_entropy(net(x), y):backward()
+    loss_of(net, x, y):backward()
     opt:step()
   end
   for _ = 1, 2 do step() end -- warm-up: oneDNN primitives, optimizer state
@@ -295,6 +310,7 @@ local function profile_net(name, net, x, y)
            { "of_bandwidth", 28 * nparam / (o * 1e-3) / bandwidth(14 * nparam) },
            { "of_memory", 28 * nparam / (o * 1e-3) / bandwidth(1 << 28) } })
   B.emit({ { "bench", "step" }, { "net", name }, { "batch", x:size(1) }, { "threads", cnn.get_num_threads() },
+           { "autocast", opts.autocast },
            { "step_ms", s }, { "hooked_step_ms", h }, { "hook_overhead_ms", h - s },
            { "layers_ms", layers_ms }, { "optimizer_ms", o }, { "collector_ms", median(gc_ms) },
            { "outside_ms", median(gap_ms) },

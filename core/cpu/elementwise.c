@@ -16,9 +16,10 @@
  *              strides and broadcast scalars and then run plain loops that
  *              the compiler vectorises; the op is a compile-time constant in
  *              those loops (always_inline helpers behind one switch).
- *              float32 exp, log, tanh and sigmoid call the vectorised
- *              kernels of core/cpu/vector_math.c instead of libm per
- *              element (the GPU keeps libm's formulas).
+ *              float32 exp, log, expm1, tanh, sigmoid, gelu, elu,
+ *              softplus and mish call the vectorised kernels of
+ *              core/cpu/vector_math.c instead of libm per element (the
+ *              GPU keeps libm's formulas).
  *
  * Large iterations (> CNN_EW_PARALLEL elements) split the flat index range
  * among OpenMP threads; small ones stay on the calling thread so a
@@ -254,37 +255,40 @@ AI void un_row_f64_op(int op, const ew_ctx *c, int64_t n, char *const *p, const 
   }
 }
 
-/* exp, log, expm1, tanh and sigmoid of float32 rows go to the
- * vectorised kernels of core/cpu/vector_math.c (within 1 ulp of the correctly rounded result,
- * libm's special values): directly on unit-stride rows (in place or not),
- * through a stack buffer on strided ones, so that a value's result does
- * not depend on the layout.  The CUDA kernels keep elementwise_ops.h. */
-typedef void (*vec_fn)(int64_t n, const float *x, float *y);
-
-static vec_fn vec_kernel(int op) {
+/* exp, log, expm1, tanh, sigmoid, gelu (both forms), elu, softplus and
+ * mish of float32 rows go to the vectorised kernels of
+ * core/cpu/vector_math.c (within 1 ulp of the exact result, or of x * 2^-24
+ * near gelu's and mish's zero; libm's special values): directly on
+ * unit-stride rows (in place or not), through a stack buffer on strided
+ * ones, so that a value's result does not depend on the layout.  The CUDA
+ * kernels keep elementwise_ops.h.  Returns false, having done nothing,
+ * when op has no kernel (so n = 0 asks whether it has one). */
+static bool vec_apply(int op, int64_t n, const float *x, float *y, float p0, float p1) {
   switch (op) {
-  case CNN_OP_EXP: return cnn_cpu_exp_f32;
-  case CNN_OP_LOG: return cnn_cpu_log_f32;
-  case CNN_OP_EXPM1: return cnn_cpu_expm1_f32;
-  case CNN_OP_TANH: return cnn_cpu_tanh_f32;
-  case CNN_OP_SIGMOID: return cnn_cpu_sigmoid_f32;
-  default: return NULL;
+  case CNN_OP_EXP: cnn_cpu_exp_f32(n, x, y); return true;
+  case CNN_OP_LOG: cnn_cpu_log_f32(n, x, y); return true;
+  case CNN_OP_EXPM1: cnn_cpu_expm1_f32(n, x, y); return true;
+  case CNN_OP_TANH: cnn_cpu_tanh_f32(n, x, y); return true;
+  case CNN_OP_SIGMOID: cnn_cpu_sigmoid_f32(n, x, y); return true;
+  case CNN_OP_GELU: cnn_cpu_gelu_f32(n, x, y); return true;
+  case CNN_OP_GELU_TANH: cnn_cpu_gelu_tanh_f32(n, x, y); return true;
+  case CNN_OP_ELU: cnn_cpu_elu_f32(n, x, y, p0); return true;
+  case CNN_OP_SOFTPLUS: cnn_cpu_softplus_f32(n, x, y, p0, p1); return true;
+  case CNN_OP_MISH: cnn_cpu_mish_f32(n, x, y); return true;
+  default: return false;
   }
 }
 
-static bool un_row_f32_vec(int op, int64_t n, char *const *p, const int64_t *s) {
-  vec_fn f = vec_kernel(op);
-  if (!f) return false;
-  if (s[0] == 4 && s[1] == 4) {
-    f(n, (const float *)p[1], (float *)p[0]);
-    return true;
-  }
+static bool un_row_f32_vec(const ew_ctx *c, int64_t n, char *const *p, const int64_t *s) {
+  float p0 = (float)c->p0, p1 = (float)c->p1;
+  if (!vec_apply(c->op, 0, NULL, NULL, p0, p1)) return false;
+  if (s[0] == 4 && s[1] == 4) return vec_apply(c->op, n, (const float *)p[1], (float *)p[0], p0, p1);
   enum { CHUNK = 256 };
   float buf[CHUNK];
   for (int64_t i0 = 0; i0 < n; i0 += CHUNK) {
     int64_t m = n - i0 < CHUNK ? n - i0 : CHUNK;
     for (int64_t i = 0; i < m; i++) buf[i] = *(const float *)(p[1] + (i0 + i) * s[1]);
-    f(m, buf, buf);
+    vec_apply(c->op, m, buf, buf, p0, p1);
     for (int64_t i = 0; i < m; i++) *(float *)(p[0] + (i0 + i) * s[0]) = buf[i];
   }
   return true;
@@ -294,7 +298,7 @@ static bool un_row_f32_vec(int op, int64_t n, char *const *p, const int64_t *s) 
  * loop with the switch inside. */
 static void un_row_f32(const void *ctx, int64_t n, char *const *p, const int64_t *s) {
   const ew_ctx *c = ctx;
-  if (un_row_f32_vec(c->op, n, p, s)) return;
+  if (un_row_f32_vec(c, n, p, s)) return;
   switch (c->op) {
   case CNN_OP_NEG: un_row_f32_op(CNN_OP_NEG, c, n, p, s); break;
   case CNN_OP_RELU: un_row_f32_op(CNN_OP_RELU, c, n, p, s); break;

@@ -38,7 +38,34 @@ void cnn_cpu_sleef_map_base(cnn_sleef_fn fn, int64_t n, const float *x, float *y
     _mm256_maskstore_ps(y + i, mask, f(_mm256_maskload_ps(x + i, mask)));
   }
 }
+
+/* 0.5 x erfc(-x / sqrt 2) in double, 4 lanes */
+static __m256d gelu4(__m256d x) {
+  __m256d e = Sleef_erfcd4_u15(_mm256_mul_pd(x, _mm256_set1_pd(-0.70710678118654752440)));
+  return _mm256_mul_pd(_mm256_mul_pd(x, _mm256_set1_pd(0.5)), e);
+}
+static __m256 gelu8(__m256 x) {
+  __m128 lo = _mm256_cvtpd_ps(gelu4(_mm256_cvtps_pd(_mm256_castps256_ps128(x))));
+  __m128 hi = _mm256_cvtpd_ps(gelu4(_mm256_cvtps_pd(_mm256_extractf128_ps(x, 1))));
+  return _mm256_set_m128(hi, lo);
+}
+
+void cnn_cpu_sleef_gelu_base(int64_t n, const float *x, float *y) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, gelu8(_mm256_loadu_ps(x + i)));
+  if (i < n) {
+    __m256i mask = tail_mask(n - i);
+    _mm256_maskstore_ps(y + i, mask, gelu8(_mm256_maskload_ps(x + i, mask)));
+  }
+}
 #else
+void cnn_cpu_sleef_gelu_base(int64_t n, const float *x, float *y) {
+  for (int64_t i = 0; i < n; i++) {
+    double d = x[i];
+    y[i] = (float)(0.5 * d * Sleef_erfc_u15(d * -0.70710678118654752440));
+  }
+}
+
 typedef __typeof__(Sleef_expf_u10) *scalar_fn;
 
 static scalar_fn entry1(cnn_sleef_fn fn) {

@@ -32,8 +32,34 @@ void cnn_cpu_sleef_map_avx512(cnn_sleef_fn fn, int64_t n, const float *x, float 
     _mm512_mask_storeu_ps(y + i, mask, f(_mm512_maskz_loadu_ps(mask, x + i)));
   }
 }
+
+/* 0.5 x erfc(-x / sqrt 2) in double, 8 lanes */
+static __m512d gelu8(__m512d x) {
+  __m512d e = Sleef_erfcd8_u15(_mm512_mul_pd(x, _mm512_set1_pd(-0.70710678118654752440)));
+  return _mm512_mul_pd(_mm512_mul_pd(x, _mm512_set1_pd(0.5)), e);
+}
+static __m512 gelu16(__m512 x) {
+  __m256 lo = _mm512_cvtpd_ps(gelu8(_mm512_cvtps_pd(_mm512_castps512_ps256(x))));
+  __m256d xhi = _mm512_extractf64x4_pd(_mm512_castps_pd(x), 1);
+  __m256 hi = _mm512_cvtpd_ps(gelu8(_mm512_cvtps_pd(_mm256_castpd_ps(xhi))));
+  __m512d both = _mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(lo)),
+                                    _mm256_castps_pd(hi), 1);
+  return _mm512_castpd_ps(both);
+}
+
+void cnn_cpu_sleef_gelu_avx512(int64_t n, const float *x, float *y) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, gelu16(_mm512_loadu_ps(x + i)));
+  if (i < n) {
+    __mmask16 mask = (__mmask16)((1u << (n - i)) - 1);
+    _mm512_mask_storeu_ps(y + i, mask, gelu16(_mm512_maskz_loadu_ps(mask, x + i)));
+  }
+}
 #else
 void cnn_cpu_sleef_map_avx512(cnn_sleef_fn fn, int64_t n, const float *x, float *y) {
   cnn_cpu_sleef_map_base(fn, n, x, y);
+}
+void cnn_cpu_sleef_gelu_avx512(int64_t n, const float *x, float *y) {
+  cnn_cpu_sleef_gelu_base(n, x, y);
 }
 #endif

@@ -116,24 +116,109 @@ VM float sigmoid_one(float x) {
   return x != x ? x + x : y;
 }
 
+/* e^a for -700 <= a <= 0 (a normal double: no denormal arithmetic) */
+VM double exp_le0(double a) {
+  double scale, r = exp_reduce(a, &scale);
+  return scale + scale * expm1_poly(r);
+}
+
+/* log1p(e) for 0 < e <= 1: 2 atanh(s), s = e / (2 + e) <= 1/3, by its
+ * series s + s^3/3 + ... + s^17/17 (error < (1/9)^9 / 19 < 2^-31 relative) */
+VM double log1p_01(double e) {
+  double s = e / (2.0 + e), w = s * s;
+  double p = 1.0 / 17;
+  p = p * w + 1.0 / 15;
+  p = p * w + 1.0 / 13;
+  p = p * w + 1.0 / 11;
+  p = p * w + 1.0 / 9;
+  p = p * w + 1.0 / 7;
+  p = p * w + 1.0 / 5;
+  p = p * w + 1.0 / 3;
+  p = p * w + 1.0;
+  return 2.0 * s * p;
+}
+
+/* x for x > 0, alpha (e^x - 1) otherwise; +-0 give alpha * +-0 */
+VM float elu_one(float x, float alpha) {
+  double a = x < -40.0f ? -40.0 : x > 0 ? 0.0 : (double)x; /* e^-40 - 1 rounds to -1 */
+  double scale, r = exp_reduce(a, &scale);
+  double em = (scale - 1.0) + scale * expm1_poly(r); /* e^a - 1 */
+  float y = x > 0 ? x : x == 0 ? alpha * x : (float)(alpha * em);
+  return x != x ? x + x : y;
+}
+
+/* z = x beta (rounded to float, as PyTorch); x where z > threshold, else
+ * softplus(z) / beta = (max(z, 0) + log1p(e^-|z|)) / beta.  |z| clamped to
+ * 700: e^-700 / beta still rounds to 0 for every float beta. */
+VM float softplus_one(float x, float beta, double inv_beta, float threshold) {
+  float z = x * beta;
+  double a = -fabs((double)z);
+  a = a < -700.0 ? -700.0 : a;
+  double sp = (z > 0 ? (double)z : 0.0) + log1p_01(exp_le0(a));
+  float y = z > threshold ? x : (float)(sp * inv_beta);
+  return x != x ? x + x : y;
+}
+
+/* x tanh(softplus(x)): with e = e^x, tanh(log(1 + e)) = (e^2 + 2e) /
+ * (e^2 + 2e + 2); for x >= 0 in e = e^-x, (1 + 2e) / (1 + 2e + 2e^2).
+ * No cancellation either way.  -inf gives NaN, as x * tanh(softplus(x)). */
+VM float mish_one(float x) {
+  double d = x, a = -fabs(d);
+  double e = exp_le0(a < -700.0 ? -700.0 : a);
+  double num = d >= 0 ? 1.0 + 2.0 * e : e * (e + 2.0);
+  double den = num + (d >= 0 ? 2.0 * e * e : 2.0);
+  float y = (float)(d * (num / den));
+  return x != x ? x + x : x == -INFINITY ? NAN : y;
+}
+
+/* 0.5 x (1 + tanh(u)) = x sigmoid(2u), u = k (x + 0.044715 x^3), k =
+ * sqrt(2/pi), in double (x^3 does not overflow); -inf gives NaN, as the
+ * tanh form. */
+VM float gelu_tanh_one(float x) {
+  double d = x, w = 2.0 * 0.79788456080286535588 * (d + 0.044715 * d * d * d);
+  double a = -fabs(w);
+  double e = exp_le0(a < -700.0 ? -700.0 : a); /* e^-|w| */
+  float y = (float)(d * ((w >= 0 ? 1.0 : e) / (1.0 + e)));
+  return x != x ? x + x : x == -INFINITY ? NAN : y;
+}
+
 /* ---- the loops, compiled for the build's ISA and for AVX-512 ----------------- */
 
-enum { OP_TANH, OP_SIGMOID };
+enum { OP_TANH, OP_SIGMOID, OP_ELU, OP_SOFTPLUS, OP_MISH, OP_GELU_TANH };
 
-/* op is a constant at every call, so the choice folds away */
-VM void run_loop(int op, int64_t n, const float *x, float *y) {
+/* op is a constant at every call, so the choice folds away; p0, p1 are
+ * the op's parameters (elu: alpha; softplus: beta, threshold) */
+VM float one(int op, float x, float p0, double inv_p0, float p1) {
+  switch (op) {
+  case OP_TANH: return tanh_one(x);
+  case OP_SIGMOID: return sigmoid_one(x);
+  case OP_ELU: return elu_one(x, p0);
+  case OP_SOFTPLUS: return softplus_one(x, p0, inv_p0, p1);
+  case OP_MISH: return mish_one(x);
+  default: return gelu_tanh_one(x);
+  }
+}
+
+VM void run_loop(int op, int64_t n, const float *x, float *y, float p0, float p1) {
+  double inv_p0 = 1.0 / p0;
 #pragma omp simd
-  for (int64_t i = 0; i < n; i++) y[i] = op == OP_TANH ? tanh_one(x[i]) : sigmoid_one(x[i]);
+  for (int64_t i = 0; i < n; i++) y[i] = one(op, x[i], p0, inv_p0, p1);
 }
 
-VM void run_op(int op, int64_t n, const float *x, float *y) {
-  if (op == OP_TANH)
-    run_loop(OP_TANH, n, x, y);
-  else
-    run_loop(OP_SIGMOID, n, x, y);
+VM void run_op(int op, int64_t n, const float *x, float *y, float p0, float p1) {
+  switch (op) {
+  case OP_TANH: run_loop(OP_TANH, n, x, y, p0, p1); break;
+  case OP_SIGMOID: run_loop(OP_SIGMOID, n, x, y, p0, p1); break;
+  case OP_ELU: run_loop(OP_ELU, n, x, y, p0, p1); break;
+  case OP_SOFTPLUS: run_loop(OP_SOFTPLUS, n, x, y, p0, p1); break;
+  case OP_MISH: run_loop(OP_MISH, n, x, y, p0, p1); break;
+  default: run_loop(OP_GELU_TANH, n, x, y, p0, p1); break;
+  }
 }
 
-static void run_base(int op, int64_t n, const float *x, float *y) { run_op(op, n, x, y); }
+static void run_base(int op, int64_t n, const float *x, float *y, float p0, float p1) {
+  run_op(op, n, x, y, p0, p1);
+}
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__AVX512F__)
 #define HAVE_AVX512_CLONE 1
@@ -143,8 +228,9 @@ static void run_base(int op, int64_t n, const float *x, float *y) { run_op(op, n
 #define TARGET_AVX512                                                                              \
   __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw,prefer-vector-width=512")))
 #endif
-TARGET_AVX512 static void run_avx512(int op, int64_t n, const float *x, float *y) {
-  run_op(op, n, x, y);
+TARGET_AVX512 static void run_avx512(int op, int64_t n, const float *x, float *y, float p0,
+                                     float p1) {
+  run_op(op, n, x, y, p0, p1);
 }
 static _Atomic int allow_avx512 = 1;
 
@@ -171,14 +257,14 @@ static bool use_avx512(void) {
 #endif
 }
 
-static void run(int op, int64_t n, const float *x, float *y) {
+static void run(int op, int64_t n, const float *x, float *y, float p0, float p1) {
 #ifdef HAVE_AVX512_CLONE
   if (use_avx512()) {
-    run_avx512(op, n, x, y);
+    run_avx512(op, n, x, y, p0, p1);
     return;
   }
 #endif
-  run_base(op, n, x, y);
+  run_base(op, n, x, y, p0, p1);
 }
 
 static void run_sleef(cnn_sleef_fn fn, int64_t n, const float *x, float *y) {
@@ -191,5 +277,21 @@ static void run_sleef(cnn_sleef_fn fn, int64_t n, const float *x, float *y) {
 void cnn_cpu_exp_f32(int64_t n, const float *x, float *y) { run_sleef(SLEEF_EXP, n, x, y); }
 void cnn_cpu_log_f32(int64_t n, const float *x, float *y) { run_sleef(SLEEF_LOG, n, x, y); }
 void cnn_cpu_expm1_f32(int64_t n, const float *x, float *y) { run_sleef(SLEEF_EXPM1, n, x, y); }
-void cnn_cpu_tanh_f32(int64_t n, const float *x, float *y) { run(OP_TANH, n, x, y); }
-void cnn_cpu_sigmoid_f32(int64_t n, const float *x, float *y) { run(OP_SIGMOID, n, x, y); }
+void cnn_cpu_tanh_f32(int64_t n, const float *x, float *y) { run(OP_TANH, n, x, y, 1, 0); }
+void cnn_cpu_sigmoid_f32(int64_t n, const float *x, float *y) { run(OP_SIGMOID, n, x, y, 1, 0); }
+void cnn_cpu_elu_f32(int64_t n, const float *x, float *y, float alpha) {
+  run(OP_ELU, n, x, y, alpha, 0);
+}
+void cnn_cpu_softplus_f32(int64_t n, const float *x, float *y, float beta, float threshold) {
+  run(OP_SOFTPLUS, n, x, y, beta, threshold);
+}
+void cnn_cpu_mish_f32(int64_t n, const float *x, float *y) { run(OP_MISH, n, x, y, 1, 0); }
+void cnn_cpu_gelu_tanh_f32(int64_t n, const float *x, float *y) {
+  run(OP_GELU_TANH, n, x, y, 1, 0);
+}
+void cnn_cpu_gelu_f32(int64_t n, const float *x, float *y) {
+  if (use_avx512())
+    cnn_cpu_sleef_gelu_avx512(n, x, y);
+  else
+    cnn_cpu_sleef_gelu_base(n, x, y);
+}

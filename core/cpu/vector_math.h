@@ -32,6 +32,19 @@ void cnn_cpu_tanh_f32(int64_t n, const float *x, float *y);
 /* sigmoid(x) = 1 / (1 + e^-x) */
 void cnn_cpu_sigmoid_f32(int64_t n, const float *x, float *y);
 
+/* The activations of elementwise_math.h (same definitions, PyTorch's): */
+/* gelu(x) = x Phi(x) = 0.5 x erfc(-x / sqrt 2), the exact (erf) form */
+void cnn_cpu_gelu_f32(int64_t n, const float *x, float *y);
+/* gelu, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+void cnn_cpu_gelu_tanh_f32(int64_t n, const float *x, float *y);
+/* elu(x) = x for x > 0, alpha (e^x - 1) otherwise */
+void cnn_cpu_elu_f32(int64_t n, const float *x, float *y, float alpha);
+/* softplus: z = x beta (in float); x where z > threshold, else
+ * log(1 + e^z) / beta */
+void cnn_cpu_softplus_f32(int64_t n, const float *x, float *y, float beta, float threshold);
+/* mish(x) = x tanh(softplus(x)) */
+void cnn_cpu_mish_f32(int64_t n, const float *x, float *y);
+
 /* Allows (1) or forbids (0) the AVX-512 clone of these loops (allowed by
  * default); returns 1 if the kernels now run it (allowed and the CPU and
  * compiler have it), 0 if they run the build's baseline ISA.  Both give the

@@ -7,10 +7,17 @@
 -- Ops ending in "_" are the in-place variants (no allocation: the kernel's
 -- own speed); the others include allocating the result (first-touch page
 -- faults of a fresh 64 MB buffer), which is what a user's expression costs.
--- Usage: cnnsh bench/ops.lua [rounds]
+-- The activations (gelu ... mish) read randn * 3, so that about half the
+-- values take each branch (elu, softplus) and the tails are exercised;
+-- "<op>_fwd_bwd" is y = op(x) then y:backward(g): 5 arrays of 4N bytes
+-- (x, y; g, x, dx).
+-- Usage: cnnsh bench/ops.lua [rounds [pattern]]
+--   pattern: a Lua pattern; only the elementwise rows whose op matches it
+--   run, and no overhead rows (bench/ab.lua uses it).
 
 local B = dofile((arg[0]:match("^(.*)/") or ".") .. "/common.lua")
 local rounds = tonumber(arg and arg[1]) or 7
+local only = arg and arg[2]
 
 local median = B.median
 
@@ -33,13 +40,15 @@ end
 
 local x, y = cnn.rand(16), cnn.rand(16)
 local function add16(n) for _ = 1, n do local _ = x + y end end
-add16(20000) -- warm up
-overhead("add16", 100000, add16)
-overhead("add16_scalar", 100000, function(n) for _ = 1, n do local _ = x + 1 end end)
-overhead("add16_inplace", 100000, function(n) for _ = 1, n do x:add_(y) end end)
-overhead("relu16", 100000, function(n) for _ = 1, n do local _ = x:relu() end end)
-overhead("sum16", 100000, function(n) for _ = 1, n do local _ = x:sum() end end)
-overhead("index16", 100000, function(n) for _ = 1, n do local _ = x[3] end end)
+if not only then
+  add16(20000) -- warm up
+  overhead("add16", 100000, add16)
+  overhead("add16_scalar", 100000, function(n) for _ = 1, n do local _ = x + 1 end end)
+  overhead("add16_inplace", 100000, function(n) for _ = 1, n do x:add_(y) end end)
+  overhead("relu16", 100000, function(n) for _ = 1, n do local _ = x:relu() end end)
+  overhead("sum16", 100000, function(n) for _ = 1, n do local _ = x:sum() end end)
+  overhead("index16", 100000, function(n) for _ = 1, n do local _ = x[3] end end)
+end
 
 -- ---- elementwise throughput ------------------------------------------------------
 
@@ -48,6 +57,7 @@ local a, b = cnn.rand(N), cnn.rand(N)
 local out = cnn.empty(N)
 
 local function throughput(name, bytes, fn, setup)
+  if only and not name:match(only) then return end
   if setup then setup() end
   fn() -- warm up
   local times = {}
@@ -78,3 +88,26 @@ throughput("log_", 2 * F4, function() out:log_() end, reset)
 throughput("expm1_", 2 * F4, function() out:expm1_() end, reset)
 throughput("tanh_", 2 * F4, function() out:tanh_() end, reset)
 throughput("sigmoid_", 2 * F4, function() out:sigmoid_() end, reset)
+
+-- activations (issue 19 point 4: vector kernels instead of libm per element)
+local s = cnn.randn(N):mul(3)
+throughput("gelu", 2 * F4, function() local r <close> = F.gelu(s) end)
+throughput("gelu_tanh", 2 * F4, function() local r <close> = F.gelu(s, { approximate = "tanh" }) end)
+throughput("elu", 2 * F4, function() local r <close> = F.elu(s) end)
+throughput("softplus", 2 * F4, function() local r <close> = F.softplus(s) end)
+throughput("mish", 2 * F4, function() local r <close> = F.mish(s) end)
+
+local xs, gy = s:clone(), cnn.randn(N)
+xs.requires_grad = true
+local function fwd_bwd(fn)
+  return function()
+    xs.grad = nil
+    local y <close> = fn(xs)
+    y:backward(gy)
+  end
+end
+throughput("gelu_fwd_bwd", 5 * F4, fwd_bwd(F.gelu))
+throughput("gelu_tanh_fwd_bwd", 5 * F4, fwd_bwd(function(t) return F.gelu(t, { approximate = "tanh" }) end))
+throughput("elu_fwd_bwd", 5 * F4, fwd_bwd(F.elu))
+throughput("softplus_fwd_bwd", 5 * F4, fwd_bwd(F.softplus))
+throughput("mish_fwd_bwd", 5 * F4, fwd_bwd(F.mish))

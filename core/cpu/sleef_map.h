@@ -25,5 +25,9 @@ void cnn_cpu_sleef_map_avx512(cnn_sleef_fn fn, int64_t n, const float *x, float 
  * float once. */
 void cnn_cpu_sleef_gelu_base(int64_t n, const float *x, float *y);
 void cnn_cpu_sleef_gelu_avx512(int64_t n, const float *x, float *y);
+/* out = g * gelu'(x) = g (0.5 erfc(-x / sqrt 2) + x e^(-x^2/2) / sqrt(2 pi)),
+ * in double (SLEEF's erfc and exp), rounded once; out may be g or x. */
+void cnn_cpu_sleef_gelu_grad_base(int64_t n, const float *g, const float *x, float *out);
+void cnn_cpu_sleef_gelu_grad_avx512(int64_t n, const float *g, const float *x, float *out);
 
 #endif

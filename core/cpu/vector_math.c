@@ -1,5 +1,6 @@
 /*
- * vector_math.c -- float32 exp, log, expm1, tanh and sigmoid over
+ * vector_math.c -- float32 exp, log, expm1, tanh and sigmoid, and the
+ * activations gelu (erf and tanh forms), elu, softplus and mish, over
  * contiguous arrays.  The contract is in vector_math.h.
  *
  * exp, log, expm1: SLEEF's 1-ulp (u10) vector functions
@@ -13,24 +14,48 @@
  * returns +inf for x above about 1e38 and flushes denormal inputs to zero
  * (tests/core/test_vector_math.c caught both), outside this contract.
  *
- * tanh, sigmoid: our own code, because SLEEF's tanh measured 0.3-0.5x ours
- * in the same run and SLEEF has no sigmoid (1/(1 + exp(-x)) from its exp
- * rounds twice).  Each element is widened to double, evaluated with a
- * short polynomial whose truncation error is below 2^-31 relative, and
- * rounded to float once (within 0.5 ulp + 2^-7 ulp of the exact value;
- * float denormal results are normal doubles that the final conversion
- * rounds correctly; overflow happens in that conversion):
+ * gelu (erf form): 0.5 x erfc(-x / sqrt 2) with SLEEF's double erfc
+ * (sleef_map.h), never 1 + erf(x / sqrt 2), which cancels for x < -3 (the
+ * float formula of elementwise_math.h returns 0 below about -5.5, where the
+ * result is still -1e-7).  Float erfcf would not do: the argument's
+ * rounding is magnified about x^2 times in the tail (a 2^-23 relative
+ * error in 1/sqrt 2 gave 330 ulp near x = -13 in the unit test).
+ *
+ * tanh, sigmoid, gelu-tanh, elu, softplus, mish: our own code, because
+ * SLEEF's tanh measured 0.3-0.5x ours in the same run, SLEEF has no
+ * sigmoid (1/(1 + exp(-x)) from its exp rounds twice), and the
+ * activations are a few operations around one e^a.  Each element is
+ * widened to double, evaluated with short polynomials whose truncation
+ * error is below 2^-31 relative, and rounded to float once (within
+ * 0.5 ulp + 2^-7 ulp of the exact value; float denormal results are normal
+ * doubles that the final conversion rounds correctly, so softplus's tail
+ * e^x below x = -87 is no flush to zero; overflow happens in that
+ * conversion):
  *
  *   e^a:  a = k ln2 + r, |r| <= ln2/2, k = round(a / ln2) by the 1.5*2^52
  *         shift trick; e^a = 2^k (1 + q(r)), q(r) = e^r - 1 by its Taylor
- *         series to r^8 (error < 0.347^9/9! < 2^-31).
+ *         series to r^8 (error < 0.347^9/9! < 2^-31).  Exponents are
+ *         clamped to [-700, 0] where the result must stay a normal double.
  *   tanh: tanh|x| = E / (E + 2), E = e^(2|x|) - 1 = 2^k q + (2^k - 1) (no
  *         cancellation near 0), |x| clamped to 20 (tanh rounds to 1 past 9.01);
  *         the sign is copied from x, so -0 stays -0.
  *   sigmoid: with e = e^-|x| (|x| clamped to 104, where it rounds to 0 in
  *         float), 1/(1+e) for x >= 0 and e/(1+e) below, as the scalar
  *         cnn_sigmoid_f (no overflow for any x).
+ *   gelu-tanh: 0.5 x (1 + tanh u) = x sigmoid(2u), sigmoid as above (no
+ *         1 + tanh u ~ 0 for negative u).
+ *   elu:  alpha (e^x - 1) as tanh's E, x clamped to -40; +-0 give alpha * +-0.
+ *   softplus: max(z, 0) + log1p(e^-|z|); log1p(e) for e in (0, 1] is
+ *         2 atanh(e / (2 + e)) by its odd series to s^17 (s <= 1/3: error
+ *         < 2^-31).  z = x beta is rounded to float first, as PyTorch's
+ *         (and the GPU's) float formula does, so that the threshold test
+ *         agrees with them.
+ *   mish: tanh(log(1 + e)) = (e^2 + 2e) / (e^2 + 2e + 2), e = e^x, and
+ *         for x >= 0 the same over e^2x; one e^-|x|, one division.
  *
+ * Special values follow the formulas of elementwise_math.h (and PyTorch):
+ * gelu, gelu-tanh and mish of -inf are NaN (-inf * 0), elu(-inf) = -alpha,
+ * softplus(-inf) = 0.
  * NaN inputs return x + x (the quiet NaN, as libm), selected at the end.
  * The loops use `#pragma omp simd`, which also tells the compiler that
  * y == x is safe (each element is read before it is written), and every
@@ -38,10 +63,10 @@
  * never depends on where it sits in the array.  Bits are moved between
  * types with unions (defined in GNU C).  No errno, no tables.
  *
- * ISA.  The build targets AVX2 (cmake/Flags.cmake); the tanh and sigmoid
+ * ISA.  The build targets AVX2 (cmake/Flags.cmake); our
  * loops are also compiled for AVX-512 (a target attribute; 16 floats per
  * iteration) and chosen per call when the CPU has it, and so are SLEEF's
- * 16-lane entries.  Both clones of our loops evaluate the same IEEE
+ * 16-lane entries (gelu: 8 doubles per erfc).  Both clones of our loops evaluate the same IEEE
  * operations (same contractions into FMA), so they give the same bits;
  * the unit test checks that for every function, SLEEF's included.
  * cnn_cpu_vector_math_allow_avx512(0) forces the baseline (tests, benches);
@@ -182,6 +207,49 @@ VM float gelu_tanh_one(float x) {
   return x != x ? x + x : x == -INFINITY ? NAN : y;
 }
 
+/* ---- derivatives, in double: the result is multiplied by g and rounded once ---- */
+
+/* e^-|a| with the exponent clamped to [-700, 0] */
+VM double exp_neg_abs(double a) {
+  double m = -fabs(a);
+  return exp_le0(m < -700.0 ? -700.0 : m);
+}
+
+/* elu'(x) = 1 for x > 0, alpha e^x otherwise */
+VM double elu_grad(float x, double alpha) {
+  return x > 0 ? 1.0 : alpha * exp_neg_abs(x);
+}
+
+/* softplus'(x) = 1 where x beta > threshold, else sigmoid(x beta); z in
+ * double, as elementwise_math.h's cnn_softplus_beta_grad */
+VM double softplus_grad(float x, double beta, double threshold) {
+  double z = x * beta, e = exp_neg_abs(z);
+  return z > threshold ? 1.0 : (z >= 0 ? 1.0 : e) / (1.0 + e);
+}
+
+/* mish'(x) = t + x sigmoid(x) (1 - t^2), t = tanh(softplus(x)): with e =
+ * e^-|x| and t = num / den as in mish_one, x sigmoid(x) (1 - t^2) =
+ * 4 x e (1 + e) / den^2 (x < 0) or 4 x e^2 (1 + e) / den^2 (x >= 0): no
+ * cancellation.  +-inf give NaN (inf * 0), as the formula. */
+VM double mish_grad(float x) {
+  double d = x, e = exp_neg_abs(d);
+  double num = d >= 0 ? 1.0 + 2.0 * e : e * (e + 2.0);
+  double den = num + (d >= 0 ? 2.0 * e * e : 2.0);
+  double term = 4.0 * d * (d >= 0 ? e * e : e) * (1.0 + e) / (den * den);
+  return isinf(x) ? NAN : num / den + term;
+}
+
+/* gelu-tanh'(x) = sigmoid(2u) + 0.5 x sech^2(u) k (1 + 3 0.044715 x^2), u
+ * as in gelu_tanh_one, sech^2(u) = 4e / (1 + e)^2 with e = e^-|2u|.  +-inf
+ * give NaN, as the formula. */
+VM double gelu_tanh_grad(float x) {
+  double d = x, k = 0.79788456080286535588;
+  double w = 2.0 * k * (d + 0.044715 * d * d * d), e = exp_neg_abs(w), ope = 1.0 + e;
+  double dinner = k * (1.0 + 3.0 * 0.044715 * d * d);
+  double g = (w >= 0 ? 1.0 : e) / ope + 2.0 * d * e * dinner / (ope * ope);
+  return isinf(x) ? NAN : g;
+}
+
 /* ---- the loops, compiled for the build's ISA and for AVX-512 ----------------- */
 
 enum { OP_TANH, OP_SIGMOID, OP_ELU, OP_SOFTPLUS, OP_MISH, OP_GELU_TANH };
@@ -220,6 +288,39 @@ static void run_base(int op, int64_t n, const float *x, float *y, float p0, floa
   run_op(op, n, x, y, p0, p1);
 }
 
+enum { GRAD_ELU, GRAD_SOFTPLUS, GRAD_MISH, GRAD_GELU_TANH };
+
+VM double deriv(int op, float x, double p0, double p1) {
+  switch (op) {
+  case GRAD_ELU: return elu_grad(x, p0);
+  case GRAD_SOFTPLUS: return softplus_grad(x, p0, p1);
+  case GRAD_MISH: return mish_grad(x);
+  default: return gelu_tanh_grad(x);
+  }
+}
+
+/* out[i] = g[i] f'(x[i]); out may be g or x */
+VM void grad_loop(int op, int64_t n, const float *g, const float *x, float *out, double p0,
+                  double p1) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; i++) out[i] = (float)((double)g[i] * deriv(op, x[i], p0, p1));
+}
+
+VM void grad_op(int op, int64_t n, const float *g, const float *x, float *out, double p0,
+                double p1) {
+  switch (op) {
+  case GRAD_ELU: grad_loop(GRAD_ELU, n, g, x, out, p0, p1); break;
+  case GRAD_SOFTPLUS: grad_loop(GRAD_SOFTPLUS, n, g, x, out, p0, p1); break;
+  case GRAD_MISH: grad_loop(GRAD_MISH, n, g, x, out, p0, p1); break;
+  default: grad_loop(GRAD_GELU_TANH, n, g, x, out, p0, p1); break;
+  }
+}
+
+static void grad_base(int op, int64_t n, const float *g, const float *x, float *out, double p0,
+                      double p1) {
+  grad_op(op, n, g, x, out, p0, p1);
+}
+
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__AVX512F__)
 #define HAVE_AVX512_CLONE 1
 #ifdef __clang__
@@ -231,6 +332,10 @@ static void run_base(int op, int64_t n, const float *x, float *y, float p0, floa
 TARGET_AVX512 static void run_avx512(int op, int64_t n, const float *x, float *y, float p0,
                                      float p1) {
   run_op(op, n, x, y, p0, p1);
+}
+TARGET_AVX512 static void grad_avx512(int op, int64_t n, const float *g, const float *x, float *out,
+                                      double p0, double p1) {
+  grad_op(op, n, g, x, out, p0, p1);
 }
 static _Atomic int allow_avx512 = 1;
 
@@ -267,6 +372,17 @@ static void run(int op, int64_t n, const float *x, float *y, float p0, float p1)
   run_base(op, n, x, y, p0, p1);
 }
 
+static void grad(int op, int64_t n, const float *g, const float *x, float *out, double p0,
+                 double p1) {
+#ifdef HAVE_AVX512_CLONE
+  if (use_avx512()) {
+    grad_avx512(op, n, g, x, out, p0, p1);
+    return;
+  }
+#endif
+  grad_base(op, n, g, x, out, p0, p1);
+}
+
 static void run_sleef(cnn_sleef_fn fn, int64_t n, const float *x, float *y) {
   if (use_avx512())
     cnn_cpu_sleef_map_avx512(fn, n, x, y);
@@ -294,4 +410,24 @@ void cnn_cpu_gelu_f32(int64_t n, const float *x, float *y) {
     cnn_cpu_sleef_gelu_avx512(n, x, y);
   else
     cnn_cpu_sleef_gelu_base(n, x, y);
+}
+
+void cnn_cpu_elu_grad_f32(int64_t n, const float *g, const float *x, float *out, double alpha) {
+  grad(GRAD_ELU, n, g, x, out, alpha, 0);
+}
+void cnn_cpu_softplus_grad_f32(int64_t n, const float *g, const float *x, float *out, double beta,
+                               double threshold) {
+  grad(GRAD_SOFTPLUS, n, g, x, out, beta, threshold);
+}
+void cnn_cpu_mish_grad_f32(int64_t n, const float *g, const float *x, float *out) {
+  grad(GRAD_MISH, n, g, x, out, 0, 0);
+}
+void cnn_cpu_gelu_tanh_grad_f32(int64_t n, const float *g, const float *x, float *out) {
+  grad(GRAD_GELU_TANH, n, g, x, out, 0, 0);
+}
+void cnn_cpu_gelu_grad_f32(int64_t n, const float *g, const float *x, float *out) {
+  if (use_avx512())
+    cnn_cpu_sleef_gelu_grad_avx512(n, g, x, out);
+  else
+    cnn_cpu_sleef_gelu_grad_base(n, g, x, out);
 }

@@ -73,13 +73,13 @@ static __m256d gelu_grad4(__m256d g, __m256d x) {
   return _mm256_mul_pd(g, _mm256_add_pd(_mm256_mul_pd(x, pdf), cdf));
 #endif
 }
-static __m128 gelu_grad_half(__m256 g, __m256 x, int hi) {
-  __m128 gh = hi ? _mm256_extractf128_ps(g, 1) : _mm256_castps256_ps128(g);
-  __m128 xh = hi ? _mm256_extractf128_ps(x, 1) : _mm256_castps256_ps128(x);
-  return _mm256_cvtpd_ps(gelu_grad4(_mm256_cvtps_pd(gh), _mm256_cvtps_pd(xh)));
+static __m128 gelu_grad_half(__m128 g, __m128 x) {
+  return _mm256_cvtpd_ps(gelu_grad4(_mm256_cvtps_pd(g), _mm256_cvtps_pd(x)));
 }
 static __m256 gelu_grad8(__m256 g, __m256 x) {
-  return _mm256_set_m128(gelu_grad_half(g, x, 1), gelu_grad_half(g, x, 0));
+  __m128 lo = gelu_grad_half(_mm256_castps256_ps128(g), _mm256_castps256_ps128(x));
+  __m128 hi = gelu_grad_half(_mm256_extractf128_ps(g, 1), _mm256_extractf128_ps(x, 1));
+  return _mm256_set_m128(hi, lo);
 }
 
 void cnn_cpu_sleef_gelu_grad_base(int64_t n, const float *g, const float *x, float *out) {

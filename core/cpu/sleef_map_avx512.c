@@ -33,6 +33,11 @@ void cnn_cpu_sleef_map_avx512(cnn_sleef_fn fn, int64_t n, const float *x, float 
   }
 }
 
+/* floats 8..15 of v */
+static __m256 high_half(__m512 v) {
+  return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+}
+
 /* 0.5 x erfc(-x / sqrt 2) in double, 8 lanes */
 static __m512d gelu8(__m512d x) {
   __m512d e = Sleef_erfcd8_u15(_mm512_mul_pd(x, _mm512_set1_pd(-0.70710678118654752440)));
@@ -40,8 +45,7 @@ static __m512d gelu8(__m512d x) {
 }
 static __m512 gelu16(__m512 x) {
   __m256 lo = _mm512_cvtpd_ps(gelu8(_mm512_cvtps_pd(_mm512_castps512_ps256(x))));
-  __m256d xhi = _mm512_extractf64x4_pd(_mm512_castps_pd(x), 1);
-  __m256 hi = _mm512_cvtpd_ps(gelu8(_mm512_cvtps_pd(_mm256_castpd_ps(xhi))));
+  __m256 hi = _mm512_cvtpd_ps(gelu8(_mm512_cvtps_pd(high_half(x))));
   __m512d both = _mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(lo)),
                                     _mm256_castps_pd(hi), 1);
   return _mm512_castpd_ps(both);
@@ -65,13 +69,12 @@ static __m512d gelu_grad8(__m512d g, __m512d x) {
   __m512d pdf = _mm512_mul_pd(_mm512_set1_pd(0.39894228040143267794), e);
   return _mm512_mul_pd(g, _mm512_fmadd_pd(x, pdf, cdf));
 }
-static __m256 gelu_grad_half(__m512 g, __m512 x, int hi) {
-  __m256 gh = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(g), hi));
-  __m256 xh = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), hi));
-  return _mm512_cvtpd_ps(gelu_grad8(_mm512_cvtps_pd(gh), _mm512_cvtps_pd(xh)));
+static __m256 gelu_grad_half(__m256 g, __m256 x) {
+  return _mm512_cvtpd_ps(gelu_grad8(_mm512_cvtps_pd(g), _mm512_cvtps_pd(x)));
 }
 static __m512 gelu_grad16(__m512 g, __m512 x) {
-  __m256 lo = gelu_grad_half(g, x, 0), hi = gelu_grad_half(g, x, 1);
+  __m256 lo = gelu_grad_half(_mm512_castps512_ps256(g), _mm512_castps512_ps256(x));
+  __m256 hi = gelu_grad_half(high_half(g), high_half(x));
   __m512d both = _mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(lo)),
                                     _mm256_castps_pd(hi), 1);
   return _mm512_castpd_ps(both);

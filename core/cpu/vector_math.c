@@ -53,6 +53,19 @@
  *   mish: tanh(log(1 + e)) = (e^2 + 2e) / (e^2 + 2e + 2), e = e^x, and
  *         for x >= 0 the same over e^2x; one e^-|x|, one division.
  *
+ * Derivatives (out = g f'(x), the backward of the activations): the same
+ * pieces in double, g multiplied in before the one rounding; gelu' through
+ * SLEEF's double erfc and exp.  sech^2 and sigmoid come from e = e^-|w| as
+ * 4e / (1 + e)^2 and 1 / (1 + e) or e / (1 + e), so only a sum of two
+ * terms of opposite sign next to a zero of f' loses digits (1 ulp +
+ * 2^-40 |g|, vector_math.h).
+ *
+ * Speed against the libm-per-element loops they replaced (bench/ab.lua,
+ * 16M elements, 2 threads, Zen 4 with AVX-512, shared machine): forward
+ * gelu 1.9-2.0x (SLEEF's double erfc is the cost), gelu-tanh 14-19x, elu
+ * 10-14x, softplus 9.3-9.7x, mish 35-40x; forward + backward gelu 2.3x,
+ * gelu-tanh 14x, elu 11x, softplus 12x, mish 27x.
+ *
  * Special values follow the formulas of elementwise_math.h (and PyTorch):
  * gelu, gelu-tanh and mish of -inf are NaN (-inf * 0), elu(-inf) = -alpha,
  * softplus(-inf) = 0.

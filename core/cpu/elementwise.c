@@ -282,7 +282,8 @@ static bool vec_apply(int op, int64_t n, const float *x, float *y, float p0, flo
 static bool un_row_f32_vec(const ew_ctx *c, int64_t n, char *const *p, const int64_t *s) {
   float p0 = (float)c->p0, p1 = (float)c->p1;
   if (!vec_apply(c->op, 0, NULL, NULL, p0, p1)) return false;
-  if (s[0] == 4 && s[1] == 4) return vec_apply(c->op, n, (const float *)p[1], (float *)p[0], p0, p1);
+  if (s[0] == 4 && s[1] == 4)
+    return vec_apply(c->op, n, (const float *)p[1], (float *)p[0], p0, p1);
   enum { CHUNK = 256 };
   float buf[CHUNK];
   for (int64_t i0 = 0; i0 < n; i0 += CHUNK) {

@@ -46,8 +46,8 @@ static __m512d gelu8(__m512d x) {
 static __m512 gelu16(__m512 x) {
   __m256 lo = _mm512_cvtpd_ps(gelu8(_mm512_cvtps_pd(_mm512_castps512_ps256(x))));
   __m256 hi = _mm512_cvtpd_ps(gelu8(_mm512_cvtps_pd(high_half(x))));
-  __m512d both = _mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(lo)),
-                                    _mm256_castps_pd(hi), 1);
+  __m512d both =
+      _mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(lo)), _mm256_castps_pd(hi), 1);
   return _mm512_castpd_ps(both);
 }
 
@@ -75,8 +75,8 @@ static __m256 gelu_grad_half(__m256 g, __m256 x) {
 static __m512 gelu_grad16(__m512 g, __m512 x) {
   __m256 lo = gelu_grad_half(_mm512_castps512_ps256(g), _mm512_castps512_ps256(x));
   __m256 hi = gelu_grad_half(high_half(g), high_half(x));
-  __m512d both = _mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(lo)),
-                                    _mm256_castps_pd(hi), 1);
+  __m512d both =
+      _mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(lo)), _mm256_castps_pd(hi), 1);
   return _mm512_castpd_ps(both);
 }
 

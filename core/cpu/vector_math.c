@@ -229,9 +229,7 @@ VM double exp_neg_abs(double a) {
 }
 
 /* elu'(x) = 1 for x > 0, alpha e^x otherwise */
-VM double elu_grad(float x, double alpha) {
-  return x > 0 ? 1.0 : alpha * exp_neg_abs(x);
-}
+VM double elu_grad(float x, double alpha) { return x > 0 ? 1.0 : alpha * exp_neg_abs(x); }
 
 /* softplus'(x) = 1 where x beta > threshold, else sigmoid(x beta); z in
  * double, as elementwise_math.h's cnn_softplus_beta_grad */

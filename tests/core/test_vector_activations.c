@@ -140,8 +140,8 @@ static double mish_grad_ref(double x) {
 static double grad_reference(const act_case *c, float x) {
   double d = x;
   switch (c->op) {
-  case CNN_OP_GELU: return 0.5 * erfc(-d * 0.70710678118654752440) + d * exp(-0.5 * d * d) /
-                                                                          sqrt(2 * M_PI);
+  case CNN_OP_GELU:
+    return 0.5 * erfc(-d * 0.70710678118654752440) + d * exp(-0.5 * d * d) / sqrt(2 * M_PI);
   case CNN_OP_GELU_TANH: return gelu_tanh_grad_ref(d);
   case CNN_OP_ELU: return d > 0 ? 1 : c->p0 * exp(d);
   case CNN_OP_SOFTPLUS: return d * c->p0 > c->p1 ? 1 : sigmoid_ref(d * c->p0);
@@ -291,11 +291,11 @@ static void grad_sweeps(const act_case *c) {
 /* ---- special values ----------------------------------------------------------------- */
 
 static const float SPECIAL[] = {
-    0.0f,      -0.0f,     INFINITY,   -INFINITY, 0x1p-149f, -0x1p-149f, 0x1.fffffcp-127f,
-    0x1p-126f, -0x1p-126f, FLT_MAX,   -FLT_MAX,  1.0f,      -1.0f,      0x1p-20f,
-    -0x1p-20f, -0.75f,    -5.0f,      -9.0f,     -13.0f,    -13.5f,     -14.0f,
-    -87.0f,    -87.5f,    -88.0f,     -103.0f,   -103.9f,   -104.0f,    -105.0f,
-    -200.0f,   19.9f,     20.0f,      20.1f,     40.0f,     1e10f,      -1e10f,
+    0.0f,      -0.0f,      INFINITY, -INFINITY, 0x1p-149f, -0x1p-149f, 0x1.fffffcp-127f,
+    0x1p-126f, -0x1p-126f, FLT_MAX,  -FLT_MAX,  1.0f,      -1.0f,      0x1p-20f,
+    -0x1p-20f, -0.75f,     -5.0f,    -9.0f,     -13.0f,    -13.5f,     -14.0f,
+    -87.0f,    -87.5f,     -88.0f,   -103.0f,   -103.9f,   -104.0f,    -105.0f,
+    -200.0f,   19.9f,      20.0f,    20.1f,     40.0f,     1e10f,      -1e10f,
     1e30f,     -1e30f};
 
 static void check_special_one(const act_case *c, float x, float y) {
@@ -328,9 +328,9 @@ static void test_grad_special(const act_case *c) {
   run_grad(c, n, g, x, out);
   for (int i = 0; i < n; i++) {
     float r = (float)((double)g[i] * grad_reference(c, x[i]));
-    int ok = isnan(r) || isnan(out[i])  ? isnan(r) && isnan(out[i])
-             : isinf(r)                  ? bits_of(out[i]) == bits_of(r)
-                                         : ulps(out[i], r) <= 1; /* 0 is 0 ulp from -0 */
+    int ok = isnan(r) || isnan(out[i]) ? isnan(r) && isnan(out[i])
+             : isinf(r)                ? bits_of(out[i]) == bits_of(r)
+                                       : ulps(out[i], r) <= 1; /* 0 is 0 ulp from -0 */
     check_count++;
     if (!ok) {
       check_failures++;
@@ -458,8 +458,8 @@ static void test_autograd(const act_case *c, int64_t rows, int64_t cols, int tra
   CHECK(cnn_set_requires_grad(x, true) == 0);
   cnn_tensor *v = transpose ? cnn_transpose(x, 0, 1) : cnn_contiguous(x);
   cnn_tensor *y = cnn_unary(c->op, v, c->p0, c->p1);
-  cnn_tensor *gy = cnn_randn(2, (int64_t[]){transpose ? cols : rows, transpose ? rows : cols},
-                             CNN_FLOAT32);
+  cnn_tensor *gy =
+      cnn_randn(2, (int64_t[]){transpose ? cols : rows, transpose ? rows : cols}, CNN_FLOAT32);
   CHECK(y && cnn_backward(y, gy, false) == 0 && x->grad);
   cnn_tensor *xg = x->grad && transpose ? cnn_transpose(x->grad, 0, 1) : cnn_contiguous(x->grad);
   CHECK(xg && grad_matches_kernel(c, xg, v, gy) == 0);

@@ -257,8 +257,8 @@ AI void un_row_f64_op(int op, const ew_ctx *c, int64_t n, char *const *p, const 
 
 /* exp, log, expm1, tanh, sigmoid, gelu (both forms), elu, softplus and
  * mish of float32 rows go to the vectorised kernels of
- * core/cpu/vector_math.c (within 1 ulp of the exact result, or of x * 2^-24
- * near gelu's and mish's zero; libm's special values): directly on
+ * core/cpu/vector_math.c (within 1 ulp of the exact result, the special
+ * values of libm and of elementwise_math.h's formulas): directly on
  * unit-stride rows (in place or not), through a stack buffer on strided
  * ones, so that a value's result does not depend on the layout.  The CUDA
  * kernels keep elementwise_ops.h.  Returns false, having done nothing,

@@ -461,7 +461,9 @@ static void test_autograd(const act_case *c, int64_t rows, int64_t cols, int tra
   cnn_tensor *gy =
       cnn_randn(2, (int64_t[]){transpose ? cols : rows, transpose ? rows : cols}, CNN_FLOAT32);
   CHECK(y && cnn_backward(y, gy, false) == 0 && x->grad);
-  cnn_tensor *xg = x->grad && transpose ? cnn_transpose(x->grad, 0, 1) : cnn_contiguous(x->grad);
+  cnn_tensor *xg = !x->grad    ? NULL
+                   : transpose ? cnn_transpose(x->grad, 0, 1)
+                               : cnn_contiguous(x->grad);
   CHECK(xg && grad_matches_kernel(c, xg, v, gy) == 0);
   cnn_tensor *all[] = {r, x, v, y, gy, xg};
   for (int i = 0; i < 6; i++) cnn_tensor_release(all[i]);

@@ -13,7 +13,8 @@
 -- (x, y; g, x, dx).
 -- Usage: cnnsh bench/ops.lua [rounds [pattern]]
 --   pattern: a Lua pattern; only the elementwise rows whose op matches it
---   run, and no overhead rows (bench/ab.lua uses it).
+--   run, and no overhead rows (a quick look at a few ops).
+-- Old build against new: python3 bench/compare_builds.py OLD NEW --only ops
 
 local B = dofile((arg[0]:match("^(.*)/") or ".") .. "/common.lua")
 local rounds = tonumber(arg and arg[1]) or 7

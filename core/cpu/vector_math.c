@@ -60,11 +60,12 @@
  * terms of opposite sign next to a zero of f' loses digits (1 ulp +
  * 2^-40 |g|, vector_math.h).
  *
- * Speed against the libm-per-element loops they replaced (bench/ab.lua,
- * 16M elements, one thread, Zen 4 with AVX-512, shared machine): forward
- * gelu 2.0x (SLEEF's double erfc is the cost), gelu-tanh 19x, elu 15x,
- * softplus 11x, mish 44x; forward + backward gelu 2.4x, gelu-tanh 18x,
- * elu 15x, softplus 12x, mish 36x (two threads: core/README.md).
+ * Speed against the libm-per-element loops they replaced
+ * (bench/compare_builds.py --only ops, 16M elements, 2 threads, Zen 4 with
+ * AVX-512, shared machine): forward gelu 1.97x (SLEEF's double erfc is
+ * the cost), gelu-tanh 18x, elu 14x, softplus 9.7x, mish 44x; forward +
+ * backward gelu 2.35x, gelu-tanh 18x, elu 15x, softplus 12x, mish 36x
+ * (the table in core/README.md).
  *
  * Special values follow the formulas of elementwise_math.h (and PyTorch):
  * gelu, gelu-tanh and mish of -inf are NaN (-inf * 0), elu(-inf) = -alpha,

@@ -4,12 +4,16 @@ ratios measured in one run (issue 19 point 3: "nothing slower than today
 on any bench figure").
 
     python3 bench/compare_builds.py OLD_CNNSH NEW_CNNSH [--rounds N] [--only NAME,...]
+                                    [--old-bench DIR]
 
 Both builds run the bench scripts of this tree (bench/*.lua, bench/startup.sh),
 alternated within each round (old first in odd rounds, new first in even
 ones) so drifts in the machine's load hit both; each run holds the bench
 lock (/tmp/cnnsh-bench.lock), so no other benchmark of ours runs beside it.
-A script the old build cannot run (a function it lacks) is reported as such.
+A script the old build cannot run (a function it lacks) is reported as such;
+with --old-bench DIR (the old tree's bench/ folder) the old build runs that
+folder's version of such a script instead, and the figures whose lines and
+fields both versions print are compared.
 
 A figure is one numeric field of one JSON line; lines are matched across
 runs by their string fields and by the order in which lines with the same
@@ -18,8 +22,8 @@ byte counts) are configuration, not figures.  Output, one JSON line per
 figure:
     {"bench":"compare","script":...,"line":...,"field":...,"old":...,"new":...,
      "speed":...,"verdict":"faster|same|slower"}
-speed = old/new for times (fields named ms, *_ms, seconds, *_s) and
-new/old for rates (everything else), so speed > 1 means the new build is
+speed = old/new for times (fields named ms, us, seconds or ending so;
+not *_per_s) and new/old for rates (everything else), so speed > 1 means the new build is
 better; "slower" is speed < 1 - TOLERANCE (the run-to-run noise of these
 machines), "faster" above 1 + TOLERANCE.  A summary line closes the run.
 """
@@ -53,19 +57,23 @@ SCRIPTS = [
 
 
 def is_time(field):
-    return field in ("ms", "seconds") or field.endswith("_ms") or field.endswith("_s")
+    """Times (lower is better): ms, us, seconds and fields ending so;
+    rates such as images_per_s are not."""
+    if field.endswith("_per_s"):
+        return False
+    return field in ("ms", "us", "s", "seconds") or field.endswith(("_ms", "_us", "_seconds"))
 
 
-def run_once(cnnsh, args):
+def run_once(cnnsh, args, bench_dir=HERE):
     """The JSON lines of one run, or None when the run failed."""
-    script = os.path.join(HERE, args[0])
+    script = os.path.join(bench_dir, args[0])
     if script.endswith(".sh"):
         cmd = ["bash", script, cnnsh] + args[1:]
     else:
         cmd = [cnnsh, script] + args[1:]
     try:
         p = subprocess.run(["flock", LOCK] + cmd, capture_output=True, text=True, timeout=900,
-                           cwd=os.path.dirname(HERE))
+                           cwd=os.path.dirname(bench_dir))
     except subprocess.TimeoutExpired:
         return None
     if p.returncode != 0:
@@ -121,7 +129,7 @@ def compare(name, runs_old, runs_new):
 
 def main():
     argv = sys.argv[1:]
-    rounds, only = 3, None
+    rounds, only, old_bench = 3, None, None
     pos = []
     i = 0
     while i < len(argv):
@@ -129,11 +137,14 @@ def main():
             rounds, i = int(argv[i + 1]), i + 2
         elif argv[i] == "--only":
             only, i = set(argv[i + 1].split(",")), i + 2
+        elif argv[i] == "--old-bench":
+            old_bench, i = os.path.abspath(argv[i + 1]), i + 2
         else:
             pos.append(argv[i])
             i += 1
     if len(pos) != 2:
-        sys.exit("usage: compare_builds.py OLD_CNNSH NEW_CNNSH [--rounds N] [--only NAME,...]")
+        sys.exit("usage: compare_builds.py OLD_CNNSH NEW_CNNSH [--rounds N] [--only NAME,...]"
+                 " [--old-bench DIR]")
     old, new = (os.path.abspath(p) for p in pos)
     counts = {"faster": 0, "same": 0, "slower": 0}
     for name, args in SCRIPTS:
@@ -141,10 +152,13 @@ def main():
             continue
         runs = {"old": [], "new": []}
         failed = set()
+        old_dir = HERE
+        if old_bench and run_once(old, args) is None:
+            old_dir = old_bench  # the old build runs its own version of the script
         for r in range(rounds):
             order = ("old", "new") if r % 2 == 0 else ("new", "old")
             for which in order:
-                lines = run_once(old if which == "old" else new, args)
+                lines = (run_once(old, args, old_dir) if which == "old" else run_once(new, args))
                 if lines is None:
                     failed.add(which)
                 else:
@@ -153,6 +167,9 @@ def main():
             print(json.dumps({"bench": "compare", "script": name,
                               "failed": sorted(failed)}), flush=True)
             continue
+        if old_dir != HERE:
+            print(json.dumps({"bench": "compare", "script": name,
+                              "old_script": os.path.join(old_dir, args[0])}), flush=True)
         for res in compare(name, runs["old"], runs["new"]):
             counts[res["verdict"]] += 1
             print(json.dumps(res), flush=True)

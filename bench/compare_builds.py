@@ -18,7 +18,8 @@ fields both versions print are compared.
 A figure is one numeric field of one JSON line; lines are matched across
 runs by their string fields and by the order in which lines with the same
 string fields come.  Numeric fields equal in every run (batch, threads,
-byte counts) are configuration, not figures.  Output, one JSON line per
+byte counts) are configuration, not figures; errors and differences
+(max_abs_diff, *_ulp) are correctness checks, not figures either.  Output, one JSON line per
 figure:
     {"bench":"compare","script":...,"line":...,"field":...,"old":...,"new":...,
      "speed":...,"verdict":"faster|same|slower"}
@@ -89,6 +90,12 @@ def run_once(cnnsh, args, bench_dir=HERE):
     return lines
 
 
+def is_accuracy(field):
+    """Errors and differences (max_abs_diff, worst_ulp): correctness
+    checks the scripts print beside their figures, not speed."""
+    return any(w in field for w in ("diff", "err", "ulp"))
+
+
 def figures(lines):
     """{(line key, field): value} for the numeric fields of lines."""
     out, seen = {}, {}
@@ -97,7 +104,7 @@ def figures(lines):
         seen[tag] = seen.get(tag, 0) + 1
         key = (tag, seen[tag])
         for k, v in d.items():
-            if isinstance(v, (int, float)) and not isinstance(v, bool):
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and not is_accuracy(k):
                 out[(key, k)] = v
     return out
 

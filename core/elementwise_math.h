@@ -33,14 +33,17 @@
  * 1/(1-p).  Counter-based -- u(seed, i) is a 24-bit uniform from
  * splitmix64(seed ^ golden*(i+1)) -- so a mask needs no generator state
  * and the CPU and a GPU give the same mask for one seed. */
-CNN_HD static inline double cnn_dropout_value(uint64_t seed, int64_t i, double p) {
+/* element i's uniform draw in [0, 1): 24 bits of splitmix64(seed, i) */
+CNN_HD static inline double cnn_dropout_uniform(uint64_t seed, int64_t i) {
   uint64_t z = seed ^ (0x9e3779b97f4a7c15ull * (uint64_t)(i + 1));
   z += 0x9e3779b97f4a7c15ull;
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   z ^= z >> 31;
-  double u = (double)(z >> 40) * (1.0 / 16777216.0);
-  return u < p ? 0.0 : 1.0 / (1.0 - p);
+  return (double)(z >> 40) * (1.0 / 16777216.0);
+}
+CNN_HD static inline double cnn_dropout_value(uint64_t seed, int64_t i, double p) {
+  return cnn_dropout_uniform(seed, i) < p ? 0.0 : 1.0 / (1.0 - p);
 }
 
 /* ---- activations --------------------------------------------------------- */

@@ -1,8 +1,9 @@
 /*
  * loss.c -- the CPU backend's loss entries: the rows of nll_loss and
- * cross_entropy (forward and backward), binary cross-entropy with logits,
- * and the dropout mask.  core/ops/loss.c validates (targets in range or
- * ignore_index), reduces and records autograd.
+ * cross_entropy (forward and backward) and binary cross-entropy with
+ * logits (the dropout mask is dropout_mask.c's).  core/ops/loss.c
+ * validates (targets in range or ignore_index), reduces and records
+ * autograd.
  *
  * Formulas (PyTorch's; core/ops/loss.c's header has them in full): row i
  * with target t, class weights w (1 when absent) and smoothing e:
@@ -10,7 +11,7 @@
  *   d loss_i / d x[i,j] = (1-e) w[t] (p_j - [j=t]) + (e/C)(W p_j - w[j])
  * in double; cross_entropy's log-softmax subtracts the row maximum and the
  * backward recomputes it from the logits.  gpu/loss.cu runs the same
- * formulas; BCE and the dropout mask use elementwise_math.h, as it does.
+ * formulas; BCE uses elementwise_math.h, as it does.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -109,11 +110,3 @@ int cnn_cpu_bce_backward(int dev, cnn_dtype dt, int64_t n, int which, const void
   return 0;
 }
 
-int cnn_cpu_dropout_mask(int dev, cnn_dtype dt, int64_t n, double p, uint64_t seed, void *mask) {
-  (void)dev;
-  if (dt == CNN_FLOAT32)
-    for (int64_t i = 0; i < n; i++) ((float *)mask)[i] = (float)cnn_dropout_value(seed, i, p);
-  else
-    for (int64_t i = 0; i < n; i++) ((double *)mask)[i] = cnn_dropout_value(seed, i, p);
-  return 0;
-}

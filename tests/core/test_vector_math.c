@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "float_ulps.h"
 #include "cnn.h"
 #include "cpu/kernels.h"
 #include "cpu/vector_math.h"
@@ -54,28 +55,6 @@ static const op_case OPS[] = {
 };
 #define NOPS (int)(sizeof OPS / sizeof OPS[0])
 
-static uint32_t bits_of(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  return u;
-}
-static float float_of(uint32_t u) {
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-/* floats in order as integers: -0 and +0 both map to 0 */
-static int64_t ordinal(float f) {
-  uint32_t u = bits_of(f);
-  return u >> 31 ? -(int64_t)(u & 0x7fffffffu) : (int64_t)u;
-}
-/* distance in ulps; 0 for two NaNs, huge for a NaN against a number */
-static int64_t ulps(float a, float b) {
-  if (a != a || b != b) return (a != a && b != b) ? 0 : INT64_MAX / 2;
-  int64_t d = ordinal(a) - ordinal(b);
-  return d < 0 ? -d : d;
-}
-
 typedef struct {
   int64_t vs_ref, vs_scalar;
   float x_ref, x_scalar;
@@ -100,31 +79,20 @@ static void report_worst(const op_case *c, const char *sweep, int64_t count, con
   CHECK(w->vs_scalar <= 2);
 }
 
-/* every STEP-th bit pattern of the 2^32 (STEP odd: all low-bit classes) */
-static void sweep_bits(const op_case *c) {
-  enum { STEP = 4093, B = 4096 };
-  float x[B];
-  worst_t w = {0};
-  int64_t count = 0, n = 0;
-  for (uint64_t u = 0; u < (1ull << 32); u += STEP) {
-    x[n++] = float_of((uint32_t)u);
-    if (n == B) compare_batch(c, n, x, &w), count += n, n = 0;
-  }
-  compare_batch(c, n, x, &w);
-  report_worst(c, "bits", count + n, &w);
+/* compare_batch as float_ulps.h's sweeps call it */
+static void batch_of(const void *c, int64_t first, int64_t n, const float *x, void *w) {
+  (void)first;
+  compare_batch(c, n, x, w);
 }
 
-/* 2^20 evenly spaced values over [lo, hi] */
-static void sweep_range(const op_case *c) {
-  enum { N = 1 << 20, B = 4096 };
-  float x[B];
+static void sweep_bits(const op_case *c) {
   worst_t w = {0};
-  for (int64_t i0 = 0; i0 < N; i0 += B) {
-    for (int64_t i = 0; i < B; i++)
-      x[i] = c->lo + (c->hi - c->lo) * (float)((double)(i0 + i) / (N - 1));
-    compare_batch(c, B, x, &w);
-  }
-  report_worst(c, "range", N, &w);
+  report_worst(c, "bits", sweep_bit_patterns(batch_of, c, &w), &w);
+}
+
+static void sweep_range(const op_case *c) {
+  worst_t w = {0};
+  report_worst(c, "range", sweep_evenly(batch_of, c, c->lo, c->hi, &w), &w);
 }
 
 /* ---- special values --------------------------------------------------------------- */

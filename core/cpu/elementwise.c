@@ -281,9 +281,9 @@ static bool vec_apply(int op, int64_t n, const float *x, float *y, float p0, flo
 
 static bool un_row_f32_vec(const ew_ctx *c, int64_t n, char *const *p, const int64_t *s) {
   float p0 = (float)c->p0, p1 = (float)c->p1;
-  if (!vec_apply(c->op, 0, NULL, NULL, p0, p1)) return false;
-  if (s[0] == 4 && s[1] == 4)
+  if (s[0] == 4 && s[1] == 4) /* the common row: one call, which also says whether op has one */
     return vec_apply(c->op, n, (const float *)p[1], (float *)p[0], p0, p1);
+  if (!vec_apply(c->op, 0, NULL, NULL, p0, p1)) return false;
   enum { CHUNK = 256 };
   float buf[CHUNK];
   for (int64_t i0 = 0; i0 < n; i0 += CHUNK) {
@@ -363,9 +363,10 @@ static bool grad_apply(const ew_ctx *c, int64_t n, const float *g, const float *
 /* unit strides directly, others through stack buffers, so that a value's
  * result does not depend on the layout */
 static bool deriv_row_vec(const ew_ctx *c, int64_t n, char *const *p, const int64_t *s) {
-  if (c->dt != CNN_FLOAT32 || !grad_apply(c, 0, NULL, NULL, NULL)) return false;
+  if (c->dt != CNN_FLOAT32) return false;
   if (s[0] == 4 && s[1] == 4 && s[2] == 4)
     return grad_apply(c, n, (const float *)p[1], (const float *)p[2], (float *)p[0]);
+  if (!grad_apply(c, 0, NULL, NULL, NULL)) return false;
   enum { CHUNK = 256 };
   float g[CHUNK], x[CHUNK];
   for (int64_t i0 = 0; i0 < n; i0 += CHUNK) {

@@ -38,6 +38,13 @@ static __m256 high_half(__m512 v) {
   return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
 }
 
+/* lo as floats 0..7 and hi as floats 8..15 */
+static __m512 join_halves(__m256 lo, __m256 hi) {
+  __m512d both =
+      _mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(lo)), _mm256_castps_pd(hi), 1);
+  return _mm512_castpd_ps(both);
+}
+
 /* 0.5 x erfc(-x / sqrt 2) in double, 8 lanes */
 static __m512d gelu8(__m512d x) {
   __m512d e = Sleef_erfcd8_u15(_mm512_mul_pd(x, _mm512_set1_pd(-0.70710678118654752440)));
@@ -46,9 +53,7 @@ static __m512d gelu8(__m512d x) {
 static __m512 gelu16(__m512 x) {
   __m256 lo = _mm512_cvtpd_ps(gelu8(_mm512_cvtps_pd(_mm512_castps512_ps256(x))));
   __m256 hi = _mm512_cvtpd_ps(gelu8(_mm512_cvtps_pd(high_half(x))));
-  __m512d both =
-      _mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(lo)), _mm256_castps_pd(hi), 1);
-  return _mm512_castpd_ps(both);
+  return join_halves(lo, hi);
 }
 
 void cnn_cpu_sleef_gelu_avx512(int64_t n, const float *x, float *y) {
@@ -75,9 +80,7 @@ static __m256 gelu_grad_half(__m256 g, __m256 x) {
 static __m512 gelu_grad16(__m512 g, __m512 x) {
   __m256 lo = gelu_grad_half(_mm512_castps512_ps256(g), _mm512_castps512_ps256(x));
   __m256 hi = gelu_grad_half(high_half(g), high_half(x));
-  __m512d both =
-      _mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(lo)), _mm256_castps_pd(hi), 1);
-  return _mm512_castpd_ps(both);
+  return join_halves(lo, hi);
 }
 
 void cnn_cpu_sleef_gelu_grad_avx512(int64_t n, const float *g, const float *x, float *out) {

@@ -31,7 +31,7 @@
 
 #include "cnn.h"
 
-#define CNN_NODE_MAX_INPUTS 4
+#define CNN_NODE_MAX_INPUTS 5 /* conv_bn_relu_pool: x, w, b, gamma, beta */
 #define CNN_NODE_MAX_SAVED  6
 
 typedef struct cnn_node cnn_node;

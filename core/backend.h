@@ -196,6 +196,20 @@ typedef struct cnn_backend {
                             const void *x, const void *w, const void *b, cnn_unary_op act,
                             double p0, double p1, void *y);
 
+  /* ---- the training block conv -> batch norm -> ReLU -> max pool in one
+   * node (core/ops/nn_conv_block.c; the CPU's oneDNN keeps the block's
+   * activations in its blocked layouts).  Optional, all three or none;
+   * cnn_cpu_conv_block_*'s contracts (cpu/kernels.h): state_bytes returns
+   * -2 where the backend would rather the layers ran one by one. ---- */
+  int (*conv_block_state_bytes)(int dev, const cnn_conv_block_shape *s, size_t *bytes);
+  int (*conv_block_forward)(int dev, const cnn_conv_block_shape *s, const float *x, const float *w,
+                            const float *b, const float *gamma, const float *beta, float *y,
+                            float *mean, float *var, void *state);
+  int (*conv_block_backward)(int dev, const cnn_conv_block_shape *s, const float *dy,
+                             const float *x, const float *w, const float *gamma,
+                             const float *beta, const void *state, float *dx, float *dw, float *db,
+                             float *dgamma, float *dbeta);
+
   /* ---- pooling, batch norm, softmax: the CPU kernels' signatures ---- */
   int (*max_pool2d_forward)(int dev, cnn_dtype dt, const cnn_pool_shape *s, const void *x, void *y,
                             int64_t *indices);
@@ -372,10 +386,11 @@ typedef struct {
  * 6: bf16_math, gemm_bf16 and cnn_conv_shape.math (bfloat16 on the CPU).
  * 7: conv2d_act_forward (optional).
  * 8: bn_dx_over_dy.
+ * 9: conv_block_state_bytes/_forward/_backward (optional).
  * The version also folds in the sizes of the elementwise enums: adding a
  * unary or binary op renumbers the values the module's kernels switch on,
  * and needs no bump here (the recipe in core/README.md stays 4 files). */
-#define CNN_CORE_API_LAYOUT 8
+#define CNN_CORE_API_LAYOUT 9
 #define CNN_CORE_API_VERSION (CNN_CORE_API_LAYOUT * 10000 + CNN_NUNARY * 100 + CNN_NBINARY)
 
 /* dlopen() a module: $env, then `file` next to the executable, then

@@ -506,6 +506,26 @@ cnn_tensor *cnn_conv2d(cnn_tensor *x, cnn_tensor *w, cnn_tensor *b, const cnn_co
 cnn_tensor *cnn_conv2d_act(cnn_tensor *x, cnn_tensor *w, cnn_tensor *b, const cnn_conv_params *p,
                            cnn_unary_op act, double p0, double p1);
 cnn_tensor *cnn_linear(cnn_tensor *x, cnn_tensor *w, cnn_tensor *b);
+/* The training block max_pool2d(relu(batch_norm(conv2d(x, w, b)))) as one
+ * node (ops/nn_conv_block.c; what nn.Sequential runs for Conv2d,
+ * BatchNorm2d, ReLU, MaxPool2d in training): batch statistics, the running
+ * ones (rm, rv; may be NULL) moved by momentum as cnn_batch_norm does, the
+ * pool without padding or dilation, floor mode.  gamma, beta, b may be
+ * NULL.  Where the backend has no such block for the operands (a dtype
+ * other than float32, groups, a forced conv algorithm, float16 autocast,
+ * oneDNN without a fast primitive, CUDA) it returns NULL with *declined set
+ * and nothing changed: the caller runs the layers one by one.  Under
+ * cnn.autocast('bfloat16') the block runs in bfloat16 after the
+ * convolution (its output rounded, as PyTorch's autocast leaves it). */
+typedef struct {
+  cnn_conv_params conv;
+  int pool_kernel[2], pool_stride[2];
+} cnn_conv_block_params;
+cnn_tensor *cnn_conv_bn_relu_pool(cnn_tensor *x, cnn_tensor *w, cnn_tensor *b, cnn_tensor *rm,
+                                  cnn_tensor *rv, cnn_tensor *gamma, cnn_tensor *beta,
+                                  double momentum, double eps, const cnn_conv_block_params *p,
+                                  bool *declined);
+
 
 /* conv_transpose2d (ops/nn_conv_transpose.c): PyTorch's ConvTranspose2d.
  * w is in x out/groups x kH x kW; Hout = (H-1)*stride - 2*pad +

@@ -16,6 +16,12 @@
  *                             training, momentum, eps)
  * is F.relu(F.batch_norm(...)) in one node (cnn_batch_norm_relu), what
  * nn.Sequential calls for a BatchNorm followed by a ReLU (stdlib/nn/container.lua).
+ *
+ *   cnn.fused.conv_bn_relu_pool(x, w, b|nil, {sh, sw, pt, pb, pl, pr, dh, dw},
+ *                               running_mean|nil, running_var|nil, weight|nil, bias|nil,
+ *                               momentum, eps, {kh, kw, sh, sw})
+ * is the training block conv -> batch norm -> ReLU -> max pool in one node
+ * (cnn_conv_bn_relu_pool), or nil where the block does not apply.
  */
 #include "bind.h"
 
@@ -100,6 +106,44 @@ static int f_batch_norm_relu(lua_State *L) {
       L, cnn_batch_norm_relu(x, t[0], t[1], t[2], t[3], lua_toboolean(L, 6), momentum, eps));
 }
 
+/* The n integers of the list at arg into out ("<what> must be a list of n integers"). */
+static void int_list(lua_State *L, int arg, const char *what, int n, int *out) {
+  luaL_checktype(L, arg, LUA_TTABLE);
+  for (int i = 0; i < n; i++) {
+    lua_rawgeti(L, arg, i + 1);
+    int ok;
+    lua_Integer v = lua_tointegerx(L, -1, &ok);
+    lua_pop(L, 1);
+    if (!ok || v < 0 || v > 1000000)
+      luaL_error(L, "conv_bn_relu_pool: %s must be a list of %d integers in [0, 1000000]", what, n);
+    out[i] = (int)v;
+  }
+}
+
+static int f_conv_bn_relu_pool(lua_State *L) {
+  cnn_tensor *x = cnn_lua_check_tensor(L, 1), *w = cnn_lua_check_tensor(L, 2),
+             *b = cnn_lua_opt_tensor(L, 3), *t[4];
+  cnn_conv_block_params p;
+  int conv[8], pool[4];
+  int_list(L, 4, "the convolution's {sh, sw, pt, pb, pl, pr, dh, dw}", 8, conv);
+  for (int i = 0; i < 4; i++) t[i] = cnn_lua_opt_tensor(L, i + 5);
+  double momentum = luaL_checknumber(L, 9), eps = luaL_checknumber(L, 10);
+  int_list(L, 11, "the pool's {kh, kw, sh, sw}", 4, pool);
+  if (!(eps > 0)) return cnn_lua_fail(L, "conv_bn_relu_pool: eps must be positive, got %g", eps);
+  if (!(momentum >= 0 && momentum <= 1))
+    return cnn_lua_fail(L, "conv_bn_relu_pool: momentum must be in [0, 1], got %g", momentum);
+  p.conv = (cnn_conv_params){.stride = {conv[0], conv[1]},
+                             .pad = {conv[2], conv[3], conv[4], conv[5]},
+                             .dilation = {conv[6], conv[7]},
+                             .groups = 1};
+  p.pool_kernel[0] = pool[0], p.pool_kernel[1] = pool[1];
+  p.pool_stride[0] = pool[2], p.pool_stride[1] = pool[3];
+  bool declined;
+  cnn_tensor *y = cnn_conv_bn_relu_pool(x, w, b, t[0], t[1], t[2], t[3], momentum, eps, &p, &declined);
+  if (!y && declined) return lua_pushnil(L), 1;
+  return cnn_lua_push_result(L, y);
+}
+
 static const struct {
   const char *name;
   lua_CFunction fn;
@@ -121,6 +165,12 @@ static const struct {
      "training, momentum, eps)\n"
      "F.relu(F.batch_norm(x, ...)) as one op: one pass forward and backward on the CPU (the two "
      "ops elsewhere);\nnn.Sequential uses it for a BatchNorm followed by a ReLU without hooks."},
+    {"conv_bn_relu_pool", f_conv_bn_relu_pool,
+     "cnn.fused.conv_bn_relu_pool(x, w, b|nil, {sh, sw, pt, pb, pl, pr, dh, dw}, running_mean|nil,\n"
+     "                            running_var|nil, weight|nil, bias|nil, momentum, eps, {kh, kw, sh, sw})\n"
+     "F.max_pool2d(F.relu(F.batch_norm(F.conv2d(x, w, b, ...), ..., training)), ...) as one op in\n"
+     "oneDNN's blocked layouts (the CPU); nil where the block does not apply (run the layers).\n"
+     "nn.Sequential uses it for Conv2d, BatchNorm2d, ReLU, MaxPool2d in training without hooks."},
     {"rmsprop", f_rmsprop,
      "cnn.fused.rmsprop(p, g, sq, ga|nil, buf|nil, lr, alpha, eps, weight_decay, momentum, "
      "centered)\n"

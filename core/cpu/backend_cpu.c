@@ -84,6 +84,24 @@ static int conv_act_fwd(int dev, cnn_conv_algo algo, cnn_dtype dt, const cnn_con
   return cnn_cpu_conv2d_act_forward(algo, dt, s, x, w, b, act, p0, p1, y);
 }
 
+/* the training block conv -> batch norm -> ReLU -> max pool: conv_block_onednn.c */
+static int block_state(int dev, const cnn_conv_block_shape *s, size_t *bytes) {
+  (void)dev;
+  return cnn_cpu_conv_block_state_bytes(s, bytes);
+}
+static int block_fwd(int dev, const cnn_conv_block_shape *s, const float *x, const float *w,
+                     const float *b, const float *gamma, const float *beta, float *y, float *mean,
+                     float *var, void *state) {
+  (void)dev;
+  return cnn_cpu_conv_block_forward(s, x, w, b, gamma, beta, y, mean, var, state);
+}
+static int block_bwd(int dev, const cnn_conv_block_shape *s, const float *dy, const float *x,
+                     const float *w, const float *gamma, const float *beta, const void *state,
+                     float *dx, float *dw, float *db, float *dgamma, float *dbeta) {
+  (void)dev;
+  return cnn_cpu_conv_block_backward(s, dy, x, w, gamma, beta, state, dx, dw, db, dgamma, dbeta);
+}
+
 /* quantized inference (cnn.quantize): conv_int8.c */
 static int conv_int8_fwd(int dev, cnn_conv_algo algo, const cnn_conv_shape *s, const float *x,
                          float x_scale, const float *wq, const float *w_scale, const float *b,
@@ -223,6 +241,9 @@ const cnn_backend cnn_cpu_backend = {
     .conv_transpose2d_forward = conv_tr_fwd,
     .conv_transpose2d_backward = conv_tr_bwd,
     .conv2d_act_forward = conv_act_fwd,
+    .conv_block_state_bytes = block_state,
+    .conv_block_forward = block_fwd,
+    .conv_block_backward = block_bwd,
     .max_pool2d_forward = max_pool_fwd,
     .max_pool2d_backward = max_pool_bwd,
     .avg_pool2d_forward = avg_pool_fwd,

@@ -128,6 +128,33 @@ int cnn_cpu_conv2d_act_forward(cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_
 int cnn_cpu_conv2d_onednn_forward_act(const cnn_conv_shape *s, const float *x, const float *w,
                                       const float *b, cnn_unary_op act, double p0, double p1,
                                       float *y);
+/* ---- the training block conv -> batch norm -> ReLU -> max pool
+ * (conv_block_onednn.c; the op is core/ops/nn_conv_block.c) ---- */
+typedef struct {
+  cnn_conv_shape conv; /* groups 1; math CNN_FLOAT32 or CNN_BFLOAT16 */
+  int has_bias;        /* the convolution has a bias */
+  int pk[2], ps[2];    /* max pool window and stride (no padding, dilation 1, floor) */
+  int64_t PH, PW;      /* pooled output N x K x PH x PW */
+  float eps;           /* batch norm's */
+} cnn_conv_block_shape;
+/* Bytes of the state one training forward leaves for its backward (the
+ * convolution's output, batch norm's statistics and ReLU mask, the pool's
+ * argmax, all in oneDNN's layouts); -2 where oneDNN has no fast primitive
+ * for the block (the caller runs the layers one by one), -1 error. */
+int cnn_cpu_conv_block_state_bytes(const cnn_conv_block_shape *s, size_t *bytes);
+/* y (N x K x PH x PW) = maxpool(relu(bn(conv(x, w, b)))) with batch
+ * statistics; gamma, beta (K) may be NULL (1 and 0); writes the batch mean
+ * and biased variance (K each) and the state. */
+int cnn_cpu_conv_block_forward(const cnn_conv_block_shape *s, const float *x, const float *w,
+                               const float *b, const float *gamma, const float *beta, float *y,
+                               float *mean, float *var, void *state);
+/* The gradients for dy (N x K x PH x PW) from the forward's state; dw is
+ * required (the weight pass runs always), dx, db, dgamma, dbeta may be
+ * NULL (not wanted); all OVERWRITTEN. */
+int cnn_cpu_conv_block_backward(const cnn_conv_block_shape *s, const float *dy, const float *x,
+                                const float *w, const float *gamma, const float *beta,
+                                const void *state, float *dx, float *dw, float *db, float *dgamma,
+                                float *dbeta);
 /* int8 (cnn.quantize): acc (N x K x OH x OW int32) = conv(x, w) with x uint8
  * NCHW and w whole numbers in [-127, 127] stored as float32; no bias.
  * -2 where oneDNN has no primitive for the shape. */

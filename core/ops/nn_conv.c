@@ -118,6 +118,11 @@ static int conv_shape(const char *op, const cnn_tensor *x, const cnn_tensor *w, 
   return conv_geometry(op, x, w, p, s);
 }
 
+int cnn_conv2d_shape(const char *op, const cnn_tensor *x, const cnn_tensor *w, const cnn_tensor *b,
+                     const cnn_conv_params *p, cnn_conv_shape *s) {
+  return conv_shape(op, x, w, b, p, s);
+}
+
 /* Both backward passes: one entry where the backend has it (the CPU's
  * oneDNN reorders dy once for both), else the two passes in turn. */
 static int conv_backward_call(const cnn_backend *be, int dev, cnn_conv_algo algo, cnn_dtype dt,

@@ -32,6 +32,10 @@ cnn_tensor *cnn_scatter_add_new(int ndim, const int64_t *shape, int dim, cnn_ten
  * NULL); -1 with an error naming `op` */
 int cnn_conv_check_dtypes(const char *op, const cnn_tensor *x, const cnn_tensor *w,
                           const cnn_tensor *b);
+/* nn_conv.c: conv2d's rank, parameter and channel checks and its geometry
+ * (math CNN_FLOAT32); -1 with an error naming `op` */
+int cnn_conv2d_shape(const char *op, const cnn_tensor *x, const cnn_tensor *w, const cnn_tensor *b,
+                     const cnn_conv_params *p, cnn_conv_shape *s);
 /* nn_conv.c: the gradients a convolution-like node (inputs x, w [, b])
  * needs: gin[0] = dx, *dw (also when only db is wanted: the weight pass
  * computes both), gin[2] = db of nbias elements; -1 when out of memory */

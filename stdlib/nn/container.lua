@@ -53,15 +53,27 @@ function Sequential.fuses_bn_relu(m, r)
     and r.forward == ReLU.forward and not m:has_hooks() and not r:has_hooks()
 end
 
+-- ---- the training block Conv2d -> BatchNorm2d -> ReLU -> MaxPool2d ----------------
+
+local conv_block = require("nn.conv_block")
+
 -- Each child is called in order; a child's error comes back naming it
--- (nn.Module's __call adds the dotted path).  A BatchNorm followed by a
--- ReLU runs as one fused op (BatchNorm:forward_relu; same values and
--- gradients, one pass each way instead of two) where fuses_bn_relu allows.
+-- (nn.Module's __call adds the dotted path).  Two runs of children become
+-- one op where nothing can tell the difference (no hooks, the layers' own
+-- forwards; same values and gradients up to rounding):
+--  * Conv2d, BatchNorm2d (training), ReLU, MaxPool2d: one node whose
+--    activations stay in oneDNN's blocked layouts (nn/conv_block.lua);
+--  * a BatchNorm followed by a ReLU: one pass each way
+--    (BatchNorm:forward_relu) where fuses_bn_relu allows.
 function Sequential:forward(x)
   local i, n = 1, #self
   while i <= n do
     local m = self[i]
-    if i < n and Sequential.fuses_bn_relu(m, self[i + 1]) then
+    local y = i + 3 <= n and conv_block.run(self, i, x)
+    if y then
+      x = y
+      i = i + 4
+    elseif i < n and Sequential.fuses_bn_relu(m, self[i + 1]) then
       x = m:call_unhooked(m.forward_relu, x)
       i = i + 2
     else

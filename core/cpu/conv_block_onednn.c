@@ -1,0 +1,550 @@
+/*
+ * conv_block_onednn.c -- the training block conv -> batch norm -> ReLU ->
+ * max pool run end to end in oneDNN's blocked layouts (issue 19: the
+ * reorders around each convolution and our plain-layout batch norm and
+ * pooling cost more than the convolutions in a step; in bfloat16 the
+ * block's activations stay bfloat16).
+ *
+ * The caller's arrays are float32 and plain (x NCHW, w OIHW, y NCHW, the
+ * per-channel K vectors); everything between them lives in the layouts
+ * oneDNN picks (format any):
+ *
+ *   forward   x -> [reorder] conv -> conv_out -> batch norm + ReLU (fused,
+ *             dnnl_fuse_norm_relu: a ReLU mask in its workspace) -> bn_out
+ *             -> max pool (argmax in its workspace) -> [reorder] -> y
+ *   backward  dy -> [reorder] pool' -> batch norm' (reads conv_out, the
+ *             statistics and the mask) -> conv' weights (x reordered
+ *             again) and, where dx is wanted, conv' data -> [reorder] -> dx
+ *
+ * What backward needs from forward -- conv_out, the batch mean and
+ * variance, the two workspaces -- is the *state*: one caller-owned block
+ * per forward (a tensor the node keeps), laid out by the plan.  Every other
+ * intermediate lives in a shared arena for the length of one call.
+ *
+ * Precision.  conv.math = CNN_BFLOAT16 (cnn.autocast('bfloat16')): the
+ * convolution's inputs are rounded to bfloat16 by the reorders in and its
+ * output, batch norm, ReLU and the pool run in bfloat16 (statistics in
+ * float32), as PyTorch's CPU autocast leaves a convolution's output; the
+ * weight and input gradients and y are float32.  Otherwise all float32.
+ *
+ * Plans.  Creating the seven primitives costs far more than a step, so
+ * each block shape gets one cached plan (at most CACHE_SIZE, least recently
+ * used evicted); a shape oneDNN has no fast primitive for (it would pick a
+ * reference loop, "ref:any") is cached as unsupported and the caller runs
+ * the layers one by one.
+ *
+ * Invariants: `G.lock` serialises the cache, the arena and the stream; a
+ * plan's memory objects get their data handles right before each run.
+ */
+#include <dnnl.h>
+#include <dnnl_debug.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu/kernels.h"
+#include "cpu/onednn_util.h"
+
+#define CACHE_SIZE  16
+#define STATE_ALIGN 64 /* the state's base is a 64-byte aligned host block */
+#define MAX_BUFS    24
+
+/* Where a memory object's data is: the caller's array, the forward's
+ * state, or the arena. */
+typedef enum { IN_USER = 0, IN_STATE, IN_ARENA } place;
+
+typedef struct {
+  dnnl_memory_t m;
+  place where;
+  size_t off; /* in the state or the arena */
+} buf;
+
+/* A reorder between two buffers; p NULL when the layouts agree (then
+ * from == to). */
+typedef struct {
+  dnnl_primitive_t p;
+  buf *from, *to;
+} reorder;
+
+typedef struct {
+  int used, unsupported;
+  uint64_t last_use;
+  cnn_conv_block_shape shape;
+  size_t state_bytes, arena_bytes;
+  dnnl_primitive_t conv_f, bn_f, pool_f, pool_b, bn_b, conv_bw, conv_bd;
+  /* forward */
+  buf x, x_conv, w, w_conv, bias, conv_out, scale, shift, mean, var, bn_ws, bn_out, pool_out,
+      pool_ws, y;
+  /* backward */
+  buf dy, dy_pool, pool_dsrc, bn_dsrc, dscale, dshift, x_bw, dd_bw, dw_bw, dw, db, dd_bd, w_bd,
+      dx_bd, dx;
+  reorder r_x, r_w, r_y, r_dy, r_x_bw, r_dd_bw, r_dw, r_dd_bd, r_w_bd, r_dx;
+  buf *placed[MAX_BUFS]; /* the state and arena buffers, for binding */
+  int nplaced;
+  float *ones, *zeros, *spare[3]; /* K each: gamma/beta when absent; unwanted gradients */
+} plan;
+
+static struct {
+  pthread_mutex_t lock;
+  dnnl_engine_t engine;
+  dnnl_stream_t stream;
+  plan plans[CACHE_SIZE];
+  uint64_t clock;
+  cnn_onednn_arena arena;
+} G = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static const char OP[] = "conv_bn_relu_pool";
+
+/* ---- shapes ---------------------------------------------------------------------------- */
+
+static int conv_equal(const cnn_conv_shape *a, const cnn_conv_shape *b) {
+  return a->N == b->N && a->C == b->C && a->H == b->H && a->W == b->W && a->K == b->K &&
+         a->R == b->R && a->S == b->S && a->OH == b->OH && a->OW == b->OW && a->sh == b->sh &&
+         a->sw == b->sw && a->pt == b->pt && a->pb == b->pb && a->pl == b->pl && a->pr == b->pr &&
+         a->dh == b->dh && a->dw == b->dw && a->groups == b->groups && a->math == b->math;
+}
+
+static int shape_equal(const cnn_conv_block_shape *a, const cnn_conv_block_shape *b) {
+  return conv_equal(&a->conv, &b->conv) && a->has_bias == b->has_bias && a->pk[0] == b->pk[0] &&
+         a->pk[1] == b->pk[1] && a->ps[0] == b->ps[0] && a->ps[1] == b->ps[1] && a->PH == b->PH &&
+         a->PW == b->PW && a->eps == b->eps;
+}
+
+/* ---- buffers and reorders ------------------------------------------------------------------ */
+
+static const dnnl_memory_desc_t *md_of(const buf *b) {
+  const dnnl_memory_desc_t *md = NULL;
+  dnnl_memory_get_memory_desc(b->m, &md);
+  return md;
+}
+
+/* A memory object of layout md placed at *cursor of `where` (advanced). */
+static dnnl_status_t buf_make(plan *pl, buf *b, const dnnl_memory_desc_t *md, place where,
+                              size_t *cursor) {
+  dnnl_status_t st = dnnl_memory_create(&b->m, md, G.engine, DNNL_MEMORY_NONE);
+  if (st != dnnl_success) return st;
+  b->where = where;
+  if (where == IN_USER) return dnnl_success;
+  size_t align = where == IN_STATE ? STATE_ALIGN : CNN_ONEDNN_ALIGN;
+  b->off = *cursor;
+  *cursor += (dnnl_memory_desc_get_size(md) + align - 1) / align * align;
+  pl->placed[pl->nplaced++] = b;
+  return dnnl_success;
+}
+
+static dnnl_status_t user_buf(plan *pl, buf *b, int nd, const dnnl_dims_t dims,
+                              dnnl_format_tag_t tag) {
+  dnnl_memory_desc_t md;
+  dnnl_status_t st = dnnl_memory_desc_init_by_tag(&md, nd, dims, dnnl_f32, tag);
+  return st == dnnl_success ? buf_make(pl, b, &md, IN_USER, NULL) : st;
+}
+
+static dnnl_status_t reorder_prim(reorder *r) {
+  dnnl_primitive_desc_t pd;
+  dnnl_status_t st =
+      dnnl_reorder_primitive_desc_create(&pd, md_of(r->from), G.engine, md_of(r->to), G.engine, NULL);
+  if (st != dnnl_success) return st;
+  st = dnnl_primitive_create(&r->p, pd);
+  dnnl_primitive_desc_destroy(pd);
+  return st;
+}
+
+/* Input side: the primitive reads r->to in layout `want`, fed from src --
+ * src itself when the layouts agree, else tmp (made at *cursor of the
+ * arena) filled by a reorder. */
+static dnnl_status_t feed(plan *pl, reorder *r, buf *src, buf *tmp, const dnnl_memory_desc_t *want,
+                          size_t *cursor) {
+  r->from = src, r->to = src;
+  if (dnnl_memory_desc_equal(md_of(src), want)) return dnnl_success;
+  dnnl_status_t st = buf_make(pl, tmp, want, IN_ARENA, cursor);
+  r->to = tmp;
+  return st == dnnl_success ? reorder_prim(r) : st;
+}
+
+/* Output side: the primitive writes r->from in layout `have`, drained into
+ * dst -- dst itself when the layouts agree, else tmp and a reorder. */
+static dnnl_status_t drain(plan *pl, reorder *r, buf *dst, buf *tmp, const dnnl_memory_desc_t *have,
+                           size_t *cursor) {
+  r->from = dst, r->to = dst;
+  if (dnnl_memory_desc_equal(md_of(dst), have)) return dnnl_success;
+  dnnl_status_t st = buf_make(pl, tmp, have, IN_ARENA, cursor);
+  r->from = tmp;
+  return st == dnnl_success ? reorder_prim(r) : st;
+}
+
+/* ---- primitives ------------------------------------------------------------------------------ */
+
+/* The primitive of op descriptor `desc` (hint: its forward), refusing
+ * oneDNN's reference loops; *pd kept for queries (the caller destroys). */
+static dnnl_status_t make_prim(const void *desc, dnnl_primitive_desc_t hint,
+                               dnnl_primitive_desc_t *pd, dnnl_primitive_t *p) {
+  dnnl_status_t st = dnnl_primitive_desc_create(pd, desc, NULL, G.engine, hint);
+  if (st == dnnl_success && (st = cnn_onednn_refuse_reference(*pd)) != dnnl_success) *pd = NULL;
+  return st == dnnl_success ? dnnl_primitive_create(p, *pd) : st;
+}
+
+static const dnnl_memory_desc_t *q(dnnl_primitive_desc_t pd, dnnl_query_t what, int i) {
+  return dnnl_primitive_desc_query_md(pd, what, i);
+}
+
+enum { PD_CONV, PD_BN, PD_POOL, PD_POOL_B, PD_BN_B, PD_CONV_BW, PD_CONV_BD, NPD };
+
+typedef struct {
+  dnnl_memory_desc_t x, w, b, y, k; /* the caller's: plain float32 */
+  dnnl_memory_desc_t ax, aw, ao, ap; /* format any, in the block's data type */
+  dnnl_memory_desc_t awf, axf;       /* float32 any: weight and input gradients */
+  dnnl_dims_t stride, dilate, pad_l, pad_r, pk, ps, p0, d0;
+} block_mds;
+
+static void init_mds(const cnn_conv_block_shape *s, block_mds *m) {
+  const cnn_conv_shape *c = &s->conv;
+  dnnl_data_type_t dt = c->math == CNN_BFLOAT16 ? dnnl_bf16 : dnnl_f32;
+  dnnl_dims_t xd = {c->N, c->C, c->H, c->W}, wd = {c->K, c->C, c->R, c->S}, kd = {c->K},
+              od = {c->N, c->K, c->OH, c->OW}, pd = {c->N, c->K, s->PH, s->PW};
+  dnnl_memory_desc_init_by_tag(&m->x, 4, xd, dnnl_f32, dnnl_nchw);
+  dnnl_memory_desc_init_by_tag(&m->w, 4, wd, dnnl_f32, dnnl_oihw);
+  dnnl_memory_desc_init_by_tag(&m->k, 1, kd, dnnl_f32, dnnl_x);
+  dnnl_memory_desc_init_by_tag(&m->y, 4, pd, dnnl_f32, dnnl_nchw);
+  dnnl_memory_desc_init_by_tag(&m->ax, 4, xd, dt, dnnl_format_tag_any);
+  dnnl_memory_desc_init_by_tag(&m->aw, 4, wd, dt, dnnl_format_tag_any);
+  dnnl_memory_desc_init_by_tag(&m->ao, 4, od, dt, dnnl_format_tag_any);
+  dnnl_memory_desc_init_by_tag(&m->ap, 4, pd, dt, dnnl_format_tag_any);
+  dnnl_memory_desc_init_by_tag(&m->awf, 4, wd, dnnl_f32, dnnl_format_tag_any);
+  dnnl_memory_desc_init_by_tag(&m->axf, 4, xd, dnnl_f32, dnnl_format_tag_any);
+  m->b = m->k;
+  m->stride[0] = c->sh, m->stride[1] = c->sw;
+  m->dilate[0] = c->dh - 1, m->dilate[1] = c->dw - 1;
+  m->pad_l[0] = c->pt, m->pad_l[1] = c->pl;
+  m->pad_r[0] = c->pb, m->pad_r[1] = c->pr;
+  m->pk[0] = s->pk[0], m->pk[1] = s->pk[1];
+  m->ps[0] = s->ps[0], m->ps[1] = s->ps[1];
+  m->p0[0] = m->p0[1] = 0, m->d0[0] = m->d0[1] = 0;
+}
+
+static const unsigned BN_FLAGS = dnnl_use_scale | dnnl_use_shift | dnnl_fuse_norm_relu;
+
+/* The forward primitives and the buffers they use. */
+static dnnl_status_t build_forward(plan *pl, block_mds *m, dnnl_primitive_desc_t *pd,
+                                   size_t *state, size_t *arena) {
+  const cnn_conv_block_shape *s = &pl->shape;
+  dnnl_convolution_desc_t cd;
+  dnnl_batch_normalization_desc_t bd;
+  dnnl_pooling_v2_desc_t qd;
+  dnnl_status_t st = dnnl_dilated_convolution_forward_desc_init(
+      &cd, dnnl_forward_training, dnnl_convolution_direct, &m->ax, &m->aw,
+      s->has_bias ? &m->b : NULL, &m->ao, m->stride, m->dilate, m->pad_l, m->pad_r);
+#define TRY(call)                                                                                  \
+  if (st == dnnl_success) st = (call)
+  TRY(make_prim(&cd, NULL, &pd[PD_CONV], &pl->conv_f));
+  TRY(feed(pl, &pl->r_x, &pl->x, &pl->x_conv, q(pd[PD_CONV], dnnl_query_src_md, 0), arena));
+  TRY(feed(pl, &pl->r_w, &pl->w, &pl->w_conv, q(pd[PD_CONV], dnnl_query_weights_md, 0), arena));
+  TRY(buf_make(pl, &pl->conv_out, q(pd[PD_CONV], dnnl_query_dst_md, 0), IN_STATE, state));
+  TRY(dnnl_batch_normalization_forward_desc_init(&bd, dnnl_forward_training, md_of(&pl->conv_out),
+                                                 s->eps, BN_FLAGS));
+  TRY(make_prim(&bd, NULL, &pd[PD_BN], &pl->bn_f));
+  /* training's outputs: dst 0 the data, 1 the mean, 2 the variance */
+  TRY(buf_make(pl, &pl->bn_out, q(pd[PD_BN], dnnl_query_dst_md, 0), IN_ARENA, arena));
+  TRY(buf_make(pl, &pl->mean, q(pd[PD_BN], dnnl_query_dst_md, 1), IN_STATE, state));
+  TRY(buf_make(pl, &pl->var, q(pd[PD_BN], dnnl_query_dst_md, 2), IN_STATE, state));
+  TRY(buf_make(pl, &pl->bn_ws, q(pd[PD_BN], dnnl_query_workspace_md, 0), IN_STATE, state));
+  TRY(dnnl_pooling_v2_forward_desc_init(&qd, dnnl_forward_training, dnnl_pooling_max,
+                                        md_of(&pl->bn_out), &m->ap, m->ps, m->pk, m->d0, m->p0,
+                                        m->p0));
+  TRY(make_prim(&qd, NULL, &pd[PD_POOL], &pl->pool_f));
+  TRY(buf_make(pl, &pl->pool_ws, q(pd[PD_POOL], dnnl_query_workspace_md, 0), IN_STATE, state));
+  TRY(drain(pl, &pl->r_y, &pl->y, &pl->pool_out, q(pd[PD_POOL], dnnl_query_dst_md, 0), arena));
+  return st;
+}
+
+/* The backward primitives (hinted by the forward ones) and their buffers;
+ * the arena cursor starts again at 0 (forward's temporaries are dead). */
+static dnnl_status_t build_backward(plan *pl, block_mds *m, dnnl_primitive_desc_t *pd,
+                                    size_t *arena) {
+  const cnn_conv_block_shape *s = &pl->shape;
+  dnnl_pooling_v2_desc_t qd;
+  dnnl_batch_normalization_desc_t bd;
+  dnnl_convolution_desc_t wd, dd;
+  dnnl_status_t st = dnnl_pooling_v2_backward_desc_init(
+      &qd, dnnl_pooling_max, md_of(&pl->bn_out), q(pd[PD_POOL], dnnl_query_dst_md, 0), m->ps,
+      m->pk, m->d0, m->p0, m->p0);
+  TRY(make_prim(&qd, pd[PD_POOL], &pd[PD_POOL_B], &pl->pool_b));
+  TRY(feed(pl, &pl->r_dy, &pl->dy, &pl->dy_pool, q(pd[PD_POOL_B], dnnl_query_diff_dst_md, 0),
+           arena));
+  TRY(buf_make(pl, &pl->pool_dsrc, q(pd[PD_POOL_B], dnnl_query_diff_src_md, 0), IN_ARENA, arena));
+  TRY(dnnl_batch_normalization_backward_desc_init(&bd, dnnl_backward, md_of(&pl->pool_dsrc),
+                                                  md_of(&pl->conv_out), s->eps, BN_FLAGS));
+  TRY(make_prim(&bd, pd[PD_BN], &pd[PD_BN_B], &pl->bn_b));
+  TRY(buf_make(pl, &pl->bn_dsrc, q(pd[PD_BN_B], dnnl_query_diff_src_md, 0), IN_ARENA, arena));
+  TRY(dnnl_dilated_convolution_backward_weights_desc_init(
+      &wd, dnnl_convolution_direct, q(pd[PD_CONV], dnnl_query_src_md, 0), &m->awf,
+      s->has_bias ? &m->b : NULL, &m->ao, m->stride, m->dilate, m->pad_l, m->pad_r));
+  TRY(make_prim(&wd, pd[PD_CONV], &pd[PD_CONV_BW], &pl->conv_bw));
+  TRY(feed(pl, &pl->r_x_bw, &pl->x, &pl->x_bw, q(pd[PD_CONV_BW], dnnl_query_src_md, 0), arena));
+  TRY(feed(pl, &pl->r_dd_bw, &pl->bn_dsrc, &pl->dd_bw,
+           q(pd[PD_CONV_BW], dnnl_query_diff_dst_md, 0), arena));
+  TRY(drain(pl, &pl->r_dw, &pl->dw, &pl->dw_bw, q(pd[PD_CONV_BW], dnnl_query_diff_weights_md, 0),
+            arena));
+  TRY(dnnl_dilated_convolution_backward_data_desc_init(&dd, dnnl_convolution_direct, &m->axf,
+                                                       &m->aw, &m->ao, m->stride, m->dilate,
+                                                       m->pad_l, m->pad_r));
+  TRY(make_prim(&dd, pd[PD_CONV], &pd[PD_CONV_BD], &pl->conv_bd));
+  TRY(feed(pl, &pl->r_dd_bd, &pl->bn_dsrc, &pl->dd_bd,
+           q(pd[PD_CONV_BD], dnnl_query_diff_dst_md, 0), arena));
+  TRY(feed(pl, &pl->r_w_bd, &pl->w, &pl->w_bd, q(pd[PD_CONV_BD], dnnl_query_weights_md, 0),
+           arena));
+  TRY(drain(pl, &pl->r_dx, &pl->dx, &pl->dx_bd, q(pd[PD_CONV_BD], dnnl_query_diff_src_md, 0),
+            arena));
+  return st;
+}
+
+/* The caller's buffers (handles set per call). */
+static dnnl_status_t build_user(plan *pl, block_mds *m) {
+  dnnl_status_t st = dnnl_success;
+  const cnn_conv_shape *c = &pl->shape.conv;
+  dnnl_dims_t xd = {c->N, c->C, c->H, c->W}, wd = {c->K, c->C, c->R, c->S}, kd = {c->K},
+              yd = {c->N, c->K, pl->shape.PH, pl->shape.PW};
+  buf *xs[] = {&pl->x, &pl->dx}, *ws[] = {&pl->w, &pl->dw}, *ys[] = {&pl->y, &pl->dy};
+  buf *ks[] = {&pl->bias, &pl->scale, &pl->shift, &pl->db, &pl->dscale, &pl->dshift};
+  for (int i = 0; i < 2; i++) {
+    TRY(user_buf(pl, xs[i], 4, xd, dnnl_nchw));
+    TRY(user_buf(pl, ws[i], 4, wd, dnnl_oihw));
+    TRY(user_buf(pl, ys[i], 4, yd, dnnl_nchw));
+  }
+  for (int i = 0; i < 6; i++) TRY(user_buf(pl, ks[i], 1, kd, dnnl_x));
+  (void)m;
+  return st;
+}
+#undef TRY
+
+static void reorder_destroy(reorder *r) {
+  if (r->p) dnnl_primitive_destroy(r->p);
+}
+
+static void plan_destroy(plan *pl) {
+  dnnl_primitive_t prims[] = {pl->conv_f, pl->bn_f, pl->pool_f, pl->pool_b,
+                              pl->bn_b,   pl->conv_bw, pl->conv_bd};
+  for (size_t i = 0; i < sizeof prims / sizeof *prims; i++)
+    if (prims[i]) dnnl_primitive_destroy(prims[i]);
+  reorder *rs[] = {&pl->r_x,    &pl->r_w,     &pl->r_y,  &pl->r_dy,   &pl->r_x_bw,
+                   &pl->r_dd_bw, &pl->r_dw, &pl->r_dd_bd, &pl->r_w_bd, &pl->r_dx};
+  for (size_t i = 0; i < sizeof rs / sizeof *rs; i++) reorder_destroy(rs[i]);
+  buf *bs[] = {&pl->x,      &pl->x_conv, &pl->w,        &pl->w_conv, &pl->bias,    &pl->conv_out,
+               &pl->scale,  &pl->shift,  &pl->mean,     &pl->var,    &pl->bn_ws,   &pl->bn_out,
+               &pl->pool_out, &pl->pool_ws, &pl->y,     &pl->dy,     &pl->dy_pool, &pl->pool_dsrc,
+               &pl->bn_dsrc, &pl->dscale, &pl->dshift,  &pl->x_bw,   &pl->dd_bw,   &pl->dw_bw,
+               &pl->dw,     &pl->db,     &pl->dd_bd,    &pl->w_bd,   &pl->dx_bd,   &pl->dx};
+  for (size_t i = 0; i < sizeof bs / sizeof *bs; i++)
+    if (bs[i]->m) dnnl_memory_destroy(bs[i]->m);
+  free(pl->ones);
+  memset(pl, 0, sizeof *pl);
+}
+
+/* The constant and spare K-vectors: gamma = 1 and beta = 0 where the
+ * layer has none, and targets for gradients nobody wants. */
+static int plan_vectors(plan *pl) {
+  int64_t K = pl->shape.conv.K;
+  pl->ones = malloc(5 * (size_t)K * sizeof(float));
+  if (!pl->ones) return -1;
+  pl->zeros = pl->ones + K;
+  for (int i = 0; i < 3; i++) pl->spare[i] = pl->ones + (2 + i) * K;
+  for (int64_t k = 0; k < K; k++) pl->ones[k] = 1.0f, pl->zeros[k] = 0.0f;
+  return 0;
+}
+
+/* Builds pl for shape s: 0, -2 (oneDNN has no fast primitive: cached as
+ * unsupported), or -1 (out of memory; error set). */
+static int plan_build(plan *pl, const cnn_conv_block_shape *s) {
+  memset(pl, 0, sizeof *pl);
+  pl->shape = *s;
+  block_mds m;
+  init_mds(s, &m);
+  dnnl_primitive_desc_t pd[NPD] = {NULL};
+  size_t state = 0, arena_f = 0, arena_b = 0;
+  dnnl_status_t st = build_user(pl, &m);
+  if (st == dnnl_success) st = build_forward(pl, &m, pd, &state, &arena_f);
+  if (st == dnnl_success) st = build_backward(pl, &m, pd, &arena_b);
+  for (int i = 0; i < NPD; i++)
+    if (pd[i]) dnnl_primitive_desc_destroy(pd[i]);
+  if (st != dnnl_success) {
+    plan_destroy(pl);
+    pl->used = pl->unsupported = 1, pl->shape = *s;
+    return -2;
+  }
+  pl->used = 1;
+  pl->state_bytes = state;
+  pl->arena_bytes = arena_f > arena_b ? arena_f : arena_b;
+  if (plan_vectors(pl)) {
+    plan_destroy(pl);
+    cnn_set_error("%s: out of memory for a plan of %lld channels", OP, (long long)s->conv.K);
+    return -1;
+  }
+  return 0;
+}
+
+/* The plan of s under the lock: NULL with *rc -2 (unsupported) or -1. */
+static plan *plan_of(const cnn_conv_block_shape *s, int *rc) {
+  dnnl_status_t st = cnn_onednn_stream_open(&G.engine, &G.stream);
+  if (st != dnnl_success) {
+    cnn_set_error("%s: oneDNN engine creation failed (%s)", OP, dnnl_status2str(st));
+    return *rc = -1, NULL;
+  }
+  plan *lru = &G.plans[0];
+  for (int i = 0; i < CACHE_SIZE; i++) {
+    plan *pl = &G.plans[i];
+    if (pl->used && shape_equal(&pl->shape, s)) {
+      pl->last_use = ++G.clock;
+      *rc = pl->unsupported ? -2 : 0;
+      return pl->unsupported ? NULL : pl;
+    }
+    if (!pl->used || (lru->used && pl->last_use < lru->last_use)) lru = pl;
+  }
+  if (lru->used) plan_destroy(lru);
+  *rc = plan_build(lru, s);
+  lru->last_use = ++G.clock;
+  return *rc ? NULL : lru;
+}
+
+/* ---- running ---------------------------------------------------------------------------------- */
+
+static void bind(plan *pl, void *state, void *arena) {
+  for (int i = 0; i < pl->nplaced; i++) {
+    buf *b = pl->placed[i];
+    char *base = b->where == IN_STATE ? state : arena;
+    dnnl_memory_set_data_handle(b->m, base + b->off);
+  }
+}
+
+static void set(buf *b, const void *p) { dnnl_memory_set_data_handle(b->m, (void *)p); }
+
+static dnnl_status_t run(dnnl_primitive_t p, int n, const dnnl_exec_arg_t *a) {
+  return dnnl_primitive_execute(p, G.stream, n, a);
+}
+
+static dnnl_status_t run_reorder(const reorder *r) {
+  if (!r->p) return dnnl_success;
+  dnnl_exec_arg_t a[2] = {{DNNL_ARG_FROM, r->from->m}, {DNNL_ARG_TO, r->to->m}};
+  return run(r->p, 2, a);
+}
+
+static dnnl_status_t forward_run(plan *pl) {
+  dnnl_status_t st = run_reorder(&pl->r_x);
+  if (st == dnnl_success) st = run_reorder(&pl->r_w);
+  dnnl_exec_arg_t conv[] = {{DNNL_ARG_SRC, pl->r_x.to->m},
+                            {DNNL_ARG_WEIGHTS, pl->r_w.to->m},
+                            {DNNL_ARG_DST, pl->conv_out.m},
+                            {DNNL_ARG_BIAS, pl->bias.m}};
+  if (st == dnnl_success) st = run(pl->conv_f, pl->shape.has_bias ? 4 : 3, conv);
+  dnnl_exec_arg_t bn[] = {{DNNL_ARG_SRC, pl->conv_out.m}, {DNNL_ARG_DST, pl->bn_out.m},
+                          {DNNL_ARG_SCALE, pl->scale.m},  {DNNL_ARG_SHIFT, pl->shift.m},
+                          {DNNL_ARG_MEAN, pl->mean.m},    {DNNL_ARG_VARIANCE, pl->var.m},
+                          {DNNL_ARG_WORKSPACE, pl->bn_ws.m}};
+  if (st == dnnl_success) st = run(pl->bn_f, 7, bn);
+  dnnl_exec_arg_t pool[] = {{DNNL_ARG_SRC, pl->bn_out.m},
+                            {DNNL_ARG_DST, pl->r_y.from->m},
+                            {DNNL_ARG_WORKSPACE, pl->pool_ws.m}};
+  if (st == dnnl_success) st = run(pl->pool_f, 3, pool);
+  if (st == dnnl_success) st = run_reorder(&pl->r_y);
+  return st == dnnl_success ? dnnl_stream_wait(G.stream) : st;
+}
+
+static dnnl_status_t backward_run(plan *pl, int want_dx) {
+  dnnl_status_t st = run_reorder(&pl->r_dy);
+  dnnl_exec_arg_t pool[] = {{DNNL_ARG_DIFF_DST, pl->r_dy.to->m},
+                            {DNNL_ARG_DIFF_SRC, pl->pool_dsrc.m},
+                            {DNNL_ARG_WORKSPACE, pl->pool_ws.m}};
+  if (st == dnnl_success) st = run(pl->pool_b, 3, pool);
+  /* oneDNN 2.6 refuses the backward without the shift when use_shift is set */
+  dnnl_exec_arg_t bn[] = {
+      {DNNL_ARG_SRC, pl->conv_out.m},       {DNNL_ARG_MEAN, pl->mean.m},
+      {DNNL_ARG_VARIANCE, pl->var.m},       {DNNL_ARG_SCALE, pl->scale.m},
+      {DNNL_ARG_SHIFT, pl->shift.m},        {DNNL_ARG_WORKSPACE, pl->bn_ws.m},
+      {DNNL_ARG_DIFF_DST, pl->pool_dsrc.m}, {DNNL_ARG_DIFF_SRC, pl->bn_dsrc.m},
+      {DNNL_ARG_DIFF_SCALE, pl->dscale.m},  {DNNL_ARG_DIFF_SHIFT, pl->dshift.m}};
+  if (st == dnnl_success) st = run(pl->bn_b, 10, bn);
+  if (st == dnnl_success) st = run_reorder(&pl->r_x_bw);
+  if (st == dnnl_success) st = run_reorder(&pl->r_dd_bw);
+  dnnl_exec_arg_t bw[] = {{DNNL_ARG_SRC, pl->r_x_bw.to->m},
+                          {DNNL_ARG_DIFF_DST, pl->r_dd_bw.to->m},
+                          {DNNL_ARG_DIFF_WEIGHTS, pl->r_dw.from->m},
+                          {DNNL_ARG_DIFF_BIAS, pl->db.m}};
+  if (st == dnnl_success) st = run(pl->conv_bw, pl->shape.has_bias ? 4 : 3, bw);
+  if (st == dnnl_success) st = run_reorder(&pl->r_dw);
+  if (want_dx) {
+    if (st == dnnl_success) st = run_reorder(&pl->r_dd_bd);
+    if (st == dnnl_success) st = run_reorder(&pl->r_w_bd);
+    dnnl_exec_arg_t bd[] = {{DNNL_ARG_DIFF_DST, pl->r_dd_bd.to->m},
+                            {DNNL_ARG_WEIGHTS, pl->r_w_bd.to->m},
+                            {DNNL_ARG_DIFF_SRC, pl->r_dx.from->m}};
+    if (st == dnnl_success) st = run(pl->conv_bd, 3, bd);
+    if (st == dnnl_success) st = run_reorder(&pl->r_dx);
+  }
+  return st == dnnl_success ? dnnl_stream_wait(G.stream) : st;
+}
+
+/* The plan and arena for a call under the lock: 0, -1 or -2. */
+static int prepare(const cnn_conv_block_shape *s, plan **pl) {
+  if (cnn_interrupt_pending()) return cnn_set_error("%s: interrupted", OP), -1;
+  int rc;
+  *pl = plan_of(s, &rc);
+  if (rc == 0 && cnn_onednn_arena_reserve(&G.arena, (*pl)->arena_bytes, OP, "block temporaries"))
+    rc = -1;
+  return rc;
+}
+
+static int fail(const char *what, dnnl_status_t st) {
+  cnn_set_error("%s: oneDNN %s failed (%s)", OP, what, dnnl_status2str(st));
+  return -1;
+}
+
+int cnn_cpu_conv_block_state_bytes(const cnn_conv_block_shape *s, size_t *bytes) {
+  pthread_mutex_lock(&G.lock);
+  int rc;
+  plan *pl = plan_of(s, &rc);
+  if (pl) *bytes = pl->state_bytes;
+  pthread_mutex_unlock(&G.lock);
+  return rc;
+}
+
+int cnn_cpu_conv_block_forward(const cnn_conv_block_shape *s, const float *x, const float *w,
+                               const float *b, const float *gamma, const float *beta, float *y,
+                               float *mean, float *var, void *state) {
+  pthread_mutex_lock(&G.lock);
+  plan *pl;
+  int rc = prepare(s, &pl);
+  if (rc == 0) {
+    bind(pl, state, G.arena.base);
+    set(&pl->x, x), set(&pl->w, w), set(&pl->bias, b), set(&pl->y, y);
+    set(&pl->scale, gamma ? gamma : pl->ones), set(&pl->shift, beta ? beta : pl->zeros);
+    dnnl_status_t st = forward_run(pl);
+    if (st != dnnl_success) rc = fail("forward", st);
+  }
+  if (rc == 0) {
+    size_t kb = (size_t)s->conv.K * sizeof(float);
+    memcpy(mean, (char *)state + pl->mean.off, kb);
+    memcpy(var, (char *)state + pl->var.off, kb);
+  }
+  pthread_mutex_unlock(&G.lock);
+  return rc;
+}
+
+int cnn_cpu_conv_block_backward(const cnn_conv_block_shape *s, const float *dy, const float *x,
+                                const float *w, const float *gamma, const float *beta,
+                                const void *state, float *dx, float *dw, float *db, float *dgamma,
+                                float *dbeta) {
+  pthread_mutex_lock(&G.lock);
+  plan *pl;
+  int rc = prepare(s, &pl);
+  if (rc == 0) {
+    bind(pl, (void *)state, G.arena.base);
+    set(&pl->dy, dy), set(&pl->x, x), set(&pl->w, w), set(&pl->dx, dx), set(&pl->dw, dw);
+    set(&pl->db, db ? db : pl->spare[0]);
+    set(&pl->scale, gamma ? gamma : pl->ones), set(&pl->shift, beta ? beta : pl->zeros);
+    set(&pl->dscale, dgamma ? dgamma : pl->spare[1]);
+    set(&pl->dshift, dbeta ? dbeta : pl->spare[2]);
+    dnnl_status_t st = backward_run(pl, dx != NULL);
+    if (st != dnnl_success) rc = fail("backward", st);
+  }
+  pthread_mutex_unlock(&G.lock);
+  return rc;
+}

@@ -48,7 +48,10 @@
 
 #define CACHE_SIZE  16
 #define STATE_ALIGN 64 /* the state's base is a 64-byte aligned host block */
-#define MAX_BUFS    24
+#define MAX_BUFS    32
+
+/* The seven primitives, in the order of the plan's fields. */
+enum { PD_CONV, PD_BN, PD_POOL, PD_POOL_B, PD_BN_B, PD_CONV_BW, PD_CONV_BD, NPRIM };
 
 /* Where a memory object's data is: the caller's array, the forward's
  * state, or the arena. */
@@ -80,6 +83,7 @@ typedef struct {
   buf dy, dy_pool, pool_dsrc, bn_dsrc, dscale, dshift, x_bw, dd_bw, dw_bw, dw, db, dd_bd, w_bd,
       dx_bd, dx;
   reorder r_x, r_w, r_y, r_dy, r_x_bw, r_dd_bw, r_dw, r_dd_bd, r_w_bd, r_dx;
+  buf scratch[NPRIM];     /* each primitive's scratchpad: one arena region, shared */
   buf *placed[MAX_BUFS]; /* the state and arena buffers, for binding */
   int nplaced;
   float *ones, *zeros, *spare[3]; /* K each: gamma/beta when absent; unwanted gradients */
@@ -175,20 +179,41 @@ static dnnl_status_t drain(plan *pl, reorder *r, buf *dst, buf *tmp, const dnnl_
 
 /* ---- primitives ------------------------------------------------------------------------------ */
 
-/* The primitive of op descriptor `desc` (hint: its forward), refusing
- * oneDNN's reference loops; *pd kept for queries (the caller destroys). */
-static dnnl_status_t make_prim(const void *desc, dnnl_primitive_desc_t hint,
-                               dnnl_primitive_desc_t *pd, dnnl_primitive_t *p) {
-  dnnl_status_t st = dnnl_primitive_desc_create(pd, desc, NULL, G.engine, hint);
-  if (st == dnnl_success && (st = cnn_onednn_refuse_reference(*pd)) != dnnl_success) *pd = NULL;
-  return st == dnnl_success ? dnnl_primitive_create(p, *pd) : st;
-}
-
 static const dnnl_memory_desc_t *q(dnnl_primitive_desc_t pd, dnnl_query_t what, int i) {
   return dnnl_primitive_desc_query_md(pd, what, i);
 }
 
-enum { PD_CONV, PD_BN, PD_POOL, PD_POOL_B, PD_BN_B, PD_CONV_BW, PD_CONV_BD, NPD };
+/* The primitive of op descriptor `desc` (hint: its forward), refusing
+ * oneDNN's reference loops; *pd kept for queries (the caller destroys). */
+static dnnl_status_t make_prim(const void *desc, dnnl_primitive_desc_t hint,
+                               dnnl_primitive_desc_t *pd, dnnl_primitive_t *p) {
+  dnnl_primitive_attr_t attr;
+  dnnl_status_t st = dnnl_primitive_attr_create(&attr);
+  if (st != dnnl_success) return st;
+  /* user scratchpads (in the arena): the library's would be allocated and
+   * freed on every run */
+  st = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
+  if (st == dnnl_success) st = dnnl_primitive_desc_create(pd, desc, attr, G.engine, hint);
+  dnnl_primitive_attr_destroy(attr);
+  if (st == dnnl_success && (st = cnn_onednn_refuse_reference(*pd)) != dnnl_success) *pd = NULL;
+  return st == dnnl_success ? dnnl_primitive_create(p, *pd) : st;
+}
+
+/* Each primitive's scratchpad, all at offset *arena (they run one at a
+ * time), which grows by the largest. */
+static dnnl_status_t build_scratch(plan *pl, dnnl_primitive_desc_t *pd, size_t *arena) {
+  size_t base = *arena, most = 0;
+  for (int i = 0; i < NPRIM; i++) {
+    const dnnl_memory_desc_t *md = q(pd[i], dnnl_query_scratchpad_md, 0);
+    size_t at = base;
+    dnnl_status_t st = buf_make(pl, &pl->scratch[i], md, IN_ARENA, &at);
+    if (st != dnnl_success) return st;
+    if (at - base > most) most = at - base;
+  }
+  *arena = base + most;
+  return dnnl_success;
+}
+
 
 typedef struct {
   dnnl_memory_desc_t x, w, b, y, k; /* the caller's: plain float32 */
@@ -336,6 +361,8 @@ static void plan_destroy(plan *pl) {
                &pl->dw,     &pl->db,     &pl->dd_bd,    &pl->w_bd,   &pl->dx_bd,   &pl->dx};
   for (size_t i = 0; i < sizeof bs / sizeof *bs; i++)
     if (bs[i]->m) dnnl_memory_destroy(bs[i]->m);
+  for (int i = 0; i < NPRIM; i++)
+    if (pl->scratch[i].m) dnnl_memory_destroy(pl->scratch[i].m);
   free(pl->ones);
   memset(pl, 0, sizeof *pl);
 }
@@ -359,12 +386,14 @@ static int plan_build(plan *pl, const cnn_conv_block_shape *s) {
   pl->shape = *s;
   block_mds m;
   init_mds(s, &m);
-  dnnl_primitive_desc_t pd[NPD] = {NULL};
+  dnnl_primitive_desc_t pd[NPRIM] = {NULL};
   size_t state = 0, arena_f = 0, arena_b = 0;
   dnnl_status_t st = build_user(pl, &m);
   if (st == dnnl_success) st = build_forward(pl, &m, pd, &state, &arena_f);
   if (st == dnnl_success) st = build_backward(pl, &m, pd, &arena_b);
-  for (int i = 0; i < NPD; i++)
+  size_t arena = arena_f > arena_b ? arena_f : arena_b;
+  if (st == dnnl_success) st = build_scratch(pl, pd, &arena);
+  for (int i = 0; i < NPRIM; i++)
     if (pd[i]) dnnl_primitive_desc_destroy(pd[i]);
   if (st != dnnl_success) {
     plan_destroy(pl);
@@ -373,7 +402,7 @@ static int plan_build(plan *pl, const cnn_conv_block_shape *s) {
   }
   pl->used = 1;
   pl->state_bytes = state;
-  pl->arena_bytes = arena_f > arena_b ? arena_f : arena_b;
+  pl->arena_bytes = arena;
   if (plan_vectors(pl)) {
     plan_destroy(pl);
     cnn_set_error("%s: out of memory for a plan of %lld channels", OP, (long long)s->conv.K);
@@ -433,17 +462,20 @@ static dnnl_status_t forward_run(plan *pl) {
   dnnl_exec_arg_t conv[] = {{DNNL_ARG_SRC, pl->r_x.to->m},
                             {DNNL_ARG_WEIGHTS, pl->r_w.to->m},
                             {DNNL_ARG_DST, pl->conv_out.m},
+                            {DNNL_ARG_SCRATCHPAD, pl->scratch[PD_CONV].m},
                             {DNNL_ARG_BIAS, pl->bias.m}};
-  if (st == dnnl_success) st = run(pl->conv_f, pl->shape.has_bias ? 4 : 3, conv);
+  if (st == dnnl_success) st = run(pl->conv_f, pl->shape.has_bias ? 5 : 4, conv);
   dnnl_exec_arg_t bn[] = {{DNNL_ARG_SRC, pl->conv_out.m}, {DNNL_ARG_DST, pl->bn_out.m},
                           {DNNL_ARG_SCALE, pl->scale.m},  {DNNL_ARG_SHIFT, pl->shift.m},
                           {DNNL_ARG_MEAN, pl->mean.m},    {DNNL_ARG_VARIANCE, pl->var.m},
-                          {DNNL_ARG_WORKSPACE, pl->bn_ws.m}};
-  if (st == dnnl_success) st = run(pl->bn_f, 7, bn);
+                          {DNNL_ARG_WORKSPACE, pl->bn_ws.m},
+                          {DNNL_ARG_SCRATCHPAD, pl->scratch[PD_BN].m}};
+  if (st == dnnl_success) st = run(pl->bn_f, 8, bn);
   dnnl_exec_arg_t pool[] = {{DNNL_ARG_SRC, pl->bn_out.m},
                             {DNNL_ARG_DST, pl->r_y.from->m},
-                            {DNNL_ARG_WORKSPACE, pl->pool_ws.m}};
-  if (st == dnnl_success) st = run(pl->pool_f, 3, pool);
+                            {DNNL_ARG_WORKSPACE, pl->pool_ws.m},
+                            {DNNL_ARG_SCRATCHPAD, pl->scratch[PD_POOL].m}};
+  if (st == dnnl_success) st = run(pl->pool_f, 4, pool);
   if (st == dnnl_success) st = run_reorder(&pl->r_y);
   return st == dnnl_success ? dnnl_stream_wait(G.stream) : st;
 }
@@ -452,31 +484,35 @@ static dnnl_status_t backward_run(plan *pl, int want_dx) {
   dnnl_status_t st = run_reorder(&pl->r_dy);
   dnnl_exec_arg_t pool[] = {{DNNL_ARG_DIFF_DST, pl->r_dy.to->m},
                             {DNNL_ARG_DIFF_SRC, pl->pool_dsrc.m},
-                            {DNNL_ARG_WORKSPACE, pl->pool_ws.m}};
-  if (st == dnnl_success) st = run(pl->pool_b, 3, pool);
+                            {DNNL_ARG_WORKSPACE, pl->pool_ws.m},
+                            {DNNL_ARG_SCRATCHPAD, pl->scratch[PD_POOL_B].m}};
+  if (st == dnnl_success) st = run(pl->pool_b, 4, pool);
   /* oneDNN 2.6 refuses the backward without the shift when use_shift is set */
   dnnl_exec_arg_t bn[] = {
       {DNNL_ARG_SRC, pl->conv_out.m},       {DNNL_ARG_MEAN, pl->mean.m},
       {DNNL_ARG_VARIANCE, pl->var.m},       {DNNL_ARG_SCALE, pl->scale.m},
       {DNNL_ARG_SHIFT, pl->shift.m},        {DNNL_ARG_WORKSPACE, pl->bn_ws.m},
       {DNNL_ARG_DIFF_DST, pl->pool_dsrc.m}, {DNNL_ARG_DIFF_SRC, pl->bn_dsrc.m},
-      {DNNL_ARG_DIFF_SCALE, pl->dscale.m},  {DNNL_ARG_DIFF_SHIFT, pl->dshift.m}};
-  if (st == dnnl_success) st = run(pl->bn_b, 10, bn);
+      {DNNL_ARG_DIFF_SCALE, pl->dscale.m},  {DNNL_ARG_DIFF_SHIFT, pl->dshift.m},
+      {DNNL_ARG_SCRATCHPAD, pl->scratch[PD_BN_B].m}};
+  if (st == dnnl_success) st = run(pl->bn_b, 11, bn);
   if (st == dnnl_success) st = run_reorder(&pl->r_x_bw);
   if (st == dnnl_success) st = run_reorder(&pl->r_dd_bw);
   dnnl_exec_arg_t bw[] = {{DNNL_ARG_SRC, pl->r_x_bw.to->m},
                           {DNNL_ARG_DIFF_DST, pl->r_dd_bw.to->m},
                           {DNNL_ARG_DIFF_WEIGHTS, pl->r_dw.from->m},
+                          {DNNL_ARG_SCRATCHPAD, pl->scratch[PD_CONV_BW].m},
                           {DNNL_ARG_DIFF_BIAS, pl->db.m}};
-  if (st == dnnl_success) st = run(pl->conv_bw, pl->shape.has_bias ? 4 : 3, bw);
+  if (st == dnnl_success) st = run(pl->conv_bw, pl->shape.has_bias ? 5 : 4, bw);
   if (st == dnnl_success) st = run_reorder(&pl->r_dw);
   if (want_dx) {
     if (st == dnnl_success) st = run_reorder(&pl->r_dd_bd);
     if (st == dnnl_success) st = run_reorder(&pl->r_w_bd);
     dnnl_exec_arg_t bd[] = {{DNNL_ARG_DIFF_DST, pl->r_dd_bd.to->m},
                             {DNNL_ARG_WEIGHTS, pl->r_w_bd.to->m},
-                            {DNNL_ARG_DIFF_SRC, pl->r_dx.from->m}};
-    if (st == dnnl_success) st = run(pl->conv_bd, 3, bd);
+                            {DNNL_ARG_DIFF_SRC, pl->r_dx.from->m},
+                            {DNNL_ARG_SCRATCHPAD, pl->scratch[PD_CONV_BD].m}};
+    if (st == dnnl_success) st = run(pl->conv_bd, 4, bd);
     if (st == dnnl_success) st = run_reorder(&pl->r_dx);
   }
   return st == dnnl_success ? dnnl_stream_wait(G.stream) : st;

@@ -22,7 +22,11 @@
 -- (zero_grad, forward, loss, backward, optimizer step), the medians of:
 --   * each leaf layer's forward and backward pass (a BatchNorm -> ReLU pair
 --     that nn.Sequential fuses counts as one, "BatchNorm2d+ReLU", whose
---     backward also reads relu's output), from hooks on its input and
+--     backward also reads relu's output; so does a Conv2d -> BatchNorm2d ->
+--     ReLU -> MaxPool2d block that it runs as one node in training,
+--     "Conv2d+BatchNorm2d+ReLU+MaxPool2d", with the convolution's FLOPs and
+--     the block's input, output and parameters as its bytes: the
+--     activations between stay inside the node), from hooks on its input and
 --     output (backward: from the gradient reaching the layer's output to
 --     the next gradient event, so a fan-out in a residual block is counted
 --     once), with its FLOPs and the bytes the pass must move at least;
@@ -131,9 +135,17 @@ local function param_elems(m)
 end
 
 -- FLOPs and bytes of the forward and backward pass of leaf m (float32).
-local function layer_cost(m, xin, out, fused_relu)
+local function layer_cost(m, xin, out, fused_relu, block)
   local nx, ny, np = xin:numel(), out:numel(), param_elems(m)
   local macs = require("inspect").macs_of(m, out)
+  if block then -- the convolution's MACs at its own output size; the block's parameters
+    local ca = block.ca
+    local kh, kw = m.kernel_size[1], m.kernel_size[2]
+    local oh = (xin:size(3) + ca[3] + ca[4] - ca[7] * (kh - 1) - 1) // ca[1] + 1
+    local ow = (xin:size(4) + ca[5] + ca[6] - ca[8] * (kw - 1) - 1) // ca[2] + 1
+    macs = xin:size(1) * m.out_channels * oh * ow * m.in_channels * kh * kw
+    np = np + param_elems(block.bn)
+  end
   local matmul = class_is(m, "Conv2d") or class_is(m, "Linear")
   local c = { fwd_flop = matmul and 2 * macs or 0, bwd_flop = matmul and 4 * macs or 0 }
   c.fwd_bytes = 4 * (nx + ny + np)
@@ -155,16 +167,30 @@ end
 -- The BatchNorm -> ReLU pairs nn.Sequential runs as one fused op
 -- (nn.Sequential.fuses_bn_relu; asked before any hook exists, since a hook
 -- turns the fusion off): {[batch norm] = true}, {[its relu] = true}.
+-- The Conv2d -> BatchNorm2d -> ReLU -> MaxPool2d blocks it runs as one node
+-- (stdlib/nn/conv_block.lua's candidate, asked the same way) are found
+-- first: {[first conv] = {ca = conv args, bn = its batch norm}} and
+-- {[each of the four] = true}; a pair inside a block is not a pair.
+local conv_block = require("nn.conv_block")
 local function fused_pairs(net)
-  local bn, relu = {}, {}
+  local bn, relu, blocks, in_block = {}, {}, {}, {}
   for _, m in ipairs(net:modules()) do
     if class_is(m, "Sequential") then
-      for i = 1, #m - 1 do
-        if nn.Sequential.fuses_bn_relu(m[i], m[i + 1]) then bn[m[i]], relu[m[i + 1]] = true, true end
+      local i = 1
+      while i <= #m do
+        local ca = i + 3 <= #m and conv_block.candidate(m, i)
+        if ca then
+          blocks[m[i]] = { ca = ca, bn = m[i + 1] }
+          for k = i, i + 3 do in_block[m[k]] = true end
+          i = i + 4
+        else
+          if i < #m and nn.Sequential.fuses_bn_relu(m[i], m[i + 1]) then bn[m[i]], relu[m[i + 1]] = true, true end
+          i = i + 1
+        end
       end
     end
   end
-  return bn, relu
+  return bn, relu, blocks, in_block
 end
 
 -- the first parameter's gradient, handed to Lua (a push: lua/memory.c steps
@@ -184,11 +210,11 @@ end
 local function instrumented_step(net, opt, x, y, tm)
   local recs, stack, handles, ph = {}, {}, {}, {}
   local hooked = setmetatable({}, { __mode = "k" }) -- one gradient event per tensor
-  local fused_bn, fused_relu = fused_pairs(net)
+  local fused_bn, fused_relu, blocks, in_block = fused_pairs(net)
   tm:reset()
   local function mark_grad() tm:mark() end
   local function pre(mod, xin)
-    local rec = { m = mod, f0 = tm:mark(), xin = xin, fused = fused_bn[mod] }
+    local rec = { m = mod, f0 = tm:mark(), xin = xin, fused = fused_bn[mod], block = blocks[mod] }
     recs[#recs + 1] = rec
     stack[#stack + 1] = rec
     if cnn.is_tensor(xin) and xin.requires_grad and not hooked[xin] then
@@ -199,14 +225,33 @@ local function instrumented_step(net, opt, x, y, tm)
   local function post(mod, xin, out)
     local rec = table.remove(stack)
     rec.f1 = tm:mark()
-    if not rec.cost then rec.cost = layer_cost(mod, xin, out, rec.fused) end
+    if not rec.cost then rec.cost = layer_cost(mod, xin, out, rec.fused, rec.block) end
     if cnn.is_tensor(out) and out.requires_grad then
       hooked[out] = true
       handles[#handles + 1] = out:register_hook(function() rec.gout = tm:mark() end)
     end
   end
+  -- a block is timed around nn.Sequential's call of conv_block.run; where
+  -- the op declines (a dtype or device it does not take), its four layers
+  -- run unhooked and untimed in this step (their time lands in outside_ms)
+  local run_block = conv_block.run
+  conv_block.run = function(seq, i, xin)
+    if not blocks[seq[i]] then return run_block(seq, i, xin) end
+    pre(seq[i], xin)
+    local out = run_block(seq, i, xin)
+    if out then
+      post(seq[i], xin, out)
+    else
+      table.remove(stack)
+      table.remove(recs)
+    end
+    return out
+  end
+  handles[#handles + 1] = { remove = function() conv_block.run = run_block end }
   for _, m in ipairs(net:modules()) do
-    if fused_bn[m] then
+    if in_block[m] then
+      -- timed as one block (a hook here would turn the fusion off)
+    elseif fused_bn[m] then
       local fwd = m.forward_relu
       rawset(m, "forward_relu", function(mod, xin)
         pre(mod, xin)
@@ -259,7 +304,7 @@ end
 local function emit_layer(name, r, idx, pass, ms, flop, bytes)
   local bound, of_peak, of_memory = fraction(flop, bytes, ms)
   local f = { { "bench", "step_layer" }, { "net", name }, { "layer", tostring(idx) },
-              { "type", r.m.__name .. (r.fused and "+ReLU" or "") },
+              { "type", r.block and "Conv2d+BatchNorm2d+ReLU+MaxPool2d" or r.m.__name .. (r.fused and "+ReLU" or "") },
               { "pass", pass }, { "ms", ms }, { "gflop", flop / 1e9 }, { "mbytes", bytes / 1e6 },
               { "bound", bound }, { "of_peak", of_peak } }
   if of_memory then f[#f + 1] = { "of_memory", of_memory } end

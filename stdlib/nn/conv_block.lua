@@ -54,10 +54,22 @@ local function pool_args(p)
   return { kh, kw, sh, sw }
 end
 
-local function fusable(c, bn, r, p, x)
+local M = {}
+
+-- candidate(seq, i): whether seq[i..i+3] are the four layers run() would
+-- fuse, leaving aside the input (bench/step_profile.lua asks before any
+-- hook exists, since a hook turns the fusion off): the convolution's and
+-- the pool's argument lists, or nil.
+function M.candidate(seq, i)
   ReLU = ReLU or require("nn.activation").ReLU
-  return plain(c, Conv2d) and plain(bn, BatchNorm2d) and bn.training and bn:fuses_relu()
-    and plain(r, ReLU) and plain(p, MaxPool2d) and x:dim() == 4 and x:size(2) == c.in_channels
+  local c, bn, r, p = seq[i], seq[i + 1], seq[i + 2], seq[i + 3]
+  if not (plain(c, Conv2d) and plain(bn, BatchNorm2d) and bn.training and bn:fuses_relu()
+          and plain(r, ReLU) and plain(p, MaxPool2d)) then
+    return nil
+  end
+  local ca, pa = conv_args(c), pool_args(p)
+  if ca and pa then return ca, pa end
+  return nil
 end
 
 -- batch norm's running statistics and momentum, as BatchNorm:batch_norm_args
@@ -75,15 +87,12 @@ local function call_block(c, x, bn, ca, pa)
                                      momentum, bn.eps, pa)
 end
 
-local M = {}
-
 -- run(seq, i, x): seq[i..i+3] applied to x as one op, or nil (nothing
 -- changed: run the layers).  Errors name the convolution.
 function M.run(seq, i, x)
-  local c, bn, r, p = seq[i], seq[i + 1], seq[i + 2], seq[i + 3]
-  if not fusable(c, bn, r, p, x) then return nil end
-  local ca, pa = conv_args(c), pool_args(p)
-  if not ca or not pa then return nil end
+  local c, bn = seq[i], seq[i + 1]
+  local ca, pa = M.candidate(seq, i)
+  if not (ca and x:dim() == 4 and x:size(2) == c.in_channels) then return nil end
   local y = c:call_unhooked(call_block, x, bn, ca, pa)
   if y and bn.track_running_stats then
     cnn.no_grad(function() bn.num_batches_tracked:add_(1) end)

@@ -154,27 +154,31 @@ static dnnl_status_t reorder_prim(reorder *r) {
   return st;
 }
 
-/* Input side: the primitive reads r->to in layout `want`, fed from src --
- * src itself when the layouts agree, else tmp (made at *cursor of the
- * arena) filled by a reorder. */
-static dnnl_status_t feed(plan *pl, reorder *r, buf *src, buf *tmp, const dnnl_memory_desc_t *want,
-                          size_t *cursor) {
-  r->from = src, r->to = src;
-  if (dnnl_memory_desc_equal(md_of(src), want)) return dnnl_success;
-  dnnl_status_t st = buf_make(pl, tmp, want, IN_ARENA, cursor);
-  r->to = tmp;
+/* The reorder between a buffer at the block's edge (`end`: the caller's
+ * array, or a buffer another primitive made) and the layout `inner` a
+ * primitive uses: none when the two agree (the primitive uses `end`), else
+ * tmp, made at *cursor of the arena.  An input runs end -> tmp (the
+ * primitive reads r->to), an output tmp -> end (it writes r->from). */
+static dnnl_status_t bridge(plan *pl, reorder *r, buf *end, buf *tmp,
+                            const dnnl_memory_desc_t *inner, int input, size_t *cursor) {
+  r->from = end, r->to = end;
+  if (dnnl_memory_desc_equal(md_of(end), inner)) return dnnl_success;
+  dnnl_status_t st = buf_make(pl, tmp, inner, IN_ARENA, cursor);
+  if (input)
+    r->to = tmp;
+  else
+    r->from = tmp;
   return st == dnnl_success ? reorder_prim(r) : st;
 }
 
-/* Output side: the primitive writes r->from in layout `have`, drained into
- * dst -- dst itself when the layouts agree, else tmp and a reorder. */
+static dnnl_status_t feed(plan *pl, reorder *r, buf *src, buf *tmp, const dnnl_memory_desc_t *want,
+                          size_t *cursor) {
+  return bridge(pl, r, src, tmp, want, 1, cursor);
+}
+
 static dnnl_status_t drain(plan *pl, reorder *r, buf *dst, buf *tmp, const dnnl_memory_desc_t *have,
                            size_t *cursor) {
-  r->from = dst, r->to = dst;
-  if (dnnl_memory_desc_equal(md_of(dst), have)) return dnnl_success;
-  dnnl_status_t st = buf_make(pl, tmp, have, IN_ARENA, cursor);
-  r->from = tmp;
-  return st == dnnl_success ? reorder_prim(r) : st;
+  return bridge(pl, r, dst, tmp, have, 0, cursor);
 }
 
 /* ---- primitives ------------------------------------------------------------------------------ */

@@ -9,13 +9,17 @@
 --           ReLU and max pooling) -- what nn.Sequential ran before the block;
 --   conv    the convolution alone, so "beyond_conv" = block - conv is what
 --           batch norm, ReLU and the pool (and the reorders) cost.
--- The same under cnn.autocast('bfloat16').  bench/onednn_block.c (built by
+-- The same under cnn.autocast('bfloat16'); then the example network's whole
+-- training step (batch 64, Adam) with the block and with its layers one by
+-- one, in one process, alternated ("conv_block_step").  bench/onednn_block.c (built by
 -- hand) times the block in oneDNN alone, outside cnnsh.
 --
 --   cnnsh bench/conv_block.lua [--quick]   -- one JSON line per block and dtype
 --   (--quick: batch 4, a few steps, a smoke run):
 --   {"bench":"conv_block","block":"32x64_14","batch":64,"dtype":"bf16","fused_ms":...,
 --    "layers_ms":...,"speedup":...,"conv_ms":...,"fused_beyond_conv_ms":...,"layers_beyond_conv_ms":...}
+--   {"bench":"conv_block_step","net":"fmnist_cnn","batch":64,"dtype":"fp32","fused_ms":...,
+--    "layers_ms":...,"speedup":...}
 local B = dofile((arg[0]:match("^(.*)/") or ".") .. "/common.lua")
 local quick = arg[1] == "--quick"
 if arg[1] and not quick then error("usage: cnnsh bench/conv_block.lua [--quick]", 0) end
@@ -77,4 +81,35 @@ for _, bf16 in ipairs({ false, true }) do
              { "speedup", m.layers / m.fused }, { "conv_ms", m.conv },
              { "fused_beyond_conv_ms", m.fused - m.conv }, { "layers_beyond_conv_ms", m.layers - m.conv } })
   end
+end
+
+-- ---- the example network's training step with and without the block ---------------
+-- The same net and optimizer in one process, steps alternated round by
+-- round; "layers" turns the block off for the step by making
+-- nn.Sequential's call of conv_block.run decline (what a hook would do).
+local conv_block = require("nn.conv_block")
+local run_block = conv_block.run
+for _, bf16 in ipairs({ false, true }) do
+  cnn.manual_seed(0)
+  local x, y = cnn.randn(BATCH, 1, 28, 28), cnn.randint(1, 10, { BATCH })
+  local net = B.fmnist_cnn()
+  local opt = optim.Adam(net:parameters(), { lr = 1e-3 })
+  local function loss_of() return F.cross_entropy(net(x), y) end
+  local function train_step()
+    opt:zero_grad()
+    local l = bf16 and cnn.autocast("bfloat16", loss_of) or loss_of()
+    l:backward()
+    opt:step()
+  end
+  local function with(fused)
+    return function()
+      conv_block.run = fused and run_block or function() return nil end
+      train_step()
+      conv_block.run = run_block
+    end
+  end
+  local m = time_ways({ fused = with(true), layers = with(false) }, { "fused", "layers" })
+  B.emit({ { "bench", "conv_block_step" }, { "net", "fmnist_cnn" }, { "batch", BATCH },
+           { "dtype", bf16 and "bf16" or "fp32" }, { "fused_ms", m.fused }, { "layers_ms", m.layers },
+           { "speedup", m.layers / m.fused } })
 end

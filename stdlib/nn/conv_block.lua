@@ -4,8 +4,8 @@
 -- nn_conv_block.c), and the call that does it.
 --
 -- The four layers fuse only where the fused op computes exactly what they
--- would, up to rounding: each layer's own forward (a subclass with its own
--- is never fused) and no hooks on any of them (a hook would see or replace
+-- would, up to rounding: nn.Conv2d and nn.BatchNorm2d themselves (not
+-- subclasses), each layer's own forward and no hooks on any of them (a hook would see or replace
 -- a tensor the block never makes); Conv2d with numeric padding, zero
 -- padding mode, one group; BatchNorm2d in training mode; MaxPool2d
 -- without padding, dilation, ceil mode or indices; the input a 4-d batch
@@ -61,10 +61,13 @@ local M = {}
 -- hook exists, since a hook turns the fusion off): the convolution's and
 -- the pool's argument lists, or nil.
 function M.candidate(seq, i)
-  ReLU = ReLU or require("nn.activation").ReLU
   local c, bn, r, p = seq[i], seq[i + 1], seq[i + 2], seq[i + 3]
-  if not (plain(c, Conv2d) and plain(bn, BatchNorm2d) and bn.training and bn:fuses_relu()
-          and plain(r, ReLU) and plain(p, MaxPool2d)) then
+  -- nn.Sequential asks at every child: the common "no" first, and cheap
+  -- (an nn.Conv2d itself, not a subclass; then a batch norm in training)
+  if getmetatable(c) ~= Conv2d or getmetatable(bn) ~= BatchNorm2d or not bn.training then return nil end
+  ReLU = ReLU or require("nn.activation").ReLU
+  if not (plain(c, Conv2d) and plain(bn, BatchNorm2d) and bn:fuses_relu() and plain(r, ReLU)
+          and plain(p, MaxPool2d)) then
     return nil
   end
   local ca, pa = conv_args(c), pool_args(p)

@@ -89,7 +89,11 @@ nn.Sequential(m1, m2, ...) or nn.Sequential{m1, m2, ...}
 Calls its children in order: net(x) = mN(...m2(m1(x))).  net[i] is the i-th
 child (1-based), #net their number, net:append(m) adds one.  Parameters are
 named "1.weight", "2.bias", ...  An error in a child names it:
-"3 (Linear 9216->128): linear: input has ...".]]
+"3 (Linear 9216->128): linear: input has ...".
+In training, Conv2d, BatchNorm2d, ReLU, MaxPool2d in a row run as one op
+(oneDNN's blocked layouts on the CPU; grad_fn ConvBnReluPoolBackward), and
+a BatchNorm followed by a ReLU as one pass, where no hook is set on them:
+same values and gradients up to rounding.  A hook turns this off.]]
 
 -- ---- ModuleList ------------------------------------------------------------------
 

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/select.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <readline/history.h>
@@ -184,13 +185,17 @@ static int read_line(const char *prompt, char **out) {
     fd_set fds;
     FD_ZERO(&fds);
     FD_SET(fd, &fds);
-    int rc = pselect(fd + 1, &fds, NULL, NULL, NULL, &orig);
+    /* a timeout as well: should a Ctrl-C's flag ever be set without
+     * waking pselect (a CI run under ASan and load once saw the prompt
+     * cancel only when the next key came), it is still seen within it */
+    struct timespec recheck = {0, 100 * 1000 * 1000};
+    int rc = pselect(fd + 1, &fds, NULL, NULL, &recheck, &orig);
     if (cnn_repl_take_prompt_sigint()) { /* also when input was seen first */
       cancel_line();
       result = READ_INTR;
       break;
     }
-    if (rc < 0 && errno == EINTR) continue;
+    if (rc == 0 || (rc < 0 && errno == EINTR)) continue;
     if (rc < 0) {
       rl_callback_handler_remove();
       break;

@@ -526,7 +526,6 @@ cnn_tensor *cnn_conv_bn_relu_pool(cnn_tensor *x, cnn_tensor *w, cnn_tensor *b, c
                                   double momentum, double eps, const cnn_conv_block_params *p,
                                   bool *declined);
 
-
 /* conv_transpose2d (ops/nn_conv_transpose.c): PyTorch's ConvTranspose2d.
  * w is in x out/groups x kH x kW; Hout = (H-1)*stride - 2*pad +
  * dilation*(kH-1) + output_padding + 1; output_padding < stride or < dilation. */

@@ -48,7 +48,8 @@
 
 #define CACHE_SIZE  16
 #define STATE_ALIGN 64 /* the state's base is a 64-byte aligned host block */
-#define MAX_BUFS    32
+#define MAX_BUFS    40 /* a plan makes 37 */
+#define MAX_PRIMS   24 /* 7 primitives and up to 10 reorders */
 
 /* The seven primitives, in the order of the plan's fields. */
 enum { PD_CONV, PD_BN, PD_POOL, PD_POOL_B, PD_BN_B, PD_CONV_BW, PD_CONV_BD, NPRIM };
@@ -83,9 +84,11 @@ typedef struct {
   buf dy, dy_pool, pool_dsrc, bn_dsrc, dscale, dshift, x_bw, dd_bw, dw_bw, dw, db, dd_bd, w_bd,
       dx_bd, dx;
   reorder r_x, r_w, r_y, r_dy, r_x_bw, r_dd_bw, r_dw, r_dd_bd, r_w_bd, r_dx;
-  buf scratch[NPRIM];     /* each primitive's scratchpad: one arena region, shared */
-  buf *placed[MAX_BUFS]; /* the state and arena buffers, for binding */
-  int nplaced;
+  buf scratch[NPRIM];  /* each primitive's scratchpad: one arena region, shared */
+  buf *bufs[MAX_BUFS]; /* every buffer made, for binding and destruction */
+  int nbufs;
+  dnnl_primitive_t prims[MAX_PRIMS]; /* every primitive made (reorders too) */
+  int nprims;
   float *ones, *zeros, *spare[3]; /* K each: gamma/beta when absent; unwanted gradients */
 } plan;
 
@@ -126,15 +129,24 @@ static const dnnl_memory_desc_t *md_of(const buf *b) {
 /* A memory object of layout md placed at *cursor of `where` (advanced). */
 static dnnl_status_t buf_make(plan *pl, buf *b, const dnnl_memory_desc_t *md, place where,
                               size_t *cursor) {
+  if (pl->nbufs == MAX_BUFS) return dnnl_out_of_memory; /* a bug: MAX_BUFS too small */
   dnnl_status_t st = dnnl_memory_create(&b->m, md, G.engine, DNNL_MEMORY_NONE);
   if (st != dnnl_success) return st;
+  pl->bufs[pl->nbufs++] = b;
   b->where = where;
   if (where == IN_USER) return dnnl_success;
   size_t align = where == IN_STATE ? STATE_ALIGN : CNN_ONEDNN_ALIGN;
   b->off = *cursor;
   *cursor += (dnnl_memory_desc_get_size(md) + align - 1) / align * align;
-  pl->placed[pl->nplaced++] = b;
   return dnnl_success;
+}
+
+/* Creates the primitive of pd into *p and keeps it for destruction. */
+static dnnl_status_t prim_make(plan *pl, dnnl_primitive_desc_t pd, dnnl_primitive_t *p) {
+  if (pl->nprims == MAX_PRIMS) return dnnl_out_of_memory; /* a bug: MAX_PRIMS too small */
+  dnnl_status_t st = dnnl_primitive_create(p, pd);
+  if (st == dnnl_success) pl->prims[pl->nprims++] = *p;
+  return st;
 }
 
 static dnnl_status_t user_buf(plan *pl, buf *b, int nd, const dnnl_dims_t dims,
@@ -144,12 +156,12 @@ static dnnl_status_t user_buf(plan *pl, buf *b, int nd, const dnnl_dims_t dims,
   return st == dnnl_success ? buf_make(pl, b, &md, IN_USER, NULL) : st;
 }
 
-static dnnl_status_t reorder_prim(reorder *r) {
+static dnnl_status_t reorder_prim(plan *pl, reorder *r) {
   dnnl_primitive_desc_t pd;
-  dnnl_status_t st =
-      dnnl_reorder_primitive_desc_create(&pd, md_of(r->from), G.engine, md_of(r->to), G.engine, NULL);
+  dnnl_status_t st = dnnl_reorder_primitive_desc_create(&pd, md_of(r->from), G.engine, md_of(r->to),
+                                                        G.engine, NULL);
   if (st != dnnl_success) return st;
-  st = dnnl_primitive_create(&r->p, pd);
+  st = prim_make(pl, pd, &r->p);
   dnnl_primitive_desc_destroy(pd);
   return st;
 }
@@ -168,7 +180,7 @@ static dnnl_status_t bridge(plan *pl, reorder *r, buf *end, buf *tmp,
     r->to = tmp;
   else
     r->from = tmp;
-  return st == dnnl_success ? reorder_prim(r) : st;
+  return st == dnnl_success ? reorder_prim(pl, r) : st;
 }
 
 static dnnl_status_t feed(plan *pl, reorder *r, buf *src, buf *tmp, const dnnl_memory_desc_t *want,
@@ -189,7 +201,7 @@ static const dnnl_memory_desc_t *q(dnnl_primitive_desc_t pd, dnnl_query_t what, 
 
 /* The primitive of op descriptor `desc` (hint: its forward), refusing
  * oneDNN's reference loops; *pd kept for queries (the caller destroys). */
-static dnnl_status_t make_prim(const void *desc, dnnl_primitive_desc_t hint,
+static dnnl_status_t make_prim(plan *pl, const void *desc, dnnl_primitive_desc_t hint,
                                dnnl_primitive_desc_t *pd, dnnl_primitive_t *p) {
   dnnl_primitive_attr_t attr;
   dnnl_status_t st = dnnl_primitive_attr_create(&attr);
@@ -200,7 +212,7 @@ static dnnl_status_t make_prim(const void *desc, dnnl_primitive_desc_t hint,
   if (st == dnnl_success) st = dnnl_primitive_desc_create(pd, desc, attr, G.engine, hint);
   dnnl_primitive_attr_destroy(attr);
   if (st == dnnl_success && (st = cnn_onednn_refuse_reference(*pd)) != dnnl_success) *pd = NULL;
-  return st == dnnl_success ? dnnl_primitive_create(p, *pd) : st;
+  return st == dnnl_success ? prim_make(pl, *pd, p) : st;
 }
 
 /* Each primitive's scratchpad, all at offset *arena (they run one at a
@@ -218,9 +230,8 @@ static dnnl_status_t build_scratch(plan *pl, dnnl_primitive_desc_t *pd, size_t *
   return dnnl_success;
 }
 
-
 typedef struct {
-  dnnl_memory_desc_t x, w, b, y, k; /* the caller's: plain float32 */
+  dnnl_memory_desc_t x, w, b, y, k;  /* the caller's: plain float32 */
   dnnl_memory_desc_t ax, aw, ao, ap; /* format any, in the block's data type */
   dnnl_memory_desc_t awf, axf;       /* float32 any: weight and input gradients */
   dnnl_dims_t stride, dilate, pad_l, pad_r, pk, ps, p0, d0;
@@ -254,8 +265,8 @@ static void init_mds(const cnn_conv_block_shape *s, block_mds *m) {
 static const unsigned BN_FLAGS = dnnl_use_scale | dnnl_use_shift | dnnl_fuse_norm_relu;
 
 /* The forward primitives and the buffers they use. */
-static dnnl_status_t build_forward(plan *pl, block_mds *m, dnnl_primitive_desc_t *pd,
-                                   size_t *state, size_t *arena) {
+static dnnl_status_t build_forward(plan *pl, block_mds *m, dnnl_primitive_desc_t *pd, size_t *state,
+                                   size_t *arena) {
   const cnn_conv_block_shape *s = &pl->shape;
   dnnl_convolution_desc_t cd;
   dnnl_batch_normalization_desc_t bd;
@@ -265,13 +276,13 @@ static dnnl_status_t build_forward(plan *pl, block_mds *m, dnnl_primitive_desc_t
       s->has_bias ? &m->b : NULL, &m->ao, m->stride, m->dilate, m->pad_l, m->pad_r);
 #define TRY(call)                                                                                  \
   if (st == dnnl_success) st = (call)
-  TRY(make_prim(&cd, NULL, &pd[PD_CONV], &pl->conv_f));
+  TRY(make_prim(pl, &cd, NULL, &pd[PD_CONV], &pl->conv_f));
   TRY(feed(pl, &pl->r_x, &pl->x, &pl->x_conv, q(pd[PD_CONV], dnnl_query_src_md, 0), arena));
   TRY(feed(pl, &pl->r_w, &pl->w, &pl->w_conv, q(pd[PD_CONV], dnnl_query_weights_md, 0), arena));
   TRY(buf_make(pl, &pl->conv_out, q(pd[PD_CONV], dnnl_query_dst_md, 0), IN_STATE, state));
   TRY(dnnl_batch_normalization_forward_desc_init(&bd, dnnl_forward_training, md_of(&pl->conv_out),
                                                  s->eps, BN_FLAGS));
-  TRY(make_prim(&bd, NULL, &pd[PD_BN], &pl->bn_f));
+  TRY(make_prim(pl, &bd, NULL, &pd[PD_BN], &pl->bn_f));
   /* training's outputs: dst 0 the data, 1 the mean, 2 the variance */
   TRY(buf_make(pl, &pl->bn_out, q(pd[PD_BN], dnnl_query_dst_md, 0), IN_ARENA, arena));
   TRY(buf_make(pl, &pl->mean, q(pd[PD_BN], dnnl_query_dst_md, 1), IN_STATE, state));
@@ -280,7 +291,7 @@ static dnnl_status_t build_forward(plan *pl, block_mds *m, dnnl_primitive_desc_t
   TRY(dnnl_pooling_v2_forward_desc_init(&qd, dnnl_forward_training, dnnl_pooling_max,
                                         md_of(&pl->bn_out), &m->ap, m->ps, m->pk, m->d0, m->p0,
                                         m->p0));
-  TRY(make_prim(&qd, NULL, &pd[PD_POOL], &pl->pool_f));
+  TRY(make_prim(pl, &qd, NULL, &pd[PD_POOL], &pl->pool_f));
   TRY(buf_make(pl, &pl->pool_ws, q(pd[PD_POOL], dnnl_query_workspace_md, 0), IN_STATE, state));
   TRY(drain(pl, &pl->r_y, &pl->y, &pl->pool_out, q(pd[PD_POOL], dnnl_query_dst_md, 0), arena));
   return st;
@@ -294,41 +305,40 @@ static dnnl_status_t build_backward(plan *pl, block_mds *m, dnnl_primitive_desc_
   dnnl_pooling_v2_desc_t qd;
   dnnl_batch_normalization_desc_t bd;
   dnnl_convolution_desc_t wd, dd;
-  dnnl_status_t st = dnnl_pooling_v2_backward_desc_init(
-      &qd, dnnl_pooling_max, md_of(&pl->bn_out), q(pd[PD_POOL], dnnl_query_dst_md, 0), m->ps,
-      m->pk, m->d0, m->p0, m->p0);
-  TRY(make_prim(&qd, pd[PD_POOL], &pd[PD_POOL_B], &pl->pool_b));
+  dnnl_status_t st = dnnl_pooling_v2_backward_desc_init(&qd, dnnl_pooling_max, md_of(&pl->bn_out),
+                                                        q(pd[PD_POOL], dnnl_query_dst_md, 0), m->ps,
+                                                        m->pk, m->d0, m->p0, m->p0);
+  TRY(make_prim(pl, &qd, pd[PD_POOL], &pd[PD_POOL_B], &pl->pool_b));
   TRY(feed(pl, &pl->r_dy, &pl->dy, &pl->dy_pool, q(pd[PD_POOL_B], dnnl_query_diff_dst_md, 0),
            arena));
   TRY(buf_make(pl, &pl->pool_dsrc, q(pd[PD_POOL_B], dnnl_query_diff_src_md, 0), IN_ARENA, arena));
   TRY(dnnl_batch_normalization_backward_desc_init(&bd, dnnl_backward, md_of(&pl->pool_dsrc),
                                                   md_of(&pl->conv_out), s->eps, BN_FLAGS));
-  TRY(make_prim(&bd, pd[PD_BN], &pd[PD_BN_B], &pl->bn_b));
+  TRY(make_prim(pl, &bd, pd[PD_BN], &pd[PD_BN_B], &pl->bn_b));
   TRY(buf_make(pl, &pl->bn_dsrc, q(pd[PD_BN_B], dnnl_query_diff_src_md, 0), IN_ARENA, arena));
   TRY(dnnl_dilated_convolution_backward_weights_desc_init(
       &wd, dnnl_convolution_direct, q(pd[PD_CONV], dnnl_query_src_md, 0), &m->awf,
       s->has_bias ? &m->b : NULL, &m->ao, m->stride, m->dilate, m->pad_l, m->pad_r));
-  TRY(make_prim(&wd, pd[PD_CONV], &pd[PD_CONV_BW], &pl->conv_bw));
+  TRY(make_prim(pl, &wd, pd[PD_CONV], &pd[PD_CONV_BW], &pl->conv_bw));
   TRY(feed(pl, &pl->r_x_bw, &pl->x, &pl->x_bw, q(pd[PD_CONV_BW], dnnl_query_src_md, 0), arena));
-  TRY(feed(pl, &pl->r_dd_bw, &pl->bn_dsrc, &pl->dd_bw,
-           q(pd[PD_CONV_BW], dnnl_query_diff_dst_md, 0), arena));
+  TRY(feed(pl, &pl->r_dd_bw, &pl->bn_dsrc, &pl->dd_bw, q(pd[PD_CONV_BW], dnnl_query_diff_dst_md, 0),
+           arena));
   TRY(drain(pl, &pl->r_dw, &pl->dw, &pl->dw_bw, q(pd[PD_CONV_BW], dnnl_query_diff_weights_md, 0),
             arena));
   TRY(dnnl_dilated_convolution_backward_data_desc_init(&dd, dnnl_convolution_direct, &m->axf,
                                                        &m->aw, &m->ao, m->stride, m->dilate,
                                                        m->pad_l, m->pad_r));
-  TRY(make_prim(&dd, pd[PD_CONV], &pd[PD_CONV_BD], &pl->conv_bd));
-  TRY(feed(pl, &pl->r_dd_bd, &pl->bn_dsrc, &pl->dd_bd,
-           q(pd[PD_CONV_BD], dnnl_query_diff_dst_md, 0), arena));
-  TRY(feed(pl, &pl->r_w_bd, &pl->w, &pl->w_bd, q(pd[PD_CONV_BD], dnnl_query_weights_md, 0),
+  TRY(make_prim(pl, &dd, pd[PD_CONV], &pd[PD_CONV_BD], &pl->conv_bd));
+  TRY(feed(pl, &pl->r_dd_bd, &pl->bn_dsrc, &pl->dd_bd, q(pd[PD_CONV_BD], dnnl_query_diff_dst_md, 0),
            arena));
+  TRY(feed(pl, &pl->r_w_bd, &pl->w, &pl->w_bd, q(pd[PD_CONV_BD], dnnl_query_weights_md, 0), arena));
   TRY(drain(pl, &pl->r_dx, &pl->dx, &pl->dx_bd, q(pd[PD_CONV_BD], dnnl_query_diff_src_md, 0),
             arena));
   return st;
 }
 
 /* The caller's buffers (handles set per call). */
-static dnnl_status_t build_user(plan *pl, block_mds *m) {
+static dnnl_status_t build_user(plan *pl) {
   dnnl_status_t st = dnnl_success;
   const cnn_conv_shape *c = &pl->shape.conv;
   dnnl_dims_t xd = {c->N, c->C, c->H, c->W}, wd = {c->K, c->C, c->R, c->S}, kd = {c->K},
@@ -341,32 +351,13 @@ static dnnl_status_t build_user(plan *pl, block_mds *m) {
     TRY(user_buf(pl, ys[i], 4, yd, dnnl_nchw));
   }
   for (int i = 0; i < 6; i++) TRY(user_buf(pl, ks[i], 1, kd, dnnl_x));
-  (void)m;
   return st;
 }
 #undef TRY
 
-static void reorder_destroy(reorder *r) {
-  if (r->p) dnnl_primitive_destroy(r->p);
-}
-
 static void plan_destroy(plan *pl) {
-  dnnl_primitive_t prims[] = {pl->conv_f, pl->bn_f, pl->pool_f, pl->pool_b,
-                              pl->bn_b,   pl->conv_bw, pl->conv_bd};
-  for (size_t i = 0; i < sizeof prims / sizeof *prims; i++)
-    if (prims[i]) dnnl_primitive_destroy(prims[i]);
-  reorder *rs[] = {&pl->r_x,    &pl->r_w,     &pl->r_y,  &pl->r_dy,   &pl->r_x_bw,
-                   &pl->r_dd_bw, &pl->r_dw, &pl->r_dd_bd, &pl->r_w_bd, &pl->r_dx};
-  for (size_t i = 0; i < sizeof rs / sizeof *rs; i++) reorder_destroy(rs[i]);
-  buf *bs[] = {&pl->x,      &pl->x_conv, &pl->w,        &pl->w_conv, &pl->bias,    &pl->conv_out,
-               &pl->scale,  &pl->shift,  &pl->mean,     &pl->var,    &pl->bn_ws,   &pl->bn_out,
-               &pl->pool_out, &pl->pool_ws, &pl->y,     &pl->dy,     &pl->dy_pool, &pl->pool_dsrc,
-               &pl->bn_dsrc, &pl->dscale, &pl->dshift,  &pl->x_bw,   &pl->dd_bw,   &pl->dw_bw,
-               &pl->dw,     &pl->db,     &pl->dd_bd,    &pl->w_bd,   &pl->dx_bd,   &pl->dx};
-  for (size_t i = 0; i < sizeof bs / sizeof *bs; i++)
-    if (bs[i]->m) dnnl_memory_destroy(bs[i]->m);
-  for (int i = 0; i < NPRIM; i++)
-    if (pl->scratch[i].m) dnnl_memory_destroy(pl->scratch[i].m);
+  for (int i = 0; i < pl->nprims; i++) dnnl_primitive_destroy(pl->prims[i]);
+  for (int i = 0; i < pl->nbufs; i++) dnnl_memory_destroy(pl->bufs[i]->m);
   free(pl->ones);
   memset(pl, 0, sizeof *pl);
 }
@@ -392,7 +383,7 @@ static int plan_build(plan *pl, const cnn_conv_block_shape *s) {
   init_mds(s, &m);
   dnnl_primitive_desc_t pd[NPRIM] = {NULL};
   size_t state = 0, arena_f = 0, arena_b = 0;
-  dnnl_status_t st = build_user(pl, &m);
+  dnnl_status_t st = build_user(pl);
   if (st == dnnl_success) st = build_forward(pl, &m, pd, &state, &arena_f);
   if (st == dnnl_success) st = build_backward(pl, &m, pd, &arena_b);
   size_t arena = arena_f > arena_b ? arena_f : arena_b;
@@ -441,8 +432,9 @@ static plan *plan_of(const cnn_conv_block_shape *s, int *rc) {
 /* ---- running ---------------------------------------------------------------------------------- */
 
 static void bind(plan *pl, void *state, void *arena) {
-  for (int i = 0; i < pl->nplaced; i++) {
-    buf *b = pl->placed[i];
+  for (int i = 0; i < pl->nbufs; i++) {
+    buf *b = pl->bufs[i];
+    if (b->where == IN_USER) continue;
     char *base = b->where == IN_STATE ? state : arena;
     dnnl_memory_set_data_handle(b->m, base + b->off);
   }
@@ -469,11 +461,11 @@ static dnnl_status_t forward_run(plan *pl) {
                             {DNNL_ARG_SCRATCHPAD, pl->scratch[PD_CONV].m},
                             {DNNL_ARG_BIAS, pl->bias.m}};
   if (st == dnnl_success) st = run(pl->conv_f, pl->shape.has_bias ? 5 : 4, conv);
-  dnnl_exec_arg_t bn[] = {{DNNL_ARG_SRC, pl->conv_out.m}, {DNNL_ARG_DST, pl->bn_out.m},
-                          {DNNL_ARG_SCALE, pl->scale.m},  {DNNL_ARG_SHIFT, pl->shift.m},
-                          {DNNL_ARG_MEAN, pl->mean.m},    {DNNL_ARG_VARIANCE, pl->var.m},
-                          {DNNL_ARG_WORKSPACE, pl->bn_ws.m},
-                          {DNNL_ARG_SCRATCHPAD, pl->scratch[PD_BN].m}};
+  dnnl_exec_arg_t bn[] = {
+      {DNNL_ARG_SRC, pl->conv_out.m},    {DNNL_ARG_DST, pl->bn_out.m},
+      {DNNL_ARG_SCALE, pl->scale.m},     {DNNL_ARG_SHIFT, pl->shift.m},
+      {DNNL_ARG_MEAN, pl->mean.m},       {DNNL_ARG_VARIANCE, pl->var.m},
+      {DNNL_ARG_WORKSPACE, pl->bn_ws.m}, {DNNL_ARG_SCRATCHPAD, pl->scratch[PD_BN].m}};
   if (st == dnnl_success) st = run(pl->bn_f, 8, bn);
   dnnl_exec_arg_t pool[] = {{DNNL_ARG_SRC, pl->bn_out.m},
                             {DNNL_ARG_DST, pl->r_y.from->m},
@@ -492,13 +484,17 @@ static dnnl_status_t backward_run(plan *pl, int want_dx) {
                             {DNNL_ARG_SCRATCHPAD, pl->scratch[PD_POOL_B].m}};
   if (st == dnnl_success) st = run(pl->pool_b, 4, pool);
   /* oneDNN 2.6 refuses the backward without the shift when use_shift is set */
-  dnnl_exec_arg_t bn[] = {
-      {DNNL_ARG_SRC, pl->conv_out.m},       {DNNL_ARG_MEAN, pl->mean.m},
-      {DNNL_ARG_VARIANCE, pl->var.m},       {DNNL_ARG_SCALE, pl->scale.m},
-      {DNNL_ARG_SHIFT, pl->shift.m},        {DNNL_ARG_WORKSPACE, pl->bn_ws.m},
-      {DNNL_ARG_DIFF_DST, pl->pool_dsrc.m}, {DNNL_ARG_DIFF_SRC, pl->bn_dsrc.m},
-      {DNNL_ARG_DIFF_SCALE, pl->dscale.m},  {DNNL_ARG_DIFF_SHIFT, pl->dshift.m},
-      {DNNL_ARG_SCRATCHPAD, pl->scratch[PD_BN_B].m}};
+  dnnl_exec_arg_t bn[] = {{DNNL_ARG_SRC, pl->conv_out.m},
+                          {DNNL_ARG_MEAN, pl->mean.m},
+                          {DNNL_ARG_VARIANCE, pl->var.m},
+                          {DNNL_ARG_SCALE, pl->scale.m},
+                          {DNNL_ARG_SHIFT, pl->shift.m},
+                          {DNNL_ARG_WORKSPACE, pl->bn_ws.m},
+                          {DNNL_ARG_DIFF_DST, pl->pool_dsrc.m},
+                          {DNNL_ARG_DIFF_SRC, pl->bn_dsrc.m},
+                          {DNNL_ARG_DIFF_SCALE, pl->dscale.m},
+                          {DNNL_ARG_DIFF_SHIFT, pl->dshift.m},
+                          {DNNL_ARG_SCRATCHPAD, pl->scratch[PD_BN_B].m}};
   if (st == dnnl_success) st = run(pl->bn_b, 11, bn);
   if (st == dnnl_success) st = run_reorder(&pl->r_x_bw);
   if (st == dnnl_success) st = run_reorder(&pl->r_dd_bw);

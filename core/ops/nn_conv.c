@@ -11,7 +11,7 @@
  * only on a backend with `half` (CUDA; autocast); under cnn.autocast the
  * op hands itself to core/autocast.c, which calls it back with cast
  * operands or, on the CPU, with bfloat16 arithmetic (cnn_conv_shape.math).
- * Validation: conv_shape() holds conv's shape rules, the only place they
+ * Validation: cnn_conv2d_shape() holds conv's shape rules, the only place they
  * are checked; the backends assert what follows (cnn_cpu_conv2d_shape_valid).
  * cnn_conv2d_int8 (cnn.quantize) shares them: an inference-only op over
  * quantized operands (core/cpu/conv_int8.c).
@@ -111,16 +111,11 @@ static int conv_geometry(const char *op, const cnn_tensor *x, const cnn_tensor *
 /* Conv's shape rules, the only place they are checked (conv2d and
  * conv2d_int8; the backends assert what follows from them): the geometry
  * in *s, or -1 with a message naming `op` and the shapes. */
-static int conv_shape(const char *op, const cnn_tensor *x, const cnn_tensor *w, const cnn_tensor *b,
-                      const cnn_conv_params *p, cnn_conv_shape *s) {
+int cnn_conv2d_shape(const char *op, const cnn_tensor *x, const cnn_tensor *w, const cnn_tensor *b,
+                     const cnn_conv_params *p, cnn_conv_shape *s) {
   if (check_conv_ranks(op, x, w) || check_conv_params(op, p) || check_conv_channels(op, x, w, b, p))
     return -1;
   return conv_geometry(op, x, w, p, s);
-}
-
-int cnn_conv2d_shape(const char *op, const cnn_tensor *x, const cnn_tensor *w, const cnn_tensor *b,
-                     const cnn_conv_params *p, cnn_conv_shape *s) {
-  return conv_shape(op, x, w, b, p, s);
 }
 
 /* Both backward passes: one entry where the backend has it (the CPU's
@@ -180,7 +175,8 @@ static cnn_tensor *forward_setup(cnn_tensor *x, cnn_tensor *w, cnn_tensor *b,
                                  const cnn_conv_params *p, cnn_dtype math, cnn_conv_shape *s,
                                  cnn_tensor *c[3]) {
   c[0] = c[1] = c[2] = NULL;
-  if (cnn_conv_check_dtypes("conv2d", x, w, b) || conv_shape("conv2d", x, w, b, p, s)) return NULL;
+  if (cnn_conv_check_dtypes("conv2d", x, w, b) || cnn_conv2d_shape("conv2d", x, w, b, p, s))
+    return NULL;
   s->math = math;
   c[0] = cnn_contiguous(x), c[1] = cnn_contiguous(w), c[2] = b ? cnn_contiguous(b) : NULL;
   int64_t shape[4] = {s->N, s->K, s->OH, s->OW};
@@ -272,7 +268,7 @@ static int check_int8_args(cnn_tensor *x, cnn_tensor *wq, cnn_tensor *ws, cnn_te
                            const cnn_conv_params *p, cnn_conv_shape *s) {
   if (!x || !wq || !ws)
     return cnn_set_error("conv2d_int8: input, weight and weight scales are required"), -1;
-  if (check_int8_dtypes(x, wq, ws, b) || conv_shape("conv2d_int8", x, wq, b, p, s)) return -1;
+  if (check_int8_dtypes(x, wq, ws, b) || cnn_conv2d_shape("conv2d_int8", x, wq, b, p, s)) return -1;
   return check_int8_scales_shape(wq, ws);
 }
 

@@ -35,9 +35,9 @@ static const char OP[] = "conv_bn_relu_pool";
 static int check_channel_vector(const char *what, const cnn_tensor *v, const cnn_tensor *x,
                                 int64_t K) {
   char a[CNN_SHAPE_STR];
-  if (!v || (v->ndim == 1 && v->shape[0] == K && v->dtype == CNN_FLOAT32 &&
-             cnn_tensor_is_contiguous(v) &&
-             cnn_device_equal(cnn_tensor_device(v), cnn_tensor_device(x))))
+  if (!v ||
+      (v->ndim == 1 && v->shape[0] == K && v->dtype == CNN_FLOAT32 && cnn_tensor_is_contiguous(v) &&
+       cnn_device_equal(cnn_tensor_device(v), cnn_tensor_device(x))))
     return 0;
   cnn_set_error("%s: %s %s (%s) does not match the convolution's %lld output channels: expected "
                 "%lld contiguous float32 elements on the input's device",
@@ -56,13 +56,13 @@ static int check_pool(const cnn_conv_block_params *p) {
   return 0;
 }
 
-/* The arithmetic of the block under autocast: CNN_FLOAT32, CNN_BFLOAT16, or
- * CNN_FLOAT16 for "declined" (autocast to float16: the layers' own rules). */
-static cnn_dtype block_math(cnn_tensor *x, cnn_tensor *w, cnn_tensor *b) {
-  cnn_tensor *operands[3] = {x, w, b};
-  cnn_dtype run = cnn_autocast_target(operands, 3);
-  if (run == CNN_FLOAT32) return CNN_FLOAT32;
-  return run == CNN_BFLOAT16 && cnn_autocast_backend_math(run, x) ? CNN_BFLOAT16 : CNN_FLOAT16;
+/* The arithmetic of the block under autocast into *math (CNN_FLOAT32 or
+ * CNN_BFLOAT16); false where autocast wants one the block has not (float16,
+ * bfloat16 without the backend's arithmetic: the layers' own rules). */
+static bool block_math(cnn_tensor *x, cnn_tensor *w, cnn_tensor *b, cnn_dtype *math) {
+  *math = cnn_autocast_target((cnn_tensor *[]){x, w, b}, 3);
+  return *math == CNN_FLOAT32 ||
+         (*math == CNN_BFLOAT16 && cnn_autocast_backend_math(CNN_BFLOAT16, x));
 }
 
 /* Whether the block applies to these operands (else: declined). */
@@ -77,7 +77,7 @@ static bool block_applies(const cnn_backend *be, cnn_tensor *x, cnn_tensor *w, c
 /* The block's shape (zeroed first: plans compare it field by field);
  * 0, -1 (error), or 1 (declined: the layers would report or handle it). */
 static int block_shape(cnn_tensor *x, cnn_tensor *w, cnn_tensor *b, const cnn_conv_block_params *p,
-                        cnn_dtype math, double eps, cnn_conv_block_shape *s) {
+                       cnn_dtype math, double eps, cnn_conv_block_shape *s) {
   memset(s, 0, sizeof *s);
   if (x->ndim != 4 || w->ndim != 4) return 1;
   if (cnn_conv_check_dtypes(OP, x, w, b) || cnn_conv2d_shape(OP, x, w, b, &p->conv, &s->conv))
@@ -160,10 +160,10 @@ static int block_forward(const cnn_backend *be, const cnn_conv_block_shape *s, c
   cnn_tensor *stats = cnn_empty(1, &two_k, CNN_FLOAT32, (cnn_device){CNN_CPU, 0});
   if (!stats) return -1;
   float *mean = cnn_tensor_data(stats), *var = mean + K;
-  int rc = be->conv_block_forward(cnn_backend_dev(x), s, cnn_tensor_data(x), cnn_tensor_data(w),
-                                  cnn_data_or_null(b), cnn_data_or_null(gamma),
-                                  cnn_data_or_null(beta), cnn_tensor_data(y), mean, var,
-                                  cnn_tensor_data(state));
+  int rc =
+      be->conv_block_forward(cnn_backend_dev(x), s, cnn_tensor_data(x), cnn_tensor_data(w),
+                             cnn_data_or_null(b), cnn_data_or_null(gamma), cnn_data_or_null(beta),
+                             cnn_tensor_data(y), mean, var, cnn_tensor_data(state));
   if (rc == 0 && rm && rv)
     update_running(rm, rv, mean, var, K, s->conv.N * s->conv.OH * s->conv.OW, momentum);
   cnn_tensor_release(stats);
@@ -175,9 +175,8 @@ static int block_setup(const cnn_backend *be, cnn_tensor *x, cnn_tensor *w, cnn_
                        cnn_tensor *const vec[4], double eps, const cnn_conv_block_params *p,
                        cnn_conv_block_shape *s, size_t *state_bytes) {
   static const char *names[4] = {"running_mean", "running_var", "weight", "bias"};
-  if (!block_applies(be, x, w, b, p)) return 1;
-  cnn_dtype math = block_math(x, w, b);
-  if (math == CNN_FLOAT16) return 1;
+  cnn_dtype math;
+  if (!block_applies(be, x, w, b, p) || !block_math(x, w, b, &math)) return 1;
   int rc = block_shape(x, w, b, p, math, eps, s);
   for (int i = 0; i < 4 && rc == 0; i++)
     if (check_channel_vector(names[i], vec[i], x, s->conv.K)) rc = -1;
@@ -198,7 +197,8 @@ cnn_tensor *cnn_conv_bn_relu_pool(cnn_tensor *x, cnn_tensor *w, cnn_tensor *b, c
   if (!be) return NULL;
   cnn_conv_block_shape s;
   size_t bytes = 0;
-  int rc = block_setup(be, x, w, b, (cnn_tensor *const[4]){rm, rv, gamma, beta}, eps, p, &s, &bytes);
+  int rc =
+      block_setup(be, x, w, b, (cnn_tensor *const[4]){rm, rv, gamma, beta}, eps, p, &s, &bytes);
   if (rc) return *declined = rc == 1, NULL;
   cnn_tensor *xc = cnn_contiguous(x), *wc = xc ? cnn_contiguous(w) : NULL;
   cnn_tensor *bc = wc && b ? cnn_contiguous(b) : NULL;
@@ -217,7 +217,6 @@ cnn_tensor *cnn_conv_bn_relu_pool(cnn_tensor *x, cnn_tensor *w, cnn_tensor *b, c
     if (beta) cnn_node_save(n, 3, beta);
     cnn_node_set_geometry(n, &s, sizeof s);
   }
-  cnn_tensor_release(xc), cnn_tensor_release(wc), cnn_tensor_release(bc),
-      cnn_tensor_release(state);
+  cnn_tensor_release(xc), cnn_tensor_release(wc), cnn_tensor_release(bc), cnn_tensor_release(state);
   return y;
 }

@@ -219,6 +219,25 @@ describe("the fused Conv2d -> BatchNorm2d -> ReLU -> MaxPool2d block", function(
     H.raises(function() y:sum():backward() end, "second time")
   end)
 
+  it("gives the same gradients when its cached plan was evicted between forward and backward", function()
+    -- 20 shapes (the CPU keeps 16 plans): the first ones' backward rebuilds them
+    local ys, xs, nets = {}, {}, {}
+    for i = 1, 20 do
+      nets[i] = block(2, 4)
+      xs[i] = cnn.randn(2, 2, 6 + i, 6 + i):requires_grad_()
+      ys[i] = nets[i](xs[i])
+      assert.are.equal(BLOCK, tostring(ys[i].grad_fn))
+    end
+    for i = 1, 20 do ys[i]:sum():backward() end
+    for _, i in ipairs({ 1, 20 }) do
+      local plain = twin(nets[i], 2, 4)
+      local xp = xs[i]:detach():clone():requires_grad_()
+      unfused(plain, xp):sum():backward()
+      assert.is_true(rel(xs[i].grad, xp.grad) < 2e-5, "dx, shape " .. i .. ": " .. rel(xs[i].grad, xp.grad))
+      assert.is_true(rel(nets[i][1].weight.grad, plain[1].weight.grad) < 2e-5, "dw, shape " .. i)
+    end
+  end)
+
   it("moves the running statistics without grad mode, and records nothing", function()
     local net = block(2, 4)
     local y = cnn.no_grad(function() return net(cnn.randn(2, 2, 8, 8) + 3) end)

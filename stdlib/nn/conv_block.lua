@@ -5,8 +5,9 @@
 --
 -- The four layers fuse only where the fused op computes exactly what they
 -- would, up to rounding: nn.Conv2d and nn.BatchNorm2d themselves (not
--- subclasses), each layer's own forward and no hooks on any of them (a hook would see or replace
--- a tensor the block never makes); Conv2d with numeric padding, zero
+-- subclasses), each layer's own forward and no hooks on any of them (a
+-- hook would see or replace a tensor the block never makes); Conv2d with
+-- numeric padding, zero
 -- padding mode, one group; BatchNorm2d in training mode; MaxPool2d
 -- without padding, dilation, ceil mode or indices; the input a 4-d batch
 -- of the convolution's channels.  The C op may still decline (a dtype

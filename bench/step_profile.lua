@@ -44,7 +44,12 @@
 --     with inputs in cache;
 --   * the optimizer step alone, against the bandwidth at its working-set
 --     size (Adam reads p, g, m, v and writes p, m, v: 28 bytes a float32
---     parameter), and of_memory as for the layers;
+--     parameter), and of_memory as for the layers; and against a copy
+--     moving the same bytes at the same point of a step (in_step_copy_ms,
+--     of_in_step_copy = copy ms / optimizer ms: where Adam's arrays come
+--     from the cache only in part, that copy is the bandwidth there is);
+--     and run again at once, its arrays in cache, against the in-cache
+--     copy (in_cache_ms, in_cache_of_bandwidth);
 --   * the collector's step that pays for backward's allocations
 --     (collector_ms): backward defers the collector (lua/memory.c) and the
 --     first tensor handed to Lua afterwards -- inside the optimizer, when
@@ -68,13 +73,14 @@
 --   {"bench":"machine","threads":2,"fma_gflops":...,"copy_gbs_1mb":...,"copy_gbs_256mb":...}
 --   {"bench":"step_layer","net":"fmnist","layer":"2","type":"BatchNorm2d","pass":"bwd","ms":...,
 --    "gflop":...,"mbytes":...,"bound":"memory","of_peak":...,"of_memory":...}
---   {"bench":"step_optimizer","net":"fmnist","params":...,"ms":...,"of_bandwidth":...,"of_memory":...}
+--   {"bench":"step_optimizer","net":"fmnist","params":...,"ms":...,"of_bandwidth":...,"of_memory":...,
+--    "in_step_copy_ms":...,"of_in_step_copy":...,"in_cache_ms":...,"in_cache_of_bandwidth":...}
 --   {"bench":"step","net":"fmnist","batch":64,"step_ms":...,"hooked_step_ms":...,
 --    "hook_overhead_ms":...,"layers_ms":...,"optimizer_ms":...,"collector_ms":...,"outside_ms":...,
 --    "images_per_s":...,"gflops":...,"of_fma_peak":...}
 -- Byte model (float32): forward = input + output + parameters (+ int64
 -- indices for max pooling); backward = grad out + saved tensor + grad in
--- (+ parameter gradients); Flatten moves nothing.  FLOPs: 2 per MAC
+-- (+ parameter gradients); Flatten moves nothing (bound "view").  FLOPs: 2 per MAC
 -- forward, 4 per MAC backward (input and weight gradients) for Conv2d and
 -- Linear; the other layers count as memory-bound.
 -- Pin the threads (OMP_NUM_THREADS) and compare runs on the same machine;
@@ -138,6 +144,9 @@ end
 local function layer_cost(m, xin, out, fused_relu, block)
   local nx, ny, np = xin:numel(), out:numel(), param_elems(m)
   local macs = require("inspect").macs_of(m, out)
+  if block and block.count then -- Linear -> ReLU (-> Dropout): linear's figures
+    block = nil
+  end
   if block then -- the convolution's MACs at its own output size; the block's parameters
     local ca = block.ca
     local kh, kw = m.kernel_size[1], m.kernel_size[2]
@@ -169,9 +178,11 @@ end
 -- turns the fusion off): {[batch norm] = true}, {[its relu] = true}.
 -- The Conv2d -> BatchNorm2d -> ReLU -> MaxPool2d blocks it runs as one node
 -- (stdlib/nn/conv_block.lua's candidate, asked the same way) are found
--- first: {[first conv] = {ca = conv args, bn = its batch norm}} and
--- {[each of the four] = true}; a pair inside a block is not a pair.
+-- first, then the Linear -> ReLU (-> Dropout) ones (nn/linear_block.lua):
+-- {[first layer] = {ca = conv args, bn = its batch norm} or {count = 2|3}}
+-- and {[each layer of a block] = true}; a pair inside a block is not a pair.
 local conv_block = require("nn.conv_block")
+local linear_block = require("nn.linear_block")
 local function fused_pairs(net)
   local bn, relu, blocks, in_block = {}, {}, {}, {}
   for _, m in ipairs(net:modules()) do
@@ -179,10 +190,13 @@ local function fused_pairs(net)
       local i = 1
       while i <= #m do
         local ca = i + 3 <= #m and conv_block.candidate(m, i)
-        if ca then
-          blocks[m[i]] = { ca = ca, bn = m[i + 1] }
-          for k = i, i + 3 do in_block[m[k]] = true end
-          i = i + 4
+        local count = not ca and linear_block.candidate(m, i)
+        if ca or count then
+          blocks[m[i]] = ca and { ca = ca, bn = m[i + 1], name = "Conv2d+BatchNorm2d+ReLU+MaxPool2d" }
+            or { count = count, name = count == 3 and "Linear+ReLU+Dropout" or "Linear+ReLU" }
+          count = count or 4
+          for k = i, i + count - 1 do in_block[m[k]] = true end
+          i = i + count
         else
           if i < #m and nn.Sequential.fuses_bn_relu(m[i], m[i + 1]) then bn[m[i]], relu[m[i + 1]] = true, true end
           i = i + 1
@@ -231,23 +245,25 @@ local function instrumented_step(net, opt, x, y, tm)
       handles[#handles + 1] = out:register_hook(function() rec.gout = tm:mark() end)
     end
   end
-  -- a block is timed around nn.Sequential's call of conv_block.run; where
-  -- the op declines (a dtype or device it does not take), its four layers
-  -- run unhooked and untimed in this step (their time lands in outside_ms)
-  local run_block = conv_block.run
-  conv_block.run = function(seq, i, xin)
-    if not blocks[seq[i]] then return run_block(seq, i, xin) end
-    pre(seq[i], xin)
-    local out = run_block(seq, i, xin)
-    if out then
-      post(seq[i], xin, out)
-    else
-      table.remove(stack)
-      table.remove(recs)
+  -- a block is timed around nn.Sequential's call of its run(); where the
+  -- op declines (a dtype or device it does not take), its layers run
+  -- unhooked and untimed in this step (their time lands in outside_ms)
+  for _, lib in ipairs({ conv_block, linear_block }) do
+    local run_block = lib.run
+    lib.run = function(seq, i, xin)
+      if not blocks[seq[i]] then return run_block(seq, i, xin) end
+      pre(seq[i], xin)
+      local out, count = run_block(seq, i, xin)
+      if out then
+        post(seq[i], xin, out)
+      else
+        table.remove(stack)
+        table.remove(recs)
+      end
+      return out, count
     end
-    return out
+    handles[#handles + 1] = { remove = function() lib.run = run_block end }
   end
-  handles[#handles + 1] = { remove = function() conv_block.run = run_block end }
   for _, m in ipairs(net:modules()) do
     if in_block[m] then
       -- timed as one block (a hook here would turn the fusion off)
@@ -296,6 +312,7 @@ end
 
 local function fraction(flop, bytes, ms)
   if ms <= 0 then return "none", 0 end
+  if flop == 0 and bytes == 0 then return "view", 0 end -- Flatten: no pass at all
   local bw = bandwidth(bytes / 2)
   if flop > 0 and flop / bytes > PEAK / bw then return "compute", flop / (ms * 1e-3) / PEAK end
   return "memory", bytes / (ms * 1e-3) / bw, bytes / (ms * 1e-3) / bandwidth(1 << 28)
@@ -304,11 +321,40 @@ end
 local function emit_layer(name, r, idx, pass, ms, flop, bytes)
   local bound, of_peak, of_memory = fraction(flop, bytes, ms)
   local f = { { "bench", "step_layer" }, { "net", name }, { "layer", tostring(idx) },
-              { "type", r.block and "Conv2d+BatchNorm2d+ReLU+MaxPool2d" or r.m.__name .. (r.fused and "+ReLU" or "") },
+              { "type", r.block and r.block.name or r.m.__name .. (r.fused and "+ReLU" or "") },
               { "pass", pass }, { "ms", ms }, { "gflop", flop / 1e9 }, { "mbytes", bytes / 1e6 },
               { "bound", bound }, { "of_peak", of_peak } }
   if of_memory then f[#f + 1] = { "of_memory", of_memory } end
   B.emit(f)
+end
+
+-- The optimizer's yardstick where it runs: Adam moves 28 bytes a
+-- parameter (reads p, g, m, v; writes p, m, v), mostly from arrays last
+-- touched a step before, after a backward that has filled the cache with
+-- activations.  A copy_ (threads, as Adam) of 14 bytes a parameter from one
+-- array to another -- the same 28 bytes moved, the arrays also last touched
+-- a step before -- timed at the same point of a step: after backward and the
+-- collector's step, just before opt:step.  (A copy also reads its
+-- destination before writing it, which Adam's in-place updates do not; so
+-- this says what the memory gives at that point, not a bound.)  And the
+-- optimizer with its arrays in cache: opt:step run again at once, against
+-- the in-cache copy.  Median ms of each.
+local function optimizer_yardsticks(net, opt, x, y, nparam)
+  local n = 7 * nparam // 2
+  local src, dst, copy_ms, hot_ms = cnn.ones(n), cnn.zeros(n), {}, {}
+  for it = 1, opts.iters do
+    opt:zero_grad()
+    loss_of(net, x, y):backward()
+    local _ = first_grad(net)
+    local t0 = cnn.clock()
+    dst:copy_(src)
+    local t1 = cnn.clock()
+    opt:step()
+    local t2 = cnn.clock()
+    opt:step()
+    copy_ms[it], hot_ms[it] = (t1 - t0) * 1e3, (cnn.clock() - t2) * 1e3
+  end
+  return median(copy_ms), median(hot_ms)
 end
 
 local function profile_net(name, net, x, y)
@@ -351,9 +397,12 @@ local function profile_net(name, net, x, y)
   local nparam = 0
   for _, p in ipairs(net:parameters()) do nparam = nparam + p:numel() end
   local o, s, h = median(opt_ms), median(step_ms), median(hooked_ms)
+  local c, hot = optimizer_yardsticks(net, opt, x, y, nparam)
   B.emit({ { "bench", "step_optimizer" }, { "net", name }, { "params", nparam }, { "ms", o },
            { "of_bandwidth", 28 * nparam / (o * 1e-3) / bandwidth(14 * nparam) },
-           { "of_memory", 28 * nparam / (o * 1e-3) / bandwidth(1 << 28) } })
+           { "of_memory", 28 * nparam / (o * 1e-3) / bandwidth(1 << 28) },
+           { "in_step_copy_ms", c }, { "of_in_step_copy", c / o },
+           { "in_cache_ms", hot }, { "in_cache_of_bandwidth", 28 * nparam / (hot * 1e-3) / bandwidth(14 * nparam) } })
   B.emit({ { "bench", "step" }, { "net", name }, { "batch", x:size(1) }, { "threads", cnn.get_num_threads() },
            { "autocast", opts.autocast },
            { "step_ms", s }, { "hooked_step_ms", h }, { "hook_overhead_ms", h - s },

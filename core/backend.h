@@ -206,9 +206,9 @@ typedef struct cnn_backend {
                             const float *b, const float *gamma, const float *beta, float *y,
                             float *mean, float *var, void *state);
   int (*conv_block_backward)(int dev, const cnn_conv_block_shape *s, const float *dy,
-                             const float *x, const float *w, const float *gamma,
-                             const float *beta, const void *state, float *dx, float *dw, float *db,
-                             float *dgamma, float *dbeta);
+                             const float *x, const float *w, const float *gamma, const float *beta,
+                             const void *state, float *dx, float *dw, float *db, float *dgamma,
+                             float *dbeta);
 
   /* ---- pooling, batch norm, softmax: the CPU kernels' signatures ---- */
   int (*max_pool2d_forward)(int dev, cnn_dtype dt, const cnn_pool_shape *s, const void *x, void *y,
@@ -291,6 +291,15 @@ typedef struct cnn_backend {
                       const void *pw, const void *g, void *out);
   /* mask[n] = 0 with probability p else 1/(1-p), from a hash of (seed, i) */
   int (*dropout_mask)(int dev, cnn_dtype dt, int64_t n, double p, uint64_t seed, void *mask);
+  /* the block linear -> ReLU -> dropout's element passes (optional: the
+   * block declines without them).  Forward, in place over the product
+   * y[rows x cols] = x w^T: y = relu(y + bias[col]) * mask_i, mask_i =
+   * cnn_dropout_value(seed, i, p) (1 when p = 0; bias may be NULL).
+   * Backward: dz[i] = y[i] > 0 ? g[i] * scale : 0 (dz may be g). */
+  int (*linear_relu_dropout_forward)(int dev, cnn_dtype dt, int64_t rows, int64_t cols, void *y,
+                                     const void *bias, double p, uint64_t seed);
+  int (*linear_relu_dropout_backward)(int dev, cnn_dtype dt, int64_t n, const void *y,
+                                      const void *g, double scale, void *dz);
 
   /* ---- indexing ---- */
   /* out[o, j, i] = x[o, index[j], i]: x outer x size x inner, out outer x k x inner */
@@ -387,10 +396,11 @@ typedef struct {
  * 7: conv2d_act_forward (optional).
  * 8: bn_dx_over_dy.
  * 9: conv_block_state_bytes/_forward/_backward (optional).
+ * 10: linear_relu_dropout_forward/_backward (optional).
  * The version also folds in the sizes of the elementwise enums: adding a
  * unary or binary op renumbers the values the module's kernels switch on,
  * and needs no bump here (the recipe in core/README.md stays 4 files). */
-#define CNN_CORE_API_LAYOUT 9
+#define CNN_CORE_API_LAYOUT  10
 #define CNN_CORE_API_VERSION (CNN_CORE_API_LAYOUT * 10000 + CNN_NUNARY * 100 + CNN_NBINARY)
 
 /* dlopen() a module: $env, then `file` next to the executable, then

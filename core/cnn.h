@@ -506,6 +506,14 @@ cnn_tensor *cnn_conv2d(cnn_tensor *x, cnn_tensor *w, cnn_tensor *b, const cnn_co
 cnn_tensor *cnn_conv2d_act(cnn_tensor *x, cnn_tensor *w, cnn_tensor *b, const cnn_conv_params *p,
                            cnn_unary_op act, double p0, double p1);
 cnn_tensor *cnn_linear(cnn_tensor *x, cnn_tensor *w, cnn_tensor *b);
+/* dropout(relu(linear(x, w, b)), p) as one node (ops/nn_linear_block.c;
+ * what nn.Sequential runs for Linear, ReLU[, Dropout]): the bias, relu and
+ * the mask one pass over the product, the same mask as cnn_dropout for one
+ * seed (p = 0: no dropout, nothing drawn).  Where the backend has no such
+ * pass for the operands (CUDA, float16, mixed dtypes, p = 1) it returns
+ * NULL with *declined set and nothing changed: run the layers. */
+cnn_tensor *cnn_linear_relu_dropout(cnn_tensor *x, cnn_tensor *w, cnn_tensor *b, double p,
+                                    bool *declined);
 /* The training block max_pool2d(relu(batch_norm(conv2d(x, w, b)))) as one
  * node (ops/nn_conv_block.c; what nn.Sequential runs for Conv2d,
  * BatchNorm2d, ReLU, MaxPool2d in training): batch statistics, the running

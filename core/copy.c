@@ -4,8 +4,9 @@
  *
  * All loops walk the destination in row-major order with an odometer over
  * the shape, reading the source through broadcast strides (0 on broadcast
- * dimensions).  Fast paths: same dtype and both contiguous (memcpy); the
- * common float32 <-> float64 and uint8 -> float32 contiguous casts.
+ * dimensions).  Fast paths: same dtype and both contiguous (a memcpy); the
+ * common float32 <-> float64 and uint8 -> float32 contiguous casts; the
+ * memcpy is the CPU backend's copy_d2d (threads from 1 MB, core/cpu/copy_bytes.c).
  * Autograd: copies made by contiguous/clone/to_dtype record a node whose
  * backward passes the gradient through (cast back to the input's dtype).
  * Devices: copies that touch a CUDA tensor go through the backend (one
@@ -160,8 +161,8 @@ static void copy_strided(cnn_tensor *dst, const cnn_tensor *src) {
 static bool fast_cast(cnn_tensor *dst, const cnn_tensor *src, int64_t n) {
   void *d = cnn_tensor_data(dst);
   const void *s = cnn_tensor_data(src);
-  if (dst->dtype == src->dtype) {
-    memcpy(d, s, (size_t)n * cnn_dtype_size(dst->dtype));
+  if (dst->dtype == src->dtype) { /* the CPU backend's copy (threads from 1 MB) */
+    cnn_cpu_backend.copy_d2d(d, s, (size_t)n * cnn_dtype_size(dst->dtype), 0);
   } else if (dst->dtype == CNN_FLOAT64 && src->dtype == CNN_FLOAT32) {
     for (int64_t i = 0; i < n; i++) ((double *)d)[i] = ((const float *)s)[i];
   } else if (dst->dtype == CNN_FLOAT32 && src->dtype == CNN_FLOAT64) {

@@ -22,6 +22,10 @@
  *                               momentum, eps, {kh, kw, sh, sw})
  * is the training block conv -> batch norm -> ReLU -> max pool in one node
  * (cnn_conv_bn_relu_pool), or nil where the block does not apply.
+ *
+ *   cnn.fused.linear_relu_dropout(x, w, b|nil, p)
+ * is F.dropout(F.relu(F.linear(x, w, b)), p) in one node (p = 0: no
+ * dropout; cnn_linear_relu_dropout), or nil where the block does not apply.
  */
 #include "bind.h"
 
@@ -139,7 +143,18 @@ static int f_conv_bn_relu_pool(lua_State *L) {
   p.pool_kernel[0] = pool[0], p.pool_kernel[1] = pool[1];
   p.pool_stride[0] = pool[2], p.pool_stride[1] = pool[3];
   bool declined;
-  cnn_tensor *y = cnn_conv_bn_relu_pool(x, w, b, t[0], t[1], t[2], t[3], momentum, eps, &p, &declined);
+  cnn_tensor *y =
+      cnn_conv_bn_relu_pool(x, w, b, t[0], t[1], t[2], t[3], momentum, eps, &p, &declined);
+  if (!y && declined) return lua_pushnil(L), 1;
+  return cnn_lua_push_result(L, y);
+}
+
+static int f_linear_relu_dropout(lua_State *L) {
+  cnn_tensor *x = cnn_lua_check_tensor(L, 1), *w = cnn_lua_check_tensor(L, 2),
+             *b = cnn_lua_opt_tensor(L, 3);
+  double p = luaL_checknumber(L, 4);
+  bool declined;
+  cnn_tensor *y = cnn_linear_relu_dropout(x, w, b, p, &declined);
   if (!y && declined) return lua_pushnil(L), 1;
   return cnn_lua_push_result(L, y);
 }
@@ -166,11 +181,19 @@ static const struct {
      "F.relu(F.batch_norm(x, ...)) as one op: one pass forward and backward on the CPU (the two "
      "ops elsewhere);\nnn.Sequential uses it for a BatchNorm followed by a ReLU without hooks."},
     {"conv_bn_relu_pool", f_conv_bn_relu_pool,
-     "cnn.fused.conv_bn_relu_pool(x, w, b|nil, {sh, sw, pt, pb, pl, pr, dh, dw}, running_mean|nil,\n"
-     "                            running_var|nil, weight|nil, bias|nil, momentum, eps, {kh, kw, sh, sw})\n"
+     "cnn.fused.conv_bn_relu_pool(x, w, b|nil, {sh, sw, pt, pb, pl, pr, dh, dw}, "
+     "running_mean|nil,\n"
+     "                            running_var|nil, weight|nil, bias|nil, momentum, eps, {kh, kw, "
+     "sh, sw})\n"
      "F.max_pool2d(F.relu(F.batch_norm(F.conv2d(x, w, b, ...), ..., training)), ...) as one op in\n"
      "oneDNN's blocked layouts (the CPU); nil where the block does not apply (run the layers).\n"
      "nn.Sequential uses it for Conv2d, BatchNorm2d, ReLU, MaxPool2d in training without hooks."},
+    {"linear_relu_dropout", f_linear_relu_dropout,
+     "cnn.fused.linear_relu_dropout(x, w, b|nil, p)\n"
+     "F.dropout(F.relu(F.linear(x, w, b)), p) as one op (p = 0: F.relu(F.linear(x, w, b))): the\n"
+     "bias, relu and dropout's mask one pass over the product, the mask F.dropout would draw;\n"
+     "nil where the block does not apply (run the layers).  nn.Sequential uses it for Linear,\n"
+     "ReLU[, Dropout] without hooks."},
     {"rmsprop", f_rmsprop,
      "cnn.fused.rmsprop(p, g, sq, ga|nil, buf|nil, lr, alpha, eps, weight_decay, momentum, "
      "centered)\n"

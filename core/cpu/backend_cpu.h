@@ -68,4 +68,13 @@ int cnn_cpu_bce_backward(int dev, cnn_dtype dt, int64_t n, int which, const void
                          const void *pw, const void *g, void *out);
 int cnn_cpu_dropout_mask(int dev, cnn_dtype dt, int64_t n, double p, uint64_t seed, void *mask);
 
+/* ---- copy_bytes.c: copy_d2d, the contiguous copy (threads from 1 MB) ---- */
+int cnn_cpu_copy_bytes(void *dst, const void *src, size_t nbytes, int device);
+
+/* ---- linear_relu_dropout.c: the linear -> ReLU -> dropout block's passes ---- */
+int cnn_cpu_linear_relu_dropout_forward(int dev, cnn_dtype dt, int64_t rows, int64_t cols, void *y,
+                                        const void *bias, double p, uint64_t seed);
+int cnn_cpu_linear_relu_dropout_backward(int dev, cnn_dtype dt, int64_t n, const void *y,
+                                         const void *g, double scale, void *dz);
+
 #endif

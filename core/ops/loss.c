@@ -86,12 +86,12 @@ static int check_reduction(const char *op, cnn_reduction red) {
 
 /* ---- linear ------------------------------------------------------------------------ */
 
-/* The node's geometry: the arithmetic of its products (CNN_FLOAT32, or
- * CNN_BFLOAT16 under autocast on a backend with bf16_math), which the
- * backward's products take too. */
+/* The node's geometry starts with the arithmetic of its products
+ * (CNN_FLOAT32, or CNN_BFLOAT16 under autocast on a backend with
+ * bf16_math), which the backward's products take too. */
 static cnn_dtype linear_math(const cnn_node *n) { return *(const cnn_dtype *)n->geometry; }
 
-static int linear_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
+int cnn_linear_backward_rule(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
   cnn_tensor *x = cnn_node_saved(n, 0), *w = x ? cnn_node_saved(n, 1) : NULL;
   if (!w) return -1;
   cnn_dtype math = linear_math(n);
@@ -121,7 +121,7 @@ static int linear_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
   return 0;
 }
 
-static int check_linear(cnn_tensor *x, cnn_tensor *w, cnn_tensor *b) {
+int cnn_linear_check(cnn_tensor *x, cnn_tensor *w, cnn_tensor *b) {
   char s1[CNN_SHAPE_STR], s2[CNN_SHAPE_STR];
   if (check_float_or_half("linear", "input", x) || check_float_or_half("linear", "weight", w))
     return -1;
@@ -151,17 +151,24 @@ static int check_linear(cnn_tensor *x, cnn_tensor *w, cnn_tensor *b) {
   return 0;
 }
 
-/* y = x w^T + b, the product in arithmetic `math`, as one node. */
-static cnn_tensor *linear_node(cnn_tensor *x, cnn_tensor *w, cnn_tensor *b, cnn_dtype math) {
+cnn_tensor *cnn_linear_product(cnn_tensor *x, cnn_tensor *w, cnn_dtype math) {
   bool prev = cnn_set_grad_enabled(false);
   cnn_tensor *wt = cnn_transpose(w, 0, 1);
   cnn_tensor *y = wt ? cnn_matmul_math(x, wt, math) : NULL;
-  if (y && b && cnn_binary_(CNN_OP_ADD, y, b)) cnn_tensor_release(y), y = NULL;
   cnn_set_grad_enabled(prev);
   cnn_tensor_release(wt);
+  return y;
+}
+
+/* y = x w^T + b, the product in arithmetic `math`, as one node. */
+static cnn_tensor *linear_node(cnn_tensor *x, cnn_tensor *w, cnn_tensor *b, cnn_dtype math) {
+  cnn_tensor *y = cnn_linear_product(x, w, math);
+  bool prev = cnn_set_grad_enabled(false);
+  if (y && b && cnn_binary_(CNN_OP_ADD, y, b)) cnn_tensor_release(y), y = NULL;
+  cnn_set_grad_enabled(prev);
   if (!y) return NULL;
-  cnn_node *n =
-      cnn_autograd_record(y, "LinearBackward", linear_backward, 3, (cnn_tensor *[]){x, w, b});
+  cnn_node *n = cnn_autograd_record(y, "LinearBackward", cnn_linear_backward_rule, 3,
+                                    (cnn_tensor *[]){x, w, b});
   if (n) {
     cnn_node_save(n, 0, x), cnn_node_save(n, 1, w);
     cnn_node_set_geometry(n, &math, sizeof math);
@@ -188,7 +195,7 @@ static cnn_tensor *linear_cast(cnn_tensor *x, cnn_tensor *w, cnn_tensor *b) {
  * transposed view, copied element by element into w.grad (1.5-2 ms of the
  * example network's 12 ms bf16 step). */
 cnn_tensor *cnn_linear(cnn_tensor *x, cnn_tensor *w, cnn_tensor *b) {
-  if (check_linear(x, w, b)) return NULL;
+  if (cnn_linear_check(x, w, b)) return NULL;
   cnn_dtype run = cnn_autocast_target((cnn_tensor *[]){x, w, b}, 3);
   if (run == CNN_FLOAT32 || cnn_autocast_backend_math(run, x)) return linear_node(x, w, b, run);
   return linear_cast(x, w, b);

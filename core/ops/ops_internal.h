@@ -69,6 +69,16 @@ int cnn_check_op_dim(const char *op, const cnn_tensor *x, int dim);
  * loss.c). */
 cnn_tensor *cnn_matmul_math(cnn_tensor *a, cnn_tensor *b, cnn_dtype math);
 
+/* loss.c: linear's pieces, shared with the block linear -> ReLU -> dropout
+ * (nn_linear_block.c).  cnn_linear_check validates x (... x in), w (out x
+ * in) and b (out, or NULL) with linear's messages; cnn_linear_product is
+ * x w^T in arithmetic `math`, recording nothing; cnn_linear_backward_rule
+ * is LinearBackward: gradients of x, w, b from g and the node's saved x
+ * (slot 0) and w (slot 1), in the arithmetic its geometry starts with. */
+int cnn_linear_check(cnn_tensor *x, cnn_tensor *w, cnn_tensor *b);
+cnn_tensor *cnn_linear_product(cnn_tensor *x, cnn_tensor *w, cnn_dtype math);
+int cnn_linear_backward_rule(cnn_node *n, cnn_tensor *g, cnn_tensor **gin);
+
 /* Float16 inference (issue 16): whether t is a float16 tensor on a backend
  * with `half` (CUDA).  The ops that admit it there (elementwise, linear,
  * dropout, batch norm in eval mode, the pools, softmax, reductions by a

@@ -53,16 +53,19 @@ function Sequential.fuses_bn_relu(m, r)
     and r.forward == ReLU.forward and not m:has_hooks() and not r:has_hooks()
 end
 
--- ---- the training block Conv2d -> BatchNorm2d -> ReLU -> MaxPool2d ----------------
+-- ---- the blocks Conv2d -> BatchNorm2d -> ReLU -> MaxPool2d, Linear -> ReLU -> Dropout ----
 
 local conv_block = require("nn.conv_block")
+local linear_block = require("nn.linear_block")
 
 -- Each child is called in order; a child's error comes back naming it
--- (nn.Module's __call adds the dotted path).  Two runs of children become
+-- (nn.Module's __call adds the dotted path).  Runs of children become
 -- one op where nothing can tell the difference (no hooks, the layers' own
 -- forwards; same values and gradients up to rounding):
 --  * Conv2d, BatchNorm2d (training), ReLU, MaxPool2d: one node whose
 --    activations stay in oneDNN's blocked layouts (nn/conv_block.lua);
+--  * Linear, ReLU and a Dropout after them (or none): one node, the bias,
+--    relu and mask one pass over the product (nn/linear_block.lua);
 --  * a BatchNorm followed by a ReLU: one pass each way
 --    (BatchNorm:forward_relu) where fuses_bn_relu allows.
 function Sequential:forward(x)
@@ -70,9 +73,11 @@ function Sequential:forward(x)
   while i <= n do
     local m = self[i]
     local y = i + 3 <= n and conv_block.run(self, i, x)
+    local count
+    if not y then y, count = linear_block.run(self, i, x) end
     if y then
       x = y
-      i = i + 4
+      i = i + (count or 4)
     elseif i < n and Sequential.fuses_bn_relu(m, self[i + 1]) then
       x = m:call_unhooked(m.forward_relu, x)
       i = i + 2
@@ -91,9 +96,12 @@ child (1-based), #net their number, net:append(m) adds one.  Parameters are
 named "1.weight", "2.bias", ...  An error in a child names it:
 "3 (Linear 9216->128): linear: input has ...".
 In training, Conv2d, BatchNorm2d, ReLU, MaxPool2d in a row run as one op
-(oneDNN's blocked layouts on the CPU; grad_fn ConvBnReluPoolBackward), and
-a BatchNorm followed by a ReLU as one pass, where no hook is set on them:
-same values and gradients up to rounding.  A hook turns this off.]]
+(oneDNN's blocked layouts on the CPU; grad_fn ConvBnReluPoolBackward);
+Linear, ReLU and a Dropout after them (or none) as one op on the CPU
+(grad_fn LinearReluDropoutBackward or LinearReluBackward; the same mask
+for one seed), and a BatchNorm followed by a ReLU as one pass, where no
+hook is set on them: same values and gradients up to rounding.  A hook
+turns this off.]]
 
 -- ---- ModuleList ------------------------------------------------------------------
 

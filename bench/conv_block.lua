@@ -53,29 +53,10 @@ local function steppers(cin, cout, hw, bf16, need_dx)
   return { fused = way(net, dy), layers = way(layers, dy), conv = way(net[1], dconv) }
 end
 
--- median ms per step of each way, alternated round by round
-local function time_ways(ways, names)
-  local t = {}
-  for _, n in ipairs(names) do
-    t[n] = {}
-    for _ = 1, WARM do ways[n]() end
-  end
-  for r = 1, ROUNDS do
-    for k = 1, #names do
-      local n = names[(k + r) % #names + 1]
-      local t0 = cnn.clock()
-      for _ = 1, REPS do ways[n]() end
-      t[n][r] = (cnn.clock() - t0) * 1e3 / REPS
-    end
-  end
-  local m = {}
-  for _, n in ipairs(names) do m[n] = B.median(t[n]) end
-  return m
-end
-
 for _, bf16 in ipairs({ false, true }) do
   for _, blk in ipairs({ { "1x32_28", 1, 32, 28, false }, { "32x64_14", 32, 64, 14, true } }) do
-    local m = time_ways(steppers(blk[2], blk[3], blk[4], bf16, blk[5]), { "fused", "layers", "conv" })
+    local m = B.time_ways(steppers(blk[2], blk[3], blk[4], bf16, blk[5]), { "fused", "layers", "conv" },
+                         { WARM, ROUNDS, REPS })
     B.emit({ { "bench", "conv_block" }, { "block", blk[1] }, { "batch", BATCH },
              { "dtype", bf16 and "bf16" or "fp32" }, { "fused_ms", m.fused }, { "layers_ms", m.layers },
              { "speedup", m.layers / m.fused }, { "conv_ms", m.conv },
@@ -87,28 +68,8 @@ end
 -- The same net and optimizer in one process, steps alternated round by
 -- round; "layers" turns the block off for the step by making
 -- nn.Sequential's call of conv_block.run decline (what a hook would do).
-local conv_block = require("nn.conv_block")
-local run_block = conv_block.run
 for _, bf16 in ipairs({ false, true }) do
-  cnn.manual_seed(0)
-  local x, y = cnn.randn(BATCH, 1, 28, 28), cnn.randint(1, 10, { BATCH })
-  local net = B.fmnist_cnn()
-  local opt = optim.Adam(net:parameters(), { lr = 1e-3 })
-  local function loss_of() return F.cross_entropy(net(x), y) end
-  local function train_step()
-    opt:zero_grad()
-    local l = bf16 and cnn.autocast("bfloat16", loss_of) or loss_of()
-    l:backward()
-    opt:step()
-  end
-  local function with(fused)
-    return function()
-      conv_block.run = fused and run_block or function() return nil end
-      train_step()
-      conv_block.run = run_block
-    end
-  end
-  local m = time_ways({ fused = with(true), layers = with(false) }, { "fused", "layers" })
+  local m = B.block_step(require("nn.conv_block"), bf16, BATCH, { WARM, ROUNDS, REPS })
   B.emit({ { "bench", "conv_block_step" }, { "net", "fmnist_cnn" }, { "batch", BATCH },
            { "dtype", bf16 and "bf16" or "fp32" }, { "fused_ms", m.fused }, { "layers_ms", m.layers },
            { "speedup", m.layers / m.fused } })

@@ -25,26 +25,6 @@ if arg[1] and not quick then error("usage: cnnsh bench/linear_block.lua [--quick
 local BATCH, WARM, ROUNDS, REPS = 64, 20, 9, 50
 if quick then BATCH, WARM, ROUNDS, REPS = 4, 1, 1, 2 end
 
--- median ms per call of each way, alternated round by round
-local function time_ways(ways, names, reps)
-  local t = {}
-  for _, n in ipairs(names) do
-    t[n] = {}
-    for _ = 1, WARM do ways[n]() end
-  end
-  for r = 1, ROUNDS do
-    for k = 1, #names do
-      local n = names[(k + r) % #names + 1]
-      local t0 = cnn.clock()
-      for _ = 1, reps do ways[n]() end
-      t[n][r] = (cnn.clock() - t0) * 1e3 / reps
-    end
-  end
-  local m = {}
-  for _, n in ipairs(names) do m[n] = B.median(t[n]) end
-  return m
-end
-
 local function steppers(bf16, features)
   cnn.manual_seed(0)
   local net = nn.Sequential(nn.Linear(features, 128), nn.ReLU(), nn.Dropout(0.5))
@@ -69,7 +49,7 @@ end
 
 for _, features in ipairs({ 3136, 8 }) do
   for _, bf16 in ipairs({ false, true }) do
-    local m = time_ways(steppers(bf16, features), { "fused", "layers", "linear" }, REPS)
+    local m = B.time_ways(steppers(bf16, features), { "fused", "layers", "linear" }, { WARM, ROUNDS, REPS })
     B.emit({ { "bench", "linear_block" }, { "shape", BATCH .. "x" .. features .. "x128" },
              { "dtype", bf16 and "bf16" or "fp32" }, { "fused_ms", m.fused }, { "layers_ms", m.layers },
              { "speedup", m.layers / m.fused }, { "linear_ms", m.linear },
@@ -77,28 +57,8 @@ for _, features in ipairs({ 3136, 8 }) do
   end
 end
 
-local linear_block = require("nn.linear_block")
-local run_block = linear_block.run
 for _, bf16 in ipairs({ false, true }) do
-  cnn.manual_seed(0)
-  local x, y = cnn.randn(BATCH, 1, 28, 28), cnn.randint(1, 10, { BATCH })
-  local net = B.fmnist_cnn()
-  local opt = optim.Adam(net:parameters(), { lr = 1e-3 })
-  local function loss_of() return F.cross_entropy(net(x), y) end
-  local function train_step()
-    opt:zero_grad()
-    local l = bf16 and cnn.autocast("bfloat16", loss_of) or loss_of()
-    l:backward()
-    opt:step()
-  end
-  local function with(fused)
-    return function()
-      linear_block.run = fused and run_block or function() return nil end
-      train_step()
-      linear_block.run = run_block
-    end
-  end
-  local m = time_ways({ fused = with(true), layers = with(false) }, { "fused", "layers" }, quick and 2 or 5)
+  local m = B.block_step(require("nn.linear_block"), bf16, BATCH, { quick and 1 or 5, ROUNDS, quick and 2 or 5 })
   B.emit({ { "bench", "linear_block_step" }, { "net", "fmnist_cnn" }, { "batch", BATCH },
            { "dtype", bf16 and "bf16" or "fp32" }, { "fused_ms", m.fused }, { "layers_ms", m.layers },
            { "speedup", m.layers / m.fused } })

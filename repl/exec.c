@@ -11,10 +11,19 @@
  * took effect kills the process (a C call that never polls); at the prompt
  * it takes a third.
  *
+ * The handler's work happens on the main thread.  The terminal's SIGINT
+ * goes to any thread that does not block it, and OpenMP's workers (made
+ * while Lua code ran, SIGINT unblocked) may take it; lua_sethook from a
+ * worker would race with the main thread's Lua (it walks the state's call
+ * frames).  A worker's handler only passes the signal on to the main
+ * thread (pthread_kill, async-signal-safe), where it is handled -- or
+ * waits, blocked, until the prompt's pselect() lets it in.
+ *
  * Invariants: after cnn_repl_docall() returns, our hook is removed and
  * core's interrupt flag is clear; `interrupted` stays set for good (the
  * exit status of a script run is 130).
  */
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +45,7 @@ static volatile sig_atomic_t pending;       /* Ctrl-Cs during this call */
 static volatile sig_atomic_t interrupted;   /* sticky: any interrupt */
 static volatile sig_atomic_t prompt_sigint; /* Ctrl-C at the prompt */
 static volatile sig_atomic_t script_mode;
+static pthread_t main_thread; /* the one that handles SIGINT (set at init) */
 
 static void stop_hook(lua_State *L, lua_Debug *ar) {
   (void)ar;
@@ -44,6 +54,10 @@ static void stop_hook(lua_State *L, lua_Debug *ar) {
 }
 
 static void on_sigint(int sig) {
+  if (!pthread_equal(pthread_self(), main_thread)) { /* a worker took it */
+    pthread_kill(main_thread, sig);
+    return;
+  }
   if (!running) {
     prompt_sigint = 1;
     return;
@@ -68,6 +82,7 @@ void cnn_repl_signals_init(bool script) {
   sa.sa_handler = on_sigint;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = 0; /* no SA_RESTART: select() at the prompt sees EINTR */
+  main_thread = pthread_self();
   sigaction(SIGINT, &sa, NULL);
   script_mode = script;
 }

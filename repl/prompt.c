@@ -187,10 +187,11 @@ static int read_line(const char *prompt, char **out) {
     FD_SET(fd, &fds);
     /* a timeout as well: the terminal's SIGINT goes to any thread that
      * does not block it, and OpenMP's workers (created while Lua code ran,
-     * SIGINT unblocked) may take it when it lands just before pselect
-     * unblocks it here -- the flag is then set, but pselect sleeps on (a
-     * CI run under ASan and load saw the prompt cancel only when the next
-     * key came).  The timeout sees such a flag within 100 ms. */
+     * SIGINT unblocked) may take it.  Their handler now passes it on to
+     * this thread (exec.c), where it waits for pselect; before that, a
+     * flag set by a worker left pselect asleep (a CI run under ASan and
+     * load saw the prompt cancel only when the next key came).  The
+     * timeout stays as a second line: a flag is seen within 100 ms. */
     struct timespec recheck = {0, 100 * 1000 * 1000};
     int rc = pselect(fd + 1, &fds, NULL, NULL, &recheck, &orig);
     if (cnn_repl_take_prompt_sigint()) { /* also when input was seen first */

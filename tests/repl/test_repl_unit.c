@@ -3,9 +3,12 @@
  * completion (contexts, raw lookup through __methods and __index chains,
  * paths, commands), the pretty printer (exact strings), the history file
  * (path rules, cap, duplicates, multi-line entries), compiling typed input
- * (incomplete vs. error), the piped-input runner, and :time's statistics.
- * Expected values are written out by hand.
+ * (incomplete vs. error), the piped-input runner, :time's statistics, and
+ * a SIGINT taken by another thread.  Expected values are written out by
+ * hand.
  */
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -463,6 +466,40 @@ static void test_stats(void) {
   CHECK_STR(cnn_bytes_str(3.0 * 1024 * 1024 * 1024, buf, sizeof buf), "3.00 GiB");
 }
 
+/* ---- SIGINT taken by another thread -------------------------------------- */
+
+/* an OpenMP worker's view: SIGINT unblocked, and the signal lands here */
+static void *take_sigint(void *arg) {
+  (void)arg;
+  sigset_t s;
+  sigemptyset(&s);
+  sigaddset(&s, SIGINT);
+  pthread_sigmask(SIG_UNBLOCK, &s, NULL);
+  pthread_kill(pthread_self(), SIGINT);
+  return NULL;
+}
+
+/* The worker's handler passes the signal on instead of handling it: with
+ * SIGINT blocked on this (the main) thread it waits pending here, and the
+ * prompt's flag is set only once this thread lets it in. */
+static void test_sigint_from_worker(void) {
+  cnn_repl_signals_init(false);
+  sigset_t block, old, pending;
+  sigemptyset(&block);
+  sigaddset(&block, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &block, &old);
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, take_sigint, NULL) == 0);
+  pthread_join(t, NULL);
+  CHECK(!cnn_repl_take_prompt_sigint()); /* not handled on the worker */
+  sigemptyset(&pending);
+  sigpending(&pending);
+  CHECK(sigismember(&pending, SIGINT) == 1); /* waiting for the main thread */
+  pthread_sigmask(SIG_SETMASK, &old, NULL);  /* delivered here, now */
+  CHECK(cnn_repl_take_prompt_sigint());
+  signal(SIGINT, SIG_DFL);
+}
+
 int main(void) {
   if (!mkdtemp(tmpdir)) {
     perror("mkdtemp");
@@ -478,6 +515,7 @@ int main(void) {
   test_stream();
   test_history();
   test_stats();
+  test_sigint_from_worker();
   char cmd[4300];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
   if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);

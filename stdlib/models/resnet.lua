@@ -28,6 +28,12 @@
 -- activation after a residual addition (and Bottleneck's second one) is
 -- F.relu rather than the shared `relu` module torchvision reuses: `relu`
 -- belongs to the first chain only.  No parameter or state_dict name changes.
+--
+-- A batch norm followed by a ReLU runs as one op (bn_relu below: one pass
+-- each way, the two ops' values bit for bit on the CPU) where nothing could
+-- tell the difference -- nn.Sequential's rule, fuses_bn_relu: the batch
+-- norm's own forward, no hook on either.  The ReLU after the residual
+-- addition stays a pass of its own.
 local cnn = _G.cnn
 local F = cnn.F
 local nn = require("nn")
@@ -40,6 +46,20 @@ end
 
 local function conv1x1(cin, cout, stride)
   return nn.Conv2d(cin, cout, 1, { stride = stride, bias = false })
+end
+
+-- relu(bn(x)) as one op where nn.Sequential would fuse them; `relu` is the
+-- module, or nil for F.relu (which has no hooks)
+local function bn_relu(bn, relu, x)
+  local fused
+  if relu then
+    fused = nn.Sequential.fuses_bn_relu(bn, relu)
+  else
+    fused = bn.fuses_relu ~= nil and bn:fuses_relu() and not bn:has_hooks()
+  end
+  if fused then return bn:call_unhooked(bn.forward_relu, x) end
+  if relu then return relu(bn(x)) end
+  return F.relu(bn(x))
 end
 
 -- ---- blocks -------------------------------------------------------------------------
@@ -59,7 +79,7 @@ end
 BasicBlock.fuse_chains = { { "conv1", "bn1", "relu" }, { "conv2", "bn2" } }
 
 function BasicBlock:forward(x)
-  local out = self.relu(self.bn1(self.conv1(x)))
+  local out = bn_relu(self.bn1, self.relu, self.conv1(x))
   out = self.bn2(self.conv2(out))
   local identity = self.downsample and self.downsample(x) or x
   return F.relu(out + identity)
@@ -82,8 +102,8 @@ end
 Bottleneck.fuse_chains = { { "conv1", "bn1", "relu" }, { "conv2", "bn2" }, { "conv3", "bn3" } }
 
 function Bottleneck:forward(x)
-  local out = self.relu(self.bn1(self.conv1(x)))
-  out = F.relu(self.bn2(self.conv2(out)))
+  local out = bn_relu(self.bn1, self.relu, self.conv1(x))
+  out = bn_relu(self.bn2, nil, self.conv2(out))
   out = self.bn3(self.conv3(out))
   local identity = self.downsample and self.downsample(x) or x
   return F.relu(out + identity)
@@ -124,7 +144,7 @@ end
 ResNet.fuse_chains = { { "conv1", "bn1", "relu" } }
 
 function ResNet:forward(x)
-  x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
+  x = self.maxpool(bn_relu(self.bn1, self.relu, self.conv1(x)))
   x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
   return self.fc(self.avgpool(x):flatten(2))
 end
@@ -163,7 +183,7 @@ end
 CifarResNet.fuse_chains = { { "conv1", "bn1", "relu" } }
 
 function CifarResNet:forward(x)
-  x = self.relu(self.bn1(self.conv1(x)))
+  x = bn_relu(self.bn1, self.relu, self.conv1(x))
   x = self.layer3(self.layer2(self.layer1(x)))
   return self.fc(self.avgpool(x):flatten(2))
 end

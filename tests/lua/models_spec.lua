@@ -72,6 +72,57 @@ describe("models.resnet20", function()
     has_names(models.resnet20(), { "conv1.weight", "bn1.num_batches_tracked", "layer1.3.conv2.weight",
       "layer2.1.downsample.1.weight", "layer3.1.downsample.2.running_mean", "fc.bias" })
   end)
+
+  -- The blocks run batch norm + ReLU as one op (models/resnet.lua's bn_relu)
+  -- where no hook could tell: the same bits as the two layers, which run
+  -- where the fusion is turned off (nn.Sequential.fuses_bn_relu and
+  -- BatchNorm:fuses_relu saying no) or a hook is set.
+  local function run(net, fuse, x, g)
+    local fuses, bn_fuses = nn.Sequential.fuses_bn_relu, nn.BatchNorm2d.fuses_relu
+    if not fuse then
+      nn.Sequential.fuses_bn_relu = function() return false end
+      nn.BatchNorm2d.fuses_relu = function() return false end
+    end
+    local ok, out = pcall(function()
+      net:zero_grad()
+      local xr = x:clone():requires_grad_()
+      local y = net(xr)
+      y:backward(g)
+      return { y, xr.grad, net.conv1.weight.grad:clone(), net.layer1[1].bn1.weight.grad:clone() }
+    end)
+    nn.Sequential.fuses_bn_relu, nn.BatchNorm2d.fuses_relu = fuses, bn_fuses
+    assert(ok, out)
+    return out
+  end
+
+  it("fuses batch norm and ReLU in its blocks where nothing could tell (bit for bit)", function()
+    for _, build in ipairs({ function() return models.resnet20() end,
+                             function() return models.cifar_resnet{ depth = 8 } end }) do
+      cnn.manual_seed(2)
+      local net = build()
+      local x, g = cnn.randn(2, 3, 16, 16), cnn.randn(2, 10)
+      local bn = net.layer1[1].bn1
+      local fused_calls, forward_relu = 0, bn.forward_relu
+      rawset(bn, "forward_relu", function(...) fused_calls = fused_calls + 1; return forward_relu(...) end)
+      net:eval() -- the running statistics do not move between the two runs
+      for _, mode in ipairs({ "eval", "train" }) do
+        if mode == "train" then net:train() end
+        local a = run(net, true, x, g)
+        local b = run(net, false, x, g)
+        for k = 1, 4 do
+          assert.are.equal(0, (a[k] - b[k]):abs():max():item(), mode .. ": result " .. k .. " differs")
+        end
+      end
+      assert.are.equal(2, fused_calls) -- one fused call each mode, none when turned off
+      rawset(bn, "forward_relu", nil)
+      -- a hook on the batch norm sees its own output (the layers run)
+      local seen
+      local h = bn:register_forward_hook(function(_, _, y) seen = y:min():item() end)
+      net(x)
+      h:remove()
+      assert.is_true(seen < 0) -- batch norm's output, before the ReLU
+    end
+  end)
 end)
 
 describe("models.resnet18/34/50", function()

@@ -22,6 +22,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#if defined(__GLIBC__) /* (known once stdio.h is in) */
+#include <malloc.h>
+#endif
 
 #include <lauxlib.h>
 
@@ -264,7 +267,31 @@ static int run(cnn_repl *r, const options *o, int argc, char **argv) {
   return 0;
 }
 
+/* glibc's malloc serves a block above its mmap threshold with a fresh
+ * mmap() and unmaps it on free().  The threshold starts at 128 KiB and
+ * rises to the size of the last such block freed -- but a request of that
+ * same size still meets the threshold, so a training loop that makes and
+ * drops the same 128 KiB - 1 MiB tensors every step (a linear layer's
+ * input gradient, a pooled activation; core/host_cache.c keeps the blocks
+ * from 1 MiB up) mapped and faulted them in afresh each time: 96,000 page
+ * faults in 200 steps of the example network, against 10,000 with the
+ * thresholds fixed as below, and a step 7 % slower (14.8 against 13.9 ms,
+ * 2 threads, the Zen 4).  Fixed thresholds (which also stop glibc's
+ * adjusting) keep blocks under 32 MiB -- glibc's own ceiling for the
+ * moving threshold -- in the heap, and trim its top only past 64 MiB
+ * free.  A user's GLIBC_TUNABLES or MALLOC_*_ settings win. */
+static void tune_malloc(void) {
+#if defined(__GLIBC__)
+  if (getenv("GLIBC_TUNABLES") || getenv("MALLOC_MMAP_THRESHOLD_") ||
+      getenv("MALLOC_TRIM_THRESHOLD_"))
+    return;
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 64 << 20);
+#endif
+}
+
 int main(int argc, char **argv) {
+  tune_malloc();
   options o;
   int rc = parse_options(argc, argv, &o);
   if (rc) return rc;

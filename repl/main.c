@@ -268,18 +268,18 @@ static int run(cnn_repl *r, const options *o, int argc, char **argv) {
 }
 
 /* glibc's malloc serves a block above its mmap threshold with a fresh
- * mmap() and unmaps it on free().  The threshold starts at 128 KiB and
- * rises to the size of the last such block freed -- but a request of that
- * same size still meets the threshold, so a training loop that makes and
- * drops the same 128 KiB - 1 MiB tensors every step (a linear layer's
- * input gradient, a pooled activation; core/host_cache.c keeps the blocks
- * from 1 MiB up) mapped and faulted them in afresh each time: 96,000 page
- * faults in 200 steps of the example network, against 10,000 with the
- * thresholds fixed as below, and a step 7 % slower (14.8 against 13.9 ms,
- * 2 threads, the Zen 4).  Fixed thresholds (which also stop glibc's
- * adjusting) keep blocks under 32 MiB -- glibc's own ceiling for the
- * moving threshold -- in the heap, and trim its top only past 64 MiB
- * free.  A user's GLIBC_TUNABLES or MALLOC_*_ settings win. */
+ * mmap() and unmaps it on free(), and adapts that threshold to the blocks
+ * freed so far.  So whether a training loop's 128 KiB - 1 MiB tensors (a
+ * linear layer's input gradient, a pooled activation; core/host_cache.c
+ * keeps the blocks from 1 MiB up) come from the heap or are mapped and
+ * faulted in afresh every step depends on the process's history: the
+ * example network's loop took 10,700 page faults in 200 steps at one
+ * commit and ~96,000 at the next (a step 7 % slower, 2 threads, the Zen 4)
+ * for changes that did not touch those tensors.  Fixed thresholds (which
+ * stop glibc's adapting) keep blocks under 32 MiB -- glibc's own ceiling
+ * for the moving threshold -- in the heap, and trim its top only past
+ * 64 MiB free: 10,300 faults either way.  A user's GLIBC_TUNABLES or
+ * MALLOC_*_ settings win. */
 static void tune_malloc(void) {
 #if defined(__GLIBC__)
   if (getenv("GLIBC_TUNABLES") || getenv("MALLOC_MMAP_THRESHOLD_") ||

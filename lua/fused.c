@@ -57,13 +57,15 @@ static int f_rmsprop(lua_State *L) {
 
 /* ---- adam_many ---- */
 
-/* Entry i (1-based) of the list at arg as a tensor; raises naming the list. */
+/* Entry i (1-based) of the list at arg as a tensor; raises naming the list.
+ * (cnn_lua_to_tensor: the metatable by its integer key, not by name --
+ * five lookups a parameter every step.) */
 static cnn_tensor *list_tensor(lua_State *L, int arg, int i, const char *what) {
   lua_rawgeti(L, arg, i);
-  cnn_tensor **box = luaL_testudata(L, -1, CNN_TENSOR_MT);
+  cnn_tensor *t = cnn_lua_to_tensor(L, -1);
   lua_pop(L, 1); /* the list keeps the tensor alive */
-  if (!box || !*box) luaL_error(L, "adam_many: %s[%d] is not a tensor", what, i);
-  return *box;
+  if (!t) luaL_error(L, "adam_many: %s[%d] is not a tensor", what, i);
+  return t;
 }
 
 static int f_adam_many(lua_State *L) {

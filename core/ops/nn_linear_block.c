@@ -19,9 +19,10 @@
  *
  * Declining.  Where the block cannot give the layers' values -- a backend
  * without the two entries (CUDA), operands other than all float32 or all
- * float64, an autocast that casts the operands (a GPU), p = 1 -- it returns NULL with *declined set, having
- * drawn nothing and written nothing, and the caller runs the layers.  Bad
- * operands are linear's errors, with linear's messages.
+ * float64, an autocast that casts the operands (a GPU), p = 1 -- it
+ * returns NULL with *declined set, having drawn nothing and written
+ * nothing, and the caller runs the layers.  Bad operands are linear's
+ * errors, with linear's messages.
  */
 #include "autocast.h"
 #include "autograd.h"

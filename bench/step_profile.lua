@@ -144,10 +144,10 @@ end
 local function layer_cost(m, xin, out, fused_relu, block)
   local nx, ny, np = xin:numel(), out:numel(), param_elems(m)
   local macs = require("inspect").macs_of(m, out)
-  if block and block.count then -- Linear -> ReLU (-> Dropout): linear's figures
-    block = nil
-  end
-  if block then -- the convolution's MACs at its own output size; the block's parameters
+  -- a Linear -> ReLU (-> Dropout) block (block.count) counts as its linear;
+  -- a convolution block (block.ca): the convolution's MACs at its own
+  -- output size, and the block's parameters
+  if block and block.ca then
     local ca = block.ca
     local kh, kw = m.kernel_size[1], m.kernel_size[2]
     local oh = (xin:size(3) + ca[3] + ca[4] - ca[7] * (kh - 1) - 1) // ca[1] + 1

@@ -49,8 +49,7 @@ local ReLU -- nn.activation's, loaded on first use (it requires this file's sibl
 -- or replace the tensor between them, which the fused op never makes).
 function Sequential.fuses_bn_relu(m, r)
   ReLU = ReLU or require("nn.activation").ReLU
-  return m.fuses_relu ~= nil and m:fuses_relu() and Module.is_instance(r, ReLU)
-    and r.forward == ReLU.forward and not m:has_hooks() and not r:has_hooks()
+  return m.fuses_relu ~= nil and m:fuses_relu() and not m:has_hooks() and Module.is_plain(r, ReLU)
 end
 
 -- ---- the blocks Conv2d -> BatchNorm2d -> ReLU -> MaxPool2d, Linear -> ReLU -> Dropout ----

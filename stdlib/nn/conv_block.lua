@@ -29,9 +29,7 @@ local function pair(v)
   return v, v
 end
 
-local function plain(m, class)
-  return Module.is_instance(m, class) and m.forward == class.forward and not m:has_hooks()
-end
+local plain = Module.is_plain
 
 -- The convolution's {sh, sw, pt, pb, pl, pr, dh, dw}, or nil.
 local function conv_args(c)

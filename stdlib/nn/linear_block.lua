@@ -21,9 +21,7 @@ local Module = require("nn.module")
 local Linear = require("nn.linear").Linear
 local ReLU, Dropout -- loaded on first use, as nn/conv_block.lua does
 
-local function plain(m, class)
-  return Module.is_instance(m, class) and m.forward == class.forward and not m:has_hooks()
-end
+local plain = Module.is_plain
 
 local M = {}
 

@@ -547,6 +547,14 @@ function Module:has_hooks()
   return #h.pre > 0 or #h.fwd > 0 or #h.bwd > 0
 end
 
+-- Module.is_plain(m, cls): m is an instance of cls (or of a subclass)
+-- running cls's own forward, with no hook -- a layer that a container may
+-- run fused with its neighbours, since nothing could tell the difference
+-- (nn.Sequential's blocks; nn/conv_block.lua, nn/linear_block.lua).
+function Module.is_plain(m, cls)
+  return Module.is_instance(m, cls) and m.forward == cls.forward and not m:has_hooks()
+end
+
 -- m:call_unhooked(fn, ...): fn(m, ...) with __call's error naming and no
 -- hooks: for a container that runs a child fused with its neighbour after
 -- checking that neither has hooks (nn.Sequential: BatchNorm then ReLU).

@@ -26,11 +26,8 @@ local function twin(net, C, K, o, dtype)
   return t
 end
 
--- the layers called one by one (nothing fused: each module's own forward)
-local function unfused(net, x)
-  for i = 1, #net do x = net[i](x) end
-  return x
-end
+-- the layers called one by one (nothing fused)
+local unfused = H.run_layers
 
 -- the oracle's forward: float64, naive convolution loop
 local function oracle(net, x)

@@ -215,6 +215,13 @@ function H.assert_onnx_checked(path)
   assert(p:close(), "onnx.checker rejected " .. path .. ": " .. out)
 end
 
+-- x through a container's children called one by one, each with its own
+-- forward: what a fused nn.Sequential block must match.
+function H.run_layers(net, x)
+  for i = 1, #net do x = net[i](x) end
+  return x
+end
+
 -- The largest |a - b| over two tensors / nested tables of one size.
 function H.max_diff(a, b)
   local fa, fb, m = H.flat(a), H.flat(b), 0

@@ -20,11 +20,8 @@ local function block(i, o, p, opts)
   return net
 end
 
--- the layers called one by one (each module's own forward: nothing fused)
-local function unfused(net, x)
-  for i = 1, #net do x = net[i](x) end
-  return x
-end
+-- the layers called one by one (nothing fused)
+local unfused = H.run_layers
 
 -- forward + backward with output gradient g after manual_seed(seed):
 -- output and the gradients of x, weight, bias (clones)
@@ -38,39 +35,24 @@ local function run(net, x0, g, seed, forward)
   return y:detach(), x.grad:clone(), l.weight.grad:clone(), l.bias and l.bias.grad:clone(), y
 end
 
--- the oracle, float64 Lua loops over nested tables
+-- the oracle, float64 Lua loops over nested tables (H.matmul): z = x w^T + b,
+-- y = relu(z) * mask, dz = g * mask where z > 0, dx = dz w, dw = dz^T x,
+-- db = the column sums of dz
 local function oracle(x, w, b, mask, g)
   local X, W, M, G = x:double():totable(), w:double():totable(), mask:double():totable(), g:double():totable()
   local B = b and b:double():totable()
-  local n, o, i_ = #X, #W, #W[1]
-  local y, dz, dx, dw, db = {}, {}, {}, {}, {}
-  for r = 1, n do
+  local z = H.matmul(X, H.transpose(W))
+  local y, dz, db = {}, {}, {}
+  for r = 1, #z do
     y[r], dz[r] = {}, {}
-    for c = 1, o do
-      local z = B and B[c] or 0
-      for k = 1, i_ do z = z + X[r][k] * W[c][k] end
-      y[r][c] = math.max(z, 0) * M[r][c]
-      dz[r][c] = z > 0 and G[r][c] * M[r][c] or 0
+    for c = 1, #W do
+      local v = z[r][c] + (B and B[c] or 0)
+      y[r][c] = math.max(v, 0) * M[r][c]
+      dz[r][c] = v > 0 and G[r][c] * M[r][c] or 0
+      db[c] = (db[c] or 0) + dz[r][c]
     end
   end
-  for r = 1, n do
-    dx[r] = {}
-    for k = 1, i_ do
-      local s = 0
-      for c = 1, o do s = s + dz[r][c] * W[c][k] end
-      dx[r][k] = s
-    end
-  end
-  for c = 1, o do
-    dw[c], db[c] = {}, 0
-    for k = 1, i_ do
-      local s = 0
-      for r = 1, n do s = s + dz[r][c] * X[r][k] end
-      dw[c][k] = s
-    end
-    for r = 1, n do db[c] = db[c] + dz[r][c] end
-  end
-  return y, dx, dw, db
+  return y, H.matmul(dz, W), H.matmul(H.transpose(dz), X), db
 end
 
 local function assert_same(a, b, what)

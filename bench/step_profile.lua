@@ -228,7 +228,7 @@ local function instrumented_step(net, opt, x, y, tm)
   tm:reset()
   local function mark_grad() tm:mark() end
   local function pre(mod, xin)
-    local rec = { m = mod, f0 = tm:mark(), xin = xin, fused = fused_bn[mod], block = blocks[mod] }
+    local rec = { m = mod, f0 = tm:mark(), fused = fused_bn[mod], block = blocks[mod] }
     recs[#recs + 1] = rec
     stack[#stack + 1] = rec
     if cnn.is_tensor(xin) and xin.requires_grad and not hooked[xin] then

@@ -39,6 +39,19 @@ describe("cnn.memory", function()
     assert.equal(16 * 1024 * 1024, cnn.empty_cache())
     assert.equal(0, cnn.memory().cached)
   end)
+
+  it("holds the 200 large blocks a deep network's step frees, and reuses them", function()
+    if H.sanitized() then return end -- no cache under the sanitizers
+    cnn.empty_cache()
+    local blocks = {}
+    for i = 1, 200 do blocks[i] = cnn.empty(256 * 1024) end -- 1 MiB each
+    for i = 1, 200 do blocks[i]:release() end
+    assert.equal(200 * MB, cnn.memory().cached) -- 64 slots kept only 64 MiB
+    for i = 1, 200 do blocks[i] = cnn.empty(256 * 1024) end
+    assert.equal(0, cnn.memory().cached)
+    for i = 1, 200 do blocks[i]:release() end
+    assert.equal(200 * MB, cnn.empty_cache())
+  end)
 end)
 
 describe("the collector hears about native memory", function()

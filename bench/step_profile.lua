@@ -62,6 +62,10 @@
 --     and 0.44 ms for the collector once apart).  The hooked step now
 --     hands one gradient to Lua between backward and the optimizer and
 --     times that step apart;
+--   * the collector steps that the layers' own allocations ran inside their
+--     forward intervals (collector_in_layers_ms, from cnn.memory()'s
+--     collector_time): left out of the rows and counted in outside_ms,
+--     since they land on whichever layer's allocation crosses the pace;
 --   * the whole step without hooks (separate iterations, alternated with
 --     the hooked ones: the figure images/s and of_fma_peak come from);
 --   * what lies outside the layers and the optimizer (the loss, autograd
@@ -80,7 +84,7 @@
 --   {"bench":"step_optimizer","net":"fmnist","params":...,"ms":...,"of_bandwidth":...,"of_memory":...,
 --    "in_step_copy_ms":...,"of_in_step_copy":...,"in_cache_ms":...,"in_cache_of_bandwidth":...}
 --   {"bench":"step","net":"fmnist","batch":64,"step_ms":...,"hooked_step_ms":...,
---    "hook_overhead_ms":...,"layers_ms":...,"optimizer_ms":...,"collector_ms":...,"outside_ms":...,
+--    "hook_overhead_ms":...,"layers_ms":...,"optimizer_ms":...,"collector_ms":...,"collector_in_layers_ms":...,"outside_ms":...,
 --    "images_per_s":...,"gflops":...,"of_fma_peak":...}
 -- Byte model (float32): forward = input + output + parameters (+ int64
 -- indices for max pooling); backward = grad out + saved tensor + grad in
@@ -215,6 +219,12 @@ local function first_grad(net)
   end
 end
 
+-- Seconds Lua's collector has spent for tensor memory (lua/memory.c): a
+-- forward row leaves out the collector steps its allocations ran, which
+-- land on whichever layer crosses the collector's pace (0.1-0.5 ms each
+-- on ResNet-20); they count in outside_ms and collector_in_layers_ms.
+local function collector_time() return cnn.memory().collector_time end
+
 -- The class table that defines m's method `name` (nil if none does).
 local function defining_class(m, name)
   local c = getmetatable(m)
@@ -271,6 +281,7 @@ local function instrumented_step(net, opt, x, y, tm)
   local function mark_grad() tm:mark() end
   local function pre(mod, xin, fused)
     local rec = { m = mod, f0 = tm:mark(), fused = fused, block = blocks[mod] }
+    rec.c0 = collector_time()
     recs[#recs + 1] = rec
     stack[#stack + 1] = rec
     if cnn.is_tensor(xin) and xin.requires_grad and not hooked[xin] then
@@ -280,6 +291,7 @@ local function instrumented_step(net, opt, x, y, tm)
   end
   local function post(mod, xin, out)
     local rec = table.remove(stack)
+    rec.c1 = collector_time()
     rec.f1 = tm:mark()
     if not rec.cost then rec.cost = layer_cost(mod, xin, out, rec.fused, rec.block) end
     if cnn.is_tensor(out) and out.requires_grad then
@@ -329,11 +341,14 @@ end
 -- backward runs from its gradient event to the next one (marks are
 -- numbered in time order, and ph.bwd closes the last)
 local function layer_times(recs, ph, T)
-  local out = {}
+  local out, collector = {}, 0
   for i, r in ipairs(recs) do
     local bwd = r.gout and T[r.gout + 1] - T[r.gout] or 0
-    out[i] = { fwd = (T[r.f1] - T[r.f0]) * 1e3, bwd = bwd * 1e3 }
+    local c = r.c1 - r.c0 -- the collector steps its allocations ran
+    collector = collector + c
+    out[i] = { fwd = (T[r.f1] - T[r.f0] - c) * 1e3, bwd = bwd * 1e3 }
   end
+  out.collector_ms = collector * 1e3
   return out, (T[ph.opt] - T[ph.gc]) * 1e3, (T[ph.gc] - T[ph.bwd]) * 1e3,
     (T[ph.opt] - T[ph.start]) * 1e3
 end
@@ -398,6 +413,7 @@ local function profile_net(name, net, x, y)
   end
   for _ = 1, 2 do step() end -- warm-up: oneDNN primitives, optimizer state
   local per_layer, opt_ms, gc_ms, step_ms, hooked_ms, gap_ms, recs = {}, {}, {}, {}, {}, {}, nil
+  local layer_gc_ms = {}
   for it = 1, opts.iters do
     local ph, T
     recs, ph, T = instrumented_step(net, opt, x, y, tm)
@@ -409,6 +425,7 @@ local function profile_net(name, net, x, y)
       inside = inside + t.fwd + t.bwd
     end
     opt_ms[it], gc_ms[it], hooked_ms[it], gap_ms[it] = o, gc, h, h - inside
+    layer_gc_ms[it] = lt.collector_ms
     local t0 = cnn.clock()
     step()
     step_ms[it] = (cnn.clock() - t0) * 1e3
@@ -437,6 +454,7 @@ local function profile_net(name, net, x, y)
            { "autocast", opts.autocast },
            { "step_ms", s }, { "hooked_step_ms", h }, { "hook_overhead_ms", h - s },
            { "layers_ms", layers_ms }, { "optimizer_ms", o }, { "collector_ms", median(gc_ms) },
+           { "collector_in_layers_ms", median(layer_gc_ms) },
            { "outside_ms", median(gap_ms) },
            { "images_per_s", x:size(1) / (s * 1e-3) },
            { "gflops", flop_total / (s * 1e-3) / 1e9 }, { "of_fma_peak", flop_total / (s * 1e-3) / PEAK } })

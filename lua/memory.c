@@ -30,6 +30,7 @@
 #define LIVE_SHARE      4          /* or per a quarter of the live tensor bytes */
 
 static size_t pending;
+static double collector_seconds; /* in the steps and collections tensor bytes ran */
 static bool paused; /* during backward: no finalizers while core walks the graph */
 
 bool cnn_lua_memory_pause(bool on) {
@@ -48,7 +49,9 @@ static int on_oom(size_t nbytes, void *ud) {
   lua_State *L = ud;
   if (paused) return 0;
   int64_t before = cnn_memory(CNN_CPU).live;
+  double t0 = cnn_now_seconds();
   lua_gc(L, LUA_GCCOLLECT, 0); /* refused (a no-op) inside a finalizer */
+  collector_seconds += cnn_now_seconds() - t0;
   pending = 0;
   return cnn_memory(CNN_CPU).live < before;
 }
@@ -81,7 +84,9 @@ void cnn_lua_memory_step(lua_State *L) {
   if (heap_kb < pace) kb = kb * heap_kb / pace;
   if (kb == 0) return; /* not a kilobyte of debt yet: keep counting */
   pending = 0;
+  double t0 = cnn_now_seconds();
   lua_gc(L, LUA_GCSTEP, kb > INT_MAX ? INT_MAX : (int)kb);
+  collector_seconds += cnn_now_seconds() - t0;
 }
 
 static int sentinel_gc(lua_State *L) {
@@ -109,7 +114,9 @@ static void set_int(lua_State *L, const char *k, int64_t v) {
   lua_setfield(L, -2, k);
 }
 
-/* cnn.memory(['cpu' | 'cuda']) -> {live=, peak=, count=} in bytes */
+/* cnn.memory(['cpu' | 'cuda']) -> {live=, peak=, count=, cached=} in bytes,
+ * and collector_time: the seconds Lua's collector has spent in the steps
+ * and collections that tensor allocations ran (the process's, any device) */
 static int f_memory(lua_State *L) {
   const char *dev = luaL_optstring(L, 1, "cpu");
   cnn_device d;
@@ -120,6 +127,8 @@ static int f_memory(lua_State *L) {
   set_int(L, "peak", s.peak);
   set_int(L, "count", s.count);
   set_int(L, "cached", s.cached);
+  lua_pushnumber(L, collector_seconds);
+  lua_setfield(L, -2, "collector_time");
   return 1;
 }
 

@@ -142,7 +142,9 @@ files) are all 1-based, so pred:eq(labels) just works.  PyTorch users:
 subtract nothing, add nothing.]])
 
 topic("memory", "tensor memory and the garbage collector", [[
-:mem or cnn.memory() -> {live =, peak =, count =} (bytes held by tensors).
+:mem or cnn.memory() -> {live =, peak =, count =} (bytes held by tensors),
+cached (freed blocks kept for reuse; cnn.empty_cache() gives them back) and
+collector_time (seconds Lua's collector has run for tensor memory).
 The collector is told about tensor memory, so loops stay flat without
 collectgarbage().  To free at once, a <close> variable is released at `end`
 (using it later is an error):

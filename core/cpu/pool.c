@@ -245,6 +245,16 @@ static cnn_pool_shape adaptive_shape(int64_t N, int64_t C, int64_t H, int64_t W,
   return s;
 }
 
+/* The sum of x[i0 .. i1), in double: `omp simd` partial sums (one
+ * accumulator made every add wait for the last: the global pool of
+ * ResNet-20's 64x64x8x8 took 85 us, 11 GB/s, for 1 MB). */
+ALWAYS_INLINE double range_sum(int f64, const void *x, int64_t i0, int64_t i1) {
+  double acc = 0;
+#pragma omp simd reduction(+ : acc)
+  for (int64_t i = i0; i < i1; i++) acc += cnn_cpu_ld(x, i, f64);
+  return acc;
+}
+
 /* One plane: y (OH x OW) = means of x (H x W) over the bins. */
 ALWAYS_INLINE void adaptive_plane(int f64, cnn_pool_shape s, const void *x, void *y) {
   for (int64_t oh = 0; oh < s.OH; oh++)
@@ -259,6 +269,21 @@ ALWAYS_INLINE void adaptive_plane(int f64, cnn_pool_shape s, const void *x, void
     }
 }
 
+/* The same for OW == 1 (global pooling among others): each bin is whole
+ * rows, one contiguous range, summed with `omp simd` partial sums.  With
+ * the one accumulator above every add waited for the last: ResNet-20's
+ * global pool (64x64x8x8) took 85 us, 11 GB/s.  (A reduction per row of
+ * the other bins cost more than it saved: 3x3 of 8x8 1.9x slower.) */
+ALWAYS_INLINE void adaptive_plane_rows(int f64, cnn_pool_shape s, const void *x, void *y) {
+  for (int64_t oh = 0; oh < s.OH; oh++) {
+    int64_t i0 = bin_start(oh, s.H, s.OH) * s.W, i1 = bin_end(oh, s.H, s.OH) * s.W;
+    double acc = 0;
+#pragma omp simd reduction(+ : acc)
+    for (int64_t i = i0; i < i1; i++) acc += cnn_cpu_ld(x, i, f64);
+    cnn_cpu_st(y, oh, i1 > i0 ? acc / (double)(i1 - i0) : 0, f64);
+  }
+}
+
 int cnn_cpu_adaptive_avg_pool2d_forward(cnn_dtype dt, int64_t N, int64_t C, int64_t H, int64_t W,
                                         int64_t OH, int64_t OW, const void *x, void *y) {
   assert(adaptive_valid(dt, N, C, H, W, OH, OW));
@@ -268,7 +293,11 @@ int cnn_cpu_adaptive_avg_pool2d_forward(cnn_dtype dt, int64_t N, int64_t C, int6
   for (int64_t p = 0; p < N * C; p++) {
     const void *xp = (const char *)x + p * H * W * esz;
     void *yp = (char *)y + p * OH * OW * esz;
-    if (dt == CNN_FLOAT64)
+    if (OW == 1 && dt == CNN_FLOAT64)
+      adaptive_plane_rows(1, s, xp, yp);
+    else if (OW == 1)
+      adaptive_plane_rows(0, s, xp, yp);
+    else if (dt == CNN_FLOAT64)
       adaptive_plane(1, s, xp, yp);
     else
       adaptive_plane(0, s, xp, yp);

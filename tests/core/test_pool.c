@@ -340,7 +340,10 @@ int main(void) {
     snprintf(name, sizeof name, "max_pool2d [%s]", d[i].name);
     test_backward(name, &(pool_op){MAX, d[i].s});
   }
-  int64_t a[][4] = {{7, 5, 3, 4}, {7, 5, 1, 1}, {3, 2, 5, 4}, {7, 5, 7, 5}, {6, 6, 4, 4}};
+  /* OW == 1 runs its own path (whole rows summed with partial sums): global
+   * pooling at ResNet's 8x8, a long plane with a tail, overlapping row bins */
+  int64_t a[][4] = {{7, 5, 3, 4}, {7, 5, 1, 1},   {3, 2, 5, 4}, {7, 5, 7, 5}, {6, 6, 4, 4},
+                    {8, 8, 1, 1}, {33, 17, 1, 1}, {7, 5, 3, 1}, {5, 3, 2, 1}};
   for (size_t i = 0; i < sizeof a / sizeof a[0]; i++) {
     test_adaptive(2, 3, a[i][0], a[i][1], a[i][2], a[i][3]);
     cnn_pool_shape s = {.N = 2, .C = 3, .H = a[i][0], .W = a[i][1], .OH = a[i][2], .OW = a[i][3]};

@@ -22,6 +22,18 @@ describe("cnn.memory", function()
     assert.is_true(cnn.memory().live <= m1.live - 8000)
   end)
 
+  it("counts the time Lua's collector spends for tensor memory", function()
+    local t0 = cnn.memory().collector_time
+    assert.equal("number", type(t0))
+    assert.is_true(t0 >= 0)
+    for _ = 1, 500 do local _ = cnn.empty(256 * 1024) end -- 500 MiB of garbage: cycles
+    local t1 = cnn.memory().collector_time
+    assert.is_true(t1 > t0, ("collector_time %g -> %g"):format(t0, t1))
+    assert.is_true(t1 - t0 < 60)
+    collectgarbage()
+    cnn.empty_cache() -- no garbage left for the next test's cache figures
+  end)
+
   it("keeps freed large blocks in a cache that empty_cache gives back", function()
     cnn.empty_cache()
     assert.equal(0, cnn.memory().cached)

@@ -45,7 +45,11 @@
 --     at 64x32x28x28 its backward ran at about the memory's copy rate
 --     while the cache yardstick said 27 % (one thread).  A pass is at its
 --     limit when of_memory nears 1 with inputs from memory, or of_peak
---     with inputs in cache;
+--     with inputs in cache.  And where it runs: `of_in_step_copy` against a
+--     copy of the layer's input into a new tensor made at the same point of
+--     a step (in_step_copy_gbs: in yardstick steps of their own, just
+--     before the forward and when the gradient reaches the output -- the
+--     bandwidth a pass has there, with the cache as the step leaves it);
 --   * the optimizer step alone, against the bandwidth at its working-set
 --     size (Adam reads p, g, m, v and writes p, m, v: 28 bytes a float32
 --     parameter), and of_memory as for the layers; and against a copy
@@ -80,7 +84,8 @@
 -- One JSON line per figure:
 --   {"bench":"machine","threads":2,"fma_gflops":...,"copy_gbs_1mb":...,"copy_gbs_256mb":...}
 --   {"bench":"step_layer","net":"fmnist","layer":"2","type":"BatchNorm2d","pass":"bwd","ms":...,
---    "gflop":...,"mbytes":...,"bound":"memory","of_peak":...,"of_memory":...}
+--    "gflop":...,"mbytes":...,"bound":"memory","of_peak":...,"of_memory":...,
+--    "in_step_copy_gbs":...,"of_in_step_copy":...}
 --   {"bench":"step_optimizer","net":"fmnist","params":...,"ms":...,"of_bandwidth":...,"of_memory":...,
 --    "in_step_copy_ms":...,"of_in_step_copy":...,"in_cache_ms":...,"in_cache_of_bandwidth":...}
 --   {"bench":"step","net":"fmnist","batch":64,"step_ms":...,"hooked_step_ms":...,
@@ -267,13 +272,34 @@ local function wrap_forwards(timed, pre, post)
   return undo
 end
 
+-- The yardstick of a memory-bound pass where it runs (yardstick steps,
+-- apart from the timed ones): a copy of the layer's input into a new
+-- tensor, timed just before its forward (it reads x where the layer reads
+-- it and writes new memory from the same allocator, as the layer's output)
+-- and again when the gradient reaches its output (x is then a tensor the
+-- forward saved long before, as the backward reads it).  Its bytes, two
+-- of x's, against the pass's bytes/s: of_in_step_copy.
+local function copies_in_step(m, xin, block)
+  return not block and cnn.is_tensor(xin) and xin:numel() > 0
+    and not (class_is(m, "Conv2d") or class_is(m, "Linear") or class_is(m, "Flatten"))
+end
+
+local function timed_copy(t)
+  local src = t:detach()
+  local c0, t0 = collector_time(), cnn.clock()
+  local c = src:clone()
+  local ms = (cnn.clock() - t0 - (collector_time() - c0)) * 1e3 -- without a collector step
+  c:release()
+  return { ms = ms, bytes = 2 * src:numel() * src:element_size() }
+end
+
 -- A training step with a mark before and after each leaf layer's forward,
 -- and one each time a gradient reaches a layer's input or output.  A fused
 -- batch norm + ReLU (forward_relu) is timed as one layer
 -- ("BatchNorm2d+ReLU"), a block as one ("Conv2d+...": its run() wrapped).
 -- Returns the records (per leaf call: m, cost, f0, f1 and gout as mark
 -- numbers) and the marks of the step's phases.
-local function instrumented_step(net, opt, x, y, tm)
+local function instrumented_step(net, opt, x, y, tm, yard)
   local recs, stack, handles, ph = {}, {}, {}, {}
   local hooked = setmetatable({}, { __mode = "k" }) -- one gradient event per tensor
   local blocks, in_block = fused_blocks(net)
@@ -284,6 +310,9 @@ local function instrumented_step(net, opt, x, y, tm)
     rec.c0 = collector_time()
     recs[#recs + 1] = rec
     stack[#stack + 1] = rec
+    if yard and copies_in_step(mod, xin, rec.block) then
+      rec.x, rec.copy_fwd = xin, timed_copy(xin)
+    end
     if cnn.is_tensor(xin) and xin.requires_grad and not hooked[xin] then
       hooked[xin] = true
       handles[#handles + 1] = xin:register_hook(mark_grad)
@@ -296,7 +325,10 @@ local function instrumented_step(net, opt, x, y, tm)
     if not rec.cost then rec.cost = layer_cost(mod, xin, out, rec.fused, rec.block) end
     if cnn.is_tensor(out) and out.requires_grad then
       hooked[out] = true
-      handles[#handles + 1] = out:register_hook(function() rec.gout = tm:mark() end)
+      handles[#handles + 1] = out:register_hook(function()
+        rec.gout = tm:mark()
+        if rec.x then rec.copy_bwd, rec.x = timed_copy(rec.x), nil end
+      end)
     end
   end
   -- a block is timed around nn.Sequential's call of its run(); where the
@@ -363,13 +395,17 @@ local function fraction(flop, bytes, ms)
   return "memory", bytes / (ms * 1e-3) / bw, bytes / (ms * 1e-3) / bandwidth(1 << 28)
 end
 
-local function emit_layer(name, r, idx, pass, ms, flop, bytes)
+local function emit_layer(name, r, idx, pass, ms, flop, bytes, copy_gbs)
   local bound, of_peak, of_memory = fraction(flop, bytes, ms)
   local f = { { "bench", "step_layer" }, { "net", name }, { "layer", tostring(idx) },
               { "type", r.block and r.block.name or r.m.__name .. (r.fused and "+ReLU" or "") },
               { "pass", pass }, { "ms", ms }, { "gflop", flop / 1e9 }, { "mbytes", bytes / 1e6 },
               { "bound", bound }, { "of_peak", of_peak } }
   if of_memory then f[#f + 1] = { "of_memory", of_memory } end
+  if bound == "memory" and copy_gbs then
+    f[#f + 1] = { "in_step_copy_gbs", copy_gbs }
+    f[#f + 1] = { "of_in_step_copy", bytes / (ms * 1e-3) / 1e9 / copy_gbs }
+  end
   B.emit(f)
 end
 
@@ -430,6 +466,20 @@ local function profile_net(name, net, x, y)
     step()
     step_ms[it] = (cnn.clock() - t0) * 1e3
   end
+  local copy_gbs = {} -- per record and pass: the in-step copy's GB/s, median
+  for it = 1, opts.iters do
+    for i, r in ipairs((instrumented_step(net, opt, x, y, tm, true))) do
+      copy_gbs[i] = copy_gbs[i] or { fwd = {}, bwd = {} }
+      for _, pass in ipairs({ "fwd", "bwd" }) do
+        local c = r["copy_" .. pass]
+        if c then copy_gbs[i][pass][it] = c.bytes / (c.ms * 1e-3) / 1e9 end
+      end
+    end
+  end
+  local function copy_rate(i, pass)
+    local v = copy_gbs[i] and copy_gbs[i][pass]
+    return v and #v > 0 and median(v) or nil
+  end
   local layers_ms, flop_total = 0, 0
   local names = {}
   for n, m in net:named_modules() do if names[m] == nil then names[m] = n end end
@@ -438,8 +488,10 @@ local function profile_net(name, net, x, y)
     layers_ms = layers_ms + f + b
     flop_total = flop_total + r.cost.fwd_flop + r.cost.bwd_flop
     local idx = names[r.m] or i
-    emit_layer(name, r, idx, "fwd", f, r.cost.fwd_flop, r.cost.fwd_bytes)
-    if r.gout then emit_layer(name, r, idx, "bwd", b, r.cost.bwd_flop, r.cost.bwd_bytes) end
+    emit_layer(name, r, idx, "fwd", f, r.cost.fwd_flop, r.cost.fwd_bytes, copy_rate(i, "fwd"))
+    if r.gout then
+      emit_layer(name, r, idx, "bwd", b, r.cost.bwd_flop, r.cost.bwd_bytes, copy_rate(i, "bwd"))
+    end
   end
   local nparam = 0
   for _, p in ipairs(net:parameters()) do nparam = nparam + p:numel() end

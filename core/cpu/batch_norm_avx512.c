@@ -2,7 +2,8 @@
  * batch_norm_avx512.c -- the float32 per-channel bodies of batch_norm.c with
  * AVX-512 intrinsics, chosen per call by cnn_cpu_use_avx512() (as
  * max_pool_2x2.c): the two sums of a channel, its normalisation (+ relu)
- * and its dx.  A channel is N rows of L floats, `stride` floats apart
+ * and its dx, and the sums of all channels over a run of images in memory
+ * order (batch_norm_planes.c).  A channel is N rows of L floats, `stride` floats apart
  * (x[n*stride + l]); everything else is batch_norm.c's.
  *
  * Why: batch norm is memory-bound, but the portable bodies were not.  GCC
@@ -64,8 +65,8 @@ TARGET_AVX512 static inline __m512d widen_add(__m512d acc, __m512 v) {
   do {                                                                                             \
     if (pf) {                                                                                      \
       _mm_prefetch((const char *)(x + (i) + pf), _MM_HINT_T0);                                     \
-      if (grad) _mm_prefetch((const char *)(dy + (i) + pf), _MM_HINT_T0);                        \
-      if (grad && y) _mm_prefetch((const char *)(y + (i) + pf), _MM_HINT_T0);                     \
+      if (grad) _mm_prefetch((const char *)(dy + (i) + pf), _MM_HINT_T0);                          \
+      if (grad && y) _mm_prefetch((const char *)(y + (i) + pf), _MM_HINT_T0);                      \
     }                                                                                              \
     __m512 d = _mm512_maskz_sub_ps(k, _mm512_maskz_loadu_ps(k, x + (i)), r);                       \
     __m512 t = grad ? grad_of(k, dy, y, i) : d;                                                    \
@@ -90,8 +91,7 @@ TARGET_AVX512 static inline void block_sums(int grad, const float *x, const floa
 /* The sums of batch_norm.c's channel_sums_f32 over a channel's N rows:
  *   grad 0: sum d, sum d^2 with d = x - ref;  grad 1: sum g, sum g*(x - ref). */
 TARGET_AVX512 static void sums(int grad, int64_t N, int64_t stride, int64_t L, const float *x,
-                               const float *dy, const float *y, float ref, double *s1,
-                               double *s2) {
+                               const float *dy, const float *y, float ref, double *s1, double *s2) {
   __m512d t1 = _mm512_setzero_pd(), t2 = t1;
   __m512 r = _mm512_set1_ps(ref);
   for (int64_t n = 0; n < N; n++) {
@@ -111,6 +111,35 @@ void cnn_cpu_bn_sums_f32_avx512(int grad, int64_t N, int64_t stride, int64_t L, 
     sums(1, N, stride, L, x, dy, y, ref, s1, s2);
   else
     sums(0, N, stride, L, x, NULL, NULL, ref, s1, s2);
+}
+
+/* The sums of all C channels over images [n0, n1), in memory order (the
+ * planes x[n, c, :] one after the other), added into acc: per channel c
+ * two vectors of 8 double partial sums, acc[16c .. 16c+8) of t and
+ * acc[16c+8 .. 16c+16) of t*d, d = x - ref[c], t = d (grad 0) or the
+ * gradient (grad 1; dy, through the relu when y is given). */
+TARGET_AVX512 static void image_sums(int grad, int64_t n0, int64_t n1, int64_t C, int64_t L,
+                                     const float *x, const float *dy, const float *y,
+                                     const float *ref, double *acc) {
+  for (int64_t n = n0; n < n1; n++)
+    for (int64_t c = 0; c < C; c++) {
+      __m512d t1 = _mm512_loadu_pd(acc + 16 * c), t2 = _mm512_loadu_pd(acc + 16 * c + 8);
+      __m512 r = _mm512_set1_ps(ref[c]);
+      int64_t o = (n * C + c) * L;
+      for (int64_t i0 = 0; i0 < L; i0 += BLOCK)
+        block_sums(grad, x + o, grad ? dy + o : NULL, grad && y ? y + o : NULL, r, i0,
+                   L - i0 < BLOCK ? L : i0 + BLOCK, 0, &t1, &t2);
+      _mm512_storeu_pd(acc + 16 * c, t1), _mm512_storeu_pd(acc + 16 * c + 8, t2);
+    }
+}
+
+void cnn_cpu_bn_image_sums_f32_avx512(int grad, int64_t n0, int64_t n1, int64_t C, int64_t L,
+                                      const float *x, const float *dy, const float *y,
+                                      const float *ref, double *acc) {
+  if (grad)
+    image_sums(1, n0, n1, C, L, x, dy, y, ref, acc);
+  else
+    image_sums(0, n0, n1, C, L, x, NULL, NULL, ref, acc);
 }
 
 /* y = (x - m)*k + b, then relu (NaN kept, -0.0 -> +0.0) when asked. */
@@ -152,6 +181,13 @@ TARGET_AVX512 void cnn_cpu_bn_dx_f32_avx512(int64_t N, int64_t stride, int64_t L
 
 #else /* no AVX-512 path on this compiler/architecture: never called */
 
+void cnn_cpu_bn_image_sums_f32_avx512(int grad, int64_t n0, int64_t n1, int64_t C, int64_t L,
+                                      const float *x, const float *dy, const float *y,
+                                      const float *ref, double *acc) {
+  (void)grad, (void)n0, (void)n1, (void)C, (void)L, (void)x, (void)dy, (void)y, (void)ref;
+  (void)acc;
+}
+
 void cnn_cpu_bn_sums_f32_avx512(int grad, int64_t N, int64_t stride, int64_t L, const float *x,
                                 const float *dy, const float *y, float ref, double *s1,
                                 double *s2) {
@@ -162,9 +198,8 @@ void cnn_cpu_bn_normalize_f32_avx512(int64_t N, int64_t stride, int64_t L, const
                                      float k, float b, float *y, int relu) {
   (void)N, (void)stride, (void)L, (void)x, (void)m, (void)k, (void)b, (void)y, (void)relu;
 }
-void cnn_cpu_bn_dx_f32_avx512(int64_t N, int64_t stride, int64_t L, const float *dy,
-                              const float *y, const float *x, float m, float k, float kx, float k0,
-                              float *dx) {
+void cnn_cpu_bn_dx_f32_avx512(int64_t N, int64_t stride, int64_t L, const float *dy, const float *y,
+                              const float *x, float m, float k, float kx, float k0, float *dx) {
   (void)N, (void)stride, (void)L, (void)dy, (void)y, (void)x, (void)m, (void)k, (void)kx;
   (void)k0, (void)dx;
 }

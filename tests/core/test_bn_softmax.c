@@ -22,6 +22,7 @@
  * with dx written over dy (what core/ops does with a private gradient),
  * bit for bit the same.
  */
+#include <assert.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -338,7 +339,8 @@ static void test_bn_relu(int64_t N, int64_t C, int64_t L, int training) {
  * eps, so bn(x) = x exactly. */
 static void test_bn_relu_special(void) {
   enum { N = 1, C = 1, L = 21 };
-  float x[L], dy[L], y[L], yu[L], dx[L], rm[1] = {0}, rv[1] = {1 - 1e-5f}, sm[1], si[1], dg[1], db[1];
+  float x[L], dy[L], y[L], yu[L], dx[L], rm[1] = {0}, rv[1] = {1 - 1e-5f}, sm[1], si[1], dg[1],
+                                         db[1];
   for (int i = 0; i < L; i++) x[i] = (float)(i % 5) - 2.0f, dy[i] = 1.0f + (float)i;
   x[3] = -0.0f, x[4] = 0.0f, x[5] = 1e-30f, x[6] = -1e-30f, x[19] = NAN;
   CHECK(cnn_cpu_batch_norm_relu_forward(CNN_FLOAT32, N, C, L, x, NULL, NULL, rm, rv, 0, 0, 1e-5, y,
@@ -358,6 +360,94 @@ static void test_bn_relu_special(void) {
     else
       CHECK(y[i] > 0 ? dx[i] == dy[i] * si[0] : dx[i] == 0);
   }
+}
+
+/* float32 training with every argument (gamma, beta, running statistics,
+ * the fused relu's output in backward) against the float64 path on the
+ * same values; and the same bits at 1 and 2 threads (the AVX-512 passes
+ * split the images into runs by N alone: batch_norm_planes.c).  N = 37
+ * makes 13 runs of 3 images and a last one of 1. */
+typedef struct {
+  float *y, *sm, *si, *rm, *rv, *dx, *dg, *db;
+} bn_f32_out;
+
+static void bn_f32_run(int64_t N, int64_t C, int64_t L, const float *x, const float *g,
+                       const float *b, const float *dy, int relu, bn_f32_out *o) {
+  for (int64_t c = 0; c < C; c++) o->rm[c] = 0.25f * (float)c, o->rv[c] = 1.5f;
+  if (relu) {
+    CHECK(cnn_cpu_batch_norm_relu_forward(CNN_FLOAT32, N, C, L, x, g, b, o->rm, o->rv, 1, 0.1, 1e-5,
+                                          o->y, o->sm, o->si) == 0);
+    CHECK(cnn_cpu_batch_norm_relu_backward(CNN_FLOAT32, N, C, L, dy, o->y, x, g, o->sm, o->si,
+                                           o->dx, o->dg, o->db, 1) == 0);
+  } else {
+    CHECK(cnn_cpu_batch_norm_forward(CNN_FLOAT32, N, C, L, x, g, b, o->rm, o->rv, 1, 0.1, 1e-5,
+                                     o->y, o->sm, o->si) == 0);
+    CHECK(cnn_cpu_batch_norm_backward(CNN_FLOAT32, N, C, L, dy, x, g, o->sm, o->si, o->dx, o->dg,
+                                      o->db) == 0);
+  }
+}
+
+static bn_f32_out bn_f32_alloc(int64_t n, int64_t C) {
+  bn_f32_out o = {malloc(n * 4), malloc(C * 4), malloc(C * 4), malloc(C * 4),
+                  malloc(C * 4), malloc(n * 4), malloc(C * 4), malloc(C * 4)};
+  return o;
+}
+
+static void bn_f32_free(bn_f32_out *o) {
+  free(o->y), free(o->sm), free(o->si), free(o->rm), free(o->rv), free(o->dx), free(o->dg);
+  free(o->db);
+}
+
+static void check_f32_near(const char *what, const float *a, const double *want, int64_t n) {
+  double *a64 = check_to_f64(a, n);
+  check_arrays(what, a64, want, n, 2e-5, 2e-5);
+  free(a64);
+}
+
+static void test_bn_f32_all_args(int64_t N, int64_t C, int64_t L, int relu) {
+  int64_t n = N * C * L;
+  double *x = rand_f64(n, 2, 0.5), *g = rand_f64(C, 1, 0.2), *b = rand_f64(C, 1, 0);
+  double *dy = rand_f64(n, 1, 0), rm[64], rv[64], sm[64], si[64], dg[64], db[64];
+  double *y = malloc(n * 8), *dx = malloc(n * 8);
+  float *xf = check_to_f32(x, n), *gf = check_to_f32(g, C), *bf = check_to_f32(b, C);
+  float *dyf = check_to_f32(dy, n);
+  double *x64 = check_to_f64(xf, n), *g64 = check_to_f64(gf, C), *b64 = check_to_f64(bf, C);
+  double *dy64 = check_to_f64(dyf, n);
+  assert(C <= 64);
+  for (int64_t c = 0; c < C; c++) rm[c] = 0.25 * (double)c, rv[c] = 1.5;
+  if (relu) {
+    CHECK(cnn_cpu_batch_norm_relu_forward(CNN_FLOAT64, N, C, L, x64, g64, b64, rm, rv, 1, 0.1, 1e-5,
+                                          y, sm, si) == 0);
+    CHECK(cnn_cpu_batch_norm_relu_backward(CNN_FLOAT64, N, C, L, dy64, y, x64, g64, sm, si, dx, dg,
+                                           db, 1) == 0);
+  } else {
+    CHECK(cnn_cpu_batch_norm_forward(CNN_FLOAT64, N, C, L, x64, g64, b64, rm, rv, 1, 0.1, 1e-5, y,
+                                     sm, si) == 0);
+    CHECK(cnn_cpu_batch_norm_backward(CNN_FLOAT64, N, C, L, dy64, x64, g64, sm, si, dx, dg, db) ==
+          0);
+  }
+  int threads = cnn_get_num_threads();
+  bn_f32_out two = bn_f32_alloc(n, C), one = bn_f32_alloc(n, C);
+  cnn_set_num_threads(2);
+  bn_f32_run(N, C, L, xf, gf, bf, dyf, relu, &two);
+  cnn_set_num_threads(1);
+  bn_f32_run(N, C, L, xf, gf, bf, dyf, relu, &one);
+  cnn_set_num_threads(threads);
+  check_f32_near("bn f32 y", two.y, y, n);
+  check_f32_near("bn f32 save_mean", two.sm, sm, C);
+  check_f32_near("bn f32 save_invstd", two.si, si, C);
+  check_f32_near("bn f32 running_mean", two.rm, rm, C);
+  check_f32_near("bn f32 running_var", two.rv, rv, C);
+  check_f32_near("bn f32 dx", two.dx, dx, n);
+  check_f32_near("bn f32 dgamma", two.dg, dg, C);
+  check_f32_near("bn f32 dbeta", two.db, db, C);
+  CHECK(memcmp(one.y, two.y, n * 4) == 0 && memcmp(one.sm, two.sm, C * 4) == 0);
+  CHECK(memcmp(one.si, two.si, C * 4) == 0 && memcmp(one.rm, two.rm, C * 4) == 0);
+  CHECK(memcmp(one.rv, two.rv, C * 4) == 0 && memcmp(one.dx, two.dx, n * 4) == 0);
+  CHECK(memcmp(one.dg, two.dg, C * 4) == 0 && memcmp(one.db, two.db, C * 4) == 0);
+  bn_f32_free(&two), bn_f32_free(&one);
+  free(x), free(g), free(b), free(dy), free(y), free(dx), free(xf), free(gf), free(bf), free(dyf);
+  free(x64), free(g64), free(b64), free(dy64);
 }
 
 /* The float32 cases through the AVX-512 bodies (where this CPU has them),
@@ -397,6 +487,11 @@ static void bn_cases(void) {
     test_bn_relu(6, 2, 64, training);
   }
   test_bn_relu_special();
+  for (int relu = 0; relu <= 1; relu++) {
+    test_bn_f32_all_args(37, 3, 5, relu);
+    test_bn_f32_all_args(64, 4, 64, relu); /* ResNet-20's 8x8 planes */
+    test_bn_f32_all_args(17, 2, 1100, relu);
+  }
 }
 
 /* Bad arguments are the op's to report (core/ops/nn_norm.c; the kernels

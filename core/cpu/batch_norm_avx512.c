@@ -113,33 +113,34 @@ void cnn_cpu_bn_sums_f32_avx512(int grad, int64_t N, int64_t stride, int64_t L, 
     sums(0, N, stride, L, x, NULL, NULL, ref, s1, s2);
 }
 
-/* The sums of all C channels over images [n0, n1), in memory order (the
- * planes x[n, c, :] one after the other), added into acc: per channel c
- * two vectors of 8 double partial sums, acc[16c .. 16c+8) of t and
- * acc[16c+8 .. 16c+16) of t*d, d = x - ref[c], t = d (grad 0) or the
- * gradient (grad 1; dy, through the relu when y is given). */
+/* The sums of every channel over images [n0, n1), channel by channel
+ * within the run (the run's rows of a channel: one per image, so a few
+ * streams at once): out[2c] = sum t, out[2c+1] = sum t*d with d = x -
+ * ref[c] and t = d (grad 0) or the gradient (grad 1; dy, through the relu
+ * when y is given). */
 TARGET_AVX512 static void image_sums(int grad, int64_t n0, int64_t n1, int64_t C, int64_t L,
                                      const float *x, const float *dy, const float *y,
-                                     const float *ref, double *acc) {
-  for (int64_t n = n0; n < n1; n++)
-    for (int64_t c = 0; c < C; c++) {
-      __m512d t1 = _mm512_loadu_pd(acc + 16 * c), t2 = _mm512_loadu_pd(acc + 16 * c + 8);
-      __m512 r = _mm512_set1_ps(ref[c]);
+                                     const float *ref, double *out) {
+  for (int64_t c = 0; c < C; c++) {
+    __m512d t1 = _mm512_setzero_pd(), t2 = t1;
+    __m512 r = _mm512_set1_ps(ref[c]);
+    for (int64_t n = n0; n < n1; n++) {
       int64_t o = (n * C + c) * L;
       for (int64_t i0 = 0; i0 < L; i0 += BLOCK)
         block_sums(grad, x + o, grad ? dy + o : NULL, grad && y ? y + o : NULL, r, i0,
                    L - i0 < BLOCK ? L : i0 + BLOCK, 0, &t1, &t2);
-      _mm512_storeu_pd(acc + 16 * c, t1), _mm512_storeu_pd(acc + 16 * c + 8, t2);
     }
+    out[2 * c] = _mm512_reduce_add_pd(t1), out[2 * c + 1] = _mm512_reduce_add_pd(t2);
+  }
 }
 
 void cnn_cpu_bn_image_sums_f32_avx512(int grad, int64_t n0, int64_t n1, int64_t C, int64_t L,
                                       const float *x, const float *dy, const float *y,
-                                      const float *ref, double *acc) {
+                                      const float *ref, double *out) {
   if (grad)
-    image_sums(1, n0, n1, C, L, x, dy, y, ref, acc);
+    image_sums(1, n0, n1, C, L, x, dy, y, ref, out);
   else
-    image_sums(0, n0, n1, C, L, x, NULL, NULL, ref, acc);
+    image_sums(0, n0, n1, C, L, x, NULL, NULL, ref, out);
 }
 
 /* y = (x - m)*k + b, then relu (NaN kept, -0.0 -> +0.0) when asked. */
@@ -183,9 +184,9 @@ TARGET_AVX512 void cnn_cpu_bn_dx_f32_avx512(int64_t N, int64_t stride, int64_t L
 
 void cnn_cpu_bn_image_sums_f32_avx512(int grad, int64_t n0, int64_t n1, int64_t C, int64_t L,
                                       const float *x, const float *dy, const float *y,
-                                      const float *ref, double *acc) {
+                                      const float *ref, double *out) {
   (void)grad, (void)n0, (void)n1, (void)C, (void)L, (void)x, (void)dy, (void)y, (void)ref;
-  (void)acc;
+  (void)out;
 }
 
 void cnn_cpu_bn_sums_f32_avx512(int grad, int64_t N, int64_t stride, int64_t L, const float *x,

@@ -37,4 +37,9 @@ int cnn_cpu_bn_forward_planes_f32(const bn_args *a, int64_t N, int64_t C, int64_
 int cnn_cpu_bn_backward_planes_f32(const bn_grads *a, int64_t N, int64_t C, int64_t L,
                                    const float *dy, const float *x);
 
+/* Whether the two above may run (1, the default) or decline, so that
+ * batch_norm.c's channel loops run (tests and bench/bn_order.c compare the
+ * two); returns the previous setting. */
+int cnn_cpu_bn_allow_planes(int on);
+
 #endif

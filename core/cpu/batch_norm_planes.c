@@ -19,11 +19,15 @@
  *
  * The arithmetic is batch_norm_avx512.c's (float partial sums over blocks
  * of a row, added into double; the same elementwise expressions), only
- * the order of the sums' additions differs.  Measured inside ResNet-20's
- * training step at batch 64 (bench/step_profile.lua, 2 threads, builds
- * with and without this file alternated, 2 runs each): forward 1.6x at
- * 64x16x32x32, 1.4-1.5x at 64x32x16x16, 1.15-1.2x at 64x64x8x8; backward
- * 1.3-1.5x, 1.4x and 1.55x; the step 1.03-1.08x.
+ * the order of the sums' additions differs.  A run sums a channel's rows
+ * (one per image) in registers, so runs hold at least RUN_MIN images: with
+ * one image a run, 16x512x7x7 in cache ran at 0.65-0.71x of the channel
+ * loops.  Figures (2 threads, the two orders alternated in one process):
+ * bench/bn_order.c, memory that left the cache (as in a training step
+ * larger than the L3) 1.1-1.9x at ResNet-20's, the example network's and
+ * ResNet-18's shapes, except 16x64x56x56 backward 0.94-1.09x; in cache
+ * 0.93-1.37x.  Inside ResNet-20's step at batch 64 (bench/step_profile.lua,
+ * builds alternated): forward 1.3-1.5x, backward 1.25-1.75x.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -31,35 +35,40 @@
 #include "cpu/batch_norm_internal.h"
 #include "cpu/kernels.h"
 
-#define RUNS 16 /* at most this many runs of images for the sums */
+#define RUNS    16 /* at most this many runs of images for the sums, */
+#define RUN_MIN 4  /* of at least this many images (a run sums a channel's rows in registers) */
+
+static int allow = 1;
+
+int cnn_cpu_bn_allow_planes(int on) {
+  int prev = allow;
+  allow = on;
+  return prev;
+}
 
 /* Runs of *per images each (the last may be shorter) covering N. */
 static int64_t image_runs(int64_t N, int64_t *per) {
   int64_t runs = N < RUNS ? N : RUNS;
   *per = (N + runs - 1) / runs;
+  if (*per < RUN_MIN) *per = N < RUN_MIN ? N : RUN_MIN;
   return (N + *per - 1) / *per;
 }
 
-/* Every run's sums of every channel into acc (runs x C x 16 doubles). */
+/* Every run's two sums of every channel into acc (runs x C x 2 doubles). */
 static void run_sums(int grad, int64_t N, int64_t C, int64_t L, const float *x, const float *dy,
                      const float *y, const float *ref, double *acc) {
   int64_t per, runs = image_runs(N, &per);
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < runs; r++)
     cnn_cpu_bn_image_sums_f32_avx512(grad, r * per, (r + 1) * per < N ? (r + 1) * per : N, C, L, x,
-                                     dy, y, ref, acc + r * C * 16);
+                                     dy, y, ref, acc + r * C * 2);
 }
 
 /* Channel c's two totals: the runs' partial sums added in run order. */
 static void channel_totals(const double *acc, int64_t runs, int64_t C, int64_t c, double *s1,
                            double *s2) {
   double t1 = 0, t2 = 0;
-  for (int64_t r = 0; r < runs; r++) {
-    const double *v = acc + (r * C + c) * 16;
-    double a1 = 0, a2 = 0;
-    for (int j = 0; j < 8; j++) a1 += v[j], a2 += v[8 + j];
-    t1 += a1, t2 += a2;
-  }
+  for (int64_t r = 0; r < runs; r++) t1 += acc[(r * C + c) * 2], t2 += acc[(r * C + c) * 2 + 1];
   *s1 = t1, *s2 = t2;
 }
 
@@ -74,7 +83,7 @@ typedef struct {
 static int scratch_alloc(scratch *s, int64_t N, int64_t C) {
   int64_t per;
   s->runs = image_runs(N, &per);
-  s->acc = calloc((size_t)(s->runs * C * 16), sizeof(double));
+  s->acc = malloc((size_t)(s->runs * C * 2) * sizeof(double));
   s->ref = malloc((size_t)C * sizeof(float));
   s->k = malloc((size_t)C * 4 * sizeof(float));
   if (s->acc && s->ref && s->k) return 0;
@@ -87,7 +96,7 @@ static void scratch_free(scratch *s) { free(s->acc), free(s->ref), free(s->k); }
 int cnn_cpu_bn_forward_planes_f32(const bn_args *a, int64_t N, int64_t C, int64_t L, const float *x,
                                   float *y) {
   scratch s;
-  if (N * C * L == 0 || scratch_alloc(&s, N, C)) return -1;
+  if (!allow || N * C * L == 0 || scratch_alloc(&s, N, C)) return -1;
   for (int64_t c = 0; c < C; c++) s.ref[c] = x[c * L]; /* K: the channel's first value */
   run_sums(0, N, C, L, x, NULL, NULL, s.ref, s.acc);
   int64_t M = N * L;
@@ -114,7 +123,7 @@ int cnn_cpu_bn_forward_planes_f32(const bn_args *a, int64_t N, int64_t C, int64_
 int cnn_cpu_bn_backward_planes_f32(const bn_grads *a, int64_t N, int64_t C, int64_t L,
                                    const float *dy, const float *x) {
   scratch s;
-  if (N * C * L == 0 || scratch_alloc(&s, N, C)) return -1;
+  if (!allow || N * C * L == 0 || scratch_alloc(&s, N, C)) return -1;
   const float *mean = a->save_mean, *invstd = a->save_invstd, *y = a->y;
   for (int64_t c = 0; c < C; c++) s.ref[c] = mean[c];
   run_sums(1, N, C, L, x, dy, y, s.ref, s.acc);

@@ -98,9 +98,9 @@ static int gemm_rounded(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const
                         int64_t lda, int64_t sa, const float *B, int64_t ldb, int64_t sb, float *C,
                         int64_t ldc, int64_t sc, int64_t batch) {
   float *ar = cnn_cpu_bf16_rounded_copy("matmul", A, span(ta ? K : M, ta ? M : K, lda, sa, batch));
-  float *br = ar ? cnn_cpu_bf16_rounded_copy("matmul", B, span(tb ? N : K, tb ? K : N, ldb, sb,
-                                                               batch))
-                 : NULL;
+  float *br =
+      ar ? cnn_cpu_bf16_rounded_copy("matmul", B, span(tb ? N : K, tb ? K : N, ldb, sb, batch))
+         : NULL;
   for (int64_t i = 0; br && i < batch; i++)
     cnn_blas_sgemm(ta, tb, (int)M, (int)N, (int)K, 1.0f, ar + i * sa, (int)lda, br + i * sb,
                    (int)ldb, 0.0f, C + i * sc, (int)ldc);

@@ -324,12 +324,12 @@ int cnn_cpu_batch_norm_relu_backward(cnn_dtype dt, int64_t N, int64_t C, int64_t
  * normalize: y = (x - m)*k + b, relu'd when asked.  dx: k*g + kx*(x - m) + k0. */
 void cnn_cpu_bn_sums_f32_avx512(int grad, int64_t N, int64_t stride, int64_t L, const float *x,
                                 const float *dy, const float *y, float ref, double *s1, double *s2);
-/* image_sums: the sums above of all C channels over images [n0, n1) of an
- * N x C x L tensor, in memory order, added into acc (per channel c, 8
- * partial sums of s1 at acc[16c], 8 of s2 at acc[16c + 8]); ref per channel. */
+/* image_sums: the sums above of each of the C channels over images
+ * [n0, n1) of an N x C x L tensor, into out[2c] and out[2c + 1]; ref per
+ * channel. */
 void cnn_cpu_bn_image_sums_f32_avx512(int grad, int64_t n0, int64_t n1, int64_t C, int64_t L,
                                       const float *x, const float *dy, const float *y,
-                                      const float *ref, double *acc);
+                                      const float *ref, double *out);
 void cnn_cpu_bn_normalize_f32_avx512(int64_t N, int64_t stride, int64_t L, const float *x, float m,
                                      float k, float b, float *y, int relu);
 void cnn_cpu_bn_dx_f32_avx512(int64_t N, int64_t stride, int64_t L, const float *dy, const float *y,

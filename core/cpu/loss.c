@@ -109,4 +109,3 @@ int cnn_cpu_bce_backward(int dev, cnn_dtype dt, int64_t n, int which, const void
   }
   return 0;
 }
-

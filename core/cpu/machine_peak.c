@@ -41,9 +41,9 @@
 /* Vectors as wide as the ISA's registers: wider ones are split and spilled. */
 typedef float v8f __attribute__((vector_size(32)));
 typedef float v16f __attribute__((vector_size(64)));
-#define ACC       12   /* independent FMA chains per thread */
-#define FMA_INNER 4096 /* iterations of the first round */
-#define MIN_ROUNDS 3   /* timed copy rounds at least */
+#define ACC        12   /* independent FMA chains per thread */
+#define FMA_INNER  4096 /* iterations of the first round */
+#define MIN_ROUNDS 3    /* timed copy rounds at least */
 
 /* ACC chains of `iters` FMAs over vectors of type V (W floats); returns
  * the sum of the lanes, kept live by the caller. */

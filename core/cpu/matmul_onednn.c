@@ -252,7 +252,8 @@ static int entry_run(entry *e, const float *A, const float *B, float *C) {
                              {DNNL_ARG_WEIGHTS, e->b.inner},
                              {DNNL_ARG_DST, e->c},
                              {DNNL_ARG_SCRATCHPAD, e->scratch}};
-  if (st == dnnl_success) st = dnnl_primitive_execute(e->matmul, G.stream, e->scratch ? 4 : 3, args);
+  if (st == dnnl_success)
+    st = dnnl_primitive_execute(e->matmul, G.stream, e->scratch ? 4 : 3, args);
   if (st == dnnl_success) st = dnnl_stream_wait(G.stream);
   return st == dnnl_success ? 0 : fail(st, "execution", &e->key);
 }
@@ -261,8 +262,9 @@ int cnn_cpu_gemm_bf16_onednn(bool ta, bool tb, int64_t M, int64_t N, int64_t K, 
                              int64_t lda, int64_t sa, const float *B, int64_t ldb, int64_t sb,
                              float *C, int64_t ldc, int64_t sc, int64_t batch) {
   if (cnn_interrupt_pending()) return cnn_set_error("matmul: interrupted"), -1;
-  mm_key k = {ta, tb, M, N, K, lda, batch > 1 ? sa : 0, ldb, batch > 1 ? sb : 0,
-              ldc, batch > 1 ? sc : 0, batch};
+  mm_key k = {
+      ta,   tb, M, N, K, lda, batch > 1 ? sa : 0, ldb, batch > 1 ? sb : 0, ldc, batch > 1 ? sc : 0,
+      batch};
   pthread_mutex_lock(&G.lock);
   dnnl_status_t st = cnn_onednn_stream_open(&G.engine, &G.stream);
   int rc = st == dnnl_success ? 0 : fail(st, "engine creation", &k);

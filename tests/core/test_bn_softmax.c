@@ -30,6 +30,7 @@
 #include "check.h"
 #include "check_core.h"
 #include "cnn.h"
+#include "cpu/batch_norm_internal.h"
 #include "cpu/kernels.h"
 
 static double *rand_f64(int64_t n, double scale, double shift) {
@@ -450,11 +451,15 @@ static void test_bn_f32_all_args(int64_t N, int64_t C, int64_t L, int relu) {
   free(x64), free(g64), free(b64), free(dy64);
 }
 
-/* The float32 cases through the AVX-512 bodies (where this CPU has them),
- * then through the portable loops. */
+/* The float32 cases through the AVX-512 bodies (where this CPU has them):
+ * training in memory order (batch_norm_planes.c), then channel by
+ * channel; then through the portable loops. */
 static void test_bn_both_paths(void (*cases)(void)) {
   int had = cnn_cpu_use_avx512();
   cases();
+  CHECK(cnn_cpu_bn_allow_planes(0) == 1);
+  cases();
+  CHECK(cnn_cpu_bn_allow_planes(1) == 0);
   CHECK(cnn_cpu_allow_avx512(0) == 0);
   cases();
   cnn_cpu_allow_avx512(1);

@@ -12,9 +12,10 @@
  * (in cache, as bench/layers.lua times), and "cold", inputs and outputs
  * rotated through 256 MB of buffers, so each call reads and writes memory
  * that left the cache (as inside a training step larger than the L3:
- * bench/step_profile.lua).  One JSON line per shape, condition and pass:
- *   {"bench":"bn_order","shape":"64x64x8x8","cond":"cold","pass":"fwd",
- *    "planes_us":...,"channels_us":...,"speedup":...}
+ * bench/step_profile.lua).  One JSON line per shape (N x C x L),
+ * condition and pass, with the order cnnsh chooses for the shape:
+ *   {"bench":"bn_order","shape":"64x64x64","cond":"cold","pass":"fwd",
+ *    "planes_us":...,"channels_us":...,"speedup":...,"chosen":"planes"}
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,7 +25,7 @@
 #include "cpu/batch_norm_internal.h"
 #include "cpu/kernels.h"
 
-#define ROUNDS 31
+#define ROUNDS     31
 #define COLD_BYTES ((size_t)256 << 20)
 
 static int cmp(const void *a, const void *b) {
@@ -34,7 +35,7 @@ static int cmp(const void *a, const void *b) {
 
 typedef struct {
   int64_t N, C, L;
-  int nbuf;          /* buffers rotated through (1: hot) */
+  int nbuf; /* buffers rotated through (1: hot) */
   float **x, **y, **dy, **dx;
   float *g, *b, *rm, *rv, *sm, *si, *dg, *db;
 } setup;
@@ -56,7 +57,7 @@ static void one_call(setup *s, int i, int pass) {
 }
 
 static double time_us(setup *s, int round, int pass, int planes) {
-  cnn_cpu_bn_allow_planes(planes);
+  cnn_cpu_bn_allow_planes(planes ? 2 : 0);
   double t0 = cnn_now_seconds();
   one_call(s, round, pass);
   return (cnn_now_seconds() - t0) * 1e6;
@@ -82,9 +83,10 @@ static void run(int64_t N, int64_t C, int64_t L, int cold) {
     }
     qsort(tp, ROUNDS, sizeof(double), cmp), qsort(tc, ROUNDS, sizeof(double), cmp);
     printf("{\"bench\":\"bn_order\",\"shape\":\"%lldx%lldx%lld\",\"cond\":\"%s\",\"pass\":\"%s\","
-           "\"planes_us\":%.1f,\"channels_us\":%.1f,\"speedup\":%.3f}\n",
-           (long long)N, (long long)C, (long long)L, cold ? "cold" : "hot",
-           pass ? "bwd" : "fwd", tp[ROUNDS / 2], tc[ROUNDS / 2], tc[ROUNDS / 2] / tp[ROUNDS / 2]);
+           "\"planes_us\":%.1f,\"channels_us\":%.1f,\"speedup\":%.3f,\"chosen\":\"%s\"}\n",
+           (long long)N, (long long)C, (long long)L, cold ? "cold" : "hot", pass ? "bwd" : "fwd",
+           tp[ROUNDS / 2], tc[ROUNDS / 2], tc[ROUNDS / 2] / tp[ROUNDS / 2],
+           cnn_cpu_bn_planes_pay(N, C, L) ? "planes" : "channels");
   }
   cnn_cpu_bn_allow_planes(1);
   for (int k = 0; k < s.nbuf; k++) free(s.x[k]), free(s.y[k]), free(s.dy[k]), free(s.dx[k]);
@@ -95,8 +97,8 @@ static void run(int64_t N, int64_t C, int64_t L, int cold) {
 int main(void) {
   /* ResNet-20 at batch 64 (32x32, 16x16, 8x8), the example network's two
    * (28x28, 14x14), a ResNet-18 shape at 224 and batch 16 (56x56, 7x7) */
-  int64_t shapes[][3] = {{64, 16, 1024}, {64, 32, 256}, {64, 64, 64}, {64, 32, 784},
-                         {64, 64, 196},  {16, 64, 3136}, {16, 512, 49}};
+  int64_t shapes[][3] = {{64, 16, 1024}, {64, 32, 256}, {64, 64, 64}, {64, 32, 784}, {64, 64, 196},
+                         {16, 64, 3136}, {16, 512, 49}, {16, 512, 1}, {16, 128, 16}, {16, 64, 64}};
   for (int cold = 0; cold <= 1; cold++)
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
       run(shapes[i][0], shapes[i][1], shapes[i][2], cold);

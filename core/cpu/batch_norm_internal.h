@@ -37,9 +37,12 @@ int cnn_cpu_bn_forward_planes_f32(const bn_args *a, int64_t N, int64_t C, int64_
 int cnn_cpu_bn_backward_planes_f32(const bn_grads *a, int64_t N, int64_t C, int64_t L,
                                    const float *dy, const float *x);
 
-/* Whether the two above may run (1, the default) or decline, so that
- * batch_norm.c's channel loops run (tests and bench/bn_order.c compare the
- * two); returns the previous setting. */
-int cnn_cpu_bn_allow_planes(int on);
+/* When the two above run: 1 (the default) where they pay, 0 never (they
+ * decline, so that batch_norm.c's channel loops run), 2 always -- for the
+ * tests and bench/bn_order.c, which compare the two; returns the previous
+ * mode. */
+int cnn_cpu_bn_allow_planes(int mode);
+/* Whether mode 1 runs an N x C x L tensor in memory order. */
+int cnn_cpu_bn_planes_pay(int64_t N, int64_t C, int64_t L);
 
 #endif

@@ -35,15 +35,31 @@
 #include "cpu/batch_norm_internal.h"
 #include "cpu/kernels.h"
 
-#define RUNS    16 /* at most this many runs of images for the sums, */
-#define RUN_MIN 4  /* of at least this many images (a run sums a channel's rows in registers) */
+#define RUNS      16 /* at most this many runs of images for the sums, */
+#define RUN_MIN   4  /* of at least this many images (a run sums a channel's rows in registers) */
+#define MIN_BYTES (1 << 20) /* the tensors this order runs: 1 MiB and more, */
+#define MAX_ROW   1024      /* with planes of at most this many floats */
 
-static int allow = 1;
+static int allow = 1; /* 0: never, 1: where worth_it, 2: always (tests) */
 
-int cnn_cpu_bn_allow_planes(int on) {
+int cnn_cpu_bn_allow_planes(int mode) {
   int prev = allow;
-  allow = on;
+  allow = mode;
   return prev;
+}
+
+/* Where memory order pays, by bench/bn_order.c over four runs: 1.0-1.8x
+ * at every shape of 1 MiB and more with planes of at most 4 KB.  Below 1
+ * MiB the tensor stays in cache whichever order reads it, and the gain
+ * swung with the run (16x128x4x4: 0.67-1.64x, 16x512x1x1 0.76-1.01x);
+ * planes longer than 4 KB are long runs for the prefetcher in channel
+ * order too (16x64x56x56: 0.83-1.36x).  Those keep the channel loops. */
+int cnn_cpu_bn_planes_pay(int64_t N, int64_t C, int64_t L) {
+  return N * C * L * (int64_t)sizeof(float) >= MIN_BYTES && L <= MAX_ROW;
+}
+
+static int worth_it(int64_t N, int64_t C, int64_t L) {
+  return allow == 1 ? cnn_cpu_bn_planes_pay(N, C, L) : allow == 2;
 }
 
 /* Runs of *per images each (the last may be shorter) covering N. */
@@ -96,7 +112,7 @@ static void scratch_free(scratch *s) { free(s->acc), free(s->ref), free(s->k); }
 int cnn_cpu_bn_forward_planes_f32(const bn_args *a, int64_t N, int64_t C, int64_t L, const float *x,
                                   float *y) {
   scratch s;
-  if (!allow || N * C * L == 0 || scratch_alloc(&s, N, C)) return -1;
+  if (!worth_it(N, C, L) || N * C * L == 0 || scratch_alloc(&s, N, C)) return -1;
   for (int64_t c = 0; c < C; c++) s.ref[c] = x[c * L]; /* K: the channel's first value */
   run_sums(0, N, C, L, x, NULL, NULL, s.ref, s.acc);
   int64_t M = N * L;
@@ -123,7 +139,7 @@ int cnn_cpu_bn_forward_planes_f32(const bn_args *a, int64_t N, int64_t C, int64_
 int cnn_cpu_bn_backward_planes_f32(const bn_grads *a, int64_t N, int64_t C, int64_t L,
                                    const float *dy, const float *x) {
   scratch s;
-  if (!allow || N * C * L == 0 || scratch_alloc(&s, N, C)) return -1;
+  if (!worth_it(N, C, L) || N * C * L == 0 || scratch_alloc(&s, N, C)) return -1;
   const float *mean = a->save_mean, *invstd = a->save_invstd, *y = a->y;
   for (int64_t c = 0; c < C; c++) s.ref[c] = mean[c];
   run_sums(1, N, C, L, x, dy, y, s.ref, s.acc);

@@ -452,12 +452,14 @@ static void test_bn_f32_all_args(int64_t N, int64_t C, int64_t L, int relu) {
 }
 
 /* The float32 cases through the AVX-512 bodies (where this CPU has them):
- * training in memory order (batch_norm_planes.c), then channel by
- * channel; then through the portable loops. */
+ * as chosen, then training in memory order (batch_norm_planes.c) forced,
+ * then channel by channel; then through the portable loops. */
 static void test_bn_both_paths(void (*cases)(void)) {
   int had = cnn_cpu_use_avx512();
+  cases(); /* the small shapes here: channel order, by batch_norm_planes.c's rule */
+  CHECK(cnn_cpu_bn_allow_planes(2) == 1);
   cases();
-  CHECK(cnn_cpu_bn_allow_planes(0) == 1);
+  CHECK(cnn_cpu_bn_allow_planes(0) == 2);
   cases();
   CHECK(cnn_cpu_bn_allow_planes(1) == 0);
   CHECK(cnn_cpu_allow_avx512(0) == 0);

@@ -320,6 +320,23 @@ ALWAYS_INLINE void adaptive_plane_backward(int f64, cnn_pool_shape s, const void
     }
 }
 
+/* The same for OW == 1: each bin's rows are one contiguous range, filled
+ * with `omp simd` (the loops above ran element by element: ResNet-20's
+ * global pool backward wrote its 1 MB at 23 GB/s, a sixth of a copy
+ * made at that point of the step). */
+ALWAYS_INLINE void adaptive_plane_rows_backward(int f64, cnn_pool_shape s, const void *dy,
+                                                void *dx) {
+#pragma omp simd
+  for (int64_t i = 0; i < s.H * s.W; i++) cnn_cpu_st(dx, i, 0, f64);
+  for (int64_t oh = 0; oh < s.OH; oh++) {
+    int64_t i0 = bin_start(oh, s.H, s.OH) * s.W, i1 = bin_end(oh, s.H, s.OH) * s.W;
+    if (i1 <= i0) continue;
+    double g = cnn_cpu_ld(dy, oh, f64) / (double)(i1 - i0);
+#pragma omp simd
+    for (int64_t i = i0; i < i1; i++) cnn_cpu_st(dx, i, cnn_cpu_ld(dx, i, f64) + g, f64);
+  }
+}
+
 int cnn_cpu_adaptive_avg_pool2d_backward(cnn_dtype dt, int64_t N, int64_t C, int64_t H, int64_t W,
                                          int64_t OH, int64_t OW, const void *dy, void *dx) {
   assert(adaptive_valid(dt, N, C, H, W, OH, OW));
@@ -329,7 +346,11 @@ int cnn_cpu_adaptive_avg_pool2d_backward(cnn_dtype dt, int64_t N, int64_t C, int
   for (int64_t p = 0; p < N * C; p++) {
     const void *dyp = (const char *)dy + p * OH * OW * esz;
     void *dxp = (char *)dx + p * H * W * esz;
-    if (dt == CNN_FLOAT64)
+    if (OW == 1 && dt == CNN_FLOAT64)
+      adaptive_plane_rows_backward(1, s, dyp, dxp);
+    else if (OW == 1)
+      adaptive_plane_rows_backward(0, s, dyp, dxp);
+    else if (dt == CNN_FLOAT64)
       adaptive_plane_backward(1, s, dyp, dxp);
     else
       adaptive_plane_backward(0, s, dyp, dxp);

@@ -28,8 +28,8 @@
  * AVX-512 machines (A/B in the README).
  *
  * Training runs one channel per iteration (its statistics need all of
- * it), except float32 on AVX-512, which batch_norm_planes.c runs in
- * memory order (1.1-1.6x inside ResNet-20's step); eval needs no
+ * it), except float32 on AVX-512 at the shapes where batch_norm_planes.c
+ * runs it in memory order (1.25-1.75x inside ResNet-20's step); eval needs no
  * statistics, so it runs plane by plane in memory order (one contiguous
  * stream per thread), 1.2-1.3x faster on 1000x32x28x28 and 1000x64x14x14.
  * Sums are in double for both dtypes, LANES partial sums each (`omp simd`

@@ -22,12 +22,12 @@
  * the order of the sums' additions differs.  A run sums a channel's rows
  * (one per image) in registers, so runs hold at least RUN_MIN images: with
  * one image a run, 16x512x7x7 in cache ran at 0.65-0.71x of the channel
- * loops.  Figures (2 threads, the two orders alternated in one process):
- * bench/bn_order.c, memory that left the cache (as in a training step
- * larger than the L3) 1.1-1.9x at ResNet-20's, the example network's and
- * ResNet-18's shapes, except 16x64x56x56 backward 0.94-1.09x; in cache
- * 0.93-1.37x.  Inside ResNet-20's step at batch 64 (bench/step_profile.lua,
- * builds alternated): forward 1.3-1.5x, backward 1.25-1.75x.
+ * loops.  Figures (2 threads), at the shapes cnn_cpu_bn_planes_pay picks:
+ * bench/bn_order.c (the two orders alternated in one process), on memory
+ * that left the cache (as in a training step larger than the L3) 1.1-1.9x,
+ * in cache 0.93-1.67x; inside ResNet-20's step at batch 64
+ * (bench/step_profile.lua, builds alternated) forward 1.3-1.5x, backward
+ * 1.25-1.75x.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -89,7 +89,7 @@ static void channel_totals(const double *acc, int64_t runs, int64_t C, int64_t c
 }
 
 /* The scratch of a call: partial sums, and per channel the reference and
- * the elementwise constants (4 floats). */
+ * the elementwise pass's three constants. */
 typedef struct {
   double *acc;
   float *ref, *k;
@@ -101,7 +101,7 @@ static int scratch_alloc(scratch *s, int64_t N, int64_t C) {
   s->runs = image_runs(N, &per);
   s->acc = malloc((size_t)(s->runs * C * 2) * sizeof(double));
   s->ref = malloc((size_t)C * sizeof(float));
-  s->k = malloc((size_t)C * 4 * sizeof(float));
+  s->k = malloc((size_t)C * 3 * sizeof(float));
   if (s->acc && s->ref && s->k) return 0;
   free(s->acc), free(s->ref), free(s->k);
   return -1;
@@ -124,12 +124,12 @@ int cnn_cpu_bn_forward_planes_f32(const bn_args *a, int64_t N, int64_t C, int64_
     double invstd = 1.0 / sqrt(var + a->eps);
     double g = a->gamma ? ((const float *)a->gamma)[c] : 1;
     double b = a->beta ? ((const float *)a->beta)[c] : 0;
-    s.k[4 * c] = (float)mean, s.k[4 * c + 1] = (float)(invstd * g), s.k[4 * c + 2] = (float)b;
+    s.k[3 * c] = (float)mean, s.k[3 * c + 1] = (float)(invstd * g), s.k[3 * c + 2] = (float)b;
     cnn_cpu_bn_store_stats(a, 0, c, M, mean, var, invstd);
   }
 #pragma omp parallel for schedule(static)
   for (int64_t p = 0; p < N * C; p++) {
-    const float *k = s.k + 4 * (p % C);
+    const float *k = s.k + 3 * (p % C);
     cnn_cpu_bn_normalize_f32_avx512(1, L, L, x + p * L, k[0], k[1], k[2], y + p * L, a->relu);
   }
   scratch_free(&s);
@@ -152,14 +152,14 @@ int cnn_cpu_bn_backward_planes_f32(const bn_grads *a, int64_t N, int64_t C, int6
     if (a->dbeta) ((float *)a->dbeta)[c] = (float)sdy;
     /* dx = k*(dy - mdy - xhat*mdyx) = k*g + kx*(x - mean) - k*mdy */
     double k = g * is, mdy = a->eval ? 0 : sdy / M, mdyx = a->eval ? 0 : sdyx / M;
-    s.k[4 * c] = (float)k, s.k[4 * c + 1] = (float)(-k * is * mdyx);
-    s.k[4 * c + 2] = (float)(-k * mdy);
+    s.k[3 * c] = (float)k, s.k[3 * c + 1] = (float)(-k * is * mdyx);
+    s.k[3 * c + 2] = (float)(-k * mdy);
   }
   if (a->dx) {
     float *dx = a->dx;
 #pragma omp parallel for schedule(static)
     for (int64_t p = 0; p < N * C; p++) {
-      const float *k = s.k + 4 * (p % C);
+      const float *k = s.k + 3 * (p % C);
       int64_t o = p * L;
       cnn_cpu_bn_dx_f32_avx512(1, L, L, dy + o, y ? y + o : NULL, x + o, s.ref[p % C], k[0], k[1],
                                k[2], dx + o);

@@ -71,9 +71,9 @@ static int64_t image_runs(int64_t N, int64_t *per) {
 }
 
 /* Every run's two sums of every channel into acc (runs x C x 2 doubles). */
-static void run_sums(int grad, int64_t N, int64_t C, int64_t L, const float *x, const float *dy,
-                     const float *y, const float *ref, double *acc) {
-  int64_t per, runs = image_runs(N, &per);
+static void run_sums(int grad, int64_t runs, int64_t per, int64_t N, int64_t C, int64_t L,
+                     const float *x, const float *dy, const float *y, const float *ref,
+                     double *acc) {
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < runs; r++)
     cnn_cpu_bn_image_sums_f32_avx512(grad, r * per, (r + 1) * per < N ? (r + 1) * per : N, C, L, x,
@@ -93,12 +93,11 @@ static void channel_totals(const double *acc, int64_t runs, int64_t C, int64_t c
 typedef struct {
   double *acc;
   float *ref, *k;
-  int64_t runs;
+  int64_t runs, per; /* image_runs(N) */
 } scratch;
 
 static int scratch_alloc(scratch *s, int64_t N, int64_t C) {
-  int64_t per;
-  s->runs = image_runs(N, &per);
+  s->runs = image_runs(N, &s->per);
   s->acc = malloc((size_t)(s->runs * C * 2) * sizeof(double));
   s->ref = malloc((size_t)C * sizeof(float));
   s->k = malloc((size_t)C * 3 * sizeof(float));
@@ -114,7 +113,7 @@ int cnn_cpu_bn_forward_planes_f32(const bn_args *a, int64_t N, int64_t C, int64_
   scratch s;
   if (!worth_it(N, C, L) || N * C * L == 0 || scratch_alloc(&s, N, C)) return -1;
   for (int64_t c = 0; c < C; c++) s.ref[c] = x[c * L]; /* K: the channel's first value */
-  run_sums(0, N, C, L, x, NULL, NULL, s.ref, s.acc);
+  run_sums(0, s.runs, s.per, N, C, L, x, NULL, NULL, s.ref, s.acc);
   int64_t M = N * L;
   for (int64_t c = 0; c < C; c++) {
     double s1, s2;
@@ -142,7 +141,7 @@ int cnn_cpu_bn_backward_planes_f32(const bn_grads *a, int64_t N, int64_t C, int6
   if (!worth_it(N, C, L) || N * C * L == 0 || scratch_alloc(&s, N, C)) return -1;
   const float *mean = a->save_mean, *invstd = a->save_invstd, *y = a->y;
   for (int64_t c = 0; c < C; c++) s.ref[c] = mean[c];
-  run_sums(1, N, C, L, x, dy, y, s.ref, s.acc);
+  run_sums(1, s.runs, s.per, N, C, L, x, dy, y, s.ref, s.acc);
   double M = (double)(N * L);
   for (int64_t c = 0; c < C; c++) {
     double sdy, sdyx, is = invstd[c], g = a->gamma ? ((const float *)a->gamma)[c] : 1;

@@ -47,8 +47,8 @@
 --     limit when of_memory nears 1 with inputs from memory, or of_peak
 --     with inputs in cache.  And where it runs: `of_in_step_copy` against a
 --     copy of the layer's input into a new tensor made at the same point of
---     a step (in_step_copy_gbs: in yardstick steps of their own, just
---     before the forward and when the gradient reaches the output -- the
+--     a step (in_step_copy_gbs: in yardstick steps of their own, one set
+--     copying just before the forward, one when the gradient reaches the output -- the
 --     bandwidth a pass has there, with the cache as the step leaves it);
 --   * the optimizer step alone, against the bandwidth at its working-set
 --     size (Adam reads p, g, m, v and writes p, m, v: 28 bytes a float32
@@ -278,18 +278,24 @@ end
 -- it and writes new memory from the same allocator, as the layer's output)
 -- and again when the gradient reaches its output (x is then a tensor the
 -- forward saved long before, as the backward reads it).  Its bytes, two
--- of x's, against the pass's bytes/s: of_in_step_copy.
+-- of x's, against the pass's bytes/s: of_in_step_copy.  The forward
+-- copies and the backward ones are made in separate steps (`yard` "fwd"
+-- or "bwd"): made in one step, the global pool's forward copy, released
+-- just before, handed its block -- still in cache -- to the backward copy
+-- a few layers later, which then wrote 1 MB in 15 us, while the pool's
+-- backward writes its gradient into a block from the memory (30-40 us,
+-- the DRAM's write rate; streaming stores did not change it).
 local function copies_in_step(m, xin, block)
   return not block and cnn.is_tensor(xin) and xin:numel() > 0
     and not (class_is(m, "Conv2d") or class_is(m, "Linear") or class_is(m, "Flatten"))
 end
 
-local function timed_copy(t)
+local function timed_copy(t, kept)
   local src = t:detach()
   local c0, t0 = collector_time(), cnn.clock()
   local c = src:clone()
   local ms = (cnn.clock() - t0 - (collector_time() - c0)) * 1e3 -- without a collector step
-  c:release()
+  kept[#kept + 1] = c
   return { ms = ms, bytes = 2 * src:numel() * src:element_size() }
 end
 
@@ -300,7 +306,7 @@ end
 -- Returns the records (per leaf call: m, cost, f0, f1 and gout as mark
 -- numbers) and the marks of the step's phases.
 local function instrumented_step(net, opt, x, y, tm, yard)
-  local recs, stack, handles, ph = {}, {}, {}, {}
+  local recs, stack, handles, ph, kept = {}, {}, {}, {}, {}
   local hooked = setmetatable({}, { __mode = "k" }) -- one gradient event per tensor
   local blocks, in_block = fused_blocks(net)
   tm:reset()
@@ -311,7 +317,7 @@ local function instrumented_step(net, opt, x, y, tm, yard)
     recs[#recs + 1] = rec
     stack[#stack + 1] = rec
     if yard and copies_in_step(mod, xin, rec.block) then
-      rec.x, rec.copy_fwd = xin, timed_copy(xin)
+      if yard == "fwd" then rec.copy_fwd = timed_copy(xin, kept) else rec.x = xin end
     end
     if cnn.is_tensor(xin) and xin.requires_grad and not hooked[xin] then
       hooked[xin] = true
@@ -327,7 +333,7 @@ local function instrumented_step(net, opt, x, y, tm, yard)
       hooked[out] = true
       handles[#handles + 1] = out:register_hook(function()
         rec.gout = tm:mark()
-        if rec.x then rec.copy_bwd, rec.x = timed_copy(rec.x), nil end
+        if rec.x then rec.copy_bwd, rec.x = timed_copy(rec.x, kept), nil end
       end)
     end
   end
@@ -366,6 +372,7 @@ local function instrumented_step(net, opt, x, y, tm, yard)
   opt:step()
   ph.opt = tm:mark()
   for i = #handles, 1, -1 do handles[i]:remove() end
+  for _, c in ipairs(kept) do c:release() end
   return recs, ph, tm:times()
 end
 
@@ -468,9 +475,9 @@ local function profile_net(name, net, x, y)
   end
   local copy_gbs = {} -- per record and pass: the in-step copy's GB/s, median
   for it = 1, opts.iters do
-    for i, r in ipairs((instrumented_step(net, opt, x, y, tm, true))) do
-      copy_gbs[i] = copy_gbs[i] or { fwd = {}, bwd = {} }
-      for _, pass in ipairs({ "fwd", "bwd" }) do
+    for _, pass in ipairs({ "fwd", "bwd" }) do
+      for i, r in ipairs((instrumented_step(net, opt, x, y, tm, pass))) do
+        copy_gbs[i] = copy_gbs[i] or { fwd = {}, bwd = {} }
         local c = r["copy_" .. pass]
         if c then copy_gbs[i][pass][it] = c.bytes / (c.ms * 1e-3) / 1e9 end
       end

@@ -259,6 +259,13 @@ int cnn_cpu_adaptive_avg_pool2d_forward(cnn_dtype dt, int64_t N, int64_t C, int6
 int cnn_cpu_adaptive_avg_pool2d_backward(cnn_dtype dt, int64_t N, int64_t C, int64_t H, int64_t W,
                                          int64_t OH, int64_t OW, const void *dy, void *dx);
 
+/* Global average pooling of float32 planes (OH = OW = 1; call only when
+ * cnn_cpu_use_avx512()): y[p] = mean of x[p*len, (p+1)*len) for p <
+ * planes; backward dx[p*len + i] = dy[p] / len (global_pool_avx512.c). */
+void cnn_cpu_global_avg_pool_f32_avx512(const float *x, int64_t planes, int64_t len, float *y);
+void cnn_cpu_global_avg_pool_backward_f32_avx512(const float *dy, int64_t planes, int64_t len,
+                                                 float *dx);
+
 /* The float32 2x2 stride-2 max pool without padding or dilation on planes
  * of even width W (< 2^30), as MaxPool2d(2) in nearly every CNN
  * (max_pool_2x2.c; pool.c's forward routes those shapes there).  One

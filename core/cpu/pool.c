@@ -13,7 +13,9 @@
  * flat position h*W + w within the input plane.  Average pool divides by
  * the window clipped to the padded input [-ph, H+ph) when
  * count_include_pad, else by the number of real elements it covers.
- * Adaptive average pool uses bins [floor(i*H/OH), ceil((i+1)*H/OH)).
+ * Adaptive average pool uses bins [floor(i*H/OH), ceil((i+1)*H/OH)); its
+ * float32 global case (OH = OW = 1) runs global_pool_avx512.c's bodies on
+ * AVX-512 CPUs.
  *
  * The per-plane bodies are written once over double and instantiated for
  * float32 and float64 by always-inline calls with a literal `f64`.  That
@@ -284,9 +286,38 @@ ALWAYS_INLINE void adaptive_plane_rows(int f64, cnn_pool_shape s, const void *x,
   }
 }
 
+/* Global float32 pooling (OH = OW = 1) runs global_pool_avx512.c's
+ * bodies on AVX-512 CPUs, GLOBAL_CHUNK planes per parallel step (a
+ * thread's steps are contiguous: schedule(static)); below GLOBAL_SERIAL
+ * floats one thread, the team's start costing more than the sums. */
+#define GLOBAL_CHUNK  64
+#define GLOBAL_SERIAL 32768
+
+static bool global_f32(cnn_dtype dt, int64_t OH, int64_t OW) {
+  return dt == CNN_FLOAT32 && OH == 1 && OW == 1 && cnn_cpu_use_avx512();
+}
+
+static void global_forward(int64_t planes, int64_t len, const float *x, float *y) {
+#pragma omp parallel for schedule(static) if (planes * len > GLOBAL_SERIAL)
+  for (int64_t p = 0; p < planes; p += GLOBAL_CHUNK)
+    cnn_cpu_global_avg_pool_f32_avx512(
+        x + p * len, planes - p < GLOBAL_CHUNK ? planes - p : GLOBAL_CHUNK, len, y + p);
+}
+
+static void global_backward(int64_t planes, int64_t len, const float *dy, float *dx) {
+#pragma omp parallel for schedule(static) if (planes * len > GLOBAL_SERIAL)
+  for (int64_t p = 0; p < planes; p += GLOBAL_CHUNK)
+    cnn_cpu_global_avg_pool_backward_f32_avx512(
+        dy + p, planes - p < GLOBAL_CHUNK ? planes - p : GLOBAL_CHUNK, len, dx + p * len);
+}
+
 int cnn_cpu_adaptive_avg_pool2d_forward(cnn_dtype dt, int64_t N, int64_t C, int64_t H, int64_t W,
                                         int64_t OH, int64_t OW, const void *x, void *y) {
   assert(adaptive_valid(dt, N, C, H, W, OH, OW));
+  if (global_f32(dt, OH, OW)) {
+    global_forward(N * C, H * W, x, y);
+    return 0;
+  }
   cnn_pool_shape s = adaptive_shape(N, C, H, W, OH, OW);
   int64_t esz = (int64_t)cnn_dtype_size(dt);
 #pragma omp parallel for schedule(static)
@@ -340,6 +371,10 @@ ALWAYS_INLINE void adaptive_plane_rows_backward(int f64, cnn_pool_shape s, const
 int cnn_cpu_adaptive_avg_pool2d_backward(cnn_dtype dt, int64_t N, int64_t C, int64_t H, int64_t W,
                                          int64_t OH, int64_t OW, const void *dy, void *dx) {
   assert(adaptive_valid(dt, N, C, H, W, OH, OW));
+  if (global_f32(dt, OH, OW)) {
+    global_backward(N * C, H * W, dy, dx);
+    return 0;
+  }
   cnn_pool_shape s = adaptive_shape(N, C, H, W, OH, OW);
   int64_t esz = (int64_t)cnn_dtype_size(dt);
 #pragma omp parallel for schedule(static)

@@ -224,6 +224,46 @@ static void test_adaptive(int64_t N, int64_t C, int64_t H, int64_t W, int64_t OH
   free(x), free(y), free(yr), free(yf64), free(xf), free(yf);
 }
 
+/* Global float32 pooling (OH = OW = 1: global_pool_avx512.c on AVX-512
+ * CPUs, pool.c's loops otherwise), both paths: forward against the double
+ * reference; backward bit for bit against (float)(dy / H*W), the value
+ * pool.c's zero-and-add stores.  4x130 planes of 8x8 run the parallel
+ * chunks (64 planes) with a remainder, 40x40 planes sum in two blocks
+ * (1,024 floats each at most), 33x17 ends in a masked tail. */
+static void test_global_f32(int64_t N, int64_t C, int64_t H, int64_t W) {
+  int64_t len = H * W, nx = N * C * len, np = N * C;
+  double *x = check_rand_f64(nx), *yr = malloc(np * 8), *yf64 = malloc(np * 8);
+  double *dy = check_rand_f64(np);
+  float *xf = check_to_f32(x, nx), *yf = malloc(np * 4), *dyf = check_to_f32(dy, np);
+  float *dxf = malloc(nx * 4);
+  for (int64_t i = 0; i < nx; i++) x[i] = xf[i]; /* the reference of the float inputs */
+  ref_adaptive(np, H, W, 1, 1, x, yr);
+  for (int isa = 0; isa < 2; isa++) {
+    cnn_cpu_allow_avx512(isa);
+    char what[128];
+    snprintf(what, sizeof what, "global %lldx%lldx%lldx%lld float32 forward (avx512 %d)",
+             (long long)N, (long long)C, (long long)H, (long long)W, cnn_cpu_use_avx512());
+    CHECK(cnn_cpu_adaptive_avg_pool2d_forward(CNN_FLOAT32, N, C, H, W, 1, 1, xf, yf) == 0);
+    for (int64_t i = 0; i < np; i++) yf64[i] = yf[i];
+    check_arrays(what, yf64, yr, np, 1e-6, 1e-6);
+    for (int64_t i = 0; i < nx; i++) dxf[i] = NAN; /* must be overwritten */
+    CHECK(cnn_cpu_adaptive_avg_pool2d_backward(CNN_FLOAT32, N, C, H, W, 1, 1, dyf, dxf) == 0);
+    int64_t wrong = 0;
+    for (int64_t i = 0; i < nx; i++) {
+      float want = (float)((double)dyf[i / len] / (double)len);
+      wrong += memcmp(&dxf[i], &want, sizeof want) != 0;
+    }
+    if (wrong)
+      fprintf(stderr,
+              "global %lldx%lldx%lldx%lld float32 backward (avx512 %d): %lld values wrong\n",
+              (long long)N, (long long)C, (long long)H, (long long)W, cnn_cpu_use_avx512(),
+              (long long)wrong);
+    CHECK(wrong == 0);
+  }
+  cnn_cpu_allow_avx512(1);
+  free(x), free(yr), free(yf64), free(dy), free(xf), free(yf), free(dyf), free(dxf);
+}
+
 /* ---- backward by finite differences ------------------------------------------------- */
 
 typedef enum { MAX, AVG, ADAPTIVE } pool_kind;
@@ -351,6 +391,9 @@ int main(void) {
              (long long)a[i][1], (long long)a[i][2], (long long)a[i][3]);
     test_backward(name, &(pool_op){ADAPTIVE, s});
   }
+  test_global_f32(4, 130, 8, 8);
+  test_global_f32(2, 3, 40, 40);
+  test_global_f32(3, 5, 33, 17);
   test_errors();
   return check_report("test_pool");
 }

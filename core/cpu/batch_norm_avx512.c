@@ -170,26 +170,58 @@ void cnn_cpu_bn_image_sums_f32_avx512(int grad, int64_t n0, int64_t n1, int64_t 
     image_sums(0, n0, n1, C, L, x, NULL, NULL, ref, out);
 }
 
-/* y = (x - m)*k + b, then relu (NaN kept, -0.0 -> +0.0) when asked. */
+/* One row: y = (x - m)*k + b, then relu (NaN kept, -0.0 -> +0.0) when
+ * asked (`relu` a literal at the calls). */
+TARGET_AVX512 static inline void normalize_row(int relu, int64_t L, const float *x, __m512 mv,
+                                               __m512 kv, __m512 bv, float *y) {
+  for (int64_t i = 0; i < L; i += 16) {
+    __mmask16 lk = lanes(L, i);
+    __m512 v = _mm512_fmadd_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(lk, x + i), mv), kv, bv);
+    if (relu) v = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_NLE_UQ), v);
+    _mm512_mask_storeu_ps(y + i, lk, v);
+  }
+}
+
 TARGET_AVX512 void cnn_cpu_bn_normalize_f32_avx512(int64_t N, int64_t stride, int64_t L,
                                                    const float *x, float m, float k, float b,
                                                    float *y, int relu) {
   __m512 mv = _mm512_set1_ps(m), kv = _mm512_set1_ps(k), bv = _mm512_set1_ps(b);
-  __m512 zero = _mm512_setzero_ps();
   for (int64_t n = 0; n < N; n++) {
-    const float *xr = x + n * stride;
-    float *yr = y + n * stride;
-    for (int64_t i = 0; i < L; i += 16) {
-      __mmask16 lk = lanes(L, i);
-      __m512 v = _mm512_fmadd_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(lk, xr + i), mv), kv, bv);
-      if (relu) v = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, zero, _CMP_NLE_UQ), v);
-      _mm512_mask_storeu_ps(yr + i, lk, v);
-    }
+    if (relu)
+      normalize_row(1, L, x + n * stride, mv, kv, bv, y + n * stride);
+    else
+      normalize_row(0, L, x + n * stride, mv, kv, bv, y + n * stride);
   }
 }
 
-/* dx = k*g + kx*(x - m) + k0, g the gradient reaching batch norm's output
- * (through relu when y is given). */
+TARGET_AVX512 void cnn_cpu_bn_normalize_planes_f32_avx512(int64_t p0, int64_t p1, int64_t C,
+                                                          int64_t L, const float *x, const float *k,
+                                                          float *y, int relu) {
+  int64_t c = p0 % C;
+  for (int64_t p = p0; p < p1; p++) {
+    const float *kc = k + 3 * c;
+    __m512 mv = _mm512_set1_ps(kc[0]), kv = _mm512_set1_ps(kc[1]), bv = _mm512_set1_ps(kc[2]);
+    if (relu)
+      normalize_row(1, L, x + p * L, mv, kv, bv, y + p * L);
+    else
+      normalize_row(0, L, x + p * L, mv, kv, bv, y + p * L);
+    if (++c == C) c = 0;
+  }
+}
+
+/* One row of dx = k*g + kx*(x - m) + k0, g the gradient reaching batch
+ * norm's output (through relu when y is given). */
+TARGET_AVX512 static inline void dx_row(int64_t L, const float *dy, const float *y, const float *x,
+                                        __m512 mv, __m512 kv, __m512 kxv, __m512 k0v, float *dx) {
+  for (int64_t i = 0; i < L; i += 16) {
+    __mmask16 lk = lanes(L, i);
+    __m512 g = grad_of(lk, dy, y, i);
+    __m512 d = _mm512_sub_ps(_mm512_maskz_loadu_ps(lk, x + i), mv);
+    __m512 v = _mm512_fmadd_ps(kxv, d, _mm512_fmadd_ps(kv, g, k0v));
+    _mm512_mask_storeu_ps(dx + i, lk, v);
+  }
+}
+
 TARGET_AVX512 void cnn_cpu_bn_dx_f32_avx512(int64_t N, int64_t stride, int64_t L, const float *dy,
                                             const float *y, const float *x, float m, float k,
                                             float kx, float k0, float *dx) {
@@ -197,13 +229,21 @@ TARGET_AVX512 void cnn_cpu_bn_dx_f32_avx512(int64_t N, int64_t stride, int64_t L
   __m512 k0v = _mm512_set1_ps(k0);
   for (int64_t n = 0; n < N; n++) {
     int64_t o = n * stride;
-    for (int64_t i = 0; i < L; i += 16) {
-      __mmask16 lk = lanes(L, i);
-      __m512 g = grad_of(lk, dy + o, y ? y + o : NULL, i);
-      __m512 d = _mm512_sub_ps(_mm512_maskz_loadu_ps(lk, x + o + i), mv);
-      __m512 v = _mm512_fmadd_ps(kxv, d, _mm512_fmadd_ps(kv, g, k0v));
-      _mm512_mask_storeu_ps(dx + o + i, lk, v);
-    }
+    dx_row(L, dy + o, y ? y + o : NULL, x + o, mv, kv, kxv, k0v, dx + o);
+  }
+}
+
+TARGET_AVX512 void cnn_cpu_bn_dx_planes_f32_avx512(int64_t p0, int64_t p1, int64_t C, int64_t L,
+                                                   const float *dy, const float *y, const float *x,
+                                                   const float *mean, const float *k, float *dx) {
+  int64_t c = p0 % C;
+  for (int64_t p = p0; p < p1; p++) {
+    const float *kc = k + 3 * c;
+    __m512 mv = _mm512_set1_ps(mean[c]), kv = _mm512_set1_ps(kc[0]);
+    __m512 kxv = _mm512_set1_ps(kc[1]), k0v = _mm512_set1_ps(kc[2]);
+    int64_t o = p * L;
+    dx_row(L, dy + o, y ? y + o : NULL, x + o, mv, kv, kxv, k0v, dx + o);
+    if (++c == C) c = 0;
   }
 }
 
@@ -230,5 +270,14 @@ void cnn_cpu_bn_dx_f32_avx512(int64_t N, int64_t stride, int64_t L, const float 
                               const float *x, float m, float k, float kx, float k0, float *dx) {
   (void)N, (void)stride, (void)L, (void)dy, (void)y, (void)x, (void)m, (void)k, (void)kx;
   (void)k0, (void)dx;
+}
+void cnn_cpu_bn_normalize_planes_f32_avx512(int64_t p0, int64_t p1, int64_t C, int64_t L,
+                                            const float *x, const float *k, float *y, int relu) {
+  (void)p0, (void)p1, (void)C, (void)L, (void)x, (void)k, (void)y, (void)relu;
+}
+void cnn_cpu_bn_dx_planes_f32_avx512(int64_t p0, int64_t p1, int64_t C, int64_t L, const float *dy,
+                                     const float *y, const float *x, const float *mean,
+                                     const float *k, float *dx) {
+  (void)p0, (void)p1, (void)C, (void)L, (void)dy, (void)y, (void)x, (void)mean, (void)k, (void)dx;
 }
 #endif

@@ -80,6 +80,12 @@ static void run_sums(int grad, int64_t runs, int64_t per, int64_t N, int64_t C, 
                                      dy, y, ref, acc + r * C * 2);
 }
 
+/* Planes a step of the elementwise loops takes: about STEP_FLOATS values
+ * (a plane a call, 4,096 calls at 64x64x8x8, cost a division and the
+ * constants' set-up each). */
+#define STEP_FLOATS 4096
+static int64_t plane_step(int64_t L) { return L >= STEP_FLOATS ? 1 : STEP_FLOATS / L; }
+
 /* Channel c's two totals: the runs' partial sums added in run order. */
 static void channel_totals(const double *acc, int64_t runs, int64_t C, int64_t c, double *s1,
                            double *s2) {
@@ -126,11 +132,10 @@ int cnn_cpu_bn_forward_planes_f32(const bn_args *a, int64_t N, int64_t C, int64_
     s.k[3 * c] = (float)mean, s.k[3 * c + 1] = (float)(invstd * g), s.k[3 * c + 2] = (float)b;
     cnn_cpu_bn_store_stats(a, 0, c, M, mean, var, invstd);
   }
+  int64_t P = N * C, per = plane_step(L);
 #pragma omp parallel for schedule(static)
-  for (int64_t p = 0; p < N * C; p++) {
-    const float *k = s.k + 3 * (p % C);
-    cnn_cpu_bn_normalize_f32_avx512(1, L, L, x + p * L, k[0], k[1], k[2], y + p * L, a->relu);
-  }
+  for (int64_t p = 0; p < P; p += per)
+    cnn_cpu_bn_normalize_planes_f32_avx512(p, p + per < P ? p + per : P, C, L, x, s.k, y, a->relu);
   scratch_free(&s);
   return 0;
 }
@@ -156,13 +161,10 @@ int cnn_cpu_bn_backward_planes_f32(const bn_grads *a, int64_t N, int64_t C, int6
   }
   if (a->dx) {
     float *dx = a->dx;
+    int64_t P = N * C, per = plane_step(L);
 #pragma omp parallel for schedule(static)
-    for (int64_t p = 0; p < N * C; p++) {
-      const float *k = s.k + 3 * (p % C);
-      int64_t o = p * L;
-      cnn_cpu_bn_dx_f32_avx512(1, L, L, dy + o, y ? y + o : NULL, x + o, s.ref[p % C], k[0], k[1],
-                               k[2], dx + o);
-    }
+    for (int64_t p = 0; p < P; p += per)
+      cnn_cpu_bn_dx_planes_f32_avx512(p, p + per < P ? p + per : P, C, L, dy, y, x, s.ref, s.k, dx);
   }
   scratch_free(&s);
   return 0;

@@ -341,6 +341,14 @@ void cnn_cpu_bn_normalize_f32_avx512(int64_t N, int64_t stride, int64_t L, const
                                      float k, float b, float *y, int relu);
 void cnn_cpu_bn_dx_f32_avx512(int64_t N, int64_t stride, int64_t L, const float *dy, const float *y,
                               const float *x, float m, float k, float kx, float k0, float *dx);
+/* The same over planes [p0, p1) of an N x C x L tensor in memory order
+ * (plane p = n*C + c), channel c's constants k[3c..3c+2]: normalize's m,
+ * k, b; dx's k, kx, k0 with m = mean[c]. */
+void cnn_cpu_bn_normalize_planes_f32_avx512(int64_t p0, int64_t p1, int64_t C, int64_t L,
+                                            const float *x, const float *k, float *y, int relu);
+void cnn_cpu_bn_dx_planes_f32_avx512(int64_t p0, int64_t p1, int64_t C, int64_t L, const float *dy,
+                                     const float *y, const float *x, const float *mean,
+                                     const float *k, float *dx);
 
 /* ---- softmax ------------------------------------------------------------------ */
 

@@ -50,6 +50,9 @@
 --     a step (in_step_copy_gbs: in yardstick steps of their own, one set
 --     copying just before the forward, one when the gradient reaches the output -- the
 --     bandwidth a pass has there, with the cache as the step leaves it);
+--     `copy_of_peak`: that copy's own rate against the in-cache yardstick
+--     of of_peak -- how far the strict yardstick lies above what even a
+--     plain copy gets at that point of the step (ResNet-20: about 0.3);
 --   * the optimizer step alone, against the bandwidth at its working-set
 --     size (Adam reads p, g, m, v and writes p, m, v: 28 bytes a float32
 --     parameter), and of_memory as for the layers; and against a copy
@@ -85,7 +88,7 @@
 --   {"bench":"machine","threads":2,"fma_gflops":...,"copy_gbs_1mb":...,"copy_gbs_256mb":...}
 --   {"bench":"step_layer","net":"fmnist","layer":"2","type":"BatchNorm2d","pass":"bwd","ms":...,
 --    "gflop":...,"mbytes":...,"bound":"memory","of_peak":...,"of_memory":...,
---    "in_step_copy_gbs":...,"of_in_step_copy":...}
+--    "in_step_copy_gbs":...,"of_in_step_copy":...,"copy_of_peak":...}
 --   {"bench":"step_optimizer","net":"fmnist","params":...,"ms":...,"of_bandwidth":...,"of_memory":...,
 --    "in_step_copy_ms":...,"of_in_step_copy":...,"in_cache_ms":...,"in_cache_of_bandwidth":...}
 --   {"bench":"step","net":"fmnist","batch":64,"step_ms":...,"hooked_step_ms":...,
@@ -417,6 +420,7 @@ local function emit_layer(name, r, idx, pass, ms, flop, bytes, copy_gbs)
   if bound == "memory" and copy_gbs then
     f[#f + 1] = { "in_step_copy_gbs", copy_gbs }
     f[#f + 1] = { "of_in_step_copy", bytes / (ms * 1e-3) / 1e9 / copy_gbs }
+    f[#f + 1] = { "copy_of_peak", copy_gbs * 1e9 / bandwidth(bytes / 2) }
   end
   B.emit(f)
 end

@@ -293,8 +293,9 @@ ALWAYS_INLINE void adaptive_plane_rows(int f64, cnn_pool_shape s, const void *x,
 #define GLOBAL_CHUNK  64
 #define GLOBAL_SERIAL 32768
 
-static bool global_f32(cnn_dtype dt, int64_t OH, int64_t OW) {
-  return dt == CNN_FLOAT32 && OH == 1 && OW == 1 && cnn_cpu_use_avx512();
+static bool global_f32(cnn_dtype dt, int64_t H, int64_t W, int64_t OH, int64_t OW) {
+  /* empty planes keep the loops below, whose mean of nothing is 0 */
+  return dt == CNN_FLOAT32 && OH == 1 && OW == 1 && H * W > 0 && cnn_cpu_use_avx512();
 }
 
 static void global_forward(int64_t planes, int64_t len, const float *x, float *y) {
@@ -314,7 +315,7 @@ static void global_backward(int64_t planes, int64_t len, const float *dy, float 
 int cnn_cpu_adaptive_avg_pool2d_forward(cnn_dtype dt, int64_t N, int64_t C, int64_t H, int64_t W,
                                         int64_t OH, int64_t OW, const void *x, void *y) {
   assert(adaptive_valid(dt, N, C, H, W, OH, OW));
-  if (global_f32(dt, OH, OW)) {
+  if (global_f32(dt, H, W, OH, OW)) {
     global_forward(N * C, H * W, x, y);
     return 0;
   }
@@ -371,7 +372,7 @@ ALWAYS_INLINE void adaptive_plane_rows_backward(int f64, cnn_pool_shape s, const
 int cnn_cpu_adaptive_avg_pool2d_backward(cnn_dtype dt, int64_t N, int64_t C, int64_t H, int64_t W,
                                          int64_t OH, int64_t OW, const void *dy, void *dx) {
   assert(adaptive_valid(dt, N, C, H, W, OH, OW));
-  if (global_f32(dt, OH, OW)) {
+  if (global_f32(dt, H, W, OH, OW)) {
     global_backward(N * C, H * W, dy, dx);
     return 0;
   }

@@ -137,6 +137,14 @@ typedef struct {
   int64_t PH, PW;      /* pooled output N x K x PH x PW */
   float eps;           /* batch norm's */
 } cnn_conv_block_shape;
+/* The block's float32 2x2 stride-2 max pool on oneDNN's nChw16c layout,
+ * AVX-512 only (max_pool_blocked16.c): x N x CB x H x W x 16 floats; y and
+ * tap (one byte, 0-3, per output) N x CB x H/2 x W/2 x 16; backward
+ * OVERWRITES all of dx. */
+void cnn_cpu_max_pool2_blocked16_forward(const float *x, int64_t N, int64_t CB, int64_t H,
+                                         int64_t W, float *y, uint8_t *tap);
+void cnn_cpu_max_pool2_blocked16_backward(const float *dy, const uint8_t *tap, int64_t N,
+                                          int64_t CB, int64_t H, int64_t W, float *dx);
 /* Bytes of the state one training forward leaves for its backward (the
  * convolution's output, batch norm's statistics and ReLU mask, the pool's
  * argmax, all in oneDNN's layouts); -2 where oneDNN has no fast primitive

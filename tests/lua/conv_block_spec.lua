@@ -103,6 +103,11 @@ describe("the fused Conv2d -> BatchNorm2d -> ReLU -> MaxPool2d block", function(
     check_block(32, 64, 14, 14)
   end)
 
+  it("matches them with whole channel blocks and odd sizes (the AVX-512 pool on nChw16c)", function()
+    check_block(3, 16, 9, 11) -- pooled 4x5: the last row and column of the conv output in no window
+    check_block(2, 48, 7, 6)
+  end)
+
   it("matches them for odd sizes, stride, asymmetric options, no conv bias, pool 3 stride 2", function()
     check_block(3, 8, 11, 9, { k = { 3, 5 }, conv = { padding = { 1, 2 }, stride = { 1, 2 }, bias = false },
                                pool = 3, pool_opts = { stride = 2 } })

@@ -83,6 +83,7 @@ typedef struct {
   cnn_conv_block_shape shape;
   size_t state_bytes, arena_bytes;
   int own_pool; /* the pool runs max_pool_blocked16.c (see "The pool") */
+  int own_bn;   /* and batch norm + ReLU with it, bn_relu_pool_blocked16.c */
   dnnl_primitive_t conv_f, bn_f, pool_f, pool_b, bn_b, conv_bw, conv_bd;
   /* forward */
   buf x, x_conv, w, w_conv, bias, conv_out, scale, shift, mean, var, bn_ws, bn_out, pool_out,
@@ -370,6 +371,14 @@ static int own_pool_fits(const plan *pl, dnnl_primitive_desc_t *pd) {
          dnnl_memory_desc_get_size(md_of(&pl->pool_ws)) >= taps;
 }
 
+/* 1: batch norm + ReLU join the pool (bn_relu_pool_blocked16.c): the
+ * convolution's output and batch norm's input gradient are nChw16c too. */
+static int own_bn_fits(const plan *pl) {
+  const cnn_conv_shape *c = &pl->shape.conv;
+  return is_blocked16(md_of(&pl->conv_out), c->N, c->K, c->OH, c->OW) &&
+         is_blocked16(md_of(&pl->bn_dsrc), c->N, c->K, c->OH, c->OW);
+}
+
 /* The caller's buffers (handles set per call). */
 static dnnl_status_t build_user(plan *pl) {
   dnnl_status_t st = dnnl_success;
@@ -422,6 +431,7 @@ static int plan_build(plan *pl, const cnn_conv_block_shape *s) {
   size_t arena = arena_f > arena_b ? arena_f : arena_b;
   if (st == dnnl_success) st = build_scratch(pl, pd, &arena);
   if (st == dnnl_success) pl->own_pool = own_pool_fits(pl, pd);
+  if (st == dnnl_success) pl->own_bn = pl->own_pool && own_bn_fits(pl);
   for (int i = 0; i < NPRIM; i++)
     if (pd[i]) dnnl_primitive_desc_destroy(pd[i]);
   if (st != dnnl_success) {
@@ -511,6 +521,32 @@ static dnnl_status_t own_pool_backward(plan *pl) {
   return st;
 }
 
+/* Batch norm, ReLU and the pool through bn_relu_pool_blocked16.c. */
+static dnnl_status_t own_bn_forward(plan *pl) {
+  dnnl_status_t st = dnnl_stream_wait(G.stream);
+  const cnn_conv_shape *c = &pl->shape.conv;
+  if (st == dnnl_success &&
+      cnn_cpu_bn_relu_pool_blocked16_forward(data_of(&pl->conv_out), c->N, c->K / 16, c->OH, c->OW,
+                                             data_of(&pl->scale), data_of(&pl->shift),
+                                             pl->shape.eps, data_of(&pl->mean), data_of(&pl->var),
+                                             data_of(pl->r_y.from), data_of(&pl->pool_ws)))
+    st = dnnl_out_of_memory;
+  return st;
+}
+
+static dnnl_status_t own_bn_backward(plan *pl) {
+  dnnl_status_t st = dnnl_stream_wait(G.stream);
+  const cnn_conv_shape *c = &pl->shape.conv;
+  if (st == dnnl_success &&
+      cnn_cpu_bn_relu_pool_blocked16_backward(
+          data_of(&pl->conv_out), data_of(pl->r_dy.to), data_of(&pl->pool_ws), c->N, c->K / 16,
+          c->OH, c->OW, data_of(&pl->scale), data_of(&pl->shift), data_of(&pl->mean),
+          data_of(&pl->var), pl->shape.eps, data_of(&pl->bn_dsrc), data_of(&pl->dscale),
+          data_of(&pl->dshift)))
+    st = dnnl_out_of_memory;
+  return st;
+}
+
 static dnnl_status_t forward_run(plan *pl) {
   dnnl_status_t st = run_reorder(&pl->r_x);
   if (st == dnnl_success) st = run_reorder(&pl->r_w);
@@ -525,6 +561,11 @@ static dnnl_status_t forward_run(plan *pl) {
       {DNNL_ARG_SCALE, pl->scale.m},     {DNNL_ARG_SHIFT, pl->shift.m},
       {DNNL_ARG_MEAN, pl->mean.m},       {DNNL_ARG_VARIANCE, pl->var.m},
       {DNNL_ARG_WORKSPACE, pl->bn_ws.m}, {DNNL_ARG_SCRATCHPAD, pl->scratch[PD_BN].m}};
+  if (pl->own_bn) {
+    if (st == dnnl_success) st = own_bn_forward(pl);
+    if (st == dnnl_success) st = run_reorder(&pl->r_y);
+    return st == dnnl_success ? dnnl_stream_wait(G.stream) : st;
+  }
   if (st == dnnl_success) st = run(pl->bn_f, 8, bn);
   dnnl_exec_arg_t pool[] = {{DNNL_ARG_SRC, pl->bn_out.m},
                             {DNNL_ARG_DST, pl->r_y.from->m},
@@ -541,7 +582,11 @@ static dnnl_status_t backward_run(plan *pl, int want_dx) {
                             {DNNL_ARG_DIFF_SRC, pl->pool_dsrc.m},
                             {DNNL_ARG_WORKSPACE, pl->pool_ws.m},
                             {DNNL_ARG_SCRATCHPAD, pl->scratch[PD_POOL_B].m}};
-  if (st == dnnl_success) st = pl->own_pool ? own_pool_backward(pl) : run(pl->pool_b, 4, pool);
+  if (pl->own_bn) {
+    if (st == dnnl_success) st = own_bn_backward(pl);
+  } else if (st == dnnl_success) {
+    st = pl->own_pool ? own_pool_backward(pl) : run(pl->pool_b, 4, pool);
+  }
   /* oneDNN 2.6 refuses the backward without the shift when use_shift is set */
   dnnl_exec_arg_t bn[] = {{DNNL_ARG_SRC, pl->conv_out.m},
                           {DNNL_ARG_MEAN, pl->mean.m},
@@ -554,7 +599,7 @@ static dnnl_status_t backward_run(plan *pl, int want_dx) {
                           {DNNL_ARG_DIFF_SCALE, pl->dscale.m},
                           {DNNL_ARG_DIFF_SHIFT, pl->dshift.m},
                           {DNNL_ARG_SCRATCHPAD, pl->scratch[PD_BN_B].m}};
-  if (st == dnnl_success) st = run(pl->bn_b, 11, bn);
+  if (st == dnnl_success && !pl->own_bn) st = run(pl->bn_b, 11, bn);
   if (st == dnnl_success) st = run_reorder(&pl->r_x_bw);
   if (st == dnnl_success) st = run_reorder(&pl->r_dd_bw);
   dnnl_exec_arg_t bw[] = {{DNNL_ARG_SRC, pl->r_x_bw.to->m},

@@ -106,6 +106,7 @@ describe("the fused Conv2d -> BatchNorm2d -> ReLU -> MaxPool2d block", function(
   it("matches them with whole channel blocks and odd sizes (the AVX-512 pool on nChw16c)", function()
     check_block(3, 16, 9, 11) -- pooled 4x5: the last row and column of the conv output in no window
     check_block(2, 48, 7, 6)
+    check_block(2, 16, 8, 8, { bn = { affine = false }, conv = { padding = 1, bias = false } })
   end)
 
   it("matches them for odd sizes, stride, asymmetric options, no conv bias, pool 3 stride 2", function()

@@ -1,9 +1,12 @@
 /*
  * bn_relu_pool_blocked16.c -- training batch norm, ReLU and the 2x2
  * stride-2 max pool as one pass over oneDNN's nChw16c layout, forward and
- * backward, float32 with AVX-512: the tail of the training block conv ->
- * batch norm -> ReLU -> max pool (conv_block_onednn.c) where it runs
- * float32 on whole channel blocks.
+ * backward, with AVX-512: the tail of the training block conv -> batch
+ * norm -> ReLU -> max pool (conv_block_onednn.c) on whole channel blocks.
+ * The block's tensors are float32, or bfloat16 under autocast (x, y, dy,
+ * dx; the arithmetic is float32 and each result is rounded to nearest
+ * even once, as oneDNN's bfloat16 batch norm and pooling do: the pool
+ * compares the rounded values, so ties fall as they do there).
  *
  * Why: oneDNN's batch norm wrote its normalised output (the size of the
  * convolution's output) for the pool to read back, and its backward read
@@ -42,6 +45,52 @@
 #define TARGET_AVX512 __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw")))
 #define LANES         16
 
+/* An array of the block's elements: float32, or bfloat16 (bf16 = 1);
+ * indices count elements; pix is the distance of two pixels of a channel
+ * (16 in nChw16c, C in NHWC). */
+typedef struct {
+  void *p;
+  int bf16;
+  int64_t pix;
+} arr;
+
+/* Where the plane of image n, channel block cb starts (elements). */
+static int64_t plane_at(int nhwc, int64_t n, int64_t cb, int64_t CB, int64_t len) {
+  return nhwc ? n * len * CB * LANES + cb * LANES : (n * CB + cb) * len * LANES;
+}
+
+/* float32 -> bfloat16 bits, to nearest even; NaNs stay (quiet) NaNs. */
+TARGET_AVX512 static inline __m256i to_bf16(__m512 v) {
+  __m512i b = _mm512_castps_si512(v);
+  __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(b, 16), _mm512_set1_epi32(1));
+  __m512i r = _mm512_add_epi32(b, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7FFF)));
+  __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+  r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(b, _mm512_set1_epi32(0x00400000)));
+  return _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16));
+}
+
+TARGET_AVX512 static inline __m512 from_bf16(__m256i h) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+TARGET_AVX512 static inline __m512 ld(arr a, int64_t i) {
+  if (a.bf16) return from_bf16(_mm256_loadu_si256((const __m256i *)((const uint16_t *)a.p + i)));
+  return _mm512_loadu_ps((const float *)a.p + i);
+}
+
+TARGET_AVX512 static inline void st(arr a, int64_t i, __m512 v) {
+  if (a.bf16)
+    _mm256_storeu_si256((__m256i *)((uint16_t *)a.p + i), to_bf16(v));
+  else
+    _mm512_storeu_ps((float *)a.p + i, v);
+}
+
+/* a's elements from i on. */
+static inline arr from(arr a, int64_t i) {
+  arr b = {(char *)a.p + i * (a.bf16 ? 2 : 4), a.bf16, a.pix};
+  return b;
+}
+
 /* acc[0..16) += the lanes of v, in double. */
 TARGET_AVX512 static inline void add_lanes(double *acc, __m512 v) {
   __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(v));
@@ -53,11 +102,10 @@ TARGET_AVX512 static inline void add_lanes(double *acc, __m512 v) {
 /* ---- forward ------------------------------------------------------------------- */
 
 /* Sums of d = x - shift and d*d over one plane (len vectors) into s1, s2. */
-TARGET_AVX512 static void plane_sums(const float *x, int64_t len, __m512 shift, double *s1,
-                                     double *s2) {
+TARGET_AVX512 static void plane_sums(arr x, int64_t len, __m512 shift, double *s1, double *s2) {
   __m512 a = _mm512_setzero_ps(), b = a, c = a, d = a;
   for (int64_t i = 0; i < len; i++) {
-    __m512 v = _mm512_sub_ps(_mm512_loadu_ps(x + i * LANES), shift);
+    __m512 v = _mm512_sub_ps(ld(x, i * x.pix), shift);
     if (i & 1)
       b = _mm512_add_ps(b, v), d = _mm512_fmadd_ps(v, v, d);
     else
@@ -68,25 +116,27 @@ TARGET_AVX512 static void plane_sums(const float *x, int64_t len, __m512 shift, 
 }
 
 /* The 32 doubles of every (image, block) -- then mean and biased variance. */
-TARGET_AVX512 static void statistics(const float *x, int64_t N, int64_t CB, int64_t len,
+TARGET_AVX512 static void statistics(arr x, int nhwc, int64_t N, int64_t CB, int64_t len,
                                      double *part, float *mean, float *var) {
 #pragma omp parallel for schedule(static)
   for (int64_t p = 0; p < N * CB; p++) {
     double *s = part + p * 2 * LANES;
     for (int i = 0; i < 2 * LANES; i++) s[i] = 0;
-    __m512 shift = _mm512_loadu_ps(x + (p % CB) * len * LANES); /* image 0's first pixel */
-    plane_sums(x + p * len * LANES, len, shift, s, s + LANES);
+    __m512 shift = ld(x, plane_at(nhwc, 0, p % CB, CB, len)); /* image 0's first pixel */
+    plane_sums(from(x, plane_at(nhwc, p / CB, p % CB, CB, len)), len, shift, s, s + LANES);
   }
   double M = (double)(N * len);
+  float first[LANES];
   for (int64_t cb = 0; cb < CB; cb++)
     for (int l = 0; l < LANES; l++) {
+      if (l == 0) _mm512_storeu_ps(first, ld(x, plane_at(nhwc, 0, cb, CB, len)));
       double s1 = 0, s2 = 0;
       for (int64_t n = 0; n < N; n++) {
         const double *s = part + (n * CB + cb) * 2 * LANES;
         s1 += s[l], s2 += s[LANES + l];
       }
       double m = s1 / M, v = s2 / M - m * m;
-      mean[cb * LANES + l] = (float)(x[cb * len * LANES + l] + m);
+      mean[cb * LANES + l] = (float)(first[l] + m);
       var[cb * LANES + l] = (float)(v > 0 ? v : 0);
     }
 }
@@ -101,9 +151,11 @@ static void affine(int64_t C, const float *gamma, const float *beta, const float
   }
 }
 
-/* relu(x*scale + shift) with NaN kept (max with 0 returns its second operand). */
-TARGET_AVX512 static inline __m512 norm_relu(const float *x, __m512 scale, __m512 shift) {
-  return _mm512_max_ps(_mm512_setzero_ps(), _mm512_fmadd_ps(_mm512_loadu_ps(x), scale, shift));
+/* relu(x*scale + shift) with NaN kept (max with 0 returns its second
+ * operand), rounded to bfloat16 for a bfloat16 block. */
+TARGET_AVX512 static inline __m512 norm_relu(arr x, int64_t i, __m512 scale, __m512 shift) {
+  __m512 v = _mm512_max_ps(_mm512_setzero_ps(), _mm512_fmadd_ps(ld(x, i), scale, shift));
+  return x.bf16 ? from_bf16(to_bf16(v)) : v;
 }
 
 TARGET_AVX512 static inline void take(__m512 v, int t, __m512 *best, __m128i *tap) {
@@ -112,19 +164,19 @@ TARGET_AVX512 static inline void take(__m512 v, int t, __m512 *best, __m128i *ta
   *tap = _mm_mask_mov_epi8(*tap, m, _mm_set1_epi8((char)t));
 }
 
-TARGET_AVX512 static void forward_plane(const float *x, int64_t H, int64_t W, __m512 scale,
-                                        __m512 shift, float *y, uint8_t *tap) {
+TARGET_AVX512 static void forward_plane(arr x, int64_t H, int64_t W, __m512 scale, __m512 shift,
+                                        arr y, uint8_t *tap) {
   int64_t OH = H / 2, OW = W / 2;
   for (int64_t oh = 0; oh < OH; oh++)
     for (int64_t ow = 0; ow < OW; ow++) {
-      const float *a = x + ((2 * oh) * W + 2 * ow) * LANES, *c = a + W * LANES;
-      __m512 best = norm_relu(a, scale, shift);
+      int64_t a = ((2 * oh) * W + 2 * ow) * x.pix, c = a + W * x.pix;
+      __m512 best = norm_relu(x, a, scale, shift);
       __m128i t = _mm_setzero_si128();
-      take(norm_relu(a + LANES, scale, shift), 1, &best, &t);
-      take(norm_relu(c, scale, shift), 2, &best, &t);
-      take(norm_relu(c + LANES, scale, shift), 3, &best, &t);
-      int64_t o = (oh * OW + ow) * LANES;
-      _mm512_storeu_ps(y + o, best);
+      take(norm_relu(x, a + x.pix, scale, shift), 1, &best, &t);
+      take(norm_relu(x, c, scale, shift), 2, &best, &t);
+      take(norm_relu(x, c + x.pix, scale, shift), 3, &best, &t);
+      int64_t o = (oh * OW + ow) * y.pix;
+      st(y, o, best);
       _mm_storeu_si128((__m128i *)(tap + o), t);
     }
 }
@@ -137,22 +189,26 @@ static void *scratch(size_t bytes) {
   return p;
 }
 
-TARGET_AVX512 int cnn_cpu_bn_relu_pool_blocked16_forward(const float *x, int64_t N, int64_t CB,
-                                                         int64_t H, int64_t W, const float *gamma,
+TARGET_AVX512 int cnn_cpu_bn_relu_pool_blocked16_forward(const void *xp, int bf16, int nhwc,
+                                                         int64_t N, int64_t CB, int64_t H,
+                                                         int64_t W, const float *gamma,
                                                          const float *beta, float eps, float *mean,
-                                                         float *var, float *y, uint8_t *tap) {
-  int64_t C = CB * LANES, len = H * W, out = (H / 2) * (W / 2) * LANES;
+                                                         float *var, void *yp, uint8_t *tap) {
+  int64_t pix = nhwc ? CB * LANES : LANES;
+  arr x = {(void *)xp, bf16, pix}, y = {yp, bf16, pix};
+  int64_t C = CB * LANES, len = H * W, olen = (H / 2) * (W / 2);
   double *part = scratch((size_t)(N * CB * 2 * LANES) * sizeof(double));
   float *k = scratch((size_t)(3 * C) * sizeof(float));
   if (!part || !k) return free(part), free(k), -1;
-  statistics(x, N, CB, len, part, mean, var);
+  statistics(x, nhwc, N, CB, len, part, mean, var);
   float *scale = k, *shift = k + C, *rstd = k + 2 * C;
   affine(C, gamma, beta, mean, var, eps, scale, shift, rstd);
 #pragma omp parallel for schedule(static)
   for (int64_t p = 0; p < N * CB; p++) {
-    int64_t cb = p % CB;
-    forward_plane(x + p * len * LANES, H, W, _mm512_loadu_ps(scale + cb * LANES),
-                  _mm512_loadu_ps(shift + cb * LANES), y + p * out, tap + p * out);
+    int64_t n = p / CB, cb = p % CB, o = plane_at(nhwc, n, cb, CB, olen);
+    forward_plane(from(x, plane_at(nhwc, n, cb, CB, len)), H, W,
+                  _mm512_loadu_ps(scale + cb * LANES), _mm512_loadu_ps(shift + cb * LANES),
+                  from(y, o), tap + o);
   }
   free(part), free(k);
   return 0;
@@ -167,29 +223,30 @@ typedef struct {
 } block_consts;
 
 /* g at tap t of a window: dy where the window chose t and v > 0. */
-TARGET_AVX512 static inline __m512 grad_at(const float *x, const block_consts *k, __m512 dy,
-                                           __m128i tap, int t) {
+TARGET_AVX512 static inline __m512 grad_at(__m512 x, const block_consts *k, __m512 dy, __m128i tap,
+                                           int t) {
   __mmask16 chosen = _mm_cmpeq_epi8_mask(tap, _mm_set1_epi8((char)t));
-  __m512 v = _mm512_fmadd_ps(_mm512_loadu_ps(x), k->scale, k->shift);
+  __m512 v = _mm512_fmadd_ps(x, k->scale, k->shift);
   __mmask16 live = _mm512_mask_cmp_ps_mask(chosen, v, _mm512_setzero_ps(), _CMP_GT_OQ);
   return _mm512_maskz_mov_ps(live, dy);
 }
 
 /* Sums of g and g*xhat over one plane into s (16 each). */
-TARGET_AVX512 static void backward_sums(const float *x, const float *dy, const uint8_t *tap,
-                                        int64_t H, int64_t W, const block_consts *k, double *s) {
+TARGET_AVX512 static void backward_sums(arr x, arr dy, const uint8_t *tap, int64_t H, int64_t W,
+                                        const block_consts *k, double *s) {
   int64_t OH = H / 2, OW = W / 2;
   __m512 sg = _mm512_setzero_ps(), sgx = sg;
   for (int64_t oh = 0; oh < OH; oh++)
     for (int64_t ow = 0; ow < OW; ow++) {
-      int64_t o = (oh * OW + ow) * LANES;
-      __m512 d = _mm512_loadu_ps(dy + o);
+      int64_t o = (oh * OW + ow) * dy.pix;
+      __m512 d = ld(dy, o);
       __m128i t = _mm_loadu_si128((const __m128i *)(tap + o));
-      const float *a = x + ((2 * oh) * W + 2 * ow) * LANES, *c = a + W * LANES;
-      const float *at[4] = {a, a + LANES, c, c + LANES};
+      int64_t a = ((2 * oh) * W + 2 * ow) * x.pix, c = a + W * x.pix;
+      int64_t at[4] = {a, a + x.pix, c, c + x.pix};
       for (int q = 0; q < 4; q++) {
-        __m512 g = grad_at(at[q], k, d, t, q);
-        __m512 xh = _mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(at[q]), k->mean), k->rstd);
+        __m512 xv = ld(x, at[q]);
+        __m512 g = grad_at(xv, k, d, t, q);
+        __m512 xh = _mm512_mul_ps(_mm512_sub_ps(xv, k->mean), k->rstd);
         sg = _mm512_add_ps(sg, g);
         sgx = _mm512_fmadd_ps(g, xh, sgx);
       }
@@ -199,21 +256,21 @@ TARGET_AVX512 static void backward_sums(const float *x, const float *dy, const u
 }
 
 /* dx = A g + B + C (x - mean) over one plane, every element. */
-TARGET_AVX512 static void backward_plane(const float *x, const float *dy, const uint8_t *tap,
-                                         int64_t H, int64_t W, const block_consts *k, __m512 A,
-                                         __m512 B, __m512 Cx, float *dx) {
+TARGET_AVX512 static void backward_plane(arr x, arr dy, const uint8_t *tap, int64_t H, int64_t W,
+                                         const block_consts *k, __m512 A, __m512 B, __m512 Cx,
+                                         arr dx) {
   int64_t OH = H / 2, OW = W / 2;
   for (int64_t h = 0; h < H; h++)
     for (int64_t w = 0; w < W; w++) {
-      int64_t i = (h * W + w) * LANES;
-      __m512 g = _mm512_setzero_ps();
+      int64_t i = (h * W + w) * x.pix;
+      __m512 xv = ld(x, i), g = _mm512_setzero_ps();
       if (h < 2 * OH && w < 2 * OW) {
-        int64_t o = ((h / 2) * OW + w / 2) * LANES;
+        int64_t o = ((h / 2) * OW + w / 2) * dy.pix;
         __m128i t = _mm_loadu_si128((const __m128i *)(tap + o));
-        g = grad_at(x + i, k, _mm512_loadu_ps(dy + o), t, (int)((h % 2) * 2 + w % 2));
+        g = grad_at(xv, k, ld(dy, o), t, (int)((h % 2) * 2 + w % 2));
       }
-      __m512 r = _mm512_fmadd_ps(Cx, _mm512_sub_ps(_mm512_loadu_ps(x + i), k->mean), B);
-      _mm512_storeu_ps(dx + i, _mm512_fmadd_ps(A, g, r));
+      __m512 r = _mm512_fmadd_ps(Cx, _mm512_sub_ps(xv, k->mean), B);
+      st(dx, i, _mm512_fmadd_ps(A, g, r));
     }
 }
 
@@ -224,13 +281,13 @@ TARGET_AVX512 static block_consts consts_of(const float *scale, const float *shi
   return k;
 }
 
-TARGET_AVX512 int cnn_cpu_bn_relu_pool_blocked16_backward(const float *x, const float *dy,
-                                                          const uint8_t *tap, int64_t N, int64_t CB,
-                                                          int64_t H, int64_t W, const float *gamma,
-                                                          const float *beta, const float *mean,
-                                                          const float *var, float eps, float *dx,
-                                                          float *dgamma, float *dbeta) {
-  int64_t C = CB * LANES, len = H * W, out = (H / 2) * (W / 2) * LANES;
+TARGET_AVX512 int cnn_cpu_bn_relu_pool_blocked16_backward(
+    const void *xp, const void *dyp, const uint8_t *tap, int bf16, int nhwc, int64_t N, int64_t CB,
+    int64_t H, int64_t W, const float *gamma, const float *beta, const float *mean,
+    const float *var, float eps, void *dxp, float *dgamma, float *dbeta) {
+  int64_t pix = nhwc ? CB * LANES : LANES;
+  arr x = {(void *)xp, bf16, pix}, dy = {(void *)dyp, bf16, pix}, dx = {dxp, bf16, pix};
+  int64_t C = CB * LANES, len = H * W, olen = (H / 2) * (W / 2);
   double *part = scratch((size_t)(N * CB * 2 * LANES) * sizeof(double));
   float *k = scratch((size_t)(6 * C) * sizeof(float));
   if (!part || !k) return free(part), free(k), -1;
@@ -241,8 +298,9 @@ TARGET_AVX512 int cnn_cpu_bn_relu_pool_blocked16_backward(const float *x, const 
   for (int64_t p = 0; p < N * CB; p++) {
     double *s = part + p * 2 * LANES;
     for (int i = 0; i < 2 * LANES; i++) s[i] = 0;
-    block_consts kc = consts_of(scale, shift, mean, rstd, p % CB);
-    backward_sums(x + p * len * LANES, dy + p * out, tap + p * out, H, W, &kc, s);
+    int64_t n = p / CB, cb = p % CB, o = plane_at(nhwc, n, cb, CB, olen);
+    block_consts kc = consts_of(scale, shift, mean, rstd, cb);
+    backward_sums(from(x, plane_at(nhwc, n, cb, CB, len)), from(dy, o), tap + o, H, W, &kc, s);
   }
   double M = (double)(N * len);
   for (int64_t c = 0; c < C; c++) {
@@ -258,11 +316,11 @@ TARGET_AVX512 int cnn_cpu_bn_relu_pool_blocked16_backward(const float *x, const 
   }
 #pragma omp parallel for schedule(static)
   for (int64_t p = 0; p < N * CB; p++) {
-    int64_t cb = p % CB;
+    int64_t n = p / CB, cb = p % CB, o = plane_at(nhwc, n, cb, CB, olen);
+    int64_t i = plane_at(nhwc, n, cb, CB, len);
     block_consts kc = consts_of(scale, shift, mean, rstd, cb);
-    backward_plane(x + p * len * LANES, dy + p * out, tap + p * out, H, W, &kc,
-                   _mm512_loadu_ps(A + cb * LANES), _mm512_loadu_ps(B + cb * LANES),
-                   _mm512_loadu_ps(Cx + cb * LANES), dx + p * len * LANES);
+    backward_plane(from(x, i), from(dy, o), tap + o, H, W, &kc, _mm512_loadu_ps(A + cb * LANES),
+                   _mm512_loadu_ps(B + cb * LANES), _mm512_loadu_ps(Cx + cb * LANES), from(dx, i));
   }
   free(part), free(k);
   return 0;
@@ -270,22 +328,24 @@ TARGET_AVX512 int cnn_cpu_bn_relu_pool_blocked16_backward(const float *x, const 
 
 #else /* not x86-64 GCC/Clang: cnn_cpu_use_avx512() is 0, never called */
 
-int cnn_cpu_bn_relu_pool_blocked16_forward(const float *x, int64_t N, int64_t CB, int64_t H,
-                                           int64_t W, const float *gamma, const float *beta,
-                                           float eps, float *mean, float *var, float *y,
-                                           uint8_t *tap) {
-  (void)x, (void)N, (void)CB, (void)H, (void)W, (void)gamma, (void)beta, (void)eps;
+int cnn_cpu_bn_relu_pool_blocked16_forward(const void *x, int bf16, int nhwc, int64_t N, int64_t CB,
+                                           int64_t H, int64_t W, const float *gamma,
+                                           const float *beta, float eps, float *mean, float *var,
+                                           void *y, uint8_t *tap) {
+  (void)x, (void)bf16, (void)nhwc, (void)N, (void)CB, (void)H, (void)W, (void)gamma, (void)beta,
+      (void)eps;
   (void)mean, (void)var, (void)y, (void)tap;
   cnn_set_error("conv_bn_relu_pool: the AVX-512 path is not built here");
   return -1;
 }
 
-int cnn_cpu_bn_relu_pool_blocked16_backward(const float *x, const float *dy, const uint8_t *tap,
-                                            int64_t N, int64_t CB, int64_t H, int64_t W,
-                                            const float *gamma, const float *beta,
+int cnn_cpu_bn_relu_pool_blocked16_backward(const void *x, const void *dy, const uint8_t *tap,
+                                            int bf16, int nhwc, int64_t N, int64_t CB, int64_t H,
+                                            int64_t W, const float *gamma, const float *beta,
                                             const float *mean, const float *var, float eps,
-                                            float *dx, float *dgamma, float *dbeta) {
-  (void)x, (void)dy, (void)tap, (void)N, (void)CB, (void)H, (void)W, (void)gamma, (void)beta;
+                                            void *dx, float *dgamma, float *dbeta) {
+  (void)x, (void)bf16, (void)nhwc, (void)dy, (void)tap, (void)N, (void)CB, (void)H, (void)W,
+      (void)gamma, (void)beta;
   (void)mean, (void)var, (void)eps, (void)dx, (void)dgamma, (void)dbeta;
   cnn_set_error("conv_bn_relu_pool: the AVX-512 path is not built here");
   return -1;

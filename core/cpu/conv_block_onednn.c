@@ -16,11 +16,14 @@
  *             statistics and the mask) -> conv' weights (x reordered
  *             again) and, where dx is wanted, conv' data -> [reorder] -> dx
  *
- * The pool.  A float32 block with a 2x2 stride-2 pool whose tensors oneDNN
- * lays out as nChw16c runs max_pool_blocked16.c's AVX-512 loops instead of
- * oneDNN's pooling primitives (2.3-3.4x faster alone; the argmax, one byte
- * per output, goes where oneDNN's workspace would); bfloat16 blocks and
- * other pools keep the primitives.
+ * Batch norm, ReLU and the pool.  A block with a 2x2 stride-2 pool whose
+ * tensors oneDNN lays out as nChw16c or NHWC (it picks NHWC for bfloat16
+ * here), float32 or bfloat16, runs them as
+ * bn_relu_pool_blocked16.c's AVX-512 passes instead of oneDNN's batch-norm
+ * and pooling primitives (the argmax, one byte per output, goes where
+ * oneDNN's pooling workspace would; batch norm's workspace is unused);
+ * where the convolution's tensors are laid out otherwise, a float32 pool
+ * alone runs max_pool_blocked16.c.  Other pools keep the primitives.
  *
  * What backward needs from forward -- conv_out, the batch mean and
  * variance, the two workspaces -- is the *state*: one caller-owned block
@@ -82,8 +85,9 @@ typedef struct {
   uint64_t last_use;
   cnn_conv_block_shape shape;
   size_t state_bytes, arena_bytes;
-  int own_pool; /* the pool runs max_pool_blocked16.c (see "The pool") */
-  int own_bn;   /* and batch norm + ReLU with it, bn_relu_pool_blocked16.c */
+  int own_pool; /* the pool alone runs max_pool_blocked16.c */
+  int own_bn;   /* batch norm, ReLU and pool by bn_relu_pool_blocked16.c: 0, or the
+                   layout of their tensors (1 nChw16c, 2 NHWC) */
   dnnl_primitive_t conv_f, bn_f, pool_f, pool_b, bn_b, conv_bw, conv_bd;
   /* forward */
   buf x, x_conv, w, w_conv, bias, conv_out, scale, shift, mean, var, bn_ws, bn_out, pool_out,
@@ -345,38 +349,53 @@ static dnnl_status_t build_backward(plan *pl, block_mds *m, dnnl_primitive_desc_
   return st;
 }
 
-/* Is `md` float32 nChw16c over dims (N, C, H, W)? */
-static int is_blocked16(const dnnl_memory_desc_t *md, int64_t N, int64_t C, int64_t H, int64_t W) {
-  dnnl_memory_desc_t want;
+/* The block's element type: bfloat16 (1) or float32 (0). */
+static int block_bf16(const plan *pl) { return pl->shape.conv.math == CNN_BFLOAT16; }
+
+/* The layout of `md` over dims (N, C, H, W) in the block's element type:
+ * 1 nChw16c, 2 NHWC, 0 anything else. */
+static int layout_of(const plan *pl, const dnnl_memory_desc_t *md, int64_t N, int64_t C, int64_t H,
+                     int64_t W) {
   dnnl_dims_t d = {N, C, H, W};
-  return dnnl_memory_desc_init_by_tag(&want, 4, d, dnnl_f32, dnnl_nChw16c) == dnnl_success &&
-         dnnl_memory_desc_equal(md, &want);
+  dnnl_data_type_t dt = block_bf16(pl) ? dnnl_bf16 : dnnl_f32;
+  dnnl_format_tag_t tags[2] = {dnnl_nChw16c, dnnl_nhwc};
+  for (int i = 0; i < 2; i++) {
+    dnnl_memory_desc_t want;
+    if (dnnl_memory_desc_init_by_tag(&want, 4, d, dt, tags[i]) == dnnl_success &&
+        dnnl_memory_desc_equal(md, &want))
+      return i + 1;
+  }
+  return 0;
 }
 
-/* 1: the pool runs max_pool_blocked16.c -- float32, 2x2 stride 2, whole
- * channel blocks, an AVX-512 CPU, all four pool tensors in nChw16c, and
- * oneDNN's workspace large enough for a byte per output. */
-static int own_pool_fits(const plan *pl, dnnl_primitive_desc_t *pd) {
+/* The layout (1 nChw16c, 2 NHWC) all of the block's pool tensors share
+ * where the pool can leave oneDNN -- 2x2 stride 2, whole channel blocks,
+ * an AVX-512 CPU, oneDNN's workspace large enough for a byte per output --
+ * else 0. */
+static int pool_layout(const plan *pl, dnnl_primitive_desc_t *pd) {
   const cnn_conv_block_shape *s = &pl->shape;
   const cnn_conv_shape *c = &s->conv;
-  if (c->math != CNN_FLOAT32 || s->pk[0] != 2 || s->pk[1] != 2 || s->ps[0] != 2 || s->ps[1] != 2 ||
-      c->K % 16 || !cnn_cpu_use_avx512())
+  if (s->pk[0] != 2 || s->pk[1] != 2 || s->ps[0] != 2 || s->ps[1] != 2 || c->K % 16 ||
+      !cnn_cpu_use_avx512())
     return 0;
   int64_t N = c->N, K = c->K;
+  int l = layout_of(pl, md_of(&pl->bn_out), N, K, c->OH, c->OW);
+  int same = l && layout_of(pl, q(pd[PD_POOL], dnnl_query_dst_md, 0), N, K, s->PH, s->PW) == l &&
+             layout_of(pl, q(pd[PD_POOL_B], dnnl_query_diff_dst_md, 0), N, K, s->PH, s->PW) == l &&
+             layout_of(pl, md_of(&pl->pool_dsrc), N, K, c->OH, c->OW) == l;
   size_t taps = (size_t)(N * K * s->PH * s->PW);
-  return is_blocked16(md_of(&pl->bn_out), N, K, c->OH, c->OW) &&
-         is_blocked16(q(pd[PD_POOL], dnnl_query_dst_md, 0), N, K, s->PH, s->PW) &&
-         is_blocked16(q(pd[PD_POOL_B], dnnl_query_diff_dst_md, 0), N, K, s->PH, s->PW) &&
-         is_blocked16(md_of(&pl->pool_dsrc), N, K, c->OH, c->OW) &&
-         dnnl_memory_desc_get_size(md_of(&pl->pool_ws)) >= taps;
+  return same && dnnl_memory_desc_get_size(md_of(&pl->pool_ws)) >= taps ? l : 0;
 }
 
-/* 1: batch norm + ReLU join the pool (bn_relu_pool_blocked16.c): the
- * convolution's output and batch norm's input gradient are nChw16c too. */
-static int own_bn_fits(const plan *pl) {
+/* As pool_layout, where batch norm + ReLU join the pool
+ * (bn_relu_pool_blocked16.c, float32 or bfloat16): the convolution's
+ * output and batch norm's input gradient in that layout too. */
+static int own_bn_layout(const plan *pl, dnnl_primitive_desc_t *pd) {
   const cnn_conv_shape *c = &pl->shape.conv;
-  return is_blocked16(md_of(&pl->conv_out), c->N, c->K, c->OH, c->OW) &&
-         is_blocked16(md_of(&pl->bn_dsrc), c->N, c->K, c->OH, c->OW);
+  int l = pool_layout(pl, pd);
+  int same = l && layout_of(pl, md_of(&pl->conv_out), c->N, c->K, c->OH, c->OW) == l &&
+             layout_of(pl, md_of(&pl->bn_dsrc), c->N, c->K, c->OH, c->OW) == l;
+  return same ? l : 0;
 }
 
 /* The caller's buffers (handles set per call). */
@@ -430,8 +449,9 @@ static int plan_build(plan *pl, const cnn_conv_block_shape *s) {
   if (st == dnnl_success) st = build_backward(pl, &m, pd, &arena_b);
   size_t arena = arena_f > arena_b ? arena_f : arena_b;
   if (st == dnnl_success) st = build_scratch(pl, pd, &arena);
-  if (st == dnnl_success) pl->own_pool = own_pool_fits(pl, pd);
-  if (st == dnnl_success) pl->own_bn = pl->own_pool && own_bn_fits(pl);
+  if (st == dnnl_success) pl->own_bn = own_bn_layout(pl, pd);
+  /* max_pool_blocked16.c alone: float32 (the fused pass covers the rest) */
+  if (st == dnnl_success) pl->own_pool = !pl->own_bn && !block_bf16(pl) && pool_layout(pl, pd) == 1;
   for (int i = 0; i < NPRIM; i++)
     if (pd[i]) dnnl_primitive_desc_destroy(pd[i]);
   if (st != dnnl_success) {
@@ -526,10 +546,10 @@ static dnnl_status_t own_bn_forward(plan *pl) {
   dnnl_status_t st = dnnl_stream_wait(G.stream);
   const cnn_conv_shape *c = &pl->shape.conv;
   if (st == dnnl_success &&
-      cnn_cpu_bn_relu_pool_blocked16_forward(data_of(&pl->conv_out), c->N, c->K / 16, c->OH, c->OW,
-                                             data_of(&pl->scale), data_of(&pl->shift),
-                                             pl->shape.eps, data_of(&pl->mean), data_of(&pl->var),
-                                             data_of(pl->r_y.from), data_of(&pl->pool_ws)))
+      cnn_cpu_bn_relu_pool_blocked16_forward(
+          data_of(&pl->conv_out), block_bf16(pl), pl->own_bn == 2, c->N, c->K / 16, c->OH, c->OW,
+          data_of(&pl->scale), data_of(&pl->shift), pl->shape.eps, data_of(&pl->mean),
+          data_of(&pl->var), data_of(pl->r_y.from), data_of(&pl->pool_ws)))
     st = dnnl_out_of_memory;
   return st;
 }
@@ -539,10 +559,10 @@ static dnnl_status_t own_bn_backward(plan *pl) {
   const cnn_conv_shape *c = &pl->shape.conv;
   if (st == dnnl_success &&
       cnn_cpu_bn_relu_pool_blocked16_backward(
-          data_of(&pl->conv_out), data_of(pl->r_dy.to), data_of(&pl->pool_ws), c->N, c->K / 16,
-          c->OH, c->OW, data_of(&pl->scale), data_of(&pl->shift), data_of(&pl->mean),
-          data_of(&pl->var), pl->shape.eps, data_of(&pl->bn_dsrc), data_of(&pl->dscale),
-          data_of(&pl->dshift)))
+          data_of(&pl->conv_out), data_of(pl->r_dy.to), data_of(&pl->pool_ws), block_bf16(pl),
+          pl->own_bn == 2, c->N, c->K / 16, c->OH, c->OW, data_of(&pl->scale), data_of(&pl->shift),
+          data_of(&pl->mean), data_of(&pl->var), pl->shape.eps, data_of(&pl->bn_dsrc),
+          data_of(&pl->dscale), data_of(&pl->dshift)))
     st = dnnl_out_of_memory;
   return st;
 }

@@ -147,19 +147,21 @@ void cnn_cpu_max_pool2_blocked16_backward(const float *dy, const uint8_t *tap, i
                                           int64_t CB, int64_t H, int64_t W, float *dx);
 /* The block's batch norm (training, batch statistics), ReLU and 2x2
  * stride-2 max pool in one pass on nChw16c, AVX-512 only
- * (bn_relu_pool_blocked16.c): x N x CB x H x W x 16; forward writes mean
- * and biased var (CB*16 each), y and tap as above; backward from the
- * forward's mean, var and tap writes dx (every element), dgamma, dbeta.
- * 0, or -1 (error set: out of memory). */
-int cnn_cpu_bn_relu_pool_blocked16_forward(const float *x, int64_t N, int64_t CB, int64_t H,
-                                           int64_t W, const float *gamma, const float *beta,
-                                           float eps, float *mean, float *var, float *y,
-                                           uint8_t *tap);
-int cnn_cpu_bn_relu_pool_blocked16_backward(const float *x, const float *dy, const uint8_t *tap,
-                                            int64_t N, int64_t CB, int64_t H, int64_t W,
-                                            const float *gamma, const float *beta,
+ * (bn_relu_pool_blocked16.c): x, y, dy, dx float32 or, with bf16 = 1,
+ * bfloat16 (results rounded once); x N x CB x H x W x 16, or with nhwc = 1
+ * N x H x W x CB*16 (y, dy, dx and tap alike); forward writes
+ * mean and biased var (CB*16 float32 each), y and tap as above; backward
+ * from the forward's mean, var and tap writes dx (every element), dgamma,
+ * dbeta.  0, or -1 (error set: out of memory). */
+int cnn_cpu_bn_relu_pool_blocked16_forward(const void *x, int bf16, int nhwc, int64_t N, int64_t CB,
+                                           int64_t H, int64_t W, const float *gamma,
+                                           const float *beta, float eps, float *mean, float *var,
+                                           void *y, uint8_t *tap);
+int cnn_cpu_bn_relu_pool_blocked16_backward(const void *x, const void *dy, const uint8_t *tap,
+                                            int bf16, int nhwc, int64_t N, int64_t CB, int64_t H,
+                                            int64_t W, const float *gamma, const float *beta,
                                             const float *mean, const float *var, float eps,
-                                            float *dx, float *dgamma, float *dbeta);
+                                            void *dx, float *dgamma, float *dbeta);
 /* Bytes of the state one training forward leaves for its backward (the
  * convolution's output, batch norm's statistics and ReLU mask, the pool's
  * argmax, all in oneDNN's layouts); -2 where oneDNN has no fast primitive

@@ -1,8 +1,9 @@
 /*
  * bn_relu_pool_blocked16.c -- training batch norm, ReLU and the 2x2
- * stride-2 max pool as one pass over oneDNN's nChw16c layout, forward and
- * backward, with AVX-512: the tail of the training block conv -> batch
- * norm -> ReLU -> max pool (conv_block_onednn.c) on whole channel blocks.
+ * stride-2 max pool as one pass over oneDNN's nChw16c or NHWC layout,
+ * forward and backward, with AVX-512: the tail of the training block conv
+ * -> batch norm -> ReLU -> max pool (conv_block_onednn.c) on whole channel
+ * blocks (a vector is 16 channels of one pixel in either layout).
  * The block's tensors are float32, or bfloat16 under autocast (x, y, dy,
  * dx; the arithmetic is float32 and each result is rounded to nearest
  * even once, as oneDNN's bfloat16 batch norm and pooling do: the pool
@@ -27,7 +28,8 @@
  *
  * with xhat = (x - mean) rstd, rstd = 1/sqrt(var + eps), M = N*H*W, var
  * biased (PyTorch's training batch norm).  The pool's rule is pool.c's
- * (max_pool_blocked16.c): a later tap wins when greater or NaN.  Sums:
+ * (and max_pool_2x2.c's): of the window's taps (0,0), (0,1), (1,0),
+ * (1,1) a later one wins when greater or NaN.  Sums:
  * float lanes over one image's plane, added in double per (image, block),
  * then over images in order -- the bits do not depend on the threads; the
  * forward sums x - x[0] (the first image's first pixel of the channel) for

@@ -21,9 +21,8 @@
  * here), float32 or bfloat16, runs them as
  * bn_relu_pool_blocked16.c's AVX-512 passes instead of oneDNN's batch-norm
  * and pooling primitives (the argmax, one byte per output, goes where
- * oneDNN's pooling workspace would; batch norm's workspace is unused);
- * where the convolution's tensors are laid out otherwise, a float32 pool
- * alone runs max_pool_blocked16.c.  Other pools keep the primitives.
+ * oneDNN's pooling workspace would; batch norm's workspace is unused).
+ * Other pools and layouts keep the primitives.
  *
  * What backward needs from forward -- conv_out, the batch mean and
  * variance, the two workspaces -- is the *state*: one caller-owned block
@@ -85,8 +84,7 @@ typedef struct {
   uint64_t last_use;
   cnn_conv_block_shape shape;
   size_t state_bytes, arena_bytes;
-  int own_pool; /* the pool alone runs max_pool_blocked16.c */
-  int own_bn;   /* batch norm, ReLU and pool by bn_relu_pool_blocked16.c: 0, or the
+  int own_bn; /* batch norm, ReLU and pool by bn_relu_pool_blocked16.c: 0, or the
                    layout of their tensors (1 nChw16c, 2 NHWC) */
   dnnl_primitive_t conv_f, bn_f, pool_f, pool_b, bn_b, conv_bw, conv_bd;
   /* forward */
@@ -450,8 +448,6 @@ static int plan_build(plan *pl, const cnn_conv_block_shape *s) {
   size_t arena = arena_f > arena_b ? arena_f : arena_b;
   if (st == dnnl_success) st = build_scratch(pl, pd, &arena);
   if (st == dnnl_success) pl->own_bn = own_bn_layout(pl, pd);
-  /* max_pool_blocked16.c alone: float32 (the fused pass covers the rest) */
-  if (st == dnnl_success) pl->own_pool = !pl->own_bn && !block_bf16(pl) && pool_layout(pl, pd) == 1;
   for (int i = 0; i < NPRIM; i++)
     if (pd[i]) dnnl_primitive_desc_destroy(pd[i]);
   if (st != dnnl_success) {
@@ -522,25 +518,6 @@ static void *data_of(const buf *b) {
   return p;
 }
 
-/* The pool forward through max_pool_blocked16.c, after what is queued. */
-static dnnl_status_t own_pool_forward(plan *pl) {
-  dnnl_status_t st = dnnl_stream_wait(G.stream);
-  const cnn_conv_shape *c = &pl->shape.conv;
-  if (st == dnnl_success)
-    cnn_cpu_max_pool2_blocked16_forward(data_of(&pl->bn_out), c->N, c->K / 16, c->OH, c->OW,
-                                        data_of(pl->r_y.from), data_of(&pl->pool_ws));
-  return st;
-}
-
-static dnnl_status_t own_pool_backward(plan *pl) {
-  dnnl_status_t st = dnnl_stream_wait(G.stream);
-  const cnn_conv_shape *c = &pl->shape.conv;
-  if (st == dnnl_success)
-    cnn_cpu_max_pool2_blocked16_backward(data_of(pl->r_dy.to), data_of(&pl->pool_ws), c->N,
-                                         c->K / 16, c->OH, c->OW, data_of(&pl->pool_dsrc));
-  return st;
-}
-
 /* Batch norm, ReLU and the pool through bn_relu_pool_blocked16.c. */
 static dnnl_status_t own_bn_forward(plan *pl) {
   dnnl_status_t st = dnnl_stream_wait(G.stream);
@@ -591,7 +568,7 @@ static dnnl_status_t forward_run(plan *pl) {
                             {DNNL_ARG_DST, pl->r_y.from->m},
                             {DNNL_ARG_WORKSPACE, pl->pool_ws.m},
                             {DNNL_ARG_SCRATCHPAD, pl->scratch[PD_POOL].m}};
-  if (st == dnnl_success) st = pl->own_pool ? own_pool_forward(pl) : run(pl->pool_f, 4, pool);
+  if (st == dnnl_success) st = run(pl->pool_f, 4, pool);
   if (st == dnnl_success) st = run_reorder(&pl->r_y);
   return st == dnnl_success ? dnnl_stream_wait(G.stream) : st;
 }
@@ -602,11 +579,7 @@ static dnnl_status_t backward_run(plan *pl, int want_dx) {
                             {DNNL_ARG_DIFF_SRC, pl->pool_dsrc.m},
                             {DNNL_ARG_WORKSPACE, pl->pool_ws.m},
                             {DNNL_ARG_SCRATCHPAD, pl->scratch[PD_POOL_B].m}};
-  if (pl->own_bn) {
-    if (st == dnnl_success) st = own_bn_backward(pl);
-  } else if (st == dnnl_success) {
-    st = pl->own_pool ? own_pool_backward(pl) : run(pl->pool_b, 4, pool);
-  }
+  if (st == dnnl_success) st = pl->own_bn ? own_bn_backward(pl) : run(pl->pool_b, 4, pool);
   /* oneDNN 2.6 refuses the backward without the shift when use_shift is set */
   dnnl_exec_arg_t bn[] = {{DNNL_ARG_SRC, pl->conv_out.m},
                           {DNNL_ARG_MEAN, pl->mean.m},

@@ -137,20 +137,13 @@ typedef struct {
   int64_t PH, PW;      /* pooled output N x K x PH x PW */
   float eps;           /* batch norm's */
 } cnn_conv_block_shape;
-/* The block's float32 2x2 stride-2 max pool on oneDNN's nChw16c layout,
- * AVX-512 only (max_pool_blocked16.c): x N x CB x H x W x 16 floats; y and
- * tap (one byte, 0-3, per output) N x CB x H/2 x W/2 x 16; backward
- * OVERWRITES all of dx. */
-void cnn_cpu_max_pool2_blocked16_forward(const float *x, int64_t N, int64_t CB, int64_t H,
-                                         int64_t W, float *y, uint8_t *tap);
-void cnn_cpu_max_pool2_blocked16_backward(const float *dy, const uint8_t *tap, int64_t N,
-                                          int64_t CB, int64_t H, int64_t W, float *dx);
 /* The block's batch norm (training, batch statistics), ReLU and 2x2
  * stride-2 max pool in one pass on nChw16c, AVX-512 only
  * (bn_relu_pool_blocked16.c): x, y, dy, dx float32 or, with bf16 = 1,
  * bfloat16 (results rounded once); x N x CB x H x W x 16, or with nhwc = 1
  * N x H x W x CB*16 (y, dy, dx and tap alike); forward writes
- * mean and biased var (CB*16 float32 each), y and tap as above; backward
+ * mean and biased var (CB*16 float32 each), y and tap (one byte, 0-3,
+ * per output: the window's chosen tap) N x CB x H/2 x W/2 x 16; backward
  * from the forward's mean, var and tap writes dx (every element), dgamma,
  * dbeta.  0, or -1 (error set: out of memory). */
 int cnn_cpu_bn_relu_pool_blocked16_forward(const void *x, int bf16, int nhwc, int64_t N, int64_t CB,

@@ -1,0 +1,185 @@
+/*
+ * test_bn_relu_pool_blocked16.c -- the block's fused batch norm + ReLU +
+ * 2x2 max pool (core/cpu/bn_relu_pool_blocked16.c) on its own: float32 and
+ * bfloat16, nChw16c and NHWC, odd H and W.
+ *
+ * Evidence: a reference written here in double on the plain N x C x H x W
+ * numbers (the layouts' index arithmetic done separately): the batch mean
+ * and biased variance, y = maxpool(relu(gamma (x - mean) / sqrt(var + eps)
+ * + beta)) with the taps, and backward from the textbook formulas (dbeta =
+ * sum g, dgamma = sum g xhat, dx = gamma rstd (g - dbeta/M - xhat
+ * dgamma/M)); bfloat16 outputs against the reference rounded to bfloat16
+ * (within one unit of its last place).  Windows whose top two values are
+ * within rounding of each other are not asked which tap won, except the
+ * exact ties of a constant window, where the first tap must win.  Skipped
+ * (77) without AVX-512.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "cnn.h"
+#include "cpu/kernels.h"
+
+typedef struct {
+  int64_t N, C, H, W;
+  int bf16, nhwc;
+} shape;
+
+static int64_t at(const shape *s, int64_t H, int64_t W, int64_t n, int64_t c, int64_t h,
+                  int64_t w) {
+  if (s->nhwc) return ((n * H + h) * W + w) * s->C + c;
+  return (((n * (s->C / 16) + c / 16) * H + h) * W + w) * 16 + c % 16;
+}
+
+static uint64_t rng = 0x2545F4914F6CDD1Dull;
+static double uniform(void) {
+  rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+  return (double)(rng >> 11) / 9007199254740992.0;
+}
+
+static uint16_t bf16_bits(float f) { /* to nearest even (no NaNs here) */
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return (uint16_t)((u + 0x7FFF + ((u >> 16) & 1)) >> 16);
+}
+static float bf16_value(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+static float stored(const shape *s, const void *a, int64_t i) {
+  return s->bf16 ? bf16_value(((const uint16_t *)a)[i]) : ((const float *)a)[i];
+}
+static void store(const shape *s, void *a, int64_t i, float v) {
+  if (s->bf16)
+    ((uint16_t *)a)[i] = bf16_bits(v);
+  else
+    ((float *)a)[i] = v;
+}
+
+/* |got - want| within tol relative to the larger of |want| and `scale`. */
+static int close_to(double got, double want, double tol, double scale) {
+  double m = fabs(want) > scale ? fabs(want) : scale;
+  return fabs(got - want) <= tol * m;
+}
+
+static void check(shape s) {
+  int64_t N = s.N, C = s.C, H = s.H, W = s.W, OH = H / 2, OW = W / 2, M = N * H * W;
+  int64_t nx = N * C * H * W, ny = N * C * OH * OW, es = s.bf16 ? 2 : 4;
+  double tol = s.bf16 ? 1.0 / 128 : 2e-5;
+  void *x = malloc(nx * es), *y = malloc(ny * es), *dy = malloc(ny * es), *dx = malloc(nx * es);
+  uint8_t *tap = malloc(ny);
+  float *gamma = malloc(C * 4), *beta = malloc(C * 4), *mean = malloc(C * 4), *var = malloc(C * 4);
+  float *dgamma = malloc(C * 4), *dbeta = malloc(C * 4);
+  for (int64_t c = 0; c < C; c++)
+    gamma[c] = (float)(0.5 + uniform()), beta[c] = (float)(uniform() - 0.5);
+  gamma[0] = -0.75f; /* a negative scale flips which tap wins */
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t c = 0; c < C; c++)
+      for (int64_t h = 0; h < H; h++)
+        for (int64_t w = 0; w < W; w++) {
+          float v = (float)(3.0 + 2.0 * uniform() + (double)c); /* off zero: the shift matters */
+          if (c == 1 && h < 2 && w < 2) v = 4.0f;               /* a constant window: a tie */
+          store(&s, x, at(&s, H, W, n, c, h, w), v);
+        }
+  for (int64_t i = 0; i < ny; i++) store(&s, dy, i, (float)(uniform() - 0.5));
+  float eps = 1e-5f;
+  CHECK(cnn_cpu_bn_relu_pool_blocked16_forward(x, s.bf16, s.nhwc, N, C / 16, H, W, gamma, beta, eps,
+                                               mean, var, y, tap) == 0);
+  CHECK(cnn_cpu_bn_relu_pool_blocked16_backward(x, dy, tap, s.bf16, s.nhwc, N, C / 16, H, W, gamma,
+                                                beta, mean, var, eps, dx, dgamma, dbeta) == 0);
+  int64_t bad_stats = 0, bad_y = 0, bad_tap = 0, bad_tie = 0, bad_grad = 0, bad_dx = 0;
+  int64_t inexact = 0; /* bf16: outputs not the reference's own rounding */
+  double *v = malloc(H * W * sizeof(double)), *g = malloc(H * W * sizeof(double));
+  for (int64_t c = 0; c < C; c++) {
+    double s1 = 0, s2 = 0;
+    for (int64_t n = 0; n < N; n++)
+      for (int64_t i = 0; i < H * W; i++) s1 += stored(&s, x, at(&s, H, W, n, c, i / W, i % W));
+    double mu = s1 / M;
+    for (int64_t n = 0; n < N; n++)
+      for (int64_t i = 0; i < H * W; i++) {
+        double d = stored(&s, x, at(&s, H, W, n, c, i / W, i % W)) - mu;
+        s2 += d * d;
+      }
+    double va = s2 / M, rstd = 1 / sqrt(va + eps), sg = 0, sgx = 0;
+    bad_stats += !close_to(mean[c], mu, 1e-6, 1) + !close_to(var[c], va, 1e-5, 1e-3);
+    for (int pass = 0; pass < 2; pass++)
+      for (int64_t n = 0; n < N; n++) {
+        for (int64_t i = 0; i < H * W; i++) {
+          double xh = (stored(&s, x, at(&s, H, W, n, c, i / W, i % W)) - mu) * rstd;
+          v[i] = gamma[c] * xh + beta[c], g[i] = 0;
+        }
+        for (int64_t oh = 0; oh < OH; oh++)
+          for (int64_t ow = 0; ow < OW; ow++) {
+            double r[4], top = -1, second = -1;
+            int best = 0;
+            for (int t = 0; t < 4; t++) {
+              r[t] = fmax(0, v[(2 * oh + t / 2) * W + 2 * ow + t % 2]);
+              if (r[t] > top)
+                second = top, top = r[t], best = t;
+              else if (r[t] > second)
+                second = r[t];
+            }
+            int64_t o = at(&s, OH, OW, n, c, oh, ow);
+            int t = tap[o];
+            if (pass == 0) {
+              double want = s.bf16 ? bf16_value(bf16_bits((float)top)) : top;
+              /* tolerance against 1: terms of ~|mean * scale| cancel */
+              bad_y += !close_to(stored(&s, y, o), want, tol, 1);
+              inexact += stored(&s, y, o) != want;
+              if (c == 1 && oh == 0 && ow == 0)
+                bad_tie += t != 0;
+              else if (top - second > 4 * tol * (top > 1 ? top : 1))
+                bad_tap += t != best;
+            }
+            if (t < 4 && v[(2 * oh + t / 2) * W + 2 * ow + t % 2] > 0)
+              g[(2 * oh + t / 2) * W + 2 * ow + t % 2] = stored(&s, dy, o);
+          }
+        for (int64_t i = 0; i < H * W; i++) {
+          double xh = (v[i] - beta[c]) / gamma[c];
+          if (pass == 0) {
+            sg += g[i], sgx += g[i] * xh;
+          } else {
+            double want = gamma[c] * rstd * (g[i] - sg / M - xh * sgx / M);
+            double got = stored(&s, dx, at(&s, H, W, n, c, i / W, i % W));
+            bad_dx += !close_to(got, want, s.bf16 ? 1.0 / 64 : 1e-4, 1e-2);
+          }
+        }
+      }
+    bad_grad += !close_to(dbeta[c], sg, 1e-4, 1e-2) + !close_to(dgamma[c], sgx, 1e-4, 1e-2);
+  }
+  printf("  %s %s %lldx%lldx%lldx%lld: bad stats %lld, y %lld, taps %lld, tie %lld, "
+         "dgamma/dbeta %lld, dx %lld, y off the reference's rounding %lld\n",
+         s.bf16 ? "bf16" : "f32 ", s.nhwc ? "NHWC   " : "nChw16c", (long long)N, (long long)C,
+         (long long)H, (long long)W, (long long)bad_stats, (long long)bad_y, (long long)bad_tap,
+         (long long)bad_tie, (long long)bad_grad, (long long)bad_dx, (long long)inexact);
+  /* rounding to nearest: only values within float error of a halfway
+   * point may round the other way (truncation misses about half) */
+  if (s.bf16) CHECK(inexact * 20 < ny);
+  CHECK(bad_stats == 0);
+  CHECK(bad_y == 0);
+  CHECK(bad_tap == 0);
+  CHECK(bad_tie == 0);
+  CHECK(bad_grad == 0);
+  CHECK(bad_dx == 0);
+  free(v), free(g), free(x), free(y), free(dy), free(dx), free(tap);
+  free(gamma), free(beta), free(mean), free(var), free(dgamma), free(dbeta);
+}
+
+int main(void) {
+  if (!cnn_cpu_use_avx512()) {
+    printf("test_bn_relu_pool_blocked16: no AVX-512 on this CPU: skipped\n");
+    return 77;
+  }
+  for (int bf16 = 0; bf16 < 2; bf16++)
+    for (int nhwc = 0; nhwc < 2; nhwc++) {
+      check((shape){3, 32, 8, 8, bf16, nhwc});
+      check((shape){2, 16, 7, 9, bf16, nhwc}); /* odd H and W: the edge gets dx too */
+      check((shape){2, 48, 5, 4, bf16, nhwc});
+    }
+  return check_report("test_bn_relu_pool_blocked16");
+}

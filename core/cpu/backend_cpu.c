@@ -14,7 +14,7 @@
 #include "blas.h"
 #include "cpu/backend_cpu.h"
 
-/* ---- matrix products (OpenBLAS, core/blas.c) ---- */
+/* ---- matrix products (float32: sgemm.c; float64: OpenBLAS, core/blas.c) ---- */
 
 static int gemm(int dev, cnn_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
                 const void *A, int64_t lda, const void *B, int64_t ldb, void *C, int64_t ldc) {
@@ -25,8 +25,7 @@ static int gemm(int dev, cnn_dtype dt, bool ta, bool tb, int64_t M, int64_t N, i
     return 0;
   }
   if (dt == CNN_FLOAT32)
-    cnn_blas_sgemm(ta, tb, (int)M, (int)N, (int)K, 1.0f, A, (int)lda, B, (int)ldb, 0.0f, C,
-                   (int)ldc);
+    cnn_cpu_sgemm(ta, tb, M, N, K, A, lda, B, ldb, C, ldc);
   else
     cnn_blas_dgemm(ta, tb, (int)M, (int)N, (int)K, 1.0, A, (int)lda, B, (int)ldb, 0.0, C, (int)ldc);
   return 0;

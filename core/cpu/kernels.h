@@ -59,6 +59,11 @@ typedef struct {
  * when the (padded) input is smaller than the dilated kernel. */
 int64_t cnn_conv_out_size(int64_t in, int p0, int p1, int k, int s, int d);
 
+/* C (M x N, row-major) = op(A) op(B) in float32: oneDNN's SGEMM for
+ * medium products, OpenBLAS otherwise (sgemm.c). */
+void cnn_cpu_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+                   const float *B, int64_t ldb, float *C, int64_t ldc);
+
 /* dt is CNN_FLOAT32 or CNN_FLOAT64; pointers are to contiguous arrays of dt.
  * algo: CNN_CONV_AUTO picks oneDNN for float32 when it applies, else im2col;
  * CNN_CONV_ONEDNN on float64 falls back to im2col (and so does float32 when

@@ -117,16 +117,21 @@ TARGET_AVX512 static void plane_sums(arr x, int64_t len, __m512 shift, double *s
   add_lanes(s2, _mm512_add_ps(c, d));
 }
 
+/* The 32 doubles of plane p = (image, block): sums shifted by image 0's first
+ * pixel. Vector values stay inside: OpenMP's outlined loop bodies do not
+ * inherit the AVX-512 target, so no __m512 crosses into or out of them. */
+TARGET_AVX512 static void plane_statistics(arr x, int nhwc, int64_t p, int64_t CB, int64_t len,
+                                           double *s) {
+  for (int i = 0; i < 2 * LANES; i++) s[i] = 0;
+  __m512 shift = ld(x, plane_at(nhwc, 0, p % CB, CB, len));
+  plane_sums(from(x, plane_at(nhwc, p / CB, p % CB, CB, len)), len, shift, s, s + LANES);
+}
+
 /* The 32 doubles of every (image, block) -- then mean and biased variance. */
 TARGET_AVX512 static void statistics(arr x, int nhwc, int64_t N, int64_t CB, int64_t len,
                                      double *part, float *mean, float *var) {
 #pragma omp parallel for schedule(static)
-  for (int64_t p = 0; p < N * CB; p++) {
-    double *s = part + p * 2 * LANES;
-    for (int i = 0; i < 2 * LANES; i++) s[i] = 0;
-    __m512 shift = ld(x, plane_at(nhwc, 0, p % CB, CB, len)); /* image 0's first pixel */
-    plane_sums(from(x, plane_at(nhwc, p / CB, p % CB, CB, len)), len, shift, s, s + LANES);
-  }
+  for (int64_t p = 0; p < N * CB; p++) plane_statistics(x, nhwc, p, CB, len, part + p * 2 * LANES);
   double M = (double)(N * len);
   float first[LANES];
   for (int64_t cb = 0; cb < CB; cb++)
@@ -166,9 +171,10 @@ TARGET_AVX512 static inline void take(__m512 v, int t, __m512 *best, __m128i *ta
   *tap = _mm_mask_mov_epi8(*tap, m, _mm_set1_epi8((char)t));
 }
 
-TARGET_AVX512 static void forward_plane(arr x, int64_t H, int64_t W, __m512 scale, __m512 shift,
-                                        arr y, uint8_t *tap) {
+TARGET_AVX512 static void forward_plane(arr x, int64_t H, int64_t W, const float *scale16,
+                                        const float *shift16, arr y, uint8_t *tap) {
   int64_t OH = H / 2, OW = W / 2;
+  __m512 scale = _mm512_loadu_ps(scale16), shift = _mm512_loadu_ps(shift16);
   for (int64_t oh = 0; oh < OH; oh++)
     for (int64_t ow = 0; ow < OW; ow++) {
       int64_t a = ((2 * oh) * W + 2 * ow) * x.pix, c = a + W * x.pix;
@@ -208,9 +214,8 @@ TARGET_AVX512 int cnn_cpu_bn_relu_pool_blocked16_forward(const void *xp, int bf1
 #pragma omp parallel for schedule(static)
   for (int64_t p = 0; p < N * CB; p++) {
     int64_t n = p / CB, cb = p % CB, o = plane_at(nhwc, n, cb, CB, olen);
-    forward_plane(from(x, plane_at(nhwc, n, cb, CB, len)), H, W,
-                  _mm512_loadu_ps(scale + cb * LANES), _mm512_loadu_ps(shift + cb * LANES),
-                  from(y, o), tap + o);
+    forward_plane(from(x, plane_at(nhwc, n, cb, CB, len)), H, W, scale + cb * LANES,
+                  shift + cb * LANES, from(y, o), tap + o);
   }
   free(part), free(k);
   return 0;
@@ -259,9 +264,10 @@ TARGET_AVX512 static void backward_sums(arr x, arr dy, const uint8_t *tap, int64
 
 /* dx = A g + B + C (x - mean) over one plane, every element. */
 TARGET_AVX512 static void backward_plane(arr x, arr dy, const uint8_t *tap, int64_t H, int64_t W,
-                                         const block_consts *k, __m512 A, __m512 B, __m512 Cx,
-                                         arr dx) {
+                                         const block_consts *k, const float *A16, const float *B16,
+                                         const float *C16, arr dx) {
   int64_t OH = H / 2, OW = W / 2;
+  __m512 A = _mm512_loadu_ps(A16), B = _mm512_loadu_ps(B16), Cx = _mm512_loadu_ps(C16);
   for (int64_t h = 0; h < H; h++)
     for (int64_t w = 0; w < W; w++) {
       int64_t i = (h * W + w) * x.pix;
@@ -276,11 +282,10 @@ TARGET_AVX512 static void backward_plane(arr x, arr dy, const uint8_t *tap, int6
     }
 }
 
-TARGET_AVX512 static block_consts consts_of(const float *scale, const float *shift,
-                                            const float *mean, const float *rstd, int64_t cb) {
-  block_consts k = {_mm512_loadu_ps(scale + cb * LANES), _mm512_loadu_ps(shift + cb * LANES),
-                    _mm512_loadu_ps(mean + cb * LANES), _mm512_loadu_ps(rstd + cb * LANES)};
-  return k;
+TARGET_AVX512 static void consts_of(const float *scale, const float *shift, const float *mean,
+                                    const float *rstd, int64_t cb, block_consts *k) {
+  k->scale = _mm512_loadu_ps(scale + cb * LANES), k->shift = _mm512_loadu_ps(shift + cb * LANES);
+  k->mean = _mm512_loadu_ps(mean + cb * LANES), k->rstd = _mm512_loadu_ps(rstd + cb * LANES);
 }
 
 TARGET_AVX512 int cnn_cpu_bn_relu_pool_blocked16_backward(
@@ -301,7 +306,8 @@ TARGET_AVX512 int cnn_cpu_bn_relu_pool_blocked16_backward(
     double *s = part + p * 2 * LANES;
     for (int i = 0; i < 2 * LANES; i++) s[i] = 0;
     int64_t n = p / CB, cb = p % CB, o = plane_at(nhwc, n, cb, CB, olen);
-    block_consts kc = consts_of(scale, shift, mean, rstd, cb);
+    block_consts kc;
+    consts_of(scale, shift, mean, rstd, cb, &kc);
     backward_sums(from(x, plane_at(nhwc, n, cb, CB, len)), from(dy, o), tap + o, H, W, &kc, s);
   }
   double M = (double)(N * len);
@@ -320,9 +326,10 @@ TARGET_AVX512 int cnn_cpu_bn_relu_pool_blocked16_backward(
   for (int64_t p = 0; p < N * CB; p++) {
     int64_t n = p / CB, cb = p % CB, o = plane_at(nhwc, n, cb, CB, olen);
     int64_t i = plane_at(nhwc, n, cb, CB, len);
-    block_consts kc = consts_of(scale, shift, mean, rstd, cb);
-    backward_plane(from(x, i), from(dy, o), tap + o, H, W, &kc, _mm512_loadu_ps(A + cb * LANES),
-                   _mm512_loadu_ps(B + cb * LANES), _mm512_loadu_ps(Cx + cb * LANES), from(dx, i));
+    block_consts kc;
+    consts_of(scale, shift, mean, rstd, cb, &kc);
+    backward_plane(from(x, i), from(dy, o), tap + o, H, W, &kc, A + cb * LANES, B + cb * LANES,
+                   Cx + cb * LANES, from(dx, i));
   }
   free(part), free(k);
   return 0;

@@ -80,8 +80,10 @@ static const doc_entry docs[] = {
     {"cnn.version_info", "cnn.version_info() -> string\nLines about the BLAS in use, the thread "
                          "count and the CUDA module (or why there is none)."},
     {"cnn.is_tensor", "cnn.is_tensor(v) -> boolean\nTrue if v is a live cnn.Tensor."},
-    {"cnn.set_conv_algo", "cnn.set_conv_algo(name)\nSelects the CPU convolution: 'auto', 'onednn', "
-                          "'im2col' or 'naive' (also cnn.backends.conv = name)."},
+    {"cnn.set_conv_algo",
+     "cnn.set_conv_algo(name)\nSelects the CPU convolution: 'auto' (oneDNN, with its Winograd "
+     "kernels for the 3x3 stride-1 shapes they are faster on), 'onednn' (its direct kernels "
+     "only), 'im2col' or 'naive' (also cnn.backends.conv = name)."},
     {"cnn.get_conv_algo", "cnn.get_conv_algo() -> name\nThe selected CPU convolution algorithm."},
     {"cnn.memory", "cnn.memory(['cpu' | 'cuda']) -> {live=, peak=, count=}\nBytes held by live "
                    "tensors, the peak since start (or reset), and the number of storages."},

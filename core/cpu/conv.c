@@ -86,6 +86,15 @@ static int wants_onednn(cnn_conv_algo algo, cnn_dtype dt) {
   return dt == CNN_FLOAT32 && (algo == CNN_CONV_AUTO || algo == CNN_CONV_ONEDNN);
 }
 
+/* s for oneDNN's float32 entry points: under 'auto' its Winograd kernels
+ * may take the shapes they are faster on (conv_winograd.c); 'onednn'
+ * keeps the direct kernels. */
+static cnn_conv_shape for_onednn(cnn_conv_algo algo, const cnn_conv_shape *s) {
+  cnn_conv_shape o = *s;
+  o.allow_winograd = algo == CNN_CONV_AUTO;
+  return o;
+}
+
 /* ---- bfloat16 arithmetic -------------------------------------------------------- */
 
 /* 1: oneDNN's bfloat16 primitives take this call (the CPU has them). */
@@ -190,7 +199,8 @@ int cnn_cpu_conv2d_forward(cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_shap
   if (algo == CNN_CONV_NAIVE || degenerate(s))
     return cnn_cpu_conv2d_naive_forward(dt, s, x, w, b, y);
   if (wants_onednn(algo, dt)) {
-    int r = cnn_cpu_conv2d_onednn_forward(s, x, w, b, y);
+    cnn_conv_shape o = for_onednn(algo, s);
+    int r = cnn_cpu_conv2d_onednn_forward(&o, x, w, b, y);
     if (r != -2) return r; /* -2: no oneDNN primitive for this shape */
   }
   return cnn_cpu_conv2d_im2col_forward(dt, s, x, w, b, y);
@@ -203,7 +213,8 @@ int cnn_cpu_conv2d_backward_data(cnn_conv_algo algo, cnn_dtype dt, const cnn_con
   if (algo == CNN_CONV_NAIVE || degenerate(s))
     return cnn_cpu_conv2d_naive_backward_data(dt, s, dy, w, dx);
   if (wants_onednn(algo, dt)) {
-    int r = cnn_cpu_conv2d_onednn_backward_data(s, dy, w, dx);
+    cnn_conv_shape o = for_onednn(algo, s);
+    int r = cnn_cpu_conv2d_onednn_backward_data(&o, dy, w, dx);
     if (r != -2) return r; /* -2: no oneDNN primitive for this shape */
   }
   return cnn_cpu_conv2d_im2col_backward_data(dt, s, dy, w, dx);
@@ -216,7 +227,8 @@ int cnn_cpu_conv2d_backward_weight(cnn_conv_algo algo, cnn_dtype dt, const cnn_c
   if (algo == CNN_CONV_NAIVE || degenerate(s))
     return cnn_cpu_conv2d_naive_backward_weight(dt, s, dy, x, dw, db);
   if (wants_onednn(algo, dt)) {
-    int r = cnn_cpu_conv2d_onednn_backward_weight(s, dy, x, dw, db);
+    cnn_conv_shape o = for_onednn(algo, s);
+    int r = cnn_cpu_conv2d_onednn_backward_weight(&o, dy, x, dw, db);
     if (r != -2) return r; /* -2: no oneDNN primitive for this shape */
   }
   return cnn_cpu_conv2d_im2col_backward_weight(dt, s, dy, x, dw, db);
@@ -232,7 +244,8 @@ int cnn_cpu_conv2d_backward(cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_sha
   assert(cnn_cpu_conv2d_shape_valid(dt, s));
   if (s->math == CNN_BFLOAT16) return backward_bf16(algo, s, dy, x, w, dx, dw, db);
   if (dx && dw && !degenerate(s) && wants_onednn(algo, dt)) {
-    int r = cnn_cpu_conv2d_onednn_backward(s, dy, x, w, dx, dw, db);
+    cnn_conv_shape o = for_onednn(algo, s);
+    int r = cnn_cpu_conv2d_onednn_backward(&o, dy, x, w, dx, dw, db);
     if (r != -2) return r; /* -2: no oneDNN primitive for this shape */
   }
   if (dx && cnn_cpu_conv2d_backward_data(algo, dt, s, dy, w, dx)) return -1;
@@ -253,7 +266,8 @@ int cnn_cpu_conv2d_act_forward(cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_
                                double p0, double p1, void *y) {
   assert(cnn_cpu_conv2d_shape_valid(dt, s));
   if (s->math == CNN_FLOAT32 && !degenerate(s) && wants_onednn(algo, dt)) {
-    int r = cnn_cpu_conv2d_onednn_forward_act(s, x, w, b, act, p0, p1, y);
+    cnn_conv_shape o = for_onednn(algo, s);
+    int r = cnn_cpu_conv2d_onednn_forward_act(&o, x, w, b, act, p0, p1, y);
     if (r != -2) return r; /* -2: no post-op for act, or no primitive for this shape */
   }
   if (cnn_cpu_conv2d_forward(algo, dt, s, x, w, b, y)) return -1;

@@ -52,6 +52,7 @@
 #include <string.h>
 
 #include "cpu/kernels.h"
+#include "cpu/onednn_conv.h"
 #include "cpu/onednn_util.h"
 
 #define CACHE_SIZE  16
@@ -84,7 +85,8 @@ typedef struct {
   uint64_t last_use;
   cnn_conv_block_shape shape;
   size_t state_bytes, arena_bytes;
-  int own_bn; /* batch norm, ReLU and pool by bn_relu_pool_blocked16.c: 0, or the
+  int winograd; /* the convolutions are oneDNN's Winograd ones (conv_winograd.c) */
+  int own_bn;   /* batch norm, ReLU and pool by bn_relu_pool_blocked16.c: 0, or the
                    layout of their tensors (1 nChw16c, 2 NHWC) */
   dnnl_primitive_t conv_f, bn_f, pool_f, pool_b, bn_b, conv_bw, conv_bd;
   /* forward */
@@ -119,7 +121,8 @@ static int conv_equal(const cnn_conv_shape *a, const cnn_conv_shape *b) {
   return a->N == b->N && a->C == b->C && a->H == b->H && a->W == b->W && a->K == b->K &&
          a->R == b->R && a->S == b->S && a->OH == b->OH && a->OW == b->OW && a->sh == b->sh &&
          a->sw == b->sw && a->pt == b->pt && a->pb == b->pb && a->pl == b->pl && a->pr == b->pr &&
-         a->dh == b->dh && a->dw == b->dw && a->groups == b->groups && a->math == b->math;
+         a->dh == b->dh && a->dw == b->dw && a->groups == b->groups && a->math == b->math &&
+         a->allow_winograd == b->allow_winograd;
 }
 
 static int shape_equal(const cnn_conv_block_shape *a, const cnn_conv_block_shape *b) {
@@ -275,6 +278,10 @@ static void init_mds(const cnn_conv_block_shape *s, block_mds *m) {
 static const unsigned BN_FLAGS = dnnl_use_scale | dnnl_use_shift | dnnl_fuse_norm_relu;
 
 /* The forward primitives and the buffers they use. */
+static dnnl_alg_kind_t conv_alg(const plan *pl) {
+  return pl->winograd ? dnnl_convolution_winograd : dnnl_convolution_direct;
+}
+
 static dnnl_status_t build_forward(plan *pl, block_mds *m, dnnl_primitive_desc_t *pd, size_t *state,
                                    size_t *arena) {
   const cnn_conv_block_shape *s = &pl->shape;
@@ -282,8 +289,8 @@ static dnnl_status_t build_forward(plan *pl, block_mds *m, dnnl_primitive_desc_t
   dnnl_batch_normalization_desc_t bd;
   dnnl_pooling_v2_desc_t qd;
   dnnl_status_t st = dnnl_dilated_convolution_forward_desc_init(
-      &cd, dnnl_forward_training, dnnl_convolution_direct, &m->ax, &m->aw,
-      s->has_bias ? &m->b : NULL, &m->ao, m->stride, m->dilate, m->pad_l, m->pad_r);
+      &cd, dnnl_forward_training, conv_alg(pl), &m->ax, &m->aw, s->has_bias ? &m->b : NULL, &m->ao,
+      m->stride, m->dilate, m->pad_l, m->pad_r);
 #define TRY(call)                                                                                  \
   if (st == dnnl_success) st = (call)
   TRY(make_prim(pl, &cd, NULL, &pd[PD_CONV], &pl->conv_f));
@@ -327,17 +334,16 @@ static dnnl_status_t build_backward(plan *pl, block_mds *m, dnnl_primitive_desc_
   TRY(make_prim(pl, &bd, pd[PD_BN], &pd[PD_BN_B], &pl->bn_b));
   TRY(buf_make(pl, &pl->bn_dsrc, q(pd[PD_BN_B], dnnl_query_diff_src_md, 0), IN_ARENA, arena));
   TRY(dnnl_dilated_convolution_backward_weights_desc_init(
-      &wd, dnnl_convolution_direct, q(pd[PD_CONV], dnnl_query_src_md, 0), &m->awf,
-      s->has_bias ? &m->b : NULL, &m->ao, m->stride, m->dilate, m->pad_l, m->pad_r));
+      &wd, conv_alg(pl), q(pd[PD_CONV], dnnl_query_src_md, 0), &m->awf, s->has_bias ? &m->b : NULL,
+      &m->ao, m->stride, m->dilate, m->pad_l, m->pad_r));
   TRY(make_prim(pl, &wd, pd[PD_CONV], &pd[PD_CONV_BW], &pl->conv_bw));
   TRY(feed(pl, &pl->r_x_bw, &pl->x, &pl->x_bw, q(pd[PD_CONV_BW], dnnl_query_src_md, 0), arena));
   TRY(feed(pl, &pl->r_dd_bw, &pl->bn_dsrc, &pl->dd_bw, q(pd[PD_CONV_BW], dnnl_query_diff_dst_md, 0),
            arena));
   TRY(drain(pl, &pl->r_dw, &pl->dw, &pl->dw_bw, q(pd[PD_CONV_BW], dnnl_query_diff_weights_md, 0),
             arena));
-  TRY(dnnl_dilated_convolution_backward_data_desc_init(&dd, dnnl_convolution_direct, &m->axf,
-                                                       &m->aw, &m->ao, m->stride, m->dilate,
-                                                       m->pad_l, m->pad_r));
+  TRY(dnnl_dilated_convolution_backward_data_desc_init(&dd, conv_alg(pl), &m->axf, &m->aw, &m->ao,
+                                                       m->stride, m->dilate, m->pad_l, m->pad_r));
   TRY(make_prim(pl, &dd, pd[PD_CONV], &pd[PD_CONV_BD], &pl->conv_bd));
   TRY(feed(pl, &pl->r_dd_bd, &pl->bn_dsrc, &pl->dd_bd, q(pd[PD_CONV_BD], dnnl_query_diff_dst_md, 0),
            arena));
@@ -435,9 +441,10 @@ static int plan_vectors(plan *pl) {
 
 /* Builds pl for shape s: 0, -2 (oneDNN has no fast primitive: cached as
  * unsupported), or -1 (out of memory; error set). */
-static int plan_build(plan *pl, const cnn_conv_block_shape *s) {
+static int plan_build(plan *pl, const cnn_conv_block_shape *s, int winograd) {
   memset(pl, 0, sizeof *pl);
   pl->shape = *s;
+  pl->winograd = winograd;
   block_mds m;
   init_mds(s, &m);
   dnnl_primitive_desc_t pd[NPRIM] = {NULL};
@@ -450,6 +457,10 @@ static int plan_build(plan *pl, const cnn_conv_block_shape *s) {
   if (st == dnnl_success) pl->own_bn = own_bn_layout(pl, pd);
   for (int i = 0; i < NPRIM; i++)
     if (pd[i]) dnnl_primitive_desc_destroy(pd[i]);
+  if (st != dnnl_success && winograd) { /* the Winograd kernels refused: direct ones */
+    plan_destroy(pl);
+    return plan_build(pl, s, 0);
+  }
   if (st != dnnl_success) {
     plan_destroy(pl);
     pl->used = pl->unsupported = 1, pl->shape = *s;
@@ -484,7 +495,7 @@ static plan *plan_of(const cnn_conv_block_shape *s, int *rc) {
     if (!pl->used || (lru->used && pl->last_use < lru->last_use)) lru = pl;
   }
   if (lru->used) plan_destroy(lru);
-  *rc = plan_build(lru, s);
+  *rc = plan_build(lru, s, cnn_onednn_conv_winograd(&s->conv));
   lru->last_use = ++G.clock;
   return *rc ? NULL : lru;
 }

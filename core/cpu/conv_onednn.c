@@ -104,6 +104,7 @@ typedef struct {
   conv_prec prec;
   int has_bias;
   conv_post post; /* forward only (onednn_conv.h); zero: none */
+  int winograd;   /* set by cache_get: conv_winograd.c's rule, with the setting */
 } conv_key;
 
 typedef struct {
@@ -180,7 +181,7 @@ static int post_equal(const conv_post *a, const conv_post *b) {
 
 static int key_equal(const conv_key *a, const conv_key *b) {
   return a->family == b->family && a->kind == b->kind && a->prec == b->prec &&
-         a->has_bias == b->has_bias && post_equal(&a->post, &b->post);
+         a->has_bias == b->has_bias && post_equal(&a->post, &b->post) && a->winograd == b->winograd;
 }
 
 static entry *cache_find(const conv_key *k, const cnn_conv_shape *s) {
@@ -255,25 +256,26 @@ static void init_mds(const cnn_conv_shape *s, conv_prec prec, conv_kind kind, co
 }
 
 /* Integer convolutions exist for inference only. */
-static dnnl_status_t forward_desc(conv_mds *m, conv_prec prec, int has_bias,
+static dnnl_status_t forward_desc(conv_mds *m, conv_prec prec, int has_bias, dnnl_alg_kind_t alg,
                                   dnnl_convolution_desc_t *cd) {
   return dnnl_dilated_convolution_forward_desc_init(
-      cd, prec == PREC_U8 ? dnnl_forward_inference : dnnl_forward_training, dnnl_convolution_direct,
-      &m->any[T_SRC], &m->any[T_WEI], has_bias ? &m->bias : NULL, &m->any[T_DST], m->strides,
-      m->dilates, m->pad_l, m->pad_r);
+      cd, prec == PREC_U8 ? dnnl_forward_inference : dnnl_forward_training, alg, &m->any[T_SRC],
+      &m->any[T_WEI], has_bias ? &m->bias : NULL, &m->any[T_DST], m->strides, m->dilates, m->pad_l,
+      m->pad_r);
 }
 
+/* alg: dnnl_convolution_direct or _winograd (convolutions only). */
 static dnnl_status_t kind_desc(conv_family family, conv_kind kind, conv_prec prec, conv_mds *m,
-                               int has_bias, dnnl_convolution_desc_t *cd) {
+                               int has_bias, dnnl_alg_kind_t alg, dnnl_convolution_desc_t *cd) {
   if (family == DECONVOLUTION) return cnn_onednn_deconv_desc(kind, m, has_bias, cd);
-  if (kind == FWD) return forward_desc(m, prec, has_bias, cd);
+  if (kind == FWD) return forward_desc(m, prec, has_bias, alg, cd);
   if (kind == BWD_DATA)
-    return dnnl_dilated_convolution_backward_data_desc_init(
-        cd, dnnl_convolution_direct, &m->any[T_SRC], &m->any[T_WEI], &m->any[T_DST], m->strides,
-        m->dilates, m->pad_l, m->pad_r);
+    return dnnl_dilated_convolution_backward_data_desc_init(cd, alg, &m->any[T_SRC], &m->any[T_WEI],
+                                                            &m->any[T_DST], m->strides, m->dilates,
+                                                            m->pad_l, m->pad_r);
   return dnnl_dilated_convolution_backward_weights_desc_init(
-      cd, dnnl_convolution_direct, &m->any[T_SRC], &m->any[T_WEI], has_bias ? &m->bias : NULL,
-      &m->any[T_DST], m->strides, m->dilates, m->pad_l, m->pad_r);
+      cd, alg, &m->any[T_SRC], &m->any[T_WEI], has_bias ? &m->bias : NULL, &m->any[T_DST],
+      m->strides, m->dilates, m->pad_l, m->pad_r);
 }
 
 /* The eltwise post-ops of `post` into attr (none: nothing to do). */
@@ -293,15 +295,15 @@ static dnnl_status_t attach_post_ops(dnnl_primitive_attr_t attr, const conv_post
  * Backward kinds need a forward descriptor as a hint (a bfloat16 one with
  * the forward's types). */
 static dnnl_status_t make_pd(const conv_key *k, const cnn_conv_shape *s, conv_mds *m,
-                             dnnl_primitive_desc_t *pd) {
+                             dnnl_alg_kind_t alg, dnnl_primitive_desc_t *pd) {
   dnnl_convolution_desc_t cd, fd;
   dnnl_primitive_desc_t hint = NULL;
   dnnl_primitive_attr_t attr = NULL;
   conv_mds fm = *m;
   if (k->prec == PREC_BF16) init_mds(s, k->prec, FWD, &fm);
-  dnnl_status_t st = kind_desc(k->family, k->kind, k->prec, m, k->has_bias, &cd);
+  dnnl_status_t st = kind_desc(k->family, k->kind, k->prec, m, k->has_bias, alg, &cd);
   if (st == dnnl_success && k->kind != FWD &&
-      (st = kind_desc(k->family, FWD, k->prec, &fm, k->has_bias, &fd)) == dnnl_success)
+      (st = kind_desc(k->family, FWD, k->prec, &fm, k->has_bias, alg, &fd)) == dnnl_success)
     st = dnnl_primitive_desc_create(&hint, &fd, NULL, G.engine, NULL);
   if (st == dnnl_success) st = dnnl_primitive_attr_create(&attr);
   if (st == dnnl_success)
@@ -392,7 +394,9 @@ static int entry_build(entry *e, const conv_key *k, const cnn_conv_shape *s) {
     cnn_onednn_deconv_mds(s, &m);
   else
     init_mds(s, k->prec, k->kind, &m);
-  dnnl_status_t st = make_pd(k, s, &m, &pd);
+  dnnl_status_t st = dnnl_unimplemented;
+  if (k->winograd) st = make_pd(k, s, &m, dnnl_convolution_winograd, &pd);
+  if (st != dnnl_success) st = make_pd(k, s, &m, dnnl_convolution_direct, &pd);
   if (st != dnnl_success) {
     e->unsupported = 1;
     fail(k->family, st, kind_name[k->kind], s);
@@ -409,7 +413,11 @@ static int entry_build(entry *e, const conv_key *k, const cnn_conv_shape *s) {
 
 /* The cached entry for (kind, bias, shape), built if new; NULL with the
  * return code in *rc (-1, or -2 for an unsupported shape). */
-static entry *cache_get(const conv_key *k, const cnn_conv_shape *s, int *rc) {
+static entry *cache_get(const conv_key *key, const cnn_conv_shape *s, int *rc) {
+  conv_key with_alg = *key;
+  const conv_key *k = &with_alg;
+  with_alg.winograd =
+      key->family == CONVOLUTION && key->prec == PREC_F32 && cnn_onednn_conv_winograd(s);
   entry *e = cache_find(k, s);
   *rc = 0;
   if (!e) {

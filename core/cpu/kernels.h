@@ -50,9 +50,11 @@ typedef struct {
   int pt, pb, pl, pr; /* padding top, bottom, left, right */
   int dh, dw;         /* dilation */
   int groups;
-  cnn_dtype math; /* CNN_FLOAT32: dt's arithmetic; CNN_BFLOAT16: float32
+  cnn_dtype math;     /* CNN_FLOAT32: dt's arithmetic; CNN_BFLOAT16: float32
                    * arrays, operands rounded to bfloat16, float32
                    * accumulation and outputs (autocast, bf16_math.c) */
+  int allow_winograd; /* 1: oneDNN's Winograd kernels may take it where they are
+                       * faster (conv_winograd.c); conv.c sets it under 'auto' */
 } cnn_conv_shape;
 
 /* Output size helper: floor((in + p0 + p1 - d*(k-1) - 1)/s) + 1; may be <= 0

@@ -52,6 +52,11 @@ int cnn_onednn_post_of(cnn_unary_op act, double p0, double p1, conv_post *post);
 int cnn_onednn_conv_forward_post(const cnn_conv_shape *s, const float *x, const float *w,
                                  const float *b, const conv_post *post, float *y);
 
+/* conv_winograd.c: 1 when oneDNN's Winograd kernels should take the float32
+ * convolution of shape s (s->allow_winograd and a shape they are faster
+ * on), else 0: the direct kernels. */
+int cnn_onednn_conv_winograd(const cnn_conv_shape *s);
+
 /* deconv_onednn.c: the float32 descriptors of the deconvolution of shape s. */
 void cnn_onednn_deconv_mds(const cnn_conv_shape *s, conv_mds *m);
 dnnl_status_t cnn_onednn_deconv_desc(conv_kind kind, conv_mds *m, int has_bias,

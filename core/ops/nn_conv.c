@@ -96,7 +96,7 @@ static int conv_geometry(const char *op, const cnn_tensor *x, const cnn_tensor *
   *s = (cnn_conv_shape){x->shape[0],    x->shape[1],    x->shape[2], x->shape[3], w->shape[0],
                         w->shape[2],    w->shape[3],    0,           0,           p->stride[0],
                         p->stride[1],   p->pad[0],      p->pad[1],   p->pad[2],   p->pad[3],
-                        p->dilation[0], p->dilation[1], p->groups,   CNN_FLOAT32};
+                        p->dilation[0], p->dilation[1], p->groups,   CNN_FLOAT32, 0};
   s->OH = cnn_conv_out_size(s->H, s->pt, s->pb, (int)s->R, s->sh, s->dh);
   s->OW = cnn_conv_out_size(s->W, s->pl, s->pr, (int)s->S, s->sw, s->dw);
   if (s->OH > 0 && s->OW > 0) return 0;

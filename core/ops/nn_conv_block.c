@@ -84,6 +84,7 @@ static int block_shape(cnn_tensor *x, cnn_tensor *w, cnn_tensor *b, const cnn_co
     return -1;
   if (check_pool(p)) return -1;
   s->conv.math = math;
+  s->conv.allow_winograd = cnn_get_conv_algo() == CNN_CONV_AUTO;
   s->has_bias = b != NULL;
   s->eps = (float)eps;
   for (int i = 0; i < 2; i++) s->pk[i] = p->pool_kernel[i], s->ps[i] = p->pool_stride[i];

@@ -148,7 +148,8 @@ static int transpose_shape(const cnn_tensor *x, const cnn_tensor *w,
                         p->dilation[0],
                         p->dilation[1],
                         p->groups,
-                        CNN_FLOAT32};
+                        CNN_FLOAT32,
+                        0};
   return 0;
 }
 

@@ -10,7 +10,8 @@
  *     loop, forward and both backward passes, on odd shapes: stride 2,
  *     asymmetric padding, dilation 2, groups 1/2/3/16, 1x1 kernels, channel
  *     counts that are and are not multiples of oneDNN's 16-wide blocks.
- * Plus the dispatcher (AUTO, fallbacks, zero-sized problems), the oneDNN
+ * Plus the dispatcher (AUTO, fallbacks, zero-sized problems, which shapes
+ * AUTO gives oneDNN's Winograd kernels), the oneDNN
  * primitive cache and the interrupt flag.  Bad shapes are the op's to
  * report (cnn_conv2d, cnn_conv2d_int8: test_op_errors); the kernels
  * assert() their invariants instead, and test_invariants_asserted shows
@@ -27,13 +28,15 @@
 #include "check_core.h"
 #include "cnn.h"
 #include "cpu/kernels.h"
+#include "cpu/onednn_conv.h"
 
 /* ---- helpers ------------------------------------------------------------------ */
 
 static cnn_conv_shape mk(int64_t N, int64_t C, int64_t H, int64_t W, int64_t K, int64_t R,
                          int64_t S, int sh, int sw, int pt, int pb, int pl, int pr, int dh, int dw,
                          int groups) {
-  cnn_conv_shape s = {N, C, H, W, K, R, S, 0, 0, sh, sw, pt, pb, pl, pr, dh, dw, groups, CNN_FLOAT32};
+  cnn_conv_shape s = {N,  C,  H,  W,  K,  R,  S,  0,      0,           sh,
+                      sw, pt, pb, pl, pr, dh, dw, groups, CNN_FLOAT32, 0};
   s.OH = cnn_conv_out_size(H, pt, pb, (int)R, sh, dh);
   s.OW = cnn_conv_out_size(W, pl, pr, (int)S, sw, dw);
   return s;
@@ -117,6 +120,13 @@ static conv_case *cases(int *n) {
   c[i++] = (conv_case){"1x1 C64 K32", mk(2, 64, 7, 7, 32, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1), 0};
   c[i++] =
       (conv_case){"7x7 s2 pad3 C3 K16", mk(2, 3, 19, 17, 16, 7, 7, 2, 2, 3, 3, 3, 3, 1, 1, 1), 0};
+  /* 3x3 stride 1, 32+ channels in 16s, 64+ tiles: Winograd under AUTO (conv_winograd.c) */
+  c[i++] = (conv_case){"3x3 pad1 C64 K64 (Winograd)",
+                       mk(4, 64, 16, 16, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), 0};
+  c[i++] = (conv_case){"3x3 pad0 C48 K96 (Winograd)",
+                       mk(4, 48, 18, 17, 96, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 1), 0};
+  c[i++] = (conv_case){"3x3 pad(2,1,0,2) C32 K64 (Winograd refuses)",
+                       mk(8, 32, 15, 14, 64, 3, 3, 1, 1, 2, 1, 0, 2, 1, 1, 1), 0};
   *n = i;
   return c;
 }
@@ -314,6 +324,58 @@ static void test_paths(const conv_case *c) {
 }
 
 /* ---- dispatcher details ------------------------------------------------------------- */
+
+/* Which float32 shapes the rule gives oneDNN's Winograd kernels, and that
+ * AUTO really runs them: its results are those of the naive loop (the
+ * cases above) but not bit for bit the direct kernels' ('onednn'). */
+static void test_winograd_rule(void) {
+  cnn_conv_shape s = mk(4, 64, 16, 16, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), t;
+  CHECK(!cnn_onednn_conv_winograd(&s)); /* allow_winograd 0: oneDNN called directly */
+  s.allow_winograd = 1;
+  CHECK(cnn_onednn_conv_winograd(&s)); /* 64 tiles, 64 x 64 x 64 = 2^18 */
+  struct {
+    const char *why;
+    int64_t C, K, N, OH, OW;
+    int sh, dw, R, groups;
+    cnn_dtype math;
+    int expect;
+  } v[] = {
+      {"16 input channels", 16, 64, 4, 16, 16, 1, 1, 3, 1, CNN_FLOAT32, 0},
+      {"16 output channels", 64, 16, 4, 16, 16, 1, 1, 3, 1, CNN_FLOAT32, 0},
+      {"40 channels: not whole blocks", 40, 64, 4, 16, 16, 1, 1, 3, 1, CNN_FLOAT32, 0},
+      {"stride 2", 64, 64, 4, 16, 16, 2, 1, 3, 1, CNN_FLOAT32, 0},
+      {"dilation 2", 64, 64, 4, 16, 16, 1, 2, 3, 1, CNN_FLOAT32, 0},
+      {"5x5", 64, 64, 4, 16, 16, 1, 1, 5, 1, CNN_FLOAT32, 0},
+      {"2 groups", 64, 64, 4, 16, 16, 1, 1, 3, 2, CNN_FLOAT32, 0},
+      {"bfloat16 arithmetic", 64, 64, 4, 16, 16, 1, 1, 3, 1, CNN_BFLOAT16, 0},
+      {"16 tiles", 64, 64, 1, 16, 16, 1, 1, 3, 1, CNN_FLOAT32, 0},
+      {"tiles x C x K under 2^18", 32, 32, 4, 16, 16, 1, 1, 3, 1, CNN_FLOAT32, 0},
+      {"6x6: 36 of 64 tile pixels", 64, 64, 16, 6, 6, 1, 1, 3, 1, CNN_FLOAT32, 0},
+      {"32 channels, 256 tiles", 32, 32, 16, 16, 16, 1, 1, 3, 1, CNN_FLOAT32, 1},
+      {"7x7: 49 of 64 tile pixels", 512, 512, 16, 7, 7, 1, 1, 3, 1, CNN_FLOAT32, 1},
+  };
+  for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+    t = s;
+    t.C = v[i].C, t.K = v[i].K, t.N = v[i].N, t.OH = v[i].OH, t.OW = v[i].OW;
+    t.sh = v[i].sh, t.dw = v[i].dw, t.R = t.S = v[i].R, t.groups = v[i].groups, t.math = v[i].math;
+    if (cnn_onednn_conv_winograd(&t) != v[i].expect) {
+      fprintf(stderr, "  winograd rule: %s: expected %d\n", v[i].why, v[i].expect);
+      CHECK(0);
+    }
+  }
+  s.allow_winograd = 0;
+  refs r;
+  refs_make(&s, &r);
+  float *ya = malloc(ny(&s) * 4), *yd = malloc(ny(&s) * 4);
+  CHECK(cnn_cpu_conv2d_forward(CNN_CONV_AUTO, CNN_FLOAT32, &s, r.xf, r.wf, r.bf, ya) == 0);
+  CHECK(cnn_cpu_conv2d_forward(CNN_CONV_ONEDNN, CNN_FLOAT32, &s, r.xf, r.wf, r.bf, yd) == 0);
+  check_arrays_f32("winograd (auto) forward", ya, r.yf, ny(&s), 1e-4, 1e-4);
+  check_arrays_f32("direct (onednn) forward", yd, r.yf, ny(&s), 1e-4, 1e-4);
+  if (cnn_cpu_use_avx512()) /* oneDNN 2.6's Winograd kernels are AVX-512 only */
+    CHECK(memcmp(ya, yd, (size_t)ny(&s) * 4) != 0);
+  free(ya), free(yd);
+  refs_free(&r);
+}
 
 static void test_cache(void) {
   cnn_conv_shape s = mk(2, 16, 12, 12, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1);
@@ -522,6 +584,7 @@ int main(void) {
     if (c[i].small) test_finite_differences(&c[i]);
     test_paths(&c[i]);
   }
+  test_winograd_rule();
   test_cache();
   test_arena_padding();
   test_degenerate();

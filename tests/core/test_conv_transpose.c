@@ -336,10 +336,10 @@ static int deconv_shape(const config *c, int64_t OH, int64_t OW, cnn_conv_shape 
   int pb = p->pad[0] - p->stride[0] * (p->output_padding[0] / p->stride[0]);
   int pr = p->pad[1] - p->stride[1] * (p->output_padding[1] / p->stride[1]);
   if (pb < 0 || pr < 0) return 0;
-  *s = (cnn_conv_shape){c->N,           c->Cout,        OH,       OW,        c->Cin,
-                        c->R,           c->S,           c->H,     c->W,      p->stride[0],
-                        p->stride[1],   p->pad[0],      pb,       p->pad[1], pr,
-                        p->dilation[0], p->dilation[1], p->groups,      CNN_FLOAT32};
+  *s = (cnn_conv_shape){c->N,           c->Cout,        OH,        OW,          c->Cin,
+                        c->R,           c->S,           c->H,      c->W,        p->stride[0],
+                        p->stride[1],   p->pad[0],      pb,        p->pad[1],   pr,
+                        p->dilation[0], p->dilation[1], p->groups, CNN_FLOAT32, 0};
   return 1;
 }
 

@@ -13,40 +13,46 @@
  * Winograd against direct, forward / backward data / backward weights,
  * tiles = N ceil(OH/4) ceil(OW/4):
  *
- *   batch 64, 32->64 at 14x14 (tiles 1024)   1.31 / 1.14 / 1.20
- *   batch 64, 32->32 at 16x16 (1024)         1.37 / 1.37 / 1.33
- *   batch 64, 64->64 at 8x8 (256)            1.60 / 1.65 / 1.40
- *   batch 16, 128->128 at 28x28 (784)        2.43 / 2.45 / 1.93
- *   batch 1, 64->64 at 56x56 (196)           1.85 / 1.94 / 1.48
- *   batch 4, 64->64 at 16x16 (64)            1.08 / 1.17 / 1.16
- *   batch 32, 32->32 at 8x8 (128)            0.98 / 0.95 / 0.82   tiles x C x K < 2^18
- *   batch 1, 512->512 at 7x7 (4)             0.23 / 0.18 / 0.21   < 64 tiles
- *   batch 1, 256->256 at 14x14 (16)          0.48 / 0.49 / 0.66
- *   batch 64, 32->32 at 6x6 (256)            0.57 / 0.61 / 0.54   36 of 64 tile pixels used
- *   batch 64, 16->16 at 32x32 (4096)         0.89 / 0.83 / 1.08   16 channels
- *   batch 64, 3->16 at 32x32                 0.17 / 0.88 / 0.23
+ *   batch 64, 32->64 at 14x14 (tiles 1024)   1.25 / 1.12 / 1.16
+ *   batch 64, 32->32 at 16x16 (1024)         1.28 / 1.30 / 1.24
+ *   batch 64, 64->64 at 8x8 (256)            1.57 / 1.68 / 1.39
+ *   batch 16, 128->128 at 28x28 (784)        2.38 / 2.41 / 1.88
+ *   batch 16, 512->512 at 7x7 (64)           1.11 / 1.10 / 1.66
+ *   batch 1, 64->64 at 56x56 (196)           1.69 / 1.70 / 1.38
+ *   batch 16, 64->64 at 12x12 (144)          1.23 / 1.08 / 1.32
+ *   batch 64, 32->32 at 8x8 (256)            0.95 / 0.97 / 0.84   tiles x min(C, K) = 2^13
+ *   batch 2, 64->64 at 28x28 (98)            1.31 / 1.32 / 1.07   (2^13 - 2,000: left out)
+ *   batch 8, 32->32 at 16x16 (128)           0.69 / 0.66 / 0.66
+ *   batch 1, 512->512 at 7x7 (4)             0.20 / 0.18 / 0.22   under 64 tiles
+ *   batch 1, 256->256 at 14x14 (16)          0.46 / 0.46 / 0.59
+ *   batch 64, 32->32 at 6x6 (256)            0.48 / 0.51 / 0.61   36 of 64 tile pixels used
+ *   batch 64, 16->16 at 32x32 (4096)         0.71 / 0.67 / 1.05   16 channels
+ *   batch 64, 3->16 at 32x32                 0.14 / 0.70 / 0.19
  *
- * So the rule: 'auto' (cnn.set_conv_algo; the dispatcher sets the shape's
- * allow_winograd, oneDNN's entry points called directly keep 0), float32
- * arithmetic, 3x3, stride 1, no dilation, one group, at least 32 input and
- * output channels in multiples of 16 (the kernels' vector width), at
- * least 64 tiles, tiles x C x K >= 2^18, and at least 3/4 of the tiles'
- * pixels inside the output.  More threads would want more tiles; the
- * thresholds are this 2-thread machine's.  Results differ from the direct
- * kernels' by rounding: relative to the largest output, 1.1e-6 to 2.3e-6
- * against 3e-7 for direct (float64 reference, unit-scale data).
- * 'onednn' keeps the direct kernels everywhere.  A shape the Winograd
- * kernels refuse falls back to direct (conv_onednn.c, conv_block_onednn.c).
+ * (bench/conv_winograd.c prints these and 17 more.)  So the rule: 'auto'
+ * (cnn.set_conv_algo; the dispatcher sets the shape's allow_winograd,
+ * oneDNN's entry points called directly keep 0), float32 arithmetic, 3x3,
+ * stride 1, no dilation, one group, at least 32 input and output channels
+ * in multiples of 16 (the kernels' vector width), at least 64 tiles,
+ * tiles x min(C, K) above 2^13, and at least 3/4 of the tiles' pixels
+ * inside the output.  More threads would want more tiles; the thresholds
+ * are this 2-thread machine's.  Results differ from the direct kernels'
+ * by rounding: relative to the largest output, 1.1e-6 to 2.3e-6 against
+ * 3e-7 for direct (float64 reference, unit-scale data).  'onednn' keeps
+ * the direct kernels everywhere.  A shape the Winograd kernels refuse
+ * (padding over 1, for one) falls back to direct (conv_onednn.c,
+ * conv_block_onednn.c).
  */
 #include "cpu/onednn_conv.h"
 
 static int64_t tiles_along(int64_t n) { return (n + 3) / 4; }
 
-/* The tile count and channels are enough, and padding to whole tiles
- * wastes under a quarter. */
+/* The tiles and channels are enough, and padding to whole tiles wastes
+ * at most a quarter. */
 static int enough_work(const cnn_conv_shape *s) {
   int64_t th = tiles_along(s->OH), tw = tiles_along(s->OW), tiles = s->N * th * tw;
-  return tiles >= 64 && tiles * s->C * s->K >= (1 << 18) &&
+  int64_t channels = s->C < s->K ? s->C : s->K;
+  return tiles >= 64 && tiles * channels > (1 << 13) &&
          4 * s->OH * s->OW >= 3 * (4 * th) * (4 * tw);
 }
 

@@ -122,11 +122,11 @@ static conv_case *cases(int *n) {
       (conv_case){"7x7 s2 pad3 C3 K16", mk(2, 3, 19, 17, 16, 7, 7, 2, 2, 3, 3, 3, 3, 1, 1, 1), 0};
   /* 3x3 stride 1, 32+ channels in 16s, 64+ tiles: Winograd under AUTO (conv_winograd.c) */
   c[i++] = (conv_case){"3x3 pad1 C64 K64 (Winograd)",
-                       mk(4, 64, 16, 16, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), 0};
-  c[i++] = (conv_case){"3x3 pad0 C48 K96 (Winograd)",
-                       mk(4, 48, 18, 17, 96, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 1), 0};
+                       mk(4, 64, 32, 32, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), 0};
+  c[i++] = (conv_case){"3x3 pad0 C96 K48 (Winograd)",
+                       mk(12, 96, 18, 17, 48, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 1), 0};
   c[i++] = (conv_case){"3x3 pad(2,1,0,2) C32 K64 (Winograd refuses)",
-                       mk(8, 32, 15, 14, 64, 3, 3, 1, 1, 2, 1, 0, 2, 1, 1, 1), 0};
+                       mk(32, 32, 15, 14, 64, 3, 3, 1, 1, 2, 1, 0, 2, 1, 1, 1), 0};
   *n = i;
   return c;
 }
@@ -329,10 +329,10 @@ static void test_paths(const conv_case *c) {
  * AUTO really runs them: its results are those of the naive loop (the
  * cases above) but not bit for bit the direct kernels' ('onednn'). */
 static void test_winograd_rule(void) {
-  cnn_conv_shape s = mk(4, 64, 16, 16, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), t;
+  cnn_conv_shape s = mk(4, 64, 32, 32, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), t;
   CHECK(!cnn_onednn_conv_winograd(&s)); /* allow_winograd 0: oneDNN called directly */
   s.allow_winograd = 1;
-  CHECK(cnn_onednn_conv_winograd(&s)); /* 64 tiles, 64 x 64 x 64 = 2^18 */
+  CHECK(cnn_onednn_conv_winograd(&s)); /* 256 tiles x 64 channels = 2^14 */
   struct {
     const char *why;
     int64_t C, K, N, OH, OW;
@@ -340,18 +340,18 @@ static void test_winograd_rule(void) {
     cnn_dtype math;
     int expect;
   } v[] = {
-      {"16 input channels", 16, 64, 4, 16, 16, 1, 1, 3, 1, CNN_FLOAT32, 0},
-      {"16 output channels", 64, 16, 4, 16, 16, 1, 1, 3, 1, CNN_FLOAT32, 0},
-      {"40 channels: not whole blocks", 40, 64, 4, 16, 16, 1, 1, 3, 1, CNN_FLOAT32, 0},
-      {"stride 2", 64, 64, 4, 16, 16, 2, 1, 3, 1, CNN_FLOAT32, 0},
-      {"dilation 2", 64, 64, 4, 16, 16, 1, 2, 3, 1, CNN_FLOAT32, 0},
-      {"5x5", 64, 64, 4, 16, 16, 1, 1, 5, 1, CNN_FLOAT32, 0},
-      {"2 groups", 64, 64, 4, 16, 16, 1, 1, 3, 2, CNN_FLOAT32, 0},
-      {"bfloat16 arithmetic", 64, 64, 4, 16, 16, 1, 1, 3, 1, CNN_BFLOAT16, 0},
-      {"16 tiles", 64, 64, 1, 16, 16, 1, 1, 3, 1, CNN_FLOAT32, 0},
-      {"tiles x C x K under 2^18", 32, 32, 4, 16, 16, 1, 1, 3, 1, CNN_FLOAT32, 0},
-      {"6x6: 36 of 64 tile pixels", 64, 64, 16, 6, 6, 1, 1, 3, 1, CNN_FLOAT32, 0},
-      {"32 channels, 256 tiles", 32, 32, 16, 16, 16, 1, 1, 3, 1, CNN_FLOAT32, 1},
+      {"16 input channels", 16, 64, 4, 32, 32, 1, 1, 3, 1, CNN_FLOAT32, 0},
+      {"16 output channels", 64, 16, 4, 32, 32, 1, 1, 3, 1, CNN_FLOAT32, 0},
+      {"40 channels: not whole blocks", 40, 64, 4, 32, 32, 1, 1, 3, 1, CNN_FLOAT32, 0},
+      {"stride 2", 64, 64, 4, 32, 32, 2, 1, 3, 1, CNN_FLOAT32, 0},
+      {"dilation 2", 64, 64, 4, 32, 32, 1, 2, 3, 1, CNN_FLOAT32, 0},
+      {"5x5", 64, 64, 4, 32, 32, 1, 1, 5, 1, CNN_FLOAT32, 0},
+      {"2 groups", 64, 64, 4, 32, 32, 1, 1, 3, 2, CNN_FLOAT32, 0},
+      {"bfloat16 arithmetic", 64, 64, 4, 32, 32, 1, 1, 3, 1, CNN_BFLOAT16, 0},
+      {"16 tiles", 512, 512, 1, 16, 16, 1, 1, 3, 1, CNN_FLOAT32, 0},
+      {"256 tiles x 32 channels = 2^13", 32, 64, 64, 8, 8, 1, 1, 3, 1, CNN_FLOAT32, 0},
+      {"1024 tiles x 32 channels", 32, 64, 64, 16, 16, 1, 1, 3, 1, CNN_FLOAT32, 1},
+      {"6x6: 36 of 64 tile pixels", 64, 64, 64, 6, 6, 1, 1, 3, 1, CNN_FLOAT32, 0},
       {"7x7: 49 of 64 tile pixels", 512, 512, 16, 7, 7, 1, 1, 3, 1, CNN_FLOAT32, 1},
   };
   for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {

@@ -103,8 +103,8 @@ describe("the fused Conv2d -> BatchNorm2d -> ReLU -> MaxPool2d block", function(
     check_block(32, 64, 14, 14)
   end)
 
-  it("matches them when oneDNN's Winograd kernels take the convolution (3x3, 32 -> 64, 147 tiles)", function()
-    check_block(32, 64, 28, 28) -- core/cpu/conv_winograd.c's rule: batch 3 x 7 x 7 tiles of 4x4
+  it("matches them when oneDNN's Winograd kernels take the convolution (3x3, 64 -> 64, 147 tiles)", function()
+    check_block(64, 64, 28, 28) -- core/cpu/conv_winograd.c's rule: batch 3 x 7 x 7 tiles of 4x4
   end)
 
   it("matches them with whole channel blocks and odd sizes (the AVX-512 pool on nChw16c)", function()

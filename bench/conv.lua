@@ -1,7 +1,10 @@
 -- bench/conv.lua -- forward and backward speed of representative conv layers.
 --
 -- For each layer (batch 64, 3x3, padding 1) and each CPU algorithm
--- (oneDNN, im2col + OpenBLAS SGEMM), prints one JSON line with the median
+-- (oneDNN's direct kernels, "onednn"; "auto", which gives the shapes
+-- core/cpu/conv_winograd.c picks to oneDNN's Winograd kernels -- there
+-- gflops counts the direct convolution's FLOPs, an effective rate; im2col
+-- + OpenBLAS SGEMM), prints one JSON line with the median
 -- time, GFLOP/s and the ratio to this machine's SGEMM rate (OpenBLAS,
 -- 1024x1024x1024) measured in the same run, so the figures survive a noisy
 -- machine.  Backward covers both passes (data and weight), timed around
@@ -48,7 +51,7 @@ local emit = B.emit
 local peak = sgemm_gflops()
 emit({{"bench", "sgemm"}, {"n", 1024}, {"gflops", peak}})
 
-for _, algo in ipairs({"onednn", "im2col"}) do
+for _, algo in ipairs({"onednn", "auto", "im2col"}) do
   cnn.set_conv_algo(algo)
   for _, L in ipairs(layers) do
     local batch = 64

@@ -277,11 +277,12 @@ static void init_mds(const cnn_conv_block_shape *s, block_mds *m) {
 
 static const unsigned BN_FLAGS = dnnl_use_scale | dnnl_use_shift | dnnl_fuse_norm_relu;
 
-/* The forward primitives and the buffers they use. */
+/* The plan's convolution algorithm (all three passes alike). */
 static dnnl_alg_kind_t conv_alg(const plan *pl) {
   return pl->winograd ? dnnl_convolution_winograd : dnnl_convolution_direct;
 }
 
+/* The forward primitives and the buffers they use. */
 static dnnl_status_t build_forward(plan *pl, block_mds *m, dnnl_primitive_desc_t *pd, size_t *state,
                                    size_t *arena) {
   const cnn_conv_block_shape *s = &pl->shape;

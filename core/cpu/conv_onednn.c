@@ -104,7 +104,6 @@ typedef struct {
   conv_prec prec;
   int has_bias;
   conv_post post; /* forward only (onednn_conv.h); zero: none */
-  int winograd;   /* set by cache_get: conv_winograd.c's rule, with the setting */
 } conv_key;
 
 typedef struct {
@@ -170,7 +169,8 @@ static int shape_equal(const cnn_conv_shape *a, const cnn_conv_shape *b) {
   return a->N == b->N && a->C == b->C && a->H == b->H && a->W == b->W && a->K == b->K &&
          a->R == b->R && a->S == b->S && a->OH == b->OH && a->OW == b->OW && a->sh == b->sh &&
          a->sw == b->sw && a->pt == b->pt && a->pb == b->pb && a->pl == b->pl && a->pr == b->pr &&
-         a->dh == b->dh && a->dw == b->dw && a->groups == b->groups;
+         a->dh == b->dh && a->dw == b->dw && a->groups == b->groups &&
+         a->allow_winograd == b->allow_winograd;
 }
 
 static int post_equal(const conv_post *a, const conv_post *b) {
@@ -181,7 +181,7 @@ static int post_equal(const conv_post *a, const conv_post *b) {
 
 static int key_equal(const conv_key *a, const conv_key *b) {
   return a->family == b->family && a->kind == b->kind && a->prec == b->prec &&
-         a->has_bias == b->has_bias && post_equal(&a->post, &b->post) && a->winograd == b->winograd;
+         a->has_bias == b->has_bias && post_equal(&a->post, &b->post);
 }
 
 static entry *cache_find(const conv_key *k, const cnn_conv_shape *s) {
@@ -394,8 +394,10 @@ static int entry_build(entry *e, const conv_key *k, const cnn_conv_shape *s) {
     cnn_onednn_deconv_mds(s, &m);
   else
     init_mds(s, k->prec, k->kind, &m);
+  /* Winograd where conv_winograd.c's rule says; direct where it refuses */
+  int winograd = k->family == CONVOLUTION && k->prec == PREC_F32 && cnn_onednn_conv_winograd(s);
   dnnl_status_t st = dnnl_unimplemented;
-  if (k->winograd) st = make_pd(k, s, &m, dnnl_convolution_winograd, &pd);
+  if (winograd) st = make_pd(k, s, &m, dnnl_convolution_winograd, &pd);
   if (st != dnnl_success) st = make_pd(k, s, &m, dnnl_convolution_direct, &pd);
   if (st != dnnl_success) {
     e->unsupported = 1;
@@ -413,11 +415,7 @@ static int entry_build(entry *e, const conv_key *k, const cnn_conv_shape *s) {
 
 /* The cached entry for (kind, bias, shape), built if new; NULL with the
  * return code in *rc (-1, or -2 for an unsupported shape). */
-static entry *cache_get(const conv_key *key, const cnn_conv_shape *s, int *rc) {
-  conv_key with_alg = *key;
-  const conv_key *k = &with_alg;
-  with_alg.winograd =
-      key->family == CONVOLUTION && key->prec == PREC_F32 && cnn_onednn_conv_winograd(s);
+static entry *cache_get(const conv_key *k, const cnn_conv_shape *s, int *rc) {
   entry *e = cache_find(k, s);
   *rc = 0;
   if (!e) {

@@ -348,7 +348,7 @@ static void test_winograd_rule(void) {
       {"5x5", 64, 64, 4, 32, 32, 1, 1, 5, 1, CNN_FLOAT32, 0},
       {"2 groups", 64, 64, 4, 32, 32, 1, 1, 3, 2, CNN_FLOAT32, 0},
       {"bfloat16 arithmetic", 64, 64, 4, 32, 32, 1, 1, 3, 1, CNN_BFLOAT16, 0},
-      {"16 tiles", 512, 512, 1, 16, 16, 1, 1, 3, 1, CNN_FLOAT32, 0},
+      {"16 tiles (x 2048 channels)", 2048, 2048, 1, 16, 16, 1, 1, 3, 1, CNN_FLOAT32, 0},
       {"256 tiles x 32 channels = 2^13", 32, 64, 64, 8, 8, 1, 1, 3, 1, CNN_FLOAT32, 0},
       {"1024 tiles x 32 channels", 32, 64, 64, 16, 16, 1, 1, 3, 1, CNN_FLOAT32, 1},
       {"6x6: 36 of 64 tile pixels", 64, 64, 64, 6, 6, 1, 1, 3, 1, CNN_FLOAT32, 0},

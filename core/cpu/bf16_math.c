@@ -73,14 +73,18 @@ static inline float round_bf16(float f) {
   return f;
 }
 
+void cnn_cpu_bf16_round_into(float *dst, const float *src, int64_t n) {
+#pragma omp parallel for simd schedule(static) if (n > 65536)
+  for (int64_t i = 0; i < n; i++) dst[i] = round_bf16(src[i]);
+}
+
 float *cnn_cpu_bf16_rounded_copy(const char *op, const float *src, int64_t n) {
   float *dst = malloc((size_t)(n > 0 ? n : 1) * sizeof *dst);
   if (!dst) {
     cnn_set_error("%s: out of memory for %lld bfloat16-rounded operands", op, (long long)n);
     return NULL;
   }
-#pragma omp parallel for simd schedule(static) if (n > 65536)
-  for (int64_t i = 0; i < n; i++) dst[i] = round_bf16(src[i]);
+  cnn_cpu_bf16_round_into(dst, src, n);
   return dst;
 }
 

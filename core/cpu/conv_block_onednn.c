@@ -13,8 +13,9 @@
  *             dnnl_fuse_norm_relu: a ReLU mask in its workspace) -> bn_out
  *             -> max pool (argmax in its workspace) -> [reorder] -> y
  *   backward  dy -> [reorder] pool' -> batch norm' (reads conv_out, the
- *             statistics and the mask) -> conv' weights (x reordered
- *             again) and, where dx is wanted, conv' data -> [reorder] -> dx
+ *             statistics and the mask) -> conv' weights (x as the forward
+ *             reordered it) and, where dx is wanted, conv' data ->
+ *             [reorder] -> dx
  *
  * Batch norm, ReLU and the pool.  A block with a 2x2 stride-2 pool whose
  * tensors oneDNN lays out as nChw16c or NHWC (it picks NHWC for bfloat16
@@ -25,7 +26,9 @@
  * Other pools and layouts keep the primitives.
  *
  * What backward needs from forward -- conv_out, the batch mean and
- * variance, the two workspaces -- is the *state*: one caller-owned block
+ * variance, the two workspaces, x in the convolution's layout (where that
+ * is not the caller's: the weight gradient's reorder saved, ~0.07 ms of the
+ * example network's step for 1.6 MB) -- is the *state*: one caller-owned block
  * per forward (a tensor the node keeps), laid out by the plan.  Every other
  * intermediate lives in a shared arena for the length of one call.
  *
@@ -33,7 +36,13 @@
  * convolution's inputs are rounded to bfloat16 by the reorders in and its
  * output, batch norm, ReLU and the pool run in bfloat16 (statistics in
  * float32), as PyTorch's CPU autocast leaves a convolution's output; the
- * weight and input gradients and y are float32.  Otherwise all float32.
+ * weight and input gradients and y are float32.  Otherwise all float32 --
+ * also for a bfloat16 block of at most 3 input channels (rounds_in_float32:
+ * an image's first block), where oneDNN's bfloat16 convolution is slower
+ * than its float32 one: x and w are rounded to bfloat16 (into the arena)
+ * and the whole block runs in float32 -- the convolution's arithmetic the
+ * same (products of bfloat16 values are exact in float32, summed in
+ * float32), its output, batch norm and the gradients kept in float32.
  *
  * Plans.  Creating the seven primitives costs far more than a step, so
  * each block shape gets one cached plan (at most CACHE_SIZE, least recently
@@ -85,9 +94,11 @@ typedef struct {
   uint64_t last_use;
   cnn_conv_block_shape shape;
   size_t state_bytes, arena_bytes;
-  int winograd; /* the convolutions are oneDNN's Winograd ones (conv_winograd.c) */
-  int own_bn;   /* batch norm, ReLU and pool by bn_relu_pool_blocked16.c: 0, or the
+  int winograd;     /* the convolutions are oneDNN's Winograd ones (conv_winograd.c) */
+  int own_bn;       /* batch norm, ReLU and pool by bn_relu_pool_blocked16.c: 0, or the
                    layout of their tensors (1 nChw16c, 2 NHWC) */
+  int round_in;     /* bfloat16 shape run in float32 on rounded x and w (rounds_in_float32) */
+  size_t round_off; /* in the arena: the rounded x, then w (round_in) */
   dnnl_primitive_t conv_f, bn_f, pool_f, pool_b, bn_b, conv_bw, conv_bd;
   /* forward */
   buf x, x_conv, w, w_conv, bias, conv_out, scale, shift, mean, var, bn_ws, bn_out, pool_out,
@@ -185,10 +196,11 @@ static dnnl_status_t reorder_prim(plan *pl, reorder *r) {
  * tmp, made at *cursor of the arena.  An input runs end -> tmp (the
  * primitive reads r->to), an output tmp -> end (it writes r->from). */
 static dnnl_status_t bridge(plan *pl, reorder *r, buf *end, buf *tmp,
-                            const dnnl_memory_desc_t *inner, int input, size_t *cursor) {
+                            const dnnl_memory_desc_t *inner, int input, place where,
+                            size_t *cursor) {
   r->from = end, r->to = end;
   if (dnnl_memory_desc_equal(md_of(end), inner)) return dnnl_success;
-  dnnl_status_t st = buf_make(pl, tmp, inner, IN_ARENA, cursor);
+  dnnl_status_t st = buf_make(pl, tmp, inner, where, cursor);
   if (input)
     r->to = tmp;
   else
@@ -198,12 +210,12 @@ static dnnl_status_t bridge(plan *pl, reorder *r, buf *end, buf *tmp,
 
 static dnnl_status_t feed(plan *pl, reorder *r, buf *src, buf *tmp, const dnnl_memory_desc_t *want,
                           size_t *cursor) {
-  return bridge(pl, r, src, tmp, want, 1, cursor);
+  return bridge(pl, r, src, tmp, want, 1, IN_ARENA, cursor);
 }
 
 static dnnl_status_t drain(plan *pl, reorder *r, buf *dst, buf *tmp, const dnnl_memory_desc_t *have,
                            size_t *cursor) {
-  return bridge(pl, r, dst, tmp, have, 0, cursor);
+  return bridge(pl, r, dst, tmp, have, 0, IN_ARENA, cursor);
 }
 
 /* ---- primitives ------------------------------------------------------------------------------ */
@@ -295,7 +307,9 @@ static dnnl_status_t build_forward(plan *pl, block_mds *m, dnnl_primitive_desc_t
 #define TRY(call)                                                                                  \
   if (st == dnnl_success) st = (call)
   TRY(make_prim(pl, &cd, NULL, &pd[PD_CONV], &pl->conv_f));
-  TRY(feed(pl, &pl->r_x, &pl->x, &pl->x_conv, q(pd[PD_CONV], dnnl_query_src_md, 0), arena));
+  /* x as the convolution reads it is kept for the weight gradient (state) */
+  TRY(bridge(pl, &pl->r_x, &pl->x, &pl->x_conv, q(pd[PD_CONV], dnnl_query_src_md, 0), 1, IN_STATE,
+             state));
   TRY(feed(pl, &pl->r_w, &pl->w, &pl->w_conv, q(pd[PD_CONV], dnnl_query_weights_md, 0), arena));
   TRY(buf_make(pl, &pl->conv_out, q(pd[PD_CONV], dnnl_query_dst_md, 0), IN_STATE, state));
   TRY(dnnl_batch_normalization_forward_desc_init(&bd, dnnl_forward_training, md_of(&pl->conv_out),
@@ -313,6 +327,16 @@ static dnnl_status_t build_forward(plan *pl, block_mds *m, dnnl_primitive_desc_t
   TRY(buf_make(pl, &pl->pool_ws, q(pd[PD_POOL], dnnl_query_workspace_md, 0), IN_STATE, state));
   TRY(drain(pl, &pl->r_y, &pl->y, &pl->pool_out, q(pd[PD_POOL], dnnl_query_dst_md, 0), arena));
   return st;
+}
+
+/* x for the weight gradient: the forward's reordered x in the state where
+ * the layouts agree (no second reorder), else x reordered again. */
+static dnnl_status_t feed_x_bw(plan *pl, const dnnl_memory_desc_t *want, size_t *arena) {
+  if (!dnnl_memory_desc_equal(md_of(pl->r_x.to), want))
+    return feed(pl, &pl->r_x_bw, &pl->x, &pl->x_bw, want, arena);
+  pl->r_x_bw.p = NULL;
+  pl->r_x_bw.from = pl->r_x_bw.to = pl->r_x.to;
+  return dnnl_success;
 }
 
 /* The backward primitives (hinted by the forward ones) and their buffers;
@@ -338,7 +362,7 @@ static dnnl_status_t build_backward(plan *pl, block_mds *m, dnnl_primitive_desc_
       &wd, conv_alg(pl), q(pd[PD_CONV], dnnl_query_src_md, 0), &m->awf, s->has_bias ? &m->b : NULL,
       &m->ao, m->stride, m->dilate, m->pad_l, m->pad_r));
   TRY(make_prim(pl, &wd, pd[PD_CONV], &pd[PD_CONV_BW], &pl->conv_bw));
-  TRY(feed(pl, &pl->r_x_bw, &pl->x, &pl->x_bw, q(pd[PD_CONV_BW], dnnl_query_src_md, 0), arena));
+  TRY(feed_x_bw(pl, q(pd[PD_CONV_BW], dnnl_query_src_md, 0), arena));
   TRY(feed(pl, &pl->r_dd_bw, &pl->bn_dsrc, &pl->dd_bw, q(pd[PD_CONV_BW], dnnl_query_diff_dst_md, 0),
            arena));
   TRY(drain(pl, &pl->r_dw, &pl->dw, &pl->dw_bw, q(pd[PD_CONV_BW], dnnl_query_diff_weights_md, 0),
@@ -355,7 +379,9 @@ static dnnl_status_t build_backward(plan *pl, block_mds *m, dnnl_primitive_desc_
 }
 
 /* The block's element type: bfloat16 (1) or float32 (0). */
-static int block_bf16(const plan *pl) { return pl->shape.conv.math == CNN_BFLOAT16; }
+static int block_bf16(const plan *pl) {
+  return pl->shape.conv.math == CNN_BFLOAT16 && !pl->round_in;
+}
 
 /* The layout of `md` over dims (N, C, H, W) in the block's element type:
  * 1 nChw16c, 2 NHWC, 0 anything else. */
@@ -440,14 +466,33 @@ static int plan_vectors(plan *pl) {
   return 0;
 }
 
+/* 1 where a bfloat16 block runs in float32 on x and w rounded to bfloat16:
+ * up to 3 input channels and 49 taps a weight (C x R x S), where oneDNN's
+ * bfloat16 convolution (it pairs input channels) is slower than its float32
+ * one.  A block's forward + backward (batch 64, 2 threads, this Xeon,
+ * bfloat16 / float32-on-rounded ms): C=1 K=32 28x28 3x3 1.50 / 1.44, 5x5
+ * 2.07 / 1.66, 7x7 3.48 / 1.87; C=1 K=64 3.01 / 2.71; C=2 3x3 1.62 / 1.55;
+ * C=3 K=32 32x32 3x3 2.17 / 2.13, K=64 4.32 / 4.16; but C=3 5x5 3.00 /
+ * 3.20, and C=4 and C=8 3x3 2.23 / 5.65 and 2.23 / 8.57 (oneDNN's float32
+ * kernels there are slow). */
+static int rounds_in_float32(const cnn_conv_shape *c) {
+  return c->math == CNN_BFLOAT16 && c->C <= 3 && c->C * c->R * c->S <= 49;
+}
+
+static int64_t x_count(const cnn_conv_shape *c) { return c->N * c->C * c->H * c->W; }
+static int64_t w_count(const cnn_conv_shape *c) { return c->K * c->C * c->R * c->S; }
+
 /* Builds pl for shape s: 0, -2 (oneDNN has no fast primitive: cached as
  * unsupported), or -1 (out of memory; error set). */
 static int plan_build(plan *pl, const cnn_conv_block_shape *s, int winograd) {
   memset(pl, 0, sizeof *pl);
   pl->shape = *s;
   pl->winograd = winograd;
+  pl->round_in = rounds_in_float32(&s->conv);
+  cnn_conv_block_shape arith = *s; /* the primitives' arithmetic */
+  if (pl->round_in) arith.conv.math = CNN_FLOAT32;
   block_mds m;
-  init_mds(s, &m);
+  init_mds(&arith, &m);
   dnnl_primitive_desc_t pd[NPRIM] = {NULL};
   size_t state = 0, arena_f = 0, arena_b = 0;
   dnnl_status_t st = build_user(pl);
@@ -455,6 +500,11 @@ static int plan_build(plan *pl, const cnn_conv_block_shape *s, int winograd) {
   if (st == dnnl_success) st = build_backward(pl, &m, pd, &arena_b);
   size_t arena = arena_f > arena_b ? arena_f : arena_b;
   if (st == dnnl_success) st = build_scratch(pl, pd, &arena);
+  if (pl->round_in) { /* the rounded x and w, after everything else */
+    pl->round_off = arena;
+    arena += cnn_onednn_round_up((size_t)x_count(&s->conv) * sizeof(float)) +
+             cnn_onednn_round_up((size_t)w_count(&s->conv) * sizeof(float));
+  }
   if (st == dnnl_success) pl->own_bn = own_bn_layout(pl, pd);
   for (int i = 0; i < NPRIM; i++)
     if (pd[i]) dnnl_primitive_desc_destroy(pd[i]);
@@ -637,6 +687,17 @@ static int prepare(const cnn_conv_block_shape *s, plan **pl) {
   return rc;
 }
 
+/* round_in: x and w rounded to bfloat16 into the arena, and the
+ * convolution pointed at the copies. */
+static void round_operands(plan *pl, const float *x, const float *w) {
+  const cnn_conv_shape *c = &pl->shape.conv;
+  float *xr = (float *)((char *)G.arena.base + pl->round_off);
+  float *wr = xr + cnn_onednn_round_up((size_t)x_count(c) * sizeof(float)) / sizeof(float);
+  cnn_cpu_bf16_round_into(xr, x, x_count(c));
+  cnn_cpu_bf16_round_into(wr, w, w_count(c));
+  set(&pl->x, xr), set(&pl->w, wr);
+}
+
 static int fail(const char *what, dnnl_status_t st) {
   cnn_set_error("%s: oneDNN %s failed (%s)", OP, what, dnnl_status2str(st));
   return -1;
@@ -660,6 +721,7 @@ int cnn_cpu_conv_block_forward(const cnn_conv_block_shape *s, const float *x, co
   if (rc == 0) {
     bind(pl, state, G.arena.base);
     set(&pl->x, x), set(&pl->w, w), set(&pl->bias, b), set(&pl->y, y);
+    if (pl->round_in) round_operands(pl, x, w);
     set(&pl->scale, gamma ? gamma : pl->ones), set(&pl->shift, beta ? beta : pl->zeros);
     dnnl_status_t st = forward_run(pl);
     if (st != dnnl_success) rc = fail("forward", st);
@@ -683,6 +745,7 @@ int cnn_cpu_conv_block_backward(const cnn_conv_block_shape *s, const float *dy, 
   if (rc == 0) {
     bind(pl, (void *)state, G.arena.base);
     set(&pl->dy, dy), set(&pl->x, x), set(&pl->w, w), set(&pl->dx, dx), set(&pl->dw, dw);
+    if (pl->round_in) round_operands(pl, x, w);
     set(&pl->db, db ? db : pl->spare[0]);
     set(&pl->scale, gamma ? gamma : pl->ones), set(&pl->shift, beta ? beta : pl->zeros);
     set(&pl->dscale, dgamma ? dgamma : pl->spare[1]);

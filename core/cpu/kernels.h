@@ -238,6 +238,8 @@ const char *cnn_cpu_bf16_path(const char **detail);
 /* A malloc'd float32 copy of src[0..n) rounded to bfloat16 values, or NULL
  * with "<op>: out of memory ..." set. */
 float *cnn_cpu_bf16_rounded_copy(const char *op, const float *src, int64_t n);
+/* dst[i] = src[i] rounded to the nearest bfloat16 (ties to even), i < n */
+void cnn_cpu_bf16_round_into(float *dst, const float *src, int64_t n);
 /* C + b*stride_c (M x N, row stride ldc) = op(A + b*stride_a) op(B + b*stride_b)
  * for b < batch, the backend's gemm_batched layout (strides in elements, 0
  * broadcasts), in bfloat16 arithmetic as above; C OVERWRITTEN. */

@@ -159,6 +159,41 @@ describe("the fused Conv2d -> BatchNorm2d -> ReLU -> MaxPool2d block", function(
     end
   end)
 
+  it("runs a bfloat16 block of at most 3 input channels in float32 on x and w rounded to bfloat16", function()
+    -- core/cpu/conv_block_onednn.c's rounds_in_float32: oneDNN's bfloat16
+    -- convolution is slower there, so the block rounds x and w (H.bf16's
+    -- rounding, done here bit by bit) and runs in float32; everything
+    -- after the rounding equals the float32 block on the rounded operands
+    if cnn.autocast_info() ~= "onednn" then
+      pending("no AVX512-BF16 here: bfloat16 autocast is emulated and the block declines it")
+      return
+    end
+    local function rounded(t) return cnn.tensor(H.map(t:totable(), H.bf16)) end
+    for _, case in ipairs({ { 1, 32, 28, 28 }, { 3, 16, 9, 11 } }) do -- the example network's first block; odd sizes
+      cnn.manual_seed(5)
+      local C, K, H_, W_ = table.unpack(case)
+      local net = block(C, K)
+      local f32, plain = twin(net, C, K), twin(net, C, K)
+      cnn.no_grad(function() f32[1].weight:copy_(rounded(net[1].weight)) end)
+      local x0 = cnn.randn(4, C, H_, W_)
+      local x, xr = x0:clone():requires_grad_(), rounded(x0):requires_grad_()
+      local y = cnn.autocast("bfloat16", function() return net(x) end)
+      assert.are.equal(BLOCK, tostring(y.grad_fn))
+      local g = cnn.randn(table.unpack(y.shape))
+      y:backward(g)
+      local yr = f32(xr)
+      assert.are.equal(BLOCK, tostring(yr.grad_fn))
+      yr:backward(g)
+      assert.is_true(rel(y, yr) < 2e-5, "y vs float32 on rounded operands: " .. rel(y, yr))
+      local got, want = state_of(net, x), state_of(f32, xr)
+      for _, name in ipairs({ "dx", "dw", "dgamma", "dbeta", "running_mean", "running_var" }) do
+        assert.is_true(rel(got[name], want[name]) < 2e-5, name .. ": " .. rel(got[name], want[name]))
+      end
+      -- the rounding is there: the float32 block on the operands as they are differs
+      assert.is_true(rel(y, plain(x0)) > 1e-4, "bfloat16 output equals float32's: operands not rounded")
+    end
+  end)
+
   it("is not used in eval mode, with hooks, for float64, groups, padding modes, ceil mode, a forced algorithm", function()
     local x = cnn.randn(2, 4, 8, 8)
     local function name_of(net, v) return tostring(net(v or x).grad_fn) end

@@ -9,8 +9,8 @@
  * 16-bit rounding, palette + tRNS, 1-bit gray, Adam7 interlacing).  JPEG:
  * an image encoded by TurboJPEG at quality 100 without subsampling decodes
  * within 3 levels of the original.  Bad input: empty, junk, truncated and
- * corrupt PNG/JPEG, absurd sizes, a missing file -- each an error naming
- * the file, with nothing allocated.
+ * corrupt PNG/JPEG, absurd sizes, a chunk longer than the file, a missing
+ * file -- each an error naming the file, with nothing allocated.
  */
 #include "check.h"
 #include "cnn.h"
@@ -18,6 +18,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <turbojpeg.h>
 
 static char corpus[1024];
@@ -178,6 +179,30 @@ static void test_jpeg(void) {
   tjFree(jpg);
 }
 
+static long peak_rss_kb(void) {
+  struct rusage u;
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_maxrss;
+}
+
+/* A chunk declaring more bytes than the file holds is refused before
+ * libpng allocates the declared length.  chunk_past_end.png is fuzz_png's
+ * find: a 5x3 palette IHDR, an unknown chunk, then an sPLT chunk declaring
+ * 0x73737373 bytes with one in the file -- libpng allocated and zeroed
+ * 1.9 GB for it. */
+static void test_chunk_past_end(void) {
+  size_t len;
+  uint8_t *b = slurp("chunk_past_end.png", &len);
+  long before = peak_rss_kb();
+  for (int mode = CNN_IMAGE_UNCHANGED; b && mode <= CNN_IMAGE_RGBA; mode++) {
+    cnn_image img;
+    CHECK(cnn_image_decode(b, len, "long.png", (cnn_image_mode)mode, &img) < 0 && !img.px);
+    CHECK(strstr(cnn_error(), "png: long.png: chunk 'sPLT' declares 1936946035 bytes") != NULL);
+  }
+  CHECK(peak_rss_kb() - before < 64 << 10); /* under 64 MB more at the peak */
+  free(b);
+}
+
 static void test_bad_input(void) {
   cnn_image img;
   CHECK(cnn_image_decode((const uint8_t *)"", 0, "empty.png", CNN_IMAGE_RGB, &img) < 0);
@@ -216,5 +241,6 @@ int main(void) {
   test_palette_and_bits();
   test_jpeg();
   test_bad_input();
+  test_chunk_past_end();
   return check_report("test_image");
 }

@@ -56,6 +56,11 @@ int cnn_onednn_conv_forward_post(const cnn_conv_shape *s, const float *x, const 
  * convolution of shape s (s->allow_winograd and a shape they are faster
  * on), else 0: the direct kernels. */
 int cnn_onednn_conv_winograd(const cnn_conv_shape *s);
+/* Tests: which shapes cnn_onednn_conv_winograd() offers to the Winograd
+ * kernels -- 0 none, 1 the rule (the default), 2 every float32 shape with
+ * allow_winograd, so that the kernels' refusals and the callers' fallback
+ * to the direct kernels run.  Returns the previous mode. */
+int cnn_onednn_winograd_mode(int mode);
 
 /* deconv_onednn.c: the float32 descriptors of the deconvolution of shape s. */
 void cnn_onednn_deconv_mds(const cnn_conv_shape *s, conv_mds *m);

@@ -50,6 +50,8 @@ SCRIPTS = [
     ("step_profile", ["step_profile.lua", "--net", "all", "--iters", "10"]),
     ("train", ["train.lua", "--steps", "40"]),
     ("bf16_step", ["bf16_step.lua", "--rounds", "5"]),
+    ("conv_block", ["conv_block.lua"]),
+    ("linear_block", ["linear_block.lua"]),
     ("fuse", ["fuse.lua"]),
     ("loader", ["loader.lua", "--images", "2048", "--sizes", "32", "--workers", "1,2"]),
     ("ddp", ["ddp.lua"]),

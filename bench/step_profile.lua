@@ -2,8 +2,11 @@
 -- how close each part comes to what this machine can do (issue 19 point 1).
 --
 --   cnnsh bench/step_profile.lua [--net fmnist|resnet20|all] [--batch N] [--iters N]
---                                [--autocast bf16]
+--                                [--autocast bf16] [--memory-format contiguous|channels_last]
 --
+-- --memory-format channels_last: the batch as x:contiguous('channels_last')
+-- (core/memory_format.c), so the network runs in that layout; the step's
+-- JSON line says which.
 -- --autocast bf16: forward and loss under cnn.autocast('bfloat16') (the
 -- step of bench/bf16_step.lua), to see where the bfloat16 step's time
 -- goes; the byte model and the yardsticks stay float32's.
@@ -104,17 +107,21 @@
 
 local B = dofile((arg[0]:match("^(.*)/") or ".") .. "/common.lua")
 
-local opts = { net = "all", batch = 64, iters = 10, autocast = "off" }
+local opts = { net = "all", batch = 64, iters = 10, autocast = "off", ["memory-format"] = "contiguous" }
 do
   local i = 1
   while arg and arg[i] do
     local k = arg[i]:match("^%-%-(.+)$")
     if not k or opts[k] == nil or arg[i + 1] == nil then
       error("usage: cnnsh bench/step_profile.lua [--net fmnist|resnet20|all] [--batch N] [--iters N]"
-            .. " [--autocast bf16]", 0)
+            .. " [--autocast bf16] [--memory-format contiguous|channels_last]", 0)
     end
     if k == "autocast" and arg[i + 1] ~= "bf16" then error("--autocast takes bf16", 0) end
-    opts[k] = (k == "net" or k == "autocast") and arg[i + 1] or math.tointeger(tonumber(arg[i + 1]))
+    if k == "memory-format" and arg[i + 1] ~= "contiguous" and arg[i + 1] ~= "channels_last" then
+      error("--memory-format takes contiguous or channels_last", 0)
+    end
+    local named = k == "net" or k == "autocast" or k == "memory-format"
+    opts[k] = named and arg[i + 1] or math.tointeger(tonumber(arg[i + 1]))
       or error("--" .. k .. " needs an integer", 0)
     i = i + 2
   end
@@ -456,6 +463,7 @@ end
 
 local function profile_net(name, net, x, y)
   net:train()
+  if opts["memory-format"] == "channels_last" then x = x:contiguous("channels_last") end
   local opt = optim.Adam(net:parameters(), { lr = 1e-3 })
   local tm <close> = cnn.timer(x)
   local function step()
@@ -519,7 +527,7 @@ local function profile_net(name, net, x, y)
            { "in_step_copy_ms", c }, { "of_in_step_copy", c / o },
            { "in_cache_ms", hot }, { "in_cache_of_bandwidth", 28 * nparam / (hot * 1e-3) / bandwidth(14 * nparam) } })
   B.emit({ { "bench", "step" }, { "net", name }, { "batch", x:size(1) }, { "threads", cnn.get_num_threads() },
-           { "autocast", opts.autocast },
+           { "autocast", opts.autocast }, { "memory_format", opts["memory-format"] },
            { "step_ms", s }, { "hooked_step_ms", h }, { "hook_overhead_ms", h - s },
            { "layers_ms", layers_ms }, { "optimizer_ms", o }, { "collector_ms", median(gc_ms) },
            { "collector_in_layers_ms", median(layer_gc_ms) },

@@ -91,7 +91,8 @@ cnn_tensor *cnn_grad_to_input(cnn_node *n, int i, cnn_tensor *g);
 
 /* (backward.c) Whether the gradient g a backward rule received is private:
  * the rule holds its only reference (no hook, user, node or view keeps it
- * or its storage), it is contiguous, has no graph of its own, and has the
+ * or its storage), it is contiguous (channels-last where `like` prefers
+ * that layout: core/memory_format.c), has no graph of its own, and has the
  * dtype, shape and device of `like`.  Such a g may be overwritten -- a rule
  * may write its input's gradient over it and hand g on (batch norm's dx
  * over dy, where the backend allows it). */

@@ -222,6 +222,12 @@ typedef struct cnn_backend {
                                      int64_t W, int64_t OH, int64_t OW, const void *x, void *y);
   int (*adaptive_avg_pool2d_backward)(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t H,
                                       int64_t W, int64_t OH, int64_t OW, const void *dy, void *dx);
+  /* optional: adaptive average pooling to 1x1 of a channels-last x (N
+   * images of L = H*W rows of C channels; y N x C); backward overwrites dx */
+  int (*global_avg_pool_nhwc_forward)(int dev, cnn_dtype dt, int64_t N, int64_t L, int64_t C,
+                                      const void *x, void *y);
+  int (*global_avg_pool_nhwc_backward)(int dev, cnn_dtype dt, int64_t N, int64_t L, int64_t C,
+                                       const void *dy, void *dx);
   /* batch norm: gamma, beta, the running and saved statistics are of dt,
    * but float32 when dt is float16 (eval only; cuDNN's rule for half data) */
   int (*batch_norm_forward)(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t L, const void *x,

@@ -12,6 +12,7 @@
 #include "tensor_internal.h"
 
 #include <assert.h>
+#include <stdint.h>
 #include <string.h>
 
 int cnn_check_same_device(const char *op, const cnn_tensor *a, const cnn_tensor *b) {
@@ -52,6 +53,30 @@ cnn_be_arg cnn_be_arg_of(const cnn_tensor *t, const cnn_be_shape *s) {
   return a;
 }
 
+/* Swaps dims i and j of the shape and of every operand. */
+static void swap_dims(cnn_be_shape *s, int nops, cnn_be_arg *a, int i, int j) {
+  int64_t t = s->shape[i];
+  s->shape[i] = s->shape[j], s->shape[j] = t;
+  for (int k = 0; k < nops; k++)
+    t = a[k].stride[i], a[k].stride[i] = a[k].stride[j], a[k].stride[j] = t;
+}
+
+/* The dims reordered by the output's strides, largest first (insertion
+ * sort, stable; a size-1 dim counts as outermost), so that the loops walk
+ * the output in memory order and a channels-last output's (or any permuted
+ * one's) dims coalesce as a contiguous one's do.  An elementwise entry
+ * computes the same under any order of dims: only the order of its
+ * writes changes. */
+static void in_output_order(cnn_be_shape *s, int nops, cnn_be_arg *a) {
+  for (int i = 1; i < s->ndim; i++)
+    for (int j = i; j > 0; j--) {
+      int64_t outer = s->shape[j - 1] == 1 ? INT64_MAX : a[0].stride[j - 1];
+      int64_t inner = s->shape[j] == 1 ? INT64_MAX : a[0].stride[j];
+      if (outer >= inner) break;
+      swap_dims(s, nops, a, j - 1, j);
+    }
+}
+
 /* All the arguments of an elementwise entry over ops[0]'s shape: the
  * same-device check of ops[1..nops) against ops[0], the shape, and each
  * operand's cnn_be_arg.  One call per op (the per-op path of
@@ -68,5 +93,7 @@ int cnn_be_args_of(const char *op, int nops, cnn_tensor *const *ops, cnn_be_shap
   }
   fill_shape(s, ops[0]->ndim, ops[0]->shape);
   for (int k = 0; k < nops; k++) fill_arg(&a[k], ops[k], s);
+  int last = s->ndim - 1;
+  if (last > 0 && a[0].stride[last] != 1 && s->shape[last] > 1) in_output_order(s, nops, a);
   return 0;
 }

@@ -125,7 +125,8 @@ static int add_leaf_grad(pass *p, cnn_tensor *leaf, cnn_tensor *g) {
 bool cnn_grad_is_private(const cnn_tensor *g, const cnn_tensor *like) {
   return g->refcount == 1 && g->storage->refcount == 1 && g->offset == 0 && !g->grad_fn &&
          !g->requires_grad && g->dtype == like->dtype && cnn_same_shape(like, g) &&
-         cnn_tensor_is_contiguous(g) &&
+         (cnn_prefers_channels_last(like) ? cnn_tensor_is_channels_last(g)
+                                          : cnn_tensor_is_contiguous(g)) &&
          cnn_device_equal(cnn_tensor_device(g), cnn_tensor_device(like));
 }
 
@@ -141,7 +142,7 @@ static int store_grad(cnn_tensor *t, cnn_tensor *g, bool dropping_g) {
     return 0;
   }
   if (!t->grad) {
-    t->grad = cnn_empty(t->ndim, t->shape, t->dtype, cnn_tensor_device(t));
+    t->grad = cnn_empty_like_layout(t, t->dtype); /* channels-last if t prefers it */
     if (!t->grad) return -1;
     return cnn_copy_raw(t->grad, g);
   }

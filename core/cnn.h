@@ -209,6 +209,21 @@ cnn_tensor *cnn_flatten(cnn_tensor *t, int start_dim, int end_dim);
 cnn_tensor *cnn_contiguous(cnn_tensor *t); /* t itself (retained) if already */
 cnn_tensor *cnn_clone(cnn_tensor *t);
 cnn_tensor *cnn_detach(cnn_tensor *t); /* shares storage, no graph */
+/* Channels-last 4-d tensors (memory_format.c; PyTorch's
+ * torch.channels_last): shape N x C x H x W, strides (H*W*C, 1, W*C, C). */
+bool cnn_tensor_is_channels_last(const cnn_tensor *t);
+/* channels-last and not also contiguous (C = 1 or H = W = 1 are both):
+ * the ops that run channels-last natively take this as their cue */
+bool cnn_prefers_channels_last(const cnn_tensor *t);
+cnn_tensor *cnn_empty_channels_last(const int64_t shape[4], cnn_dtype dt, cnn_device dev);
+/* an empty tensor of t's shape and device, dtype dt, in t's layout when
+ * t prefers channels-last, else contiguous */
+cnn_tensor *cnn_empty_like_layout(const cnn_tensor *t, cnn_dtype dt);
+/* t itself (retained) if channels-last, else a channels-last copy
+ * (recorded by autograd); an error for other than 4 dims */
+cnn_tensor *cnn_contiguous_channels_last(cnn_tensor *t);
+/* t contiguous in `layout`'s format: channels-last when layout prefers it */
+cnn_tensor *cnn_contiguous_like(cnn_tensor *t, const cnn_tensor *layout);
 /* t becomes a view of src's storage with src's shape, strides and dtype, in
  * place (torch's set_): every reference to t sees the new data, so moving
  * a model's parameters keeps the optimizer's references valid.  t must be

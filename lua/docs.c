@@ -178,7 +178,9 @@ static const doc_entry docs[] = {
     {"Tensor:numel", "x:numel() -> n\nThe number of elements."},
     {"Tensor:nelement", "x:nelement() -> n\nThe number of elements (Torch7's name)."},
     {"Tensor:is_contiguous",
-     "x:is_contiguous() -> boolean\nWhether x is laid out densely in row-major order."},
+     "x:is_contiguous([memory_format]) -> boolean\nWhether x is laid out densely in row-major "
+     "order; with 'channels_last' (or {memory_format = 'channels_last'}), whether a 4-d x has "
+     "channels-last strides (N x C x H x W stored as N x H x W x C)."},
     {"Tensor:element_size", "x:element_size() -> bytes\nThe size of one element of x's dtype."},
     {"Tensor:item",
      "x:item() -> number\nThe value of a one-element tensor (an integer for integer dtypes)."},
@@ -205,7 +207,10 @@ static const doc_entry docs[] = {
     {"Tensor:is_pinned", "x:is_pinned() -> boolean\nWhether x lives in page-locked memory."},
     {"Tensor:type", "x:type() -> dtype name\nThe dtype as a string, as x.dtype."},
     {"Tensor:contiguous",
-     "x:contiguous() -> tensor\nx itself if contiguous, else a contiguous copy."},
+     "x:contiguous([memory_format]) -> tensor\nx itself if contiguous, else a contiguous copy.  "
+     "x:contiguous('channels_last') (or {memory_format = 'channels_last'}) lays a 4-d x out as "
+     "N x H x W x C, keeping its shape: convolutions, batch norm, elementwise ops and the global "
+     "average pool then run in that layout and keep it, as PyTorch's torch.channels_last."},
     {"Tensor:clone", "x:clone() -> tensor\nA contiguous copy (recorded by autograd)."},
     {"Tensor:detach",
      "x:detach() -> tensor\nA tensor sharing x's storage, cut from the autograd graph."},

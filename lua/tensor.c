@@ -277,9 +277,48 @@ static int m_numel(lua_State *L) {
 
 static int m_nelement(lua_State *L) { return m_numel(L); }
 
+/* ---- memory formats (core/memory_format.c) -------------------------------------------- */
+
+typedef enum { FORMAT_CONTIGUOUS, FORMAT_CHANNELS_LAST, FORMAT_PRESERVE } memory_format;
+
+static memory_format parse_memory_format(lua_State *L, const char *fn, const char *name,
+                                         bool preserve_ok) {
+  if (strcmp(name, "contiguous_format") == 0) return FORMAT_CONTIGUOUS;
+  if (strcmp(name, "channels_last") == 0) return FORMAT_CHANNELS_LAST;
+  if (preserve_ok && strcmp(name, "preserve_format") == 0) return FORMAT_PRESERVE;
+  cnn_lua_fail(L, "%s: unknown memory_format '%s' (contiguous_format, channels_last%s)", fn, name,
+               preserve_ok ? ", preserve_format" : "");
+  return FORMAT_CONTIGUOUS;
+}
+
+/* The memory format argument at idx of x:contiguous / x:is_contiguous:
+ * none, a name, or {memory_format = name}. */
+static memory_format opt_memory_format(lua_State *L, int idx, const char *fn) {
+  if (lua_isnoneornil(L, idx)) return FORMAT_CONTIGUOUS;
+  if (lua_type(L, idx) == LUA_TSTRING)
+    return parse_memory_format(L, fn, lua_tostring(L, idx), false);
+  luaL_checktype(L, idx, LUA_TTABLE);
+  static const char *const known[] = {"memory_format", NULL};
+  cnn_lua_check_options(L, idx, fn, known);
+  const char *name = cnn_lua_opt_string(L, idx, "memory_format", NULL);
+  return name ? parse_memory_format(L, fn, name, false) : FORMAT_CONTIGUOUS;
+}
+
+/* x:is_contiguous([memory_format]) -- 'contiguous_format' (default) or
+ * 'channels_last', as PyTorch's x.is_contiguous(memory_format=...) */
 static int m_is_contiguous(lua_State *L) {
-  lua_pushboolean(L, cnn_tensor_is_contiguous(cnn_lua_check_tensor(L, 1)));
+  cnn_tensor *t = cnn_lua_check_tensor(L, 1);
+  memory_format f = opt_memory_format(L, 2, "is_contiguous");
+  lua_pushboolean(L, f == FORMAT_CHANNELS_LAST ? cnn_tensor_is_channels_last(t)
+                                               : cnn_tensor_is_contiguous(t));
   return 1;
+}
+
+static cnn_tensor *in_memory_format(cnn_tensor *t, memory_format f) {
+  if (f == FORMAT_CHANNELS_LAST) return cnn_contiguous_channels_last(t);
+  if (f == FORMAT_CONTIGUOUS) return cnn_contiguous(t);
+  cnn_tensor_retain(t);
+  return t;
 }
 
 static int m_element_size(lua_State *L) {
@@ -389,17 +428,25 @@ static int convert(lua_State *L, cnn_tensor *t, cnn_device dev, cnn_dtype dt, bo
   return cnn_lua_push_result(L, b);
 }
 
-/* x:to({dtype=, device=, non_blocking=}) */
+/* x:to({dtype=, device=, non_blocking=, memory_format=}); memory_format
+ * 'preserve_format' (the default), 'contiguous_format' or 'channels_last' */
 static int to_options(lua_State *L, cnn_tensor *t) {
+  static const char *const known[] = {"dtype", "device", "non_blocking", "memory_format", NULL};
+  cnn_lua_check_options(L, 2, "to", known);
   const char *devname = cnn_lua_opt_string(L, 2, "device", NULL);
   const char *dtname = cnn_lua_opt_string(L, 2, "dtype", NULL);
+  const char *fname = cnn_lua_opt_string(L, 2, "memory_format", NULL);
+  memory_format f = fname ? parse_memory_format(L, "to", fname, true) : FORMAT_PRESERVE;
   cnn_device dev = cnn_tensor_device(t);
   cnn_dtype dt = t->dtype;
   if (devname && cnn_lua_parse_device(devname, &dev) != 0)
     return cnn_lua_fail(L, "to: unknown device '%s' (cpu, cuda, cuda:N)", devname);
   if (dtname && cnn_dtype_from_name(dtname, &dt) != 0)
     return cnn_lua_fail(L, "to: unknown dtype '%s' (float32, float64, int64, uint8)", dtname);
-  return convert(L, t, dev, dt, opt_non_blocking(L, 2));
+  convert(L, t, dev, dt, opt_non_blocking(L, 2));
+  if (f == FORMAT_PRESERVE) return 1;
+  cnn_tensor *moved = cnn_lua_check_tensor(L, -1);
+  return cnn_lua_push_result(L, in_memory_format(moved, f));
 }
 
 /* x:to(device, dtype [, {non_blocking = true}]): PyTorch's x.to('cuda', torch.float16) */
@@ -472,8 +519,11 @@ static int m_type(lua_State *L) {
   return 1;
 }
 
+/* x:contiguous([memory_format]): x itself if already laid out so, else a
+ * copy ('channels_last': 4-d tensors only) */
 static int m_contiguous(lua_State *L) {
-  return cnn_lua_push_result(L, cnn_contiguous(cnn_lua_check_tensor(L, 1)));
+  cnn_tensor *t = cnn_lua_check_tensor(L, 1);
+  return cnn_lua_push_result(L, in_memory_format(t, opt_memory_format(L, 2, "contiguous")));
 }
 
 static int m_clone(lua_State *L) {
@@ -548,7 +598,7 @@ static void push_field_names(lua_State *L, const luaL_Reg *l) {
 void cnn_lua_tensor_type(lua_State *L) {
   luaL_newmetatable(L, CNN_TENSOR_MT); /* mt */
   register_tensor_mt(L);
-  lua_newtable(L);                     /* mt methods */
+  lua_newtable(L); /* mt methods */
   lua_pushvalue(L, -1);
   lua_setfield(L, -3, "__methods");
   push_field_names(L, fields);

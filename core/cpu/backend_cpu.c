@@ -139,6 +139,16 @@ static int adaptive_bwd(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t H, 
   (void)dev;
   return cnn_cpu_adaptive_avg_pool2d_backward(dt, N, C, H, W, OH, OW, dy, dx);
 }
+static int global_nhwc_fwd(int dev, cnn_dtype dt, int64_t N, int64_t L, int64_t C, const void *x,
+                           void *y) {
+  (void)dev;
+  return cnn_cpu_global_avg_pool_nhwc_forward(dt, N, L, C, x, y);
+}
+static int global_nhwc_bwd(int dev, cnn_dtype dt, int64_t N, int64_t L, int64_t C, const void *dy,
+                           void *dx) {
+  (void)dev;
+  return cnn_cpu_global_avg_pool_nhwc_backward(dt, N, L, C, dy, dx);
+}
 
 /* ---- batch norm (batch_norm.c), softmax (softmax.c) ---- */
 
@@ -250,6 +260,8 @@ const cnn_backend cnn_cpu_backend = {
     .avg_pool2d_backward = avg_pool_bwd,
     .adaptive_avg_pool2d_forward = adaptive_fwd,
     .adaptive_avg_pool2d_backward = adaptive_bwd,
+    .global_avg_pool_nhwc_forward = global_nhwc_fwd,
+    .global_avg_pool_nhwc_backward = global_nhwc_bwd,
     .batch_norm_forward = bn_fwd,
     .batch_norm_backward = bn_bwd,
     .batch_norm_backward_eval = bn_bwd_eval,

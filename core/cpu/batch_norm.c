@@ -27,6 +27,10 @@
  * The double bodies converted every element, which was the cost on
  * AVX-512 machines (A/B in the README).
  *
+ * float32 with L = 1 (a channels-last tensor as N*H*W rows, BatchNorm1d)
+ * runs in row order with the channels in the vector lanes
+ * (batch_norm_rows.c).
+ *
  * Training runs one channel per iteration (its statistics need all of
  * it), except float32 on AVX-512 at the shapes where batch_norm_planes.c
  * runs it in memory order (1.25-1.75x inside ResNet-20's step); eval needs no
@@ -280,6 +284,8 @@ static int forward(int relu, cnn_dtype dt, int64_t N, int64_t C, int64_t L, cons
   assert(training ? N * L > 1 || C == 0 : running_mean && running_var);
   bn_args a = {gamma,    beta, running_mean, running_var, save_mean,           save_invstd,
                training, relu, momentum,     eps,         cnn_cpu_use_avx512()};
+  if (dt == CNN_FLOAT32 && L == 1 && N > 1 && cnn_cpu_bn_forward_rows_f32(&a, N, C, x, y) == 0)
+    return 0;
   if (!training) return bn_eval(dt, N, C, L, x, &a, y);
   if (dt == CNN_FLOAT32 && a.avx512 && cnn_cpu_bn_forward_planes_f32(&a, N, C, L, x, y) == 0)
     return 0;
@@ -397,6 +403,8 @@ static int backward(int eval, cnn_dtype dt, int64_t N, int64_t C, int64_t L, con
                     const void *save_invstd, void *dx, void *dgamma, void *dbeta) {
   assert(cnn_cpu_float_sizes_valid(dt, N, C, L) && save_mean && save_invstd);
   bn_grads a = {gamma, save_mean, save_invstd, y, dx, dgamma, dbeta, eval, cnn_cpu_use_avx512()};
+  if (dt == CNN_FLOAT32 && L == 1 && N > 1 && cnn_cpu_bn_backward_rows_f32(&a, N, C, dy, x) == 0)
+    return 0;
   if (dt == CNN_FLOAT32 && a.avx512 && cnn_cpu_bn_backward_planes_f32(&a, N, C, L, dy, x) == 0)
     return 0;
 #pragma omp parallel for schedule(static)

@@ -37,6 +37,13 @@ int cnn_cpu_bn_forward_planes_f32(const bn_args *a, int64_t N, int64_t C, int64_
 int cnn_cpu_bn_backward_planes_f32(const bn_grads *a, int64_t N, int64_t C, int64_t L,
                                    const float *dy, const float *x);
 
+/* float32 M x C arrays (L = 1: channels-last tensors, BatchNorm1d) in
+ * row order, training and eval (batch_norm_rows.c); -1 (nothing written)
+ * when their scratch cannot be allocated. */
+int cnn_cpu_bn_forward_rows_f32(const bn_args *a, int64_t M, int64_t C, const float *x, float *y);
+int cnn_cpu_bn_backward_rows_f32(const bn_grads *a, int64_t M, int64_t C, const float *dy,
+                                 const float *x);
+
 /* When the two above run: 1 (the default) where they pay, 0 never (they
  * decline, so that batch_norm.c's channel loops run), 2 always -- for the
  * tests and bench/bn_order.c, which compare the two; returns the previous

@@ -16,6 +16,9 @@
  * otherwise the operands are rounded into float32 copies and the float32
  * path above runs on them (emulated).
  *
+ * A channels-last shape (s->channels_last: x, y, dy, dx in NHWC) runs
+ * oneDNN's nhwc kernels, or any other path on NCHW copies (below).
+ *
  * cnn_cpu_conv2d_backward() computes dx and dw/db in one call, so that
  * oneDNN reorders dy to its blocked layout once for both passes.
  * cnn_cpu_conv2d_act_forward() adds an activation: inside oneDNN's
@@ -190,12 +193,94 @@ static int backward_bf16(cnn_conv_algo algo, const cnn_conv_shape *s, const void
   return rc;
 }
 
+/* ---- channels-last ----------------------------------------------------------------
+ * A channels-last call (x, y, dy, dx N x H x W x C) runs oneDNN's nhwc
+ * kernels where oneDNN takes it (float32, 'auto' or 'onednn'); anything
+ * else -- the naive loops, im2col, float64, a shape oneDNN refuses --
+ * takes NCHW arrays, so its operands are transposed into NCHW copies and
+ * its output back.  Values are the same either way: only the layout of
+ * the arrays differs. */
+
+static int64_t elem_size(cnn_dtype dt) { return dt == CNN_FLOAT64 ? 8 : 4; }
+
+/* A copy of an N x C x L channels-last array in NCHW (*own, to free). */
+static const void *as_nchw(cnn_dtype dt, int64_t N, int64_t C, int64_t L, const void *a,
+                           void **own) {
+  size_t bytes = (size_t)(N * C * L * elem_size(dt));
+  if (!(*own = malloc(bytes ? bytes : 1))) return cnn_set_error("conv2d: out of memory"), NULL;
+  cnn_cpu_nhwc_to_nchw(dt, N, C, L, a, *own);
+  return *own;
+}
+
+/* An NCHW buffer for an output of N x C x L (*own, to free). */
+static void *nchw_buffer(cnn_dtype dt, int64_t N, int64_t C, int64_t L, void **own) {
+  size_t bytes = (size_t)(N * C * L * elem_size(dt));
+  if (!(*own = malloc(bytes ? bytes : 1))) cnn_set_error("conv2d: out of memory");
+  return *own;
+}
+
+static int takes_nhwc(cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_shape *s) {
+  return wants_onednn(algo, dt) && !degenerate(s);
+}
+
+static cnn_conv_shape nchw_of(const cnn_conv_shape *s) {
+  cnn_conv_shape p = *s;
+  p.channels_last = 0;
+  return p;
+}
+
+static void free_all(void *own[4]) {
+  for (int i = 0; i < 4; i++) free(own[i]);
+}
+
+static int forward_channels_last(cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_shape *s,
+                                 const void *x, const void *w, const void *b, void *y) {
+  if (takes_nhwc(algo, dt, s)) {
+    cnn_conv_shape o = for_onednn(algo, s);
+    int r = cnn_cpu_conv2d_onednn_forward(&o, x, w, b, y);
+    if (r != -2) return r;
+  }
+  void *own[4] = {0};
+  cnn_conv_shape p = nchw_of(s);
+  const void *xn = as_nchw(dt, s->N, s->C, s->H * s->W, x, &own[0]);
+  void *yn = xn ? nchw_buffer(dt, s->N, s->K, s->OH * s->OW, &own[1]) : NULL;
+  int rc = yn ? cnn_cpu_conv2d_forward(algo, dt, &p, xn, w, b, yn) : -1;
+  if (rc == 0) cnn_cpu_nchw_to_nhwc(dt, s->N, s->K, s->OH * s->OW, yn, y);
+  free_all(own);
+  return rc;
+}
+
+/* Both backward passes or one (dx or dw NULL), channels-last. */
+static int backward_channels_last(cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_shape *s,
+                                  const void *dy, const void *x, const void *w, void *dx, void *dw,
+                                  void *db) {
+  if (takes_nhwc(algo, dt, s)) {
+    cnn_conv_shape o = for_onednn(algo, s);
+    int r = dx && dw ? cnn_cpu_conv2d_onednn_backward(&o, dy, x, w, dx, dw, db)
+            : dx     ? cnn_cpu_conv2d_onednn_backward_data(&o, dy, w, dx)
+                     : cnn_cpu_conv2d_onednn_backward_weight(&o, dy, x, dw, db);
+    if (r != -2) return r;
+  }
+  void *own[4] = {0};
+  cnn_conv_shape p = nchw_of(s);
+  const void *dyn = as_nchw(dt, s->N, s->K, s->OH * s->OW, dy, &own[0]), *xn = NULL;
+  if (dyn && dw) xn = as_nchw(dt, s->N, s->C, s->H * s->W, x, &own[1]);
+  void *dxn = dyn && dx ? nchw_buffer(dt, s->N, s->C, s->H * s->W, &own[2]) : NULL;
+  int rc = -1;
+  if (dyn && (xn || !dw) && (dxn || !dx))
+    rc = cnn_cpu_conv2d_backward(algo, dt, &p, dyn, xn, w, dxn, dw, db);
+  if (rc == 0 && dx) cnn_cpu_nchw_to_nhwc(dt, s->N, s->C, s->H * s->W, dxn, dx);
+  free_all(own);
+  return rc;
+}
+
 /* ---- the entry points --------------------------------------------------------------- */
 
 int cnn_cpu_conv2d_forward(cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_shape *s, const void *x,
                            const void *w, const void *b, void *y) {
   assert(cnn_cpu_conv2d_shape_valid(dt, s));
   if (s->math == CNN_BFLOAT16) return forward_bf16(algo, s, x, w, b, y);
+  if (s->channels_last) return forward_channels_last(algo, dt, s, x, w, b, y);
   if (algo == CNN_CONV_NAIVE || degenerate(s))
     return cnn_cpu_conv2d_naive_forward(dt, s, x, w, b, y);
   if (wants_onednn(algo, dt)) {
@@ -210,6 +295,7 @@ int cnn_cpu_conv2d_backward_data(cnn_conv_algo algo, cnn_dtype dt, const cnn_con
                                  const void *dy, const void *w, void *dx) {
   assert(cnn_cpu_conv2d_shape_valid(dt, s));
   if (s->math == CNN_BFLOAT16) return backward_data_bf16(algo, s, dy, w, dx);
+  if (s->channels_last) return backward_channels_last(algo, dt, s, dy, NULL, w, dx, NULL, NULL);
   if (algo == CNN_CONV_NAIVE || degenerate(s))
     return cnn_cpu_conv2d_naive_backward_data(dt, s, dy, w, dx);
   if (wants_onednn(algo, dt)) {
@@ -224,6 +310,7 @@ int cnn_cpu_conv2d_backward_weight(cnn_conv_algo algo, cnn_dtype dt, const cnn_c
                                    const void *dy, const void *x, void *dw, void *db) {
   assert(cnn_cpu_conv2d_shape_valid(dt, s));
   if (s->math == CNN_BFLOAT16) return backward_weight_bf16(algo, s, dy, x, dw, db);
+  if (s->channels_last) return backward_channels_last(algo, dt, s, dy, x, NULL, NULL, dw, db);
   if (algo == CNN_CONV_NAIVE || degenerate(s))
     return cnn_cpu_conv2d_naive_backward_weight(dt, s, dy, x, dw, db);
   if (wants_onednn(algo, dt)) {
@@ -243,6 +330,7 @@ int cnn_cpu_conv2d_backward(cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_sha
                             void *db) {
   assert(cnn_cpu_conv2d_shape_valid(dt, s));
   if (s->math == CNN_BFLOAT16) return backward_bf16(algo, s, dy, x, w, dx, dw, db);
+  if (s->channels_last) return backward_channels_last(algo, dt, s, dy, x, w, dx, dw, db);
   if (dx && dw && !degenerate(s) && wants_onednn(algo, dt)) {
     cnn_conv_shape o = for_onednn(algo, s);
     int r = cnn_cpu_conv2d_onednn_backward(&o, dy, x, w, dx, dw, db);

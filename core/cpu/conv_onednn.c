@@ -50,6 +50,11 @@
  * fused into the convolution for net:fuse(); conv_post_ops.c maps cnnsh's
  * activations to them); they are part of the entry's key.
  *
+ * Channels-last.  A shape with channels_last describes x, y, dy and dx as
+ * nhwc arrays; a float32 direct convolution then runs on them as they are
+ * (oneDNN's nhwc kernels), everything else reorders from and to nhwc as
+ * from and to nchw.
+ *
  * Precisions.  An entry is float32 (PREC_F32), bfloat16 (PREC_BF16) or
  * integer (PREC_U8).  PREC_BF16 is a convolution whose shape has math =
  * CNN_BFLOAT16 (autocast, bf16_math.c): the caller's arrays are float32 as
@@ -170,7 +175,7 @@ static int shape_equal(const cnn_conv_shape *a, const cnn_conv_shape *b) {
          a->R == b->R && a->S == b->S && a->OH == b->OH && a->OW == b->OW && a->sh == b->sh &&
          a->sw == b->sw && a->pt == b->pt && a->pb == b->pb && a->pl == b->pl && a->pr == b->pr &&
          a->dh == b->dh && a->dw == b->dw && a->groups == b->groups &&
-         a->allow_winograd == b->allow_winograd;
+         a->allow_winograd == b->allow_winograd && a->channels_last == b->channels_last;
 }
 
 static int post_equal(const conv_post *a, const conv_post *b) {
@@ -239,9 +244,10 @@ static void init_mds(const cnn_conv_shape *s, conv_prec prec, conv_kind kind, co
   int g = s->groups > 1, wn = g ? 5 : 4;
   dnnl_format_tag_t wtag = g ? dnnl_goihw : dnnl_oihw;
   const dnnl_data_type_t *pt = plain_type[prec];
-  dnnl_memory_desc_init_by_tag(&m->plain[T_SRC], 4, x, pt[T_SRC], dnnl_nchw);
+  dnnl_format_tag_t act = s->channels_last ? dnnl_nhwc : dnnl_nchw;
+  dnnl_memory_desc_init_by_tag(&m->plain[T_SRC], 4, x, pt[T_SRC], act);
   dnnl_memory_desc_init_by_tag(&m->plain[T_WEI], wn, g ? gw : w, pt[T_WEI], wtag);
-  dnnl_memory_desc_init_by_tag(&m->plain[T_DST], 4, y, pt[T_DST], dnnl_nchw);
+  dnnl_memory_desc_init_by_tag(&m->plain[T_DST], 4, y, pt[T_DST], act);
   dnnl_memory_desc_init_by_tag(&m->any[T_SRC], 4, x, inner_of(prec, kind, T_SRC),
                                dnnl_format_tag_any);
   dnnl_memory_desc_init_by_tag(&m->any[T_WEI], wn, g ? gw : w, inner_of(prec, kind, T_WEI),
@@ -383,6 +389,21 @@ static dnnl_status_t entry_memories(entry *e, dnnl_primitive_desc_t pd, conv_mds
   return dnnl_memory_create(&e->scratch, smd, G.engine, DNNL_MEMORY_NONE);
 }
 
+/* A float32 channels-last convolution runs oneDNN's direct kernels on the
+ * caller's nhwc arrays (they have nhwc kernels: no reorder of x, y, dy or
+ * dx); Winograd's take blocked layouts only, and the bfloat16 and integer
+ * entries convert their inputs anyway, so those keep format `any`. */
+static int direct_in_caller_layout(const conv_key *k, const cnn_conv_shape *s) {
+  return s->channels_last && k->family == CONVOLUTION && k->prec == PREC_F32;
+}
+
+/* m with the activations' `any` descriptors set to the caller's layout
+ * (a copy of the entry's descriptors: a refusal falls back to `any`). */
+static conv_mds *with_caller_layout(conv_mds *m) {
+  m->any[T_SRC] = m->plain[T_SRC], m->any[T_DST] = m->plain[T_DST];
+  return m;
+}
+
 /* Fills a fresh entry.  Returns 0; -2 (error set) if oneDNN has no
  * primitive for the shape (the entry is kept, marked unsupported); -1 on
  * other failures (the entry is emptied). */
@@ -398,6 +419,10 @@ static int entry_build(entry *e, const conv_key *k, const cnn_conv_shape *s) {
   int winograd = k->family == CONVOLUTION && k->prec == PREC_F32 && cnn_onednn_conv_winograd(s);
   dnnl_status_t st = dnnl_unimplemented;
   if (winograd) st = make_pd(k, s, &m, dnnl_convolution_winograd, &pd);
+  if (st != dnnl_success && direct_in_caller_layout(k, s)) {
+    conv_mds caller = m;
+    st = make_pd(k, s, with_caller_layout(&caller), dnnl_convolution_direct, &pd);
+  }
   if (st != dnnl_success) st = make_pd(k, s, &m, dnnl_convolution_direct, &pd);
   if (st != dnnl_success) {
     e->unsupported = 1;

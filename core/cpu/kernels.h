@@ -55,7 +55,16 @@ typedef struct {
                    * accumulation and outputs (autocast, bf16_math.c) */
   int allow_winograd; /* 1: oneDNN's Winograd kernels may take it where they are
                        * faster (conv_winograd.c); conv.c sets it under 'auto' */
+  int channels_last;  /* 1: x, y, dy and dx are N x H x W x C arrays (the CPU's
+                       * entries only; core/memory_format.c); w is always K x C x R x S */
 } cnn_conv_shape;
+
+/* N x C x L arrays (float32 or float64) to N x L x C (NCHW to NHWC, L =
+ * H*W) and back (layout_transpose.c). */
+void cnn_cpu_nchw_to_nhwc(cnn_dtype dt, int64_t N, int64_t C, int64_t L, const void *src,
+                          void *dst);
+void cnn_cpu_nhwc_to_nchw(cnn_dtype dt, int64_t N, int64_t C, int64_t L, const void *src,
+                          void *dst);
 
 /* Output size helper: floor((in + p0 + p1 - d*(k-1) - 1)/s) + 1; may be <= 0
  * when the (padded) input is smaller than the dilated kernel. */
@@ -285,6 +294,13 @@ int cnn_cpu_adaptive_avg_pool2d_forward(cnn_dtype dt, int64_t N, int64_t C, int6
                                         int64_t OH, int64_t OW, const void *x, void *y);
 int cnn_cpu_adaptive_avg_pool2d_backward(cnn_dtype dt, int64_t N, int64_t C, int64_t H, int64_t W,
                                          int64_t OH, int64_t OW, const void *dy, void *dx);
+
+/* Global average pooling (output 1x1) of channels-last images, N of L x C
+ * (global_pool_rows.c): y is N x C; backward OVERWRITES dx. */
+int cnn_cpu_global_avg_pool_nhwc_forward(cnn_dtype dt, int64_t N, int64_t L, int64_t C,
+                                         const void *x, void *y);
+int cnn_cpu_global_avg_pool_nhwc_backward(cnn_dtype dt, int64_t N, int64_t L, int64_t C,
+                                          const void *dy, void *dx);
 
 /* Global average pooling of float32 planes (OH = OW = 1; call only when
  * cnn_cpu_use_avx512()): y[p] = mean of x[p*len, (p+1)*len) for p <

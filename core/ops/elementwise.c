@@ -139,6 +139,19 @@ static cnn_tensor *as_dtype(cnn_tensor *t, cnn_dtype dt) {
 
 /* ---- broadcasting ------------------------------------------------------------ */
 
+/* An op's output: channels-last when an operand of the output's full
+ * 4-d shape prefers that layout (a's first, then b's; either may be NULL),
+ * as PyTorch's outputs follow their inputs' layout; else contiguous. */
+static cnn_tensor *result_like(int nd, const int64_t *shape, cnn_dtype dt, cnn_device dev,
+                               const cnn_tensor *a, const cnn_tensor *b) {
+  const cnn_tensor *ops[2] = {a, b};
+  for (int i = 0; nd == 4 && i < 2; i++)
+    if (ops[i] && ops[i]->ndim == 4 && !memcmp(ops[i]->shape, shape, 4 * sizeof *shape) &&
+        cnn_prefers_channels_last(ops[i]))
+      return cnn_empty_channels_last(shape, dt, dev);
+  return cnn_empty(nd, shape, dt, dev);
+}
+
 int cnn_broadcast_shape(const char *op, const cnn_tensor *a, const cnn_tensor *b, int *ndim,
                         int64_t *shape) {
   int n = a->ndim > b->ndim ? a->ndim : b->ndim;
@@ -209,7 +222,8 @@ cnn_tensor *cnn_binary(cnn_binary_op op, cnn_tensor *a, cnn_tensor *b) {
   cnn_tensor *ca = as_dtype(a, dt), *cb = ca ? as_dtype(b, dt) : NULL;
   if (cb && same_device(name, &ca, &cb)) cnn_tensor_release(cb), cb = NULL;
   cnn_tensor *out =
-      cb ? cnn_empty(nd, shape, is_compare(op) ? CNN_UINT8 : dt, cnn_tensor_device(ca)) : NULL;
+      cb ? result_like(nd, shape, is_compare(op) ? CNN_UINT8 : dt, cnn_tensor_device(ca), ca, cb)
+         : NULL;
   if (out && run_binary(op, dt, out, ca, cb)) cnn_tensor_release(out), out = NULL;
   if (ca) cnn_tensor_release(ca);
   if (cb) cnn_tensor_release(cb);
@@ -350,7 +364,7 @@ cnn_tensor *cnn_unary(cnn_unary_op op, cnn_tensor *x, double p0, double p1) {
   }
   cnn_dtype dt = unary_dtype(op, x->dtype, p0);
   cnn_tensor *cx = as_dtype(x, dt);
-  cnn_tensor *out = cx ? cnn_empty(x->ndim, x->shape, dt, cnn_tensor_device(x)) : NULL;
+  cnn_tensor *out = cx ? result_like(x->ndim, x->shape, dt, cnn_tensor_device(x), x, NULL) : NULL;
   if (out && run_unary(op, dt, out, cx, p0, p1)) cnn_tensor_release(out), out = NULL;
   if (cx) cnn_tensor_release(cx);
   if (out) record_unary(op, out, x, p0, p1);
@@ -409,7 +423,7 @@ cnn_tensor *cnn_unary_grad(cnn_unary_op op, cnn_tensor *g, cnn_tensor *x, cnn_te
   cnn_dtype dt = promote2(promote2(g->dtype, v->dtype), CNN_FLOAT32);
   cnn_tensor *cg = as_dtype(g, dt), *cv = cg ? as_dtype(v, dt) : NULL;
   if (cv && same_device(unary_names(op), &cg, &cv)) cnn_tensor_release(cv), cv = NULL;
-  cnn_tensor *out = cv ? cnn_empty(g->ndim, g->shape, dt, cnn_tensor_device(cg)) : NULL;
+  cnn_tensor *out = cv ? result_like(g->ndim, g->shape, dt, cnn_tensor_device(cg), cg, cv) : NULL;
   if (out && run_unary_grad(op, dt, out, cg, cv, p0, p1)) cnn_tensor_release(out), out = NULL;
   if (cg) cnn_tensor_release(cg);
   if (cv) cnn_tensor_release(cv);
@@ -448,7 +462,7 @@ cnn_tensor *cnn_where(cnn_tensor *cond, cnn_tensor *a, cnn_tensor *b) {
   cnn_tensor_retain(cc);
   if (cb && (same_device("where", &ca, &cb) || to_op_device("where", &cc, ca)))
     cnn_tensor_release(cb), cb = NULL;
-  cnn_tensor *out = cb ? cnn_empty(nd, shape, dt, cnn_tensor_device(ca)) : NULL;
+  cnn_tensor *out = cb ? result_like(nd, shape, dt, cnn_tensor_device(ca), ca, cb) : NULL;
   if (out && run_where(dt, out, cc, ca, cb)) cnn_tensor_release(out), out = NULL;
   cnn_tensor_release(cc);
   if (ca) cnn_tensor_release(ca);

@@ -2,7 +2,9 @@
  * nn_conv.c -- conv2d on tensors: validation, output allocation, autograd.
  *
  * The arithmetic is in core/cpu (naive oracle, im2col + GEMM, oneDNN),
- * chosen by cnn_get_conv_algo().  Inputs are made contiguous NCHW first.
+ * chosen by cnn_get_conv_algo().  Inputs are made contiguous NCHW first,
+ * except that on the CPU an input that prefers channels-last stays so and
+ * the output, dy and dx follow it (s.channels_last; conv.c).
  * The node saves x and w (what the two backward passes need) and the
  * geometry in n->geometry.  The passes are the backend's conv entries
  * (the CPU's conv.c; cuDNN, or the direct kernel for CNN_CONV_NAIVE, on a
@@ -93,10 +95,27 @@ static int check_conv_channels(const char *op, const cnn_tensor *x, const cnn_te
 
 static int conv_geometry(const char *op, const cnn_tensor *x, const cnn_tensor *w,
                          const cnn_conv_params *p, cnn_conv_shape *s) {
-  *s = (cnn_conv_shape){x->shape[0],    x->shape[1],    x->shape[2], x->shape[3], w->shape[0],
-                        w->shape[2],    w->shape[3],    0,           0,           p->stride[0],
-                        p->stride[1],   p->pad[0],      p->pad[1],   p->pad[2],   p->pad[3],
-                        p->dilation[0], p->dilation[1], p->groups,   CNN_FLOAT32, 0};
+  *s = (cnn_conv_shape){x->shape[0],
+                        x->shape[1],
+                        x->shape[2],
+                        x->shape[3],
+                        w->shape[0],
+                        w->shape[2],
+                        w->shape[3],
+                        0,
+                        0,
+                        p->stride[0],
+                        p->stride[1],
+                        p->pad[0],
+                        p->pad[1],
+                        p->pad[2],
+                        p->pad[3],
+                        p->dilation[0],
+                        p->dilation[1],
+                        p->groups,
+                        CNN_FLOAT32,
+                        0,
+                        0};
   s->OH = cnn_conv_out_size(s->H, s->pt, s->pb, (int)s->R, s->sh, s->dh);
   s->OW = cnn_conv_out_size(s->W, s->pl, s->pr, (int)s->S, s->sw, s->dw);
   if (s->OH > 0 && s->OW > 0) return 0;
@@ -141,8 +160,7 @@ void cnn_conv_grad_keep_dw(cnn_node *n, cnn_tensor **gin, cnn_tensor *dw) {
 int cnn_conv_grad_buffers(cnn_node *n, cnn_tensor *x, cnn_tensor *w, int64_t nbias,
                           cnn_tensor **gin, cnn_tensor **dw) {
   int want_b = n->ninputs > 2 && n->needs[2];
-  if (n->needs[0] && !(gin[0] = cnn_empty(x->ndim, x->shape, x->dtype, cnn_tensor_device(x))))
-    return -1;
+  if (n->needs[0] && !(gin[0] = cnn_empty_like_layout(x, x->dtype))) return -1;
   if ((n->needs[1] || want_b) &&
       !(*dw = cnn_empty(w->ndim, w->shape, w->dtype, cnn_tensor_device(w))))
     return -1;
@@ -154,7 +172,7 @@ static int conv_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
   const cnn_conv_shape *s = (const cnn_conv_shape *)n->geometry;
   cnn_tensor *x = cnn_node_saved(n, 0), *w = cnn_node_saved(n, 1), *dw = NULL;
   if (!x || !w) return -1;
-  cnn_tensor *dy = cnn_contiguous(g);
+  cnn_tensor *dy = cnn_contiguous_like(g, x); /* the layout of x and y (s->channels_last) */
   if (!dy) return -1;
   const cnn_backend *be = cnn_backend_of(x, "conv2d");
   int rc = be ? cnn_conv_grad_buffers(n, x, w, s->K, gin, &dw) : -1;
@@ -170,17 +188,24 @@ static int conv_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
 
 /* A forward's checks, geometry (*s, with arithmetic `math`), contiguous
  * operands (c: x, w and b or NULL; the caller releases them) and empty
- * output; NULL (error set) on failure. */
+ * output; NULL (error set) on failure.  With `channels_last_ok`, a CPU
+ * input that prefers channels-last stays so, and so does the output
+ * (s->channels_last; core/memory_format.c); else x is made NCHW. */
 static cnn_tensor *forward_setup(cnn_tensor *x, cnn_tensor *w, cnn_tensor *b,
-                                 const cnn_conv_params *p, cnn_dtype math, cnn_conv_shape *s,
-                                 cnn_tensor *c[3]) {
+                                 const cnn_conv_params *p, cnn_dtype math, bool channels_last_ok,
+                                 cnn_conv_shape *s, cnn_tensor *c[3]) {
   c[0] = c[1] = c[2] = NULL;
   if (cnn_conv_check_dtypes("conv2d", x, w, b) || cnn_conv2d_shape("conv2d", x, w, b, p, s))
     return NULL;
   s->math = math;
-  c[0] = cnn_contiguous(x), c[1] = cnn_contiguous(w), c[2] = b ? cnn_contiguous(b) : NULL;
+  s->channels_last =
+      channels_last_ok && cnn_tensor_device(x).type == CNN_CPU && cnn_prefers_channels_last(x);
+  c[0] = s->channels_last ? (cnn_tensor_retain(x), x) : cnn_contiguous(x);
+  c[1] = cnn_contiguous(w), c[2] = b ? cnn_contiguous(b) : NULL;
+  if (!c[0] || !c[1] || (b && !c[2])) return NULL;
   int64_t shape[4] = {s->N, s->K, s->OH, s->OW};
-  return c[0] && c[1] && (c[2] || !b) ? cnn_empty(4, shape, x->dtype, cnn_tensor_device(x)) : NULL;
+  if (s->channels_last) return cnn_empty_channels_last(shape, x->dtype, cnn_tensor_device(x));
+  return cnn_empty(4, shape, x->dtype, cnn_tensor_device(x));
 }
 
 /* conv2d with arithmetic `math` (CNN_BFLOAT16 under autocast on the CPU:
@@ -189,7 +214,7 @@ static cnn_tensor *conv2d_math(cnn_tensor *x, cnn_tensor *w, cnn_tensor *b,
                                const cnn_conv_params *p, cnn_dtype math) {
   cnn_conv_shape s;
   cnn_tensor *c[3];
-  cnn_tensor *y = forward_setup(x, w, b, p, math, &s, c), *xc = c[0], *wc = c[1], *bc = c[2];
+  cnn_tensor *y = forward_setup(x, w, b, p, math, true, &s, c), *xc = c[0], *wc = c[1], *bc = c[2];
   const cnn_backend *be = y ? cnn_backend_of(x, "conv2d") : NULL;
   if (y &&
       (!be || CNN_BE_CALL(be, "conv2d", conv2d_forward, cnn_backend_dev(x), cnn_get_conv_algo(),
@@ -336,7 +361,7 @@ static cnn_tensor *fused_forward(const cnn_backend *be, cnn_tensor *x, cnn_tenso
                                  const cnn_conv_params *p, cnn_unary_op act, double p0, double p1) {
   cnn_conv_shape s;
   cnn_tensor *c[3];
-  cnn_tensor *y = forward_setup(x, w, b, p, CNN_FLOAT32, &s, c);
+  cnn_tensor *y = forward_setup(x, w, b, p, CNN_FLOAT32, true, &s, c);
   if (y && be->conv2d_act_forward(cnn_backend_dev(x), cnn_get_conv_algo(), x->dtype, &s,
                                   cnn_tensor_data(c[0]), cnn_tensor_data(c[1]),
                                   cnn_data_or_null(c[2]), act, p0, p1, cnn_tensor_data(y)))

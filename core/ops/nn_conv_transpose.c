@@ -149,6 +149,7 @@ static int transpose_shape(const cnn_tensor *x, const cnn_tensor *w,
                         p->dilation[1],
                         p->groups,
                         CNN_FLOAT32,
+                        0,
                         0};
   return 0;
 }

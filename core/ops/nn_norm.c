@@ -7,6 +7,10 @@
  * and 1/std actually used, so one backward serves both modes (the kernel
  * differs: batch statistics depend on x, running ones do not).
  *
+ * Layout: x is made contiguous, except that on the CPU a channels-last x
+ * stays so and runs as an (N*H*W) x C array (bn_dims); y, dy and dx then
+ * are channels-last too.
+ *
  * batch_norm_relu is relu(batch_norm(x)) as one node where the backend has
  * the fused entries (the CPU): one pass forward, and backward takes the
  * output y as relu's mask, so the relu pass, its output's twin and its
@@ -84,6 +88,18 @@ static int check_bn_inputs(cnn_tensor *x, cnn_tensor *rm, cnn_tensor *rv, cnn_te
   return 0;
 }
 
+/* x as the N x C x L array the entries take.  A channels-last x (on the
+ * CPU: the only backend given one, see batch_norm) is an (N*H*W) x C
+ * array, the same thing with N*H*W "images" of L = 1 value a channel. */
+static void bn_dims(const cnn_tensor *x, int64_t *N, int64_t *L) {
+  int64_t C = x->shape[1], rows = C > 0 ? cnn_tensor_numel(x) / C : 0;
+  if (cnn_prefers_channels_last(x)) {
+    *N = rows, *L = 1;
+    return;
+  }
+  *N = x->shape[0], *L = x->shape[0] > 0 ? rows / x->shape[0] : 0;
+}
+
 /* ---- the backward entry of the mode ------------------------------------------------------- */
 
 static int bn_backward_call(const cnn_tensor *x, bool training, double eps, int64_t N, int64_t C,
@@ -112,13 +128,14 @@ static int bn_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
   const cnn_backend *be = cnn_backend_of(x, "batch_norm");
   if (!be) return -1;
   bool over = n->needs[0] && be->bn_dx_over_dy && cnn_grad_is_private(g, x);
-  cnn_tensor *dy = cnn_contiguous(g);
+  cnn_tensor *dy = cnn_contiguous_like(g, x); /* x's layout (and y's) */
   if (!dy) return -1;
-  int64_t N = x->shape[0], C = x->shape[1], L = N * C > 0 ? cnn_tensor_numel(x) / (N * C) : 0;
+  int64_t N, C = x->shape[1], L;
+  bn_dims(x, &N, &L);
   if (over)
     cnn_tensor_retain(g), gin[0] = g;
   else if (n->needs[0])
-    gin[0] = cnn_empty(x->ndim, x->shape, x->dtype, cnn_tensor_device(x));
+    gin[0] = cnn_empty_like_layout(x, x->dtype);
   if (n->needs[1]) gin[1] = cnn_empty(1, &C, x->dtype, cnn_tensor_device(x));
   if (n->needs[2]) gin[2] = cnn_empty(1, &C, x->dtype, cnn_tensor_device(x));
   int rc = -1;
@@ -164,17 +181,21 @@ static cnn_tensor *batch_norm(cnn_tensor *x, cnn_tensor *rm, cnn_tensor *rv, cnn
                               cnn_tensor *b, bool training, double momentum, double eps,
                               bool relu) {
   if (check_bn_inputs(x, rm, rv, w, b, training)) return NULL;
-  int64_t N = x->shape[0], C = x->shape[1], L = N * C > 0 ? cnn_tensor_numel(x) / (N * C) : 0;
+  bool cl = cnn_tensor_device(x).type == CNN_CPU && cnn_prefers_channels_last(x);
+  cnn_tensor *xc = cl ? (cnn_tensor_retain(x), x) : cnn_contiguous(x);
+  if (!xc) return NULL;
+  int64_t N, C = x->shape[1], L;
+  bn_dims(xc, &N, &L);
   /* v: running mean, running var, weight, bias as the entry takes them */
   cnn_tensor *v[4] = {rm, rv, w, b};
   bool half = x->dtype == CNN_FLOAT16;
   cnn_dtype sdt = half ? CNN_FLOAT32 : x->dtype; /* the saved mean and 1/std */
   if (half && bn_float32_vectors(v, 4)) {
     for (int i = 0; i < 4; i++) cnn_tensor_release(v[i]);
+    cnn_tensor_release(xc);
     return NULL;
   }
-  cnn_tensor *xc = cnn_contiguous(x);
-  cnn_tensor *y = xc ? cnn_empty(x->ndim, x->shape, x->dtype, cnn_tensor_device(x)) : NULL;
+  cnn_tensor *y = cnn_empty_like_layout(xc, x->dtype);
   cnn_tensor *mean = y ? cnn_empty(1, &C, sdt, cnn_tensor_device(x)) : NULL;
   cnn_tensor *invstd = mean ? cnn_empty(1, &C, sdt, cnn_tensor_device(x)) : NULL;
   const void *xd = xc ? cnn_tensor_data(xc) : NULL, *wd = cnn_data_or_null(v[2]),

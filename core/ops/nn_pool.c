@@ -8,7 +8,9 @@
  * backward; it computes them only when backward will need them or the
  * caller asks (under no_grad they were an int64 array twice the output's
  * size, 50 MB per 1000x32x28x28 input); average pooling saves only the
- * geometry.  The kernels are the pooling entries of the tensor's backend
+ * geometry.  A channels-last input pooled to 1x1 (the global average pool
+ * of a ResNet) runs in its layout where the backend has the entry (the
+ * CPU), and its gradient is channels-last too.  The kernels are the pooling entries of the tensor's backend
  * (core/cpu/pool.c on the CPU), called through POOL_CALL.
  */
 #include "autograd.h"
@@ -143,7 +145,13 @@ static int avg_pool_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
   gin[0] = cnn_empty(n->in_ndim[0], n->in_shape[0], g->dtype, cnn_tensor_device(g));
   const int64_t *in = n->in_shape[0];
   int rc = -1;
-  if (gin[0] && n->ip[0] == 0)
+  if (gin[0] && n->ip[0] == 2) { /* channels-last, to 1x1 */
+    cnn_tensor_release(gin[0]);
+    gin[0] = cnn_empty_channels_last(in, g->dtype, cnn_tensor_device(g));
+    if (gin[0])
+      rc = POOL_CALL(dy, "adaptive_avg_pool2d", global_avg_pool_nhwc_backward, in[0], in[2] * in[3],
+                     in[1], cnn_tensor_data(dy), cnn_tensor_data(gin[0]));
+  } else if (gin[0] && n->ip[0] == 0)
     rc = POOL_CALL(dy, "avg_pool2d", avg_pool2d_backward, (const cnn_pool_shape *)n->geometry,
                    cnn_tensor_data(dy), cnn_tensor_data(gin[0]));
   else if (gin[0])
@@ -171,6 +179,26 @@ cnn_tensor *cnn_avg_pool2d(cnn_tensor *x, const cnn_pool_params *p) {
   return y;
 }
 
+/* A channels-last x pooled to 1x1 by its backend's entry for that layout
+ * (the CPU's), so that neither pass makes x or dx contiguous. */
+static bool global_pool_channels_last(const cnn_tensor *x) {
+  const cnn_backend *be = cnn_backend_of(x, "adaptive_avg_pool2d");
+  return be && be->global_avg_pool_nhwc_forward && be->global_avg_pool_nhwc_backward &&
+         (x->dtype == CNN_FLOAT32 || x->dtype == CNN_FLOAT64) && cnn_prefers_channels_last(x);
+}
+
+static cnn_tensor *global_pool_nhwc(cnn_tensor *x, const int64_t shape[4]) {
+  cnn_tensor *y = cnn_empty(4, shape, x->dtype, cnn_tensor_device(x)); /* N x C x 1 x 1 */
+  if (y &&
+      POOL_CALL(x, "adaptive_avg_pool2d", global_avg_pool_nhwc_forward, x->shape[0],
+                x->shape[2] * x->shape[3], x->shape[1], cnn_tensor_data(x), cnn_tensor_data(y)))
+    cnn_tensor_release(y), y = NULL;
+  cnn_node *n =
+      y ? cnn_autograd_record(y, "AdaptiveAvgPool2dBackward", avg_pool_backward, 1, &x) : NULL;
+  if (n) n->ip[0] = 2;
+  return y;
+}
+
 cnn_tensor *cnn_adaptive_avg_pool2d(cnn_tensor *x, int64_t oh, int64_t ow) {
   if (cnn_check_image_input("adaptive_avg_pool2d", x, true)) return NULL;
   if (oh < 1 || ow < 1 || oh > (int64_t)1 << 20 || ow > (int64_t)1 << 20) {
@@ -179,6 +207,7 @@ cnn_tensor *cnn_adaptive_avg_pool2d(cnn_tensor *x, int64_t oh, int64_t ow) {
     return NULL;
   }
   int64_t shape[4] = {x->shape[0], x->shape[1], oh, ow};
+  if (oh == 1 && ow == 1 && global_pool_channels_last(x)) return global_pool_nhwc(x, shape);
   cnn_tensor *xc = cnn_contiguous(x);
   cnn_tensor *y = xc ? cnn_empty(4, shape, x->dtype, cnn_tensor_device(x)) : NULL;
   if (y &&

@@ -36,7 +36,7 @@ static cnn_conv_shape mk(int64_t N, int64_t C, int64_t H, int64_t W, int64_t K, 
                          int64_t S, int sh, int sw, int pt, int pb, int pl, int pr, int dh, int dw,
                          int groups) {
   cnn_conv_shape s = {N,  C,  H,  W,  K,  R,  S,  0,      0,           sh,
-                      sw, pt, pb, pl, pr, dh, dw, groups, CNN_FLOAT32, 0};
+                      sw, pt, pb, pl, pr, dh, dw, groups, CNN_FLOAT32, 0, 0};
   s.OH = cnn_conv_out_size(H, pt, pb, (int)R, sh, dh);
   s.OW = cnn_conv_out_size(W, pl, pr, (int)S, sw, dw);
   return s;

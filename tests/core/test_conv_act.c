@@ -68,7 +68,7 @@ static double formula(const activation *a, double v) {
 static cnn_conv_shape mk(int64_t N, int64_t C, int64_t H, int64_t W, int64_t K, int64_t R, int s,
                          int pad, int groups) {
   cnn_conv_shape c = {N, C,   H,   W,   K,   R, R, 0,      0,           s,
-                      s, pad, pad, pad, pad, 1, 1, groups, CNN_FLOAT32, 0};
+                      s, pad, pad, pad, pad, 1, 1, groups, CNN_FLOAT32, 0, 0};
   c.OH = cnn_conv_out_size(H, pad, pad, (int)R, s, 1);
   c.OW = cnn_conv_out_size(W, pad, pad, (int)R, s, 1);
   return c;

@@ -339,7 +339,7 @@ static int deconv_shape(const config *c, int64_t OH, int64_t OW, cnn_conv_shape 
   *s = (cnn_conv_shape){c->N,           c->Cout,        OH,        OW,          c->Cin,
                         c->R,           c->S,           c->H,      c->W,        p->stride[0],
                         p->stride[1],   p->pad[0],      pb,        p->pad[1],   pr,
-                        p->dilation[0], p->dilation[1], p->groups, CNN_FLOAT32, 0};
+                        p->dilation[0], p->dilation[1], p->groups, CNN_FLOAT32, 0, 0};
   return 1;
 }
 

@@ -227,7 +227,7 @@ static void test_bn_eval(int f64, int affine) {
 }
 
 static void test_conv_slices(void) {
-  cnn_conv_shape s = {230, 3, 32, 32, 16, 3, 3, 32, 32, 1, 1, 1, 1, 1, 1, 1, 1, 1, CNN_FLOAT32, 0};
+  cnn_conv_shape s = {230, 3, 32, 32, 16, 3, 3, 32, 32, 1, 1, 1, 1, 1, 1, 1, 1, 1, CNN_FLOAT32, 0, 0};
   int64_t nx = s.N * s.C * s.H * s.W, nw = s.K * s.C * s.R * s.S, ny = s.N * s.K * s.OH * s.OW;
   float *x = malloc(nx * 4), *w = malloc(nw * 4), *b = malloc(s.K * 4);
   float *y = malloc(ny * 4), *yr = malloc(ny * 4);

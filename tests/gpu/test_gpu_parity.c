@@ -437,7 +437,7 @@ static void conv_act_entry(cnn_unary_op act) {
   if (ref && be && be->conv2d_act_forward) {
     cnn_tensor *g[3] = {cnn_to_device(x, GPU), cnn_to_device(w, GPU), cnn_to_device(b, GPU)};
     cnn_conv_shape s = {2, 4, 9, 7, 6, 3,           3, ref->shape[2], ref->shape[3], 2, 1, 1, 1,
-                        1, 1, 1, 2, 2, CNN_FLOAT32, 0};
+                        1, 1, 1, 2, 2, CNN_FLOAT32, 0, 0};
     cnn_tensor *y = cnn_empty(4, ref->shape, CNN_FLOAT32, GPU);
     int rc = be->conv2d_act_forward(0, CNN_CONV_AUTO, CNN_FLOAT32, &s, cnn_tensor_data(g[0]),
                                     cnn_tensor_data(g[1]), cnn_tensor_data(g[2]), act, 0, 0,

@@ -224,6 +224,9 @@ cnn_tensor *cnn_empty_like_layout(const cnn_tensor *t, cnn_dtype dt);
 cnn_tensor *cnn_contiguous_channels_last(cnn_tensor *t);
 /* t contiguous in `layout`'s format: channels-last when layout prefers it */
 cnn_tensor *cnn_contiguous_like(cnn_tensor *t, const cnn_tensor *layout);
+/* a copy of t in t's layout when t prefers channels-last, else cnn_clone
+ * (PyTorch's clone(memory_format = torch.preserve_format) for 4-d tensors) */
+cnn_tensor *cnn_clone_like_layout(cnn_tensor *t);
 /* t becomes a view of src's storage with src's shape, strides and dtype, in
  * place (torch's set_): every reference to t sees the new data, so moving
  * a model's parameters keeps the optimizer's references valid.  t must be

@@ -80,3 +80,13 @@ cnn_tensor *cnn_contiguous_like(cnn_tensor *t, const cnn_tensor *layout) {
   if (t->ndim == 4 && cnn_prefers_channels_last(layout)) return cnn_contiguous_channels_last(t);
   return cnn_contiguous(t);
 }
+
+cnn_tensor *cnn_clone_like_layout(cnn_tensor *t) {
+  if (!cnn_prefers_channels_last(t)) return cnn_clone(t);
+  /* the NHWC view of a channels-last tensor is contiguous: a plain copy */
+  cnn_tensor *nhwc = cnn_permute(t, (const int[]){0, 2, 3, 1});
+  cnn_tensor *copy = nhwc ? cnn_clone(nhwc) : NULL;
+  cnn_tensor *r = copy ? cnn_permute(copy, (const int[]){0, 3, 1, 2}) : NULL;
+  cnn_tensor_release(nhwc), cnn_tensor_release(copy);
+  return r;
+}

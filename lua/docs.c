@@ -211,7 +211,9 @@ static const doc_entry docs[] = {
      "x:contiguous('channels_last') (or {memory_format = 'channels_last'}) lays a 4-d x out as "
      "N x H x W x C, keeping its shape: convolutions, batch norm, elementwise ops and the global "
      "average pool then run in that layout and keep it, as PyTorch's torch.channels_last."},
-    {"Tensor:clone", "x:clone() -> tensor\nA contiguous copy (recorded by autograd)."},
+    {"Tensor:clone", "x:clone([memory_format]) -> tensor\nA copy (recorded by autograd): "
+                     "contiguous, except that a channels-last x stays channels-last "
+                     "('preserve_format', the default; or 'contiguous_format', 'channels_last')."},
     {"Tensor:detach",
      "x:detach() -> tensor\nA tensor sharing x's storage, cut from the autograd graph."},
     {"Tensor:release", "x:release()\nFrees x's reference now (as a <close> variable does); using x "

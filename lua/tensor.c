@@ -526,8 +526,27 @@ static int m_contiguous(lua_State *L) {
   return cnn_lua_push_result(L, in_memory_format(t, opt_memory_format(L, 2, "contiguous")));
 }
 
+/* x:clone([memory_format]): 'preserve_format' (the default: a channels-last
+ * x stays so, anything else comes out contiguous), 'contiguous_format' or
+ * 'channels_last', as PyTorch's x.clone(memory_format=...) */
 static int m_clone(lua_State *L) {
-  return cnn_lua_push_result(L, cnn_clone(cnn_lua_check_tensor(L, 1)));
+  cnn_tensor *t = cnn_lua_check_tensor(L, 1);
+  memory_format f = FORMAT_PRESERVE;
+  if (lua_type(L, 2) == LUA_TSTRING) f = parse_memory_format(L, "clone", lua_tostring(L, 2), true);
+  if (lua_istable(L, 2)) {
+    static const char *const known[] = {"memory_format", NULL};
+    cnn_lua_check_options(L, 2, "clone", known);
+    const char *name = cnn_lua_opt_string(L, 2, "memory_format", NULL);
+    if (name) f = parse_memory_format(L, "clone", name, true);
+  }
+  if (f == FORMAT_PRESERVE) return cnn_lua_push_result(L, cnn_clone_like_layout(t));
+  if (f == FORMAT_CONTIGUOUS) return cnn_lua_push_result(L, cnn_clone(t));
+  cnn_tensor *c = cnn_contiguous_channels_last(t); /* a copy unless t already is */
+  if (c == t) {
+    cnn_tensor_release(c);
+    c = cnn_clone_like_layout(t);
+  }
+  return cnn_lua_push_result(L, c);
 }
 static int m_detach(lua_State *L) {
   return cnn_lua_push_result(L, cnn_detach(cnn_lua_check_tensor(L, 1)));

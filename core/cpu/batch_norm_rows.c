@@ -33,12 +33,19 @@
 #define RUNS       16
 #define RUN_MIN    64 /* rows a run at least */
 #define BLOCK_ROWS 64
+/* The elementwise passes run over groups of whole rows of at least this
+ * many floats, with the constants repeated to match: a loop over one row
+ * of 16 channels was two vectors, and the loop's set-up per row cost as
+ * much as its work. */
+#define GROUP_FLOATS 256
 
 typedef struct {
   int64_t runs, per; /* runs of `per` rows (the last may be shorter) */
   double *acc;       /* runs x 2 x C double sums */
   float *part;       /* runs x 2 x C float block sums */
-  float *k[3];       /* per-channel constants of the elementwise pass */
+  int64_t span;      /* GROUP_FLOATS or more: whole rows, span / C of them */
+  float *k[4];       /* per-channel constants of the elementwise pass, each
+                      * repeated over `span` floats (replicate_constants) */
 } rows_scratch;
 
 static void scratch_free(rows_scratch *s) { free(s->acc), free(s->part), free(s->k[0]); }
@@ -50,10 +57,17 @@ static int scratch_alloc(int64_t M, int64_t C, rows_scratch *s) {
   s->runs = (M + s->per - 1) / s->per;
   s->acc = calloc((size_t)(s->runs * 2 * C), sizeof(double));
   s->part = malloc((size_t)(s->runs * 2 * C) * sizeof(float));
-  s->k[0] = malloc((size_t)(3 * C) * sizeof(float));
+  s->span = C * (C < GROUP_FLOATS ? (GROUP_FLOATS + C - 1) / C : 1);
+  s->k[0] = malloc((size_t)(4 * s->span) * sizeof(float));
   if (!s->acc || !s->part || !s->k[0]) return scratch_free(s), -1;
-  s->k[1] = s->k[0] + C, s->k[2] = s->k[0] + 2 * C;
+  for (int i = 1; i < 4; i++) s->k[i] = s->k[0] + i * s->span;
   return 0;
+}
+
+/* The first C values of s->k[0..count) repeated over their span. */
+static void replicate_constants(const rows_scratch *s, int count, int64_t C) {
+  for (int i = 0; i < count; i++)
+    for (int64_t j = C; j < s->span; j++) s->k[i][j] = s->k[i][j - C];
 }
 
 /* Rows [m0, m1) of a block into the float sums f1, f2 (zeroed by the
@@ -155,19 +169,22 @@ static void sums(int grad, rows_scratch *s, int64_t M, int64_t C, const float *x
   }
 }
 
-/* y = (x - mean)*k + b row by row (then relu when asked). */
-static void normalize(int relu, int64_t M, int64_t C, const float *x, const float *mean,
+/* y = (x - mean)*k + b (then relu when asked) over groups of rows: group
+ * g is the n <= span floats from g*span, constants repeated over span. */
+static void normalize(int relu, int64_t total, int64_t span, const float *x, const float *mean,
                       const float *k, const float *b, float *y) {
+  int64_t groups = (total + span - 1) / span;
 #pragma omp parallel for schedule(static)
-  for (int64_t m = 0; m < M; m++) {
-    const float *xr = x + m * C;
-    float *yr = y + m * C;
+  for (int64_t g = 0; g < groups; g++) {
+    const float *xg = x + g * span;
+    float *yg = y + g * span;
+    int64_t n = total - g * span < span ? total - g * span : span;
     if (relu) {
 #pragma omp simd
-      for (int64_t c = 0; c < C; c++) yr[c] = cnn_relu_f((xr[c] - mean[c]) * k[c] + b[c]);
+      for (int64_t j = 0; j < n; j++) yg[j] = cnn_relu_f((xg[j] - mean[j]) * k[j] + b[j]);
     } else {
 #pragma omp simd
-      for (int64_t c = 0; c < C; c++) yr[c] = (xr[c] - mean[c]) * k[c] + b[c];
+      for (int64_t j = 0; j < n; j++) yg[j] = (xg[j] - mean[j]) * k[j] + b[j];
     }
   }
 }
@@ -197,30 +214,34 @@ int cnn_cpu_bn_forward_rows_f32(const bn_args *a, int64_t M, int64_t C, const fl
     b[c] = (float)ld_or(a->beta, c, 0);
     cnn_cpu_bn_store_stats(a, 0, c, M, mu, var, invstd);
   }
-  normalize(a->relu, M, C, x, mean, k, b, y);
+  replicate_constants(&s, 3, C);
+  normalize(a->relu, M * C, s.span, x, mean, k, b, y);
   free(t);
   scratch_free(&s);
   return 0;
 }
 
-/* dx = k*t + kx*(x - mean) + k0 row by row, t the gradient at batch norm's
- * output (dy, or 0 where the fused relu's y <= 0).  dx may be dy. */
-static void input_grad(int64_t M, int64_t C, const float *dy, const float *y, const float *x,
+/* dx = k*t + kx*(x - mean) + k0 over groups of rows (as normalize), t the
+ * gradient at batch norm's output (dy, or 0 where the fused relu's y <= 0).
+ * dx may be dy. */
+static void input_grad(int64_t total, int64_t span, const float *dy, const float *y, const float *x,
                        const float *mean, const float *k, const float *kx, const float *k0,
                        float *dx) {
+  int64_t groups = (total + span - 1) / span;
 #pragma omp parallel for schedule(static)
-  for (int64_t m = 0; m < M; m++) {
-    const float *xr = x + m * C, *dyr = dy + m * C, *yr = y ? y + m * C : NULL;
-    float *dxr = dx + m * C;
-    if (yr) {
+  for (int64_t g = 0; g < groups; g++) {
+    int64_t o = g * span, n = total - o < span ? total - o : span;
+    const float *xg = x + o, *dyg = dy + o, *yg = y ? y + o : NULL;
+    float *dxg = dx + o;
+    if (yg) {
 #pragma omp simd
-      for (int64_t c = 0; c < C; c++) {
-        float t = yr[c] <= 0 ? 0.0f : dyr[c];
-        dxr[c] = k[c] * t + kx[c] * (xr[c] - mean[c]) + k0[c];
+      for (int64_t j = 0; j < n; j++) {
+        float t = yg[j] <= 0 ? 0.0f : dyg[j];
+        dxg[j] = k[j] * t + kx[j] * (xg[j] - mean[j]) + k0[j];
       }
     } else {
 #pragma omp simd
-      for (int64_t c = 0; c < C; c++) dxr[c] = k[c] * dyr[c] + kx[c] * (xr[c] - mean[c]) + k0[c];
+      for (int64_t j = 0; j < n; j++) dxg[j] = k[j] * dyg[j] + kx[j] * (xg[j] - mean[j]) + k0[j];
     }
   }
 }
@@ -230,11 +251,10 @@ int cnn_cpu_bn_backward_rows_f32(const bn_grads *a, int64_t M, int64_t C, const 
   rows_scratch s;
   if (scratch_alloc(M, C, &s)) return -1;
   double *t = malloc((size_t)(2 * C) * sizeof(double));
-  float *mean = malloc((size_t)C * sizeof(float));
-  if (!t || !mean) return free(t), free(mean), scratch_free(&s), -1;
+  if (!t) return scratch_free(&s), -1;
+  float *mean = s.k[0], *k = s.k[1], *kx = s.k[2], *k0 = s.k[3];
   for (int64_t c = 0; c < C; c++) mean[c] = ((const float *)a->save_mean)[c];
   sums(1, &s, M, C, x, dy, a->y, mean, t, t + C);
-  float *k = s.k[0], *kx = s.k[1], *k0 = s.k[2];
   for (int64_t c = 0; c < C; c++) {
     double invstd = ((const float *)a->save_invstd)[c], sdy = t[c], sdyx = t[C + c] * invstd;
     if (a->dgamma) ((float *)a->dgamma)[c] = (float)sdyx;
@@ -243,8 +263,9 @@ int cnn_cpu_bn_backward_rows_f32(const bn_grads *a, int64_t M, int64_t C, const 
     double mdy = a->eval ? 0 : sdy / M, mdyx = a->eval ? 0 : sdyx / M;
     k[c] = (float)kk, kx[c] = (float)(-kk * invstd * mdyx), k0[c] = (float)(-kk * mdy);
   }
-  if (a->dx) input_grad(M, C, dy, a->y, x, mean, k, kx, k0, a->dx);
-  free(t), free(mean);
+  replicate_constants(&s, 4, C);
+  if (a->dx) input_grad(M * C, s.span, dy, a->y, x, mean, k, kx, k0, a->dx);
+  free(t);
   scratch_free(&s);
   return 0;
 }

@@ -90,7 +90,10 @@ describe("elementwise ops on channels-last tensors", function()
       assert.equal(0, (c[2] - c[3]):abs():max():item(), c[1])
     end
     -- in place on a channels-last tensor, from either layout
-    local t = ac * 1
+    local t = ac:clone()
+    assert.is_true(is_cl(t))
+    assert.is_true(ac:clone("contiguous_format"):is_contiguous())
+    assert.is_true(is_cl(a:clone({ memory_format = "channels_last" })))
     t:add_(b)
     assert.equal(0, (t - (a + b)):abs():max():item())
     assert.is_true(is_cl(t))

@@ -17,7 +17,8 @@
 #   * with --autocast, the example network's training step under bf16
 #     autocast on both sides (cnnsh: bench/train.lua --autocast bf16).
 # The order inside a pair alternates between rounds.  Prints every figure's
-# JSON line as it comes, then one JSON line per figure with the
+# JSON line as it comes and each round's ratio ("cnnsh_vs_pytorch_round"),
+# then one JSON line per figure with the
 # cnnsh/PyTorch ratio of each round, their median, min and max.
 import argparse
 import fcntl
@@ -104,7 +105,12 @@ def main():
                     for r in got["torch"]:
                         k = torch_key(r)
                         if k in mine:
-                            ratios.setdefault(k, []).append(mine[k]["images_per_s"] / r["images_per_s"])
+                            ratio = mine[k]["images_per_s"] / r["images_per_s"]
+                            ratios.setdefault(k, []).append(ratio)
+                            # each round's ratio at once: a run cut short still says something
+                            print(json.dumps({"bench": "cnnsh_vs_pytorch_round", "figure": k[0],
+                                              "what": k[1], "autocast": k[2], "round": rnd + 1,
+                                              "ratio": round(ratio, 3)}), flush=True)
     for (fig, what, autocast), rs in ratios.items():
         print(json.dumps({"bench": "cnnsh_vs_pytorch", "figure": fig, "what": what, "autocast": autocast,
                           "threads": a.threads, "rounds": [round(x, 3) for x in rs],

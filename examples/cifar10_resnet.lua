@@ -60,7 +60,9 @@ local function evaluate()
   net:eval()
   local correct = 0
   cnn.no_grad(function()
-    for x, y in test_loader do correct = correct + net(x):argmax(2):eq(y):long():sum():item() end
+    for x, y in test_loader do
+      correct = correct + net(x:contiguous("channels_last")):argmax(2):eq(y):long():sum():item()
+    end
   end)
   return 100 * correct / #test_set
 end
@@ -70,7 +72,9 @@ for epoch = 1, args.epochs do
   local total, count, t0 = 0, 0, os.clock()
   for x, y in train_loader do
     opt:zero_grad()
-    local loss = F.cross_entropy(net(x), y)
+    -- channels-last batches: the convolutions run oneDNN's nhwc kernels
+    -- without reorders, ~1.1-1.2x a step (README, "Channels-last tensors")
+    local loss = F.cross_entropy(net(x:contiguous("channels_last")), y)
     loss:backward()
     opt:step()
     total, count = total + loss:item() * x:size(1), count + x:size(1)

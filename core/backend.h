@@ -98,6 +98,11 @@ typedef struct cnn_backend {
   int (*copy_h2d)(void *dst, const void *src, size_t nbytes, int device);
   int (*copy_d2h)(void *dst, const void *src, size_t nbytes, int device);
   int (*copy_d2d)(void *dst, const void *src, size_t nbytes, int device);
+  /* optional (the CPU's): a float32/float64 copy between the NCHW and the
+   * channels-last layout of N images of C x L (L = H*W): NCHW src into an
+   * NHWC dst when to_channels_last, else back (core/copy.c's fast path) */
+  void (*copy_layout)(cnn_dtype dt, int64_t N, int64_t C, int64_t L, int to_channels_last,
+                      const void *src, void *dst);
   /* host -> device without waiting, on the stream every op uses; src lies
    * in a block from alloc_pinned (anything else is copied synchronously).
    * free_pinned keeps such a block until the copies that read it are done. */

@@ -139,6 +139,13 @@ static int adaptive_bwd(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t H, 
   (void)dev;
   return cnn_cpu_adaptive_avg_pool2d_backward(dt, N, C, H, W, OH, OW, dy, dx);
 }
+static void copy_layout(cnn_dtype dt, int64_t N, int64_t C, int64_t L, int to_channels_last,
+                        const void *src, void *dst) {
+  if (to_channels_last)
+    cnn_cpu_nchw_to_nhwc(dt, N, C, L, src, dst);
+  else
+    cnn_cpu_nhwc_to_nchw(dt, N, C, L, src, dst);
+}
 static int global_nhwc_fwd(int dev, cnn_dtype dt, int64_t N, int64_t L, int64_t C, const void *x,
                            void *y) {
   (void)dev;
@@ -237,6 +244,7 @@ const cnn_backend cnn_cpu_backend = {
     .half = false,
     .bn_dx_over_dy = true,          /* batch_norm.c reads dy[i] before writing dx[i] */
     .copy_d2d = cnn_cpu_copy_bytes, /* core/copy.c's contiguous same-dtype copies */
+    .copy_layout = copy_layout,     /* and its NCHW <-> channels-last ones */
     .unary = cnn_cpu_unary,
     .binary = cnn_cpu_binary,
     .unary_grad = cnn_cpu_unary_grad,

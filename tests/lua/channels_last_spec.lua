@@ -52,6 +52,33 @@ describe("the channels-last layout", function()
     assert.is_true(cnn.randn(2, 5, 1, 1):is_contiguous("channels_last"))
   end)
 
+  it("converts between the layouts element for element (tiled transposes, both dtypes)", function()
+    for _, dt in ipairs({ "float32", "float64" }) do
+      local x = cnn.randn(3, 17, 9, 11):to(dt)
+      local ref = x:totable() -- nested N, C, H, W
+      local c = x:contiguous("channels_last")
+      local nhwc = x:permute(1, 3, 4, 2):contiguous() -- the NHWC array itself
+      local back = c:contiguous()
+      local t_c, t_nhwc, t_back = c:totable(), nhwc:totable(), back:totable()
+      for n = 1, 3 do
+        for ch = 1, 17 do
+          for h = 1, 9 do
+            for w = 1, 11 do
+              local v = ref[n][ch][h][w]
+              assert(t_c[n][ch][h][w] == v and t_back[n][ch][h][w] == v and t_nhwc[n][h][w][ch] == v,
+                     ("%s element %d,%d,%d,%d"):format(dt, n, ch, h, w))
+            end
+          end
+        end
+      end
+      -- copy_ into a channels-last tensor, and out of one
+      local dst = cnn.zeros(3, 17, 9, 11):to(dt):contiguous("channels_last")
+      cnn.no_grad(function() dst:copy_(x) end)
+      assert.equal(0, (dst - x):abs():max():item())
+      assert.is_true(is_cl(dst))
+    end
+  end)
+
   it("refuses what it does not know, naming the op", function()
     local x = cnn.randn(2, 3, 4, 5)
     H.raises(function() x:contiguous("nhwc") end, "contiguous", "unknown memory_format 'nhwc'")

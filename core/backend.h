@@ -85,6 +85,11 @@ typedef struct cnn_backend {
    * (the same array): core/ops then writes the input gradient over a
    * private output gradient (cnn_grad_is_private) instead of a new tensor */
   bool bn_dx_over_dy;
+  /* runs channels-last tensors natively (core/memory_format.c): conv2d's
+   * entries take cnn_conv_shape.channels_last, max_pool2d's
+   * cnn_pool_shape.channels_last, batch norm's a channels-last x as N*H*W
+   * images of L = 1, and global_avg_pool_nhwc_* exist */
+  bool channels_last;
 
   /* ---- memory and devices ---- */
   /* alloc returns NULL with cnn_set_error() on failure (after emptying the
@@ -408,10 +413,12 @@ typedef struct {
  * 8: bn_dx_over_dy.
  * 9: conv_block_state_bytes/_forward/_backward (optional).
  * 10: linear_relu_dropout_forward/_backward (optional).
+ * 11: channels_last (the flag, cnn_conv_shape.channels_last,
+ *     cnn_pool_shape.channels_last, global_avg_pool_nhwc_*, copy_layout).
  * The version also folds in the sizes of the elementwise enums: adding a
  * unary or binary op renumbers the values the module's kernels switch on,
  * and needs no bump here (the recipe in core/README.md stays 4 files). */
-#define CNN_CORE_API_LAYOUT  10
+#define CNN_CORE_API_LAYOUT  11
 #define CNN_CORE_API_VERSION (CNN_CORE_API_LAYOUT * 10000 + CNN_NUNARY * 100 + CNN_NBINARY)
 
 /* dlopen() a module: $env, then `file` next to the executable, then

@@ -16,7 +16,9 @@
  * the ops treat it as contiguous (cnn_prefers_channels_last is false).
  * Sizes of 1 do not constrain their strides (PyTorch's rule).
  */
+#include "backend.h"
 #include "cnn.h"
+#include "ops/ops_internal.h"
 #include "tensor_internal.h"
 
 #include <string.h>
@@ -89,4 +91,10 @@ cnn_tensor *cnn_clone_like_layout(cnn_tensor *t) {
   cnn_tensor *r = copy ? cnn_permute(copy, (const int[]){0, 3, 1, 2}) : NULL;
   cnn_tensor_release(nhwc), cnn_tensor_release(copy);
   return r;
+}
+
+bool cnn_runs_channels_last(const cnn_tensor *x, const char *op) {
+  if (!cnn_prefers_channels_last(x)) return false;
+  const cnn_backend *be = cnn_backend_of(x, op);
+  return be && be->channels_last;
 }

@@ -242,6 +242,7 @@ static int adaptive_max_bwd(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t
 const cnn_backend cnn_cpu_backend = {
     .name = "cpu",
     .half = false,
+    .channels_last = true,          /* conv.c, batch_norm_rows.c, max_pool_rows.c, ... */
     .bn_dx_over_dy = true,          /* batch_norm.c reads dy[i] before writing dx[i] */
     .copy_d2d = cnn_cpu_copy_bytes, /* core/copy.c's contiguous same-dtype copies */
     .copy_layout = copy_layout,     /* and its NCHW <-> channels-last ones */

@@ -272,6 +272,8 @@ typedef struct {
   int kh, kw, sh, sw, ph, pw;
   int count_include_pad; /* avg pool */
   int dh, dw;            /* max pool dilation, >= 1 (avg pool: unused) */
+  int channels_last;     /* max pool on a backend with `channels_last`: x, y, the
+                          * indices and dx are N x H x W x C arrays (max_pool_rows.c) */
 } cnn_pool_shape;
 
 /* x: N x C x H x W, y: N x C x OH x OW.  The window of output (oh, ow)
@@ -284,6 +286,12 @@ int cnn_cpu_max_pool2d_forward(cnn_dtype dt, const cnn_pool_shape *s, const void
 /* dx OVERWRITTEN: zeroed then scattered (summed) from dy via indices */
 int cnn_cpu_max_pool2d_backward(cnn_dtype dt, const cnn_pool_shape *s, const void *dy,
                                 const int64_t *indices, void *dx);
+/* The same two over channels-last arrays (s->channels_last; max_pool_rows.c):
+ * indices hold the same h*W+w positions, laid out as y. */
+int cnn_cpu_max_pool2d_nhwc_forward(cnn_dtype dt, const cnn_pool_shape *s, const void *x, void *y,
+                                    int64_t *indices);
+int cnn_cpu_max_pool2d_nhwc_backward(cnn_dtype dt, const cnn_pool_shape *s, const void *dy,
+                                     const int64_t *indices, void *dx);
 /* PyTorch's divisor: the window clipped to the padded input when
  * count_include_pad, else to the input; an empty window gives 0. */
 int cnn_cpu_avg_pool2d_forward(cnn_dtype dt, const cnn_pool_shape *s, const void *x, void *y);

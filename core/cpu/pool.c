@@ -114,6 +114,7 @@ static void max_pool_plane(cnn_dtype dt, const cnn_pool_shape *s, const void *x,
 int cnn_cpu_max_pool2d_forward(cnn_dtype dt, const cnn_pool_shape *s, const void *x, void *y,
                                int64_t *indices) {
   assert(pool_valid(dt, s) && s->dh >= 1 && s->dw >= 1);
+  if (s->channels_last) return cnn_cpu_max_pool2d_nhwc_forward(dt, s, x, y, indices);
   int64_t HW = s->H * s->W, OP = s->OH * s->OW, esz = (int64_t)cnn_dtype_size(dt);
   int avx512 = cnn_cpu_use_avx512();
 #pragma omp parallel for schedule(static)
@@ -138,6 +139,7 @@ ALWAYS_INLINE void max_plane_backward(int f64, cnn_pool_shape s, const void *dy,
 int cnn_cpu_max_pool2d_backward(cnn_dtype dt, const cnn_pool_shape *s, const void *dy,
                                 const int64_t *indices, void *dx) {
   assert(pool_valid(dt, s) && indices);
+  if (s->channels_last) return cnn_cpu_max_pool2d_nhwc_backward(dt, s, dy, indices, dx);
   int64_t HW = s->H * s->W, OP = s->OH * s->OW, esz = (int64_t)cnn_dtype_size(dt);
 #pragma omp parallel for schedule(static)
   for (int64_t p = 0; p < s->N * s->C; p++) {

@@ -3,7 +3,8 @@
  *
  * The arithmetic is in core/cpu (naive oracle, im2col + GEMM, oneDNN),
  * chosen by cnn_get_conv_algo().  Inputs are made contiguous NCHW first,
- * except that on the CPU an input that prefers channels-last stays so and
+ * except that where the backend runs channels-last (the CPU) an input that
+ * prefers channels-last stays so and
  * the output, dy and dx follow it (s.channels_last; conv.c).
  * The node saves x and w (what the two backward passes need) and the
  * geometry in n->geometry.  The passes are the backend's conv entries
@@ -198,8 +199,7 @@ static cnn_tensor *forward_setup(cnn_tensor *x, cnn_tensor *w, cnn_tensor *b,
   if (cnn_conv_check_dtypes("conv2d", x, w, b) || cnn_conv2d_shape("conv2d", x, w, b, p, s))
     return NULL;
   s->math = math;
-  s->channels_last =
-      channels_last_ok && cnn_tensor_device(x).type == CNN_CPU && cnn_prefers_channels_last(x);
+  s->channels_last = channels_last_ok && cnn_runs_channels_last(x, "conv2d");
   c[0] = s->channels_last ? (cnn_tensor_retain(x), x) : cnn_contiguous(x);
   c[1] = cnn_contiguous(w), c[2] = b ? cnn_contiguous(b) : NULL;
   if (!c[0] || !c[1] || (b && !c[2])) return NULL;

@@ -7,7 +7,8 @@
  * and 1/std actually used, so one backward serves both modes (the kernel
  * differs: batch statistics depend on x, running ones do not).
  *
- * Layout: x is made contiguous, except that on the CPU a channels-last x
+ * Layout: x is made contiguous, except that on a backend with
+ * `channels_last` (the CPU) a channels-last x
  * stays so and runs as an (N*H*W) x C array (bn_dims); y, dy and dx then
  * are channels-last too.
  *
@@ -89,7 +90,7 @@ static int check_bn_inputs(cnn_tensor *x, cnn_tensor *rm, cnn_tensor *rv, cnn_te
 }
 
 /* x as the N x C x L array the entries take.  A channels-last x (on the
- * CPU: the only backend given one, see batch_norm) is an (N*H*W) x C
+ * CPU: given only to a backend with `channels_last`) is an (N*H*W) x C
  * array, the same thing with N*H*W "images" of L = 1 value a channel. */
 static void bn_dims(const cnn_tensor *x, int64_t *N, int64_t *L) {
   int64_t C = x->shape[1], rows = C > 0 ? cnn_tensor_numel(x) / C : 0;
@@ -181,7 +182,7 @@ static cnn_tensor *batch_norm(cnn_tensor *x, cnn_tensor *rm, cnn_tensor *rv, cnn
                               cnn_tensor *b, bool training, double momentum, double eps,
                               bool relu) {
   if (check_bn_inputs(x, rm, rv, w, b, training)) return NULL;
-  bool cl = cnn_tensor_device(x).type == CNN_CPU && cnn_prefers_channels_last(x);
+  bool cl = cnn_runs_channels_last(x, "batch_norm");
   cnn_tensor *xc = cl ? (cnn_tensor_retain(x), x) : cnn_contiguous(x);
   if (!xc) return NULL;
   int64_t N, C = x->shape[1], L;

@@ -102,9 +102,12 @@ static int pool_geometry(const char *op, const cnn_tensor *x, const cnn_pool_par
 
 static int max_pool_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
   const cnn_pool_shape *s = (const cnn_pool_shape *)n->geometry;
-  cnn_tensor *idx = cnn_node_saved(n, 0), *dy = cnn_contiguous(g);
+  cnn_tensor *idx = cnn_node_saved(n, 0);
+  cnn_tensor *dy = s->channels_last ? cnn_contiguous_channels_last(g) : cnn_contiguous(g);
   if (!idx || !dy) return cnn_tensor_release(dy), -1;
-  gin[0] = cnn_empty(n->in_ndim[0], n->in_shape[0], g->dtype, cnn_tensor_device(g));
+  gin[0] = s->channels_last
+               ? cnn_empty_channels_last(n->in_shape[0], g->dtype, cnn_tensor_device(g))
+               : cnn_empty(n->in_ndim[0], n->in_shape[0], g->dtype, cnn_tensor_device(g));
   int rc = gin[0] ? POOL_CALL(dy, "max_pool2d", max_pool2d_backward, s, cnn_tensor_data(dy),
                               cnn_tensor_data(idx), cnn_tensor_data(gin[0]))
                   : -1;
@@ -119,9 +122,17 @@ cnn_tensor *cnn_max_pool2d(cnn_tensor *x, const cnn_pool_params *p, cnn_tensor *
     return NULL;
   int64_t shape[4] = {s.N, s.C, s.OH, s.OW};
   bool want_idx = indices || cnn_any_requires_grad(1, &x); /* else no int64 array at all */
-  cnn_tensor *xc = cnn_contiguous(x);
-  cnn_tensor *y = xc ? cnn_empty(4, shape, x->dtype, cnn_tensor_device(x)) : NULL;
-  cnn_tensor *idx = y && want_idx ? cnn_empty(4, shape, CNN_INT64, cnn_tensor_device(x)) : NULL;
+  /* channels-last in and out where the backend runs it, unless the caller
+   * takes the indices (they are handed out in NCHW order) */
+  s.channels_last = !indices && x->dtype != CNN_FLOAT16 && cnn_runs_channels_last(x, "max_pool2d");
+  cnn_tensor *xc = s.channels_last ? (cnn_tensor_retain(x), x) : cnn_contiguous(x);
+  cnn_device dev = cnn_tensor_device(x);
+  cnn_tensor *y = !xc               ? NULL
+                  : s.channels_last ? cnn_empty_channels_last(shape, x->dtype, dev)
+                                    : cnn_empty(4, shape, x->dtype, dev);
+  cnn_tensor *idx = !y || !want_idx   ? NULL
+                    : s.channels_last ? cnn_empty_channels_last(shape, CNN_INT64, dev)
+                                      : cnn_empty(4, shape, CNN_INT64, dev);
   if (y && want_idx && !idx) cnn_tensor_release(y), y = NULL;
   if (y && POOL_CALL(x, "max_pool2d", max_pool2d_forward, &s, cnn_tensor_data(xc),
                      cnn_tensor_data(y), idx ? cnn_tensor_data(idx) : NULL))
@@ -183,7 +194,8 @@ cnn_tensor *cnn_avg_pool2d(cnn_tensor *x, const cnn_pool_params *p) {
  * (the CPU's), so that neither pass makes x or dx contiguous. */
 static bool global_pool_channels_last(const cnn_tensor *x) {
   const cnn_backend *be = cnn_backend_of(x, "adaptive_avg_pool2d");
-  return be && be->global_avg_pool_nhwc_forward && be->global_avg_pool_nhwc_backward &&
+  return be && be->channels_last && be->global_avg_pool_nhwc_forward &&
+         be->global_avg_pool_nhwc_backward &&
          (x->dtype == CNN_FLOAT32 || x->dtype == CNN_FLOAT64) && cnn_prefers_channels_last(x);
 }
 

@@ -93,4 +93,8 @@ static inline bool cnn_half_ok(const cnn_tensor *t) {
  * expected a 4-d input ..." or the dtype (pools, resizing) */
 int cnn_check_image_input(const char *op, const cnn_tensor *x, bool half);
 
+/* memory_format.c: x prefers channels-last and its backend runs that
+ * layout natively (the `channels_last` flag): the op keeps it */
+bool cnn_runs_channels_last(const cnn_tensor *x, const char *op);
+
 #endif

@@ -100,7 +100,7 @@ static void test_shape_backward(const cnn_pool_shape *s, const int64_t *idxr) {
 
 static void test_shape(int64_t N, int64_t C, int64_t H, int64_t W, int ceil_mode) {
   cnn_pool_shape s = {N, C, H, W, out_size(H, ceil_mode), out_size(W, ceil_mode), 2, 2, 2, 2, 0,
-                      0, 0, 1, 1};
+                      0, 0, 1, 1, 0};
   int64_t P = N * C, nx = P * H * W, ny = P * s.OH * s.OW;
   float *x = malloc(nx * 4), *y = malloc(ny * 4), *y2 = malloc(ny * 4), *yr = malloc(ny * 4);
   int64_t *idx = malloc(ny * 8), *idxr = malloc(ny * 8);

@@ -45,7 +45,8 @@ static cnn_pool_shape mk_dilated(int64_t N, int64_t C, int64_t H, int64_t W, int
                       pw,
                       include_pad,
                       dh,
-                      dw};
+                      dw,
+                      0};
   return s;
 }
 

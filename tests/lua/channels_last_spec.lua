@@ -317,13 +317,58 @@ describe("the global average pool on a channels-last input", function()
   end)
 end)
 
+describe("max pooling on a channels-last input", function()
+  it("gives the NCHW pool's values, gradients and NaN rule, channels-last", function()
+    local cases = {
+      { k = 2, o = {} },
+      { k = 3, o = { stride = 2, padding = 1 } },
+      { k = 3, o = { stride = 2, ceil_mode = true } },
+      { k = 2, o = { dilation = 2, padding = 1 } },
+      { k = { 3, 2 }, o = { stride = { 1, 2 } } },
+    }
+    for _, dt in ipairs({ "float32", "float64" }) do
+      for i, c in ipairs(cases) do
+        local x = cnn.randn(3, 19, 9, 8):to(dt)
+        -- ties and NaNs: the first maximum, and the NaN wins
+        cnn.no_grad(function()
+          x[{ 1, 1, 1, 1 }] = 5; x[{ 1, 1, 1, 2 }] = 5
+          x[{ 2, 3, 4, 4 }] = 0 / 0
+        end)
+        x.requires_grad = true
+        local y1 = F.max_pool2d(x, c.k, c.o)
+        local xc = x:contiguous("channels_last")
+        local y2 = F.max_pool2d(xc, c.k, c.o)
+        local what = ("%s case %d"):format(dt, i)
+        assert(is_cl(y2), what .. ": not channels-last")
+        H.assert_close(y2, y1, 0, 0, what)
+        local g = cnn.randn(table.unpack(y1.shape)):to(dt)
+        xc:retain_grad()
+        y1:backward(g)
+        local gx1 = x.grad:clone()
+        x.grad = nil
+        y2:backward(g:contiguous("channels_last"))
+        assert(is_cl(xc.grad), what .. ": dx not channels-last")
+        H.assert_close(x.grad, gx1, 0, 0, what .. ": dx")
+      end
+    end
+  end)
+
+  it("hands out NCHW indices when asked for them", function()
+    local x = cnn.randn(2, 5, 6, 6)
+    local _, i1 = F.max_pool2d(x, 2, { return_indices = true })
+    local y2, i2 = F.max_pool2d(x:contiguous("channels_last"), 2, { return_indices = true })
+    assert.is_true(i2:is_contiguous())
+    assert.same(i1:totable(), i2:totable())
+    assert.is_true(y2:is_contiguous())
+  end)
+end)
+
 describe("other ops read channels-last inputs as contiguous ones", function()
   it("pools, softmax, reductions, joins, resizes, transposed convolutions, views", function()
     local x = cnn.randn(2, 6, 8, 10)
     local c = x:contiguous("channels_last")
     local w = cnn.randn(6, 3, 3, 3)
     local ops = {
-      max_pool = function(t) return F.max_pool2d(t, 2) end,
       avg_pool = function(t) return F.avg_pool2d(t, 3, { stride = 2, padding = 1 }) end,
       adaptive_2x3 = function(t) return F.adaptive_avg_pool2d(t, { 2, 3 }) end,
       softmax = function(t) return F.softmax(t, 2) end,

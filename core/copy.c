@@ -244,6 +244,11 @@ int cnn_copy_raw(cnn_tensor *dst, cnn_tensor *src) {
   if (cnn_same_shape(dst, src) && cnn_tensor_is_contiguous(dst) && cnn_tensor_is_contiguous(src) &&
       fast_cast(dst, src, n))
     return 0;
+  /* two channels-last tensors of one shape: the same dense layout, so
+   * their arrays correspond element for element */
+  if (cnn_same_shape(dst, src) && cnn_prefers_channels_last(dst) &&
+      cnn_prefers_channels_last(src) && fast_cast(dst, src, n))
+    return 0;
   if (copy_between_layouts(dst, src)) return 0;
   copy_strided(dst, src);
   return 0;
@@ -378,8 +383,14 @@ static int copy_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
   return gin[0] ? 0 : -1;
 }
 
-static cnn_tensor *copy_as(const char *op, cnn_tensor *t, cnn_dtype dt, cnn_device dev) {
-  cnn_tensor *out = cnn_empty(t->ndim, t->shape, dt, dev);
+/* A copy of t as dtype dt on dev, recorded as `op`: contiguous, or in t's
+ * channels-last layout when keep_layout and t prefers it (PyTorch's
+ * preserve_format for x:to(dtype)). */
+static cnn_tensor *copy_as(const char *op, cnn_tensor *t, cnn_dtype dt, cnn_device dev,
+                           bool keep_layout) {
+  cnn_tensor *out = keep_layout && cnn_prefers_channels_last(t)
+                        ? cnn_empty_channels_last(t->shape, dt, dev)
+                        : cnn_empty(t->ndim, t->shape, dt, dev);
   if (!out) return NULL;
   if (cnn_copy_raw(out, t)) return cnn_tensor_release(out), NULL;
   if (cnn_dtype_is_float(dt)) cnn_autograd_record(out, op, copy_backward, 1, &t);
@@ -388,24 +399,24 @@ static cnn_tensor *copy_as(const char *op, cnn_tensor *t, cnn_dtype dt, cnn_devi
 
 cnn_tensor *cnn_contiguous(cnn_tensor *t) {
   if (cnn_tensor_is_contiguous(t)) return cnn_tensor_retain(t), t;
-  return copy_as("ContiguousBackward", t, t->dtype, t->storage->device);
+  return copy_as("ContiguousBackward", t, t->dtype, t->storage->device, false);
 }
 
 cnn_tensor *cnn_clone(cnn_tensor *t) {
-  return copy_as("CloneBackward", t, t->dtype, t->storage->device);
+  return copy_as("CloneBackward", t, t->dtype, t->storage->device, false);
 }
 
 cnn_tensor *cnn_to_dtype(cnn_tensor *t, cnn_dtype dt) {
   if (dt >= CNN_NDTYPES) return cnn_set_error("to: unknown dtype"), NULL;
   if (dt == t->dtype) return cnn_tensor_retain(t), t;
-  return copy_as("ToCopyBackward", t, dt, t->storage->device);
+  return copy_as("ToCopyBackward", t, dt, t->storage->device, true);
 }
 
 cnn_tensor *cnn_to_device(cnn_tensor *t, cnn_device dev) {
   if (cnn_device_equal(dev, t->storage->device)) return cnn_tensor_retain(t), t;
   cnn_tensor *c = cnn_contiguous(t);
   if (!c) return NULL;
-  cnn_tensor *out = copy_as("ToCopyBackward", c, t->dtype, dev);
+  cnn_tensor *out = copy_as("ToCopyBackward", c, t->dtype, dev, false);
   cnn_tensor_release(c);
   return out;
 }

@@ -5,12 +5,13 @@
  * A channels-last tensor keeps its N x C x H x W shape and indexing; only
  * its strides change, to (H*W*C, 1, W*C, C): the C values of a pixel lie
  * next to each other.  Every op reads such a tensor correctly through its
- * strides (or a contiguous copy); the ops that run it natively -- oneDNN's
- * convolutions (nhwc, no reorders into blocked layouts), batch norm over
- * the rows of an (N*H*W) x C matrix, elementwise ops in memory order, the
- * global average pool -- also write their outputs (and their inputs'
- * gradients) channels-last, so a network fed a channels-last image stays
- * in it, as PyTorch's do.
+ * strides (or a contiguous copy); the ops that run it natively where the
+ * backend has the `channels_last` flag (the CPU) -- oneDNN's convolutions
+ * (nhwc, no reorders into blocked layouts), batch norm over the rows of an
+ * (N*H*W) x C matrix, max pooling, the global average pool -- and the
+ * elementwise ops (in memory order, any backend) also write their outputs
+ * (and their inputs' gradients) channels-last, so a network fed a
+ * channels-last image stays in it, as PyTorch's do.
  *
  * A tensor with C = 1 or H = W = 1 is both contiguous and channels-last;
  * the ops treat it as contiguous (cnn_prefers_channels_last is false).

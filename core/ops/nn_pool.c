@@ -8,10 +8,12 @@
  * backward; it computes them only when backward will need them or the
  * caller asks (under no_grad they were an int64 array twice the output's
  * size, 50 MB per 1000x32x28x28 input); average pooling saves only the
- * geometry.  A channels-last input pooled to 1x1 (the global average pool
- * of a ResNet) runs in its layout where the backend has the entry (the
- * CPU), and its gradient is channels-last too.  The kernels are the pooling entries of the tensor's backend
- * (core/cpu/pool.c on the CPU), called through POOL_CALL.
+ * geometry.  Where the backend runs channels-last (the CPU), a
+ * channels-last input of max pooling (unless the caller takes the
+ * indices) or of a pool to 1x1 (a ResNet's global average pool) stays in
+ * its layout, output and gradient too.  The kernels are the pooling
+ * entries of the tensor's backend (core/cpu/pool.c on the CPU), called
+ * through POOL_CALL.
  */
 #include "autograd.h"
 #include "backend.h"
@@ -153,16 +155,15 @@ cnn_tensor *cnn_max_pool2d(cnn_tensor *x, const cnn_pool_params *p, cnn_tensor *
 static int avg_pool_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
   cnn_tensor *dy = cnn_contiguous(g);
   if (!dy) return -1;
-  gin[0] = cnn_empty(n->in_ndim[0], n->in_shape[0], g->dtype, cnn_tensor_device(g));
   const int64_t *in = n->in_shape[0];
+  bool nhwc = n->ip[0] == 2; /* channels-last, to 1x1 */
+  gin[0] = nhwc ? cnn_empty_channels_last(in, g->dtype, cnn_tensor_device(g))
+                : cnn_empty(n->in_ndim[0], in, g->dtype, cnn_tensor_device(g));
   int rc = -1;
-  if (gin[0] && n->ip[0] == 2) { /* channels-last, to 1x1 */
-    cnn_tensor_release(gin[0]);
-    gin[0] = cnn_empty_channels_last(in, g->dtype, cnn_tensor_device(g));
-    if (gin[0])
-      rc = POOL_CALL(dy, "adaptive_avg_pool2d", global_avg_pool_nhwc_backward, in[0], in[2] * in[3],
-                     in[1], cnn_tensor_data(dy), cnn_tensor_data(gin[0]));
-  } else if (gin[0] && n->ip[0] == 0)
+  if (gin[0] && nhwc)
+    rc = POOL_CALL(dy, "adaptive_avg_pool2d", global_avg_pool_nhwc_backward, in[0], in[2] * in[3],
+                   in[1], cnn_tensor_data(dy), cnn_tensor_data(gin[0]));
+  else if (gin[0] && n->ip[0] == 0)
     rc = POOL_CALL(dy, "avg_pool2d", avg_pool2d_backward, (const cnn_pool_shape *)n->geometry,
                    cnn_tensor_data(dy), cnn_tensor_data(gin[0]));
   else if (gin[0])

@@ -46,6 +46,12 @@ describe("the channels-last layout", function()
     assert.equal("float64", d.dtype)
     assert.is_true(is_cl(d))
     assert.is_true(c:to({ memory_format = "contiguous_format" }):is_contiguous())
+    -- a dtype conversion keeps the layout (preserve_format), and the values
+    local c64 = c:double()
+    assert.is_true(is_cl(c64))
+    assert.is_true(is_cl(c:to("float64")))
+    assert.equal(0, (c64 - x:double()):abs():max():item())
+    assert.equal(0, (c64:float() - x):abs():max():item())
     assert.is_true(is_cl(c:to({ memory_format = "preserve_format" })))
     -- C = 1 or H = W = 1: both layouts at once
     assert.is_true(cnn.randn(2, 1, 3, 3):is_contiguous("channels_last"))

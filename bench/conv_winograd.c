@@ -19,104 +19,21 @@
  *   cc -O2 -o /tmp/conv_winograd bench/conv_winograd.c -ldnnl
  *   OMP_NUM_THREADS=2 /tmp/conv_winograd
  */
-#include <dnnl.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <time.h>
 
-typedef enum { FWD, BWD_DATA, BWD_WEIGHTS } pass;
-static const char *pass_name[] = {"fwd", "bwd_data", "bwd_weights"};
+#include "onednn_conv_harness.h"
 
-static dnnl_engine_t engine;
-static dnnl_stream_t stream;
-
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec + t.tv_nsec * 1e-9;
-}
-
-static int by_value(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
-/* A memory object of md filled with small varied values (NULL md: none). */
-static dnnl_memory_t filled(const dnnl_memory_desc_t *md) {
-  dnnl_memory_t m;
-  if (dnnl_memory_create(&m, md, engine, DNNL_MEMORY_ALLOCATE) != dnnl_success) return NULL;
-  float *p;
-  dnnl_memory_get_data_handle(m, (void **)&p);
-  size_t n = dnnl_memory_desc_get_size(md) / sizeof(float);
-  for (size_t i = 0; i < n; i++) p[i] = (float)((i * 7919) % 1000) / 1000.0f - 0.5f;
-  return m;
-}
-
-/* The pass's primitive descriptor (a forward one as the hint for backward). */
-static dnnl_primitive_desc_t make_pd(pass p, dnnl_alg_kind_t alg, int N, int C, int K, int H) {
-  dnnl_dims_t xd = {N, C, H, H}, wd = {K, C, 3, 3}, yd = {N, K, H, H};
-  dnnl_dims_t one = {1, 1}, none = {0, 0};
-  dnnl_memory_desc_t x, w, y;
-  dnnl_memory_desc_init_by_tag(&x, 4, xd, dnnl_f32, dnnl_format_tag_any);
-  dnnl_memory_desc_init_by_tag(&w, 4, wd, dnnl_f32, dnnl_format_tag_any);
-  dnnl_memory_desc_init_by_tag(&y, 4, yd, dnnl_f32, dnnl_format_tag_any);
-  dnnl_convolution_desc_t fd, bd;
-  dnnl_primitive_desc_t fwd = NULL, pd = NULL;
-  dnnl_primitive_attr_t attr;
-  dnnl_primitive_attr_create(&attr);
-  dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
-  dnnl_status_t st = dnnl_dilated_convolution_forward_desc_init(&fd, dnnl_forward_training, alg, &x,
-                                                                &w, NULL, &y, one, none, one, one);
-  if (st == dnnl_success) st = dnnl_primitive_desc_create(&fwd, &fd, attr, engine, NULL);
-  if (st == dnnl_success && p == FWD) pd = fwd, fwd = NULL;
-  if (st == dnnl_success && p == BWD_DATA &&
-      dnnl_dilated_convolution_backward_data_desc_init(&bd, alg, &x, &w, &y, one, none, one, one) ==
-          dnnl_success)
-    dnnl_primitive_desc_create(&pd, &bd, attr, engine, fwd);
-  if (st == dnnl_success && p == BWD_WEIGHTS &&
-      dnnl_dilated_convolution_backward_weights_desc_init(&bd, alg, &x, &w, NULL, &y, one, none,
-                                                          one, one) == dnnl_success)
-    dnnl_primitive_desc_create(&pd, &bd, attr, engine, fwd);
-  if (fwd) dnnl_primitive_desc_destroy(fwd);
-  dnnl_primitive_attr_destroy(attr);
-  return pd;
-}
-
-/* The arguments of pass p: the two inputs, the output and the scratchpad. */
-static int args_of(pass p, dnnl_primitive_desc_t pd, dnnl_exec_arg_t a[4]) {
-  static const int arg[3][3] = {
-      [FWD] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST},
-      [BWD_DATA] = {DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC},
-      [BWD_WEIGHTS] = {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS}};
-  static const dnnl_query_t query[3][3] = {
-      [FWD] = {dnnl_query_src_md, dnnl_query_weights_md, dnnl_query_dst_md},
-      [BWD_DATA] = {dnnl_query_diff_dst_md, dnnl_query_weights_md, dnnl_query_diff_src_md},
-      [BWD_WEIGHTS] = {dnnl_query_src_md, dnnl_query_diff_dst_md, dnnl_query_diff_weights_md}};
-  for (int i = 0; i < 3; i++) {
-    a[i].arg = arg[p][i];
-    if (!(a[i].memory = filled(dnnl_primitive_desc_query_md(pd, query[p][i], 0)))) return -1;
-  }
-  a[3].arg = DNNL_ARG_SCRATCHPAD;
-  a[3].memory = filled(dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0));
-  return a[3].memory ? 0 : -1;
-}
-
-/* The median ms of one pass, or -1 when oneDNN has no such primitive. */
+/* The median ms of one pass of a 3x3 stride-1 convolution (activations in
+ * oneDNN's layouts), or -1 when oneDNN has no such primitive. */
 static double time_pass(pass p, dnnl_alg_kind_t alg, int N, int C, int K, int H) {
-  dnnl_primitive_desc_t pd = make_pd(p, alg, N, C, K, H);
+  dnnl_primitive_desc_t pd =
+      conv_pd(p, alg, (conv_shape){N, C, K, H, 3, 1, 1}, dnnl_format_tag_any);
   if (!pd) return -1;
   dnnl_exec_arg_t a[4];
   dnnl_primitive_t prim = NULL;
-  double t[21], ms = -1;
-  if (args_of(p, pd, a) == 0 && dnnl_primitive_create(&prim, pd) == dnnl_success) {
-    for (int r = -3; r < 21; r++) {
-      double t0 = now();
-      dnnl_primitive_execute(prim, stream, 4, a);
-      dnnl_stream_wait(stream);
-      if (r >= 0) t[r] = now() - t0;
-    }
-    qsort(t, 21, sizeof t[0], by_value);
-    ms = t[10] * 1e3;
+  double ms = -1;
+  if (conv_args(p, pd, a) == 0 && dnnl_primitive_create(&prim, pd) == dnnl_success) {
+    ms = median_ms(prim, 4, a);
     dnnl_primitive_destroy(prim);
     for (int i = 0; i < 4; i++) dnnl_memory_destroy(a[i].memory);
   }
@@ -135,9 +52,7 @@ int main(void) {
       {8, 32, 32, 16},    {2, 32, 32, 32},    {4, 64, 64, 16},   {2, 64, 64, 28}, {1, 128, 128, 28},
       {16, 32, 32, 8},    {32, 32, 32, 8},    {64, 32, 32, 8},   {1, 64, 64, 32}, {3, 64, 64, 32},
       {16, 64, 64, 12},   {64, 32, 32, 6}};
-  if (dnnl_engine_create(&engine, dnnl_cpu, 0) != dnnl_success ||
-      dnnl_stream_create(&stream, engine, dnnl_stream_default_flags) != dnnl_success)
-    return fprintf(stderr, "conv_winograd: no oneDNN CPU engine\n"), 1;
+  if (!harness_start("conv_winograd")) return 1;
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
     const int *s = shapes[i];
     long tiles = (long)s[0] * ((s[3] + 3) / 4) * ((s[3] + 3) / 4);
@@ -154,7 +69,6 @@ int main(void) {
       fflush(stdout);
     }
   }
-  dnnl_stream_destroy(stream);
-  dnnl_engine_destroy(engine);
+  harness_end();
   return 0;
 }

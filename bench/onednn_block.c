@@ -25,6 +25,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_clock.h"
+
 #define CHK(call)                                                                                  \
   do {                                                                                             \
     dnnl_status_t s_ = (call);                                                                     \
@@ -262,17 +264,6 @@ static void step(block *k) {
     run_reorder(k->r_dx);
   }
   CHK(dnnl_stream_wait(stream));
-}
-
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec + t.tv_nsec * 1e-9;
-}
-
-static int by_value(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
 }
 
 static void bench(const char *name, int N, int C, int K, int H, dnnl_data_type_t dt, int need_dx) {

@@ -38,6 +38,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_clock.h"
 #include "cpu/vector_math.h"
 
 typedef void (*own_fn)(int64_t n, const float *x, float *y);
@@ -82,17 +83,6 @@ static double ulps(float a, double r) {
   return fabs((double)a - r) / step;
 }
 
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int cmp(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
 /* worst ulp of f over every `stride`-th bit pattern against ref */
 static double worst_ulp(own_fn f, double (*ref)(double), uint32_t stride) {
   enum { B = 1 << 16 };
@@ -128,7 +118,7 @@ static void race(own_fn f, own_fn g, int64_t n, double *tf, double *tg) {
     g(n, x, y);
     a[r] = t1 - t0, b[r] = now() - t1;
   }
-  qsort(a, R, sizeof a[0], cmp), qsort(b, R, sizeof b[0], cmp);
+  qsort(a, R, sizeof a[0], by_value), qsort(b, R, sizeof b[0], by_value);
   *tf = a[R / 2], *tg = b[R / 2];
   free(x), free(y);
 }

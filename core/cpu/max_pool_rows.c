@@ -21,18 +21,30 @@ static inline void taps(int64_t start, int k, int d, int64_t n, int64_t *lo, int
   *hi = min64(start + (int64_t)(k - 1) * d + 1, n);
 }
 
+/* Output (oh, ow)'s window: rows [h0, h1) by dh, columns [w0, w1) by dw,
+ * and its first tap's position h*W+w (-1 when it holds no input). */
+typedef struct {
+  int64_t h0, h1, w0, w1, first;
+} window;
+
+static inline window window_of(const cnn_pool_shape *s, int64_t oh, int64_t ow) {
+  window v;
+  taps(oh * s->sh - s->ph, s->kh, s->dh, s->H, &v.h0, &v.h1);
+  taps(ow * s->sw - s->pw, s->kw, s->dw, s->W, &v.w0, &v.w1);
+  v.first = v.h0 < v.h1 && v.w0 < v.w1 ? v.h0 * s->W + v.w0 : -1;
+  return v;
+}
+
 /* One float32 output pixel (C values at y, indices at idx or NULL). */
 static void pixel_f32(const cnn_pool_shape *s, const float *x, int64_t oh, int64_t ow, float *y,
                       int64_t *idx) {
-  int64_t h0, h1, w0, w1, C = s->C;
-  taps(oh * s->sh - s->ph, s->kh, s->dh, s->H, &h0, &h1);
-  taps(ow * s->sw - s->pw, s->kw, s->dw, s->W, &w0, &w1);
-  int64_t first = h0 < h1 && w0 < w1 ? h0 * s->W + w0 : -1;
+  int64_t C = s->C;
+  window v = window_of(s, oh, ow);
   for (int64_t c = 0; c < C; c++) y[c] = -INFINITY;
   if (idx)
-    for (int64_t c = 0; c < C; c++) idx[c] = first;
-  for (int64_t h = h0; h < h1; h += s->dh)
-    for (int64_t w = w0; w < w1; w += s->dw) {
+    for (int64_t c = 0; c < C; c++) idx[c] = v.first;
+  for (int64_t h = v.h0; h < v.h1; h += s->dh)
+    for (int64_t w = v.w0; w < v.w1; w += s->dw) {
       const float *r = x + (h * s->W + w) * C;
       int64_t pos = h * s->W + w;
       if (idx) {
@@ -56,16 +68,14 @@ static void pixel_f32(const cnn_pool_shape *s, const float *x, int64_t oh, int64
 /* The same for float64 (scalar loops). */
 static void pixel_f64(const cnn_pool_shape *s, const double *x, int64_t oh, int64_t ow, double *y,
                       int64_t *idx) {
-  int64_t h0, h1, w0, w1, C = s->C;
-  taps(oh * s->sh - s->ph, s->kh, s->dh, s->H, &h0, &h1);
-  taps(ow * s->sw - s->pw, s->kw, s->dw, s->W, &w0, &w1);
-  int64_t first = h0 < h1 && w0 < w1 ? h0 * s->W + w0 : -1;
+  int64_t C = s->C;
+  window v = window_of(s, oh, ow);
   for (int64_t c = 0; c < C; c++) {
     y[c] = -INFINITY;
-    if (idx) idx[c] = first;
+    if (idx) idx[c] = v.first;
   }
-  for (int64_t h = h0; h < h1; h += s->dh)
-    for (int64_t w = w0; w < w1; w += s->dw) {
+  for (int64_t h = v.h0; h < v.h1; h += s->dh)
+    for (int64_t w = v.w0; w < v.w1; w += s->dw) {
       const double *r = x + (h * s->W + w) * C;
       for (int64_t c = 0; c < C; c++) {
         double v = r[c], b = y[c];

@@ -19,13 +19,7 @@ local function rel(a, b)
   return (f64(a) - f64(b)):abs():max():item() / (1 + f64(b):abs():max():item())
 end
 
-local function with_algo(algo, fn)
-  local prev = cnn.get_conv_algo()
-  cnn.set_conv_algo(algo)
-  local ok, err = pcall(fn)
-  cnn.set_conv_algo(prev)
-  assert(ok, err)
-end
+local with_algo = H.with_conv_algo
 
 describe("the channels-last layout", function()
   it("keeps the shape, sets PyTorch's strides and tells the two layouts apart", function()

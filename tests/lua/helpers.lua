@@ -222,6 +222,16 @@ function H.run_layers(net, x)
   return x
 end
 
+-- fn() with cnn.set_conv_algo(algo), the previous algorithm restored
+-- whatever fn does; fn's error is raised after.
+function H.with_conv_algo(algo, fn)
+  local prev = cnn.get_conv_algo()
+  cnn.set_conv_algo(algo)
+  local ok, err = pcall(fn)
+  cnn.set_conv_algo(prev)
+  assert(ok, err)
+end
+
 -- The largest |a - b| over two tensors / nested tables of one size.
 function H.max_diff(a, b)
   local fa, fb, m = H.flat(a), H.flat(b), 0

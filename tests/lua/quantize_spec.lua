@@ -55,13 +55,7 @@ local function random_operands(K, C)
   return wq, ws, cnn.randn(K)
 end
 
-local function with_algo(algo, fn)
-  local saved = cnn.get_conv_algo()
-  cnn.set_conv_algo(algo)
-  local ok, err = pcall(fn)
-  cnn.set_conv_algo(saved)
-  assert(ok, err)
-end
+local with_algo = H.with_conv_algo
 
 describe("F.conv2d_int8", function()
   for _, algo in ipairs({ "auto", "naive" }) do

@@ -69,6 +69,32 @@ describe("the fake CUDA device", function()
     end
   end)
 
+  it("trains a channels-last batch as the CPU does (its ops run NCHW copies there)", function()
+    local function losses(device)
+      cnn.manual_seed(5)
+      local net = models.resnet20({ num_classes = 4 }):to(device)
+      local opt = optim.SGD(net:parameters(), { lr = 0.05 })
+      cnn.manual_seed(6)
+      local x = cnn.randn(4, 3, 8, 8):to(device):contiguous("channels_last")
+      local y = cnn.randint(1, 4, { 4 }):to(device)
+      assert.is_true(x:is_contiguous("channels_last"))
+      local out = {}
+      for s = 1, 3 do
+        opt:zero_grad()
+        local loss = F.cross_entropy(net(x), y)
+        loss:backward()
+        opt:step()
+        out[s] = loss:item()
+      end
+      return out
+    end
+    local lc, lg = losses("cpu"), losses("cuda")
+    for s = 1, 3 do
+      assert(math.abs(lc[s] - lg[s]) < 1e-4 * (1 + math.abs(lc[s])),
+             ("step %d: cpu %.7f, cuda %.7f"):format(s, lc[s], lg[s]))
+    end
+  end)
+
   it("moves tensors there and back", function()
     local x = cnn.tensor({ { 1, 2, 3 }, { 4, 5, 6 } })
     local g = x:cuda()

@@ -431,4 +431,21 @@ describe("ResNet-20 fed a channels-last batch", function()
       if t.dtype == "float32" then assert(rel(sb[name], t) < 1e-5, name) end
     end
   end)
+  it("trains under bfloat16 autocast as the NCHW run does", function()
+    cnn.manual_seed(11)
+    local a = models.resnet20({ num_classes = 10 })
+    local b = models.resnet20({ num_classes = 10 })
+    b:load_state_dict(a:state_dict())
+    local x, labels = cnn.randn(8, 3, 16, 16), cnn.randint(1, 10, { 8 })
+    local function loss(net, inp)
+      return cnn.autocast("bfloat16", function() return F.cross_entropy(net(inp), labels) end)
+    end
+    local la, lb = loss(a, x), loss(b, x:contiguous("channels_last"))
+    assert(math.abs(la:item() - lb:item()) < 1e-5 * (1 + math.abs(la:item())),
+           ("loss %.6f vs %.6f"):format(la:item(), lb:item()))
+    la:backward()
+    lb:backward()
+    assert(rel(b.fc.weight.grad, a.fc.weight.grad) < 1e-4)
+    assert(rel(b.conv1.weight.grad, a.conv1.weight.grad) < 1e-2) -- bf16 products, sums reordered
+  end)
 end)

@@ -268,6 +268,11 @@ end
 local function to_args(a, b, extra)
   local fname = "Module:to"
   if extra ~= nil then check.fail(fname, "argument 3", "nothing", extra, 3) end
+  if type(a) == "table" and a.memory_format ~= nil then
+    error("Module:to: memory_format is not offered for modules (convolution weights stay "
+          .. "K x C x R x S; oneDNN reorders them itself): feed the network "
+          .. "x:contiguous('channels_last') instead", 3)
+  end
   if type(a) ~= "string" then check.fail(fname, "argument 1", "a device or dtype name", a, 3) end
   if b == nil then
     if is_device(a) then return a, nil end

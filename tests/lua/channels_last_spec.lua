@@ -89,6 +89,8 @@ describe("the channels-last layout", function()
              "4-d", "3x4")
     H.raises(function() x:to({ memory_format = "nchw" }) end, "to", "unknown memory_format")
     H.raises(function() x:to({ dtyp = "float64" }) end, "to", "unknown option 'dtyp'")
+    H.raises(function() nn.Conv2d(3, 4, 3):to({ memory_format = "channels_last" }) end,
+             "Module:to", "memory_format", "x:contiguous('channels_last')")
   end)
 
   it("gradients flow through the conversion", function()

@@ -30,10 +30,15 @@ local function batch()
   return cnn.randn(6, 1, 12, 12), cnn.randint(1, 5, { 6 })
 end
 
--- losses of `steps` steps of optimizer `make_opt` on `device`
-local function train(device, make_opt, steps)
-  local net = make_net():to(device)
-  local x, y = batch()
+-- losses of `steps` steps of optimizer `make_opt` on `device`; `setup`
+-- (optional) gives the net and the batch instead of make_net() and batch()
+local function train(device, make_opt, steps, setup)
+  local net, x, y
+  if setup then
+    net, x, y = setup(device)
+  else
+    net, x, y = make_net():to(device), batch()
+  end
   x, y = x:to(device), y:to(device)
   local opt = make_opt(net:parameters())
   local losses = {}
@@ -70,25 +75,17 @@ describe("the fake CUDA device", function()
   end)
 
   it("trains a channels-last batch as the CPU does (its ops run NCHW copies there)", function()
-    local function losses(device)
+    local function resnet_channels_last(device)
       cnn.manual_seed(5)
       local net = models.resnet20({ num_classes = 4 }):to(device)
-      local opt = optim.SGD(net:parameters(), { lr = 0.05 })
       cnn.manual_seed(6)
       local x = cnn.randn(4, 3, 8, 8):to(device):contiguous("channels_last")
-      local y = cnn.randint(1, 4, { 4 }):to(device)
       assert.is_true(x:is_contiguous("channels_last"))
-      local out = {}
-      for s = 1, 3 do
-        opt:zero_grad()
-        local loss = F.cross_entropy(net(x), y)
-        loss:backward()
-        opt:step()
-        out[s] = loss:item()
-      end
-      return out
+      return net, x, cnn.randint(1, 4, { 4 })
     end
-    local lc, lg = losses("cpu"), losses("cuda")
+    local function sgd(p) return optim.SGD(p, { lr = 0.05 }) end
+    local lc = train("cpu", sgd, 3, resnet_channels_last)
+    local lg = train("cuda", sgd, 3, resnet_channels_last)
     for s = 1, 3 do
       assert(math.abs(lc[s] - lg[s]) < 1e-4 * (1 + math.abs(lc[s])),
              ("step %d: cpu %.7f, cuda %.7f"):format(s, lc[s], lg[s]))

@@ -206,11 +206,11 @@ static bool dense_in_order(const cnn_tensor *t, const int perm[4]) {
 /* A same-shape float copy between the NCHW and the channels-last layout,
  * seen as N images of C x L (L = H*W): the CPU backend's tiled transposes
  * on the threads, where the element loop above took 10 % of a ResNet-18
- * step.  Two views of the same move each way: a contiguous N x C x H x W
- * dst from a channels-last src (x:contiguous() of a channels-last x), an
- * N x H x W x C one from the permuted view of an NCHW array
- * (cnn_contiguous_channels_last's copy), and a channels-last dst from a
- * contiguous src. */
+ * step.  Three ways to meet it: a contiguous N x C x H x W dst from a
+ * channels-last src (x:contiguous() of a channels-last x), a
+ * channels-last dst from a contiguous src, and a contiguous N x H x W x C
+ * dst from the permuted view of an NCHW array (cnn_contiguous_channels_last's
+ * copy).  Two contiguous tensors never get here (fast_cast took them). */
 static bool copy_between_layouts(cnn_tensor *dst, const cnn_tensor *src) {
   static const int nchw[4] = {0, 1, 2, 3}, nhwc_of_nchw[4] = {0, 2, 3, 1},
                    nchw_of_nhwc[4] = {0, 3, 1, 2};
@@ -219,7 +219,8 @@ static bool copy_between_layouts(cnn_tensor *dst, const cnn_tensor *src) {
       cnn_tensor_numel(dst) == 0)
     return false;
   const int64_t *sh = dst->shape;
-  int64_t N = sh[0], C, L, to_cl;
+  int64_t N = sh[0], C, L;
+  int to_cl;
   if (dense_in_order(dst, nchw) && dense_in_order(src, nhwc_of_nchw))
     C = sh[1], L = sh[2] * sh[3], to_cl = 0; /* N x C x H x W from channels-last */
   else if (dense_in_order(dst, nhwc_of_nchw) && dense_in_order(src, nchw))
@@ -228,8 +229,7 @@ static bool copy_between_layouts(cnn_tensor *dst, const cnn_tensor *src) {
     C = sh[3], L = sh[1] * sh[2], to_cl = 1; /* N x H x W x C from NCHW's view */
   else
     return false;
-  if (dense_in_order(dst, nchw) && dense_in_order(src, nchw)) return false; /* both: plain */
-  cnn_cpu_backend.copy_layout(dst->dtype, N, C, L, (int)to_cl, cnn_tensor_data(src),
+  cnn_cpu_backend.copy_layout(dst->dtype, N, C, L, to_cl, cnn_tensor_data(src),
                               cnn_tensor_data(dst));
   return true;
 }

@@ -55,11 +55,13 @@ cnn_tensor *cnn_empty_like_layout(const cnn_tensor *t, cnn_dtype dt) {
   return cnn_empty(t->ndim, t->shape, dt, cnn_tensor_device(t));
 }
 
-/* t's values in a new channels-last tensor: NCHW viewed as NHWC, copied
- * contiguous, viewed back (both views and the copy record autograd). */
-static cnn_tensor *channels_last_copy(cnn_tensor *t) {
+/* copy(t's NHWC view) viewed back as N x C x H x W: a channels-last copy
+ * of t (permutes and copy record autograd).  copy is cnn_contiguous (a
+ * transposing copy of an NCHW t) or cnn_clone (a plain copy of a
+ * channels-last t, whose NHWC view is contiguous). */
+static cnn_tensor *through_nhwc(cnn_tensor *t, cnn_tensor *(*copy)(cnn_tensor *)) {
   cnn_tensor *nhwc = cnn_permute(t, (const int[]){0, 2, 3, 1});
-  cnn_tensor *dense = nhwc ? cnn_contiguous(nhwc) : NULL;
+  cnn_tensor *dense = nhwc ? copy(nhwc) : NULL;
   cnn_tensor *r = dense ? cnn_permute(dense, (const int[]){0, 3, 1, 2}) : NULL;
   cnn_tensor_release(nhwc), cnn_tensor_release(dense);
   return r;
@@ -76,7 +78,7 @@ cnn_tensor *cnn_contiguous_channels_last(cnn_tensor *t) {
     cnn_tensor_retain(t);
     return t;
   }
-  return channels_last_copy(t);
+  return through_nhwc(t, cnn_contiguous);
 }
 
 cnn_tensor *cnn_contiguous_like(cnn_tensor *t, const cnn_tensor *layout) {
@@ -85,13 +87,7 @@ cnn_tensor *cnn_contiguous_like(cnn_tensor *t, const cnn_tensor *layout) {
 }
 
 cnn_tensor *cnn_clone_like_layout(cnn_tensor *t) {
-  if (!cnn_prefers_channels_last(t)) return cnn_clone(t);
-  /* the NHWC view of a channels-last tensor is contiguous: a plain copy */
-  cnn_tensor *nhwc = cnn_permute(t, (const int[]){0, 2, 3, 1});
-  cnn_tensor *copy = nhwc ? cnn_clone(nhwc) : NULL;
-  cnn_tensor *r = copy ? cnn_permute(copy, (const int[]){0, 3, 1, 2}) : NULL;
-  cnn_tensor_release(nhwc), cnn_tensor_release(copy);
-  return r;
+  return cnn_prefers_channels_last(t) ? through_nhwc(t, cnn_clone) : cnn_clone(t);
 }
 
 bool cnn_runs_channels_last(const cnn_tensor *x, const char *op) {

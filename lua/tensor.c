@@ -291,24 +291,26 @@ static memory_format parse_memory_format(lua_State *L, const char *fn, const cha
   return FORMAT_CONTIGUOUS;
 }
 
-/* The memory format argument at idx of x:contiguous / x:is_contiguous:
- * none, a name, or {memory_format = name}. */
-static memory_format opt_memory_format(lua_State *L, int idx, const char *fn) {
-  if (lua_isnoneornil(L, idx)) return FORMAT_CONTIGUOUS;
+/* The memory format argument at idx of x:contiguous, x:is_contiguous and
+ * x:clone: none (def), a name, or {memory_format = name};
+ * 'preserve_format' only where preserve_ok. */
+static memory_format opt_memory_format(lua_State *L, int idx, const char *fn, memory_format def,
+                                       bool preserve_ok) {
+  if (lua_isnoneornil(L, idx)) return def;
   if (lua_type(L, idx) == LUA_TSTRING)
-    return parse_memory_format(L, fn, lua_tostring(L, idx), false);
+    return parse_memory_format(L, fn, lua_tostring(L, idx), preserve_ok);
   luaL_checktype(L, idx, LUA_TTABLE);
   static const char *const known[] = {"memory_format", NULL};
   cnn_lua_check_options(L, idx, fn, known);
   const char *name = cnn_lua_opt_string(L, idx, "memory_format", NULL);
-  return name ? parse_memory_format(L, fn, name, false) : FORMAT_CONTIGUOUS;
+  return name ? parse_memory_format(L, fn, name, preserve_ok) : def;
 }
 
 /* x:is_contiguous([memory_format]) -- 'contiguous_format' (default) or
  * 'channels_last', as PyTorch's x.is_contiguous(memory_format=...) */
 static int m_is_contiguous(lua_State *L) {
   cnn_tensor *t = cnn_lua_check_tensor(L, 1);
-  memory_format f = opt_memory_format(L, 2, "is_contiguous");
+  memory_format f = opt_memory_format(L, 2, "is_contiguous", FORMAT_CONTIGUOUS, false);
   lua_pushboolean(L, f == FORMAT_CHANNELS_LAST ? cnn_tensor_is_channels_last(t)
                                                : cnn_tensor_is_contiguous(t));
   return 1;
@@ -523,7 +525,8 @@ static int m_type(lua_State *L) {
  * copy ('channels_last': 4-d tensors only) */
 static int m_contiguous(lua_State *L) {
   cnn_tensor *t = cnn_lua_check_tensor(L, 1);
-  return cnn_lua_push_result(L, in_memory_format(t, opt_memory_format(L, 2, "contiguous")));
+  memory_format f = opt_memory_format(L, 2, "contiguous", FORMAT_CONTIGUOUS, false);
+  return cnn_lua_push_result(L, in_memory_format(t, f));
 }
 
 /* x:clone([memory_format]): 'preserve_format' (the default: a channels-last
@@ -531,22 +534,11 @@ static int m_contiguous(lua_State *L) {
  * 'channels_last', as PyTorch's x.clone(memory_format=...) */
 static int m_clone(lua_State *L) {
   cnn_tensor *t = cnn_lua_check_tensor(L, 1);
-  memory_format f = FORMAT_PRESERVE;
-  if (lua_type(L, 2) == LUA_TSTRING) f = parse_memory_format(L, "clone", lua_tostring(L, 2), true);
-  if (lua_istable(L, 2)) {
-    static const char *const known[] = {"memory_format", NULL};
-    cnn_lua_check_options(L, 2, "clone", known);
-    const char *name = cnn_lua_opt_string(L, 2, "memory_format", NULL);
-    if (name) f = parse_memory_format(L, "clone", name, true);
-  }
-  if (f == FORMAT_PRESERVE) return cnn_lua_push_result(L, cnn_clone_like_layout(t));
+  memory_format f = opt_memory_format(L, 2, "clone", FORMAT_PRESERVE, true);
   if (f == FORMAT_CONTIGUOUS) return cnn_lua_push_result(L, cnn_clone(t));
-  cnn_tensor *c = cnn_contiguous_channels_last(t); /* a copy unless t already is */
-  if (c == t) {
-    cnn_tensor_release(c);
-    c = cnn_clone_like_layout(t);
-  }
-  return cnn_lua_push_result(L, c);
+  if (f == FORMAT_CHANNELS_LAST && !cnn_tensor_is_channels_last(t)) /* copies (or refuses) */
+    return cnn_lua_push_result(L, cnn_contiguous_channels_last(t));
+  return cnn_lua_push_result(L, cnn_clone_like_layout(t));
 }
 static int m_detach(lua_State *L) {
   return cnn_lua_push_result(L, cnn_detach(cnn_lua_check_tensor(L, 1)));

@@ -201,22 +201,19 @@ static int backward_bf16(cnn_conv_algo algo, const cnn_conv_shape *s, const void
  * its output back.  Values are the same either way: only the layout of
  * the arrays differs. */
 
-static int64_t elem_size(cnn_dtype dt) { return dt == CNN_FLOAT64 ? 8 : 4; }
+/* An NCHW buffer for N x C x L values (*own, to free). */
+static void *nchw_buffer(cnn_dtype dt, int64_t N, int64_t C, int64_t L, void **own) {
+  size_t bytes = (size_t)(N * C * L) * cnn_dtype_size(dt);
+  if (!(*own = malloc(bytes ? bytes : 1))) cnn_set_error("conv2d: out of memory");
+  return *own;
+}
 
 /* A copy of an N x C x L channels-last array in NCHW (*own, to free). */
 static const void *as_nchw(cnn_dtype dt, int64_t N, int64_t C, int64_t L, const void *a,
                            void **own) {
-  size_t bytes = (size_t)(N * C * L * elem_size(dt));
-  if (!(*own = malloc(bytes ? bytes : 1))) return cnn_set_error("conv2d: out of memory"), NULL;
-  cnn_cpu_nhwc_to_nchw(dt, N, C, L, a, *own);
-  return *own;
-}
-
-/* An NCHW buffer for an output of N x C x L (*own, to free). */
-static void *nchw_buffer(cnn_dtype dt, int64_t N, int64_t C, int64_t L, void **own) {
-  size_t bytes = (size_t)(N * C * L * elem_size(dt));
-  if (!(*own = malloc(bytes ? bytes : 1))) cnn_set_error("conv2d: out of memory");
-  return *own;
+  void *b = nchw_buffer(dt, N, C, L, own);
+  if (b) cnn_cpu_nhwc_to_nchw(dt, N, C, L, a, b);
+  return b;
 }
 
 static int takes_nhwc(cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_shape *s) {

@@ -61,9 +61,9 @@ int cnn_cpu_global_avg_pool_nhwc_forward(cnn_dtype dt, int64_t N, int64_t L, int
                                          const void *x, void *y) {
   int f64 = dt == CNN_FLOAT64, es = f64 ? 8 : 4;
   int threads = omp_get_max_threads();
+  /* acc: C sums for each thread */
   double *acc = malloc((size_t)(C > 0 ? C : 1) * sizeof(double) * (size_t)threads);
   if (!acc) return cnn_set_error("adaptive_avg_pool2d: out of memory"), -1;
-    /* acc: C sums for each thread */
 #pragma omp parallel for schedule(static) num_threads(threads) if (N * L * C > 4096)
   for (int64_t n = 0; n < N; n++)
     image_means(f64, L, C, (const char *)x + n * L * C * es, acc + omp_get_thread_num() * C,

@@ -4,8 +4,8 @@
  * The arithmetic is in core/cpu (naive oracle, im2col + GEMM, oneDNN),
  * chosen by cnn_get_conv_algo().  Inputs are made contiguous NCHW first,
  * except that where the backend runs channels-last (the CPU) an input that
- * prefers channels-last stays so and
- * the output, dy and dx follow it (s.channels_last; conv.c).
+ * prefers channels-last stays so, and the output, dy and dx follow it
+ * (s.channels_last; core/cpu/conv.c).
  * The node saves x and w (what the two backward passes need) and the
  * geometry in n->geometry.  The passes are the backend's conv entries
  * (the CPU's conv.c; cuDNN, or the direct kernel for CNN_CONV_NAIVE, on a
@@ -96,27 +96,23 @@ static int check_conv_channels(const char *op, const cnn_tensor *x, const cnn_te
 
 static int conv_geometry(const char *op, const cnn_tensor *x, const cnn_tensor *w,
                          const cnn_conv_params *p, cnn_conv_shape *s) {
-  *s = (cnn_conv_shape){x->shape[0],
-                        x->shape[1],
-                        x->shape[2],
-                        x->shape[3],
-                        w->shape[0],
-                        w->shape[2],
-                        w->shape[3],
-                        0,
-                        0,
-                        p->stride[0],
-                        p->stride[1],
-                        p->pad[0],
-                        p->pad[1],
-                        p->pad[2],
-                        p->pad[3],
-                        p->dilation[0],
-                        p->dilation[1],
-                        p->groups,
-                        CNN_FLOAT32,
-                        0,
-                        0};
+  *s = (cnn_conv_shape){.N = x->shape[0],
+                        .C = x->shape[1],
+                        .H = x->shape[2],
+                        .W = x->shape[3],
+                        .K = w->shape[0],
+                        .R = w->shape[2],
+                        .S = w->shape[3],
+                        .sh = p->stride[0],
+                        .sw = p->stride[1],
+                        .pt = p->pad[0],
+                        .pb = p->pad[1],
+                        .pl = p->pad[2],
+                        .pr = p->pad[3],
+                        .dh = p->dilation[0],
+                        .dw = p->dilation[1],
+                        .groups = p->groups,
+                        .math = CNN_FLOAT32}; /* OH, OW below; the rest 0 */
   s->OH = cnn_conv_out_size(s->H, s->pt, s->pb, (int)s->R, s->sh, s->dh);
   s->OW = cnn_conv_out_size(s->W, s->pl, s->pr, (int)s->S, s->sw, s->dw);
   if (s->OH > 0 && s->OW > 0) return 0;
@@ -189,9 +185,10 @@ static int conv_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
 
 /* A forward's checks, geometry (*s, with arithmetic `math`), contiguous
  * operands (c: x, w and b or NULL; the caller releases them) and empty
- * output; NULL (error set) on failure.  With `channels_last_ok`, a CPU
- * input that prefers channels-last stays so, and so does the output
- * (s->channels_last; core/memory_format.c); else x is made NCHW. */
+ * output; NULL (error set) on failure.  With `channels_last_ok`, an input
+ * that prefers channels-last on a backend that runs it stays so, and so
+ * does the output (s->channels_last; core/memory_format.c); else x is made
+ * NCHW. */
 static cnn_tensor *forward_setup(cnn_tensor *x, cnn_tensor *w, cnn_tensor *b,
                                  const cnn_conv_params *p, cnn_dtype math, bool channels_last_ok,
                                  cnn_conv_shape *s, cnn_tensor *c[3]) {

@@ -8,9 +8,8 @@
  * differs: batch statistics depend on x, running ones do not).
  *
  * Layout: x is made contiguous, except that on a backend with
- * `channels_last` (the CPU) a channels-last x
- * stays so and runs as an (N*H*W) x C array (bn_dims); y, dy and dx then
- * are channels-last too.
+ * `channels_last` (the CPU) a channels-last x stays so and runs as an
+ * (N*H*W) x C array (bn_dims); y, dy and dx then are channels-last too.
  *
  * batch_norm_relu is relu(batch_norm(x)) as one node where the backend has
  * the fused entries (the CPU): one pass forward, and backward takes the
@@ -89,9 +88,9 @@ static int check_bn_inputs(cnn_tensor *x, cnn_tensor *rm, cnn_tensor *rv, cnn_te
   return 0;
 }
 
-/* x as the N x C x L array the entries take.  A channels-last x (on the
- * CPU: given only to a backend with `channels_last`) is an (N*H*W) x C
- * array, the same thing with N*H*W "images" of L = 1 value a channel. */
+/* x as the N x C x L array the entries take.  A channels-last x (kept so
+ * only on a backend with `channels_last`, see batch_norm) is an (N*H*W) x C
+ * array: N*H*W "images" of L = 1 value a channel. */
 static void bn_dims(const cnn_tensor *x, int64_t *N, int64_t *L) {
   int64_t C = x->shape[1], rows = C > 0 ? cnn_tensor_numel(x) / C : 0;
   if (cnn_prefers_channels_last(x)) {

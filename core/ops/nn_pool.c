@@ -194,10 +194,11 @@ cnn_tensor *cnn_avg_pool2d(cnn_tensor *x, const cnn_pool_params *p) {
 /* A channels-last x pooled to 1x1 by its backend's entry for that layout
  * (the CPU's), so that neither pass makes x or dx contiguous. */
 static bool global_pool_channels_last(const cnn_tensor *x) {
+  if ((x->dtype != CNN_FLOAT32 && x->dtype != CNN_FLOAT64) ||
+      !cnn_runs_channels_last(x, "adaptive_avg_pool2d"))
+    return false;
   const cnn_backend *be = cnn_backend_of(x, "adaptive_avg_pool2d");
-  return be && be->channels_last && be->global_avg_pool_nhwc_forward &&
-         be->global_avg_pool_nhwc_backward &&
-         (x->dtype == CNN_FLOAT32 || x->dtype == CNN_FLOAT64) && cnn_prefers_channels_last(x);
+  return be->global_avg_pool_nhwc_forward && be->global_avg_pool_nhwc_backward;
 }
 
 static cnn_tensor *global_pool_nhwc(cnn_tensor *x, const int64_t shape[4]) {

@@ -98,6 +98,11 @@ static cnn_conv_shape for_onednn(cnn_conv_algo algo, const cnn_conv_shape *s) {
   return o;
 }
 
+/* 1: the strided 1x1 kernels take this call (conv_1x1_strided.c). */
+static int strided_1x1(cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_shape *s) {
+  return algo == CNN_CONV_AUTO && cnn_cpu_conv2d_1x1_strided_takes(dt, s);
+}
+
 /* ---- bfloat16 arithmetic -------------------------------------------------------- */
 
 /* 1: oneDNN's bfloat16 primitives take this call (the CPU has them). */
@@ -277,6 +282,7 @@ int cnn_cpu_conv2d_forward(cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_shap
                            const void *w, const void *b, void *y) {
   assert(cnn_cpu_conv2d_shape_valid(dt, s));
   if (s->math == CNN_BFLOAT16) return forward_bf16(algo, s, x, w, b, y);
+  if (strided_1x1(algo, dt, s)) return cnn_cpu_conv2d_1x1_strided_forward(s, x, w, b, y);
   if (s->channels_last) return forward_channels_last(algo, dt, s, x, w, b, y);
   if (algo == CNN_CONV_NAIVE || degenerate(s))
     return cnn_cpu_conv2d_naive_forward(dt, s, x, w, b, y);
@@ -292,6 +298,8 @@ int cnn_cpu_conv2d_backward_data(cnn_conv_algo algo, cnn_dtype dt, const cnn_con
                                  const void *dy, const void *w, void *dx) {
   assert(cnn_cpu_conv2d_shape_valid(dt, s));
   if (s->math == CNN_BFLOAT16) return backward_data_bf16(algo, s, dy, w, dx);
+  if (strided_1x1(algo, dt, s))
+    return cnn_cpu_conv2d_1x1_strided_backward(s, dy, NULL, w, dx, NULL, NULL);
   if (s->channels_last) return backward_channels_last(algo, dt, s, dy, NULL, w, dx, NULL, NULL);
   if (algo == CNN_CONV_NAIVE || degenerate(s))
     return cnn_cpu_conv2d_naive_backward_data(dt, s, dy, w, dx);
@@ -307,6 +315,8 @@ int cnn_cpu_conv2d_backward_weight(cnn_conv_algo algo, cnn_dtype dt, const cnn_c
                                    const void *dy, const void *x, void *dw, void *db) {
   assert(cnn_cpu_conv2d_shape_valid(dt, s));
   if (s->math == CNN_BFLOAT16) return backward_weight_bf16(algo, s, dy, x, dw, db);
+  if (strided_1x1(algo, dt, s))
+    return cnn_cpu_conv2d_1x1_strided_backward(s, dy, x, NULL, NULL, dw, db);
   if (s->channels_last) return backward_channels_last(algo, dt, s, dy, x, NULL, NULL, dw, db);
   if (algo == CNN_CONV_NAIVE || degenerate(s))
     return cnn_cpu_conv2d_naive_backward_weight(dt, s, dy, x, dw, db);
@@ -327,6 +337,7 @@ int cnn_cpu_conv2d_backward(cnn_conv_algo algo, cnn_dtype dt, const cnn_conv_sha
                             void *db) {
   assert(cnn_cpu_conv2d_shape_valid(dt, s));
   if (s->math == CNN_BFLOAT16) return backward_bf16(algo, s, dy, x, w, dx, dw, db);
+  if (strided_1x1(algo, dt, s)) return cnn_cpu_conv2d_1x1_strided_backward(s, dy, x, w, dx, dw, db);
   if (s->channels_last) return backward_channels_last(algo, dt, s, dy, x, w, dx, dw, db);
   if (dx && dw && !degenerate(s) && wants_onednn(algo, dt)) {
     cnn_conv_shape o = for_onednn(algo, s);

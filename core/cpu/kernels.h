@@ -133,6 +133,31 @@ int cnn_cpu_conv2d_onednn_backward_weight(const cnn_conv_shape *s, const float *
 /* Both passes, dy reordered once; -2 where oneDNN has no primitive (nothing written). */
 int cnn_cpu_conv2d_onednn_backward(const cnn_conv_shape *s, const float *dy, const float *x,
                                    const float *w, float *dx, float *dw, float *db);
+/* The strided 1x1 convolution (no padding, groups 1, float32 arrays and
+ * arithmetic, NCHW) as gathers and small products (conv_1x1_strided.c);
+ * conv.c sends 'auto' calls there when _takes() holds.  backward: dx, or
+ * dw (and db), may be NULL; those given are overwritten.  0, or -1 (error
+ * set: out of memory). */
+bool cnn_cpu_conv2d_1x1_strided_takes(cnn_dtype dt, const cnn_conv_shape *s);
+int cnn_cpu_conv2d_1x1_strided_forward(const cnn_conv_shape *s, const float *x, const float *w,
+                                       const float *b, float *y);
+int cnn_cpu_conv2d_1x1_strided_backward(const cnn_conv_shape *s, const float *dy, const float *x,
+                                        const float *w, float *dx, float *dw, float *db);
+/* Its pieces with AVX-512 (conv_1x1_strided_avx512.c; call only when
+ * cnn_cpu_use_avx512()): out (M x P) = A (M x D) B (D x P), or += with
+ * add = 1 (row-major, leading dimensions lda, ldb, ldo).  For output rows
+ * [i0, i1) of one image (x, dx: its C x H x W planes; P = (i1-i0)*OW):
+ * xs (C x P) = the input pixels the stride keeps (sw = 2 only), xt the
+ * same as P x C (any stride); scatter writes dx's rows [h0, h1) of every
+ * channel, t (C x P) at the kept pixels and 0 elsewhere (sw = 2 only). */
+void cnn_cpu_product_f32_avx512(int add, int64_t M, int64_t D, int64_t P, const float *A,
+                                int64_t lda, const float *B, int64_t ldb, float *out, int64_t ldo);
+void cnn_cpu_strided_gather_f32_avx512(const cnn_conv_shape *s, const float *x, int64_t i0,
+                                       int64_t i1, float *xs);
+void cnn_cpu_strided_gather_t_f32_avx512(const cnn_conv_shape *s, const float *x, int64_t i0,
+                                         int64_t i1, float *xt);
+void cnn_cpu_strided_scatter_f32_avx512(const cnn_conv_shape *s, const float *t, int64_t i0,
+                                        int64_t i1, int64_t h0, int64_t h1, float *dx);
 /* net:fuse(): y = act(conv(x, w, b)), act a unary op
  * with its parameters p0, p1 (cnn_unary's).  float32 under AUTO/ONEDNN
  * runs the activation inside oneDNN's primitive as eltwise post-ops where

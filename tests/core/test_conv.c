@@ -10,6 +10,8 @@
  *     loop, forward and both backward passes, on odd shapes: stride 2,
  *     asymmetric padding, dilation 2, groups 1/2/3/16, 1x1 kernels, channel
  *     counts that are and are not multiples of oneDNN's 16-wide blocks.
+ * The strided 1x1 kernels (conv_1x1_strided.c, AUTO's for those shapes)
+ * are checked the same way, with and without their AVX-512 pieces.
  * Plus the dispatcher (AUTO, fallbacks, zero-sized problems, which shapes
  * AUTO gives oneDNN's Winograd kernels), the oneDNN
  * primitive cache and the interrupt flag.  Bad shapes are the op's to
@@ -35,8 +37,8 @@
 static cnn_conv_shape mk(int64_t N, int64_t C, int64_t H, int64_t W, int64_t K, int64_t R,
                          int64_t S, int sh, int sw, int pt, int pb, int pl, int pr, int dh, int dw,
                          int groups) {
-  cnn_conv_shape s = {N,  C,  H,  W,  K,  R,  S,  0,      0,           sh,
-                      sw, pt, pb, pl, pr, dh, dw, groups, CNN_FLOAT32, 0, 0};
+  cnn_conv_shape s = {N,  C,  H,  W,  K,  R,  S,      0,           0, sh, sw,
+                      pt, pb, pl, pr, dh, dw, groups, CNN_FLOAT32, 0, 0};
   s.OH = cnn_conv_out_size(H, pt, pb, (int)R, sh, dh);
   s.OW = cnn_conv_out_size(W, pl, pr, (int)S, sw, dw);
   return s;
@@ -98,7 +100,7 @@ typedef struct {
 } conv_case;
 
 static conv_case *cases(int *n) {
-  static conv_case c[16];
+  static conv_case c[24];
   int i = 0;
   c[i++] =
       (conv_case){"3x3 s2 pad(1,0,2,1) d2", mk(2, 3, 7, 5, 4, 3, 3, 2, 2, 1, 0, 2, 1, 2, 2, 1), 1};
@@ -127,6 +129,17 @@ static conv_case *cases(int *n) {
                        mk(12, 96, 18, 17, 48, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 1), 0};
   c[i++] = (conv_case){"3x3 pad(2,1,0,2) C32 K64 (Winograd refuses)",
                        mk(32, 32, 15, 14, 64, 3, 3, 1, 1, 2, 1, 0, 2, 1, 1, 1), 0};
+  /* strided 1x1 (conv_1x1_strided.c under AUTO): ResNet's shortcut, odd
+   * sizes and channel counts (vector tails), unequal strides, a column
+   * stride other than 2, several row blocks an image */
+  c[i++] = (conv_case){"1x1 s2 C16 K32 (shortcut)",
+                       mk(3, 16, 32, 32, 32, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1), 0};
+  c[i++] =
+      (conv_case){"1x1 s(3,2) C20 K7", mk(2, 20, 13, 35, 7, 1, 1, 3, 2, 0, 0, 0, 0, 1, 1, 1), 0};
+  c[i++] = (conv_case){"1x1 s(2,1) C5 K6", mk(2, 5, 9, 7, 6, 1, 1, 2, 1, 0, 0, 0, 0, 1, 1, 1), 1};
+  c[i++] = (conv_case){"1x1 s3 C33 K18", mk(2, 33, 10, 14, 18, 1, 1, 3, 3, 0, 0, 0, 0, 1, 1, 1), 0};
+  c[i++] = (conv_case){"1x1 s2 C4 K5 3 blocks",
+                       mk(2, 4, 40, 131, 5, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1), 0};
   *n = i;
   return c;
 }
@@ -305,6 +318,34 @@ static void check_no_bias(const conv_case *c, const refs *r) {
   free(y), free(dw), free(y0);
 }
 
+/* conv_1x1_strided.c called directly, with and without its AVX-512
+ * pieces: forward, both backward passes in one call, each alone. */
+static void check_strided_1x1(const conv_case *c, const refs *r) {
+  const cnn_conv_shape *s = &c->s;
+  if (!cnn_cpu_conv2d_1x1_strided_takes(CNN_FLOAT32, s)) return;
+  float *y = malloc(ny(s) * 4), *dx = malloc(nx(s) * 4), *dw = malloc(nw(s) * 4);
+  float *db = malloc(s->K * 4), *dx1 = malloc(nx(s) * 4), *dw1 = malloc(nw(s) * 4);
+  for (int isa = 0; isa < 2; isa++) {
+    cnn_cpu_allow_avx512(isa);
+    char path[64];
+    snprintf(path, sizeof path, "strided 1x1 (avx512 %d)", cnn_cpu_use_avx512());
+    nan_fill(y, ny(s)), nan_fill(dx, nx(s)), nan_fill(dw, nw(s)), nan_fill(db, s->K);
+    nan_fill(dx1, nx(s)), nan_fill(dw1, nw(s));
+    int a = cnn_cpu_conv2d_1x1_strided_forward(s, r->xf, r->wf, r->bf, y);
+    int bd = cnn_cpu_conv2d_1x1_strided_backward(s, r->dyf, NULL, r->wf, dx, NULL, NULL);
+    int bw = cnn_cpu_conv2d_1x1_strided_backward(s, r->dyf, r->xf, NULL, NULL, dw, db);
+    compare_f32(path, c, r, a, bd, bw, y, dx, dw, db);
+    CHECK(cnn_cpu_conv2d_1x1_strided_backward(s, r->dyf, r->xf, r->wf, dx1, dw1, NULL) == 0);
+    char what[160];
+    snprintf(what, sizeof what, "%s both passes, data [%s]", path, c->name);
+    check_arrays_f32(what, dx1, r->dxf, nx(s), 1e-4, 1e-4);
+    snprintf(what, sizeof what, "%s both passes, weight [%s]", path, c->name);
+    check_arrays_f32(what, dw1, r->dwf, nw(s), 1e-4, 1e-4);
+  }
+  cnn_cpu_allow_avx512(1);
+  free(y), free(dx), free(dw), free(db), free(dx1), free(dw1);
+}
+
 static void test_paths(const conv_case *c) {
   refs r;
   int64_t xs[4] = {c->s.N, c->s.C, c->s.H, c->s.W};
@@ -320,6 +361,7 @@ static void test_paths(const conv_case *c) {
   check_f64("auto", CNN_CONV_AUTO, 0, c, &r);
   check_f64("onednn->im2col", CNN_CONV_ONEDNN, 0, c, &r);
   check_no_bias(c, &r);
+  check_strided_1x1(c, &r);
   refs_free(&r);
 }
 

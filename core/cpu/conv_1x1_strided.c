@@ -38,6 +38,10 @@
 
 /* Output pixels a block of rows holds at most (unless one row is longer). */
 #define BLOCK_PIXELS 512
+/* dx arrays of this many bytes or more are written with non-temporal
+ * stores (conv_1x1_strided_avx512.c): more than one core's L2 here, so
+ * most of it would leave the cache before the next op reads it. */
+#define STREAM_DX_BYTES ((int64_t)2 << 20)
 
 /* One block: output rows [i0, i1) of image n. */
 typedef struct {
@@ -126,7 +130,8 @@ static void scatter(const plan *p, block b, const float *t, float *dx) {
   int64_t P = pixels(s, b), h0 = b.i0 * s->sh, h1 = b.i1 == s->OH ? s->H : b.i1 * s->sh;
   if (h1 > s->H) h1 = s->H;
   if (p->avx512 && s->sw == 2) {
-    cnn_cpu_strided_scatter_f32_avx512(s, t, b.i0, b.i1, h0, h1, image);
+    int stream = s->N * s->C * s->H * s->W * (int64_t)sizeof(float) >= STREAM_DX_BYTES;
+    cnn_cpu_strided_scatter_f32_avx512(s, t, b.i0, b.i1, h0, h1, stream, image);
     return;
   }
   for (int64_t c = 0; c < s->C; c++)

@@ -149,7 +149,8 @@ int cnn_cpu_conv2d_1x1_strided_backward(const cnn_conv_shape *s, const float *dy
  * [i0, i1) of one image (x, dx: its C x H x W planes; P = (i1-i0)*OW):
  * xs (C x P) = the input pixels the stride keeps (sw = 2 only), xt the
  * same as P x C (any stride); scatter writes dx's rows [h0, h1) of every
- * channel, t (C x P) at the kept pixels and 0 elsewhere (sw = 2 only). */
+ * channel, t (C x P) at the kept pixels and 0 elsewhere (sw = 2 only;
+ * stream = 1: non-temporal stores). */
 void cnn_cpu_product_f32_avx512(int add, int64_t M, int64_t D, int64_t P, const float *A,
                                 int64_t lda, const float *B, int64_t ldb, float *out, int64_t ldo);
 void cnn_cpu_strided_gather_f32_avx512(const cnn_conv_shape *s, const float *x, int64_t i0,
@@ -157,7 +158,7 @@ void cnn_cpu_strided_gather_f32_avx512(const cnn_conv_shape *s, const float *x, 
 void cnn_cpu_strided_gather_t_f32_avx512(const cnn_conv_shape *s, const float *x, int64_t i0,
                                          int64_t i1, float *xt);
 void cnn_cpu_strided_scatter_f32_avx512(const cnn_conv_shape *s, const float *t, int64_t i0,
-                                        int64_t i1, int64_t h0, int64_t h1, float *dx);
+                                        int64_t i1, int64_t h0, int64_t h1, int stream, float *dx);
 /* net:fuse(): y = act(conv(x, w, b)), act a unary op
  * with its parameters p0, p1 (cnn_unary's).  float32 under AUTO/ONEDNN
  * runs the activation inside oneDNN's primitive as eltwise post-ops where

@@ -140,6 +140,10 @@ static conv_case *cases(int *n) {
   c[i++] = (conv_case){"1x1 s3 C33 K18", mk(2, 33, 10, 14, 18, 1, 1, 3, 3, 0, 0, 0, 0, 1, 1, 1), 0};
   c[i++] = (conv_case){"1x1 s2 C4 K5 3 blocks",
                        mk(2, 4, 40, 131, 5, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1), 0};
+  /* dx of 2 MiB and more is written with non-temporal stores; rows of
+   * 66 floats put some vectors off the 64-byte boundary */
+  c[i++] = (conv_case){"1x1 s2 C16 K32 dx 2.2 MB (streamed)",
+                       mk(8, 16, 64, 66, 32, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1), 0};
   *n = i;
   return c;
 }

@@ -12,7 +12,7 @@
  *   product  out (M x P) = A (M x D) B (D x P), or += : tiles of 4 rows
  *            x 64 columns, 16 accumulators; per d, 4 loads of B's row
  *            and 4 broadcasts of A; column tails masked, row tails one
- *            row a tile.  The weight gradient is this product too, with
+ *            row a tile; under 64 columns, tiles of 8 rows x 16.  The weight gradient is this product too, with
  *            the gathered pixels transposed (P x C), so no tile ends in
  *            horizontal sums (dot products over an image's 64 pixels
  *            spent more time reducing than multiplying)
@@ -57,7 +57,7 @@ TARGET_AVX512 ALWAYS_INLINE void product_tile(int ROWS, int VECS, __mmask16 last
                                               int64_t D, const float *A, int64_t lda,
                                               const float *B, int64_t ldb, float *out,
                                               int64_t ldo) {
-  __m512 acc[4][4];
+  __m512 acc[8][4]; /* ROWS <= 8, VECS <= 4 */
   for (int r = 0; r < ROWS; r++)
     for (int v = 0; v < VECS; v++)
       acc[r][v] =
@@ -93,9 +93,27 @@ TARGET_AVX512 ALWAYS_INLINE void product_rows(int ROWS, int64_t r0, int64_t r1, 
   }
 }
 
+/* product_rows for fewer than 64 columns: one vector a tile, so ROWS
+ * accumulators (4 would leave the FMA units waiting on each other). */
+TARGET_AVX512 ALWAYS_INLINE void product_narrow(int ROWS, int64_t r0, int64_t r1, int add,
+                                                int64_t D, int64_t P, const float *A, int64_t lda,
+                                                const float *B, int64_t ldb, float *out,
+                                                int64_t ldo) {
+  for (int64_t r = r0; r + ROWS <= r1; r += ROWS)
+    for (int64_t p = 0; p < P; p += LANES)
+      product_tile(ROWS, 1, lanes_below(P - p), add, D, A + r * lda, lda, B + p, ldb,
+                   out + r * ldo + p, ldo);
+}
+
 TARGET_AVX512 void cnn_cpu_product_f32_avx512(int add, int64_t M, int64_t D, int64_t P,
                                               const float *A, int64_t lda, const float *B,
                                               int64_t ldb, float *out, int64_t ldo) {
+  if (P < 4 * LANES) { /* narrow: 8 rows of one vector a tile */
+    int64_t full = M / 8 * 8;
+    product_narrow(8, 0, full, add, D, P, A, lda, B, ldb, out, ldo);
+    product_narrow(1, full, M, add, D, P, A, lda, B, ldb, out, ldo);
+    return;
+  }
   int64_t full = M / 4 * 4;
   product_rows(4, 0, full, add, D, P, A, lda, B, ldb, out, ldo);
   product_rows(1, full, M, add, D, P, A, lda, B, ldb, out, ldo);

@@ -371,6 +371,30 @@ static void test_paths(const conv_case *c) {
 
 /* ---- dispatcher details ------------------------------------------------------------- */
 
+/* Which shapes conv.c gives the strided 1x1 kernels under AUTO. */
+static void test_strided_1x1_rule(void) {
+  cnn_conv_shape r20 = mk(64, 16, 32, 32, 32, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1);
+  CHECK(cnn_cpu_conv2d_1x1_strided_takes(CNN_FLOAT32, &r20));
+  cnn_conv_shape r18 = mk(16, 64, 56, 56, 128, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1);
+  CHECK(cnn_cpu_conv2d_1x1_strided_takes(CNN_FLOAT32, &r18)); /* 64 x 128 weights: the limit */
+  cnn_conv_shape wide = mk(16, 128, 28, 28, 256, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1);
+  CHECK(!cnn_cpu_conv2d_1x1_strided_takes(CNN_FLOAT32, &wide)); /* oneDNN's */
+  CHECK(!cnn_cpu_conv2d_1x1_strided_takes(CNN_FLOAT64, &r20));
+  cnn_conv_shape s = r20;
+  s.math = CNN_BFLOAT16;
+  CHECK(!cnn_cpu_conv2d_1x1_strided_takes(CNN_FLOAT32, &s));
+  s = r20, s.channels_last = 1;
+  CHECK(!cnn_cpu_conv2d_1x1_strided_takes(CNN_FLOAT32, &s));
+  cnn_conv_shape stride1 = mk(2, 16, 8, 8, 32, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1);
+  CHECK(!cnn_cpu_conv2d_1x1_strided_takes(CNN_FLOAT32, &stride1));
+  cnn_conv_shape padded = mk(2, 16, 8, 8, 32, 1, 1, 2, 2, 1, 0, 0, 0, 1, 1, 1);
+  CHECK(!cnn_cpu_conv2d_1x1_strided_takes(CNN_FLOAT32, &padded));
+  cnn_conv_shape grouped = mk(2, 16, 8, 8, 32, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 2);
+  CHECK(!cnn_cpu_conv2d_1x1_strided_takes(CNN_FLOAT32, &grouped));
+  cnn_conv_shape k3 = mk(2, 16, 8, 8, 32, 3, 3, 2, 2, 0, 0, 0, 0, 1, 1, 1);
+  CHECK(!cnn_cpu_conv2d_1x1_strided_takes(CNN_FLOAT32, &k3));
+}
+
 /* Which float32 shapes the rule gives oneDNN's Winograd kernels, and that
  * AUTO really runs them: its results are those of the naive loop (the
  * cases above) but not bit for bit the direct kernels' ('onednn'). */
@@ -631,6 +655,7 @@ int main(void) {
     test_paths(&c[i]);
   }
   test_winograd_rule();
+  test_strided_1x1_rule();
   test_cache();
   test_arena_padding();
   test_degenerate();

@@ -61,23 +61,28 @@ typedef struct {
 typedef struct {
   const cnn_conv_shape *s;
   int avx512;
+  int stream_dx; /* dx written with non-temporal stores (STREAM_DX_BYTES) */
   int64_t rows_per_block, blocks_per_image;
   float *wt; /* W^T (C x K), for backward data */
 } plan;
 
+/* The AVX-512 transposed gather addresses 16 channels by 32-bit element
+ * offsets c*H*W, and OpenBLAS takes int sizes: planes above 2^31/16
+ * floats stay oneDNN's. */
 bool cnn_cpu_conv2d_1x1_strided_takes(cnn_dtype dt, const cnn_conv_shape *s) {
   return dt == CNN_FLOAT32 && s->math == CNN_FLOAT32 && !s->channels_last && s->R == 1 &&
          s->S == 1 && (s->sh > 1 || s->sw > 1) && s->pt == 0 && s->pb == 0 && s->pl == 0 &&
          s->pr == 0 && s->groups == 1 && s->N > 0 && s->C > 0 && s->K > 0 && s->OH > 0 &&
          s->OW > 0 && s->K * s->C <= MAX_WEIGHTS && s->OW <= INT32_MAX / s->C &&
-         s->OH * s->OW <= INT32_MAX;
+         s->OH * s->OW <= INT32_MAX && s->H * s->W <= INT32_MAX / 16;
 }
 
 static plan plan_of(const cnn_conv_shape *s) {
   int64_t rows = BLOCK_PIXELS / s->OW;
   if (rows < 1) rows = 1;
   if (rows > s->OH) rows = s->OH;
-  return (plan){s, cnn_cpu_use_avx512(), rows, (s->OH + rows - 1) / rows, NULL};
+  int stream_dx = s->N * s->C * s->H * s->W * (int64_t)sizeof(float) >= STREAM_DX_BYTES;
+  return (plan){s, cnn_cpu_use_avx512(), stream_dx, rows, (s->OH + rows - 1) / rows, NULL};
 }
 
 static block block_at(const plan *p, int64_t t) {
@@ -140,17 +145,16 @@ static void scatter(const plan *p, block b, const float *t, float *dx) {
   int64_t P = pixels(s, b), h0 = b.i0 * s->sh, h1 = b.i1 == s->OH ? s->H : b.i1 * s->sh;
   if (h1 > s->H) h1 = s->H;
   if (p->avx512 && s->sw == 2) {
-    int stream = s->N * s->C * s->H * s->W * (int64_t)sizeof(float) >= STREAM_DX_BYTES;
-    cnn_cpu_strided_scatter_f32_avx512(s, t, b.i0, b.i1, h0, h1, stream, image);
+    cnn_cpu_strided_scatter_f32_avx512(s, t, b.i0, b.i1, h0, h1, p->stream_dx, image);
     return;
   }
   for (int64_t c = 0; c < s->C; c++)
     for (int64_t h = h0; h < h1; h++) {
       float *row = image + (c * s->H + h) * s->W;
-      const float *kept = t + c * P + (h / s->sh - b.i0) * s->OW;
       memset(row, 0, (size_t)s->W * sizeof(float));
-      if (h % s->sh == 0 && h / s->sh < b.i1)
-        for (int64_t j = 0; j < s->OW; j++) row[j * s->sw] = kept[j];
+      if (h % s->sh || h / s->sh >= b.i1) continue;
+      const float *kept = t + c * P + (h / s->sh - b.i0) * s->OW;
+      for (int64_t j = 0; j < s->OW; j++) row[j * s->sw] = kept[j];
     }
 }
 
@@ -252,9 +256,9 @@ static int backward_blocks(plan *p, int threads, const float *dy, const float *x
   int failed = 0;
 #pragma omp parallel num_threads(threads) reduction(| : failed)
   {
-    float *xs = pt.dw ? malloc(block_floats(s) * sizeof(float)) : NULL;
+    float *xt = pt.dw ? malloc(block_floats(s) * sizeof(float)) : NULL;
     float *t = dx ? malloc(block_floats(s) * sizeof(float)) : NULL;
-    int r = omp_get_thread_num(), ok = (xs || !pt.dw) && (t || !dx);
+    int r = omp_get_thread_num(), ok = (xt || !pt.dw) && (t || !dx);
     failed = !ok;
 #pragma omp for schedule(static)
     for (int64_t task = 0; task < tasks; task++) {
@@ -262,9 +266,9 @@ static int backward_blocks(plan *p, int threads, const float *dy, const float *x
       block b = block_at(p, task);
       if (dx) data_block(p, b, dy, t, dx);
       if (pt.dw)
-        weight_block(p, b, dy, x, xs, pt.dw + r * s->K * s->C, pt.db ? pt.db + r * s->K : NULL);
+        weight_block(p, b, dy, x, xt, pt.dw + r * s->K * s->C, pt.db ? pt.db + r * s->K : NULL);
     }
-    free(xs);
+    free(xt);
     free(t);
   }
   return failed;

@@ -12,10 +12,11 @@
  *   product  out (M x P) = A (M x D) B (D x P), or += : tiles of 4 rows
  *            x 64 columns, 16 accumulators; per d, 4 loads of B's row
  *            and 4 broadcasts of A; column tails masked, row tails one
- *            row a tile; under 64 columns, tiles of 8 rows x 16.  The weight gradient is this product too, with
- *            the gathered pixels transposed (P x C), so no tile ends in
- *            horizontal sums (dot products over an image's 64 pixels
- *            spent more time reducing than multiplying)
+ *            row a tile; under 64 columns, tiles of 8 rows x 16.  The
+ *            weight gradient is this product too, with the gathered
+ *            pixels transposed (P x C), so no tile ends in horizontal
+ *            sums (dot products over an image's 64 pixels spent more time
+ *            reducing than multiplying)
  *   gather   xs (C x P), for column stride 2: 32 floats of a row loaded
  *            and their even lanes kept by one permute
  *   gather_t the same pixels as P x C (the weight gradient's operand): a
@@ -143,7 +144,8 @@ TARGET_AVX512 void cnn_cpu_strided_gather_f32_avx512(const cnn_conv_shape *s, co
 }
 
 /* Pixel by pixel, 16 channels at a time with one gather instruction (the
- * channels lie H*W floats apart). */
+ * channels lie H*W floats apart: 15*H*W fits the 32-bit offsets, which
+ * cnn_cpu_conv2d_1x1_strided_takes() ensures). */
 TARGET_AVX512 void cnn_cpu_strided_gather_t_f32_avx512(const cnn_conv_shape *s, const float *x,
                                                        int64_t i0, int64_t i1, float *xt) {
   int64_t HW = s->H * s->W;

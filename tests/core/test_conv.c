@@ -393,6 +393,11 @@ static void test_strided_1x1_rule(void) {
   CHECK(!cnn_cpu_conv2d_1x1_strided_takes(CNN_FLOAT32, &grouped));
   cnn_conv_shape k3 = mk(2, 16, 8, 8, 32, 3, 3, 2, 2, 0, 0, 0, 0, 1, 1, 1);
   CHECK(!cnn_cpu_conv2d_1x1_strided_takes(CNN_FLOAT32, &k3));
+  /* a plane whose channels lie more than 2^31 / 16 floats apart (shape only) */
+  cnn_conv_shape huge = mk(1, 1, 12000, 12000, 2, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1);
+  CHECK(!cnn_cpu_conv2d_1x1_strided_takes(CNN_FLOAT32, &huge));
+  cnn_conv_shape large = mk(1, 1, 11000, 11000, 2, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1);
+  CHECK(cnn_cpu_conv2d_1x1_strided_takes(CNN_FLOAT32, &large));
 }
 
 /* Which float32 shapes the rule gives oneDNN's Winograd kernels, and that

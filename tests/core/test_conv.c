@@ -374,30 +374,39 @@ static void test_paths(const conv_case *c) {
 /* Which shapes conv.c gives the strided 1x1 kernels under AUTO. */
 static void test_strided_1x1_rule(void) {
   cnn_conv_shape r20 = mk(64, 16, 32, 32, 32, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1);
-  CHECK(cnn_cpu_conv2d_1x1_strided_takes(CNN_FLOAT32, &r20));
-  cnn_conv_shape r18 = mk(16, 64, 56, 56, 128, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1);
-  CHECK(cnn_cpu_conv2d_1x1_strided_takes(CNN_FLOAT32, &r18)); /* 64 x 128 weights: the limit */
-  cnn_conv_shape wide = mk(16, 128, 28, 28, 256, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1);
-  CHECK(!cnn_cpu_conv2d_1x1_strided_takes(CNN_FLOAT32, &wide)); /* oneDNN's */
-  CHECK(!cnn_cpu_conv2d_1x1_strided_takes(CNN_FLOAT64, &r20));
-  cnn_conv_shape s = r20;
-  s.math = CNN_BFLOAT16;
-  CHECK(!cnn_cpu_conv2d_1x1_strided_takes(CNN_FLOAT32, &s));
-  s = r20, s.channels_last = 1;
-  CHECK(!cnn_cpu_conv2d_1x1_strided_takes(CNN_FLOAT32, &s));
-  cnn_conv_shape stride1 = mk(2, 16, 8, 8, 32, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1);
-  CHECK(!cnn_cpu_conv2d_1x1_strided_takes(CNN_FLOAT32, &stride1));
-  cnn_conv_shape padded = mk(2, 16, 8, 8, 32, 1, 1, 2, 2, 1, 0, 0, 0, 1, 1, 1);
-  CHECK(!cnn_cpu_conv2d_1x1_strided_takes(CNN_FLOAT32, &padded));
-  cnn_conv_shape grouped = mk(2, 16, 8, 8, 32, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 2);
-  CHECK(!cnn_cpu_conv2d_1x1_strided_takes(CNN_FLOAT32, &grouped));
-  cnn_conv_shape k3 = mk(2, 16, 8, 8, 32, 3, 3, 2, 2, 0, 0, 0, 0, 1, 1, 1);
-  CHECK(!cnn_cpu_conv2d_1x1_strided_takes(CNN_FLOAT32, &k3));
-  /* a plane whose channels lie more than 2^31 / 16 floats apart (shape only) */
-  cnn_conv_shape huge = mk(1, 1, 12000, 12000, 2, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1);
-  CHECK(!cnn_cpu_conv2d_1x1_strided_takes(CNN_FLOAT32, &huge));
-  cnn_conv_shape large = mk(1, 1, 11000, 11000, 2, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1);
-  CHECK(cnn_cpu_conv2d_1x1_strided_takes(CNN_FLOAT32, &large));
+  cnn_conv_shape bf16 = r20, nhwc = r20;
+  bf16.math = CNN_BFLOAT16, nhwc.channels_last = 1;
+  struct {
+    const char *name;
+    cnn_dtype dt;
+    cnn_conv_shape s;
+    bool takes;
+  } rule[] = {
+      {"ResNet-20 16 -> 32", CNN_FLOAT32, r20, true},
+      {"64 x 128 weights, the limit", CNN_FLOAT32,
+       mk(16, 64, 56, 56, 128, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1), true},
+      {"128 x 256 weights (oneDNN's)", CNN_FLOAT32,
+       mk(16, 128, 28, 28, 256, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1), false},
+      {"float64", CNN_FLOAT64, r20, false},
+      {"bfloat16 arithmetic", CNN_FLOAT32, bf16, false},
+      {"channels-last", CNN_FLOAT32, nhwc, false},
+      {"stride 1", CNN_FLOAT32, mk(2, 16, 8, 8, 32, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1), false},
+      {"padding", CNN_FLOAT32, mk(2, 16, 8, 8, 32, 1, 1, 2, 2, 1, 0, 0, 0, 1, 1, 1), false},
+      {"2 groups", CNN_FLOAT32, mk(2, 16, 8, 8, 32, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 2), false},
+      {"3x3", CNN_FLOAT32, mk(2, 16, 8, 8, 32, 3, 3, 2, 2, 0, 0, 0, 0, 1, 1, 1), false},
+      /* planes over 2^31 / 16 floats: the gather's 32-bit offsets (shapes only) */
+      {"12000x12000 plane", CNN_FLOAT32, mk(1, 1, 12000, 12000, 2, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1),
+       false},
+      {"11000x11000 plane", CNN_FLOAT32, mk(1, 1, 11000, 11000, 2, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1),
+       true},
+  };
+  for (size_t i = 0; i < sizeof rule / sizeof rule[0]; i++) {
+    bool takes = cnn_cpu_conv2d_1x1_strided_takes(rule[i].dt, &rule[i].s);
+    CHECK(takes == rule[i].takes);
+    if (takes != rule[i].takes)
+      fprintf(stderr, "strided 1x1 rule [%s]: takes %d, expected %d\n", rule[i].name, takes,
+              rule[i].takes);
+  }
 }
 
 /* Which float32 shapes the rule gives oneDNN's Winograd kernels, and that

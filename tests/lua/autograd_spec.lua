@@ -65,6 +65,43 @@ describe("backward", function()
     z:backward()
   end)
 
+  -- a fan-out's gradients are summed in place into one nothing else holds
+  -- (core/backward.c accumulate): the sums must be exact, and a gradient
+  -- another input or a hook still holds must be left as it was
+  it("sums a fan-out's gradients; a gradient held elsewhere is not written", function()
+    local x = cnn.tensor({1, 2, 3}):requires_grad_()
+    ;(x * 2 + x * 3 + x * 4):sum():backward() -- three fresh gradients, summed in place
+    close(x.grad, {9, 9, 9})
+    local k = cnn.tensor({1, 10, 100})
+    for _, order in ipairs({ "add first", "mul first" }) do
+      local a = cnn.tensor({1, 2, 3}):requires_grad_()
+      local w = cnn.tensor({0, 0, 0}):requires_grad_()
+      -- a + w hands the same gradient tensor to a and to w
+      local u, v = (a + w) * k, a * 3
+      local y = order == "add first" and u:sum() + v:sum() or v:sum() + u:sum()
+      y:backward()
+      close(w.grad, {1, 10, 100}, 0, 0, order)
+      close(a.grad, {4, 13, 103}, 0, 0, order)
+    end
+    local a = cnn.tensor({1, 2, 3}):requires_grad_()
+    local w1, w2 = cnn.zeros(3):requires_grad_(), cnn.zeros(3):requires_grad_()
+    ;((a + w1) * k):sum():add(((a + w2) * 2):sum()):backward() -- both of a's are held elsewhere
+    close(w1.grad, {1, 10, 100})
+    close(w2.grad, {2, 2, 2})
+    close(a.grad, {3, 12, 102})
+    local b = cnn.tensor({1, 2}):requires_grad_()
+    ;(b + b):sum():backward() -- one tensor arrives twice
+    close(b.grad, {2, 2})
+    local c = cnn.tensor({1, 2}):requires_grad_()
+    local kept
+    local h = c * 1
+    local p = h + cnn.zeros(2)
+    p:register_hook(function(g) kept = g end) -- a hook keeps p's gradient, which h gets too
+    ;(p * 5):sum():add((h * 7):sum()):backward()
+    close(kept, {5, 5})
+    close(c.grad, {12, 12})
+  end)
+
   it("reduces broadcast gradients to the input's shape", function()
     local a = cnn.zeros(2, 3):requires_grad_()
     local b = cnn.tensor({1, 2, 3}):requires_grad_()

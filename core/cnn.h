@@ -261,6 +261,7 @@ typedef enum {
   CNN_OP_POW,
   CNN_OP_MAXIMUM,
   CNN_OP_MINIMUM,
+  CNN_OP_ADD_RELU, /* relu(a + b) in one pass: a residual block's end (cnn.fused.add_relu) */
   CNN_OP_EQ,
   CNN_OP_NE,
   CNN_OP_LT,
@@ -319,7 +320,7 @@ typedef enum {
 typedef enum {
   CNN_SAVES_NOTHING, /* the derivative is a constant */
   CNN_SAVES_INPUT,   /* unary: x; binary: a and b */
-  CNN_SAVES_OUTPUT,  /* unary: the output y (exp, tanh, ...) */
+  CNN_SAVES_OUTPUT,  /* the output y (exp, tanh, ...; binary: add_relu) */
   CNN_SAVES_ALL      /* binary: a, b and the output (div, pow) */
 } cnn_ew_saves;
 typedef enum {

@@ -191,7 +191,8 @@ CNN_EW double cnn_ew_binary_f64(int op, double a, double b) {
   case CNN_OP_DIV: return a / b;
   case CNN_OP_POW: return pow(a, b);
   case CNN_OP_MAXIMUM: return (a > b || a != a) ? a : b;
-  default: return (a < b || a != a) ? a : b; /* MINIMUM */
+  case CNN_OP_ADD_RELU: return cnn_relu(a + b); /* bit for bit relu's value of add's */
+  default: return (a < b || a != a) ? a : b;    /* MINIMUM */
   }
 }
 
@@ -203,6 +204,7 @@ CNN_EW float cnn_ew_binary_f32(int op, float a, float b) {
   case CNN_OP_DIV: return a / b;
   case CNN_OP_POW: return powf(a, b);
   case CNN_OP_MAXIMUM: return (a > b || a != a) ? a : b;
+  case CNN_OP_ADD_RELU: return cnn_relu_f(a + b);
   default: return (a < b || a != a) ? a : b;
   }
 }
@@ -214,6 +216,10 @@ CNN_EW int64_t cnn_ew_binary_i64(int op, int64_t a, int64_t b) {
   case CNN_OP_MUL: return (int64_t)((uint64_t)a * (uint64_t)b);
   case CNN_OP_POW: return cnn_ew_ipow(a, b);
   case CNN_OP_MAXIMUM: return a > b ? a : b;
+  case CNN_OP_ADD_RELU: {
+    int64_t s = (int64_t)((uint64_t)a + (uint64_t)b);
+    return s > 0 ? s : 0;
+  }
   default: return a < b ? a : b;
   }
 }

@@ -12,6 +12,10 @@
  * adam_many updates a whole parameter group in one
  * call: one pass over all elements instead of one call per tensor.
  *
+ *   cnn.fused.add_relu(a, b)
+ * is F.relu(a + b) in one pass and one node (CNN_OP_ADD_RELU), what the
+ * model zoo's residual blocks end with (stdlib/models/resnet.lua).
+ *
  *   cnn.fused.batch_norm_relu(x, running_mean|nil, running_var|nil, weight|nil, bias|nil,
  *                             training, momentum, eps)
  * is F.relu(F.batch_norm(...)) in one node (cnn_batch_norm_relu), what
@@ -100,6 +104,11 @@ static int f_adam_many(lua_State *L) {
   return rc ? cnn_lua_error(L) : 0;
 }
 
+static int f_add_relu(lua_State *L) {
+  cnn_tensor *a = cnn_lua_check_tensor(L, 1), *b = cnn_lua_check_tensor(L, 2);
+  return cnn_lua_push_result(L, cnn_binary(CNN_OP_ADD_RELU, a, b));
+}
+
 static int f_batch_norm_relu(lua_State *L) {
   cnn_tensor *x = cnn_lua_check_tensor(L, 1), *t[4];
   for (int i = 0; i < 4; i++) t[i] = cnn_lua_opt_tensor(L, i + 2);
@@ -177,6 +186,10 @@ static const struct {
      "beta2, eps,\n"
      "                    weight_decay, decoupled)\n"
      "cnn.fused.adam over a list of parameters in one call (one pass over all their elements)."},
+    {"add_relu", f_add_relu,
+     "cnn.fused.add_relu(a, b)\n"
+     "F.relu(a + b) as one op: one pass, one node (AddReluBackward), the same values bit for "
+     "bit;\na residual block's end (models.resnet*).  Broadcasts as a + b does."},
     {"batch_norm_relu", f_batch_norm_relu,
      "cnn.fused.batch_norm_relu(x, running_mean|nil, running_var|nil, weight|nil, bias|nil, "
      "training, momentum, eps)\n"

@@ -175,6 +175,7 @@ static void bin_row_f32(const void *ctx, int64_t n, char *const *p, const int64_
   case CNN_OP_DIV: bin_row_f32_op(CNN_OP_DIV, n, p, s); break;
   case CNN_OP_POW: bin_row_f32_op(CNN_OP_POW, n, p, s); break;
   case CNN_OP_MAXIMUM: bin_row_f32_op(CNN_OP_MAXIMUM, n, p, s); break;
+  case CNN_OP_ADD_RELU: bin_row_f32_op(CNN_OP_ADD_RELU, n, p, s); break;
   default: bin_row_f32_op(CNN_OP_MINIMUM, n, p, s); break;
   }
 }
@@ -186,6 +187,7 @@ static void bin_row_f64(const void *ctx, int64_t n, char *const *p, const int64_
   case CNN_OP_DIV: bin_row_f64_op(CNN_OP_DIV, n, p, s); break;
   case CNN_OP_POW: bin_row_f64_op(CNN_OP_POW, n, p, s); break;
   case CNN_OP_MAXIMUM: bin_row_f64_op(CNN_OP_MAXIMUM, n, p, s); break;
+  case CNN_OP_ADD_RELU: bin_row_f64_op(CNN_OP_ADD_RELU, n, p, s); break;
   default: bin_row_f64_op(CNN_OP_MINIMUM, n, p, s); break;
   }
 }

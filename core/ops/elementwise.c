@@ -204,8 +204,9 @@ static void record_binary(cnn_binary_op op, cnn_tensor *out, cnn_tensor *a, cnn_
       cnn_autograd_record(out, info->grad_name, cnn_binary_backward, 2, (cnn_tensor *[]){a, b});
   if (!n) return;
   n->ip[0] = op;
-  if (info->saves != CNN_SAVES_NOTHING) cnn_node_save(n, 0, a), cnn_node_save(n, 1, b);
-  if (info->saves == CNN_SAVES_ALL) cnn_node_save(n, 2, out);
+  if (info->saves == CNN_SAVES_INPUT || info->saves == CNN_SAVES_ALL)
+    cnn_node_save(n, 0, a), cnn_node_save(n, 1, b);
+  if (info->saves == CNN_SAVES_OUTPUT || info->saves == CNN_SAVES_ALL) cnn_node_save(n, 2, out);
 }
 
 cnn_tensor *cnn_binary(cnn_binary_op op, cnn_tensor *a, cnn_tensor *b) {

@@ -9,8 +9,8 @@
  * Gradients of broadcast inputs are reduced with cnn_grad_to_input, which
  * also casts them back to the input's dtype.
  *
- * Saved tensors (slots): binary: 0 = a, 1 = b (not for add/sub), 2 = the
- * output (div, pow); unary: 0 = x or the output y, nothing for ops whose
+ * Saved tensors (slots): binary: 0 = a, 1 = b (not for add/sub/add_relu),
+ * 2 = the output (div, pow, add_relu); unary: 0 = x or the output y, nothing for ops whose
  * derivative is a constant (the `saves` of cnn_unary_ops/cnn_binary_ops);
  * where: 0 = the condition.
  */
@@ -99,18 +99,33 @@ static cnn_tensor *binary_input_grad(int op, int i, cnn_tensor *g, cnn_tensor *a
   }
 }
 
+/* add_relu: relu's derivative at its output y (0 where y is 0, 1 above
+ * and at NaN: the same mask as at relu's input) times g, made once and
+ * handed to both inputs. */
+static int add_relu_backward(cnn_node *n, cnn_tensor *g, cnn_tensor *y, cnn_tensor **gin) {
+  cnn_tensor *m = cnn_unary_grad(CNN_OP_RELU, g, y, y, 0, 0);
+  if (!m) return -1;
+  int rc = 0;
+  for (int i = 0; i < 2 && rc == 0; i++)
+    if (n->needs[i]) cnn_tensor_retain(m), rc = finish(n, i, m, gin);
+  cnn_tensor_release(m);
+  return rc;
+}
+
 int cnn_binary_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
   int op = (int)n->ip[0];
+  cnn_ew_saves saves = cnn_binary_ops[op].saves;
   cnn_tensor *a = NULL, *b = NULL, *y = NULL;
-  if (op != CNN_OP_ADD && op != CNN_OP_SUB) {
+  if (saves == CNN_SAVES_INPUT || saves == CNN_SAVES_ALL) {
     a = cnn_node_saved(n, 0);
     b = a ? cnn_node_saved(n, 1) : NULL;
     if (!b) return -1;
   }
-  if (op == CNN_OP_DIV || op == CNN_OP_POW) {
+  if (saves == CNN_SAVES_OUTPUT || saves == CNN_SAVES_ALL) {
     y = cnn_node_saved(n, 2);
     if (!y) return -1;
   }
+  if (op == CNN_OP_ADD_RELU) return add_relu_backward(n, g, y, gin);
   for (int i = 0; i < 2; i++) {
     if (!n->needs[i]) continue;
     if (finish(n, i, binary_input_grad(op, i, g, a, b, y), gin)) return -1;

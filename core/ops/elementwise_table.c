@@ -19,7 +19,7 @@
 #define F CNN_LUA_FUNCTIONAL
 
 _Static_assert(CNN_NUNARY == 33, "a unary op was added or removed: update cnn_unary_ops");
-_Static_assert(CNN_NBINARY == 13, "a binary op was added or removed: update cnn_binary_ops");
+_Static_assert(CNN_NBINARY == 14, "a binary op was added or removed: update cnn_binary_ops");
 
 const cnn_unary_info cnn_unary_ops[CNN_NUNARY] = {
     [CNN_OP_NEG] = {"neg", "NegBackward", CNN_SAVES_NOTHING, CNN_INTS_KEEP, M | I},
@@ -72,6 +72,8 @@ const cnn_binary_info cnn_binary_ops[CNN_NBINARY] = {
     [CNN_OP_POW] = {"pow", "PowBackward", CNN_SAVES_ALL, I}, /* method: pow takes numbers too */
     [CNN_OP_MAXIMUM] = {"maximum", "MaximumBackward", CNN_SAVES_INPUT, M},
     [CNN_OP_MINIMUM] = {"minimum", "MinimumBackward", CNN_SAVES_INPUT, M},
+    /* cnn.fused.add_relu (lua/fused.c); saves its output, relu's mask */
+    [CNN_OP_ADD_RELU] = {"add_relu", "AddReluBackward", CNN_SAVES_OUTPUT, 0},
     [CNN_OP_EQ] = {"eq", NULL, CNN_SAVES_NOTHING, M},
     [CNN_OP_NE] = {"ne", NULL, CNN_SAVES_NOTHING, M},
     [CNN_OP_LT] = {"lt", NULL, CNN_SAVES_NOTHING, M},

@@ -32,8 +32,9 @@
 -- A batch norm followed by a ReLU runs as one op (bn_relu below: one pass
 -- each way, the two ops' values bit for bit on the CPU) where nothing could
 -- tell the difference -- nn.Sequential's rule, fuses_bn_relu: the batch
--- norm's own forward, no hook on either.  The ReLU after the residual
--- addition stays a pass of its own.
+-- norm's own forward, no hook on either.  A block ends with
+-- cnn.fused.add_relu(out, identity): F.relu(out + identity) in one pass and
+-- one node, the same values bit for bit (ONNX export writes Add + Relu).
 local cnn = _G.cnn
 local F = cnn.F
 local nn = require("nn")
@@ -82,7 +83,7 @@ function BasicBlock:forward(x)
   local out = bn_relu(self.bn1, self.relu, self.conv1(x))
   out = self.bn2(self.conv2(out))
   local identity = self.downsample and self.downsample(x) or x
-  return F.relu(out + identity)
+  return cnn.fused.add_relu(out, identity)
 end
 
 local Bottleneck = nn.Module:extend("Bottleneck")
@@ -106,7 +107,7 @@ function Bottleneck:forward(x)
   out = bn_relu(self.bn2, nil, self.conv2(out))
   out = self.bn3(self.conv3(out))
   local identity = self.downsample and self.downsample(x) or x
-  return F.relu(out + identity)
+  return cnn.fused.add_relu(out, identity)
 end
 
 -- A stage of `blocks` blocks; returns it and the channels it ends with.

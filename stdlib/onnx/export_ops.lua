@@ -1,8 +1,9 @@
 -- onnx/export_ops.lua -- the ONNX nodes of the F.* functions and tensor
 -- methods a custom forward calls (cnn.onnx.export records them).
 --
--- FUNCS[name] / METHODS[name] = function(g, out, a, b, ...) adds the nodes
--- computing out from the call's arguments.  patch() wraps each of them in
+-- FUNCS[name] / METHODS[name] / FUSED[name] (cnn.fused.*) =
+-- function(g, out, a, b, ...) adds the nodes computing out from the call's
+-- arguments.  patch() wraps each of them in
 -- F, in the tensor method table (getmetatable(t).__methods) and in the
 -- tensor operators (__add ...) for the duration of an export: a call is
 -- recorded when one of its tensors is a traced value or a parameter; the
@@ -334,6 +335,15 @@ local function patch_table(g, undo, patch, tbl, emitters, prefix)
   end
 end
 
+-- cnn.fused.*: add_relu (a residual block's end) as Add + Relu; the other
+-- fused ops run inside layers whose exporters emit them, so called on a
+-- traced value they are guarded as any unknown function.
+local FUSED = {}
+
+function FUSED.add_relu(g, out, a, b)
+  g:bind(out, g:node("Relu", { g:node("Add", { g:name_of(a), g:name_of(b) }) }))
+end
+
 function M.patch(g, undo, patch)
   local mt = getmetatable(cnn.zeros(1))
   for name, emit in pairs(METHODS) do
@@ -343,6 +353,7 @@ function M.patch(g, undo, patch)
   patch_table(g, undo, patch, F, FUNCS, "F.")
   -- cnn.add(a, b) ... take the methods' arguments
   patch_table(g, undo, patch, cnn, setmetatable({ cat = FUNCS.cat }, { __index = METHODS }), "cnn.")
+  patch_table(g, undo, patch, cnn.fused, FUSED, "cnn.fused.")
 end
 
 return M

@@ -32,6 +32,7 @@ static double ref_binary(int op, double a, double b) {
   case CNN_OP_POW: return pow(a, b);
   case CNN_OP_MAXIMUM: return a > b ? a : b;
   case CNN_OP_MINIMUM: return a < b ? a : b;
+  case CNN_OP_ADD_RELU: return a + b > 0 ? a + b : 0;
   case CNN_OP_EQ: return a == b;
   case CNN_OP_NE: return a != b;
   case CNN_OP_LT: return a < b;
@@ -493,8 +494,52 @@ static void test_op_tables(void) {
   cnn_tensor_release(y), cnn_tensor_release(x);
 }
 
+/* add_relu over both signs, through each row kernel: contiguous rows
+ * (1,000 elements: the vector loop and its tail), a broadcast scalar on
+ * either side, and a strided operand; a NaN passes as relu's does. */
+static void test_add_relu(cnn_dtype dt) {
+  enum { N = 1000 };
+  cnn_tensor *a = filled(1, SH(N), dt, -5, 0.01), *b = filled(1, SH(N), dt, 2.5, -0.003);
+  cnn_tensor *s = filled(0, NULL, dt, -0.75, 0);
+  cnn_tensor *wide = filled(2, SH(N, 2), dt, 8, -0.009), *col = cnn_select(wide, 1, 0);
+  if (dt != CNN_INT64) cnn_tensor_set(a, 7, NAN);
+  struct {
+    const char *what;
+    cnn_tensor *x, *y;
+  } cases[] = {
+      {"rows", a, b}, {"row . scalar", a, s}, {"scalar . row", s, b}, {"row . strided", a, col}};
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    cnn_tensor *y = cnn_binary(CNN_OP_ADD_RELU, cases[k].x, cases[k].y);
+    CHECK(y && y->dtype == dt && cnn_tensor_numel(y) == N);
+    if (!y) continue;
+    static double got[N], ref[N];
+    int zeros = 0;
+    for (int i = 0; i < N; i++) {
+      double u = cnn_tensor_get(cases[k].x, cases[k].x->ndim ? i : 0);
+      double v = cnn_tensor_get(cases[k].y, cases[k].y->ndim ? i : 0);
+      got[i] = cnn_tensor_get(y, i);
+      ref[i] = ref_binary(CNN_OP_ADD_RELU, u, v);
+      if (u != u) { /* NaN in, NaN out */
+        CHECK(got[i] != got[i]);
+        ref[i] = got[i] = 0;
+      }
+      zeros += ref[i] == 0;
+    }
+    CHECK(zeros > 100 && zeros < N - 100); /* both sides of the kink were met */
+    char what[64];
+    snprintf(what, sizeof what, "add_relu %s (%s)", cases[k].what, cnn_dtype_name(dt));
+    check_arrays(what, got, ref, N, 1e-6, 1e-6);
+    cnn_tensor_release(y);
+  }
+  cnn_tensor_release(a), cnn_tensor_release(b), cnn_tensor_release(s);
+  cnn_tensor_release(col), cnn_tensor_release(wide);
+}
+
 int main(void) {
   test_op_tables();
+  test_add_relu(CNN_FLOAT32);
+  test_add_relu(CNN_FLOAT64);
+  test_add_relu(CNN_INT64);
   test_broadcast_2x1x3_4x1(CNN_FLOAT32);
   test_broadcast_2x1x3_4x1(CNN_FLOAT64);
   test_broadcast_2x1x3_4x1(CNN_INT64);

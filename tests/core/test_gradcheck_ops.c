@@ -39,8 +39,8 @@ static cnn_tensor *f_unary(cnn_tensor **in, void *c) {
 static cnn_tensor *f_where(cnn_tensor **in, void *c) { return cnn_where(in[2], in[0], in[1]); }
 
 static void test_binary(void) {
-  const char *names[] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum"};
-  for (int op = CNN_OP_ADD; op <= CNN_OP_MINIMUM; op++) {
+  const char *names[] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum", "add_relu"};
+  for (int op = CNN_OP_ADD; op <= CNN_OP_ADD_RELU; op++) {
     ctx_t c = {.op = op};
     /* broadcast 2x1x3 with 4x1 */
     cnn_tensor *in[2] = {gc_leaf(3, SH(2, 1, 3), 0.5, 2.0, 1), gc_leaf(2, SH(4, 1), 0.6, 1.9, 2)};
@@ -55,6 +55,20 @@ static void test_binary(void) {
     gc_release(2, in2);
   }
   /* mixed dtypes: float32 leaf gets a float32 gradient (checked loosely elsewhere) */
+}
+
+/* add_relu across its kink: sums of both signs, each at least 0.05 from 0
+ * (finite differences of step 1e-6 stay on one side), broadcast 2x1x3 . 4x1 */
+static void test_add_relu_both_signs(void) {
+  const double av[] = {-1.5, -0.5, 0.7, 1.1, -0.2, 0.3}, bv[] = {-0.9, 0.45, 0.05, -0.35};
+  cnn_tensor *in[2] = {cnn_empty(3, SH(2, 1, 3), CNN_FLOAT64, CNN_DEVICE_CPU),
+                       cnn_empty(2, SH(4, 1), CNN_FLOAT64, CNN_DEVICE_CPU)};
+  for (int i = 0; i < 6; i++) cnn_tensor_set(in[0], i, av[i]);
+  for (int i = 0; i < 4; i++) cnn_tensor_set(in[1], i, bv[i]);
+  cnn_set_requires_grad(in[0], true), cnn_set_requires_grad(in[1], true);
+  ctx_t c = {.op = CNN_OP_ADD_RELU};
+  gradcheck("add_relu 2x1x3 . 4x1, both signs", f_binary, &c, 2, in);
+  gc_release(2, in);
 }
 
 static void test_unary(void) {
@@ -408,6 +422,7 @@ static void test_dtypes_and_shapes(void) {
 int main(void) {
   test_dtypes_and_shapes();
   test_binary();
+  test_add_relu_both_signs();
   test_unary();
   test_where();
   test_reduce();

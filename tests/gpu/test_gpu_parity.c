@@ -207,8 +207,8 @@ static cnn_tensor *op_cast_half(cnn_tensor **in, const void *ctx) {
 
 static void elementwise(void) {
   int64_t a[2] = {7, 5}, b[1] = {5}, c[2] = {7, 1};
-  static const cnn_binary_op bops[] = {CNN_OP_ADD, CNN_OP_SUB,     CNN_OP_MUL,
-                                       CNN_OP_DIV, CNN_OP_MAXIMUM, CNN_OP_MINIMUM};
+  static const cnn_binary_op bops[] = {CNN_OP_ADD,     CNN_OP_SUB,     CNN_OP_MUL,     CNN_OP_DIV,
+                                       CNN_OP_MAXIMUM, CNN_OP_MINIMUM, CNN_OP_ADD_RELU};
   for (size_t k = 0; k < sizeof bops / sizeof bops[0]; k++) {
     cnn_tensor *in[2] = {randn(2, a), randn(1, b)};
     parity(cnn_binary_name(bops[k]), op_binary, &bops[k], 2, in, (bool[]){true, true}, 1e-5, 1e-5);
@@ -436,8 +436,8 @@ static void conv_act_entry(cnn_unary_op act) {
   CHECK(ref && be && be->conv2d_act_forward);
   if (ref && be && be->conv2d_act_forward) {
     cnn_tensor *g[3] = {cnn_to_device(x, GPU), cnn_to_device(w, GPU), cnn_to_device(b, GPU)};
-    cnn_conv_shape s = {2, 4, 9, 7, 6, 3,           3, ref->shape[2], ref->shape[3], 2, 1, 1, 1,
-                        1, 1, 1, 2, 2, CNN_FLOAT32, 0, 0};
+    cnn_conv_shape s = {2, 4, 9, 7, 6,           3, 3, ref->shape[2], ref->shape[3], 2, 1, 1, 1, 1,
+                        1, 1, 2, 2, CNN_FLOAT32, 0, 0};
     cnn_tensor *y = cnn_empty(4, ref->shape, CNN_FLOAT32, GPU);
     int rc = be->conv2d_act_forward(0, CNN_CONV_AUTO, CNN_FLOAT32, &s, cnn_tensor_data(g[0]),
                                     cnn_tensor_data(g[1]), cnn_tensor_data(g[2]), act, 0, 0,

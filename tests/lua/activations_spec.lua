@@ -231,3 +231,62 @@ describe("dropout2d", function()
     assert.truthy(cnn.doc[F.dropout2d] and cnn.doc[nn.Dropout2d])
   end)
 end)
+
+-- cnn.fused.add_relu(a, b): F.relu(a + b) in one op.  Independent of both:
+-- values against the definition at chosen points (the kink, -0, NaN, the
+-- infinities); then the same bits as the two ops, forward and backward,
+-- over broadcasting, channels-last, float64 and an input that needs no
+-- gradient; the gradient at the kink is relu's (0 at 0).
+describe("cnn.fused.add_relu", function()
+  it("is relu(a + b) at chosen points, NaN and the infinities included", function()
+    local inf = math.huge
+    local a = cnn.tensor({ -2, -1, 0, 0.5, 3, -0.0, inf, -inf, 1, 0 / 0 }, "float64")
+    local b = cnn.tensor({ 1, 1, 0, -0.5, -1, 0, -1, 5, -inf, 1 }, "float64")
+    local y = cnn.fused.add_relu(a, b):totable()
+    local want = { 0, 0, 0, 0, 2, 0, inf, 0, 0 }
+    for i = 1, 9 do assert.are.equal(want[i], y[i], "element " .. i) end
+    assert.is_true(y[10] ~= y[10], "NaN passes")
+    assert.are.equal("AddReluBackward", cnn.fused.add_relu(a:requires_grad_(), b).grad_fn)
+  end)
+
+  it("gives F.relu(a + b)'s bits and gradients: broadcast, channels-last, float64", function()
+    cnn.manual_seed(4)
+    local same = function(u, v) return u:eq(v):sum():item() == u:numel() end
+    local cases = {
+      { "same shape", { 2, 3, 4, 5 }, { 2, 3, 4, 5 }, "float32" },
+      { "b broadcast", { 2, 3, 4, 5 }, { 3, 1, 1 }, "float32" },
+      { "a broadcast", { 1, 5 }, { 4, 1, 5 }, "float64" },
+      { "channels-last", { 2, 16, 3, 3 }, { 2, 16, 3, 3 }, "float32", true },
+    }
+    for _, c in ipairs(cases) do
+      local what, sa, sb, dt, cl = c[1], c[2], c[3], c[4], c[5]
+      local a0, b0 = cnn.randn(sa, dt), cnn.randn(sb, dt)
+      if cl then a0, b0 = a0:contiguous("channels_last"), b0:contiguous("channels_last") end
+      local out = cnn.fused.add_relu(a0, b0)
+      local g = cnn.randn(out:size(), dt)
+      local function grads(fused, b_needs)
+        local a, b = a0:clone():requires_grad_(), b0:clone():requires_grad_(b_needs)
+        local y = fused and cnn.fused.add_relu(a, b) or F.relu(a + b)
+        y:backward(g)
+        return y, a.grad, b.grad
+      end
+      local y1, ga1, gb1 = grads(true, true)
+      local y2, ga2, gb2 = grads(false, true)
+      assert.is_true(same(y1, y2), what .. ": forward")
+      assert.is_true(same(ga1, ga2) and same(gb1, gb2), what .. ": gradients")
+      assert.are.same(b0:size(), gb1:size())
+      assert.are.equal(cl or false, y1:is_contiguous("channels_last") and not y1:is_contiguous(), what .. ": layout")
+      local _, ga3, gb3 = grads(true, false)
+      assert.is_true(same(ga3, ga1) and gb3 == nil, what .. ": b needs no gradient")
+    end
+    -- at the kink: relu's derivative at 0 is 0
+    local a = cnn.tensor({ -1, 2 }):requires_grad_()
+    cnn.fused.add_relu(a, cnn.tensor({ 1, -2 })):sum():backward()
+    assert.are.same({ 0, 0 }, a.grad:totable())
+  end)
+
+  it("refuses shapes that do not broadcast, and non-tensors, naming the op", function()
+    H.raises(function() cnn.fused.add_relu(cnn.zeros(2, 3), cnn.zeros(4)) end, "add_relu", "2x3", "4")
+    H.raises(function() cnn.fused.add_relu(cnn.zeros(2), 1) end, "add_relu", "Tensor expected")
+  end)
+end)

@@ -74,14 +74,22 @@ describe("models.resnet20", function()
   end)
 
   -- The blocks run batch norm + ReLU as one op (models/resnet.lua's bn_relu)
-  -- where no hook could tell: the same bits as the two layers, which run
-  -- where the fusion is turned off (nn.Sequential.fuses_bn_relu and
-  -- BatchNorm:fuses_relu saying no) or a hook is set.
+  -- where no hook could tell, and end in cnn.fused.add_relu: the same bits
+  -- as the separate ops, which run where the fusion is turned off
+  -- (nn.Sequential.fuses_bn_relu and BatchNorm:fuses_relu saying no,
+  -- add_relu replaced by F.relu(a + b)) or a hook is set.
+  local add_relu_calls = 0
   local function run(net, fuse, x, g)
-    local fuses, bn_fuses = nn.Sequential.fuses_bn_relu, nn.BatchNorm2d.fuses_relu
+    local fuses, bn_fuses, add_relu = nn.Sequential.fuses_bn_relu, nn.BatchNorm2d.fuses_relu, cnn.fused.add_relu
     if not fuse then
       nn.Sequential.fuses_bn_relu = function() return false end
       nn.BatchNorm2d.fuses_relu = function() return false end
+      cnn.fused.add_relu = function(a, b) return F.relu(a + b) end
+    else
+      cnn.fused.add_relu = function(a, b)
+        add_relu_calls = add_relu_calls + 1
+        return add_relu(a, b)
+      end
     end
     local ok, out = pcall(function()
       net:zero_grad()
@@ -90,14 +98,15 @@ describe("models.resnet20", function()
       y:backward(g)
       return { y, xr.grad, net.conv1.weight.grad:clone(), net.layer1[1].bn1.weight.grad:clone() }
     end)
-    nn.Sequential.fuses_bn_relu, nn.BatchNorm2d.fuses_relu = fuses, bn_fuses
+    nn.Sequential.fuses_bn_relu, nn.BatchNorm2d.fuses_relu, cnn.fused.add_relu = fuses, bn_fuses, add_relu
     assert(ok, out)
     return out
   end
 
   it("fuses batch norm and ReLU in its blocks where nothing could tell (bit for bit)", function()
-    for _, build in ipairs({ function() return models.resnet20() end,
-                             function() return models.cifar_resnet{ depth = 8 } end }) do
+    for blocks, build in pairs({ [9] = function() return models.resnet20() end,
+                                 [3] = function() return models.cifar_resnet{ depth = 8 } end }) do
+      add_relu_calls = 0
       cnn.manual_seed(2)
       local net = build()
       local x, g = cnn.randn(2, 3, 16, 16), cnn.randn(2, 10)
@@ -114,6 +123,7 @@ describe("models.resnet20", function()
         end
       end
       assert.are.equal(2, fused_calls) -- one fused call each mode, none when turned off
+      assert.are.equal(2 * blocks, add_relu_calls) -- each block's end, both modes
       rawset(bn, "forward_relu", nil)
       -- a hook on the batch norm sees its own output (the layers run)
       local seen

@@ -98,6 +98,23 @@ describe("cnn.onnx.export", function()
     assert_close(cnn.onnx.load(path)(x), net(x))
   end)
 
+  -- the model zoo's blocks end in cnn.fused.add_relu: Add then Relu in the file
+  it("exports the model zoo's ResNet, its blocks' fused add + ReLU as Add, Relu", function()
+    cnn.manual_seed(5)
+    local net = models.cifar_resnet{ depth = 8 }
+    net:train()
+    for _ = 1, 2 do net(cnn.randn(4, 3, 16, 16)) end -- running statistics away from 0 and 1
+    net:eval()
+    local path = tmp("resnet8")
+    cnn.onnx.export(net, cnn.randn(2, 3, 16, 16), path, { dynamic_batch = true })
+    assert_checked(path)
+    local ops = op_types(path)
+    local _, adds = ops:gsub("Add,Relu", "")
+    assert.are.equal(3, adds, ops) -- one per block
+    local x = cnn.randn(3, 3, 16, 16)
+    assert_close(cnn.onnx.load(path)(x), net(x), 1e-4)
+  end)
+
   it("names the op and the layer it cannot export", function()
     local Odd = nn.Module:extend("Odd")
     function Odd:init() self.fc = nn.Linear(4, 4) end

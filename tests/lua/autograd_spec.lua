@@ -65,12 +65,12 @@ describe("backward", function()
     z:backward()
   end)
 
-  -- a fan-out's gradients are summed in place into one nothing else holds
-  -- (core/backward.c accumulate): the sums must be exact, and a gradient
-  -- another input or a hook still holds must be left as it was
+  -- a fan-out's gradients are summed (core/backward.c accumulate): the sums
+  -- must be exact, and a gradient another input or a hook still holds must
+  -- be left as it was (a sum written in place into one of them would not)
   it("sums a fan-out's gradients; a gradient held elsewhere is not written", function()
     local x = cnn.tensor({1, 2, 3}):requires_grad_()
-    ;(x * 2 + x * 3 + x * 4):sum():backward() -- three fresh gradients, summed in place
+    ;(x * 2 + x * 3 + x * 4):sum():backward() -- three fresh gradients
     close(x.grad, {9, 9, 9})
     local k = cnn.tensor({1, 10, 100})
     for _, order in ipairs({ "add first", "mul first" }) do

@@ -10,9 +10,9 @@
  * also casts them back to the input's dtype.
  *
  * Saved tensors (slots): binary: 0 = a, 1 = b (not for add/sub/add_relu),
- * 2 = the output (div, pow, add_relu); unary: 0 = x or the output y, nothing for ops whose
- * derivative is a constant (the `saves` of cnn_unary_ops/cnn_binary_ops);
- * where: 0 = the condition.
+ * 2 = the output (div, pow, add_relu); unary: 0 = x or the output y,
+ * nothing for ops whose derivative is a constant (the `saves` of
+ * cnn_unary_ops/cnn_binary_ops); where: 0 = the condition.
  */
 #include <math.h>
 

@@ -3,9 +3,9 @@
 --
 -- FUNCS[name] / METHODS[name] / FUSED[name] (cnn.fused.*) =
 -- function(g, out, a, b, ...) adds the nodes computing out from the call's
--- arguments.  patch() wraps each of them in
--- F, in the tensor method table (getmetatable(t).__methods) and in the
--- tensor operators (__add ...) for the duration of an export: a call is
+-- arguments.  patch() wraps each of them in F, in the tensor method table
+-- (getmetatable(t).__methods), in the tensor operators (__add ...) and in
+-- cnn.fused for the duration of an export: a call is
 -- recorded when one of its tensors is a traced value or a parameter; the
 -- recorder itself runs with g.quiet raised, so the tensor calls it makes
 -- are not recorded.  Dims convert from cnnsh's 1-based to ONNX's 0-based.

@@ -163,8 +163,10 @@ local function param_elems(m)
   return n
 end
 
--- FLOPs and bytes of the forward and backward pass of leaf m (float32).
-local function layer_cost(m, xin, out, fused_relu, block)
+-- FLOPs and bytes of the forward and backward pass of leaf m (float32);
+-- fused: "relu" (BatchNorm's forward_relu), "add_relu" (forward_add_relu:
+-- relu(bn(x) + residual)) or nil.
+local function layer_cost(m, xin, out, fused, block)
   local nx, ny, np = xin:numel(), out:numel(), param_elems(m)
   local macs = require("inspect").macs_of(m, out)
   -- a Linear -> ReLU (-> Dropout) block (block.count) counts as its linear;
@@ -190,7 +192,10 @@ local function layer_cost(m, xin, out, fused_relu, block)
   elseif class_is(m, "Flatten") then
     c.fwd_bytes, c.bwd_bytes = 0, 0
   end
-  if fused_relu then c.bwd_bytes = c.bwd_bytes + 4 * ny end -- + relu's output, its mask
+  if fused == "relu" then c.bwd_bytes = c.bwd_bytes + 4 * ny end -- + relu's output, its mask
+  if fused == "add_relu" then -- + the residual; backward: relu's output read, its gradient written
+    c.fwd_bytes, c.bwd_bytes = c.fwd_bytes + 4 * ny, c.bwd_bytes + 8 * ny
+  end
   return c
 end
 
@@ -247,8 +252,9 @@ local function defining_class(m, name)
   return c
 end
 
--- For the step, every `forward` (and BatchNorm's `forward_relu`, the fused
--- batch norm + ReLU) that a timed module runs is replaced in the class that
+-- For the step, every `forward` (and BatchNorm's `forward_relu` and
+-- `forward_add_relu`, the fused batch norm + ReLU and batch norm + residual
+-- + ReLU) that a timed module runs is replaced in the class that
 -- defines it by a wrapper calling pre and post around the timed module's
 -- own calls (outermost only).  Module hooks would change what is timed:
 -- any hook makes a layer "not plain", which turns off the fusions that
@@ -256,10 +262,12 @@ end
 -- the blocks), so the hooked step ran other code than the clean one.  A
 -- class-level wrapper keeps Module.is_plain true (m.forward and
 -- cls.forward are the same wrapper).  Returns the undo functions.
+local FUSED_BY = { forward_relu = "relu", forward_add_relu = "add_relu" }
+
 local function wrap_forwards(timed, pre, post)
   local undo, wrapped = {}, {}
   for m in pairs(timed) do
-    for _, name in ipairs({ "forward", "forward_relu" }) do
+    for _, name in ipairs({ "forward", "forward_relu", "forward_add_relu" }) do
       local cls = defining_class(m, name)
       if cls and not wrapped[cls] then wrapped[cls] = {} end
       if cls and not wrapped[cls][name] then
@@ -269,7 +277,7 @@ local function wrap_forwards(timed, pre, post)
         rawset(cls, name, function(self, xin, ...)
           if not timed[self] or active[self] then return orig(self, xin, ...) end
           active[self] = true
-          pre(self, xin, name == "forward_relu")
+          pre(self, xin, FUSED_BY[name])
           local r = table.pack(orig(self, xin, ...))
           post(self, xin, r[1])
           active[self] = nil
@@ -317,7 +325,8 @@ end
 -- A training step with a mark before and after each leaf layer's forward,
 -- and one each time a gradient reaches a layer's input or output.  A fused
 -- batch norm + ReLU (forward_relu) is timed as one layer
--- ("BatchNorm2d+ReLU"), a block as one ("Conv2d+...": its run() wrapped).
+-- ("BatchNorm2d+ReLU"), so is a residual block's end (forward_add_relu:
+-- "BatchNorm2d+Add+ReLU"), a block as one ("Conv2d+...": its run() wrapped).
 -- Returns the records (per leaf call: m, cost, f0, f1 and gout as mark
 -- numbers) and the marks of the step's phases.
 local function instrumented_step(net, opt, x, y, tm, yard)
@@ -417,10 +426,12 @@ local function fraction(flop, bytes, ms)
   return "memory", bytes / (ms * 1e-3) / bw, bytes / (ms * 1e-3) / bandwidth(1 << 28)
 end
 
+local FUSED_LABEL = { relu = "+ReLU", add_relu = "+Add+ReLU" }
+
 local function emit_layer(name, r, idx, pass, ms, flop, bytes, copy_gbs)
   local bound, of_peak, of_memory = fraction(flop, bytes, ms)
   local f = { { "bench", "step_layer" }, { "net", name }, { "layer", tostring(idx) },
-              { "type", r.block and r.block.name or r.m.__name .. (r.fused and "+ReLU" or "") },
+              { "type", r.block and r.block.name or r.m.__name .. (FUSED_LABEL[r.fused] or "") },
               { "pass", pass }, { "ms", ms }, { "gflop", flop / 1e9 }, { "mbytes", bytes / 1e6 },
               { "bound", bound }, { "of_peak", of_peak } }
   if of_memory then f[#f + 1] = { "of_memory", of_memory } end

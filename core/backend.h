@@ -266,6 +266,15 @@ typedef struct cnn_backend {
                                   const void *dy, const void *y, const void *x, const void *gamma,
                                   const void *save_mean, const void *save_invstd, void *dx,
                                   void *dgamma, void *dbeta, double eps, int training);
+  /* Optional (NULL: core/ops runs batch_norm, then add_relu): y =
+   * relu(batch_norm(x) + residual) in one pass, residual laid out as x
+   * (N x C x L); batch_norm_forward's other arguments.  Its backward is
+   * batch_norm_backward(_eval) over relu's gradient, made by core/ops. */
+  int (*batch_norm_add_relu_forward)(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t L,
+                                     const void *x, const void *residual, const void *gamma,
+                                     const void *beta, void *running_mean, void *running_var,
+                                     int training, double momentum, double eps, void *y,
+                                     void *save_mean, void *save_invstd);
   int (*softmax_forward)(int dev, cnn_dtype dt, int64_t outer, int64_t D, int64_t inner, int log,
                          const void *x, void *y);
   int (*softmax_backward)(int dev, cnn_dtype dt, int64_t outer, int64_t D, int64_t inner, int log,
@@ -418,7 +427,7 @@ typedef struct {
  * The version also folds in the sizes of the elementwise enums: adding a
  * unary or binary op renumbers the values the module's kernels switch on,
  * and needs no bump here (the recipe in core/README.md stays 4 files). */
-#define CNN_CORE_API_LAYOUT  11
+#define CNN_CORE_API_LAYOUT  12
 #define CNN_CORE_API_VERSION (CNN_CORE_API_LAYOUT * 10000 + CNN_NUNARY * 100 + CNN_NBINARY)
 
 /* dlopen() a module: $env, then `file` next to the executable, then

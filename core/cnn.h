@@ -585,6 +585,13 @@ cnn_tensor *cnn_batch_norm(cnn_tensor *x, cnn_tensor *running_mean, cnn_tensor *
 cnn_tensor *cnn_batch_norm_relu(cnn_tensor *x, cnn_tensor *running_mean, cnn_tensor *running_var,
                                 cnn_tensor *weight, cnn_tensor *bias, bool training,
                                 double momentum, double eps);
+/* relu(cnn_batch_norm(x, ...) + residual), residual of x's shape, dtype and
+ * device (a residual block's end): one pass forward where the backend has
+ * the fused entry (the CPU), else batch_norm then add_relu; same values
+ * and gradients */
+cnn_tensor *cnn_batch_norm_add_relu(cnn_tensor *x, cnn_tensor *residual, cnn_tensor *running_mean,
+                                    cnn_tensor *running_var, cnn_tensor *weight, cnn_tensor *bias,
+                                    bool training, double momentum, double eps);
 
 /* ---- layer / group / instance norm, resizing (ops/nn_row_norm.c,
  * ops/nn_resize.c; PyTorch's semantics) ---- */

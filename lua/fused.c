@@ -21,6 +21,11 @@
  * is F.relu(F.batch_norm(...)) in one node (cnn_batch_norm_relu), what
  * nn.Sequential calls for a BatchNorm followed by a ReLU (stdlib/nn/container.lua).
  *
+ *   cnn.fused.batch_norm_add_relu(x, residual, running_mean|nil, running_var|nil,
+ *                                 weight|nil, bias|nil, training, momentum, eps)
+ * is F.relu(F.batch_norm(x, ...) + residual) in one node
+ * (cnn_batch_norm_add_relu): a residual block's end in the model zoo.
+ *
  *   cnn.fused.conv_bn_relu_pool(x, w, b|nil, {sh, sw, pt, pb, pl, pr, dh, dw},
  *                               running_mean|nil, running_var|nil, weight|nil, bias|nil,
  *                               momentum, eps, {kh, kw, sh, sw})
@@ -109,16 +114,39 @@ static int f_add_relu(lua_State *L) {
   return cnn_lua_push_result(L, cnn_binary(CNN_OP_ADD_RELU, a, b));
 }
 
+/* batch_norm_relu's and batch_norm_add_relu's arguments from `first`:
+ * running_mean|nil, running_var|nil, weight|nil, bias|nil, training,
+ * momentum, eps (checked, naming `op`) */
+typedef struct {
+  cnn_tensor *t[4];
+  bool training;
+  double momentum, eps;
+} bn_call;
+
+static bn_call bn_call_args(lua_State *L, int first, const char *op) {
+  bn_call c;
+  for (int i = 0; i < 4; i++) c.t[i] = cnn_lua_opt_tensor(L, first + i);
+  luaL_checktype(L, first + 4, LUA_TBOOLEAN);
+  c.training = lua_toboolean(L, first + 4);
+  c.momentum = luaL_checknumber(L, first + 5), c.eps = luaL_checknumber(L, first + 6);
+  if (!(c.eps > 0)) cnn_lua_fail(L, "%s: eps must be positive, got %g", op, c.eps);
+  if (!(c.momentum >= 0 && c.momentum <= 1))
+    cnn_lua_fail(L, "%s: momentum must be in [0, 1], got %g", op, c.momentum);
+  return c;
+}
+
 static int f_batch_norm_relu(lua_State *L) {
-  cnn_tensor *x = cnn_lua_check_tensor(L, 1), *t[4];
-  for (int i = 0; i < 4; i++) t[i] = cnn_lua_opt_tensor(L, i + 2);
-  luaL_checktype(L, 6, LUA_TBOOLEAN);
-  double momentum = luaL_checknumber(L, 7), eps = luaL_checknumber(L, 8);
-  if (!(eps > 0)) return cnn_lua_fail(L, "batch_norm_relu: eps must be positive, got %g", eps);
-  if (!(momentum >= 0 && momentum <= 1))
-    return cnn_lua_fail(L, "batch_norm_relu: momentum must be in [0, 1], got %g", momentum);
+  cnn_tensor *x = cnn_lua_check_tensor(L, 1);
+  bn_call c = bn_call_args(L, 2, "batch_norm_relu");
   return cnn_lua_push_result(
-      L, cnn_batch_norm_relu(x, t[0], t[1], t[2], t[3], lua_toboolean(L, 6), momentum, eps));
+      L, cnn_batch_norm_relu(x, c.t[0], c.t[1], c.t[2], c.t[3], c.training, c.momentum, c.eps));
+}
+
+static int f_batch_norm_add_relu(lua_State *L) {
+  cnn_tensor *x = cnn_lua_check_tensor(L, 1), *r = cnn_lua_check_tensor(L, 2);
+  bn_call c = bn_call_args(L, 3, "batch_norm_add_relu");
+  return cnn_lua_push_result(L, cnn_batch_norm_add_relu(x, r, c.t[0], c.t[1], c.t[2], c.t[3],
+                                                        c.training, c.momentum, c.eps));
 }
 
 /* The n integers of the list at arg into out ("<what> must be a list of n integers"). */
@@ -195,6 +223,13 @@ static const struct {
      "training, momentum, eps)\n"
      "F.relu(F.batch_norm(x, ...)) as one op: one pass forward and backward on the CPU (the two "
      "ops elsewhere);\nnn.Sequential uses it for a BatchNorm followed by a ReLU without hooks."},
+    {"batch_norm_add_relu", f_batch_norm_add_relu,
+     "cnn.fused.batch_norm_add_relu(x, residual, running_mean|nil, running_var|nil, weight|nil, "
+     "bias|nil,\n"
+     "                              training, momentum, eps)\n"
+     "F.relu(F.batch_norm(x, ...) + residual) as one op (one pass forward on the CPU; the ops "
+     "elsewhere), residual of\nx's shape; the model zoo's residual blocks end with it where "
+     "the batch norm has no hook."},
     {"conv_bn_relu_pool", f_conv_bn_relu_pool,
      "cnn.fused.conv_bn_relu_pool(x, w, b|nil, {sh, sw, pt, pb, pl, pr, dh, dw}, "
      "running_mean|nil,\n"

@@ -186,6 +186,14 @@ static int bn_relu_fwd(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t L, c
   return cnn_cpu_batch_norm_relu_forward(dt, N, C, L, x, gamma, beta, rm, rv, training, momentum,
                                          eps, y, mean, invstd);
 }
+static int bn_add_relu_fwd(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t L, const void *x,
+                           const void *residual, const void *gamma, const void *beta, void *rm,
+                           void *rv, int training, double momentum, double eps, void *y, void *mean,
+                           void *invstd) {
+  (void)dev;
+  return cnn_cpu_batch_norm_add_relu_forward(dt, N, C, L, x, residual, gamma, beta, rm, rv,
+                                             training, momentum, eps, y, mean, invstd);
+}
 static int bn_relu_bwd(int dev, cnn_dtype dt, int64_t N, int64_t C, int64_t L, const void *dy,
                        const void *y, const void *x, const void *gamma, const void *mean,
                        const void *invstd, void *dx, void *dg, void *db, double eps, int training) {
@@ -276,6 +284,7 @@ const cnn_backend cnn_cpu_backend = {
     .batch_norm_backward_eval = bn_bwd_eval,
     .batch_norm_relu_forward = bn_relu_fwd,
     .batch_norm_relu_backward = bn_relu_bwd,
+    .batch_norm_add_relu_forward = bn_add_relu_fwd,
     .softmax_forward = softmax_fwd,
     .softmax_backward = softmax_bwd,
     .class_loss_forward = cnn_cpu_class_loss_forward,

@@ -20,7 +20,10 @@
  * network): forward writes relu(y) in the same pass; backward takes that
  * output and uses dy where it is > 0 (or NaN), 0 elsewhere, in place of
  * dy -- what relu's backward would have handed batch norm -- so neither
- * relu's pass nor its gradient tensor exists.
+ * relu's pass nor its gradient tensor exists.  With a residual
+ * (cnn_cpu_batch_norm_add_relu_forward, a residual block's end) forward
+ * writes relu(y + r) in that pass; its backward is the plain one, over
+ * relu's gradient, which core/ops makes once for r's input too.
  *
  * float32 has its own bodies: float partial sums added into double per
  * block of a row, and the elementwise passes in float (x - mean first).
@@ -81,14 +84,22 @@ ALWAYS_INLINE void channel_moments(int f64, int64_t N, int64_t C, int64_t L, con
 }
 
 /* y = (x - mean)*invstd*gamma + beta over one channel (float64), then
- * relu (cnn_relu: NaN stays NaN) when asked. */
+ * relu (cnn_relu: NaN stays NaN) when asked (relu 1), or the residual r
+ * added and then relu (relu 2) -- batch norm's value plus r, rounded as
+ * the add op rounds it, so the same bits as the ops one after another. */
 static void channel_normalize_f64(int64_t N, int64_t C, int64_t L, const double *x, int64_t c,
                                   double mean, double invstd, double g, double b, double *y,
-                                  int relu) {
+                                  int relu, const double *r) {
   double k = invstd * g, k0 = b - mean * k;
   for (int64_t n = 0; n < N; n++) {
     int64_t base = (n * C + c) * L;
-    if (relu) {
+    if (relu == 2) {
+#pragma omp simd
+      for (int64_t i = 0; i < L; i++) {
+        double v = x[base + i] * k + k0;
+        y[base + i] = cnn_relu(v + r[base + i]);
+      }
+    } else if (relu) {
 #pragma omp simd
       for (int64_t i = 0; i < L; i++) y[base + i] = cnn_relu(x[base + i] * k + k0);
     } else {
@@ -175,11 +186,17 @@ ALWAYS_INLINE void channel_sums_f32(int grad, int64_t N, int64_t C, int64_t L, c
  * the scaling; then relu when asked. */
 static void channel_normalize_f32(int64_t N, int64_t C, int64_t L, const float *x, int64_t c,
                                   double mean, double invstd, double g, double b, float *y,
-                                  int relu) {
+                                  int relu, const float *r) {
   float m = (float)mean, k = (float)(invstd * g), bf = (float)b;
   for (int64_t n = 0; n < N; n++) {
     int64_t base = (n * C + c) * L;
-    if (relu) {
+    if (relu == 2) {
+#pragma omp simd
+      for (int64_t i = 0; i < L; i++) {
+        float v = (x[base + i] - m) * k + bf;
+        y[base + i] = cnn_relu_f(v + r[base + i]);
+      }
+    } else if (relu) {
 #pragma omp simd
       for (int64_t i = 0; i < L; i++) y[base + i] = cnn_relu_f((x[base + i] - m) * k + bf);
     } else {
@@ -189,17 +206,19 @@ static void channel_normalize_f32(int64_t N, int64_t C, int64_t L, const float *
   }
 }
 
-/* one channel of either dtype (float32 on AVX-512 when `avx512`) */
+/* one channel of either dtype (float32 on AVX-512 when `avx512`); r: the
+ * residual of relu 2, laid out as x */
 static void channel_normalize(int f64, int avx512, int64_t N, int64_t C, int64_t L, const void *x,
                               int64_t c, double mean, double invstd, double g, double b, void *y,
-                              int relu) {
+                              int relu, const void *r) {
   if (f64)
-    channel_normalize_f64(N, C, L, x, c, mean, invstd, g, b, y, relu);
+    channel_normalize_f64(N, C, L, x, c, mean, invstd, g, b, y, relu, r);
   else if (avx512)
-    cnn_cpu_bn_normalize_f32_avx512(N, C * L, L, (const float *)x + c * L, (float)mean,
+    cnn_cpu_bn_normalize_f32_avx512(N, C * L, L, (const float *)x + c * L,
+                                    r ? (const float *)r + c * L : NULL, (float)mean,
                                     (float)(invstd * g), (float)b, (float *)y + c * L, relu);
   else
-    channel_normalize_f32(N, C, L, x, c, mean, invstd, g, b, y, relu);
+    channel_normalize_f32(N, C, L, x, c, mean, invstd, g, b, y, relu, r);
 }
 
 void cnn_cpu_bn_store_stats(const bn_args *a, int f64, int64_t c, int64_t M, double mean,
@@ -238,7 +257,7 @@ ALWAYS_INLINE void bn_channel(int f64, int64_t N, int64_t C, int64_t L, const vo
   double invstd = 1.0 / sqrt(var + a->eps);
   double g = a->gamma ? cnn_cpu_ld(a->gamma, c, f64) : 1;
   double b = a->beta ? cnn_cpu_ld(a->beta, c, f64) : 0;
-  channel_normalize(f64, a->avx512, N, C, L, x, c, mean, invstd, g, b, y, a->relu);
+  channel_normalize(f64, a->avx512, N, C, L, x, c, mean, invstd, g, b, y, a->relu, a->residual);
   cnn_cpu_bn_store_stats(a, f64, c, M, mean, var, invstd);
 }
 
@@ -253,8 +272,9 @@ ALWAYS_INLINE void eval_plane(int f64, int64_t L, const void *x, const bn_args *
   double g = a->gamma ? cnn_cpu_ld(a->gamma, c, f64) : 1;
   double b = a->beta ? cnn_cpu_ld(a->beta, c, f64) : 0;
   int64_t off = p * L * (f64 ? 8 : 4);
+  const void *r = a->residual ? (const char *)a->residual + off : NULL;
   channel_normalize(f64, a->avx512, 1, 1, L, (const char *)x + off, 0, mean, invstd, g, b,
-                    (char *)y + off, a->relu);
+                    (char *)y + off, a->relu, r);
 }
 
 static int bn_eval(cnn_dtype dt, int64_t N, int64_t C, int64_t L, const void *x, const bn_args *a,
@@ -275,15 +295,26 @@ static int bn_eval(cnn_dtype dt, int64_t N, int64_t C, int64_t L, const void *x,
   return 0;
 }
 
-static int forward(int relu, cnn_dtype dt, int64_t N, int64_t C, int64_t L, const void *x,
-                   const void *gamma, const void *beta, void *running_mean, void *running_var,
-                   int training, double momentum, double eps, void *y, void *save_mean,
-                   void *save_invstd) {
+static int forward(int relu, const void *residual, cnn_dtype dt, int64_t N, int64_t C, int64_t L,
+                   const void *x, const void *gamma, const void *beta, void *running_mean,
+                   void *running_var, int training, double momentum, double eps, void *y,
+                   void *save_mean, void *save_invstd) {
   /* core/ops/nn_norm.c validates; the invariants that follow: */
   assert(cnn_cpu_float_sizes_valid(dt, N, C, L));
   assert(training ? N * L > 1 || C == 0 : running_mean && running_var);
-  bn_args a = {gamma,    beta, running_mean, running_var, save_mean,           save_invstd,
-               training, relu, momentum,     eps,         cnn_cpu_use_avx512()};
+  assert((relu == 2) == (residual != NULL));
+  bn_args a = {.gamma = gamma,
+               .beta = beta,
+               .running_mean = running_mean,
+               .running_var = running_var,
+               .save_mean = save_mean,
+               .save_invstd = save_invstd,
+               .training = training,
+               .relu = relu,
+               .residual = residual,
+               .momentum = momentum,
+               .eps = eps,
+               .avx512 = cnn_cpu_use_avx512()};
   if (dt == CNN_FLOAT32 && L == 1 && N > 1 && cnn_cpu_bn_forward_rows_f32(&a, N, C, x, y) == 0)
     return 0;
   if (!training) return bn_eval(dt, N, C, L, x, &a, y);
@@ -303,16 +334,25 @@ int cnn_cpu_batch_norm_forward(cnn_dtype dt, int64_t N, int64_t C, int64_t L, co
                                const void *gamma, const void *beta, void *running_mean,
                                void *running_var, int training, double momentum, double eps,
                                void *y, void *save_mean, void *save_invstd) {
-  return forward(0, dt, N, C, L, x, gamma, beta, running_mean, running_var, training, momentum, eps,
-                 y, save_mean, save_invstd);
+  return forward(0, NULL, dt, N, C, L, x, gamma, beta, running_mean, running_var, training,
+                 momentum, eps, y, save_mean, save_invstd);
 }
 
 int cnn_cpu_batch_norm_relu_forward(cnn_dtype dt, int64_t N, int64_t C, int64_t L, const void *x,
                                     const void *gamma, const void *beta, void *running_mean,
                                     void *running_var, int training, double momentum, double eps,
                                     void *y, void *save_mean, void *save_invstd) {
-  return forward(1, dt, N, C, L, x, gamma, beta, running_mean, running_var, training, momentum, eps,
-                 y, save_mean, save_invstd);
+  return forward(1, NULL, dt, N, C, L, x, gamma, beta, running_mean, running_var, training,
+                 momentum, eps, y, save_mean, save_invstd);
+}
+
+int cnn_cpu_batch_norm_add_relu_forward(cnn_dtype dt, int64_t N, int64_t C, int64_t L,
+                                        const void *x, const void *residual, const void *gamma,
+                                        const void *beta, void *running_mean, void *running_var,
+                                        int training, double momentum, double eps, void *y,
+                                        void *save_mean, void *save_invstd) {
+  return forward(2, residual, dt, N, C, L, x, gamma, beta, running_mean, running_var, training,
+                 momentum, eps, y, save_mean, save_invstd);
 }
 
 /* sum dy and sum dy*xhat over one channel (dy through the relu of y). */

@@ -171,40 +171,48 @@ void cnn_cpu_bn_image_sums_f32_avx512(int grad, int64_t n0, int64_t n1, int64_t 
 }
 
 /* One row: y = (x - m)*k + b, then relu (NaN kept, -0.0 -> +0.0) when
- * asked (`relu` a literal at the calls). */
-TARGET_AVX512 static inline void normalize_row(int relu, int64_t L, const float *x, __m512 mv,
-                                               __m512 kv, __m512 bv, float *y) {
+ * asked (relu 1), or the residual r added and then relu (relu 2: r's sum
+ * rounded as the add op's); `relu` a literal at the calls. */
+TARGET_AVX512 static inline void normalize_row(int relu, int64_t L, const float *x, const float *r,
+                                               __m512 mv, __m512 kv, __m512 bv, float *y) {
   for (int64_t i = 0; i < L; i += 16) {
     __mmask16 lk = lanes(L, i);
     __m512 v = _mm512_fmadd_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(lk, x + i), mv), kv, bv);
+    if (relu == 2) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(lk, r + i));
     if (relu) v = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_NLE_UQ), v);
     _mm512_mask_storeu_ps(y + i, lk, v);
   }
 }
 
+/* one row of any relu mode (r: relu 2's residual row) */
+TARGET_AVX512 static inline void normalize_row_mode(int relu, int64_t L, const float *x,
+                                                    const float *r, __m512 mv, __m512 kv, __m512 bv,
+                                                    float *y) {
+  if (relu == 2)
+    normalize_row(2, L, x, r, mv, kv, bv, y);
+  else if (relu)
+    normalize_row(1, L, x, NULL, mv, kv, bv, y);
+  else
+    normalize_row(0, L, x, NULL, mv, kv, bv, y);
+}
+
 TARGET_AVX512 void cnn_cpu_bn_normalize_f32_avx512(int64_t N, int64_t stride, int64_t L,
-                                                   const float *x, float m, float k, float b,
-                                                   float *y, int relu) {
+                                                   const float *x, const float *r, float m, float k,
+                                                   float b, float *y, int relu) {
   __m512 mv = _mm512_set1_ps(m), kv = _mm512_set1_ps(k), bv = _mm512_set1_ps(b);
-  for (int64_t n = 0; n < N; n++) {
-    if (relu)
-      normalize_row(1, L, x + n * stride, mv, kv, bv, y + n * stride);
-    else
-      normalize_row(0, L, x + n * stride, mv, kv, bv, y + n * stride);
-  }
+  for (int64_t n = 0; n < N; n++)
+    normalize_row_mode(relu, L, x + n * stride, r ? r + n * stride : NULL, mv, kv, bv,
+                       y + n * stride);
 }
 
 TARGET_AVX512 void cnn_cpu_bn_normalize_planes_f32_avx512(int64_t p0, int64_t p1, int64_t C,
-                                                          int64_t L, const float *x, const float *k,
-                                                          float *y, int relu) {
+                                                          int64_t L, const float *x, const float *r,
+                                                          const float *k, float *y, int relu) {
   int64_t c = p0 % C;
   for (int64_t p = p0; p < p1; p++) {
     const float *kc = k + 3 * c;
     __m512 mv = _mm512_set1_ps(kc[0]), kv = _mm512_set1_ps(kc[1]), bv = _mm512_set1_ps(kc[2]);
-    if (relu)
-      normalize_row(1, L, x + p * L, mv, kv, bv, y + p * L);
-    else
-      normalize_row(0, L, x + p * L, mv, kv, bv, y + p * L);
+    normalize_row_mode(relu, L, x + p * L, r ? r + p * L : NULL, mv, kv, bv, y + p * L);
     if (++c == C) c = 0;
   }
 }
@@ -262,9 +270,10 @@ void cnn_cpu_bn_sums_f32_avx512(int grad, int64_t N, int64_t stride, int64_t L, 
   (void)grad, (void)N, (void)stride, (void)L, (void)x, (void)dy, (void)y, (void)ref;
   *s1 = *s2 = 0;
 }
-void cnn_cpu_bn_normalize_f32_avx512(int64_t N, int64_t stride, int64_t L, const float *x, float m,
-                                     float k, float b, float *y, int relu) {
-  (void)N, (void)stride, (void)L, (void)x, (void)m, (void)k, (void)b, (void)y, (void)relu;
+void cnn_cpu_bn_normalize_f32_avx512(int64_t N, int64_t stride, int64_t L, const float *x,
+                                     const float *r, float m, float k, float b, float *y,
+                                     int relu) {
+  (void)N, (void)stride, (void)L, (void)x, (void)r, (void)m, (void)k, (void)b, (void)y, (void)relu;
 }
 void cnn_cpu_bn_dx_f32_avx512(int64_t N, int64_t stride, int64_t L, const float *dy, const float *y,
                               const float *x, float m, float k, float kx, float k0, float *dx) {
@@ -272,8 +281,9 @@ void cnn_cpu_bn_dx_f32_avx512(int64_t N, int64_t stride, int64_t L, const float 
   (void)k0, (void)dx;
 }
 void cnn_cpu_bn_normalize_planes_f32_avx512(int64_t p0, int64_t p1, int64_t C, int64_t L,
-                                            const float *x, const float *k, float *y, int relu) {
-  (void)p0, (void)p1, (void)C, (void)L, (void)x, (void)k, (void)y, (void)relu;
+                                            const float *x, const float *r, const float *k,
+                                            float *y, int relu) {
+  (void)p0, (void)p1, (void)C, (void)L, (void)x, (void)r, (void)k, (void)y, (void)relu;
 }
 void cnn_cpu_bn_dx_planes_f32_avx512(int64_t p0, int64_t p1, int64_t C, int64_t L, const float *dy,
                                      const float *y, const float *x, const float *mean,

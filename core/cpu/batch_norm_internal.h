@@ -12,7 +12,8 @@
 typedef struct {
   const void *gamma, *beta;
   void *running_mean, *running_var, *save_mean, *save_invstd;
-  int training, relu; /* relu: y = relu(batch_norm(x)) */
+  int training, relu;   /* relu 1: y = relu(batch_norm(x)); 2: relu(batch_norm(x) + residual) */
+  const void *residual; /* relu 2: an array of x's shape and layout, else NULL */
   double momentum, eps;
   int avx512; /* float32 bodies of batch_norm_avx512.c (cnn_cpu_use_avx512()) */
 } bn_args;

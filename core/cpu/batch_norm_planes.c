@@ -135,7 +135,8 @@ int cnn_cpu_bn_forward_planes_f32(const bn_args *a, int64_t N, int64_t C, int64_
   int64_t P = N * C, per = plane_step(L);
 #pragma omp parallel for schedule(static)
   for (int64_t p = 0; p < P; p += per)
-    cnn_cpu_bn_normalize_planes_f32_avx512(p, p + per < P ? p + per : P, C, L, x, s.k, y, a->relu);
+    cnn_cpu_bn_normalize_planes_f32_avx512(p, p + per < P ? p + per : P, C, L, x, a->residual, s.k,
+                                           y, a->relu);
   scratch_free(&s);
   return 0;
 }

@@ -169,17 +169,25 @@ static void sums(int grad, rows_scratch *s, int64_t M, int64_t C, const float *x
   }
 }
 
-/* y = (x - mean)*k + b (then relu when asked) over groups of rows: group
- * g is the n <= span floats from g*span, constants repeated over span. */
-static void normalize(int relu, int64_t total, int64_t span, const float *x, const float *mean,
-                      const float *k, const float *b, float *y) {
+/* y = (x - mean)*k + b (then relu when asked, relu 1; the residual r
+ * added and then relu, relu 2) over groups of rows: group g is the
+ * n <= span floats from g*span, constants repeated over span. */
+static void normalize(int relu, int64_t total, int64_t span, const float *x, const float *r,
+                      const float *mean, const float *k, const float *b, float *y) {
   int64_t groups = (total + span - 1) / span;
 #pragma omp parallel for schedule(static)
   for (int64_t g = 0; g < groups; g++) {
     const float *xg = x + g * span;
     float *yg = y + g * span;
     int64_t n = total - g * span < span ? total - g * span : span;
-    if (relu) {
+    if (relu == 2) {
+      const float *rg = r + g * span;
+#pragma omp simd
+      for (int64_t j = 0; j < n; j++) {
+        float v = (xg[j] - mean[j]) * k[j] + b[j];
+        yg[j] = cnn_relu_f(v + rg[j]);
+      }
+    } else if (relu) {
 #pragma omp simd
       for (int64_t j = 0; j < n; j++) yg[j] = cnn_relu_f((xg[j] - mean[j]) * k[j] + b[j]);
     } else {
@@ -215,7 +223,7 @@ int cnn_cpu_bn_forward_rows_f32(const bn_args *a, int64_t M, int64_t C, const fl
     cnn_cpu_bn_store_stats(a, 0, c, M, mu, var, invstd);
   }
   replicate_constants(&s, 3, C);
-  normalize(a->relu, M * C, s.span, x, mean, k, b, y);
+  normalize(a->relu, M * C, s.span, x, a->residual, mean, k, b, y);
   free(t);
   scratch_free(&s);
   return 0;

@@ -395,6 +395,14 @@ int cnn_cpu_batch_norm_relu_forward(cnn_dtype dt, int64_t N, int64_t C, int64_t 
                                     const void *gamma, const void *beta, void *running_mean,
                                     void *running_var, int training, double momentum, double eps,
                                     void *y, void *save_mean, void *save_invstd);
+/* y = relu(batch_norm(x) + residual) in one pass (a residual block's end;
+ * residual: N x C x L as x); its backward is batch_norm_backward over
+ * relu's gradient. */
+int cnn_cpu_batch_norm_add_relu_forward(cnn_dtype dt, int64_t N, int64_t C, int64_t L,
+                                        const void *x, const void *residual, const void *gamma,
+                                        const void *beta, void *running_mean, void *running_var,
+                                        int training, double momentum, double eps, void *y,
+                                        void *save_mean, void *save_invstd);
 int cnn_cpu_batch_norm_relu_backward(cnn_dtype dt, int64_t N, int64_t C, int64_t L, const void *dy,
                                      const void *y, const void *x, const void *gamma,
                                      const void *save_mean, const void *save_invstd, void *dx,
@@ -414,15 +422,17 @@ void cnn_cpu_bn_sums_f32_avx512(int grad, int64_t N, int64_t stride, int64_t L, 
 void cnn_cpu_bn_image_sums_f32_avx512(int grad, int64_t n0, int64_t n1, int64_t C, int64_t L,
                                       const float *x, const float *dy, const float *y,
                                       const float *ref, double *out);
-void cnn_cpu_bn_normalize_f32_avx512(int64_t N, int64_t stride, int64_t L, const float *x, float m,
-                                     float k, float b, float *y, int relu);
+/* normalize: relu 0 none, 1 relu, 2 relu(y + r) with r laid out as x (else NULL) */
+void cnn_cpu_bn_normalize_f32_avx512(int64_t N, int64_t stride, int64_t L, const float *x,
+                                     const float *r, float m, float k, float b, float *y, int relu);
 void cnn_cpu_bn_dx_f32_avx512(int64_t N, int64_t stride, int64_t L, const float *dy, const float *y,
                               const float *x, float m, float k, float kx, float k0, float *dx);
 /* The same over planes [p0, p1) of an N x C x L tensor in memory order
  * (plane p = n*C + c), channel c's constants k[3c..3c+2]: normalize's m,
  * k, b; dx's k, kx, k0 with m = mean[c]. */
 void cnn_cpu_bn_normalize_planes_f32_avx512(int64_t p0, int64_t p1, int64_t C, int64_t L,
-                                            const float *x, const float *k, float *y, int relu);
+                                            const float *x, const float *r, const float *k,
+                                            float *y, int relu);
 void cnn_cpu_bn_dx_planes_f32_avx512(int64_t p0, int64_t p1, int64_t C, int64_t L, const float *dy,
                                      const float *y, const float *x, const float *mean,
                                      const float *k, float *dx);

@@ -17,6 +17,11 @@
  * gradient tensor are never made.  The node saves y as well (relu would
  * have saved it).  A backend without them (CUDA) runs the two ops.
  *
+ * batch_norm_add_relu is relu(batch_norm(x) + r) as one node, a residual
+ * block's end: forward is one pass over x and r (the backend's entry);
+ * backward makes relu's gradient once -- r's gradient, and the dy of the
+ * plain batch-norm backward.  Without the entry: batch_norm, then add_relu.
+ *
  * float16 (issue 16: inference on a backend with `half`, CUDA): eval mode
  * only.  As cuDNN wants for half data (cudnn_ops.h: the scale, bias, mean
  * and variance descriptor is float unless x is double), the per-channel
@@ -112,16 +117,25 @@ static int bn_backward_call(const cnn_tensor *x, bool training, double eps, int6
                          C, L, dy, xd, gamma, mean, invstd, dx, dg, db, eps);
 }
 
-static int bn_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
+/* batch_norm_add_relu's relu gradient (the output y as the mask), which
+ * is the residual's gradient (gin[3], where wanted) and batch norm's dy */
+static cnn_tensor *add_relu_grad(cnn_node *n, cnn_tensor *g, cnn_tensor *y, cnn_tensor **gin) {
+  cnn_tensor *m = cnn_unary_grad(CNN_OP_RELU, g, y, y, 0, 0);
+  if (m && n->needs[3]) cnn_tensor_retain(m), gin[3] = m;
+  return m;
+}
+
+/* batch norm's backward from g, the gradient at its output, through the
+ * fused relu whose output y is given (else NULL) */
+static int bn_backward_of(cnn_node *n, cnn_tensor *g, cnn_tensor *y, cnn_tensor **gin) {
   cnn_tensor *x = cnn_node_saved(n, 0), *w = n->saved[1], *mean = n->saved[2],
-             *invstd = n->saved[3], *y = NULL;
+             *invstd = n->saved[3];
   if (!x) return -1;
   if (x->dtype == CNN_FLOAT16)
     return cnn_set_error("batch_norm: backward in float16 is not supported (float16 is for "
                          "inference; train in float32, with cnn.autocast for half-precision "
                          "convolutions)"),
            -1;
-  if (n->ip[2] && !(y = cnn_node_saved(n, 4))) return -1; /* fused relu: its output */
   /* dx over dy when nothing else holds dy: its memory was just written (by
    * the layer after, in cache) where a new tensor would be fetched from
    * memory first; 3-4% of the example network's step at one thread */
@@ -158,6 +172,16 @@ static int bn_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
   return rc;
 }
 
+static int bn_backward(cnn_node *n, cnn_tensor *g, cnn_tensor **gin) {
+  cnn_tensor *y = NULL;
+  if (n->ip[2] && !(y = cnn_node_saved(n, 4))) return -1; /* fused relu: its output */
+  if (n->ip[2] != 2) return bn_backward_of(n, g, y, gin);
+  cnn_tensor *m = add_relu_grad(n, g, y, gin); /* relu 2: batch norm's dy */
+  int rc = m ? bn_backward_of(n, m, NULL, gin) : -1;
+  cnn_tensor_release(m);
+  return rc;
+}
+
 /* The per-channel arrays a float16 input's entry takes: float32 copies of
  * the float16 ones (eval only: the running statistics are only read), the
  * others retained; NULL stays NULL.  0, or -1 (the copies made are in v). */
@@ -176,10 +200,32 @@ static int bn_float32_vectors(cnn_tensor **v, int n) {
   return rc;
 }
 
-/* batch_norm, with the relu fused (the backend has the entries) or not */
+/* The forward entry of the mode: relu 0 (batch_norm), 1 (relu fused) or
+ * 2 (the residual rd added, then relu); a[] the data pointers: x, weight,
+ * bias, running mean, running var, y, saved mean, saved 1/std. */
+static int bn_forward_call(const cnn_tensor *x, int relu, const void *rd, int64_t N, int64_t C,
+                           int64_t L, bool training, double momentum, double eps,
+                           void *const a[8]) {
+  if (relu == 2)
+    return CNN_TENSOR_CALL(x, "batch_norm_add_relu", batch_norm_add_relu_forward,
+                           cnn_backend_dev(x), x->dtype, N, C, L, a[0], rd, a[1], a[2], a[3], a[4],
+                           training, momentum, eps, a[5], a[6], a[7]);
+  if (relu)
+    return CNN_TENSOR_CALL(x, "batch_norm_relu", batch_norm_relu_forward, cnn_backend_dev(x),
+                           x->dtype, N, C, L, a[0], a[1], a[2], a[3], a[4], training, momentum, eps,
+                           a[5], a[6], a[7]);
+  return CNN_TENSOR_CALL(x, "batch_norm", batch_norm_forward, cnn_backend_dev(x), x->dtype, N, C, L,
+                         a[0], a[1], a[2], a[3], a[4], training, momentum, eps, a[5], a[6], a[7]);
+}
+
+static const char *const BN_NODE_NAMES[3] = {"BatchNormBackward", "BatchNormReluBackward",
+                                             "BatchNormAddReluBackward"};
+
+/* batch_norm with the relu fused (relu 1: the backend has the entries),
+ * or the residual res added before it (relu 2), or neither (0) */
 static cnn_tensor *batch_norm(cnn_tensor *x, cnn_tensor *rm, cnn_tensor *rv, cnn_tensor *w,
-                              cnn_tensor *b, bool training, double momentum, double eps,
-                              bool relu) {
+                              cnn_tensor *b, bool training, double momentum, double eps, int relu,
+                              cnn_tensor *res) {
   if (check_bn_inputs(x, rm, rv, w, b, training)) return NULL;
   bool cl = cnn_runs_channels_last(x, "batch_norm");
   cnn_tensor *xc = cl ? (cnn_tensor_retain(x), x) : cnn_contiguous(x);
@@ -195,25 +241,23 @@ static cnn_tensor *batch_norm(cnn_tensor *x, cnn_tensor *rm, cnn_tensor *rv, cnn
     cnn_tensor_release(xc);
     return NULL;
   }
-  cnn_tensor *y = cnn_empty_like_layout(xc, x->dtype);
+  cnn_tensor *res_like = relu == 2 ? cnn_contiguous_like(res, xc) : NULL; /* x's layout */
+  cnn_tensor *y = relu != 2 || res_like ? cnn_empty_like_layout(xc, x->dtype) : NULL;
   cnn_tensor *mean = y ? cnn_empty(1, &C, sdt, cnn_tensor_device(x)) : NULL;
   cnn_tensor *invstd = mean ? cnn_empty(1, &C, sdt, cnn_tensor_device(x)) : NULL;
   const void *xd = xc ? cnn_tensor_data(xc) : NULL, *wd = cnn_data_or_null(v[2]),
              *bd = cnn_data_or_null(v[3]);
   void *rmd = cnn_data_or_null(v[0]), *rvd = cnn_data_or_null(v[1]);
   int rc = -1;
-  if (invstd && relu)
-    rc = CNN_TENSOR_CALL(x, "batch_norm_relu", batch_norm_relu_forward, cnn_backend_dev(x),
-                         x->dtype, N, C, L, xd, wd, bd, rmd, rvd, training, momentum, eps,
-                         cnn_tensor_data(y), cnn_tensor_data(mean), cnn_tensor_data(invstd));
-  else if (invstd)
-    rc = CNN_TENSOR_CALL(x, "batch_norm", batch_norm_forward, cnn_backend_dev(x), x->dtype, N, C, L,
-                         xd, wd, bd, rmd, rvd, training, momentum, eps, cnn_tensor_data(y),
-                         cnn_tensor_data(mean), cnn_tensor_data(invstd));
+  if (invstd)
+    rc = bn_forward_call(x, relu, cnn_data_or_null(res_like), N, C, L, training, momentum, eps,
+                         (void *const[8]){(void *)xd, (void *)wd, (void *)bd, rmd, rvd,
+                                          cnn_tensor_data(y), cnn_tensor_data(mean),
+                                          cnn_tensor_data(invstd)});
   if (rc) cnn_tensor_release(y), y = NULL;
   if (y && training && rm) cnn_tensor_bump_version(rm), cnn_tensor_bump_version(rv);
-  cnn_node *n = y ? cnn_autograd_record(y, relu ? "BatchNormReluBackward" : "BatchNormBackward",
-                                        bn_backward, 3, (cnn_tensor *[]){x, w, b})
+  cnn_node *n = y ? cnn_autograd_record(y, BN_NODE_NAMES[relu], bn_backward, relu == 2 ? 4 : 3,
+                                        (cnn_tensor *[]){x, w, b, res})
                   : NULL;
   if (n) {
     cnn_node_save(n, 0, xc), cnn_node_save(n, 1, w), cnn_node_save(n, 2, mean),
@@ -223,7 +267,8 @@ static cnn_tensor *batch_norm(cnn_tensor *x, cnn_tensor *rm, cnn_tensor *rv, cnn
     memcpy(&n->ip[1], &eps, sizeof eps); /* the forward's eps, for cuDNN's backward */
     n->ip[2] = relu;
   }
-  cnn_tensor_release(xc), cnn_tensor_release(mean), cnn_tensor_release(invstd);
+  cnn_tensor_release(xc), cnn_tensor_release(res_like), cnn_tensor_release(mean),
+      cnn_tensor_release(invstd);
   if (half)
     for (int i = 0; i < 4; i++) cnn_tensor_release(v[i]);
   return y;
@@ -231,7 +276,7 @@ static cnn_tensor *batch_norm(cnn_tensor *x, cnn_tensor *rm, cnn_tensor *rv, cnn
 
 cnn_tensor *cnn_batch_norm(cnn_tensor *x, cnn_tensor *rm, cnn_tensor *rv, cnn_tensor *w,
                            cnn_tensor *b, bool training, double momentum, double eps) {
-  return batch_norm(x, rm, rv, w, b, training, momentum, eps, false);
+  return batch_norm(x, rm, rv, w, b, training, momentum, eps, 0, NULL);
 }
 
 cnn_tensor *cnn_batch_norm_relu(cnn_tensor *x, cnn_tensor *rm, cnn_tensor *rv, cnn_tensor *w,
@@ -239,9 +284,36 @@ cnn_tensor *cnn_batch_norm_relu(cnn_tensor *x, cnn_tensor *rm, cnn_tensor *rv, c
   const cnn_backend *be = cnn_backend_of(x, "batch_norm_relu");
   if (!be) return NULL;
   if (be->batch_norm_relu_forward && be->batch_norm_relu_backward)
-    return batch_norm(x, rm, rv, w, b, training, momentum, eps, true);
-  cnn_tensor *y = batch_norm(x, rm, rv, w, b, training, momentum, eps, false);
+    return batch_norm(x, rm, rv, w, b, training, momentum, eps, 1, NULL);
+  cnn_tensor *y = batch_norm(x, rm, rv, w, b, training, momentum, eps, 0, NULL);
   cnn_tensor *r = y ? cnn_unary(CNN_OP_RELU, y, 0, 0) : NULL;
   cnn_tensor_release(y);
   return r;
+}
+
+/* residual: x's shape, dtype and device, or an error naming both */
+static int check_residual(const cnn_tensor *x, const cnn_tensor *r) {
+  if (r->dtype == x->dtype && cnn_same_shape(x, r) &&
+      cnn_device_equal(cnn_tensor_device(r), cnn_tensor_device(x)))
+    return 0;
+  char a[CNN_SHAPE_STR], b[CNN_SHAPE_STR], da[32], db[32];
+  cnn_set_error("batch_norm_add_relu: residual %s (%s, %s) must match input %s (%s, %s)",
+                cnn_tensor_shape_str(r, a), cnn_dtype_name(r->dtype),
+                cnn_device_str(cnn_tensor_device(r), da), cnn_tensor_shape_str(x, b),
+                cnn_dtype_name(x->dtype), cnn_device_str(cnn_tensor_device(x), db));
+  return -1;
+}
+
+cnn_tensor *cnn_batch_norm_add_relu(cnn_tensor *x, cnn_tensor *r, cnn_tensor *rm, cnn_tensor *rv,
+                                    cnn_tensor *w, cnn_tensor *b, bool training, double momentum,
+                                    double eps) {
+  if (check_residual(x, r)) return NULL;
+  const cnn_backend *be = cnn_backend_of(x, "batch_norm_add_relu");
+  if (!be) return NULL;
+  if (be->batch_norm_add_relu_forward && (x->dtype == CNN_FLOAT32 || x->dtype == CNN_FLOAT64))
+    return batch_norm(x, rm, rv, w, b, training, momentum, eps, 2, r);
+  cnn_tensor *y = batch_norm(x, rm, rv, w, b, training, momentum, eps, 0, NULL);
+  cnn_tensor *out = y ? cnn_binary(CNN_OP_ADD_RELU, y, r) : NULL;
+  cnn_tensor_release(y);
+  return out;
 }

@@ -33,8 +33,11 @@
 -- each way, the two ops' values bit for bit on the CPU) where nothing could
 -- tell the difference -- nn.Sequential's rule, fuses_bn_relu: the batch
 -- norm's own forward, no hook on either.  A block ends with
--- cnn.fused.add_relu(out, identity): F.relu(out + identity) in one pass and
--- one node, the same values bit for bit (ONNX export writes Add + Relu).
+-- relu(bn(h) + identity): cnn.fused.batch_norm_add_relu where the batch
+-- norm has its own forward and no hook (one pass forward), else the batch
+-- norm and then cnn.fused.add_relu (F.relu(out + identity) as one pass and
+-- one node); the same values bit for bit as the three ops (ONNX export,
+-- which wraps every forward, writes BatchNormalization, Add, Relu).
 local cnn = _G.cnn
 local F = cnn.F
 local nn = require("nn")
@@ -49,6 +52,12 @@ local function conv1x1(cin, cout, stride)
   return nn.Conv2d(cin, cout, 1, { stride = stride, bias = false })
 end
 
+-- A batch norm with its own forward and no hook: one op may stand for it
+-- and what follows.
+local function bn_fuses(bn)
+  return bn.fuses_relu ~= nil and bn:fuses_relu() and not bn:has_hooks()
+end
+
 -- relu(bn(x)) as one op where nn.Sequential would fuse them; `relu` is the
 -- module, or nil for F.relu (which has no hooks)
 local function bn_relu(bn, relu, x)
@@ -56,11 +65,24 @@ local function bn_relu(bn, relu, x)
   if relu then
     fused = nn.Sequential.fuses_bn_relu(bn, relu)
   else
-    fused = bn.fuses_relu ~= nil and bn:fuses_relu() and not bn:has_hooks()
+    fused = bn_fuses(bn)
   end
   if fused then return bn:call_unhooked(bn.forward_relu, x) end
   if relu then return relu(bn(x)) end
   return F.relu(bn(x))
+end
+
+-- A block's end, relu(bn(h) + shortcut): the shortcut is downsample(x)
+-- or x.  One op after the shortcut where bn_fuses; else the batch norm,
+-- the shortcut (torchvision's order, for hooks), then add + relu as one op.
+local function residual_end(bn, h, downsample, x)
+  if bn_fuses(bn) then
+    local identity = downsample and downsample(x) or x
+    return bn:call_unhooked(bn.forward_add_relu, h, identity)
+  end
+  local out = bn(h)
+  local identity = downsample and downsample(x) or x
+  return cnn.fused.add_relu(out, identity)
 end
 
 -- ---- blocks -------------------------------------------------------------------------
@@ -81,9 +103,7 @@ BasicBlock.fuse_chains = { { "conv1", "bn1", "relu" }, { "conv2", "bn2" } }
 
 function BasicBlock:forward(x)
   local out = bn_relu(self.bn1, self.relu, self.conv1(x))
-  out = self.bn2(self.conv2(out))
-  local identity = self.downsample and self.downsample(x) or x
-  return cnn.fused.add_relu(out, identity)
+  return residual_end(self.bn2, self.conv2(out), self.downsample, x)
 end
 
 local Bottleneck = nn.Module:extend("Bottleneck")
@@ -105,9 +125,7 @@ Bottleneck.fuse_chains = { { "conv1", "bn1", "relu" }, { "conv2", "bn2" }, { "co
 function Bottleneck:forward(x)
   local out = bn_relu(self.bn1, self.relu, self.conv1(x))
   out = bn_relu(self.bn2, nil, self.conv2(out))
-  out = self.bn3(self.conv3(out))
-  local identity = self.downsample and self.downsample(x) or x
-  return cnn.fused.add_relu(out, identity)
+  return residual_end(self.bn3, self.conv3(out), self.downsample, x)
 end
 
 -- A stage of `blocks` blocks; returns it and the channels it ends with.

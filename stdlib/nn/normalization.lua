@@ -98,6 +98,15 @@ function BatchNorm:forward_relu(x)
                                    o.eps)
 end
 
+-- F.relu(self:forward(x) + residual) as one op
+-- (cnn.fused.batch_norm_add_relu: one pass forward on the CPU); the model
+-- zoo's residual blocks end with it (stdlib/models/resnet.lua).
+function BatchNorm:forward_add_relu(x, residual)
+  local rm, rv, o = self:batch_norm_args(x)
+  return cnn.fused.batch_norm_add_relu(x, residual, rm, rv, self.weight, self.bias, o.training,
+                                       o.momentum, o.eps)
+end
+
 -- Whether forward is this file's (a subclass with its own forward, such as
 -- nn.SyncBatchNorm, is never fused).
 function BatchNorm:fuses_relu() return self.forward == BatchNorm.forward end

@@ -12,7 +12,9 @@
  * norm + relu kernels against the unfused kernel followed by relu (bit for
  * bit, forward and backward) and against a naive double reference of
  * relu(bn(x)) and its gradient, training and eval, odd sizes and rows
- * longer than the float32 path's block of partial sums.  Every float32
+ * longer than the float32 path's block of partial sums; the same for
+ * relu(bn(x) + r) (cnn_cpu_batch_norm_add_relu_forward) against the
+ * unfused kernel, the add and relu, bit for bit.  Every float32
  * case runs twice: through the AVX-512 bodies (batch_norm_avx512.c, where
  * this CPU has AVX-512) and through the portable loops; row lengths cover
  * a lone masked tail (1, 7), full steps plus a tail (17, 33, 35, 50),
@@ -334,6 +336,54 @@ static void test_bn_relu(int64_t N, int64_t C, int64_t L, int training) {
   free(dxr), free(dgr), free(dbr);
 }
 
+/* relu(bn(x) + r) in one pass (cnn_cpu_batch_norm_add_relu_forward)
+ * against the unfused kernel, then + r and relu as the add_relu op does
+ * it (cnn_relu of the rounded sum): bit for bit, both dtypes, the same
+ * saved and running statistics; and against the double reference.  r is
+ * spread so that sums fall on both sides of 0, and one r is NaN (kept). */
+static void test_bn_add_relu(int64_t N, int64_t C, int64_t L, int training) {
+  int64_t n = N * C * L;
+  double *x = rand_f64(n, 2, 0.3), *g = rand_f64(C, 1, 0.2), *b = rand_f64(C, 1, 0);
+  double *r = rand_f64(n, 2, 0), *rm = rand_f64(C, 1, 0), *rv = rand_f64(C, 0.5, 1);
+  r[n / 2] = NAN;
+  for (int f64 = 1; f64 >= 0; f64--) {
+    cnn_dtype dt = f64 ? CNN_FLOAT64 : CNN_FLOAT32;
+    size_t es = f64 ? 8 : 4;
+    void *X = f64 ? (void *)x : check_to_f32(x, n), *G = f64 ? (void *)g : check_to_f32(g, C);
+    void *B = f64 ? (void *)b : check_to_f32(b, C), *R = f64 ? (void *)r : check_to_f32(r, n);
+    void *RM[2], *RV[2], *SM[2], *SI[2], *Y[2];
+    for (int k = 0; k < 2; k++) {
+      RM[k] = malloc(C * es), RV[k] = malloc(C * es), SM[k] = malloc(C * es);
+      SI[k] = malloc(C * es), Y[k] = malloc(n * es);
+      for (int64_t c = 0; c < C; c++)
+        f64 ? (((double *)RM[k])[c] = rm[c], ((double *)RV[k])[c] = rv[c])
+            : (((float *)RM[k])[c] = (float)rm[c], ((float *)RV[k])[c] = (float)rv[c]);
+    }
+    CHECK(cnn_cpu_batch_norm_add_relu_forward(dt, N, C, L, X, R, G, B, RM[0], RV[0], training, 0.1,
+                                              1e-5, Y[0], SM[0], SI[0]) == 0);
+    CHECK(cnn_cpu_batch_norm_forward(dt, N, C, L, X, G, B, RM[1], RV[1], training, 0.1, 1e-5, Y[1],
+                                     SM[1], SI[1]) == 0);
+    int below = 0;
+    for (int64_t i = 0; i < n; i++) {
+      if (f64) {
+        double v = ((double *)Y[1])[i] + r[i];
+        ((double *)Y[1])[i] = cnn_relu(v), below += v <= 0;
+      } else {
+        float v = ((float *)Y[1])[i] + ((float *)R)[i];
+        ((float *)Y[1])[i] = cnn_relu_f(v), below += v <= 0;
+      }
+    }
+    CHECK(below > 0 && below < n); /* both sides of the kink */
+    CHECK(memcmp(Y[0], Y[1], n * es) == 0);
+    CHECK(memcmp(SM[0], SM[1], C * es) == 0 && memcmp(SI[0], SI[1], C * es) == 0);
+    CHECK(memcmp(RM[0], RM[1], C * es) == 0 && memcmp(RV[0], RV[1], C * es) == 0);
+    CHECK(f64 ? isnan(((double *)Y[0])[n / 2]) : isnan(((float *)Y[0])[n / 2]));
+    for (int k = 0; k < 2; k++) free(RM[k]), free(RV[k]), free(SM[k]), free(SI[k]), free(Y[k]);
+    if (!f64) free(X), free(G), free(B), free(R);
+  }
+  free(x), free(g), free(b), free(r), free(rm), free(rv);
+}
+
 /* relu(bn(x)) where bn(x) is NaN, -0.0, +0.0 or tiny: y as cnn_relu_f of
  * the unfused output, and dx = 0 exactly where the relu blocks dy (y <= 0)
  * while a NaN output lets dy through (its dx is NaN: x - mean is).  One channel, gamma 1, beta 0, eval statistics mean 0, var 1 -
@@ -494,6 +544,12 @@ static void bn_cases(void) {
     test_bn_relu(6, 2, 64, training);
   }
   test_bn_relu_special();
+  for (int training = 1; training >= 0; training--) {
+    test_bn_add_relu(2, 3, 35, training);
+    test_bn_add_relu(5, 4, 1, training);    /* rows: a channels-last layout */
+    test_bn_add_relu(64, 4, 64, training);  /* ResNet-20's 8x8 planes */
+    test_bn_add_relu(3, 2, 1100, training); /* past a block of partial sums */
+  }
   for (int relu = 0; relu <= 1; relu++) {
     test_bn_f32_all_args(37, 3, 5, relu);
     test_bn_f32_all_args(64, 4, 64, relu); /* ResNet-20's 8x8 planes */

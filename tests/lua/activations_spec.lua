@@ -290,3 +290,58 @@ describe("cnn.fused.add_relu", function()
     H.raises(function() cnn.fused.add_relu(cnn.zeros(2), 1) end, "add_relu", "Tensor expected")
   end)
 end)
+
+-- cnn.fused.batch_norm_add_relu(x, r, ...): F.relu(F.batch_norm(x, ...) + r)
+-- in one node.  The same bits as the three ops -- output, the gradients of
+-- x, r, weight and bias, the running statistics -- in training and eval,
+-- float32 and float64, NCHW and channels-last, and at ResNet-20's shapes
+-- (the kernels' other paths); r without a gradient; its refusals.
+describe("cnn.fused.batch_norm_add_relu", function()
+  local function same(u, v) return u:eq(v):sum():item() == u:numel() end
+
+  it("gives the three ops' bits and gradients", function()
+    cnn.manual_seed(6)
+    local cases = {
+      { { 4, 16, 5, 6 }, "float32" }, { { 4, 16, 5, 6 }, "float64" },
+      { { 4, 16, 5, 6 }, "float32", true }, { { 64, 32, 16, 16 }, "float32" },
+      { { 8, 64, 8, 8 }, "float32", true }, { { 3, 5 }, "float32" },
+    }
+    for _, c in ipairs(cases) do
+      local shape, dt, cl = c[1], c[2], c[3]
+      local C = shape[2]
+      local x0, r0, g = cnn.randn(shape, dt), cnn.randn(shape, dt), cnn.randn(shape, dt)
+      if cl then x0, r0 = x0:contiguous("channels_last"), r0:contiguous("channels_last") end
+      local w0, b0 = cnn.rand({ C }, dt) + 0.5, cnn.randn({ C }, dt)
+      for _, training in ipairs({ true, false }) do
+        local what = table.concat(shape, "x") .. " " .. dt .. (cl and " channels-last" or "")
+                     .. (training and " training" or " eval")
+        local function run(fused, r_grad)
+          local x, r = x0:clone():requires_grad_(), r0:clone():requires_grad_(r_grad)
+          local w, b = w0:clone():requires_grad_(), b0:clone():requires_grad_()
+          local rm, rv = cnn.zeros({ C }, dt) + 0.1, cnn.ones({ C }, dt) * 1.5
+          local y = fused and cnn.fused.batch_norm_add_relu(x, r, rm, rv, w, b, training, 0.1, 1e-5)
+                    or F.relu(F.batch_norm(x, rm, rv, w, b, { training = training }) + r)
+          y:backward(g)
+          return { y, x.grad, r.grad, w.grad, b.grad, rm, rv }, y
+        end
+        local a, y = run(true, true)
+        local b = run(false, true)
+        assert.are.equal("BatchNormAddReluBackward", y.grad_fn, what)
+        for k = 1, 7 do assert.is_true(same(a[k], b[k]), what .. ": result " .. k) end
+        local c3 = run(true, false)
+        assert.is_nil(c3[3], what)
+        assert.is_true(same(c3[2], a[2]), what .. ": r without a gradient")
+      end
+    end
+  end)
+
+  it("refuses a residual of another shape or dtype, naming the op and both", function()
+    local x = cnn.randn(2, 3, 4, 4)
+    H.raises(function() cnn.fused.batch_norm_add_relu(x, cnn.zeros(2, 3, 4), nil, nil, nil, nil, true, 0.1, 1e-5) end,
+      "batch_norm_add_relu", "2x3x4 ", "2x3x4x4")
+    H.raises(function() cnn.fused.batch_norm_add_relu(x, cnn.zeros(2, 3, 4, 4, "float64"), nil, nil, nil, nil, true, 0.1, 1e-5) end,
+      "batch_norm_add_relu", "float64", "float32")
+    H.raises(function() cnn.fused.batch_norm_add_relu(x, x, nil, nil, nil, nil, true, 0.1, 0) end,
+      "batch_norm_add_relu", "eps")
+  end)
+end)

@@ -106,9 +106,10 @@ describe("models.resnet20", function()
     return out
   end
 
-  it("fuses batch norm and ReLU in its blocks where nothing could tell (bit for bit)", function()
+  it("fuses batch norm + ReLU and each block's end where nothing could tell (bit for bit; BasicBlock, Bottleneck)", function()
     for blocks, build in pairs({ [9] = function() return models.resnet20() end,
-                                 [3] = function() return models.cifar_resnet{ depth = 8 } end }) do
+                                 [3] = function() return models.cifar_resnet{ depth = 8 } end,
+                                 [16] = function() return models.resnet50{ num_classes = 10 } end }) do
       block_ends = 0
       cnn.manual_seed(2)
       local net = build()

@@ -200,22 +200,30 @@ static int bn_float32_vectors(cnn_tensor **v, int n) {
   return rc;
 }
 
+/* A forward call's data: x and the residual (relu 2) in, the per-channel
+ * arrays (any may be NULL), y and the saved statistics out. */
+typedef struct {
+  const void *x, *residual, *weight, *bias;
+  void *running_mean, *running_var, *y, *save_mean, *save_invstd;
+} bn_data;
+
 /* The forward entry of the mode: relu 0 (batch_norm), 1 (relu fused) or
- * 2 (the residual rd added, then relu); a[] the data pointers: x, weight,
- * bias, running mean, running var, y, saved mean, saved 1/std. */
-static int bn_forward_call(const cnn_tensor *x, int relu, const void *rd, int64_t N, int64_t C,
-                           int64_t L, bool training, double momentum, double eps,
-                           void *const a[8]) {
+ * 2 (the residual added, then relu). */
+static int bn_forward_call(const cnn_tensor *x, int relu, const bn_data *d, int64_t N, int64_t C,
+                           int64_t L, bool training, double momentum, double eps) {
   if (relu == 2)
     return CNN_TENSOR_CALL(x, "batch_norm_add_relu", batch_norm_add_relu_forward,
-                           cnn_backend_dev(x), x->dtype, N, C, L, a[0], rd, a[1], a[2], a[3], a[4],
-                           training, momentum, eps, a[5], a[6], a[7]);
+                           cnn_backend_dev(x), x->dtype, N, C, L, d->x, d->residual, d->weight,
+                           d->bias, d->running_mean, d->running_var, training, momentum, eps, d->y,
+                           d->save_mean, d->save_invstd);
   if (relu)
     return CNN_TENSOR_CALL(x, "batch_norm_relu", batch_norm_relu_forward, cnn_backend_dev(x),
-                           x->dtype, N, C, L, a[0], a[1], a[2], a[3], a[4], training, momentum, eps,
-                           a[5], a[6], a[7]);
+                           x->dtype, N, C, L, d->x, d->weight, d->bias, d->running_mean,
+                           d->running_var, training, momentum, eps, d->y, d->save_mean,
+                           d->save_invstd);
   return CNN_TENSOR_CALL(x, "batch_norm", batch_norm_forward, cnn_backend_dev(x), x->dtype, N, C, L,
-                         a[0], a[1], a[2], a[3], a[4], training, momentum, eps, a[5], a[6], a[7]);
+                         d->x, d->weight, d->bias, d->running_mean, d->running_var, training,
+                         momentum, eps, d->y, d->save_mean, d->save_invstd);
 }
 
 static const char *const BN_NODE_NAMES[3] = {"BatchNormBackward", "BatchNormReluBackward",
@@ -245,15 +253,19 @@ static cnn_tensor *batch_norm(cnn_tensor *x, cnn_tensor *rm, cnn_tensor *rv, cnn
   cnn_tensor *y = relu != 2 || res_like ? cnn_empty_like_layout(xc, x->dtype) : NULL;
   cnn_tensor *mean = y ? cnn_empty(1, &C, sdt, cnn_tensor_device(x)) : NULL;
   cnn_tensor *invstd = mean ? cnn_empty(1, &C, sdt, cnn_tensor_device(x)) : NULL;
-  const void *xd = xc ? cnn_tensor_data(xc) : NULL, *wd = cnn_data_or_null(v[2]),
-             *bd = cnn_data_or_null(v[3]);
-  void *rmd = cnn_data_or_null(v[0]), *rvd = cnn_data_or_null(v[1]);
   int rc = -1;
-  if (invstd)
-    rc = bn_forward_call(x, relu, cnn_data_or_null(res_like), N, C, L, training, momentum, eps,
-                         (void *const[8]){(void *)xd, (void *)wd, (void *)bd, rmd, rvd,
-                                          cnn_tensor_data(y), cnn_tensor_data(mean),
-                                          cnn_tensor_data(invstd)});
+  if (invstd) {
+    bn_data d = {.x = cnn_tensor_data(xc),
+                 .residual = cnn_data_or_null(res_like),
+                 .weight = cnn_data_or_null(v[2]),
+                 .bias = cnn_data_or_null(v[3]),
+                 .running_mean = cnn_data_or_null(v[0]),
+                 .running_var = cnn_data_or_null(v[1]),
+                 .y = cnn_tensor_data(y),
+                 .save_mean = cnn_tensor_data(mean),
+                 .save_invstd = cnn_tensor_data(invstd)};
+    rc = bn_forward_call(x, relu, &d, N, C, L, training, momentum, eps);
+  }
   if (rc) cnn_tensor_release(y), y = NULL;
   if (y && training && rm) cnn_tensor_bump_version(rm), cnn_tensor_bump_version(rv);
   cnn_node *n = y ? cnn_autograd_record(y, BN_NODE_NAMES[relu], bn_backward, relu == 2 ? 4 : 3,

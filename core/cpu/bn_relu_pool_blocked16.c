@@ -34,9 +34,19 @@
  * then over images in order -- the bits do not depend on the threads; the
  * forward sums x - x[0] (the first image's first pixel of the channel) for
  * a variance without cancellation.
+ *
+ * The pooled edge in NCHW (layout CNN_B16_NCHW_EDGE, float32): x, dx and
+ * the taps stay nChw16c, but y is written and dy read as the caller's
+ * N x C x H/2 x W/2 array -- a vector of 16 channels of one pixel
+ * scattered to (gathered from) 16 planes -- so that the block needs no
+ * reorder of its output or of its output's gradient (on the example
+ * network's two blocks, four reorders a step, ~0.5 ms of 8).  The
+ * backward's first pass gathers dy once per pooled pixel and leaves an
+ * nChw16c copy for the second, which reads each dy vector four times.
  */
 #include <math.h>
 #include <omp.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "cpu/kernels.h"
@@ -49,11 +59,12 @@
 
 /* An array of the block's elements: float32, or bfloat16 (bf16 = 1);
  * indices count elements; pix is the distance of two pixels of a channel
- * (16 in nChw16c, C in NHWC). */
+ * (16 in nChw16c, C in NHWC, 1 in NCHW), lane that of two channels of a
+ * pixel (1, or in NCHW the plane's size: float32 only, edge_ld/edge_st). */
 typedef struct {
   void *p;
   int bf16;
-  int64_t pix;
+  int64_t pix, lane;
 } arr;
 
 /* Where the plane of image n, channel block cb starts (elements). */
@@ -89,8 +100,50 @@ TARGET_AVX512 static inline void st(arr a, int64_t i, __m512 v) {
 
 /* a's elements from i on. */
 static inline arr from(arr a, int64_t i) {
-  arr b = {(char *)a.p + i * (a.bf16 ? 2 : 4), a.bf16, a.pix};
+  arr b = {(char *)a.p + i * (a.bf16 ? 2 : 4), a.bf16, a.pix, a.lane};
   return b;
+}
+
+/* r[i] lane j becomes r[j] lane i (a 16 x 16 transpose in registers). */
+TARGET_AVX512 static void transpose16(__m512 r[LANES]) {
+  __m512 t[LANES], u[LANES];
+  for (int i = 0; i < LANES; i += 2) { /* 2 x 2 blocks of single floats */
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < LANES; i += 4) { /* of pairs */
+    u[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
+    u[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xEE);
+    u[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+    u[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+  }
+  for (int i = 0; i < LANES; i += 8) /* of 128-bit quarters, twice */
+    for (int j = 0; j < 4; j++) {
+      t[i + j] = _mm512_shuffle_f32x4(u[i + j], u[i + j + 4], 0x88);
+      t[i + j + 4] = _mm512_shuffle_f32x4(u[i + j], u[i + j + 4], 0xDD);
+    }
+  for (int j = 0; j < 8; j++) {
+    r[j] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0x88);
+    r[j + 8] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0xDD);
+  }
+}
+
+/* An NCHW edge (a.lane != 1) written and read 16 pixels at a time: v[j]
+ * the 16 channels of pixel px0 + j, j < n; the planes' rows of 16 pixels
+ * through a transpose in registers (16 scattered or gathered floats a
+ * pixel cost twice as much alone: bench figures in the README). */
+TARGET_AVX512 static void edge_store_run(arr a, int64_t px0, int n, __m512 v[LANES]) {
+  for (int j = n; j < LANES; j++) v[j] = _mm512_setzero_ps();
+  transpose16(v);
+  __mmask16 m = (__mmask16)((1u << n) - 1);
+  for (int l = 0; l < LANES; l++) _mm512_mask_storeu_ps((float *)a.p + l * a.lane + px0, m, v[l]);
+}
+
+TARGET_AVX512 static void edge_load_run(arr a, int64_t px0, int n, __m512 v[LANES]) {
+  __mmask16 m = (__mmask16)((1u << n) - 1);
+  for (int l = 0; l < LANES; l++)
+    v[l] = _mm512_maskz_loadu_ps(m, (const float *)a.p + l * a.lane + px0);
+  transpose16(v);
 }
 
 /* acc[0..16) += the lanes of v, in double. */
@@ -171,10 +224,13 @@ TARGET_AVX512 static inline void take(__m512 v, int t, __m512 *best, __m128i *ta
   *tap = _mm_mask_mov_epi8(*tap, m, _mm_set1_epi8((char)t));
 }
 
+/* One plane: y and tap at its pooled pixels (tap in x's layout). */
 TARGET_AVX512 static void forward_plane(arr x, int64_t H, int64_t W, const float *scale16,
                                         const float *shift16, arr y, uint8_t *tap) {
   int64_t OH = H / 2, OW = W / 2;
   __m512 scale = _mm512_loadu_ps(scale16), shift = _mm512_loadu_ps(shift16);
+  __m512 run[LANES]; /* an NCHW edge's pixels since the last store */
+  int nrun = 0;
   for (int64_t oh = 0; oh < OH; oh++)
     for (int64_t ow = 0; ow < OW; ow++) {
       int64_t a = ((2 * oh) * W + 2 * ow) * x.pix, c = a + W * x.pix;
@@ -183,10 +239,16 @@ TARGET_AVX512 static void forward_plane(arr x, int64_t H, int64_t W, const float
       take(norm_relu(x, a + x.pix, scale, shift), 1, &best, &t);
       take(norm_relu(x, c, scale, shift), 2, &best, &t);
       take(norm_relu(x, c + x.pix, scale, shift), 3, &best, &t);
-      int64_t o = (oh * OW + ow) * y.pix;
-      st(y, o, best);
-      _mm_storeu_si128((__m128i *)(tap + o), t);
+      int64_t px = oh * OW + ow;
+      _mm_storeu_si128((__m128i *)(tap + px * x.pix), t);
+      if (y.lane == 1) {
+        st(y, px * y.pix, best);
+        continue;
+      }
+      run[nrun++] = best;
+      if (nrun == LANES) edge_store_run(y, px + 1 - LANES, LANES, run), nrun = 0;
     }
+  if (nrun) edge_store_run(y, OH * OW - nrun, nrun, run);
 }
 
 /* A 64-byte aligned scratch of `bytes`; NULL with the error set. */
@@ -197,14 +259,36 @@ static void *scratch(size_t bytes) {
   return p;
 }
 
-TARGET_AVX512 int cnn_cpu_bn_relu_pool_blocked16_forward(const void *xp, int bf16, int nhwc,
+/* 0, or -1 with the error set where layout is not one of the three or
+ * the NCHW edge is asked of bfloat16 or of planes too large for the
+ * gathers' 32-bit offsets. */
+static int check_layout(int layout, int bf16, int64_t olen) {
+  if (layout == CNN_B16_BLOCKED || layout == CNN_B16_NHWC ||
+      (layout == CNN_B16_NCHW_EDGE && !bf16 && olen <= INT32_MAX / LANES))
+    return 0;
+  cnn_set_error("conv_bn_relu_pool: layout %d with bf16 = %d and %lld pooled pixels a plane is "
+                "not supported",
+                layout, bf16, (long long)olen);
+  return -1;
+}
+
+/* The pooled edge (y or dy) of the layout at p. */
+static arr edge_of(void *p, int layout, int bf16, int64_t pix, int64_t olen) {
+  arr a = {p, bf16, pix, 1};
+  if (layout == CNN_B16_NCHW_EDGE) a.pix = 1, a.lane = olen;
+  return a;
+}
+
+TARGET_AVX512 int cnn_cpu_bn_relu_pool_blocked16_forward(const void *xp, int bf16, int layout,
                                                          int64_t N, int64_t CB, int64_t H,
                                                          int64_t W, const float *gamma,
                                                          const float *beta, float eps, float *mean,
                                                          float *var, void *yp, uint8_t *tap) {
+  int nhwc = layout == CNN_B16_NHWC;
   int64_t pix = nhwc ? CB * LANES : LANES;
-  arr x = {(void *)xp, bf16, pix}, y = {yp, bf16, pix};
   int64_t C = CB * LANES, len = H * W, olen = (H / 2) * (W / 2);
+  if (check_layout(layout, bf16, olen)) return -1;
+  arr x = {(void *)xp, bf16, pix, 1}, y = edge_of(yp, layout, bf16, pix, olen);
   double *part = scratch((size_t)(N * CB * 2 * LANES) * sizeof(double));
   float *k = scratch((size_t)(3 * C) * sizeof(float));
   if (!part || !k) return free(part), free(k), -1;
@@ -238,16 +322,21 @@ TARGET_AVX512 static inline __m512 grad_at(__m512 x, const block_consts *k, __m5
   return _mm512_maskz_mov_ps(live, dy);
 }
 
-/* Sums of g and g*xhat over one plane into s (16 each). */
-TARGET_AVX512 static void backward_sums(arr x, arr dy, const uint8_t *tap, int64_t H, int64_t W,
-                                        const block_consts *k, double *s) {
+/* Sums of g and g*xhat over one plane into s (16 each); with dy in NCHW
+ * planes, its vectors copied into dyc in x's layout (else dyc.p NULL). */
+TARGET_AVX512 static void backward_sums(arr x, arr dy, arr dyc, const uint8_t *tap, int64_t H,
+                                        int64_t W, const block_consts *k, double *s) {
   int64_t OH = H / 2, OW = W / 2;
   __m512 sg = _mm512_setzero_ps(), sgx = sg;
+  __m512 run[LANES]; /* an NCHW edge's next 16 pixels */
   for (int64_t oh = 0; oh < OH; oh++)
     for (int64_t ow = 0; ow < OW; ow++) {
-      int64_t o = (oh * OW + ow) * dy.pix;
-      __m512 d = ld(dy, o);
-      __m128i t = _mm_loadu_si128((const __m128i *)(tap + o));
+      int64_t px = oh * OW + ow, left = OH * OW - px;
+      if (dy.lane != 1 && px % LANES == 0)
+        edge_load_run(dy, px, left < LANES ? (int)left : LANES, run);
+      __m512 d = dy.lane == 1 ? ld(dy, px * dy.pix) : run[px % LANES];
+      if (dyc.p) st(dyc, px * x.pix, d);
+      __m128i t = _mm_loadu_si128((const __m128i *)(tap + px * x.pix));
       int64_t a = ((2 * oh) * W + 2 * ow) * x.pix, c = a + W * x.pix;
       int64_t at[4] = {a, a + x.pix, c, c + x.pix};
       for (int q = 0; q < 4; q++) {
@@ -289,12 +378,18 @@ TARGET_AVX512 static void consts_of(const float *scale, const float *shift, cons
 }
 
 TARGET_AVX512 int cnn_cpu_bn_relu_pool_blocked16_backward(
-    const void *xp, const void *dyp, const uint8_t *tap, int bf16, int nhwc, int64_t N, int64_t CB,
-    int64_t H, int64_t W, const float *gamma, const float *beta, const float *mean,
-    const float *var, float eps, void *dxp, float *dgamma, float *dbeta) {
+    const void *xp, const void *dyp, const uint8_t *tap, int bf16, int layout, int64_t N,
+    int64_t CB, int64_t H, int64_t W, const float *gamma, const float *beta, const float *mean,
+    const float *var, float eps, void *dxp, float *dgamma, float *dbeta, float *dy_copy) {
+  int nhwc = layout == CNN_B16_NHWC;
   int64_t pix = nhwc ? CB * LANES : LANES;
-  arr x = {(void *)xp, bf16, pix}, dy = {(void *)dyp, bf16, pix}, dx = {dxp, bf16, pix};
   int64_t C = CB * LANES, len = H * W, olen = (H / 2) * (W / 2);
+  if (check_layout(layout, bf16, olen)) return -1;
+  if (layout == CNN_B16_NCHW_EDGE && !dy_copy)
+    return cnn_set_error("conv_bn_relu_pool: the NCHW edge's backward needs dy's copy"), -1;
+  arr x = {(void *)xp, bf16, pix, 1}, dx = {dxp, bf16, pix, 1};
+  arr dy = edge_of((void *)dyp, layout, bf16, pix, olen), dyc = {NULL, bf16, pix, 1};
+  if (layout == CNN_B16_NCHW_EDGE) dyc.p = dy_copy; /* the second pass reads the copy */
   double *part = scratch((size_t)(N * CB * 2 * LANES) * sizeof(double));
   float *k = scratch((size_t)(6 * C) * sizeof(float));
   if (!part || !k) return free(part), free(k), -1;
@@ -308,7 +403,9 @@ TARGET_AVX512 int cnn_cpu_bn_relu_pool_blocked16_backward(
     int64_t n = p / CB, cb = p % CB, o = plane_at(nhwc, n, cb, CB, olen);
     block_consts kc;
     consts_of(scale, shift, mean, rstd, cb, &kc);
-    backward_sums(from(x, plane_at(nhwc, n, cb, CB, len)), from(dy, o), tap + o, H, W, &kc, s);
+    arr dyc_p = dyc.p ? from(dyc, o) : dyc;
+    backward_sums(from(x, plane_at(nhwc, n, cb, CB, len)), from(dy, o), dyc_p, tap + o, H, W, &kc,
+                  s);
   }
   double M = (double)(N * len);
   for (int64_t c = 0; c < C; c++) {
@@ -322,6 +419,7 @@ TARGET_AVX512 int cnn_cpu_bn_relu_pool_blocked16_backward(
     double a = (double)gamma[c] * rstd[c], cx = -a * rstd[c] * sgx / M;
     A[c] = (float)a, Cx[c] = (float)cx, B[c] = (float)(-a * sg / M);
   }
+  if (dyc.p) dy = dyc;
 #pragma omp parallel for schedule(static)
   for (int64_t p = 0; p < N * CB; p++) {
     int64_t n = p / CB, cb = p % CB, o = plane_at(nhwc, n, cb, CB, olen);
@@ -337,11 +435,11 @@ TARGET_AVX512 int cnn_cpu_bn_relu_pool_blocked16_backward(
 
 #else /* not x86-64 GCC/Clang: cnn_cpu_use_avx512() is 0, never called */
 
-int cnn_cpu_bn_relu_pool_blocked16_forward(const void *x, int bf16, int nhwc, int64_t N, int64_t CB,
-                                           int64_t H, int64_t W, const float *gamma,
+int cnn_cpu_bn_relu_pool_blocked16_forward(const void *x, int bf16, int layout, int64_t N,
+                                           int64_t CB, int64_t H, int64_t W, const float *gamma,
                                            const float *beta, float eps, float *mean, float *var,
                                            void *y, uint8_t *tap) {
-  (void)x, (void)bf16, (void)nhwc, (void)N, (void)CB, (void)H, (void)W, (void)gamma, (void)beta,
+  (void)x, (void)bf16, (void)layout, (void)N, (void)CB, (void)H, (void)W, (void)gamma, (void)beta,
       (void)eps;
   (void)mean, (void)var, (void)y, (void)tap;
   cnn_set_error("conv_bn_relu_pool: the AVX-512 path is not built here");
@@ -349,12 +447,12 @@ int cnn_cpu_bn_relu_pool_blocked16_forward(const void *x, int bf16, int nhwc, in
 }
 
 int cnn_cpu_bn_relu_pool_blocked16_backward(const void *x, const void *dy, const uint8_t *tap,
-                                            int bf16, int nhwc, int64_t N, int64_t CB, int64_t H,
+                                            int bf16, int layout, int64_t N, int64_t CB, int64_t H,
                                             int64_t W, const float *gamma, const float *beta,
                                             const float *mean, const float *var, float eps,
-                                            void *dx, float *dgamma, float *dbeta) {
-  (void)x, (void)bf16, (void)nhwc, (void)dy, (void)tap, (void)N, (void)CB, (void)H, (void)W,
-      (void)gamma, (void)beta;
+                                            void *dx, float *dgamma, float *dbeta, float *dy_copy) {
+  (void)x, (void)bf16, (void)layout, (void)dy_copy, (void)dy, (void)tap, (void)N, (void)CB, (void)H,
+      (void)W, (void)gamma, (void)beta;
   (void)mean, (void)var, (void)eps, (void)dx, (void)dgamma, (void)dbeta;
   cnn_set_error("conv_bn_relu_pool: the AVX-512 path is not built here");
   return -1;

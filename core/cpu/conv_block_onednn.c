@@ -23,7 +23,10 @@
  * bn_relu_pool_blocked16.c's AVX-512 passes instead of oneDNN's batch-norm
  * and pooling primitives (the argmax, one byte per output, goes where
  * oneDNN's pooling workspace would; batch norm's workspace is unused).
- * Other pools and layouts keep the primitives.
+ * Other pools and layouts keep the primitives.  On nChw16c in float32
+ * those passes write the pooled y and read its gradient dy as the
+ * caller's NCHW arrays themselves (`nchw_edge`), so neither y's reorder
+ * nor dy's runs.
  *
  * What backward needs from forward -- conv_out, the batch mean and
  * variance, the two workspaces, x in the convolution's layout (where that
@@ -97,6 +100,7 @@ typedef struct {
   int winograd;     /* the convolutions are oneDNN's Winograd ones (conv_winograd.c) */
   int own_bn;       /* batch norm, ReLU and pool by bn_relu_pool_blocked16.c: 0, or the
                    layout of their tensors (1 nChw16c, 2 NHWC) */
+  int nchw_edge;    /* own_bn 1 in float32: y written, dy read in the caller's NCHW */
   int round_in;     /* bfloat16 shape run in float32 on rounded x and w (rounds_in_float32) */
   size_t round_off; /* in the arena: the rounded x, then w (round_in) */
   dnnl_primitive_t conv_f, bn_f, pool_f, pool_b, bn_b, conv_bw, conv_bd;
@@ -506,6 +510,8 @@ static int plan_build(plan *pl, const cnn_conv_block_shape *s, int winograd) {
              cnn_onednn_round_up((size_t)w_count(&s->conv) * sizeof(float));
   }
   if (st == dnnl_success) pl->own_bn = own_bn_layout(pl, pd);
+  pl->nchw_edge = pl->own_bn == 1 && !block_bf16(pl) && pl->r_y.p && pl->r_dy.p &&
+                  s->PH * s->PW <= INT32_MAX / 16;
   for (int i = 0; i < NPRIM; i++)
     if (pd[i]) dnnl_primitive_desc_destroy(pd[i]);
   if (st != dnnl_success && winograd) { /* the Winograd kernels refused: direct ones */
@@ -580,28 +586,39 @@ static void *data_of(const buf *b) {
   return p;
 }
 
-/* Batch norm, ReLU and the pool through bn_relu_pool_blocked16.c. */
+/* bn_relu_pool_blocked16.c's layout for the plan */
+static int own_bn_kernel_layout(const plan *pl) {
+  return pl->nchw_edge ? CNN_B16_NCHW_EDGE : pl->own_bn == 2 ? CNN_B16_NHWC : CNN_B16_BLOCKED;
+}
+
+/* Batch norm, ReLU and the pool through bn_relu_pool_blocked16.c: y into
+ * the caller's array (nchw_edge) or into r_y's source. */
 static dnnl_status_t own_bn_forward(plan *pl) {
   dnnl_status_t st = dnnl_stream_wait(G.stream);
   const cnn_conv_shape *c = &pl->shape.conv;
+  void *y = pl->nchw_edge ? data_of(&pl->y) : data_of(pl->r_y.from);
   if (st == dnnl_success &&
       cnn_cpu_bn_relu_pool_blocked16_forward(
-          data_of(&pl->conv_out), block_bf16(pl), pl->own_bn == 2, c->N, c->K / 16, c->OH, c->OW,
-          data_of(&pl->scale), data_of(&pl->shift), pl->shape.eps, data_of(&pl->mean),
-          data_of(&pl->var), data_of(pl->r_y.from), data_of(&pl->pool_ws)))
+          data_of(&pl->conv_out), block_bf16(pl), own_bn_kernel_layout(pl), c->N, c->K / 16, c->OH,
+          c->OW, data_of(&pl->scale), data_of(&pl->shift), pl->shape.eps, data_of(&pl->mean),
+          data_of(&pl->var), y, data_of(&pl->pool_ws)))
     st = dnnl_out_of_memory;
   return st;
 }
 
+/* The backward's: dy from the caller's array (nchw_edge: r_dy's target
+ * takes the kernel's copy of it in nChw16c) or from r_dy's target. */
 static dnnl_status_t own_bn_backward(plan *pl) {
   dnnl_status_t st = dnnl_stream_wait(G.stream);
   const cnn_conv_shape *c = &pl->shape.conv;
+  const void *dy = pl->nchw_edge ? data_of(&pl->dy) : data_of(pl->r_dy.to);
+  float *dy_copy = pl->nchw_edge ? data_of(pl->r_dy.to) : NULL;
   if (st == dnnl_success &&
       cnn_cpu_bn_relu_pool_blocked16_backward(
-          data_of(&pl->conv_out), data_of(pl->r_dy.to), data_of(&pl->pool_ws), block_bf16(pl),
-          pl->own_bn == 2, c->N, c->K / 16, c->OH, c->OW, data_of(&pl->scale), data_of(&pl->shift),
-          data_of(&pl->mean), data_of(&pl->var), pl->shape.eps, data_of(&pl->bn_dsrc),
-          data_of(&pl->dscale), data_of(&pl->dshift)))
+          data_of(&pl->conv_out), dy, data_of(&pl->pool_ws), block_bf16(pl),
+          own_bn_kernel_layout(pl), c->N, c->K / 16, c->OH, c->OW, data_of(&pl->scale),
+          data_of(&pl->shift), data_of(&pl->mean), data_of(&pl->var), pl->shape.eps,
+          data_of(&pl->bn_dsrc), data_of(&pl->dscale), data_of(&pl->dshift), dy_copy))
     st = dnnl_out_of_memory;
   return st;
 }
@@ -622,7 +639,7 @@ static dnnl_status_t forward_run(plan *pl) {
       {DNNL_ARG_WORKSPACE, pl->bn_ws.m}, {DNNL_ARG_SCRATCHPAD, pl->scratch[PD_BN].m}};
   if (pl->own_bn) {
     if (st == dnnl_success) st = own_bn_forward(pl);
-    if (st == dnnl_success) st = run_reorder(&pl->r_y);
+    if (st == dnnl_success && !pl->nchw_edge) st = run_reorder(&pl->r_y);
     return st == dnnl_success ? dnnl_stream_wait(G.stream) : st;
   }
   if (st == dnnl_success) st = run(pl->bn_f, 8, bn);
@@ -636,7 +653,7 @@ static dnnl_status_t forward_run(plan *pl) {
 }
 
 static dnnl_status_t backward_run(plan *pl, int want_dx) {
-  dnnl_status_t st = run_reorder(&pl->r_dy);
+  dnnl_status_t st = pl->nchw_edge ? dnnl_success : run_reorder(&pl->r_dy);
   dnnl_exec_arg_t pool[] = {{DNNL_ARG_DIFF_DST, pl->r_dy.to->m},
                             {DNNL_ARG_DIFF_SRC, pl->pool_dsrc.m},
                             {DNNL_ARG_WORKSPACE, pl->pool_ws.m},

@@ -182,21 +182,25 @@ typedef struct {
 /* The block's batch norm (training, batch statistics), ReLU and 2x2
  * stride-2 max pool in one pass on nChw16c, AVX-512 only
  * (bn_relu_pool_blocked16.c): x, y, dy, dx float32 or, with bf16 = 1,
- * bfloat16 (results rounded once); x N x CB x H x W x 16, or with nhwc = 1
- * N x H x W x CB*16 (y, dy, dx and tap alike); forward writes
- * mean and biased var (CB*16 float32 each), y and tap (one byte, 0-3,
- * per output: the window's chosen tap) N x CB x H/2 x W/2 x 16; backward
+ * bfloat16 (results rounded once).  layout CNN_B16_BLOCKED: x N x CB x H
+ * x W x 16 (y, dy, dx and tap alike); CNN_B16_NHWC: N x H x W x CB*16;
+ * CNN_B16_NCHW_EDGE (float32 only): x, dx and tap nChw16c, y and dy the
+ * plain N x CB*16 x H/2 x W/2 arrays, and the backward writes dy's
+ * nChw16c copy into dy_copy (N*CB*16*(H/2)*(W/2) floats; else unused,
+ * may be NULL).  Forward writes mean and biased var (CB*16 float32 each),
+ * y and tap (one byte, 0-3, per output: the window's chosen tap); backward
  * from the forward's mean, var and tap writes dx (every element), dgamma,
- * dbeta.  0, or -1 (error set: out of memory). */
-int cnn_cpu_bn_relu_pool_blocked16_forward(const void *x, int bf16, int nhwc, int64_t N, int64_t CB,
-                                           int64_t H, int64_t W, const float *gamma,
+ * dbeta.  0, or -1 (error set: out of memory, a layout refused). */
+enum { CNN_B16_BLOCKED = 0, CNN_B16_NHWC = 1, CNN_B16_NCHW_EDGE = 2 };
+int cnn_cpu_bn_relu_pool_blocked16_forward(const void *x, int bf16, int layout, int64_t N,
+                                           int64_t CB, int64_t H, int64_t W, const float *gamma,
                                            const float *beta, float eps, float *mean, float *var,
                                            void *y, uint8_t *tap);
 int cnn_cpu_bn_relu_pool_blocked16_backward(const void *x, const void *dy, const uint8_t *tap,
-                                            int bf16, int nhwc, int64_t N, int64_t CB, int64_t H,
+                                            int bf16, int layout, int64_t N, int64_t CB, int64_t H,
                                             int64_t W, const float *gamma, const float *beta,
                                             const float *mean, const float *var, float eps,
-                                            void *dx, float *dgamma, float *dbeta);
+                                            void *dx, float *dgamma, float *dbeta, float *dy_copy);
 /* Bytes of the state one training forward leaves for its backward (the
  * convolution's output, batch norm's statistics and ReLU mask, the pool's
  * argmax, all in oneDNN's layouts); -2 where oneDNN has no fast primitive

@@ -1,7 +1,9 @@
 /*
  * test_bn_relu_pool_blocked16.c -- the block's fused batch norm + ReLU +
  * 2x2 max pool (core/cpu/bn_relu_pool_blocked16.c) on its own: float32 and
- * bfloat16, nChw16c and NHWC, odd H and W.
+ * bfloat16, nChw16c and NHWC, odd H and W; and float32 nChw16c with y and
+ * dy as NCHW arrays (CNN_B16_NCHW_EDGE), against the reference and bit
+ * for bit against the nChw16c run, its copy of dy included.
  *
  * Evidence: a reference written here in double on the plain N x C x H x W
  * numbers (the layouts' index arithmetic done separately): the batch mean
@@ -25,13 +27,61 @@
 
 typedef struct {
   int64_t N, C, H, W;
-  int bf16, nhwc;
+  int bf16, nhwc, edge; /* edge: y and dy NCHW (nhwc 0, bf16 0) */
 } shape;
 
 static int64_t at(const shape *s, int64_t H, int64_t W, int64_t n, int64_t c, int64_t h,
                   int64_t w) {
   if (s->nhwc) return ((n * H + h) * W + w) * s->C + c;
   return (((n * (s->C / 16) + c / 16) * H + h) * W + w) * 16 + c % 16;
+}
+
+/* where y and dy keep output (n, c, oh, ow) */
+static int64_t out_at(const shape *s, int64_t n, int64_t c, int64_t oh, int64_t ow) {
+  int64_t OH = s->H / 2, OW = s->W / 2;
+  return s->edge ? ((n * s->C + c) * OH + oh) * OW + ow : at(s, OH, OW, n, c, oh, ow);
+}
+
+static int layout_of(const shape *s) {
+  return s->edge ? CNN_B16_NCHW_EDGE : s->nhwc ? CNN_B16_NHWC : CNN_B16_BLOCKED;
+}
+
+/* The edge run against the nChw16c one on the same numbers: every output
+ * bit for bit, and the backward's copy of dy is dy in nChw16c. */
+static void check_edge_bits(shape s, const float *x, const float *y, const float *dy,
+                            const float *dyc, const uint8_t *tap, const float *dx,
+                            const float *gamma, const float *beta, const float *mean,
+                            const float *var, const float *dgamma, const float *dbeta) {
+  int64_t N = s.N, C = s.C, H = s.H, W = s.W, OH = H / 2, OW = W / 2;
+  int64_t nx = N * C * H * W, ny = N * C * OH * OW;
+  shape b = s;
+  b.edge = 0;
+  float *yb = malloc(ny * 4), *dyb = malloc(ny * 4), *dxb = malloc(nx * 4);
+  float *mb = malloc(C * 4), *vb = malloc(C * 4), *dgb = malloc(C * 4), *dbb = malloc(C * 4);
+  uint8_t *tb = malloc(ny);
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t c = 0; c < C; c++)
+      for (int64_t i = 0; i < OH * OW; i++)
+        dyb[out_at(&b, n, c, i / OW, i % OW)] = dy[out_at(&s, n, c, i / OW, i % OW)];
+  CHECK(cnn_cpu_bn_relu_pool_blocked16_forward(x, 0, CNN_B16_BLOCKED, N, C / 16, H, W, gamma, beta,
+                                               1e-5f, mb, vb, yb, tb) == 0);
+  CHECK(cnn_cpu_bn_relu_pool_blocked16_backward(x, dyb, tb, 0, CNN_B16_BLOCKED, N, C / 16, H, W,
+                                                gamma, beta, mb, vb, 1e-5f, dxb, dgb, dbb,
+                                                NULL) == 0);
+  int64_t diff = 0;
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t c = 0; c < C; c++)
+      for (int64_t i = 0; i < OH * OW; i++) {
+        int64_t e = out_at(&s, n, c, i / OW, i % OW), o = out_at(&b, n, c, i / OW, i % OW);
+        diff += memcmp(&y[e], &yb[o], 4) != 0;
+        diff += tap[o] != tb[o] || memcmp(&dyc[o], &dyb[o], 4) != 0;
+      }
+  diff += memcmp(dx, dxb, nx * 4) != 0;
+  diff += memcmp(mean, mb, C * 4) != 0 || memcmp(var, vb, C * 4) != 0;
+  diff += memcmp(dgamma, dgb, C * 4) != 0 || memcmp(dbeta, dbb, C * 4) != 0;
+  printf("    NCHW edge against nChw16c: %lld differences\n", (long long)diff);
+  CHECK(diff == 0);
+  free(yb), free(dyb), free(dxb), free(mb), free(vb), free(dgb), free(dbb), free(tb);
 }
 
 static uint64_t rng = 0x2545F4914F6CDD1Dull;
@@ -72,6 +122,7 @@ static void check(shape s) {
   int64_t nx = N * C * H * W, ny = N * C * OH * OW, es = s.bf16 ? 2 : 4;
   double tol = s.bf16 ? 1.0 / 128 : 2e-5;
   void *x = malloc(nx * es), *y = malloc(ny * es), *dy = malloc(ny * es), *dx = malloc(nx * es);
+  float *dyc = s.edge ? malloc(ny * 4) : NULL;
   uint8_t *tap = malloc(ny);
   float *gamma = malloc(C * 4), *beta = malloc(C * 4), *mean = malloc(C * 4), *var = malloc(C * 4);
   float *dgamma = malloc(C * 4), *dbeta = malloc(C * 4);
@@ -88,10 +139,11 @@ static void check(shape s) {
         }
   for (int64_t i = 0; i < ny; i++) store(&s, dy, i, (float)(uniform() - 0.5));
   float eps = 1e-5f;
-  CHECK(cnn_cpu_bn_relu_pool_blocked16_forward(x, s.bf16, s.nhwc, N, C / 16, H, W, gamma, beta, eps,
-                                               mean, var, y, tap) == 0);
-  CHECK(cnn_cpu_bn_relu_pool_blocked16_backward(x, dy, tap, s.bf16, s.nhwc, N, C / 16, H, W, gamma,
-                                                beta, mean, var, eps, dx, dgamma, dbeta) == 0);
+  CHECK(cnn_cpu_bn_relu_pool_blocked16_forward(x, s.bf16, layout_of(&s), N, C / 16, H, W, gamma,
+                                               beta, eps, mean, var, y, tap) == 0);
+  CHECK(cnn_cpu_bn_relu_pool_blocked16_backward(x, dy, tap, s.bf16, layout_of(&s), N, C / 16, H, W,
+                                                gamma, beta, mean, var, eps, dx, dgamma, dbeta,
+                                                dyc) == 0);
   int64_t bad_stats = 0, bad_y = 0, bad_tap = 0, bad_tie = 0, bad_grad = 0, bad_dx = 0;
   int64_t inexact = 0; /* bf16: outputs not the reference's own rounding */
   double *v = malloc(H * W * sizeof(double)), *g = malloc(H * W * sizeof(double));
@@ -124,8 +176,8 @@ static void check(shape s) {
               else if (r[t] > second)
                 second = r[t];
             }
-            int64_t o = at(&s, OH, OW, n, c, oh, ow);
-            int t = tap[o];
+            int64_t o = out_at(&s, n, c, oh, ow); /* y and dy */
+            int t = tap[at(&s, OH, OW, n, c, oh, ow)];
             if (pass == 0) {
               double want = s.bf16 ? bf16_value(bf16_bits((float)top)) : top;
               /* tolerance against 1: terms of ~|mean * scale| cancel */
@@ -154,9 +206,13 @@ static void check(shape s) {
   }
   printf("  %s %s %lldx%lldx%lldx%lld: bad stats %lld, y %lld, taps %lld, tie %lld, "
          "dgamma/dbeta %lld, dx %lld, y off the reference's rounding %lld\n",
-         s.bf16 ? "bf16" : "f32 ", s.nhwc ? "NHWC   " : "nChw16c", (long long)N, (long long)C,
-         (long long)H, (long long)W, (long long)bad_stats, (long long)bad_y, (long long)bad_tap,
-         (long long)bad_tie, (long long)bad_grad, (long long)bad_dx, (long long)inexact);
+         s.bf16 ? "bf16" : "f32 ",
+         s.edge   ? "nChw16c, NCHW edge"
+         : s.nhwc ? "NHWC   "
+                  : "nChw16c",
+         (long long)N, (long long)C, (long long)H, (long long)W, (long long)bad_stats,
+         (long long)bad_y, (long long)bad_tap, (long long)bad_tie, (long long)bad_grad,
+         (long long)bad_dx, (long long)inexact);
   /* rounding to nearest: only values within float error of a halfway
    * point may round the other way (truncation misses about half) */
   if (s.bf16) CHECK(inexact * 20 < ny);
@@ -166,8 +222,28 @@ static void check(shape s) {
   CHECK(bad_tie == 0);
   CHECK(bad_grad == 0);
   CHECK(bad_dx == 0);
+  if (s.edge) check_edge_bits(s, x, y, dy, dyc, tap, dx, gamma, beta, mean, var, dgamma, dbeta);
+  free(dyc);
   free(v), free(g), free(x), free(y), free(dy), free(dx), free(tap);
   free(gamma), free(beta), free(mean), free(var), free(dgamma), free(dbeta);
+}
+
+/* The edge is float32 and nChw16c only, and its backward needs the copy. */
+static void check_refusals(void) {
+  float x[2 * 16 * 4] = {0}, y[2 * 16] = {0}, dx[2 * 16 * 4], m[16], v[16], g[16], b[16];
+  float dg[16], db[16];
+  uint8_t tap[2 * 16];
+  for (int c = 0; c < 16; c++) g[c] = 1, b[c] = 0;
+  CHECK(cnn_cpu_bn_relu_pool_blocked16_forward(x, 1, CNN_B16_NCHW_EDGE, 2, 1, 2, 2, g, b, 1e-5f, m,
+                                               v, y, tap) == -1);
+  CHECK(strstr(cnn_error(), "layout 2") != NULL);
+  CHECK(cnn_cpu_bn_relu_pool_blocked16_forward(x, 0, 7, 2, 1, 2, 2, g, b, 1e-5f, m, v, y, tap) ==
+        -1);
+  CHECK(cnn_cpu_bn_relu_pool_blocked16_forward(x, 0, CNN_B16_NCHW_EDGE, 2, 1, 2, 2, g, b, 1e-5f, m,
+                                               v, y, tap) == 0);
+  CHECK(cnn_cpu_bn_relu_pool_blocked16_backward(x, y, tap, 0, CNN_B16_NCHW_EDGE, 2, 1, 2, 2, g, b,
+                                                m, v, 1e-5f, dx, dg, db, NULL) == -1);
+  CHECK(strstr(cnn_error(), "copy") != NULL);
 }
 
 int main(void) {
@@ -177,9 +253,16 @@ int main(void) {
   }
   for (int bf16 = 0; bf16 < 2; bf16++)
     for (int nhwc = 0; nhwc < 2; nhwc++) {
-      check((shape){3, 32, 8, 8, bf16, nhwc});
-      check((shape){2, 16, 7, 9, bf16, nhwc}); /* odd H and W: the edge gets dx too */
-      check((shape){2, 48, 5, 4, bf16, nhwc});
+      check((shape){3, 32, 8, 8, bf16, nhwc, 0});
+      check((shape){2, 16, 7, 9, bf16, nhwc, 0}); /* odd H and W: the edge gets dx too */
+      check((shape){2, 48, 5, 4, bf16, nhwc, 0});
     }
+  /* the NCHW edge: planes of 16, 12 (one part run), 49 (three runs and a
+   * part) and 4 pooled pixels */
+  check((shape){3, 32, 8, 8, 0, 0, 1});
+  check((shape){2, 16, 7, 9, 0, 0, 1});
+  check((shape){2, 32, 14, 14, 0, 0, 1});
+  check((shape){2, 48, 5, 4, 0, 0, 1});
+  check_refusals();
   return check_report("test_bn_relu_pool_blocked16");
 }

@@ -1,0 +1,81 @@
+/*
+ * bench/pool_edge.c -- the conv block's batch norm + ReLU + 2x2 max pool
+ * (core/cpu/bn_relu_pool_blocked16.c) with its pooled edge in nChw16c
+ * (CNN_B16_BLOCKED) against the same passes writing y and reading dy as
+ * NCHW arrays (CNN_B16_NCHW_EDGE, 16 pixels at a time through a transpose
+ * in registers), at the example network's two block shapes, batch 64;
+ * the two alternated, 41 rounds, the median of each; the arrays in cache
+ * (the same ones every round).  What the edge costs inside the kernel; the
+ * reorders it spares (oneDNN's, nChw16c <-> NCHW of y and dy) are timed by
+ * DNNL_VERBOSE in the training step (README).  Built by hand, not by CMake:
+ *
+ *   cmake --build build --target cnn_core
+ *   cc -O2 -fopenmp -Icore bench/pool_edge.c build/core/libcnn_core.a -o /tmp/pool_edge \
+ *      $(pkg-config --libs dnnl 2>/dev/null || echo -ldnnl) -lsleef -lopenblas -lm && \
+ *      OMP_NUM_THREADS=2 /tmp/pool_edge
+ *
+ * One JSON line per shape and pass:
+ *   {"bench":"pool_edge","shape":"64x32x28x28","pass":"fwd","blocked_us":...,
+ *    "nchw_edge_us":...,"edge_cost_us":...}
+ */
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cnn.h"
+#include "cpu/kernels.h"
+
+#define ROUNDS 41
+
+static int cmp(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static float *filled(int64_t n, unsigned seed) {
+  float *a = malloc((size_t)n * sizeof(float));
+  for (int64_t i = 0; i < n; i++) a[i] = (float)((i * 2654435761u + seed) % 1000) / 500.0f - 1;
+  return a;
+}
+
+static void bench_shape(int64_t N, int64_t CB, int64_t H, int64_t W) {
+  int64_t C = CB * 16, nx = N * C * H * W, ny = N * C * (H / 2) * (W / 2);
+  float *x = filled(nx, 1), *dy = filled(ny, 2), *dx = malloc(nx * 4), *y = malloc(ny * 4);
+  float *dyc = malloc(ny * 4), *k = malloc(6 * C * 4);
+  uint8_t *tap = malloc(ny);
+  float *g = k, *b = k + C, *mean = k + 2 * C, *var = k + 3 * C, *dg = k + 4 * C, *db = k + 5 * C;
+  for (int64_t c = 0; c < C; c++) g[c] = 1, b[c] = 0.1f;
+  static double t[2][2][ROUNDS]; /* [edge][pass][round] */
+  for (int r = 0; r < ROUNDS; r++)
+    for (int e = 0; e < 2; e++) {
+      int layout = e ? CNN_B16_NCHW_EDGE : CNN_B16_BLOCKED;
+      double t0 = omp_get_wtime();
+      int rc = cnn_cpu_bn_relu_pool_blocked16_forward(x, 0, layout, N, CB, H, W, g, b, 1e-5f, mean,
+                                                      var, y, tap);
+      double t1 = omp_get_wtime();
+      rc |= cnn_cpu_bn_relu_pool_blocked16_backward(x, dy, tap, 0, layout, N, CB, H, W, g, b, mean,
+                                                    var, 1e-5f, dx, dg, db, dyc);
+      double t2 = omp_get_wtime();
+      if (rc) fprintf(stderr, "pool_edge: %s\n", cnn_error()), exit(1);
+      t[e][0][r] = (t1 - t0) * 1e6, t[e][1][r] = (t2 - t1) * 1e6;
+    }
+  for (int p = 0; p < 2; p++) {
+    for (int e = 0; e < 2; e++) qsort(t[e][p], ROUNDS, sizeof(double), cmp);
+    double blocked = t[0][p][ROUNDS / 2], edge = t[1][p][ROUNDS / 2];
+    printf("{\"bench\":\"pool_edge\",\"shape\":\"%lldx%lldx%lldx%lld\",\"pass\":\"%s\","
+           "\"blocked_us\":%.1f,\"nchw_edge_us\":%.1f,\"edge_cost_us\":%.1f}\n",
+           (long long)N, (long long)C, (long long)H, (long long)W, p ? "bwd" : "fwd", blocked, edge,
+           edge - blocked);
+  }
+  free(x), free(dy), free(dx), free(y), free(dyc), free(k), free(tap);
+}
+
+int main(void) {
+  if (!cnn_cpu_use_avx512()) {
+    fprintf(stderr, "pool_edge: no AVX-512 on this CPU\n");
+    return 0;
+  }
+  bench_shape(64, 2, 28, 28); /* the example network's first block */
+  bench_shape(64, 4, 14, 14); /* its second */
+  return 0;
+}

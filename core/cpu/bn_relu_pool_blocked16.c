@@ -43,6 +43,17 @@
  * network's two blocks, four reorders a step, ~0.5 ms of 8).  The
  * backward's first pass gathers dy once per pooled pixel and leaves an
  * nChw16c copy for the second, which reads each dy vector four times.
+ *
+ * The weight gradient in the second pass (backward_dw, float32): where
+ * nothing wants the block's input gradient (a network's first block) and
+ * its convolution is small (stride 1, at most 27 taps C x R x S), the
+ * second pass folds each dx vector -- batch norm's input gradient, 16
+ * output channels of one pixel -- into the convolution's weight and bias
+ * gradients (dw[k, c, r, s] += dx[k] x[c, h + r - pt, w + s - pl], per
+ * plane in registers, the planes' sums added in double in order) instead
+ * of writing it for oneDNN's weight-gradient primitive to read back: on
+ * the example network's first block (64 x 32 x 28 x 28) 6.4 MB neither
+ * written nor read and one primitive fewer.
  */
 #include <math.h>
 #include <omp.h>
@@ -351,24 +362,40 @@ TARGET_AVX512 static void backward_sums(arr x, arr dy, arr dyc, const uint8_t *t
   add_lanes(s + LANES, sgx);
 }
 
+/* The second pass's constants of a channel block: dx = A g + B + C (x - mean). */
+typedef struct {
+  __m512 A, B, Cx;
+} dx_consts;
+
+TARGET_AVX512 static dx_consts dx_consts_of(const float *A16, const float *B16, const float *C16) {
+  dx_consts d = {_mm512_loadu_ps(A16), _mm512_loadu_ps(B16), _mm512_loadu_ps(C16)};
+  return d;
+}
+
+/* Batch norm's input gradient at pixel (h, w) of a plane (x, dy and tap
+ * in the block's layout); g = 0 outside every window (an odd edge). */
+TARGET_AVX512 static inline __m512 dx_at(arr x, arr dy, const uint8_t *tap, int64_t h, int64_t w,
+                                         int64_t H, int64_t W, const block_consts *k,
+                                         const dx_consts *d) {
+  int64_t OH = H / 2, OW = W / 2;
+  __m512 xv = ld(x, (h * W + w) * x.pix), g = _mm512_setzero_ps();
+  if (h < 2 * OH && w < 2 * OW) {
+    int64_t o = ((h / 2) * OW + w / 2) * dy.pix;
+    __m128i t = _mm_loadu_si128((const __m128i *)(tap + o));
+    g = grad_at(xv, k, ld(dy, o), t, (int)((h % 2) * 2 + w % 2));
+  }
+  __m512 r = _mm512_fmadd_ps(d->Cx, _mm512_sub_ps(xv, k->mean), d->B);
+  return _mm512_fmadd_ps(d->A, g, r);
+}
+
 /* dx = A g + B + C (x - mean) over one plane, every element. */
 TARGET_AVX512 static void backward_plane(arr x, arr dy, const uint8_t *tap, int64_t H, int64_t W,
                                          const block_consts *k, const float *A16, const float *B16,
                                          const float *C16, arr dx) {
-  int64_t OH = H / 2, OW = W / 2;
-  __m512 A = _mm512_loadu_ps(A16), B = _mm512_loadu_ps(B16), Cx = _mm512_loadu_ps(C16);
+  dx_consts d = dx_consts_of(A16, B16, C16);
   for (int64_t h = 0; h < H; h++)
-    for (int64_t w = 0; w < W; w++) {
-      int64_t i = (h * W + w) * x.pix;
-      __m512 xv = ld(x, i), g = _mm512_setzero_ps();
-      if (h < 2 * OH && w < 2 * OW) {
-        int64_t o = ((h / 2) * OW + w / 2) * dy.pix;
-        __m128i t = _mm_loadu_si128((const __m128i *)(tap + o));
-        g = grad_at(xv, k, ld(dy, o), t, (int)((h % 2) * 2 + w % 2));
-      }
-      __m512 r = _mm512_fmadd_ps(Cx, _mm512_sub_ps(xv, k->mean), B);
-      st(dx, i, _mm512_fmadd_ps(A, g, r));
-    }
+    for (int64_t w = 0; w < W; w++)
+      st(dx, (h * W + w) * x.pix, dx_at(x, dy, tap, h, w, H, W, k, &d));
 }
 
 TARGET_AVX512 static void consts_of(const float *scale, const float *shift, const float *mean,
@@ -377,34 +404,53 @@ TARGET_AVX512 static void consts_of(const float *scale, const float *shift, cons
   k->mean = _mm512_loadu_ps(mean + cb * LANES), k->rstd = _mm512_loadu_ps(rstd + cb * LANES);
 }
 
-TARGET_AVX512 int cnn_cpu_bn_relu_pool_blocked16_backward(
-    const void *xp, const void *dyp, const uint8_t *tap, int bf16, int layout, int64_t N,
-    int64_t CB, int64_t H, int64_t W, const float *gamma, const float *beta, const float *mean,
-    const float *var, float eps, void *dxp, float *dgamma, float *dbeta, float *dy_copy) {
-  int nhwc = layout == CNN_B16_NHWC;
-  int64_t pix = nhwc ? CB * LANES : LANES;
-  int64_t C = CB * LANES, len = H * W, olen = (H / 2) * (W / 2);
+/* What the backward's two passes share: the block's arrays and shape,
+ * and per channel scale, shift, rstd (the forward's) and A, B, Cx (dx's). */
+typedef struct {
+  arr x, dy;
+  const uint8_t *tap;
+  int nhwc;
+  int64_t N, CB, H, W;
+  const float *mean;
+  float *k; /* 6 x C: scale, shift, rstd, A, B, Cx */
+} bwd;
+
+static float *bwd_k(const bwd *b, int i) { return b->k + i * b->CB * LANES; }
+
+/* The plane of image n, channel block cb: where it starts in x (and dx),
+ * and in dy and tap. */
+static int64_t x_plane(const bwd *b, int64_t n, int64_t cb) {
+  return plane_at(b->nhwc, n, cb, b->CB, b->H * b->W);
+}
+static int64_t out_plane(const bwd *b, int64_t n, int64_t cb) {
+  return plane_at(b->nhwc, n, cb, b->CB, (b->H / 2) * (b->W / 2));
+}
+
+/* The first pass (dgamma, dbeta, then A, B, Cx); with an NCHW edge, dy is
+ * then its nChw16c copy.  0, or -1 with the error set. */
+TARGET_AVX512 static int backward_first(bwd *b, int layout, int bf16, const void *dyp,
+                                        float *dy_copy, const float *gamma, const float *beta,
+                                        const float *var, float eps, float *dgamma, float *dbeta) {
+  int64_t N = b->N, CB = b->CB, C = CB * LANES, len = b->H * b->W, olen = (b->H / 2) * (b->W / 2);
   if (check_layout(layout, bf16, olen)) return -1;
   if (layout == CNN_B16_NCHW_EDGE && !dy_copy)
     return cnn_set_error("conv_bn_relu_pool: the NCHW edge's backward needs dy's copy"), -1;
-  arr x = {(void *)xp, bf16, pix, 1}, dx = {dxp, bf16, pix, 1};
-  arr dy = edge_of((void *)dyp, layout, bf16, pix, olen), dyc = {NULL, bf16, pix, 1};
-  if (layout == CNN_B16_NCHW_EDGE) dyc.p = dy_copy; /* the second pass reads the copy */
+  arr dyc = {layout == CNN_B16_NCHW_EDGE ? dy_copy : NULL, bf16, b->x.pix, 1};
+  b->dy = edge_of((void *)dyp, layout, bf16, b->x.pix, olen);
   double *part = scratch((size_t)(N * CB * 2 * LANES) * sizeof(double));
-  float *k = scratch((size_t)(6 * C) * sizeof(float));
-  if (!part || !k) return free(part), free(k), -1;
-  float *scale = k, *shift = k + C, *rstd = k + 2 * C, *A = k + 3 * C, *B = k + 4 * C;
-  float *Cx = k + 5 * C;
-  affine(C, gamma, beta, mean, var, eps, scale, shift, rstd);
+  b->k = scratch((size_t)(6 * C) * sizeof(float));
+  if (!part || !b->k) return free(part), free(b->k), b->k = NULL, -1;
+  float *scale = bwd_k(b, 0), *shift = bwd_k(b, 1), *rstd = bwd_k(b, 2);
+  affine(C, gamma, beta, b->mean, var, eps, scale, shift, rstd);
 #pragma omp parallel for schedule(static)
   for (int64_t p = 0; p < N * CB; p++) {
     double *s = part + p * 2 * LANES;
     for (int i = 0; i < 2 * LANES; i++) s[i] = 0;
-    int64_t n = p / CB, cb = p % CB, o = plane_at(nhwc, n, cb, CB, olen);
+    int64_t n = p / CB, cb = p % CB, o = out_plane(b, n, cb);
     block_consts kc;
-    consts_of(scale, shift, mean, rstd, cb, &kc);
+    consts_of(scale, shift, b->mean, rstd, cb, &kc);
     arr dyc_p = dyc.p ? from(dyc, o) : dyc;
-    backward_sums(from(x, plane_at(nhwc, n, cb, CB, len)), from(dy, o), dyc_p, tap + o, H, W, &kc,
+    backward_sums(from(b->x, x_plane(b, n, cb)), from(b->dy, o), dyc_p, b->tap + o, b->H, b->W, &kc,
                   s);
   }
   double M = (double)(N * len);
@@ -417,20 +463,154 @@ TARGET_AVX512 int cnn_cpu_bn_relu_pool_blocked16_backward(
     }
     dbeta[c] = (float)sg, dgamma[c] = (float)sgx;
     double a = (double)gamma[c] * rstd[c], cx = -a * rstd[c] * sgx / M;
-    A[c] = (float)a, Cx[c] = (float)cx, B[c] = (float)(-a * sg / M);
+    bwd_k(b, 3)[c] = (float)a, bwd_k(b, 5)[c] = (float)cx, bwd_k(b, 4)[c] = (float)(-a * sg / M);
   }
-  if (dyc.p) dy = dyc;
+  free(part);
+  if (dyc.p) b->dy = dyc;
+  return 0;
+}
+
+static bwd bwd_of(const void *xp, const uint8_t *tap, int bf16, int layout, int64_t N, int64_t CB,
+                  int64_t H, int64_t W, const float *mean) {
+  int nhwc = layout == CNN_B16_NHWC;
+  bwd b = {
+      {(void *)xp, bf16, nhwc ? CB * LANES : LANES, 1}, {0}, tap, nhwc, N, CB, H, W, mean, NULL};
+  return b;
+}
+
+TARGET_AVX512 int cnn_cpu_bn_relu_pool_blocked16_backward(
+    const void *xp, const void *dyp, const uint8_t *tap, int bf16, int layout, int64_t N,
+    int64_t CB, int64_t H, int64_t W, const float *gamma, const float *beta, const float *mean,
+    const float *var, float eps, void *dxp, float *dgamma, float *dbeta, float *dy_copy) {
+  bwd b = bwd_of(xp, tap, bf16, layout, N, CB, H, W, mean);
+  if (backward_first(&b, layout, bf16, dyp, dy_copy, gamma, beta, var, eps, dgamma, dbeta))
+    return -1;
+  arr dx = {dxp, bf16, b.x.pix, 1};
 #pragma omp parallel for schedule(static)
   for (int64_t p = 0; p < N * CB; p++) {
-    int64_t n = p / CB, cb = p % CB, o = plane_at(nhwc, n, cb, CB, olen);
-    int64_t i = plane_at(nhwc, n, cb, CB, len);
+    int64_t n = p / CB, cb = p % CB, o = out_plane(&b, n, cb), i = x_plane(&b, n, cb);
     block_consts kc;
-    consts_of(scale, shift, mean, rstd, cb, &kc);
-    backward_plane(from(x, i), from(dy, o), tap + o, H, W, &kc, A + cb * LANES, B + cb * LANES,
-                   Cx + cb * LANES, from(dx, i));
+    consts_of(bwd_k(&b, 0), bwd_k(&b, 1), mean, bwd_k(&b, 2), cb, &kc);
+    backward_plane(from(b.x, i), from(b.dy, o), tap + o, H, W, &kc, bwd_k(&b, 3) + cb * LANES,
+                   bwd_k(&b, 4) + cb * LANES, bwd_k(&b, 5) + cb * LANES, from(dx, i));
   }
-  free(part), free(k);
+  free(b.k);
   return 0;
+}
+
+/* ---- backward into the convolution's weight gradient ------------------------------ */
+
+#define MAX_TAPS 27 /* C x R x S of the convolutions backward_dw takes */
+
+/* The convolution's input of image n zero-padded to (H + R - 1) x (W + S
+ * - 1) per channel, so that output pixel (h, w)'s tap (r, s) of channel c
+ * is pad[(c (H + R - 1) + h + r) (W + S - 1) + w + s]. */
+static void pad_image(const cnn_b16_conv_src *src, int64_t n, int64_t H, int64_t W, float *pad) {
+  int64_t PH = H + src->R - 1, PW = W + src->S - 1;
+  for (int64_t c = 0; c < src->C; c++)
+    for (int64_t i = 0; i < PH; i++)
+      for (int64_t j = 0; j < PW; j++) {
+        int64_t h = i - src->pt, w = j - src->pl;
+        int in = h >= 0 && h < src->H && w >= 0 && w < src->W;
+        pad[(c * PH + i) * PW + j] =
+            in ? src->x[((n * src->C + c) * src->H + h) * src->W + w] : 0.0f;
+      }
+}
+
+/* Over one plane: acc[t] (t = (c R + r) S + s) = sum of dx x_tap, and
+ * acc[C R S] = sum of dx -- dx batch norm's input gradient, never stored.
+ * Inlined with literal C, R, S for the common kernels (1 x 3 x 3, 3 x 3 x
+ * 3), whose sums then stay in registers: with a run-time count they lived
+ * in memory, and the pass took 1.7x the plain backward. */
+TARGET_AVX512 static inline __attribute__((always_inline)) void
+weight_plane_body(arr x, arr dy, const uint8_t *tap, int64_t H, int64_t W, const block_consts *k,
+                  const dx_consts *d, int64_t C, int64_t R, int64_t S, const float *pad,
+                  float *acc) {
+  int64_t taps = C * R * S, PH = H + R - 1, PW = W + S - 1;
+  __m512 a[MAX_TAPS + 1];
+  for (int64_t t = 0; t <= taps; t++) a[t] = _mm512_setzero_ps();
+  for (int64_t h = 0; h < H; h++)
+    for (int64_t w = 0; w < W; w++) {
+      __m512 v = dx_at(x, dy, tap, h, w, H, W, k, d);
+      a[taps] = _mm512_add_ps(a[taps], v);
+      for (int64_t c = 0; c < C; c++)
+        for (int64_t r = 0; r < R; r++) {
+          const float *row = pad + (c * PH + h + r) * PW + w;
+          for (int64_t q = 0; q < S; q++)
+            a[(c * R + r) * S + q] =
+                _mm512_fmadd_ps(v, _mm512_set1_ps(row[q]), a[(c * R + r) * S + q]);
+        }
+    }
+  for (int64_t t = 0; t <= taps; t++) _mm512_storeu_ps(acc + t * LANES, a[t]);
+}
+
+TARGET_AVX512 static void weight_plane(arr x, arr dy, const uint8_t *tap, int64_t H, int64_t W,
+                                       const block_consts *k, const dx_consts *d,
+                                       const cnn_b16_conv_src *src, const float *pad, float *acc) {
+  if (src->C == 1 && src->R == 3 && src->S == 3)
+    weight_plane_body(x, dy, tap, H, W, k, d, 1, 3, 3, pad, acc);
+  else if (src->C == 3 && src->R == 3 && src->S == 3)
+    weight_plane_body(x, dy, tap, H, W, k, d, 3, 3, 3, pad, acc);
+  else
+    weight_plane_body(x, dy, tap, H, W, k, d, src->C, src->R, src->S, pad, acc);
+}
+
+/* dw (K x C x R x S) and db (K, or NULL) from the planes' sums, added
+ * over the images in order (double). */
+static void weight_sums(const float *acc, int64_t N, int64_t CB, int64_t taps, float *dw,
+                        float *db) {
+  for (int64_t kk = 0; kk < CB * LANES; kk++) {
+    int64_t cb = kk / LANES, l = kk % LANES;
+    for (int64_t t = 0; t <= taps; t++) {
+      double sum = 0;
+      for (int64_t n = 0; n < N; n++) sum += acc[((n * CB + cb) * (taps + 1) + t) * LANES + l];
+      if (t < taps)
+        dw[kk * taps + t] = (float)sum;
+      else if (db)
+        db[kk] = (float)sum;
+    }
+  }
+}
+
+TARGET_AVX512 int cnn_cpu_bn_relu_pool_blocked16_backward_dw(
+    const void *xp, const void *dyp, const uint8_t *tap, int layout, int64_t N, int64_t CB,
+    int64_t H, int64_t W, const float *gamma, const float *beta, const float *mean,
+    const float *var, float eps, const cnn_b16_conv_src *src, float *dw, float *db, float *dgamma,
+    float *dbeta, float *dy_copy) {
+  int64_t taps = src->C * src->R * src->S;
+  if (src->C < 1 || src->R < 1 || src->S < 1 || taps > MAX_TAPS)
+    return cnn_set_error("conv_bn_relu_pool: the weight gradient in the backward takes a "
+                         "stride-1 convolution of at most %d taps, got %lld",
+                         MAX_TAPS, (long long)taps),
+           -1;
+  bwd b = bwd_of(xp, tap, 0, layout, N, CB, H, W, mean);
+  if (backward_first(&b, layout, 0, dyp, dy_copy, gamma, beta, var, eps, dgamma, dbeta)) return -1;
+  size_t pad_floats = (size_t)(src->C * (H + src->R - 1) * (W + src->S - 1));
+  float *acc = scratch((size_t)(N * CB * (taps + 1) * LANES) * sizeof(float));
+  int failed = !acc;
+#pragma omp parallel reduction(| : failed)
+  {
+    float *pad = acc ? malloc(pad_floats * sizeof(float)) : NULL;
+    int64_t padded = -1; /* the image pad holds */
+    failed = !pad;
+#pragma omp for schedule(static)
+    for (int64_t p = 0; p < N * CB; p++) {
+      if (!pad) continue;
+      int64_t n = p / CB, cb = p % CB, o = out_plane(&b, n, cb);
+      if (n != padded) pad_image(src, n, H, W, pad), padded = n;
+      block_consts kc;
+      consts_of(bwd_k(&b, 0), bwd_k(&b, 1), mean, bwd_k(&b, 2), cb, &kc);
+      dx_consts d = dx_consts_of(bwd_k(&b, 3) + cb * LANES, bwd_k(&b, 4) + cb * LANES,
+                                 bwd_k(&b, 5) + cb * LANES);
+      weight_plane(from(b.x, x_plane(&b, n, cb)), from(b.dy, o), tap + o, H, W, &kc, &d, src, pad,
+                   acc + p * (taps + 1) * LANES);
+    }
+    free(pad);
+  }
+  if (!failed) weight_sums(acc, N, CB, taps, dw, db);
+  free(acc), free(b.k);
+  if (failed) cnn_set_error("conv_bn_relu_pool: out of memory for the weight gradient's sums");
+  return failed ? -1 : 0;
 }
 
 #else /* not x86-64 GCC/Clang: cnn_cpu_use_avx512() is 0, never called */
@@ -454,6 +634,19 @@ int cnn_cpu_bn_relu_pool_blocked16_backward(const void *x, const void *dy, const
   (void)x, (void)bf16, (void)layout, (void)dy_copy, (void)dy, (void)tap, (void)N, (void)CB, (void)H,
       (void)W, (void)gamma, (void)beta;
   (void)mean, (void)var, (void)eps, (void)dx, (void)dgamma, (void)dbeta;
+  cnn_set_error("conv_bn_relu_pool: the AVX-512 path is not built here");
+  return -1;
+}
+
+int cnn_cpu_bn_relu_pool_blocked16_backward_dw(const void *x, const void *dy, const uint8_t *tap,
+                                               int layout, int64_t N, int64_t CB, int64_t H,
+                                               int64_t W, const float *gamma, const float *beta,
+                                               const float *mean, const float *var, float eps,
+                                               const cnn_b16_conv_src *src, float *dw, float *db,
+                                               float *dgamma, float *dbeta, float *dy_copy) {
+  (void)x, (void)dy, (void)tap, (void)layout, (void)N, (void)CB, (void)H, (void)W, (void)gamma;
+  (void)beta, (void)mean, (void)var, (void)eps, (void)src, (void)dw, (void)db, (void)dgamma;
+  (void)dbeta, (void)dy_copy;
   cnn_set_error("conv_bn_relu_pool: the AVX-512 path is not built here");
   return -1;
 }

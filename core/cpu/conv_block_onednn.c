@@ -26,7 +26,12 @@
  * Other pools and layouts keep the primitives.  On nChw16c in float32
  * those passes write the pooled y and read its gradient dy as the
  * caller's NCHW arrays themselves (`nchw_edge`), so neither y's reorder
- * nor dy's runs.
+ * nor dy's runs.  Where nothing wants x's gradient (a network's first
+ * block) and the convolution is small -- stride 1, at most 27 taps
+ * (C x R x S), float32 arithmetic -- the backward hands batch norm's input
+ * gradient straight to the convolution's weight and bias gradients
+ * (`dw_fused`): the gradient the size of the convolution's output is
+ * never written and oneDNN's weight-gradient primitive does not run.
  *
  * What backward needs from forward -- conv_out, the batch mean and
  * variance, the two workspaces, x in the convolution's layout (where that
@@ -101,6 +106,8 @@ typedef struct {
   int own_bn;       /* batch norm, ReLU and pool by bn_relu_pool_blocked16.c: 0, or the
                    layout of their tensors (1 nChw16c, 2 NHWC) */
   int nchw_edge;    /* own_bn 1 in float32: y written, dy read in the caller's NCHW */
+  int dw_fused;     /* own_bn, float32, a small stride-1 convolution: without dx, batch norm's
+                       input gradient goes straight into dw and db */
   int round_in;     /* bfloat16 shape run in float32 on rounded x and w (rounds_in_float32) */
   size_t round_off; /* in the arena: the rounded x, then w (round_in) */
   dnnl_primitive_t conv_f, bn_f, pool_f, pool_b, bn_b, conv_bw, conv_bd;
@@ -433,6 +440,14 @@ static int own_bn_layout(const plan *pl, dnnl_primitive_desc_t *pd) {
   return same ? l : 0;
 }
 
+/* Whether the backward without dx may fold batch norm's input gradient
+ * into the weight gradient (bn_relu_pool_blocked16.c's backward_dw). */
+static int weight_gradient_fuses(const plan *pl) {
+  const cnn_conv_shape *c = &pl->shape.conv;
+  return pl->own_bn && !block_bf16(pl) && c->sh == 1 && c->sw == 1 && c->dh == 1 && c->dw == 1 &&
+         c->groups == 1 && c->C * c->R * c->S <= 27;
+}
+
 /* The caller's buffers (handles set per call). */
 static dnnl_status_t build_user(plan *pl) {
   dnnl_status_t st = dnnl_success;
@@ -512,6 +527,7 @@ static int plan_build(plan *pl, const cnn_conv_block_shape *s, int winograd) {
   if (st == dnnl_success) pl->own_bn = own_bn_layout(pl, pd);
   pl->nchw_edge = pl->own_bn == 1 && !block_bf16(pl) && pl->r_y.p && pl->r_dy.p &&
                   s->PH * s->PW <= INT32_MAX / 16;
+  pl->dw_fused = weight_gradient_fuses(pl);
   for (int i = 0; i < NPRIM; i++)
     if (pd[i]) dnnl_primitive_desc_destroy(pd[i]);
   if (st != dnnl_success && winograd) { /* the Winograd kernels refused: direct ones */
@@ -652,7 +668,29 @@ static dnnl_status_t forward_run(plan *pl) {
   return st == dnnl_success ? dnnl_stream_wait(G.stream) : st;
 }
 
+/* The backward without dx of a dw_fused plan: dy (through r_dy unless
+ * nchw_edge), then one kernel for batch norm, ReLU, the pool and the
+ * convolution's weight and bias gradients. */
+static dnnl_status_t backward_dw_run(plan *pl) {
+  const cnn_conv_block_shape *s = &pl->shape;
+  const cnn_conv_shape *c = &s->conv;
+  dnnl_status_t st = pl->nchw_edge ? dnnl_success : run_reorder(&pl->r_dy);
+  if (st == dnnl_success) st = dnnl_stream_wait(G.stream);
+  const void *dy = pl->nchw_edge ? data_of(&pl->dy) : data_of(pl->r_dy.to);
+  float *dy_copy = pl->nchw_edge ? data_of(pl->r_dy.to) : NULL;
+  cnn_b16_conv_src src = {data_of(&pl->x), c->C, c->H, c->W, c->R, c->S, c->pt, c->pl};
+  if (st == dnnl_success &&
+      cnn_cpu_bn_relu_pool_blocked16_backward_dw(
+          data_of(&pl->conv_out), dy, data_of(&pl->pool_ws), own_bn_kernel_layout(pl), c->N,
+          c->K / 16, c->OH, c->OW, data_of(&pl->scale), data_of(&pl->shift), data_of(&pl->mean),
+          data_of(&pl->var), s->eps, &src, data_of(&pl->dw), data_of(&pl->db), data_of(&pl->dscale),
+          data_of(&pl->dshift), dy_copy))
+    st = dnnl_out_of_memory;
+  return st;
+}
+
 static dnnl_status_t backward_run(plan *pl, int want_dx) {
+  if (!want_dx && pl->dw_fused) return backward_dw_run(pl);
   dnnl_status_t st = pl->nchw_edge ? dnnl_success : run_reorder(&pl->r_dy);
   dnnl_exec_arg_t pool[] = {{DNNL_ARG_DIFF_DST, pl->r_dy.to->m},
                             {DNNL_ARG_DIFF_SRC, pl->pool_dsrc.m},

@@ -201,6 +201,24 @@ int cnn_cpu_bn_relu_pool_blocked16_backward(const void *x, const void *dy, const
                                             int64_t W, const float *gamma, const float *beta,
                                             const float *mean, const float *var, float eps,
                                             void *dx, float *dgamma, float *dbeta, float *dy_copy);
+/* The stride-1 convolution (dilation 1, one group) that made the block's
+ * x, for the backward below: its float32 NCHW input N x C x H x W, its
+ * R x S kernel and top/left padding. */
+typedef struct {
+  const float *x;
+  int64_t C, H, W, R, S, pt, pl;
+} cnn_b16_conv_src;
+/* The backward (float32, any of the three layouts) where nothing wants x's
+ * gradient: batch norm's input gradient goes straight into the
+ * convolution's weight gradient dw (K x C x R x S, K = CB*16) and bias
+ * gradient db (K, or NULL) instead of being written -- at most 27 taps
+ * (C x R x S); the sums over the images in double, in order. */
+int cnn_cpu_bn_relu_pool_blocked16_backward_dw(const void *x, const void *dy, const uint8_t *tap,
+                                               int layout, int64_t N, int64_t CB, int64_t H,
+                                               int64_t W, const float *gamma, const float *beta,
+                                               const float *mean, const float *var, float eps,
+                                               const cnn_b16_conv_src *src, float *dw, float *db,
+                                               float *dgamma, float *dbeta, float *dy_copy);
 /* Bytes of the state one training forward leaves for its backward (the
  * convolution's output, batch norm's statistics and ReLU mask, the pool's
  * argmax, all in oneDNN's layouts); -2 where oneDNN has no fast primitive

@@ -3,7 +3,10 @@
  * 2x2 max pool (core/cpu/bn_relu_pool_blocked16.c) on its own: float32 and
  * bfloat16, nChw16c and NHWC, odd H and W; and float32 nChw16c with y and
  * dy as NCHW arrays (CNN_B16_NCHW_EDGE), against the reference and bit
- * for bit against the nChw16c run, its copy of dy included.
+ * for bit against the nChw16c run, its copy of dy included.  The backward
+ * that sends batch norm's input gradient into the convolution's weight
+ * and bias gradients (cnn_cpu_bn_relu_pool_blocked16_backward_dw) against
+ * the plain backward's dx folded with the convolution's input in double.
  *
  * Evidence: a reference written here in double on the plain N x C x H x W
  * numbers (the layouts' index arithmetic done separately): the batch mean
@@ -228,6 +231,74 @@ static void check(shape s) {
   free(gamma), free(beta), free(mean), free(var), free(dgamma), free(dbeta);
 }
 
+/* backward_dw against the plain backward: dgamma and dbeta bit for bit,
+ * dw = sum dx x_tap and db = sum dx in double from the plain dx, for a
+ * stride-1 convolution of Ci channels, R x S taps, padding pt/pl (and the
+ * same at the bottom/right) whose output is the block's H x W. */
+static void check_dw(shape s, int64_t Ci, int64_t R, int64_t S, int64_t pt, int64_t pl) {
+  int64_t N = s.N, C = s.C, H = s.H, W = s.W, OH = H / 2, OW = W / 2;
+  int64_t Hi = H + R - 1 - 2 * pt, Wi = W + S - 1 - 2 * pl, taps = Ci * R * S;
+  int64_t nx = N * C * H * W, ny = N * C * OH * OW, ni = N * Ci * Hi * Wi;
+  float *x = malloc(nx * 4), *y = malloc(ny * 4), *dy = malloc(ny * 4), *dx = malloc(nx * 4);
+  float *xi = malloc(ni * 4), *dyc = malloc(ny * 4), *dw = malloc(C * taps * 4),
+        *db = malloc(C * 4);
+  float *k = malloc(8 * C * 4), *g = k, *b = k + C, *m = k + 2 * C, *v = k + 3 * C;
+  float *dg = k + 4 * C, *dbt = k + 5 * C, *dg2 = k + 6 * C, *dbt2 = k + 7 * C;
+  uint8_t *tap = malloc(ny);
+  for (int64_t i = 0; i < nx; i++) x[i] = (float)(2 * uniform() - 1);
+  for (int64_t i = 0; i < ny; i++) dy[i] = (float)(uniform() - 0.5);
+  for (int64_t i = 0; i < ni; i++) xi[i] = (float)(uniform() - 0.25);
+  for (int64_t c = 0; c < C; c++) g[c] = (float)(0.5 + uniform()), b[c] = (float)(uniform() - 0.5);
+  int layout = layout_of(&s);
+  CHECK(cnn_cpu_bn_relu_pool_blocked16_forward(x, 0, layout, N, C / 16, H, W, g, b, 1e-5f, m, v, y,
+                                               tap) == 0);
+  CHECK(cnn_cpu_bn_relu_pool_blocked16_backward(x, dy, tap, 0, layout, N, C / 16, H, W, g, b, m, v,
+                                                1e-5f, dx, dg, dbt, dyc) == 0);
+  cnn_b16_conv_src src = {xi, Ci, Hi, Wi, R, S, pt, pl};
+  CHECK(cnn_cpu_bn_relu_pool_blocked16_backward_dw(x, dy, tap, layout, N, C / 16, H, W, g, b, m, v,
+                                                   1e-5f, &src, dw, db, dg2, dbt2, dyc) == 0);
+  int64_t bad_dw = 0, bad_db = 0;
+  for (int64_t kk = 0; kk < C; kk++) {
+    double sdb = 0, scale = 0;
+    for (int64_t n = 0; n < N; n++)
+      for (int64_t h = 0; h < H; h++)
+        for (int64_t w = 0; w < W; w++) {
+          double d = dx[at(&s, H, W, n, kk, h, w)];
+          sdb += d, scale += fabs(d);
+        }
+    bad_db += !close_to(db[kk], sdb, 1e-5, scale);
+    for (int64_t c = 0; c < Ci; c++)
+      for (int64_t r = 0; r < R; r++)
+        for (int64_t q = 0; q < S; q++) {
+          double sum = 0, mag = 0;
+          for (int64_t n = 0; n < N; n++)
+            for (int64_t h = 0; h < H; h++)
+              for (int64_t w = 0; w < W; w++) {
+                int64_t ih = h + r - pt, iw = w + q - pl;
+                if (ih < 0 || ih >= Hi || iw < 0 || iw >= Wi) continue;
+                double t =
+                    (double)dx[at(&s, H, W, n, kk, h, w)] * xi[((n * Ci + c) * Hi + ih) * Wi + iw];
+                sum += t, mag += fabs(t);
+              }
+          bad_dw += !close_to(dw[(kk * Ci + c) * R * S + r * S + q], sum, 1e-5, mag);
+        }
+  }
+  int same = !memcmp(dg, dg2, C * 4) && !memcmp(dbt, dbt2, C * 4);
+  printf(
+      "  backward_dw %s %lldx%lldx%lldx%lld, conv %lld x %lldx%lld pad %lld,%lld: bad dw %lld, db "
+      "%lld, dgamma/dbeta %s\n",
+      s.edge   ? "NCHW edge"
+      : s.nhwc ? "NHWC"
+               : "nChw16c",
+      (long long)N, (long long)C, (long long)H, (long long)W, (long long)Ci, (long long)R,
+      (long long)S, (long long)pt, (long long)pl, (long long)bad_dw, (long long)bad_db,
+      same ? "bit for bit" : "DIFFER");
+  CHECK(bad_dw == 0);
+  CHECK(bad_db == 0);
+  CHECK(same);
+  free(x), free(y), free(dy), free(dx), free(xi), free(dyc), free(dw), free(db), free(k), free(tap);
+}
+
 /* The edge is float32 and nChw16c only, and its backward needs the copy. */
 static void check_refusals(void) {
   float x[2 * 16 * 4] = {0}, y[2 * 16] = {0}, dx[2 * 16 * 4], m[16], v[16], g[16], b[16];
@@ -264,5 +335,17 @@ int main(void) {
   check((shape){2, 32, 14, 14, 0, 0, 1});
   check((shape){2, 48, 5, 4, 0, 0, 1});
   check_refusals();
+  check_dw((shape){3, 32, 8, 8, 0, 0, 0}, 1, 3, 3, 1, 1);   /* the example network's first block */
+  check_dw((shape){2, 16, 7, 9, 0, 0, 1}, 3, 3, 3, 1, 1);   /* 27 taps, odd edge, NCHW edge */
+  check_dw((shape){2, 32, 6, 6, 0, 1, 0}, 2, 3, 2, 0, 1);   /* NHWC, valid rows, uneven kernel */
+  check_dw((shape){2, 16, 14, 14, 0, 0, 1}, 1, 5, 5, 2, 2); /* 5x5 */
+  {
+    float z[64] = {0};
+    cnn_b16_conv_src big = {z, 4, 2, 2, 3, 3, 1, 1}; /* 36 taps: refused */
+    CHECK(cnn_cpu_bn_relu_pool_blocked16_backward_dw(z, z, (uint8_t *)z, CNN_B16_BLOCKED, 1, 1, 2,
+                                                     2, z, z, z, z, 1e-5f, &big, z, z, z, z,
+                                                     NULL) == -1);
+    CHECK(strstr(cnn_error(), "27 taps") != NULL);
+  }
   return check_report("test_bn_relu_pool_blocked16");
 }

@@ -69,7 +69,10 @@ local function check_block(C, K, H_, W_, o, tol)
   local net = block(C, K, o)
   local ref, plain = twin(net, C, K, o, "float64"), twin(net, C, K, o)
   local x0 = cnn.randn(3, C, H_, W_)
-  local x, xp, x64 = x0:clone():requires_grad_(), x0:clone():requires_grad_(), x0:double():requires_grad_()
+  local x, xp, x64 = x0:clone(), x0:clone(), x0:double()
+  if not o or not o.frozen_input then -- frozen: no dx wanted (a network's first block)
+    x, xp, x64 = x:requires_grad_(), xp:requires_grad_(), x64:requires_grad_()
+  end
   for _ = 1, 2 do -- two steps: the running statistics move twice
     local y = net(x)
     assert.are.equal(BLOCK, tostring(y.grad_fn))
@@ -97,6 +100,14 @@ end
 describe("the fused Conv2d -> BatchNorm2d -> ReLU -> MaxPool2d block", function()
   it("matches the layers one by one and a float64 naive oracle (example network's first block)", function()
     check_block(1, 32, 28, 28)
+  end)
+
+  it("matches them when the input wants no gradient (batch norm's input gradient straight into dw)", function()
+    -- the example network's first block, 27 taps, 5x5, and 2 x 3x2 without padding
+    check_block(1, 32, 28, 28, { frozen_input = true })
+    check_block(3, 32, 10, 10, { frozen_input = true })
+    check_block(1, 16, 12, 12, { frozen_input = true, k = 5, conv = { padding = 2 } })
+    check_block(2, 16, 9, 8, { frozen_input = true, k = { 3, 2 }, conv = { padding = 0, bias = false } })
   end)
 
   it("matches them with 32 -> 64 channels (example network's second block)", function()
@@ -191,6 +202,15 @@ describe("the fused Conv2d -> BatchNorm2d -> ReLU -> MaxPool2d block", function(
       end
       -- the rounding is there: the float32 block on the operands as they are differs
       assert.is_true(rel(y, plain(x0)) > 1e-4, "bfloat16 output equals float32's: operands not rounded")
+      -- x wanting no gradient: the weight gradient from batch norm's input
+      -- gradient and the rounded x, against the run above (oneDNN's)
+      local frozen = twin(net, C, K)
+      local yf = cnn.autocast("bfloat16", function() return frozen(x0) end)
+      yf:backward(g)
+      for _, name in ipairs({ "dw", "dgamma", "dbeta" }) do
+        local a, b = state_of(frozen, x0)[name], want[name]
+        assert.is_true(rel(a, b) < 2e-5, "frozen input, " .. name .. ": " .. rel(a, b))
+      end
     end
   end)
 

@@ -7,16 +7,22 @@
  * the two alternated, 41 rounds, the median of each; the arrays in cache
  * (the same ones every round).  What the edge costs inside the kernel; the
  * reorders it spares (oneDNN's, nChw16c <-> NCHW of y and dy) are timed by
- * DNNL_VERBOSE in the training step (README).  Built by hand, not by CMake:
+ * DNNL_VERBOSE in the training step (README).  And at the first block, the
+ * backward that folds batch norm's input gradient into a 1 x 3 x 3
+ * convolution's weight gradient (backward_dw) against the plain backward,
+ * which writes that gradient for oneDNN's weight-gradient primitive (not
+ * timed here; DNNL_VERBOSE in the README).  Built by hand, not by CMake:
  *
  *   cmake --build build --target cnn_core
  *   cc -O2 -fopenmp -Icore bench/pool_edge.c build/core/libcnn_core.a -o /tmp/pool_edge \
  *      $(pkg-config --libs dnnl 2>/dev/null || echo -ldnnl) -lsleef -lopenblas -lm && \
  *      OMP_NUM_THREADS=2 /tmp/pool_edge
  *
- * One JSON line per shape and pass:
+ * One JSON line per shape and pass, and one for the weight gradient:
  *   {"bench":"pool_edge","shape":"64x32x28x28","pass":"fwd","blocked_us":...,
  *    "nchw_edge_us":...,"edge_cost_us":...}
+ *   {"bench":"pool_edge_dw","shape":"64x32x28x28","conv":"1x3x3","backward_us":...,
+ *    "backward_dw_us":...}
  */
 #include <omp.h>
 #include <stdio.h>
@@ -70,6 +76,39 @@ static void bench_shape(int64_t N, int64_t CB, int64_t H, int64_t W) {
   free(x), free(dy), free(dx), free(y), free(dyc), free(k), free(tap);
 }
 
+/* The first block's backward (NCHW edge) without and with the weight gradient. */
+static void bench_dw(int64_t N, int64_t CB, int64_t H, int64_t W) {
+  int64_t C = CB * 16, nx = N * C * H * W, ny = N * C * (H / 2) * (W / 2);
+  float *x = filled(nx, 1), *dy = filled(ny, 2), *xi = filled(N * H * W, 3), *dx = malloc(nx * 4);
+  float *y = malloc(ny * 4), *dyc = malloc(ny * 4), *k = malloc(6 * C * 4), *dw = malloc(C * 9 * 4);
+  float *g = k, *b = k + C, *mean = k + 2 * C, *var = k + 3 * C, *dg = k + 4 * C, *db = k + 5 * C;
+  float *dbias = malloc(C * 4);
+  uint8_t *tap = malloc(ny);
+  for (int64_t c = 0; c < C; c++) g[c] = 1, b[c] = 0.1f;
+  int rc = cnn_cpu_bn_relu_pool_blocked16_forward(x, 0, CNN_B16_NCHW_EDGE, N, CB, H, W, g, b, 1e-5f,
+                                                  mean, var, y, tap);
+  cnn_b16_conv_src src = {xi, 1, H, W, 3, 3, 1, 1};
+  static double t[2][ROUNDS];
+  for (int r = 0; r < ROUNDS; r++) {
+    double t0 = omp_get_wtime();
+    rc |= cnn_cpu_bn_relu_pool_blocked16_backward(x, dy, tap, 0, CNN_B16_NCHW_EDGE, N, CB, H, W, g,
+                                                  b, mean, var, 1e-5f, dx, dg, db, dyc);
+    double t1 = omp_get_wtime();
+    rc |=
+        cnn_cpu_bn_relu_pool_blocked16_backward_dw(x, dy, tap, CNN_B16_NCHW_EDGE, N, CB, H, W, g, b,
+                                                   mean, var, 1e-5f, &src, dw, dbias, dg, db, dyc);
+    t[0][r] = (t1 - t0) * 1e6, t[1][r] = (omp_get_wtime() - t1) * 1e6;
+  }
+  if (rc) fprintf(stderr, "pool_edge: %s\n", cnn_error()), exit(1);
+  qsort(t[0], ROUNDS, sizeof(double), cmp), qsort(t[1], ROUNDS, sizeof(double), cmp);
+  printf("{\"bench\":\"pool_edge_dw\",\"shape\":\"%lldx%lldx%lldx%lld\",\"conv\":\"1x3x3\","
+         "\"backward_us\":%.1f,\"backward_dw_us\":%.1f}\n",
+         (long long)N, (long long)C, (long long)H, (long long)W, t[0][ROUNDS / 2],
+         t[1][ROUNDS / 2]);
+  free(x), free(dy), free(xi), free(dx), free(y), free(dyc), free(k), free(dw), free(dbias),
+      free(tap);
+}
+
 int main(void) {
   if (!cnn_cpu_use_avx512()) {
     fprintf(stderr, "pool_edge: no AVX-512 on this CPU\n");
@@ -77,5 +116,6 @@ int main(void) {
   }
   bench_shape(64, 2, 28, 28); /* the example network's first block */
   bench_shape(64, 4, 14, 14); /* its second */
+  bench_dw(64, 2, 28, 28);
   return 0;
 }

@@ -409,7 +409,7 @@ TARGET_AVX512 static void consts_of(const float *scale, const float *shift, cons
 typedef struct {
   arr x, dy;
   const uint8_t *tap;
-  int nhwc;
+  int layout, nhwc; /* nhwc: layout == CNN_B16_NHWC */
   int64_t N, CB, H, W;
   const float *mean;
   float *k; /* 6 x C: scale, shift, rstd, A, B, Cx */
@@ -428,9 +428,10 @@ static int64_t out_plane(const bwd *b, int64_t n, int64_t cb) {
 
 /* The first pass (dgamma, dbeta, then A, B, Cx); with an NCHW edge, dy is
  * then its nChw16c copy.  0, or -1 with the error set. */
-TARGET_AVX512 static int backward_first(bwd *b, int layout, int bf16, const void *dyp,
-                                        float *dy_copy, const float *gamma, const float *beta,
-                                        const float *var, float eps, float *dgamma, float *dbeta) {
+TARGET_AVX512 static int backward_first(bwd *b, const void *dyp, float *dy_copy, const float *gamma,
+                                        const float *beta, const float *var, float eps,
+                                        float *dgamma, float *dbeta) {
+  int layout = b->layout, bf16 = b->x.bf16;
   int64_t N = b->N, CB = b->CB, C = CB * LANES, len = b->H * b->W, olen = (b->H / 2) * (b->W / 2);
   if (check_layout(layout, bf16, olen)) return -1;
   if (layout == CNN_B16_NCHW_EDGE && !dy_copy)
@@ -473,8 +474,15 @@ TARGET_AVX512 static int backward_first(bwd *b, int layout, int bf16, const void
 static bwd bwd_of(const void *xp, const uint8_t *tap, int bf16, int layout, int64_t N, int64_t CB,
                   int64_t H, int64_t W, const float *mean) {
   int nhwc = layout == CNN_B16_NHWC;
-  bwd b = {
-      {(void *)xp, bf16, nhwc ? CB * LANES : LANES, 1}, {0}, tap, nhwc, N, CB, H, W, mean, NULL};
+  bwd b = {.x = {(void *)xp, bf16, nhwc ? CB * LANES : LANES, 1},
+           .tap = tap,
+           .layout = layout,
+           .nhwc = nhwc,
+           .N = N,
+           .CB = CB,
+           .H = H,
+           .W = W,
+           .mean = mean};
   return b;
 }
 
@@ -483,8 +491,7 @@ TARGET_AVX512 int cnn_cpu_bn_relu_pool_blocked16_backward(
     int64_t CB, int64_t H, int64_t W, const float *gamma, const float *beta, const float *mean,
     const float *var, float eps, void *dxp, float *dgamma, float *dbeta, float *dy_copy) {
   bwd b = bwd_of(xp, tap, bf16, layout, N, CB, H, W, mean);
-  if (backward_first(&b, layout, bf16, dyp, dy_copy, gamma, beta, var, eps, dgamma, dbeta))
-    return -1;
+  if (backward_first(&b, dyp, dy_copy, gamma, beta, var, eps, dgamma, dbeta)) return -1;
   arr dx = {dxp, bf16, b.x.pix, 1};
 #pragma omp parallel for schedule(static)
   for (int64_t p = 0; p < N * CB; p++) {
@@ -499,8 +506,6 @@ TARGET_AVX512 int cnn_cpu_bn_relu_pool_blocked16_backward(
 }
 
 /* ---- backward into the convolution's weight gradient ------------------------------ */
-
-#define MAX_TAPS 27 /* C x R x S of the convolutions backward_dw takes */
 
 /* The convolution's input of image n zero-padded to (H + R - 1) x (W + S
  * - 1) per channel, so that output pixel (h, w)'s tap (r, s) of channel c
@@ -527,7 +532,7 @@ weight_plane_body(arr x, arr dy, const uint8_t *tap, int64_t H, int64_t W, const
                   const dx_consts *d, int64_t C, int64_t R, int64_t S, const float *pad,
                   float *acc) {
   int64_t taps = C * R * S, PH = H + R - 1, PW = W + S - 1;
-  __m512 a[MAX_TAPS + 1];
+  __m512 a[CNN_B16_MAX_TAPS + 1];
   for (int64_t t = 0; t <= taps; t++) a[t] = _mm512_setzero_ps();
   for (int64_t h = 0; h < H; h++)
     for (int64_t w = 0; w < W; w++) {
@@ -578,13 +583,13 @@ TARGET_AVX512 int cnn_cpu_bn_relu_pool_blocked16_backward_dw(
     const float *var, float eps, const cnn_b16_conv_src *src, float *dw, float *db, float *dgamma,
     float *dbeta, float *dy_copy) {
   int64_t taps = src->C * src->R * src->S;
-  if (src->C < 1 || src->R < 1 || src->S < 1 || taps > MAX_TAPS)
+  if (src->C < 1 || src->R < 1 || src->S < 1 || taps > CNN_B16_MAX_TAPS)
     return cnn_set_error("conv_bn_relu_pool: the weight gradient in the backward takes a "
                          "stride-1 convolution of at most %d taps, got %lld",
-                         MAX_TAPS, (long long)taps),
+                         CNN_B16_MAX_TAPS, (long long)taps),
            -1;
   bwd b = bwd_of(xp, tap, 0, layout, N, CB, H, W, mean);
-  if (backward_first(&b, layout, 0, dyp, dy_copy, gamma, beta, var, eps, dgamma, dbeta)) return -1;
+  if (backward_first(&b, dyp, dy_copy, gamma, beta, var, eps, dgamma, dbeta)) return -1;
   size_t pad_floats = (size_t)(src->C * (H + src->R - 1) * (W + src->S - 1));
   float *acc = scratch((size_t)(N * CB * (taps + 1) * LANES) * sizeof(float));
   int failed = !acc;

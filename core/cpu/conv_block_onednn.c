@@ -445,7 +445,7 @@ static int own_bn_layout(const plan *pl, dnnl_primitive_desc_t *pd) {
 static int weight_gradient_fuses(const plan *pl) {
   const cnn_conv_shape *c = &pl->shape.conv;
   return pl->own_bn && !block_bf16(pl) && c->sh == 1 && c->sw == 1 && c->dh == 1 && c->dw == 1 &&
-         c->groups == 1 && c->C * c->R * c->S <= 27;
+         c->groups == 1 && c->C * c->R * c->S <= CNN_B16_MAX_TAPS;
 }
 
 /* The caller's buffers (handles set per call). */
@@ -622,13 +622,18 @@ static dnnl_status_t own_bn_forward(plan *pl) {
   return st;
 }
 
-/* The backward's: dy from the caller's array (nchw_edge: r_dy's target
- * takes the kernel's copy of it in nChw16c) or from r_dy's target. */
+/* The pass's dy: the caller's array (nchw_edge: r_dy's target takes the
+ * kernel's copy of it in nChw16c, *dy_copy) or r_dy's target. */
+static const void *own_bn_dy(const plan *pl, float **dy_copy) {
+  *dy_copy = pl->nchw_edge ? data_of(pl->r_dy.to) : NULL;
+  return pl->nchw_edge ? data_of(&pl->dy) : data_of(pl->r_dy.to);
+}
+
 static dnnl_status_t own_bn_backward(plan *pl) {
   dnnl_status_t st = dnnl_stream_wait(G.stream);
   const cnn_conv_shape *c = &pl->shape.conv;
-  const void *dy = pl->nchw_edge ? data_of(&pl->dy) : data_of(pl->r_dy.to);
-  float *dy_copy = pl->nchw_edge ? data_of(pl->r_dy.to) : NULL;
+  float *dy_copy;
+  const void *dy = own_bn_dy(pl, &dy_copy);
   if (st == dnnl_success &&
       cnn_cpu_bn_relu_pool_blocked16_backward(
           data_of(&pl->conv_out), dy, data_of(&pl->pool_ws), block_bf16(pl),
@@ -676,8 +681,8 @@ static dnnl_status_t backward_dw_run(plan *pl) {
   const cnn_conv_shape *c = &s->conv;
   dnnl_status_t st = pl->nchw_edge ? dnnl_success : run_reorder(&pl->r_dy);
   if (st == dnnl_success) st = dnnl_stream_wait(G.stream);
-  const void *dy = pl->nchw_edge ? data_of(&pl->dy) : data_of(pl->r_dy.to);
-  float *dy_copy = pl->nchw_edge ? data_of(pl->r_dy.to) : NULL;
+  float *dy_copy;
+  const void *dy = own_bn_dy(pl, &dy_copy);
   cnn_b16_conv_src src = {data_of(&pl->x), c->C, c->H, c->W, c->R, c->S, c->pt, c->pl};
   if (st == dnnl_success &&
       cnn_cpu_bn_relu_pool_blocked16_backward_dw(

@@ -208,6 +208,7 @@ typedef struct {
   const float *x;
   int64_t C, H, W, R, S, pt, pl;
 } cnn_b16_conv_src;
+#define CNN_B16_MAX_TAPS 27 /* the largest C x R x S the backward below takes */
 /* The backward (float32, any of the three layouts) where nothing wants x's
  * gradient: batch norm's input gradient goes straight into the
  * convolution's weight gradient dw (K x C x R x S, K = CB*16) and bias

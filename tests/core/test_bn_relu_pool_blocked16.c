@@ -231,8 +231,11 @@ static void check(shape s) {
   free(gamma), free(beta), free(mean), free(var), free(dgamma), free(dbeta);
 }
 
-/* backward_dw against the plain backward: dgamma and dbeta bit for bit,
- * dw = sum dx x_tap and db = sum dx in double from the plain dx, for a
+/* backward_dw against the plain backward: dw = sum dx x_tap in double
+ * from the plain backward's dx (its own reference-checked output above),
+ * db = sum dx (about 0 by batch norm's construction: the check only bounds
+ * it), and dgamma/dbeta bit for bit (the two share their first pass: a
+ * guard that backward_dw hands it the same arguments), for a
  * stride-1 convolution of Ci channels, R x S taps, padding pt/pl (and the
  * same at the bottom/right) whose output is the block's H x W. */
 static void check_dw(shape s, int64_t Ci, int64_t R, int64_t S, int64_t pt, int64_t pl) {

@@ -438,17 +438,38 @@ describe("ResNet-20 fed a channels-last batch", function()
     cnn.manual_seed(11)
     local a = models.resnet20({ num_classes = 10 })
     local b = models.resnet20({ num_classes = 10 })
+    local ref = models.resnet20({ num_classes = 10 })
     b:load_state_dict(a:state_dict())
+    ref:load_state_dict(a:state_dict())
     local x, labels = cnn.randn(8, 3, 16, 16), cnn.randint(1, 10, { 8 })
     local function loss(net, inp)
       return cnn.autocast("bfloat16", function() return F.cross_entropy(net(inp), labels) end)
     end
     local la, lb = loss(a, x), loss(b, x:contiguous("channels_last"))
-    assert(math.abs(la:item() - lb:item()) < 1e-5 * (1 + math.abs(la:item())),
+    -- The two runs agree to bfloat16's precision, not float32's: where the
+    -- float32 sums before a rounding are ordered differently (oneDNN's AVX2
+    -- kernels emulate bf16; the NCHW and NHWC ones sum in different orders),
+    -- a value at a rounding boundary lands one bf16 step (2^-8) apart, and
+    -- 20 layers carry that on.  Seen on an AVX2 Zen 3: logits 3e-3 apart,
+    -- the loss 1.1e-4, conv1's weight gradient 4-6e-2 -- as far as either
+    -- run is from float32; bit-close on a Xeon with native bf16.  So each
+    -- run is held to the float32 run: the channels-last one no farther
+    -- from it than the NCHW one (a layout mix-up moves things by their
+    -- own size).
+    local za, zb
+    cnn.autocast("bfloat16", function() za, zb = a(x), b(x:contiguous("channels_last")) end)
+    assert(rel(zb, za) < 2e-2, ("logits off by %g"):format(rel(zb, za)))
+    assert(math.abs(la:item() - lb:item()) < 2e-3 * (1 + math.abs(la:item())),
            ("loss %.6f vs %.6f"):format(la:item(), lb:item()))
+    F.cross_entropy(ref(x), labels):backward()
     la:backward()
     lb:backward()
-    assert(rel(b.fc.weight.grad, a.fc.weight.grad) < 1e-4)
-    assert(rel(b.conv1.weight.grad, a.conv1.weight.grad) < 1e-2) -- bf16 products, sums reordered
+    for _, name in ipairs({ "fc", "conv1" }) do
+      local want = ref[name].weight.grad
+      local err_nchw, err_cl = rel(a[name].weight.grad, want), rel(b[name].weight.grad, want)
+      assert(err_nchw < 0.2, ("%s: the NCHW bf16 run is %g from float32"):format(name, err_nchw))
+      assert(err_cl <= 2 * err_nchw + 2e-3,
+             ("%s: channels-last %g from float32, NCHW %g"):format(name, err_cl, err_nchw))
+    end
   end)
 end)

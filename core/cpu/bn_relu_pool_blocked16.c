@@ -60,6 +60,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "cpu/bn_relu_pool_shared.h"
 #include "cpu/kernels.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -191,35 +192,15 @@ TARGET_AVX512 static void plane_statistics(arr x, int nhwc, int64_t p, int64_t C
   plane_sums(from(x, plane_at(nhwc, p / CB, p % CB, CB, len)), len, shift, s, s + LANES);
 }
 
-/* The 32 doubles of every (image, block) -- then mean and biased variance. */
+/* The 32 doubles of every (image, block) -- then mean and biased variance;
+ * first: C floats of scratch. */
 TARGET_AVX512 static void statistics(arr x, int nhwc, int64_t N, int64_t CB, int64_t len,
-                                     double *part, float *mean, float *var) {
+                                     double *part, float *first, float *mean, float *var) {
 #pragma omp parallel for schedule(static)
   for (int64_t p = 0; p < N * CB; p++) plane_statistics(x, nhwc, p, CB, len, part + p * 2 * LANES);
-  double M = (double)(N * len);
-  float first[LANES];
   for (int64_t cb = 0; cb < CB; cb++)
-    for (int l = 0; l < LANES; l++) {
-      if (l == 0) _mm512_storeu_ps(first, ld(x, plane_at(nhwc, 0, cb, CB, len)));
-      double s1 = 0, s2 = 0;
-      for (int64_t n = 0; n < N; n++) {
-        const double *s = part + (n * CB + cb) * 2 * LANES;
-        s1 += s[l], s2 += s[LANES + l];
-      }
-      double m = s1 / M, v = s2 / M - m * m;
-      mean[cb * LANES + l] = (float)(first[l] + m);
-      var[cb * LANES + l] = (float)(v > 0 ? v : 0);
-    }
-}
-
-/* Per channel: scale = gamma rstd, shift = beta - mean scale (float). */
-static void affine(int64_t C, const float *gamma, const float *beta, const float *mean,
-                   const float *var, float eps, float *scale, float *shift, float *rstd) {
-  for (int64_t c = 0; c < C; c++) {
-    rstd[c] = (float)(1.0 / sqrt((double)var[c] + (double)eps));
-    scale[c] = gamma[c] * rstd[c];
-    shift[c] = beta[c] - mean[c] * scale[c];
-  }
+    _mm512_storeu_ps(first + cb * LANES, ld(x, plane_at(nhwc, 0, cb, CB, len)));
+  cnn_brp_statistics(part, first, N, CB, LANES, (double)(N * len), mean, var);
 }
 
 /* relu(x*scale + shift) with NaN kept (max with 0 returns its second
@@ -262,27 +243,6 @@ TARGET_AVX512 static void forward_plane(arr x, int64_t H, int64_t W, const float
   if (nrun) edge_store_run(y, OH * OW - nrun, nrun, run);
 }
 
-/* A 64-byte aligned scratch of `bytes`; NULL with the error set. */
-static void *scratch(size_t bytes) {
-  bytes = (bytes + 63) / 64 * 64;
-  void *p = aligned_alloc(64, bytes ? bytes : 64);
-  if (!p) cnn_set_error("conv_bn_relu_pool: out of memory for %zu bytes of partial sums", bytes);
-  return p;
-}
-
-/* 0, or -1 with the error set where layout is not one of the three or
- * the NCHW edge is asked of bfloat16 or of planes too large for the
- * gathers' 32-bit offsets. */
-static int check_layout(int layout, int bf16, int64_t olen) {
-  if (layout == CNN_B16_BLOCKED || layout == CNN_B16_NHWC ||
-      (layout == CNN_B16_NCHW_EDGE && !bf16 && olen <= INT32_MAX / LANES))
-    return 0;
-  cnn_set_error("conv_bn_relu_pool: layout %d with bf16 = %d and %lld pooled pixels a plane is "
-                "not supported",
-                layout, bf16, (long long)olen);
-  return -1;
-}
-
 /* The pooled edge (y or dy) of the layout at p. */
 static arr edge_of(void *p, int layout, int bf16, int64_t pix, int64_t olen) {
   arr a = {p, bf16, pix, 1};
@@ -298,14 +258,14 @@ TARGET_AVX512 int cnn_cpu_bn_relu_pool_blocked16_forward(const void *xp, int bf1
   int nhwc = layout == CNN_B16_NHWC;
   int64_t pix = nhwc ? CB * LANES : LANES;
   int64_t C = CB * LANES, len = H * W, olen = (H / 2) * (W / 2);
-  if (check_layout(layout, bf16, olen)) return -1;
+  if (cnn_brp_check_layout(layout, bf16, 1, olen, LANES)) return -1;
   arr x = {(void *)xp, bf16, pix, 1}, y = edge_of(yp, layout, bf16, pix, olen);
-  double *part = scratch((size_t)(N * CB * 2 * LANES) * sizeof(double));
-  float *k = scratch((size_t)(3 * C) * sizeof(float));
+  double *part = cnn_brp_scratch((size_t)(N * CB * 2 * LANES) * sizeof(double));
+  float *k = cnn_brp_scratch((size_t)(3 * C) * sizeof(float));
   if (!part || !k) return free(part), free(k), -1;
-  statistics(x, nhwc, N, CB, len, part, mean, var);
+  statistics(x, nhwc, N, CB, len, part, k, mean, var);
   float *scale = k, *shift = k + C, *rstd = k + 2 * C;
-  affine(C, gamma, beta, mean, var, eps, scale, shift, rstd);
+  cnn_brp_affine(C, gamma, beta, mean, var, eps, scale, shift, rstd);
 #pragma omp parallel for schedule(static)
   for (int64_t p = 0; p < N * CB; p++) {
     int64_t n = p / CB, cb = p % CB, o = plane_at(nhwc, n, cb, CB, olen);
@@ -433,16 +393,16 @@ TARGET_AVX512 static int backward_first(bwd *b, const void *dyp, float *dy_copy,
                                         float *dgamma, float *dbeta) {
   int layout = b->layout, bf16 = b->x.bf16;
   int64_t N = b->N, CB = b->CB, C = CB * LANES, len = b->H * b->W, olen = (b->H / 2) * (b->W / 2);
-  if (check_layout(layout, bf16, olen)) return -1;
+  if (cnn_brp_check_layout(layout, bf16, 1, olen, LANES)) return -1;
   if (layout == CNN_B16_NCHW_EDGE && !dy_copy)
     return cnn_set_error("conv_bn_relu_pool: the NCHW edge's backward needs dy's copy"), -1;
   arr dyc = {layout == CNN_B16_NCHW_EDGE ? dy_copy : NULL, bf16, b->x.pix, 1};
   b->dy = edge_of((void *)dyp, layout, bf16, b->x.pix, olen);
-  double *part = scratch((size_t)(N * CB * 2 * LANES) * sizeof(double));
-  b->k = scratch((size_t)(6 * C) * sizeof(float));
+  double *part = cnn_brp_scratch((size_t)(N * CB * 2 * LANES) * sizeof(double));
+  b->k = cnn_brp_scratch((size_t)(6 * C) * sizeof(float));
   if (!part || !b->k) return free(part), free(b->k), b->k = NULL, -1;
   float *scale = bwd_k(b, 0), *shift = bwd_k(b, 1), *rstd = bwd_k(b, 2);
-  affine(C, gamma, beta, b->mean, var, eps, scale, shift, rstd);
+  cnn_brp_affine(C, gamma, beta, b->mean, var, eps, scale, shift, rstd);
 #pragma omp parallel for schedule(static)
   for (int64_t p = 0; p < N * CB; p++) {
     double *s = part + p * 2 * LANES;
@@ -454,18 +414,8 @@ TARGET_AVX512 static int backward_first(bwd *b, const void *dyp, float *dy_copy,
     backward_sums(from(b->x, x_plane(b, n, cb)), from(b->dy, o), dyc_p, b->tap + o, b->H, b->W, &kc,
                   s);
   }
-  double M = (double)(N * len);
-  for (int64_t c = 0; c < C; c++) {
-    int64_t cb = c / LANES, l = c % LANES;
-    double sg = 0, sgx = 0;
-    for (int64_t n = 0; n < N; n++) {
-      const double *s = part + (n * CB + cb) * 2 * LANES;
-      sg += s[l], sgx += s[LANES + l];
-    }
-    dbeta[c] = (float)sg, dgamma[c] = (float)sgx;
-    double a = (double)gamma[c] * rstd[c], cx = -a * rstd[c] * sgx / M;
-    bwd_k(b, 3)[c] = (float)a, bwd_k(b, 5)[c] = (float)cx, bwd_k(b, 4)[c] = (float)(-a * sg / M);
-  }
+  cnn_brp_backward_consts(part, N, CB, LANES, (double)(N * len), gamma, rstd, dgamma, dbeta,
+                          bwd_k(b, 3), bwd_k(b, 4), bwd_k(b, 5));
   free(part);
   if (dyc.p) b->dy = dyc;
   return 0;
@@ -507,21 +457,6 @@ TARGET_AVX512 int cnn_cpu_bn_relu_pool_blocked16_backward(
 
 /* ---- backward into the convolution's weight gradient ------------------------------ */
 
-/* The convolution's input of image n zero-padded to (H + R - 1) x (W + S
- * - 1) per channel, so that output pixel (h, w)'s tap (r, s) of channel c
- * is pad[(c (H + R - 1) + h + r) (W + S - 1) + w + s]. */
-static void pad_image(const cnn_b16_conv_src *src, int64_t n, int64_t H, int64_t W, float *pad) {
-  int64_t PH = H + src->R - 1, PW = W + src->S - 1;
-  for (int64_t c = 0; c < src->C; c++)
-    for (int64_t i = 0; i < PH; i++)
-      for (int64_t j = 0; j < PW; j++) {
-        int64_t h = i - src->pt, w = j - src->pl;
-        int in = h >= 0 && h < src->H && w >= 0 && w < src->W;
-        pad[(c * PH + i) * PW + j] =
-            in ? src->x[((n * src->C + c) * src->H + h) * src->W + w] : 0.0f;
-      }
-}
-
 /* Over one plane: acc[t] (t = (c R + r) S + s) = sum of dx x_tap, and
  * acc[C R S] = sum of dx -- dx batch norm's input gradient, never stored.
  * Inlined with literal C, R, S for the common kernels (1 x 3 x 3, 3 x 3 x
@@ -560,23 +495,6 @@ TARGET_AVX512 static void weight_plane(arr x, arr dy, const uint8_t *tap, int64_
     weight_plane_body(x, dy, tap, H, W, k, d, src->C, src->R, src->S, pad, acc);
 }
 
-/* dw (K x C x R x S) and db (K, or NULL) from the planes' sums, added
- * over the images in order (double). */
-static void weight_sums(const float *acc, int64_t N, int64_t CB, int64_t taps, float *dw,
-                        float *db) {
-  for (int64_t kk = 0; kk < CB * LANES; kk++) {
-    int64_t cb = kk / LANES, l = kk % LANES;
-    for (int64_t t = 0; t <= taps; t++) {
-      double sum = 0;
-      for (int64_t n = 0; n < N; n++) sum += acc[((n * CB + cb) * (taps + 1) + t) * LANES + l];
-      if (t < taps)
-        dw[kk * taps + t] = (float)sum;
-      else if (db)
-        db[kk] = (float)sum;
-    }
-  }
-}
-
 TARGET_AVX512 int cnn_cpu_bn_relu_pool_blocked16_backward_dw(
     const void *xp, const void *dyp, const uint8_t *tap, int layout, int64_t N, int64_t CB,
     int64_t H, int64_t W, const float *gamma, const float *beta, const float *mean,
@@ -591,7 +509,7 @@ TARGET_AVX512 int cnn_cpu_bn_relu_pool_blocked16_backward_dw(
   bwd b = bwd_of(xp, tap, 0, layout, N, CB, H, W, mean);
   if (backward_first(&b, dyp, dy_copy, gamma, beta, var, eps, dgamma, dbeta)) return -1;
   size_t pad_floats = (size_t)(src->C * (H + src->R - 1) * (W + src->S - 1));
-  float *acc = scratch((size_t)(N * CB * (taps + 1) * LANES) * sizeof(float));
+  float *acc = cnn_brp_scratch((size_t)(N * CB * (taps + 1) * LANES) * sizeof(float));
   int failed = !acc;
 #pragma omp parallel reduction(| : failed)
   {
@@ -602,7 +520,7 @@ TARGET_AVX512 int cnn_cpu_bn_relu_pool_blocked16_backward_dw(
     for (int64_t p = 0; p < N * CB; p++) {
       if (!pad) continue;
       int64_t n = p / CB, cb = p % CB, o = out_plane(&b, n, cb);
-      if (n != padded) pad_image(src, n, H, W, pad), padded = n;
+      if (n != padded) cnn_brp_pad_image(src, n, H, W, pad), padded = n;
       block_consts kc;
       consts_of(bwd_k(&b, 0), bwd_k(&b, 1), mean, bwd_k(&b, 2), cb, &kc);
       dx_consts d = dx_consts_of(bwd_k(&b, 3) + cb * LANES, bwd_k(&b, 4) + cb * LANES,
@@ -612,7 +530,7 @@ TARGET_AVX512 int cnn_cpu_bn_relu_pool_blocked16_backward_dw(
     }
     free(pad);
   }
-  if (!failed) weight_sums(acc, N, CB, taps, dw, db);
+  if (!failed) cnn_brp_weight_sums(acc, N, CB, LANES, taps, dw, db);
   free(acc), free(b.k);
   if (failed) cnn_set_error("conv_bn_relu_pool: out of memory for the weight gradient's sums");
   return failed ? -1 : 0;

@@ -21,7 +21,8 @@
  * tensors oneDNN lays out as nChw16c or NHWC (it picks NHWC for bfloat16
  * here), float32 or bfloat16, runs them as
  * bn_relu_pool_blocked16.c's AVX-512 passes instead of oneDNN's batch-norm
- * and pooling primitives (the argmax, one byte per output, goes where
+ * and pooling primitives -- on an AVX2-only CPU, where oneDNN picks
+ * nChw8c, float32 only, bn_relu_pool_blocked8.c's (`lanes` 8) (the argmax, one byte per output, goes where
  * oneDNN's pooling workspace would; batch norm's workspace is unused).
  * Other pools and layouts keep the primitives.  On nChw16c in float32
  * those passes write the pooled y and read its gradient dy as the
@@ -103,8 +104,9 @@ typedef struct {
   cnn_conv_block_shape shape;
   size_t state_bytes, arena_bytes;
   int winograd;     /* the convolutions are oneDNN's Winograd ones (conv_winograd.c) */
-  int own_bn;       /* batch norm, ReLU and pool by bn_relu_pool_blocked16.c: 0, or the
-                   layout of their tensors (1 nChw16c, 2 NHWC) */
+  int lanes;        /* the CPU's channel block for own_bn: 16 (AVX-512), 8 (AVX2) or 0 */
+  int own_bn;       /* batch norm, ReLU and pool by bn_relu_pool_blocked16.c (or 8.c): 0,
+                       or the layout of their tensors (1 nChw16c or nChw8c, 2 NHWC) */
   int nchw_edge;    /* own_bn 1 in float32: y written, dy read in the caller's NCHW */
   int dw_fused;     /* own_bn, float32, a small stride-1 convolution: without dx, batch norm's
                        input gradient goes straight into dw and db */
@@ -395,12 +397,13 @@ static int block_bf16(const plan *pl) {
 }
 
 /* The layout of `md` over dims (N, C, H, W) in the block's element type:
- * 1 nChw16c, 2 NHWC, 0 anything else. */
+ * 1 blocked by the plan's lanes (nChw16c or nChw8c), 2 NHWC, 0 anything
+ * else. */
 static int layout_of(const plan *pl, const dnnl_memory_desc_t *md, int64_t N, int64_t C, int64_t H,
                      int64_t W) {
   dnnl_dims_t d = {N, C, H, W};
   dnnl_data_type_t dt = block_bf16(pl) ? dnnl_bf16 : dnnl_f32;
-  dnnl_format_tag_t tags[2] = {dnnl_nChw16c, dnnl_nhwc};
+  dnnl_format_tag_t tags[2] = {pl->lanes == 8 ? dnnl_nChw8c : dnnl_nChw16c, dnnl_nhwc};
   for (int i = 0; i < 2; i++) {
     dnnl_memory_desc_t want;
     if (dnnl_memory_desc_init_by_tag(&want, 4, d, dt, tags[i]) == dnnl_success &&
@@ -410,15 +413,15 @@ static int layout_of(const plan *pl, const dnnl_memory_desc_t *md, int64_t N, in
   return 0;
 }
 
-/* The layout (1 nChw16c, 2 NHWC) all of the block's pool tensors share
+/* The layout (1 blocked, 2 NHWC) all of the block's pool tensors share
  * where the pool can leave oneDNN -- 2x2 stride 2, whole channel blocks,
- * an AVX-512 CPU, oneDNN's workspace large enough for a byte per output --
- * else 0. */
+ * an AVX-512 CPU (or an AVX2 one in float32), oneDNN's workspace large
+ * enough for a byte per output -- else 0. */
 static int pool_layout(const plan *pl, dnnl_primitive_desc_t *pd) {
   const cnn_conv_block_shape *s = &pl->shape;
   const cnn_conv_shape *c = &s->conv;
-  if (s->pk[0] != 2 || s->pk[1] != 2 || s->ps[0] != 2 || s->ps[1] != 2 || c->K % 16 ||
-      !cnn_cpu_use_avx512())
+  if (s->pk[0] != 2 || s->pk[1] != 2 || s->ps[0] != 2 || s->ps[1] != 2 || !pl->lanes ||
+      c->K % pl->lanes || (pl->lanes == 8 && block_bf16(pl)))
     return 0;
   int64_t N = c->N, K = c->K;
   int l = layout_of(pl, md_of(&pl->bn_out), N, K, c->OH, c->OW);
@@ -524,6 +527,7 @@ static int plan_build(plan *pl, const cnn_conv_block_shape *s, int winograd) {
     arena += cnn_onednn_round_up((size_t)x_count(&s->conv) * sizeof(float)) +
              cnn_onednn_round_up((size_t)w_count(&s->conv) * sizeof(float));
   }
+  pl->lanes = cnn_cpu_use_avx512() ? 16 : cnn_cpu_use_avx2() ? 8 : 0;
   if (st == dnnl_success) pl->own_bn = own_bn_layout(pl, pd);
   pl->nchw_edge = pl->own_bn == 1 && !block_bf16(pl) && pl->r_y.p && pl->r_dy.p &&
                   s->PH * s->PW <= INT32_MAX / 16;
@@ -602,7 +606,7 @@ static void *data_of(const buf *b) {
   return p;
 }
 
-/* bn_relu_pool_blocked16.c's layout for the plan */
+/* bn_relu_pool_blocked16.c's (or 8.c's) layout for the plan */
 static int own_bn_kernel_layout(const plan *pl) {
   return pl->nchw_edge ? CNN_B16_NCHW_EDGE : pl->own_bn == 2 ? CNN_B16_NHWC : CNN_B16_BLOCKED;
 }
@@ -614,9 +618,10 @@ static dnnl_status_t own_bn_forward(plan *pl) {
   const cnn_conv_shape *c = &pl->shape.conv;
   void *y = pl->nchw_edge ? data_of(&pl->y) : data_of(pl->r_y.from);
   if (st == dnnl_success &&
-      cnn_cpu_bn_relu_pool_blocked16_forward(
-          data_of(&pl->conv_out), block_bf16(pl), own_bn_kernel_layout(pl), c->N, c->K / 16, c->OH,
-          c->OW, data_of(&pl->scale), data_of(&pl->shift), pl->shape.eps, data_of(&pl->mean),
+      (pl->lanes == 8 ? cnn_cpu_bn_relu_pool_blocked8_forward
+                      : cnn_cpu_bn_relu_pool_blocked16_forward)(
+          data_of(&pl->conv_out), block_bf16(pl), own_bn_kernel_layout(pl), c->N, c->K / pl->lanes,
+          c->OH, c->OW, data_of(&pl->scale), data_of(&pl->shift), pl->shape.eps, data_of(&pl->mean),
           data_of(&pl->var), y, data_of(&pl->pool_ws)))
     st = dnnl_out_of_memory;
   return st;
@@ -635,9 +640,10 @@ static dnnl_status_t own_bn_backward(plan *pl) {
   float *dy_copy;
   const void *dy = own_bn_dy(pl, &dy_copy);
   if (st == dnnl_success &&
-      cnn_cpu_bn_relu_pool_blocked16_backward(
+      (pl->lanes == 8 ? cnn_cpu_bn_relu_pool_blocked8_backward
+                      : cnn_cpu_bn_relu_pool_blocked16_backward)(
           data_of(&pl->conv_out), dy, data_of(&pl->pool_ws), block_bf16(pl),
-          own_bn_kernel_layout(pl), c->N, c->K / 16, c->OH, c->OW, data_of(&pl->scale),
+          own_bn_kernel_layout(pl), c->N, c->K / pl->lanes, c->OH, c->OW, data_of(&pl->scale),
           data_of(&pl->shift), data_of(&pl->mean), data_of(&pl->var), pl->shape.eps,
           data_of(&pl->bn_dsrc), data_of(&pl->dscale), data_of(&pl->dshift), dy_copy))
     st = dnnl_out_of_memory;
@@ -685,11 +691,12 @@ static dnnl_status_t backward_dw_run(plan *pl) {
   const void *dy = own_bn_dy(pl, &dy_copy);
   cnn_b16_conv_src src = {data_of(&pl->x), c->C, c->H, c->W, c->R, c->S, c->pt, c->pl};
   if (st == dnnl_success &&
-      cnn_cpu_bn_relu_pool_blocked16_backward_dw(
+      (pl->lanes == 8 ? cnn_cpu_bn_relu_pool_blocked8_backward_dw
+                      : cnn_cpu_bn_relu_pool_blocked16_backward_dw)(
           data_of(&pl->conv_out), dy, data_of(&pl->pool_ws), own_bn_kernel_layout(pl), c->N,
-          c->K / 16, c->OH, c->OW, data_of(&pl->scale), data_of(&pl->shift), data_of(&pl->mean),
-          data_of(&pl->var), s->eps, &src, data_of(&pl->dw), data_of(&pl->db), data_of(&pl->dscale),
-          data_of(&pl->dshift), dy_copy))
+          c->K / pl->lanes, c->OH, c->OW, data_of(&pl->scale), data_of(&pl->shift),
+          data_of(&pl->mean), data_of(&pl->var), s->eps, &src, data_of(&pl->dw), data_of(&pl->db),
+          data_of(&pl->dscale), data_of(&pl->dshift), dy_copy))
     st = dnnl_out_of_memory;
   return st;
 }

@@ -1,7 +1,8 @@
 /*
  * cpu_features.c -- which vector extensions the CPU running us has, asked
  * at run time, for the kernels that carry a hand-written AVX-512 path next
- * to their portable loop (max_pool_2x2.c).
+ * to their portable loop (max_pool_2x2.c), or an AVX2 one
+ * (bn_relu_pool_blocked8.c: cnn_cpu_use_avx2()).
  *
  * The build targets x86-64-v3 at most (cmake/Flags.cmake), so a binary
  * built here also runs on an AVX2-only machine: a kernel calls its
@@ -30,4 +31,12 @@ int cnn_cpu_use_avx512(void) { return allow && cpu_has_avx512(); }
 int cnn_cpu_allow_avx512(int on) {
   allow = on != 0;
   return cnn_cpu_use_avx512();
+}
+
+int cnn_cpu_use_avx2(void) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+  return 0;
+#endif
 }

@@ -220,6 +220,25 @@ int cnn_cpu_bn_relu_pool_blocked16_backward_dw(const void *x, const void *dy, co
                                                const float *mean, const float *var, float eps,
                                                const cnn_b16_conv_src *src, float *dw, float *db,
                                                float *dgamma, float *dbeta, float *dy_copy);
+/* The same three on nChw8c (NHWC, NCHW edge alike) with AVX2 + FMA
+ * (bn_relu_pool_blocked8.c; call only when cnn_cpu_use_avx2()): a vector
+ * is 8 channels, K = CB*8, dy_copy nChw8c; float32 only (bf16 = 1 is
+ * refused with a message). */
+int cnn_cpu_bn_relu_pool_blocked8_forward(const void *x, int bf16, int layout, int64_t N,
+                                          int64_t CB, int64_t H, int64_t W, const float *gamma,
+                                          const float *beta, float eps, float *mean, float *var,
+                                          void *y, uint8_t *tap);
+int cnn_cpu_bn_relu_pool_blocked8_backward(const void *x, const void *dy, const uint8_t *tap,
+                                           int bf16, int layout, int64_t N, int64_t CB, int64_t H,
+                                           int64_t W, const float *gamma, const float *beta,
+                                           const float *mean, const float *var, float eps,
+                                           void *dx, float *dgamma, float *dbeta, float *dy_copy);
+int cnn_cpu_bn_relu_pool_blocked8_backward_dw(const void *x, const void *dy, const uint8_t *tap,
+                                              int layout, int64_t N, int64_t CB, int64_t H,
+                                              int64_t W, const float *gamma, const float *beta,
+                                              const float *mean, const float *var, float eps,
+                                              const cnn_b16_conv_src *src, float *dw, float *db,
+                                              float *dgamma, float *dbeta, float *dy_copy);
 /* Bytes of the state one training forward leaves for its backward (the
  * convolution's output, batch norm's statistics and ReLU mask, the pool's
  * argmax, all in oneDNN's layouts); -2 where oneDNN has no fast primitive
@@ -381,6 +400,8 @@ void cnn_cpu_max_pool_2x2_forward(int avx512, const float *x, float *y, int64_t 
  * benches) and returns whether AVX-512 is now used. */
 int cnn_cpu_use_avx512(void);
 int cnn_cpu_allow_avx512(int on);
+/* 1 when this CPU has AVX2 and FMA (the kernels with an 8-lane path). */
+int cnn_cpu_use_avx2(void);
 
 /* ---- batch norm --------------------------------------------------------------- */
 

@@ -318,7 +318,8 @@ static int forward(int relu, const void *residual, cnn_dtype dt, int64_t N, int6
   if (dt == CNN_FLOAT32 && L == 1 && N > 1 && cnn_cpu_bn_forward_rows_f32(&a, N, C, x, y) == 0)
     return 0;
   if (!training) return bn_eval(dt, N, C, L, x, &a, y);
-  if (dt == CNN_FLOAT32 && a.avx512 && cnn_cpu_bn_forward_planes_f32(&a, N, C, L, x, y) == 0)
+  if (dt == CNN_FLOAT32 && (a.avx512 || cnn_cpu_use_avx2()) &&
+      cnn_cpu_bn_forward_planes_f32(&a, N, C, L, x, y) == 0)
     return 0;
 #pragma omp parallel for schedule(static)
   for (int64_t c = 0; c < C; c++) {
@@ -445,7 +446,8 @@ static int backward(int eval, cnn_dtype dt, int64_t N, int64_t C, int64_t L, con
   bn_grads a = {gamma, save_mean, save_invstd, y, dx, dgamma, dbeta, eval, cnn_cpu_use_avx512()};
   if (dt == CNN_FLOAT32 && L == 1 && N > 1 && cnn_cpu_bn_backward_rows_f32(&a, N, C, dy, x) == 0)
     return 0;
-  if (dt == CNN_FLOAT32 && a.avx512 && cnn_cpu_bn_backward_planes_f32(&a, N, C, L, dy, x) == 0)
+  if (dt == CNN_FLOAT32 && (a.avx512 || cnn_cpu_use_avx2()) &&
+      cnn_cpu_bn_backward_planes_f32(&a, N, C, L, dy, x) == 0)
     return 0;
 #pragma omp parallel for schedule(static)
   for (int64_t c = 0; c < C; c++) {

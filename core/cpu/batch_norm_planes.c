@@ -1,7 +1,8 @@
 /*
  * batch_norm_planes.c -- batch normalisation's float32 training passes on
- * AVX-512 in memory order (batch_norm.c runs everything else: float64,
- * the portable loops, eval).
+ * AVX-512 (or, without it, AVX2: batch_norm_planes_avx2.c's bodies) in
+ * memory order (batch_norm.c runs everything else: float64, the portable
+ * loops, eval).
  *
  * batch_norm.c's training loop takes one channel at a time, and channel
  * c's values are N runs of L floats one image apart: at ResNet-20's 8x8
@@ -70,14 +71,18 @@ static int64_t image_runs(int64_t N, int64_t *per) {
   return (N + *per - 1) / *per;
 }
 
-/* Every run's two sums of every channel into acc (runs x C x 2 doubles). */
-static void run_sums(int grad, int64_t runs, int64_t per, int64_t N, int64_t C, int64_t L,
-                     const float *x, const float *dy, const float *y, const float *ref,
+/* Every run's two sums of every channel into acc (runs x C x 2 doubles),
+ * with the AVX-512 bodies or (avx512 0) the AVX2 ones. */
+static void run_sums(int avx512, int grad, int64_t runs, int64_t per, int64_t N, int64_t C,
+                     int64_t L, const float *x, const float *dy, const float *y, const float *ref,
                      double *acc) {
+  void (*sums)(int, int64_t, int64_t, int64_t, int64_t, const float *, const float *, const float *,
+               const float *, double *) =
+      avx512 ? cnn_cpu_bn_image_sums_f32_avx512 : cnn_cpu_bn_image_sums_f32_avx2;
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < runs; r++)
-    cnn_cpu_bn_image_sums_f32_avx512(grad, r * per, (r + 1) * per < N ? (r + 1) * per : N, C, L, x,
-                                     dy, y, ref, acc + r * C * 2);
+    sums(grad, r * per, (r + 1) * per < N ? (r + 1) * per : N, C, L, x, dy, y, ref,
+         acc + r * C * 2);
 }
 
 /* Planes a step of the elementwise loops takes: about STEP_FLOATS values
@@ -119,7 +124,7 @@ int cnn_cpu_bn_forward_planes_f32(const bn_args *a, int64_t N, int64_t C, int64_
   scratch s;
   if (!worth_it(N, C, L) || N * C * L == 0 || scratch_alloc(&s, N, C)) return -1;
   for (int64_t c = 0; c < C; c++) s.ref[c] = x[c * L]; /* K: the channel's first value */
-  run_sums(0, s.runs, s.per, N, C, L, x, NULL, NULL, s.ref, s.acc);
+  run_sums(a->avx512, 0, s.runs, s.per, N, C, L, x, NULL, NULL, s.ref, s.acc);
   int64_t M = N * L;
   for (int64_t c = 0; c < C; c++) {
     double s1, s2;
@@ -133,10 +138,12 @@ int cnn_cpu_bn_forward_planes_f32(const bn_args *a, int64_t N, int64_t C, int64_
     cnn_cpu_bn_store_stats(a, 0, c, M, mean, var, invstd);
   }
   int64_t P = N * C, per = plane_step(L);
+  void (*normalize)(int64_t, int64_t, int64_t, int64_t, const float *, const float *, const float *,
+                    float *, int) =
+      a->avx512 ? cnn_cpu_bn_normalize_planes_f32_avx512 : cnn_cpu_bn_normalize_planes_f32_avx2;
 #pragma omp parallel for schedule(static)
   for (int64_t p = 0; p < P; p += per)
-    cnn_cpu_bn_normalize_planes_f32_avx512(p, p + per < P ? p + per : P, C, L, x, a->residual, s.k,
-                                           y, a->relu);
+    normalize(p, p + per < P ? p + per : P, C, L, x, a->residual, s.k, y, a->relu);
   scratch_free(&s);
   return 0;
 }
@@ -147,7 +154,7 @@ int cnn_cpu_bn_backward_planes_f32(const bn_grads *a, int64_t N, int64_t C, int6
   if (!worth_it(N, C, L) || N * C * L == 0 || scratch_alloc(&s, N, C)) return -1;
   const float *mean = a->save_mean, *invstd = a->save_invstd, *y = a->y;
   for (int64_t c = 0; c < C; c++) s.ref[c] = mean[c];
-  run_sums(1, s.runs, s.per, N, C, L, x, dy, y, s.ref, s.acc);
+  run_sums(a->avx512, 1, s.runs, s.per, N, C, L, x, dy, y, s.ref, s.acc);
   double M = (double)(N * L);
   for (int64_t c = 0; c < C; c++) {
     double sdy, sdyx, is = invstd[c], g = a->gamma ? ((const float *)a->gamma)[c] : 1;
@@ -163,9 +170,12 @@ int cnn_cpu_bn_backward_planes_f32(const bn_grads *a, int64_t N, int64_t C, int6
   if (a->dx) {
     float *dx = a->dx;
     int64_t P = N * C, per = plane_step(L);
+    void (*dx_planes)(int64_t, int64_t, int64_t, int64_t, const float *, const float *,
+                      const float *, const float *, const float *, float *) =
+        a->avx512 ? cnn_cpu_bn_dx_planes_f32_avx512 : cnn_cpu_bn_dx_planes_f32_avx2;
 #pragma omp parallel for schedule(static)
     for (int64_t p = 0; p < P; p += per)
-      cnn_cpu_bn_dx_planes_f32_avx512(p, p + per < P ? p + per : P, C, L, dy, y, x, s.ref, s.k, dx);
+      dx_planes(p, p + per < P ? p + per : P, C, L, dy, y, x, s.ref, s.k, dx);
   }
   scratch_free(&s);
   return 0;

@@ -8,8 +8,8 @@
  * built here also runs on an AVX2-only machine: a kernel calls its
  * AVX-512 function (compiled with a target attribute) only when
  * cnn_cpu_use_avx512() says so, and its portable loop otherwise.
- * cnn_cpu_allow_avx512(0) forces the portable loops, so tests compare the
- * two paths on one machine and benches time them against each other.  The
+ * cnn_cpu_allow_avx512(0) forces the portable loops (the AVX2 ones'
+ * too), so tests compare the two paths on one machine and benches time them against each other.  The
  * only state is that flag, an atomic.  (vector_math.c keeps its own flag,
  * cnn_cpu_vector_math_allow_avx512, for its loops.)
  */
@@ -35,7 +35,7 @@ int cnn_cpu_allow_avx512(int on) {
 
 int cnn_cpu_use_avx2(void) {
 #if defined(__x86_64__) && defined(__GNUC__)
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return allow && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 #else
   return 0;
 #endif

@@ -231,8 +231,8 @@ int cnn_cpu_bn_relu_pool_blocked8_forward(const void *x, int bf16, int layout, i
 int cnn_cpu_bn_relu_pool_blocked8_backward(const void *x, const void *dy, const uint8_t *tap,
                                            int bf16, int layout, int64_t N, int64_t CB, int64_t H,
                                            int64_t W, const float *gamma, const float *beta,
-                                           const float *mean, const float *var, float eps,
-                                           void *dx, float *dgamma, float *dbeta, float *dy_copy);
+                                           const float *mean, const float *var, float eps, void *dx,
+                                           float *dgamma, float *dbeta, float *dy_copy);
 int cnn_cpu_bn_relu_pool_blocked8_backward_dw(const void *x, const void *dy, const uint8_t *tap,
                                               int layout, int64_t N, int64_t CB, int64_t H,
                                               int64_t W, const float *gamma, const float *beta,
@@ -400,7 +400,9 @@ void cnn_cpu_max_pool_2x2_forward(int avx512, const float *x, float *y, int64_t 
  * benches) and returns whether AVX-512 is now used. */
 int cnn_cpu_use_avx512(void);
 int cnn_cpu_allow_avx512(int on);
-/* 1 when this CPU has AVX2 and FMA (the kernels with an 8-lane path). */
+/* 1 when this CPU has AVX2 and FMA and hand-written kernels are allowed
+ * (cnn_cpu_allow_avx512(0) turns these off too): the kernels with an
+ * 8-lane path. */
 int cnn_cpu_use_avx2(void);
 
 /* ---- batch norm --------------------------------------------------------------- */
@@ -480,6 +482,17 @@ void cnn_cpu_bn_normalize_planes_f32_avx512(int64_t p0, int64_t p1, int64_t C, i
 void cnn_cpu_bn_dx_planes_f32_avx512(int64_t p0, int64_t p1, int64_t C, int64_t L, const float *dy,
                                      const float *y, const float *x, const float *mean,
                                      const float *k, float *dx);
+/* The three memory-order bodies with AVX2 + FMA, the same arguments and
+ * arithmetic (batch_norm_planes_avx2.c; call only when cnn_cpu_use_avx2()). */
+void cnn_cpu_bn_image_sums_f32_avx2(int grad, int64_t n0, int64_t n1, int64_t C, int64_t L,
+                                    const float *x, const float *dy, const float *y,
+                                    const float *ref, double *out);
+void cnn_cpu_bn_normalize_planes_f32_avx2(int64_t p0, int64_t p1, int64_t C, int64_t L,
+                                          const float *x, const float *r, const float *k, float *y,
+                                          int relu);
+void cnn_cpu_bn_dx_planes_f32_avx2(int64_t p0, int64_t p1, int64_t C, int64_t L, const float *dy,
+                                   const float *y, const float *x, const float *mean,
+                                   const float *k, float *dx);
 
 /* ---- softmax ------------------------------------------------------------------ */
 

@@ -501,8 +501,9 @@ static void test_bn_f32_all_args(int64_t N, int64_t C, int64_t L, int relu) {
   free(x64), free(g64), free(b64), free(dy64);
 }
 
-/* The float32 cases through the AVX-512 bodies (where this CPU has them):
- * as chosen, then training in memory order (batch_norm_planes.c) forced,
+/* The float32 cases through the AVX-512 bodies (where this CPU has them;
+ * on an AVX2-only CPU memory order runs batch_norm_planes_avx2.c's): as
+ * chosen, then training in memory order (batch_norm_planes.c) forced,
  * then channel by channel; then through the portable loops. */
 static void test_bn_both_paths(void (*cases)(void)) {
   int had = cnn_cpu_use_avx512();

@@ -44,14 +44,7 @@
 
 /* The kernel of this CPU: its width and entries. */
 static int L;
-static int (*fwd)(const void *, int, int, int64_t, int64_t, int64_t, int64_t, const float *,
-                  const float *, float, float *, float *, void *, uint8_t *);
-static int (*bwd)(const void *, const void *, const uint8_t *, int, int, int64_t, int64_t, int64_t,
-                  int64_t, const float *, const float *, const float *, const float *, float,
-                  void *, float *, float *, float *);
-static int (*bwd_dw)(const void *, const void *, const uint8_t *, int, int64_t, int64_t, int64_t,
-                     int64_t, const float *, const float *, const float *, const float *, float,
-                     const cnn_b16_conv_src *, float *, float *, float *, float *, float *);
+static cnn_bn_relu_pool_kernel K;
 
 static int cmp(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
@@ -94,9 +87,9 @@ static void bench_shape(int64_t N, int64_t C, int64_t H, int64_t W) {
     for (int e = 0; e < 2; e++) {
       int layout = e ? CNN_B16_NCHW_EDGE : CNN_B16_BLOCKED;
       double t0 = omp_get_wtime();
-      int rc = fwd(x, 0, layout, N, CB, H, W, g, b, 1e-5f, mean, var, y, tap);
+      int rc = K.forward(x, 0, layout, N, CB, H, W, g, b, 1e-5f, mean, var, y, tap);
       double t1 = omp_get_wtime();
-      rc |= bwd(x, dy, tap, 0, layout, N, CB, H, W, g, b, mean, var, 1e-5f, dx, dg, db, dyc);
+      rc |= K.backward(x, dy, tap, 0, layout, N, CB, H, W, g, b, mean, var, 1e-5f, dx, dg, db, dyc);
       double t2 = omp_get_wtime();
       if (rc) fprintf(stderr, "pool_edge: %s\n", cnn_error()), exit(1);
       t[e][0][r] = (t1 - t0) * 1e6, t[e][1][r] = (t2 - t1) * 1e6;
@@ -128,16 +121,16 @@ static void bench_dw(int64_t N, int64_t C, int64_t H, int64_t W) {
   float *dbias = malloc(C * 4);
   uint8_t *tap = malloc(ny);
   for (int64_t c = 0; c < C; c++) g[c] = 1, b[c] = 0.1f;
-  int rc = fwd(x, 0, CNN_B16_NCHW_EDGE, N, CB, H, W, g, b, 1e-5f, mean, var, y, tap);
+  int rc = K.forward(x, 0, CNN_B16_NCHW_EDGE, N, CB, H, W, g, b, 1e-5f, mean, var, y, tap);
   cnn_b16_conv_src src = {xi, 1, H, W, 3, 3, 1, 1};
   static double t[2][ROUNDS];
   for (int r = 0; r < ROUNDS; r++) {
     double t0 = omp_get_wtime();
-    rc |=
-        bwd(x, dy, tap, 0, CNN_B16_NCHW_EDGE, N, CB, H, W, g, b, mean, var, 1e-5f, dx, dg, db, dyc);
+    rc |= K.backward(x, dy, tap, 0, CNN_B16_NCHW_EDGE, N, CB, H, W, g, b, mean, var, 1e-5f, dx, dg,
+                     db, dyc);
     double t1 = omp_get_wtime();
-    rc |= bwd_dw(x, dy, tap, CNN_B16_NCHW_EDGE, N, CB, H, W, g, b, mean, var, 1e-5f, &src, dw,
-                 dbias, dg, db, dyc);
+    rc |= K.backward_dw(x, dy, tap, CNN_B16_NCHW_EDGE, N, CB, H, W, g, b, mean, var, 1e-5f, &src,
+                        dw, dbias, dg, db, dyc);
     t[0][r] = (t1 - t0) * 1e6, t[1][r] = (omp_get_wtime() - t1) * 1e6;
   }
   if (rc) fprintf(stderr, "pool_edge: %s\n", cnn_error()), exit(1);
@@ -152,18 +145,12 @@ static void bench_dw(int64_t N, int64_t C, int64_t H, int64_t W) {
 }
 
 int main(void) {
-  if (cnn_cpu_use_avx512()) {
-    L = 16, fwd = cnn_cpu_bn_relu_pool_blocked16_forward;
-    bwd = cnn_cpu_bn_relu_pool_blocked16_backward,
-    bwd_dw = cnn_cpu_bn_relu_pool_blocked16_backward_dw;
-  } else if (cnn_cpu_use_avx2()) {
-    L = 8, fwd = cnn_cpu_bn_relu_pool_blocked8_forward;
-    bwd = cnn_cpu_bn_relu_pool_blocked8_backward,
-    bwd_dw = cnn_cpu_bn_relu_pool_blocked8_backward_dw;
-  } else {
+  int lanes = cnn_cpu_use_avx512() ? 16 : cnn_cpu_use_avx2() ? 8 : 0;
+  if (!lanes) {
     fprintf(stderr, "pool_edge: neither AVX-512 nor AVX2 on this CPU\n");
     return 0;
   }
+  K = *cnn_cpu_bn_relu_pool_kernel(lanes), L = lanes;
   bench_shape(64, 32, 28, 28); /* the example network's first block */
   bench_shape(64, 64, 14, 14); /* its second */
   bench_dw(64, 32, 28, 28);

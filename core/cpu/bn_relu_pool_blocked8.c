@@ -22,6 +22,12 @@
  * The window's tap lives in a vector as one int32 per lane and in memory
  * as one byte per output, in the blocked layout as the AVX-512 kernel
  * keeps it.
+ *
+ * The two kernels are twins by design -- one algorithm in each ISA's
+ * intrinsics -- and share their scalar parts (bn_relu_pool_shared.c).
+ * One body over a vector-width layer would remove the rest of the
+ * likeness; it was not done here because this file was written on an
+ * AVX2-only machine, where the AVX-512 side cannot run to be checked.
  */
 #include <omp.h>
 #include <stdint.h>

@@ -2,7 +2,8 @@
  * bn_relu_pool_shared.c -- the scalar parts of the fused batch norm +
  * ReLU + 2x2 max pool kernels (bn_relu_pool_blocked16.c, AVX-512, and
  * bn_relu_pool_blocked8.c, AVX2): scratch, the layout check, the
- * per-channel constants and the sums over images.  See the header.
+ * per-channel constants and the sums over images; and the table of each
+ * width's entries (kernels.h).  See the header.
  */
 #include "cpu/bn_relu_pool_shared.h"
 
@@ -92,4 +93,14 @@ void cnn_brp_weight_sums(const float *acc, int64_t N, int64_t CB, int lanes, int
         db[kk] = (float)sum;
     }
   }
+}
+
+static const cnn_bn_relu_pool_kernel kernels[2] = {
+    {16, cnn_cpu_bn_relu_pool_blocked16_forward, cnn_cpu_bn_relu_pool_blocked16_backward,
+     cnn_cpu_bn_relu_pool_blocked16_backward_dw},
+    {8, cnn_cpu_bn_relu_pool_blocked8_forward, cnn_cpu_bn_relu_pool_blocked8_backward,
+     cnn_cpu_bn_relu_pool_blocked8_backward_dw}};
+
+const cnn_bn_relu_pool_kernel *cnn_cpu_bn_relu_pool_kernel(int lanes) {
+  return lanes == 16 ? &kernels[0] : lanes == 8 ? &kernels[1] : NULL;
 }

@@ -618,8 +618,7 @@ static dnnl_status_t own_bn_forward(plan *pl) {
   const cnn_conv_shape *c = &pl->shape.conv;
   void *y = pl->nchw_edge ? data_of(&pl->y) : data_of(pl->r_y.from);
   if (st == dnnl_success &&
-      (pl->lanes == 8 ? cnn_cpu_bn_relu_pool_blocked8_forward
-                      : cnn_cpu_bn_relu_pool_blocked16_forward)(
+      cnn_cpu_bn_relu_pool_kernel(pl->lanes)->forward(
           data_of(&pl->conv_out), block_bf16(pl), own_bn_kernel_layout(pl), c->N, c->K / pl->lanes,
           c->OH, c->OW, data_of(&pl->scale), data_of(&pl->shift), pl->shape.eps, data_of(&pl->mean),
           data_of(&pl->var), y, data_of(&pl->pool_ws)))
@@ -640,8 +639,7 @@ static dnnl_status_t own_bn_backward(plan *pl) {
   float *dy_copy;
   const void *dy = own_bn_dy(pl, &dy_copy);
   if (st == dnnl_success &&
-      (pl->lanes == 8 ? cnn_cpu_bn_relu_pool_blocked8_backward
-                      : cnn_cpu_bn_relu_pool_blocked16_backward)(
+      cnn_cpu_bn_relu_pool_kernel(pl->lanes)->backward(
           data_of(&pl->conv_out), dy, data_of(&pl->pool_ws), block_bf16(pl),
           own_bn_kernel_layout(pl), c->N, c->K / pl->lanes, c->OH, c->OW, data_of(&pl->scale),
           data_of(&pl->shift), data_of(&pl->mean), data_of(&pl->var), pl->shape.eps,
@@ -691,8 +689,7 @@ static dnnl_status_t backward_dw_run(plan *pl) {
   const void *dy = own_bn_dy(pl, &dy_copy);
   cnn_b16_conv_src src = {data_of(&pl->x), c->C, c->H, c->W, c->R, c->S, c->pt, c->pl};
   if (st == dnnl_success &&
-      (pl->lanes == 8 ? cnn_cpu_bn_relu_pool_blocked8_backward_dw
-                      : cnn_cpu_bn_relu_pool_blocked16_backward_dw)(
+      cnn_cpu_bn_relu_pool_kernel(pl->lanes)->backward_dw(
           data_of(&pl->conv_out), dy, data_of(&pl->pool_ws), own_bn_kernel_layout(pl), c->N,
           c->K / pl->lanes, c->OH, c->OW, data_of(&pl->scale), data_of(&pl->shift),
           data_of(&pl->mean), data_of(&pl->var), s->eps, &src, data_of(&pl->dw), data_of(&pl->db),

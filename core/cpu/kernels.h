@@ -239,6 +239,24 @@ int cnn_cpu_bn_relu_pool_blocked8_backward_dw(const void *x, const void *dy, con
                                               const float *mean, const float *var, float eps,
                                               const cnn_b16_conv_src *src, float *dw, float *db,
                                               float *dgamma, float *dbeta, float *dy_copy);
+/* One width's three entries (bn_relu_pool_shared.c): lanes 16 the AVX-512
+ * kernel, 8 the AVX2 one; NULL for any other width.  The caller checks
+ * the CPU (cnn_cpu_use_avx512 / cnn_cpu_use_avx2). */
+typedef struct {
+  int lanes;
+  int (*forward)(const void *x, int bf16, int layout, int64_t N, int64_t CB, int64_t H, int64_t W,
+                 const float *gamma, const float *beta, float eps, float *mean, float *var, void *y,
+                 uint8_t *tap);
+  int (*backward)(const void *x, const void *dy, const uint8_t *tap, int bf16, int layout,
+                  int64_t N, int64_t CB, int64_t H, int64_t W, const float *gamma,
+                  const float *beta, const float *mean, const float *var, float eps, void *dx,
+                  float *dgamma, float *dbeta, float *dy_copy);
+  int (*backward_dw)(const void *x, const void *dy, const uint8_t *tap, int layout, int64_t N,
+                     int64_t CB, int64_t H, int64_t W, const float *gamma, const float *beta,
+                     const float *mean, const float *var, float eps, const cnn_b16_conv_src *src,
+                     float *dw, float *db, float *dgamma, float *dbeta, float *dy_copy);
+} cnn_bn_relu_pool_kernel;
+const cnn_bn_relu_pool_kernel *cnn_cpu_bn_relu_pool_kernel(int lanes);
 /* Bytes of the state one training forward leaves for its backward (the
  * convolution's output, batch norm's statistics and ReLU mask, the pool's
  * argmax, all in oneDNN's layouts); -2 where oneDNN has no fast primitive

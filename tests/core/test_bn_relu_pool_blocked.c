@@ -32,23 +32,11 @@
 
 /* The kernel under test: its width and its three entries. */
 static int L;
-static int (*fwd)(const void *, int, int, int64_t, int64_t, int64_t, int64_t, const float *,
-                  const float *, float, float *, float *, void *, uint8_t *);
-static int (*bwd)(const void *, const void *, const uint8_t *, int, int, int64_t, int64_t, int64_t,
-                  int64_t, const float *, const float *, const float *, const float *, float,
-                  void *, float *, float *, float *);
-static int (*bwd_dw)(const void *, const void *, const uint8_t *, int, int64_t, int64_t, int64_t,
-                     int64_t, const float *, const float *, const float *, const float *, float,
-                     const cnn_b16_conv_src *, float *, float *, float *, float *, float *);
+static cnn_bn_relu_pool_kernel K;
 
 static void use_kernel(int lanes) {
-  L = lanes;
-  fwd =
-      lanes == 16 ? cnn_cpu_bn_relu_pool_blocked16_forward : cnn_cpu_bn_relu_pool_blocked8_forward;
-  bwd = lanes == 16 ? cnn_cpu_bn_relu_pool_blocked16_backward
-                    : cnn_cpu_bn_relu_pool_blocked8_backward;
-  bwd_dw = lanes == 16 ? cnn_cpu_bn_relu_pool_blocked16_backward_dw
-                       : cnn_cpu_bn_relu_pool_blocked8_backward_dw;
+  K = *cnn_cpu_bn_relu_pool_kernel(lanes);
+  L = K.lanes;
   printf("%d lanes (%s):\n", lanes, lanes == 16 ? "AVX-512, nChw16c" : "AVX2, nChw8c");
 }
 
@@ -90,9 +78,9 @@ static void check_edge_bits(shape s, const float *x, const float *y, const float
     for (int64_t c = 0; c < C; c++)
       for (int64_t i = 0; i < OH * OW; i++)
         dyb[out_at(&b, n, c, i / OW, i % OW)] = dy[out_at(&s, n, c, i / OW, i % OW)];
-  CHECK(fwd(x, 0, CNN_B16_BLOCKED, N, C / L, H, W, gamma, beta, 1e-5f, mb, vb, yb, tb) == 0);
-  CHECK(bwd(x, dyb, tb, 0, CNN_B16_BLOCKED, N, C / L, H, W, gamma, beta, mb, vb, 1e-5f, dxb, dgb,
-            dbb, NULL) == 0);
+  CHECK(K.forward(x, 0, CNN_B16_BLOCKED, N, C / L, H, W, gamma, beta, 1e-5f, mb, vb, yb, tb) == 0);
+  CHECK(K.backward(x, dyb, tb, 0, CNN_B16_BLOCKED, N, C / L, H, W, gamma, beta, mb, vb, 1e-5f, dxb,
+                   dgb, dbb, NULL) == 0);
   int64_t diff = 0;
   for (int64_t n = 0; n < N; n++)
     for (int64_t c = 0; c < C; c++)
@@ -164,9 +152,10 @@ static void check(shape s) {
         }
   for (int64_t i = 0; i < ny; i++) store(&s, dy, i, (float)(uniform() - 0.5));
   float eps = 1e-5f;
-  CHECK(fwd(x, s.bf16, layout_of(&s), N, C / L, H, W, gamma, beta, eps, mean, var, y, tap) == 0);
-  CHECK(bwd(x, dy, tap, s.bf16, layout_of(&s), N, C / L, H, W, gamma, beta, mean, var, eps, dx,
-            dgamma, dbeta, dyc) == 0);
+  CHECK(K.forward(x, s.bf16, layout_of(&s), N, C / L, H, W, gamma, beta, eps, mean, var, y, tap) ==
+        0);
+  CHECK(K.backward(x, dy, tap, s.bf16, layout_of(&s), N, C / L, H, W, gamma, beta, mean, var, eps,
+                   dx, dgamma, dbeta, dyc) == 0);
   int64_t bad_stats = 0, bad_y = 0, bad_tap = 0, bad_tie = 0, bad_grad = 0, bad_dx = 0;
   int64_t inexact = 0; /* bf16: outputs not the reference's own rounding */
   double *v = malloc(H * W * sizeof(double)), *g = malloc(H * W * sizeof(double));
@@ -273,11 +262,12 @@ static void check_dw(shape s, int64_t Ci, int64_t R, int64_t S, int64_t pt, int6
   for (int64_t i = 0; i < ni; i++) xi[i] = (float)(uniform() - 0.25);
   for (int64_t c = 0; c < C; c++) g[c] = (float)(0.5 + uniform()), b[c] = (float)(uniform() - 0.5);
   int layout = layout_of(&s);
-  CHECK(fwd(x, 0, layout, N, C / L, H, W, g, b, 1e-5f, m, v, y, tap) == 0);
-  CHECK(bwd(x, dy, tap, 0, layout, N, C / L, H, W, g, b, m, v, 1e-5f, dx, dg, dbt, dyc) == 0);
+  CHECK(K.forward(x, 0, layout, N, C / L, H, W, g, b, 1e-5f, m, v, y, tap) == 0);
+  CHECK(K.backward(x, dy, tap, 0, layout, N, C / L, H, W, g, b, m, v, 1e-5f, dx, dg, dbt, dyc) ==
+        0);
   cnn_b16_conv_src src = {xi, Ci, Hi, Wi, R, S, pt, pl};
-  CHECK(bwd_dw(x, dy, tap, layout, N, C / L, H, W, g, b, m, v, 1e-5f, &src, dw, db, dg2, dbt2,
-               dyc) == 0);
+  CHECK(K.backward_dw(x, dy, tap, layout, N, C / L, H, W, g, b, m, v, 1e-5f, &src, dw, db, dg2,
+                      dbt2, dyc) == 0);
   int64_t bad_dw = 0, bad_db = 0;
   for (int64_t kk = 0; kk < C; kk++) {
     double sdb = 0, scale = 0;
@@ -327,18 +317,18 @@ static void check_refusals(void) {
   float dg[16], db[16];
   uint8_t tap[2 * 16];
   for (int c = 0; c < 16; c++) g[c] = 1, b[c] = 0;
-  CHECK(fwd(x, 1, CNN_B16_NCHW_EDGE, 2, 1, 2, 2, g, b, 1e-5f, m, v, y, tap) == -1);
+  CHECK(K.forward(x, 1, CNN_B16_NCHW_EDGE, 2, 1, 2, 2, g, b, 1e-5f, m, v, y, tap) == -1);
   CHECK(strstr(cnn_error(), "layout 2") != NULL);
-  CHECK(fwd(x, 0, 7, 2, 1, 2, 2, g, b, 1e-5f, m, v, y, tap) == -1);
-  CHECK(fwd(x, 0, CNN_B16_NCHW_EDGE, 2, 1, 2, 2, g, b, 1e-5f, m, v, y, tap) == 0);
-  CHECK(bwd(x, y, tap, 0, CNN_B16_NCHW_EDGE, 2, 1, 2, 2, g, b, m, v, 1e-5f, dx, dg, db, NULL) ==
-        -1);
+  CHECK(K.forward(x, 0, 7, 2, 1, 2, 2, g, b, 1e-5f, m, v, y, tap) == -1);
+  CHECK(K.forward(x, 0, CNN_B16_NCHW_EDGE, 2, 1, 2, 2, g, b, 1e-5f, m, v, y, tap) == 0);
+  CHECK(K.backward(x, y, tap, 0, CNN_B16_NCHW_EDGE, 2, 1, 2, 2, g, b, m, v, 1e-5f, dx, dg, db,
+                   NULL) == -1);
   CHECK(strstr(cnn_error(), "copy") != NULL);
   if (L == 8) {
-    CHECK(fwd(x, 1, CNN_B16_BLOCKED, 2, 1, 2, 2, g, b, 1e-5f, m, v, y, tap) == -1);
+    CHECK(K.forward(x, 1, CNN_B16_BLOCKED, 2, 1, 2, 2, g, b, 1e-5f, m, v, y, tap) == -1);
     CHECK(strstr(cnn_error(), "bfloat16 is the AVX-512 kernel's") != NULL);
-    CHECK(bwd(x, y, tap, 1, CNN_B16_BLOCKED, 2, 1, 2, 2, g, b, m, v, 1e-5f, dx, dg, db, NULL) ==
-          -1);
+    CHECK(K.backward(x, y, tap, 1, CNN_B16_BLOCKED, 2, 1, 2, 2, g, b, m, v, 1e-5f, dx, dg, db,
+                     NULL) == -1);
   }
 }
 
@@ -365,8 +355,8 @@ static void check_kernel(int lanes) {
   check_dw((shape){2, u, 14, 14, 0, 0, 1}, 1, 5, 5, 2, 2);   /* 5x5 */
   float z[64] = {0};
   cnn_b16_conv_src big = {z, 4, 2, 2, 3, 3, 1, 1}; /* 36 taps: refused */
-  CHECK(bwd_dw(z, z, (uint8_t *)z, CNN_B16_BLOCKED, 1, 1, 2, 2, z, z, z, z, 1e-5f, &big, z, z, z, z,
-               NULL) == -1);
+  CHECK(K.backward_dw(z, z, (uint8_t *)z, CNN_B16_BLOCKED, 1, 1, 2, 2, z, z, z, z, 1e-5f, &big, z,
+                      z, z, z, NULL) == -1);
   CHECK(strstr(cnn_error(), "27 taps") != NULL);
 }
 

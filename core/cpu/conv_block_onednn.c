@@ -21,9 +21,10 @@
  * tensors oneDNN lays out as nChw16c or NHWC (it picks NHWC for bfloat16
  * here), float32 or bfloat16, runs them as
  * bn_relu_pool_blocked16.c's AVX-512 passes instead of oneDNN's batch-norm
- * and pooling primitives -- on an AVX2-only CPU, where oneDNN picks
- * nChw8c, float32 only, bn_relu_pool_blocked8.c's (`lanes` 8) (the argmax, one byte per output, goes where
- * oneDNN's pooling workspace would; batch norm's workspace is unused).
+ * and pooling primitives (on an AVX2-only CPU, where oneDNN picks nChw8c,
+ * in float32, bn_relu_pool_blocked8.c's: `lanes` 8).  The argmax, one
+ * byte per output, goes where oneDNN's pooling workspace would; batch
+ * norm's workspace is unused.
  * Other pools and layouts keep the primitives.  On nChw16c in float32
  * those passes write the pooled y and read its gradient dy as the
  * caller's NCHW arrays themselves (`nchw_edge`), so neither y's reorder

@@ -8,9 +8,9 @@
  * built here also runs on an AVX2-only machine: a kernel calls its
  * AVX-512 function (compiled with a target attribute) only when
  * cnn_cpu_use_avx512() says so, and its portable loop otherwise.
- * cnn_cpu_allow_avx512(0) forces the portable loops (the AVX2 ones'
- * too), so tests compare the two paths on one machine and benches time them against each other.  The
- * only state is that flag, an atomic.  (vector_math.c keeps its own flag,
+ * cnn_cpu_allow_avx512(0) forces the portable loops (instead of the AVX2
+ * kernels too), so tests compare the paths on one machine and benches
+ * time them against each other.  The only state is that flag, an atomic.  (vector_math.c keeps its own flag,
  * cnn_cpu_vector_math_allow_avx512, for its loops.)
  */
 #include "cpu/kernels.h"

@@ -118,10 +118,14 @@ describe("the fused Conv2d -> BatchNorm2d -> ReLU -> MaxPool2d block", function(
     check_block(64, 64, 28, 28) -- core/cpu/conv_winograd.c's rule: batch 3 x 7 x 7 tiles of 4x4
   end)
 
-  it("matches them with whole channel blocks and odd sizes (the AVX-512 pool on nChw16c)", function()
+  it("matches them with whole channel blocks and odd sizes (our pool pass on nChw16c or nChw8c)", function()
     check_block(3, 16, 9, 11) -- pooled 4x5: the last row and column of the conv output in no window
     check_block(2, 48, 7, 6)
     check_block(2, 16, 8, 8, { bn = { affine = false }, conv = { padding = 1, bias = false } })
+    -- 24 channels: whole 8-channel blocks, not 16 (the AVX2 pass takes them,
+    -- AVX-512 CPUs keep oneDNN's primitives), with the NCHW edge's part runs
+    check_block(2, 24, 10, 10)
+    check_block(1, 24, 14, 14, { frozen_input = true })
   end)
 
   it("matches them for odd sizes, stride, asymmetric options, no conv bias, pool 3 stride 2", function()
